@@ -1,0 +1,381 @@
+/*
+ * fusedmoe.h - the application API of libfusedmoe.
+ *
+ * fusedmoe runs the routed-expert (fused Mixture-of-Experts) layer through
+ * backend plugins loaded at run time. An application:
+ *
+ *   1. creates a context (loads the TOML configuration, discovers plugins);
+ *   2. creates a layer from a layer config and a quantization scheme - this
+ *      selects a backend method and declares the parameters it needs;
+ *   3. loads every declared parameter (fmoe_layer_load);
+ *   4. finalizes the layer (the backend repacks/uploads its weights);
+ *   5. calls fmoe_layer_forward as often as it likes;
+ *   6. destroys the layer, then the context.
+ *
+ * Errors: every function that can fail returns an fmoe_status. On failure the
+ * text of the error is available from fmoe_last_error() on the same thread
+ * until the next fusedmoe call on that thread. The library owns that text.
+ *
+ * Threads: a context may be shared by any number of threads once created;
+ * fmoe_context_* queries and fmoe_layer_create are safe to call concurrently.
+ * A layer is used by one thread at a time for load/finalize; after finalize,
+ * fmoe_layer_forward may run concurrently on *different* layers, while calls
+ * on the same layer must be serialized by the caller (as with a CUDA stream).
+ * Destroy functions must not race with any other use of the same object.
+ */
+#ifndef FUSEDMOE_H
+#define FUSEDMOE_H
+
+#include "fusedmoe/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define FMOE_API
+#else
+#define FMOE_API __attribute__((visibility("default")))
+#endif
+
+/* Library version (semantic). The plugin ABI version is in plugin.h. */
+#define FUSEDMOE_VERSION_MAJOR 0
+#define FUSEDMOE_VERSION_MINOR 1
+#define FUSEDMOE_VERSION_PATCH 0
+
+/* "0.1.0", the version of the library actually loaded. */
+FMOE_API const char *fmoe_version(void);
+
+/* ------------------------------------------------------------------------ */
+/* Errors and names                                                          */
+/* ------------------------------------------------------------------------ */
+
+/* Text of the last error on this thread ("" if none). Owned by the library;
+ * valid until the next fusedmoe call on this thread. Never NULL. */
+FMOE_API const char *fmoe_last_error(void);
+
+/* Stable lower-case names ("ok", "unsupported", "invalid-argument", ...).
+ * Unknown values give "unknown". Never NULL. */
+FMOE_API const char *fmoe_status_name(fmoe_status status);
+FMOE_API const char *fmoe_dtype_name(fmoe_dtype dtype);          /* "bf16", "fp8_e4m3fn", ... */
+FMOE_API const char *fmoe_activation_name(int32_t activation);   /* "silu", ... */
+FMOE_API const char *fmoe_scoring_name(int32_t scoring);         /* "softmax", ... */
+FMOE_API const char *fmoe_device_kind_name(int32_t device_kind); /* "cpu", "cuda", ... */
+
+/* Parse the names above. Return the value, or the INVALID value (0) of the
+ * enumeration for an unknown name. "gelu_pytorch_tanh" is accepted for
+ * FMOE_ACT_GELU_TANH. */
+FMOE_API fmoe_dtype fmoe_dtype_from_name(const char *name);
+FMOE_API int32_t fmoe_activation_from_name(const char *name);
+FMOE_API int32_t fmoe_scoring_from_name(const char *name);
+
+/* Bytes per tensor element (FP4_E2M1X2: 1, a pair). 0 for INVALID and for
+ * value-only types such as INT4. */
+FMOE_API size_t fmoe_dtype_size(fmoe_dtype dtype);
+
+/* ------------------------------------------------------------------------ */
+/* Tensors                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* Describe contiguous row-major host memory: sets struct_size, dtype,
+ * device CPU/0, shape and strides. ndim must be <= FMOE_MAX_DIMS. */
+FMOE_API fmoe_status fmoe_tensor_init(fmoe_tensor *t, fmoe_dtype dtype, uint32_t ndim,
+                                      const int64_t *shape, void *data);
+
+/* Number of elements (product of the shape; 1 for a scalar). */
+FMOE_API int64_t fmoe_tensor_numel(const fmoe_tensor *t);
+
+/* 1 if the strides describe dense row-major storage, else 0. */
+FMOE_API int fmoe_tensor_is_contiguous(const fmoe_tensor *t);
+
+/* ------------------------------------------------------------------------ */
+/* Layer configuration                                                       */
+/* ------------------------------------------------------------------------ */
+
+/* Defaults: activation SILU, gated, act_dtype BF16, scoring SOFTMAX,
+ * renormalize 0, routed_scaling_factor 1, tp/ep size 1 rank 0, placement
+ * LINEAR, swiglu_alpha 1.702, swiglu_limit 0, max_num_tokens 8192. The sizes
+ * (num_experts, top_k, hidden, intermediate) are 0 and must be set. */
+FMOE_API void fmoe_layer_config_init(fmoe_layer_config *cfg);
+
+/* Check a configuration. FMOE_STATUS_OK, or INVALID_ARGUMENT with a message
+ * (fmoe_last_error) naming the field and what was expected. Rejects every
+ * construction error of spec/interface.md §12 that a config can express. */
+FMOE_API fmoe_status fmoe_layer_config_validate(const fmoe_layer_config *cfg);
+
+/* Derived sizes. Global physical experts = logical + redundant. */
+FMOE_API uint32_t fmoe_layer_config_global_experts(const fmoe_layer_config *cfg);
+/* Experts this EP rank owns (linear or round-robin; leftovers to the first ranks). */
+FMOE_API uint32_t fmoe_layer_config_local_experts(const fmoe_layer_config *cfg);
+/* intermediate_size / tp_size (validate first: it must divide). */
+FMOE_API uint32_t fmoe_layer_config_intermediate_per_rank(const fmoe_layer_config *cfg);
+
+/* Fill expert_map[global_experts] for this EP rank: the local index of each
+ * global expert, or -1 when another rank owns it. With ep_size 1 the map is
+ * the identity. Fails if `len` is not the global expert count. */
+FMOE_API fmoe_status fmoe_layer_config_expert_map(const fmoe_layer_config *cfg, int32_t *expert_map,
+                                                  uint32_t len);
+
+/* ------------------------------------------------------------------------ */
+/* Schemes                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* An unquantized scheme whose weights are stored as `dtype` (F32/BF16/F16). */
+FMOE_API void fmoe_scheme_init_unquantized(fmoe_scheme *scheme, fmoe_dtype dtype);
+
+/* Canonical key, e.g. "bf16", "fp8e4m3:channel/fp8e4m3:token:dynamic",
+ * "int4:group128:actorder". Grammar in docs/SCHEMES.md. Two schemes are the
+ * same scheme iff their keys are equal. `cap` >= FMOE_SCHEME_KEY_MAX is
+ * always enough. */
+FMOE_API fmoe_status fmoe_scheme_key(const fmoe_scheme *scheme, char *key, size_t cap);
+
+/* Parse a key (canonical or not: attributes in any order, defaults spelled
+ * out) into a scheme. PARSE_ERROR names the offending token. */
+FMOE_API fmoe_status fmoe_scheme_parse(const char *key, fmoe_scheme *scheme);
+
+/* ------------------------------------------------------------------------ */
+/* Context                                                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef struct fmoe_context fmoe_context;
+
+#define FMOE_LOG_ERROR 0
+#define FMOE_LOG_WARN  1
+#define FMOE_LOG_INFO  2
+#define FMOE_LOG_DEBUG 3
+
+/* Log sink. `category` is "loader", "probe", "select", "dispatch", "plugin:<name>",
+ * ...; `msg` has no trailing newline. Called from any thread; must be
+ * thread-safe. */
+typedef void (*fmoe_log_fn)(void *user, int32_t level, const char *category, const char *msg);
+
+typedef struct fmoe_context_options {
+    size_t struct_size;
+    /* TOML configuration file. NULL: $FMOE_CONFIG if set, else the installed
+     * default (share/fusedmoe/fusedmoe.toml), else built-in defaults. */
+    const char *config_path;
+    /* Explicit plugin manifests or libraries loaded before any search path
+     * (like FMOE_PLUGIN_FILES). May be NULL. */
+    const char *const *plugin_files;
+    uint32_t n_plugin_files;
+    /* Log sink; NULL writes to stderr. Level threshold and categories come
+     * from the TOML [log] table and FMOE_LOG. */
+    fmoe_log_fn log_fn;
+    void *log_user;
+    /* 1: ignore FMOE_* environment variables (tests, embedding). */
+    uint32_t ignore_environment;
+} fmoe_context_options;
+
+FMOE_API void fmoe_context_options_init(fmoe_context_options *opts);
+
+/* Read configuration, discover and load plugins, probe devices. A plugin that
+ * fails to load is recorded (see fmoe_context_plugin) and skipped; it never
+ * stops the others. Fails only for a broken configuration (PARSE_ERROR with
+ * file:line:column) or out of memory. `opts` may be NULL. */
+FMOE_API fmoe_status fmoe_context_create(const fmoe_context_options *opts, fmoe_context **out);
+FMOE_API void fmoe_context_destroy(fmoe_context *ctx);
+
+/* Path of the configuration file actually read, or "" for built-in defaults. */
+FMOE_API const char *fmoe_context_config_path(const fmoe_context *ctx);
+
+/* --- Plugins as the registry saw them (for `fusedmoe plugins`) --------- */
+
+#define FMOE_PLUGIN_STATE_LOADED   0 /* loaded, negotiated, initialised */
+#define FMOE_PLUGIN_STATE_DISABLED 1 /* disabled by configuration; not loaded */
+#define FMOE_PLUGIN_STATE_SKIPPED  2 /* manifest rules it out here (arch, ABI) */
+#define FMOE_PLUGIN_STATE_FAILED   3 /* load, negotiation or init failed */
+
+typedef struct fmoe_plugin_info {
+    size_t struct_size;
+    const char *name;       /* from the manifest (or file name if none) */
+    const char *version;    /* "" if unknown */
+    const char *vendor;
+    const char *path;       /* shared library path */
+    const char *manifest;   /* manifest path, "" if none */
+    uint32_t abi_major;     /* as the plugin declared it (0 if never loaded) */
+    uint32_t abi_minor;     /* negotiated minor (0 if not loaded) */
+    int32_t state;          /* FMOE_PLUGIN_STATE_* */
+    const char *reason;     /* why disabled/skipped/failed; "" when loaded */
+    const char *schemes;    /* scheme globs served, comma-separated */
+} fmoe_plugin_info;
+
+FMOE_API uint32_t fmoe_context_plugin_count(const fmoe_context *ctx);
+/* Fill `info` (set info->struct_size first). Strings live as long as ctx. */
+FMOE_API fmoe_status fmoe_context_plugin(const fmoe_context *ctx, uint32_t index, fmoe_plugin_info *info);
+
+/* --- Devices as each loaded plugin reported them (for `fusedmoe probe`) --- */
+
+typedef struct fmoe_device_info {
+    size_t struct_size;
+    const char *plugin;     /* reporting plugin */
+    int32_t kind;           /* FMOE_DEVICE_* */
+    int32_t index;
+    uint32_t available;     /* 1 if the plugin can run on it */
+    uint32_t score;         /* plugin's device-level preference; 0 = unusable */
+    const char *name;
+    const char *arch;       /* "x86-64 avx2", "sm_90a", ... */
+    const char *id;         /* stable physical id (PCI bus id, UUID, "cpu") */
+    const char *driver;     /* driver/runtime versions actually resolved */
+    const char *reason;     /* why unavailable, or notes */
+    uint64_t memory_bytes;
+} fmoe_device_info;
+
+FMOE_API uint32_t fmoe_context_device_count(const fmoe_context *ctx);
+FMOE_API fmoe_status fmoe_context_device(const fmoe_context *ctx, uint32_t index, fmoe_device_info *info);
+
+/* --- Selection, explained (for `fusedmoe explain`) ---------------------- */
+
+#define FMOE_VERDICT_SELECTED    0 /* this candidate serves the layer */
+#define FMOE_VERDICT_ACCEPTED    1 /* could serve, ranked lower */
+#define FMOE_VERDICT_REFUSED     2 /* its query said unsupported */
+#define FMOE_VERDICT_EXCLUDED    3 /* excluded by configuration or environment */
+#define FMOE_VERDICT_UNAVAILABLE 4 /* plugin not loaded, or no usable device */
+#define FMOE_VERDICT_ERROR       5 /* its query failed */
+
+typedef struct fmoe_candidate {
+    size_t struct_size;
+    const char *plugin;
+    const char *method;     /* method name, "" if none */
+    int32_t device_kind, device_index;
+    int32_t verdict;        /* FMOE_VERDICT_* */
+    uint32_t score;
+    int32_t preference;     /* position in the configured order, -1 if not named */
+    const char *reason;     /* one line */
+} fmoe_candidate;
+
+typedef struct fmoe_selection fmoe_selection;
+
+/* Run the selection for (config, scheme) without creating a layer. Always
+ * produces a report when it returns OK or UNSUPPORTED (no candidate could
+ * serve); INVALID_ARGUMENT for a bad config. Free with fmoe_selection_destroy. */
+FMOE_API fmoe_status fmoe_context_explain(fmoe_context *ctx, const fmoe_layer_config *cfg,
+                                          const fmoe_scheme *scheme, fmoe_selection **out);
+FMOE_API uint32_t fmoe_selection_candidate_count(const fmoe_selection *sel);
+FMOE_API fmoe_status fmoe_selection_candidate(const fmoe_selection *sel, uint32_t index,
+                                              fmoe_candidate *out);
+/* Index of the selected candidate, or -1 when none was selected. */
+FMOE_API int32_t fmoe_selection_chosen(const fmoe_selection *sel);
+/* One-line summary ("reference/unquantized on cpu:0: preferred by [schemes]"
+ * or why nothing could serve). */
+FMOE_API const char *fmoe_selection_summary(const fmoe_selection *sel);
+/* The canonical scheme key the selection ran for. */
+FMOE_API const char *fmoe_selection_scheme_key(const fmoe_selection *sel);
+FMOE_API void fmoe_selection_destroy(fmoe_selection *sel);
+
+/* ------------------------------------------------------------------------ */
+/* Layer                                                                     */
+/* ------------------------------------------------------------------------ */
+
+typedef struct fmoe_layer fmoe_layer;
+
+/* What a backend method declares it needs loaded (FMOE_PROJ_* and
+ * FMOE_ROLE_* are in common.h). Strings live as long as the layer. Shapes
+ * are local to this rank (EP: local experts; TP: this rank's share of I)
+ * and include any padding the method asked for. */
+typedef struct fmoe_param_info {
+    size_t struct_size;
+    const char *name;       /* "w13_weight", "w2_bias", ... */
+    fmoe_dtype dtype;
+    uint32_t ndim;
+    int64_t shape[FMOE_MAX_DIMS];
+    int32_t projection;     /* FMOE_PROJ_* */
+    int32_t role;           /* FMOE_ROLE_* */
+    uint32_t per_expert;    /* 1: axis 0 indexes local experts */
+    uint32_t required;      /* 1: finalize refuses the layer until fully loaded */
+} fmoe_param_info;
+
+typedef struct fmoe_layer_options {
+    size_t struct_size;
+    /* Restrict selection to a device kind/index; FMOE_DEVICE_ANY (default) for any. */
+    int32_t device_kind;
+    int32_t device_index;
+} fmoe_layer_options;
+
+FMOE_API void fmoe_layer_options_init(fmoe_layer_options *opts);
+
+/* Validate cfg, select a backend method for (cfg, scheme) per the selection
+ * policy (docs/CONFIG.md), create its per-layer state and declare its
+ * parameters (host buffers are allocated here, filled with NaN/0xFF so that
+ * anything left unloaded is visible). UNSUPPORTED when no backend can serve,
+ * with every candidate's reason in the error text. `opts` may be NULL. */
+FMOE_API fmoe_status fmoe_layer_create(fmoe_context *ctx, const fmoe_layer_config *cfg,
+                                       const fmoe_scheme *scheme, const fmoe_layer_options *opts,
+                                       fmoe_layer **out);
+FMOE_API void fmoe_layer_destroy(fmoe_layer *layer);
+
+/* The selection this layer was created from (owned by the layer). */
+FMOE_API const fmoe_selection *fmoe_layer_selection(const fmoe_layer *layer);
+FMOE_API const fmoe_layer_config *fmoe_layer_get_config(const fmoe_layer *layer);
+
+FMOE_API uint32_t fmoe_layer_param_count(const fmoe_layer *layer);
+FMOE_API fmoe_status fmoe_layer_param(const fmoe_layer *layer, uint32_t index, fmoe_param_info *info);
+
+/* Shard ids for fmoe_layer_load: which projection a checkpoint tensor is. */
+#define FMOE_SHARD_W1   1 /* gate_proj: first half of w13 */
+#define FMOE_SHARD_W2   2 /* down_proj */
+#define FMOE_SHARD_W3   3 /* up_proj: second half of w13 */
+#define FMOE_SHARD_FULL 4 /* the whole parameter slice for the expert(s), as declared */
+
+/* Pass as `expert` to load all local experts at once: the tensor then has a
+ * leading expert axis over this rank's local experts. */
+#define FMOE_ALL_LOCAL_EXPERTS (-1)
+
+/* Copy one checkpoint tensor into a declared parameter.
+ *
+ *  - `expert` is a *global* logical expert id. If no local slot holds it
+ *    (another EP rank owns it), nothing is copied and *taken = 0 (not an
+ *    error). With EPLB every local physical replica of it is filled.
+ *  - For per-expert parameters `tensor` is that expert's slice as stored in
+ *    the checkpoint (full, unsharded: the loader narrows it for TP).
+ *  - W1/W3 go to the first/second half of a W13 parameter; W2 to a W2
+ *    parameter; FULL copies the parameter's whole per-expert slice (or, with
+ *    FMOE_ALL_LOCAL_EXPERTS, the whole parameter, already sharded).
+ *
+ * Shape and dtype must match exactly (after TP narrowing); every mismatch is
+ * INVALID_ARGUMENT naming the parameter, the expert and both shapes. Loading
+ * the same slot twice is allowed (last write wins). `taken` may be NULL. */
+FMOE_API fmoe_status fmoe_layer_load(fmoe_layer *layer, const char *param, int32_t expert,
+                                     int32_t shard, const fmoe_tensor *tensor, uint32_t *taken);
+
+/* Refuse the layer if any required (param, expert, shard) slot is still
+ * unloaded (naming the first ones missing); otherwise let the backend
+ * process the weights. After OK the layer is ready for forward. */
+FMOE_API fmoe_status fmoe_layer_finalize(fmoe_layer *layer);
+
+typedef struct fmoe_forward_args {
+    size_t struct_size;
+    const fmoe_tensor *x;             /* [M, H], act_dtype, on the layer's device */
+    /* Either routing given (modular): */
+    const fmoe_tensor *topk_weights;  /* [M, k] F32 */
+    const fmoe_tensor *topk_ids;      /* [M, k] INT32 global physical expert ids */
+    /* or router logits (routing done by the backend, or by the core for a
+     * modular backend): */
+    const fmoe_tensor *router_logits; /* [M, E_logical] F32 or BF16 */
+    fmoe_tensor *out;                 /* [M, H], act_dtype; written completely */
+    /* Optional outputs when router_logits is given (host or device memory
+     * like x): the routing that was used. May be NULL. */
+    fmoe_tensor *topk_weights_out;
+    fmoe_tensor *topk_ids_out;
+    void *stream;                     /* cudaStream_t / hipStream_t; NULL on CPU */
+} fmoe_forward_args;
+
+/* Run the layer. Exactly one of (topk_weights + topk_ids) or router_logits
+ * must be given. M = 0 is a successful no-op. */
+FMOE_API fmoe_status fmoe_layer_forward(fmoe_layer *layer, const fmoe_forward_args *args);
+
+/* ------------------------------------------------------------------------ */
+/* Reference math (the oracle every backend is measured against).            */
+/* Host memory only; f32 accumulation; semantics of spec/interface.md §4-6.  */
+/* ------------------------------------------------------------------------ */
+
+/* Route: logits [M, E_logical] (F32/BF16) -> topk_weights [M,k] F32 and
+ * topk_ids [M,k] INT32 (logical ids, lower index wins ties, unique and in
+ * range even for NaN logits). `correction_bias` [E] F32 or NULL. */
+FMOE_API fmoe_status fmoe_reference_route(const fmoe_layer_config *cfg, const fmoe_tensor *logits,
+                                          const fmoe_tensor *correction_bias, fmoe_tensor *topk_weights,
+                                          fmoe_tensor *topk_ids);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FUSEDMOE_H */

@@ -1,0 +1,352 @@
+/*
+ * fusedmoe/plugin.h - the plugin ABI, version 1. The only header a backend
+ * plugin needs. docs/PLUGIN-ABI.md explains every rule and keeps the changelog.
+ *
+ * A plugin is a shared library that exports exactly one symbol,
+ * fmoe_plugin_entry, and links nothing of libfusedmoe: logging, error text
+ * and host memory come through the fmoe_host table the host hands it.
+ *
+ * Life of a plugin, as the host drives it:
+ *
+ *   dlopen(RTLD_NOW | RTLD_LOCAL)          never dlclose'd
+ *   fmoe_plugin_entry(&entry_args)          side-effect free: returns the table
+ *   host checks abi_major, negotiates minor = min(host, plugin)
+ *   plugin->init(&init_args)                optional; heavy set-up goes here
+ *   plugin->probe(&probe_args)              cheap, never fatal: device reports
+ *   plugin->query(&query_args)              per (layer config, scheme, device):
+ *                                            supported + score + method, or
+ *                                            UNSUPPORTED + reason
+ *   method->roundup_sizes / create / declare_params / finalize / apply... /
+ *   destroy                                  per layer
+ *
+ * Rules (each one has a reason in docs/PLUGIN-ABI.md):
+ *  R1 Every struct crossing the boundary starts with size_t struct_size and
+ *     only ever grows by appending. A receiver reads a field only if
+ *     FMOE_HAS_FIELD(ptr, field) says the sender's struct has it, and treats
+ *     missing fields as their documented default (0/NULL unless stated).
+ *     A receiver never writes an out-field past the struct_size it was given.
+ *  R2 Enumerations are int32_t with explicit values, appended, never reused.
+ *  R3 Every call returns an fmoe_status (common.h). UNSUPPORTED is not an
+ *     error. Error text is set through host->error_set on the `err` handle
+ *     passed in the args; the host owns and frees it.
+ *  R4 Mandatory slots are marked [mandatory]; others may be NULL and the host
+ *     checks before every call.
+ *  R5 Strings and tables the plugin returns (names, method tables, param
+ *     descriptors) must stay valid for as long as stated at each field.
+ *  R6 No C++ exceptions, longjmp or abort across the boundary.
+ *
+ * Thread model: entry, init and shutdown are called once, serialized by the
+ * host. probe and query may be called from any thread, concurrently, and
+ * must not change observable state. Per-layer calls (create ... destroy) on
+ * one instance are serialized by the host, except that apply/apply_logits
+ * on different instances may run concurrently. A method that cannot allow
+ * that sets FMOE_METHOD_SERIALIZED_APPLY and the host serializes it.
+ * Host services are thread-safe.
+ */
+#ifndef FUSEDMOE_PLUGIN_H
+#define FUSEDMOE_PLUGIN_H
+
+#include <stdarg.h>
+
+#include "fusedmoe/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Version                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* Major must match exactly. Minor: host and plugin agree on min(host, plugin);
+ * each side then only uses what that minor provides. */
+#define FMOE_ABI_MAJOR 1
+#define FMOE_ABI_MINOR 0
+/* Oldest plugin minor this host still accepts. */
+#define FMOE_ABI_MINOR_MIN 0
+
+/* Export macro for the entry symbol. Build plugins with hidden visibility
+ * (-fvisibility=hidden) so this is the only exported symbol. */
+#if defined(_WIN32)
+#define FMOE_PLUGIN_EXPORT __declspec(dllexport)
+#else
+#define FMOE_PLUGIN_EXPORT __attribute__((visibility("default")))
+#endif
+
+#if defined(__GNUC__)
+#define FMOE_PRINTF_LIKE(fmt, args) __attribute__((format(printf, fmt, args)))
+#else
+#define FMOE_PRINTF_LIKE(fmt, args)
+#endif
+
+/* Size of a struct up to and including `field`; for struct_size minimums. */
+#define FMOE_STRUCT_SIZE_UPTO(type, field) (offsetof(type, field) + sizeof(((type *)0)->field))
+/* 1 if the struct at `ptr` (whose struct_size the sender set) holds `field`. */
+#define FMOE_HAS_FIELD(ptr, field) \
+    ((ptr)->struct_size >= (size_t)((const char *)&(ptr)->field - (const char *)(ptr)) + sizeof((ptr)->field))
+
+/* ------------------------------------------------------------------------ */
+/* Host services (host -> plugin). Valid for the life of the process.        */
+/* ------------------------------------------------------------------------ */
+
+/* Opaque, host-owned error slot handed to every call. */
+typedef struct fmoe_error fmoe_error;
+
+/* Log levels (same values as FMOE_LOG_* in fusedmoe.h). */
+#define FMOE_PLUGIN_LOG_ERROR 0
+#define FMOE_PLUGIN_LOG_WARN  1
+#define FMOE_PLUGIN_LOG_INFO  2
+#define FMOE_PLUGIN_LOG_DEBUG 3
+
+typedef struct fmoe_host {
+    size_t struct_size;
+    uint32_t abi_major;        /* FMOE_ABI_MAJOR of the host */
+    uint32_t abi_minor;        /* highest minor the host speaks */
+    const char *host_version;  /* libfusedmoe version, "0.1.0" */
+    void *ctx;                 /* pass back to log/alloc/free; per plugin */
+    /* Log one line (no trailing newline) under this plugin's name. */
+    void (*log)(void *ctx, int32_t level, const char *msg);
+    /* Record error text for the current call and return `status` unchanged,
+     * so a plugin can write `return host->error_set(err, ST, "...", ...)`.
+     * The text is copied; formatting follows printf. */
+    fmoe_status (*error_set)(fmoe_error *err, fmoe_status status, const char *fmt, ...) FMOE_PRINTF_LIKE(3, 4);
+    /* Host memory (for anything handed to the host to free, and for plugins
+     * that want the host's allocator). alignment: power of two, or 0 for the
+     * default (64 bytes). NULL on failure. free(NULL) is a no-op. */
+    void *(*alloc)(void *ctx, size_t size, size_t alignment);
+    void (*free)(void *ctx, void *ptr);
+} fmoe_host;
+
+/* ------------------------------------------------------------------------ */
+/* Entry point                                                               */
+/* ------------------------------------------------------------------------ */
+
+struct fmoe_plugin;
+
+typedef struct fmoe_entry_args {
+    size_t struct_size;
+    const fmoe_host *host;             /* in; keep the pointer, it stays valid */
+    fmoe_error *err;                   /* in */
+    const struct fmoe_plugin *plugin;  /* out: static table, valid forever */
+} fmoe_entry_args;
+
+/* The one exported symbol. Must not initialise devices, start threads or
+ * allocate beyond trivial bookkeeping. Returns ABI_MISMATCH (with text) if
+ * host->abi_major is not the plugin's major. */
+FMOE_PLUGIN_EXPORT fmoe_status fmoe_plugin_entry(fmoe_entry_args *args);
+typedef fmoe_status (*fmoe_plugin_entry_fn)(fmoe_entry_args *args);
+#define FMOE_PLUGIN_ENTRY_SYMBOL "fmoe_plugin_entry"
+
+/* ------------------------------------------------------------------------ */
+/* Plugin-level calls                                                        */
+/* ------------------------------------------------------------------------ */
+
+/* A key/value option from the user's TOML ([plugins.<name>.options]). */
+typedef struct fmoe_option {
+    size_t struct_size;
+    const char *key;
+    const char *value;   /* always a string; the plugin parses it */
+} fmoe_option;
+
+typedef struct fmoe_init_args {
+    size_t struct_size;
+    fmoe_error *err;
+    uint32_t abi_minor;             /* negotiated: min(host, plugin) */
+    const fmoe_option *const *options; /* user options; valid during the call */
+    uint32_t n_options;
+    void *state;                    /* out: handed back to every later call */
+} fmoe_init_args;
+
+/* One device as the plugin sees it. The host pre-sets struct_size. */
+typedef struct fmoe_device_report {
+    size_t struct_size;
+    int32_t kind;                   /* FMOE_DEVICE_* */
+    int32_t index;
+    uint32_t available;             /* 1: the plugin can run on it */
+    uint32_t score;                 /* device-level preference, 0 = unusable */
+    char name[128];
+    char arch[64];                  /* "x86-64 avx2 avx512_vnni", "sm_90a" */
+    char id[64];                    /* stable physical id (PCI bus id, UUID) */
+    char driver[64];                /* versions actually resolved */
+    char reason[256];               /* why unavailable, or notes */
+    uint64_t memory_bytes;
+} fmoe_device_report;
+
+typedef struct fmoe_probe_args {
+    size_t struct_size;
+    fmoe_error *err;
+    void *state;
+    fmoe_device_report *const *reports; /* host-owned, `capacity` entries */
+    uint32_t capacity;
+    uint32_t count;                 /* out: devices reported (<= capacity) */
+} fmoe_probe_args;
+
+struct fmoe_method;
+
+typedef struct fmoe_query_args {
+    size_t struct_size;
+    fmoe_error *err;
+    void *state;
+    const fmoe_layer_config *config;   /* validated by the host */
+    const fmoe_scheme *scheme;
+    const char *scheme_key;            /* canonical key of `scheme` */
+    int32_t device_kind, device_index; /* one the plugin reported available */
+    /* out (on OK): */
+    const struct fmoe_method *method;  /* valid forever */
+    uint32_t score;                    /* > 0; higher wins */
+    /* out (always): one line; why it refused, or notes on what it will run */
+    char reason[256];
+} fmoe_query_args;
+
+typedef struct fmoe_plugin {
+    size_t struct_size;
+    uint32_t abi_major;             /* FMOE_ABI_MAJOR the plugin was built with */
+    uint32_t abi_minor;             /* FMOE_ABI_MINOR the plugin was built with */
+    const char *name;               /* must equal the manifest name */
+    const char *vendor;
+    const char *version;
+    const char *build_id;           /* git hash / toolchain; may be "" */
+    fmoe_status (*init)(fmoe_init_args *args);       /* optional */
+    fmoe_status (*probe)(fmoe_probe_args *args);     /* [mandatory] never fatal: no device = available 0 */
+    /* [mandatory] OK + method + score, or UNSUPPORTED + reason. No side effects. */
+    fmoe_status (*query)(fmoe_query_args *args);
+    void (*shutdown)(void *state);                   /* optional; at process exit */
+} fmoe_plugin;
+
+/* ------------------------------------------------------------------------ */
+/* The method contract (FusedMoEMethod)                                      */
+/* ------------------------------------------------------------------------ */
+
+/* How a parameter's scale applies (vLLM quant_method attribute). */
+#define FMOE_SCALE_NONE    0
+#define FMOE_SCALE_TENSOR  1
+#define FMOE_SCALE_CHANNEL 2
+#define FMOE_SCALE_GROUP   3
+#define FMOE_SCALE_BLOCK   4
+
+/* Parameter flags. */
+#define FMOE_PARAM_OPTIONAL     (1u << 0) /* finalize does not require it */
+#define FMOE_PARAM_TRANSPOSED   (1u << 1) /* checkpoint stores each expert slice transposed */
+#define FMOE_PARAM_LOAD_FULL    (1u << 2) /* not narrowed for TP (e.g. act-order w2 scales) */
+#define FMOE_PARAM_GLOBAL_EXPERTS (1u << 3) /* axis 0 indexes global, not local, experts */
+
+typedef struct fmoe_param_desc {
+    size_t struct_size;
+    const char *name;               /* "w13_weight"; unique within the method */
+    fmoe_dtype dtype;
+    uint32_t ndim;
+    int64_t shape[FMOE_MAX_DIMS];   /* local: [E_local, ...] for per-expert params */
+    int32_t projection;             /* FMOE_PROJ_* (common.h) */
+    int32_t role;                   /* FMOE_ROLE_* (common.h) */
+    int32_t scale_kind;             /* FMOE_SCALE_* */
+    /* Axis of one expert's slice (i.e. excluding the expert axis) that holds
+     * the intermediate dimension split across TP ranks and, for W13, the
+     * gate/up halves. -1: neither (e.g. a per-tensor scale). */
+    int32_t shard_axis;
+    uint32_t per_expert;            /* 1: axis 0 indexes experts */
+    uint32_t flags;                 /* FMOE_PARAM_* */
+} fmoe_param_desc;
+
+/* Method flags. */
+#define FMOE_METHOD_MONOLITHIC       (1u << 0) /* does routing itself: prefers apply_logits */
+#define FMOE_METHOD_EPLB             (1u << 1) /* supports redundant experts / rearrangement */
+#define FMOE_METHOD_EXPERT_MASK      (1u << 2) /* consumes an AITER expert mask, not a map */
+#define FMOE_METHOD_HANDLES_COMM     (1u << 3) /* does its own EP dispatch/combine */
+#define FMOE_METHOD_SERIALIZED_APPLY (1u << 4) /* apply must not run concurrently, even across layers */
+#define FMOE_METHOD_GRAPH_SAFE       (1u << 5) /* apply may be captured in a CUDA/HIP graph */
+
+typedef struct fmoe_roundup_args {
+    size_t struct_size;
+    fmoe_error *err;
+    const fmoe_layer_config *config;
+    const fmoe_scheme *scheme;
+    uint32_t hidden_size;           /* in/out: padded hidden size */
+    uint32_t intermediate_per_rank; /* in/out: padded per-rank intermediate size */
+} fmoe_roundup_args;
+
+typedef struct fmoe_create_args {
+    size_t struct_size;
+    fmoe_error *err;
+    void *state;                       /* plugin state from init */
+    const fmoe_layer_config *config;   /* validated */
+    const fmoe_scheme *scheme;
+    int32_t device_kind, device_index;
+    uint32_t hidden_size;              /* padded sizes (after roundup_sizes) */
+    uint32_t intermediate_per_rank;
+    uint32_t num_local_experts;
+    uint32_t num_global_experts;       /* physical */
+    /* expert_map[num_global_experts]: local index or -1. Host memory, valid
+     * during the call; copy it. NULL when ep_size == 1 (identity). */
+    const int32_t *expert_map;
+    void *instance;                    /* out: per-layer state */
+} fmoe_create_args;
+
+typedef struct fmoe_declare_params_args {
+    size_t struct_size;
+    fmoe_error *err;
+    void *instance;
+    /* out: descriptors, valid until destroy. */
+    const fmoe_param_desc *const *params;
+    uint32_t n_params;
+} fmoe_declare_params_args;
+
+typedef struct fmoe_finalize_args {
+    size_t struct_size;
+    fmoe_error *err;
+    void *instance;
+    /* The loaded parameters in declaration order: host memory, contiguous,
+     * owned by the host and valid until destroy (a method may keep using
+     * them, or repack/upload and ignore them afterwards). */
+    const fmoe_tensor *const *params;
+    uint32_t n_params;
+    /* e_score_correction_bias [E_logical] F32 when config->has_correction_bias, else NULL. */
+    const fmoe_tensor *correction_bias;
+} fmoe_finalize_args;
+
+typedef struct fmoe_apply_args {
+    size_t struct_size;
+    fmoe_error *err;
+    void *instance;
+    const fmoe_tensor *x;              /* [M, H_ckpt] act_dtype */
+    const fmoe_tensor *topk_weights;   /* [M, k] F32 */
+    const fmoe_tensor *topk_ids;       /* [M, k] INT32 global physical ids; ids outside
+                                          [0, E_global) and non-local experts contribute 0 */
+    fmoe_tensor *out;                  /* [M, H_ckpt] act_dtype; write every element */
+    void *stream;
+} fmoe_apply_args;
+
+typedef struct fmoe_apply_logits_args {
+    size_t struct_size;
+    fmoe_error *err;
+    void *instance;
+    const fmoe_tensor *x;              /* [M, H_ckpt] */
+    const fmoe_tensor *router_logits;  /* [M, E_logical] F32 or BF16 */
+    fmoe_tensor *out;                  /* [M, H_ckpt] */
+    fmoe_tensor *topk_weights_out;     /* optional [M, k] F32 */
+    fmoe_tensor *topk_ids_out;         /* optional [M, k] INT32 */
+    void *stream;
+} fmoe_apply_logits_args;
+
+typedef struct fmoe_destroy_args {
+    size_t struct_size;
+    void *instance;
+} fmoe_destroy_args;
+
+typedef struct fmoe_method {
+    size_t struct_size;
+    const char *name;                  /* "unquantized", "fp8_w8a8_block", ... */
+    uint32_t flags;                    /* FMOE_METHOD_* */
+    fmoe_status (*roundup_sizes)(fmoe_roundup_args *args);         /* optional */
+    fmoe_status (*create)(fmoe_create_args *args);                 /* [mandatory] */
+    fmoe_status (*declare_params)(fmoe_declare_params_args *args); /* [mandatory] */
+    fmoe_status (*finalize)(fmoe_finalize_args *args);             /* [mandatory] */
+    /* At least one of apply / apply_logits is non-NULL. */
+    fmoe_status (*apply)(fmoe_apply_args *args);
+    fmoe_status (*apply_logits)(fmoe_apply_logits_args *args);
+    void (*destroy)(fmoe_destroy_args *args);                       /* [mandatory] */
+} fmoe_method;
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FUSEDMOE_PLUGIN_H */
