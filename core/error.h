@@ -15,7 +15,7 @@
 /* Set this thread's error text (printf format) and return `status`, so that
  * callers can write `return fmoe_error_set(FMOE_STATUS_..., "...")`. */
 fmoe_status fmoe_error_set(fmoe_status status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-fmoe_status fmoe_error_setv(fmoe_status status, const char *fmt, va_list ap);
+fmoe_status fmoe_error_setv(fmoe_status status, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 
 /* Prefix the current text with "<prefix>: " (context added on the way up). */
 void fmoe_error_prefix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

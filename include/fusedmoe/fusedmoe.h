@@ -64,7 +64,9 @@ FMOE_API const char *fmoe_device_kind_name(int32_t device_kind); /* "cpu", "cuda
 
 /* Parse the names above. Return the value, or the INVALID value (0) of the
  * enumeration for an unknown name. "gelu_pytorch_tanh" is accepted for
- * FMOE_ACT_GELU_TANH. */
+ * FMOE_ACT_GELU_TANH. Dtype aliases (PyTorch spellings): float32, float,
+ * bfloat16, float16, half, float64, double, float8_e4m3fn, float8_e4m3fnuz,
+ * float8_e5m2, float4_e2m1fn_x2, float8_e8m0fnu. Names are case-sensitive. */
 FMOE_API fmoe_dtype fmoe_dtype_from_name(const char *name);
 FMOE_API int32_t fmoe_activation_from_name(const char *name);
 FMOE_API int32_t fmoe_scoring_from_name(const char *name);
@@ -82,7 +84,8 @@ FMOE_API size_t fmoe_dtype_size(fmoe_dtype dtype);
 FMOE_API fmoe_status fmoe_tensor_init(fmoe_tensor *t, fmoe_dtype dtype, uint32_t ndim,
                                       const int64_t *shape, void *data);
 
-/* Number of elements (product of the shape; 1 for a scalar). */
+/* Number of elements (product of the shape; 1 for a scalar); -1 if t is
+ * NULL or malformed or the product overflows int64. */
 FMOE_API int64_t fmoe_tensor_numel(const fmoe_tensor *t);
 
 /* 1 if the strides describe dense row-major storage, else 0. */
@@ -289,6 +292,9 @@ typedef struct fmoe_layer_options {
     /* Restrict selection to a device kind/index; FMOE_DEVICE_ANY (default) for any. */
     int32_t device_kind;
     int32_t device_index;
+    /* Restrict selection to plugins whose name matches this glob (NULL: any).
+     * Strict: if none of them accepts the layer, create fails with their reasons. */
+    const char *backend;
 } fmoe_layer_options;
 
 FMOE_API void fmoe_layer_options_init(fmoe_layer_options *opts);

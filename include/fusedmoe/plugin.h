@@ -35,8 +35,9 @@
  *     descriptors) must stay valid for as long as stated at each field.
  *  R6 No C++ exceptions, longjmp or abort across the boundary.
  *
- * Thread model: entry, init and shutdown are called once, serialized by the
- * host. probe and query may be called from any thread, concurrently, and
+ * Thread model: entry is called once per process and load; init and
+ * shutdown once per context (each context gets its own state from init),
+ * serialized by the host. probe and query may be called from any thread, concurrently, and
  * must not change observable state. Per-layer calls (create ... destroy) on
  * one instance are serialized by the host, except that apply/apply_logits
  * on different instances may run concurrently. A method that cannot allow
@@ -125,7 +126,9 @@ struct fmoe_plugin;
 
 typedef struct fmoe_entry_args {
     size_t struct_size;
-    const fmoe_host *host;             /* in; keep the pointer, it stays valid */
+    /* in; valid during this call only: one library may be entered by several
+     * contexts. The host table to keep comes with init. */
+    const fmoe_host *host;
     fmoe_error *err;                   /* in */
     const struct fmoe_plugin *plugin;  /* out: static table, valid forever */
 } fmoe_entry_args;
@@ -151,6 +154,9 @@ typedef struct fmoe_option {
 typedef struct fmoe_init_args {
     size_t struct_size;
     fmoe_error *err;
+    /* This context's host services: valid until shutdown(state). A plugin
+     * that logs or allocates after init keeps it in its state. */
+    const fmoe_host *host;
     uint32_t abi_minor;             /* negotiated: min(host, plugin) */
     const fmoe_option *const *options; /* user options; valid during the call */
     uint32_t n_options;
@@ -210,7 +216,7 @@ typedef struct fmoe_plugin {
     fmoe_status (*probe)(fmoe_probe_args *args);     /* [mandatory] never fatal: no device = available 0 */
     /* [mandatory] OK + method + score, or UNSUPPORTED + reason. No side effects. */
     fmoe_status (*query)(fmoe_query_args *args);
-    void (*shutdown)(void *state);                   /* optional; at process exit */
+    void (*shutdown)(void *state);                   /* optional; when the context that ran init goes */
 } fmoe_plugin;
 
 /* ------------------------------------------------------------------------ */

@@ -1,0 +1,132 @@
+/*
+ * plugins/reference/plugin.c - entry point, options, probe and query of the
+ * reference backend.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+
+#include "plugins/reference/reference.h"
+
+static fmoe_status ref_init(fmoe_init_args *a)
+{
+    const fmoe_host *h = a->host;
+    ref_state *st = h->alloc(h->ctx, sizeof *st, 0);
+    if (!st)
+        return h->error_set(a->err, FMOE_STATUS_OUT_OF_MEMORY, "out of memory");
+    memset(st, 0, sizeof *st);
+    st->host = h;
+    for (uint32_t i = 0; i < a->n_options; i++) {
+        const fmoe_option *o = a->options[i];
+        if (strcmp(o->key, "monolithic") == 0 && (strcmp(o->value, "true") == 0 || strcmp(o->value, "false") == 0)) {
+            st->monolithic = strcmp(o->value, "true") == 0;
+            continue;
+        }
+        h->free(h->ctx, st);
+        if (strcmp(o->key, "monolithic") == 0)
+            return h->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT,
+                                "option monolithic = \"%s\": expected true or false", o->value);
+        return h->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT,
+                            "unknown option '%s' (the reference plugin takes: monolithic)", o->key);
+    }
+    a->state = st;
+    return FMOE_STATUS_OK;
+}
+
+static void ref_shutdown(void *state)
+{
+    ref_state *st = state;
+    if (st)
+        st->host->free(st->host->ctx, st);
+}
+
+/* The CPU's model name, for the report; "" if /proc/cpuinfo has none. */
+static void cpu_model(char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f)
+        return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        char *colon = strchr(line, ':');
+        if (strncmp(line, "model name", 10) != 0 || !colon)
+            continue;
+        snprintf(buf, cap, "%s", colon + 2);
+        buf[strcspn(buf, "\n")] = '\0';
+        break;
+    }
+    fclose(f);
+}
+
+static fmoe_status ref_probe(fmoe_probe_args *a)
+{
+    if (a->capacity < 1)
+        return FMOE_STATUS_OK;
+    fmoe_device_report *r = a->reports[0];
+    struct utsname u;
+    r->kind = FMOE_DEVICE_CPU;
+    r->index = 0;
+    r->available = 1;
+    r->score = 1;
+    cpu_model(r->name, sizeof r->name);
+    if (!r->name[0])
+        snprintf(r->name, sizeof r->name, "host CPU");
+    snprintf(r->arch, sizeof r->arch, "%.32s (portable C)", uname(&u) == 0 ? u.machine : "unknown");
+    snprintf(r->id, sizeof r->id, "cpu");
+    snprintf(r->reason, sizeof r->reason, "reference implementation: correct, not fast");
+    a->count = 1;
+    return FMOE_STATUS_OK;
+}
+
+static fmoe_status ref_query(fmoe_query_args *a)
+{
+    const fmoe_scheme *s = a->scheme;
+    const ref_state *st = a->state;
+    if (!st)
+        return FMOE_STATUS_INTERNAL; /* init always runs first */
+    int unquantized = s->w_strategy == FMOE_QSTRATEGY_NONE && s->a_strategy == FMOE_QSTRATEGY_NONE &&
+                      (s->w_dtype == FMOE_DTYPE_F32 || s->w_dtype == FMOE_DTYPE_BF16 || s->w_dtype == FMOE_DTYPE_F16);
+    if (!unquantized) {
+        snprintf(a->reason, sizeof a->reason, "serves unquantized f32/bf16/f16 weights only, not '%s'", a->scheme_key);
+        return FMOE_STATUS_UNSUPPORTED;
+    }
+    if (a->device_kind != FMOE_DEVICE_CPU) {
+        snprintf(a->reason, sizeof a->reason, "runs on the host CPU only");
+        return FMOE_STATUS_UNSUPPORTED;
+    }
+    a->method = st->monolithic ? &ref_method_unquantized_monolithic : &ref_method_unquantized;
+    a->score = 1;
+    snprintf(a->reason, sizeof a->reason, "reference f32-accumulation loop%s",
+             st->monolithic ? " (monolithic: routes inside apply_logits)" : "");
+    return FMOE_STATUS_OK;
+}
+
+static const fmoe_plugin ref_plugin = {
+    .struct_size = sizeof(fmoe_plugin),
+    .abi_major = FMOE_ABI_MAJOR,
+    .abi_minor = FMOE_ABI_MINOR,
+    .name = "reference",
+    .vendor = "fusedmoe",
+    .version = FMOE_PLUGIN_VERSION,
+    .build_id = "",
+    .init = ref_init,
+    .probe = ref_probe,
+    .query = ref_query,
+    .shutdown = ref_shutdown,
+};
+
+FMOE_PLUGIN_EXPORT fmoe_status fmoe_plugin_entry(fmoe_entry_args *a)
+{
+    if (!a || a->struct_size < FMOE_STRUCT_SIZE_UPTO(fmoe_entry_args, plugin) || !a->host)
+        return FMOE_STATUS_INVALID_ARGUMENT;
+    const fmoe_host *h = a->host;
+    if (h->abi_major != FMOE_ABI_MAJOR || h->struct_size < FMOE_STRUCT_SIZE_UPTO(fmoe_host, free))
+        return h->struct_size >= FMOE_STRUCT_SIZE_UPTO(fmoe_host, error_set) && h->error_set
+                   ? h->error_set(a->err, FMOE_STATUS_ABI_MISMATCH, "reference plugin speaks ABI %d.x, host %u.%u",
+                                  FMOE_ABI_MAJOR, h->abi_major, h->abi_minor)
+                   : FMOE_STATUS_ABI_MISMATCH;
+    a->plugin = &ref_plugin;
+    return FMOE_STATUS_OK;
+}

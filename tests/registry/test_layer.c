@@ -1,0 +1,438 @@
+/*
+ * tests/registry/test_layer.c - the layer lifecycle through the reference
+ * plugin: declared parameters, loading (halves, TP narrowing, EP and EPLB
+ * placement), what finalize refuses, forward's checks, and that sharded
+ * layers sum to the unsharded one.
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "tests/registry/registry_fixtures.h"
+
+enum { E = 4, K = 2, H = 8, I = 6, M = 5 };
+
+/* The checkpoint: full (unsharded) per-expert tensors, identical on every rank. */
+typedef struct ckpt {
+    float w1[E][I][H], w3[E][I][H], w2[E][H][I];
+    float x[M][H];
+    float topk_w[M][K];
+    int32_t topk_ids[M][K];
+    float logits[M][E];
+} ckpt;
+
+static void make_ckpt(ckpt *c, uint64_t stream)
+{
+    fmoe_rng r = fmoe_rng_for(stream);
+    for (int e = 0; e < E; e++)
+        for (int i = 0; i < I; i++)
+            for (int h = 0; h < H; h++) {
+                c->w1[e][i][h] = fmoe_rng_normal(&r) / sqrtf(H);
+                c->w3[e][i][h] = fmoe_rng_normal(&r) / sqrtf(H);
+                c->w2[e][h][i] = fmoe_rng_normal(&r) / sqrtf(I);
+            }
+    for (int t = 0; t < M; t++) {
+        for (int h = 0; h < H; h++)
+            c->x[t][h] = fmoe_rng_normal(&r);
+        for (int e = 0; e < E; e++)
+            c->logits[t][e] = fmoe_rng_normal(&r);
+        /* Two distinct experts per token, positive weights. */
+        int a = (int)(fmoe_rng_u64(&r) % E), b = (a + 1 + (int)(fmoe_rng_u64(&r) % (E - 1))) % E;
+        c->topk_ids[t][0] = a;
+        c->topk_ids[t][1] = b;
+        c->topk_w[t][0] = fmoe_rng_uniform(&r, 0.1f, 1.0f);
+        c->topk_w[t][1] = fmoe_rng_uniform(&r, 0.1f, 1.0f);
+    }
+}
+
+static fmoe_context *ref_ctx(const char *config_text)
+{
+    static char cfg[600];
+    const char *path = NULL;
+    if (config_text) {
+        char dir[512];
+        fx_tempdir(dir, sizeof dir);
+        snprintf(cfg, sizeof cfg, "%s/fusedmoe.toml", dir);
+        fx_write(cfg, config_text);
+        path = cfg;
+    }
+    const char *files[] = {REFERENCE_MANIFEST};
+    return fx_context(files, 1, path, 0, NULL);
+}
+
+static fmoe_layer *make_layer(fmoe_context *ctx, const fmoe_layer_config *cfg)
+{
+    fmoe_scheme s;
+    fmoe_scheme_init_unquantized(&s, FMOE_DTYPE_F32);
+    fmoe_layer *layer = NULL;
+    fmoe_status st = fmoe_layer_create(ctx, cfg, &s, NULL, &layer);
+    ck_assert_msg(st == FMOE_STATUS_OK, "create: %s", fmoe_last_error());
+    return layer;
+}
+
+static void load_all(fmoe_layer *layer, ckpt *c)
+{
+    for (int e = 0; e < E; e++) {
+        fmoe_tensor t;
+        const int64_t ih[2] = {I, H}, hi[2] = {H, I};
+        fmoe_tensor_init(&t, FMOE_DTYPE_F32, 2, ih, c->w1[e]);
+        ck_assert_int_eq(fmoe_layer_load(layer, "w13_weight", e, FMOE_SHARD_W1, &t, NULL), FMOE_STATUS_OK);
+        fmoe_tensor_init(&t, FMOE_DTYPE_F32, 2, ih, c->w3[e]);
+        ck_assert_int_eq(fmoe_layer_load(layer, "w13_weight", e, FMOE_SHARD_W3, &t, NULL), FMOE_STATUS_OK);
+        fmoe_tensor_init(&t, FMOE_DTYPE_F32, 2, hi, c->w2[e]);
+        ck_assert_int_eq(fmoe_layer_load(layer, "w2_weight", e, FMOE_SHARD_W2, &t, NULL), FMOE_STATUS_OK);
+    }
+    ck_assert_msg(fmoe_layer_finalize(layer) == FMOE_STATUS_OK, "finalize: %s", fmoe_last_error());
+}
+
+static void forward_topk(fmoe_layer *layer, ckpt *c, float out[M][H])
+{
+    fmoe_tensor x, w, ids, y;
+    const int64_t mh[2] = {M, H}, mk[2] = {M, K};
+    fmoe_tensor_init(&x, FMOE_DTYPE_F32, 2, mh, c->x);
+    fmoe_tensor_init(&y, FMOE_DTYPE_F32, 2, mh, out);
+    fmoe_tensor_init(&w, FMOE_DTYPE_F32, 2, mk, c->topk_w);
+    fmoe_tensor_init(&ids, FMOE_DTYPE_INT32, 2, mk, c->topk_ids);
+    fmoe_forward_args f = {.struct_size = sizeof f, .x = &x, .topk_weights = &w, .topk_ids = &ids, .out = &y};
+    ck_assert_msg(fmoe_layer_forward(layer, &f) == FMOE_STATUS_OK, "forward: %s", fmoe_last_error());
+}
+
+/* Independent float64 model of the layer (gated silu, routing given). */
+static void model(const ckpt *c, double out[M][H])
+{
+    for (int t = 0; t < M; t++) {
+        for (int h = 0; h < H; h++)
+            out[t][h] = 0;
+        for (int j = 0; j < K; j++) {
+            int e = c->topk_ids[t][j];
+            double a[I];
+            for (int i = 0; i < I; i++) {
+                double g = 0, u = 0;
+                for (int h = 0; h < H; h++) {
+                    g += (double)c->x[t][h] * c->w1[e][i][h];
+                    u += (double)c->x[t][h] * c->w3[e][i][h];
+                }
+                a[i] = g / (1 + exp(-g)) * u;
+            }
+            for (int h = 0; h < H; h++) {
+                double y = 0;
+                for (int i = 0; i < I; i++)
+                    y += a[i] * c->w2[e][h][i];
+                out[t][h] += y * c->topk_w[t][j];
+            }
+        }
+    }
+}
+
+static fmoe_layer_config base_cfg(void)
+{
+    fmoe_layer_config cfg = fx_layer();
+    cfg.num_experts = E;
+    cfg.top_k = K;
+    cfg.hidden_size = H;
+    cfg.intermediate_size = I;
+    return cfg;
+}
+
+START_TEST(declared_params)
+{
+    fmoe_context *ctx = ref_ctx(NULL);
+    fmoe_layer_config cfg = base_cfg();
+    cfg.has_correction_bias = 1;
+    cfg.scoring = FMOE_SCORING_SIGMOID;
+    fmoe_layer *layer = make_layer(ctx, &cfg);
+    ck_assert_uint_eq(fmoe_layer_param_count(layer), 3);
+    fmoe_param_info p = {.struct_size = sizeof p};
+    ck_assert_int_eq(fmoe_layer_param(layer, 0, &p), FMOE_STATUS_OK);
+    ck_assert_str_eq(p.name, "w13_weight");
+    ck_assert_int_eq(p.dtype, FMOE_DTYPE_F32);
+    ck_assert_uint_eq(p.ndim, 3);
+    ck_assert_int_eq(p.shape[0], E);
+    ck_assert_int_eq(p.shape[1], 2 * I);
+    ck_assert_int_eq(p.shape[2], H);
+    ck_assert_int_eq(p.projection, FMOE_PROJ_W13);
+    ck_assert_uint_eq(p.per_expert, 1);
+    ck_assert_int_eq(fmoe_layer_param(layer, 2, &p), FMOE_STATUS_OK);
+    ck_assert_str_eq(p.name, "e_score_correction_bias");
+    ck_assert_int_eq(p.role, FMOE_ROLE_ROUTING_BIAS);
+    ck_assert_int_eq(p.shape[0], E);
+    fmoe_layer_destroy(layer);
+    fmoe_context_destroy(ctx);
+}
+END_TEST
+
+START_TEST(finalize_refuses_missing_and_names_them)
+{
+    fmoe_context *ctx = ref_ctx(NULL);
+    fmoe_layer_config cfg = base_cfg();
+    fmoe_layer *layer = make_layer(ctx, &cfg);
+    ckpt *c = malloc(sizeof *c);
+    make_ckpt(c, 1);
+    const int64_t ih[2] = {I, H};
+    fmoe_tensor t;
+    fmoe_tensor_init(&t, FMOE_DTYPE_F32, 2, ih, c->w1[2]);
+    ck_assert_int_eq(fmoe_layer_load(layer, "w13_weight", 2, FMOE_SHARD_W1, &t, NULL), FMOE_STATUS_OK);
+    ck_assert_int_eq(fmoe_layer_finalize(layer), FMOE_STATUS_BAD_STATE);
+    ck_assert_str_eq(fmoe_last_error(),
+                     "cannot finalize: 11 required parameter slot(s) not loaded: w13_weight expert 0 (w1), "
+                     "w13_weight expert 0 (w3), w13_weight expert 1 (w1), w13_weight expert 1 (w3), "
+                     "w13_weight expert 2 (w3), w13_weight expert 3 (w1), w13_weight expert 3 (w3), "
+                     "w2_weight expert 0, ...");
+    fmoe_tensor x;
+    const int64_t mh[2] = {M, H};
+    fmoe_tensor_init(&x, FMOE_DTYPE_F32, 2, mh, c->x);
+    fmoe_forward_args f = {.struct_size = sizeof f, .x = &x, .out = &x};
+    ck_assert_int_eq(fmoe_layer_forward(layer, &f), FMOE_STATUS_BAD_STATE);
+    ck_assert_str_eq(fmoe_last_error(), "forward before fmoe_layer_finalize");
+    free(c);
+    fmoe_layer_destroy(layer);
+    fmoe_context_destroy(ctx);
+}
+END_TEST
+
+START_TEST(load_errors_are_precise)
+{
+    fmoe_context *ctx = ref_ctx(NULL);
+    fmoe_layer_config cfg = base_cfg();
+    fmoe_layer *layer = make_layer(ctx, &cfg);
+    float buf[2 * I * H] = {0};
+    fmoe_tensor t;
+    const int64_t wrong[2] = {I, H + 1}, ih[2] = {I, H};
+    fmoe_tensor_init(&t, FMOE_DTYPE_F32, 2, wrong, buf);
+    ck_assert_int_eq(fmoe_layer_load(layer, "w13_weight", 1, FMOE_SHARD_W3, &t, NULL), FMOE_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(fmoe_last_error(), "w13_weight expert 1 (w3): tensor gives [6, 9], the layer expects [6, 8]");
+    fmoe_tensor_init(&t, FMOE_DTYPE_F32, 2, ih, buf);
+    ck_assert_int_eq(fmoe_layer_load(layer, "w13_weight", 1, FMOE_SHARD_W2, &t, NULL), FMOE_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(fmoe_last_error(), "shard w2 cannot be loaded into w13_weight (a w13 parameter: w1 or w3)");
+    ck_assert_int_eq(fmoe_layer_load(layer, "w13_weights", 1, FMOE_SHARD_W1, &t, NULL), FMOE_STATUS_NOT_FOUND);
+    ck_assert_str_eq(fmoe_last_error(),
+                     "layer (reference/unquantized) has no parameter 'w13_weights' (declared: w13_weight, w2_weight)");
+    ck_assert_int_eq(fmoe_layer_load(layer, "w13_weight", E, FMOE_SHARD_W1, &t, NULL), FMOE_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(fmoe_last_error(), "w13_weight expert 4 (w1): expert id out of range [0, 4)");
+    t.dtype = FMOE_DTYPE_BF16;
+    ck_assert_int_eq(fmoe_layer_load(layer, "w13_weight", 0, FMOE_SHARD_W1, &t, NULL), FMOE_STATUS_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(fmoe_last_error(), "w13_weight expert 0 (w1): expected f32"));
+    fmoe_layer_destroy(layer);
+    fmoe_context_destroy(ctx);
+}
+END_TEST
+
+START_TEST(forward_matches_float64_model)
+{
+    fmoe_context *ctx = ref_ctx(NULL);
+    fmoe_layer_config cfg = base_cfg();
+    fmoe_layer *layer = make_layer(ctx, &cfg);
+    ckpt *c = malloc(sizeof *c);
+    make_ckpt(c, 2);
+    load_all(layer, c);
+    float out[M][H];
+    double want[M][H];
+    forward_topk(layer, c, out);
+    model(c, want);
+    for (int t = 0; t < M; t++)
+        for (int h = 0; h < H; h++)
+            ck_assert_msg(fabs(out[t][h] - want[t][h]) <= 1e-5 * (1 + fabs(want[t][h])),
+                          "out[%d][%d] = %g, model %g (seed %llu)", t, h, out[t][h], want[t][h],
+                          (unsigned long long)fmoe_test_seed());
+    free(c);
+    fmoe_layer_destroy(layer);
+    fmoe_context_destroy(ctx);
+}
+END_TEST
+
+/* Sum of the per-rank outputs of a sharded layer equals the unsharded one. */
+static void check_shards_sum(int tp, int ep, int placement)
+{
+    fmoe_context *ctx = ref_ctx(NULL);
+    ckpt *c = malloc(sizeof *c);
+    make_ckpt(c, 3);
+    fmoe_layer_config cfg = base_cfg();
+    fmoe_layer *full = make_layer(ctx, &cfg);
+    load_all(full, c);
+    float want[M][H], part[M][H];
+    forward_topk(full, c, want);
+    double sum[M][H] = {{0}};
+    for (int r = 0; r < tp * ep; r++) {
+        fmoe_layer_config s = base_cfg();
+        s.tp_size = (uint32_t)tp;
+        s.tp_rank = tp > 1 ? (uint32_t)r : 0;
+        s.ep_size = (uint32_t)ep;
+        s.ep_rank = ep > 1 ? (uint32_t)r : 0;
+        s.placement = placement;
+        fmoe_layer *layer = make_layer(ctx, &s);
+        load_all(layer, c);
+        forward_topk(layer, c, part);
+        for (int t = 0; t < M; t++)
+            for (int h = 0; h < H; h++)
+                sum[t][h] += part[t][h];
+        fmoe_layer_destroy(layer);
+    }
+    for (int t = 0; t < M; t++)
+        for (int h = 0; h < H; h++)
+            ck_assert_msg(fabs(sum[t][h] - want[t][h]) <= 1e-5 * (1 + fabs(want[t][h])),
+                          "tp %d ep %d: sum %g vs %g at [%d][%d]", tp, ep, sum[t][h], want[t][h], t, h);
+    free(c);
+    fmoe_layer_destroy(full);
+    fmoe_context_destroy(ctx);
+}
+
+START_TEST(tp_shards_sum_to_unsharded)
+{
+    check_shards_sum(2, 1, FMOE_PLACEMENT_LINEAR);
+    check_shards_sum(3, 1, FMOE_PLACEMENT_LINEAR);
+}
+END_TEST
+
+START_TEST(ep_shards_sum_to_unsharded)
+{
+    check_shards_sum(1, 2, FMOE_PLACEMENT_LINEAR);
+    check_shards_sum(1, 3, FMOE_PLACEMENT_LINEAR); /* 4 experts over 3 ranks: 2, 1, 1 */
+    check_shards_sum(1, 4, FMOE_PLACEMENT_ROUND_ROBIN);
+}
+END_TEST
+
+START_TEST(non_local_expert_not_taken)
+{
+    fmoe_context *ctx = ref_ctx(NULL);
+    fmoe_layer_config cfg = base_cfg();
+    cfg.ep_size = 2;
+    cfg.ep_rank = 1;
+    fmoe_layer *layer = make_layer(ctx, &cfg);
+    float buf[I * H];
+    for (int i = 0; i < I * H; i++)
+        buf[i] = 0.5f + (float)i;
+    const int64_t ih[2] = {I, H};
+    fmoe_tensor t;
+    fmoe_tensor_init(&t, FMOE_DTYPE_F32, 2, ih, buf);
+    uint32_t taken = 7;
+    ck_assert_int_eq(fmoe_layer_load(layer, "w13_weight", 0, FMOE_SHARD_W1, &t, &taken), FMOE_STATUS_OK);
+    ck_assert_uint_eq(taken, 0);
+    ck_assert_int_eq(fmoe_layer_load(layer, "w13_weight", 3, FMOE_SHARD_W1, &t, &taken), FMOE_STATUS_OK);
+    ck_assert_uint_eq(taken, 1);
+    fmoe_layer_destroy(layer);
+    fmoe_context_destroy(ctx);
+}
+END_TEST
+
+START_TEST(eplb_replicas_give_identical_output)
+{
+    fmoe_context *ctx = ref_ctx(NULL);
+    ckpt *c = malloc(sizeof *c);
+    make_ckpt(c, 4);
+    fmoe_layer_config cfg = base_cfg();
+    fmoe_layer *plain = make_layer(ctx, &cfg);
+    load_all(plain, c);
+    cfg.enable_eplb = 1;
+    cfg.num_redundant_experts = 3;
+    fmoe_layer *eplb = make_layer(ctx, &cfg);
+    load_all(eplb, c); /* logical experts fan out to their replicas */
+    fmoe_tensor x, lg, y;
+    const int64_t mh[2] = {M, H}, me[2] = {M, E};
+    fmoe_tensor_init(&x, FMOE_DTYPE_F32, 2, mh, c->x);
+    fmoe_tensor_init(&lg, FMOE_DTYPE_F32, 2, me, c->logits);
+    float a[M][H], b[M][H];
+    fmoe_tensor_init(&y, FMOE_DTYPE_F32, 2, mh, a);
+    fmoe_forward_args f = {.struct_size = sizeof f, .x = &x, .router_logits = &lg, .out = &y};
+    ck_assert_int_eq(fmoe_layer_forward(plain, &f), FMOE_STATUS_OK);
+    fmoe_tensor_init(&y, FMOE_DTYPE_F32, 2, mh, b);
+    ck_assert_msg(fmoe_layer_forward(eplb, &f) == FMOE_STATUS_OK, "%s", fmoe_last_error());
+    ck_assert_int_eq(memcmp(a, b, sizeof a), 0);
+    free(c);
+    fmoe_layer_destroy(plain);
+    fmoe_layer_destroy(eplb);
+    fmoe_context_destroy(ctx);
+}
+END_TEST
+
+START_TEST(monolithic_equals_host_routing)
+{
+    ckpt *c = malloc(sizeof *c);
+    make_ckpt(c, 5);
+    float a[M][H], b[M][H];
+    float w_host[M][K], w_mono[M][K];
+    int32_t id_host[M][K], id_mono[M][K];
+    const char *configs[2] = {NULL, "[plugins.reference.options]\nmonolithic = true\n"};
+    float (*outs[2])[H] = {a, b};
+    float (*ws[2])[K] = {w_host, w_mono};
+    int32_t (*ids[2])[K] = {id_host, id_mono};
+    const char *methods[2] = {"unquantized", "unquantized-monolithic"};
+    for (int v = 0; v < 2; v++) {
+        fmoe_context *ctx = ref_ctx(configs[v]);
+        fmoe_layer_config cfg = base_cfg();
+        cfg.scoring = FMOE_SCORING_SIGMOID;
+        cfg.renormalize = 1;
+        fmoe_layer *layer = make_layer(ctx, &cfg);
+        fmoe_candidate cand = {.struct_size = sizeof cand};
+        const fmoe_selection *sel = fmoe_layer_selection(layer);
+        fmoe_selection_candidate(sel, (uint32_t)fmoe_selection_chosen(sel), &cand);
+        ck_assert_str_eq(cand.method, methods[v]);
+        load_all(layer, c);
+        fmoe_tensor x, lg, y, tw, ti;
+        const int64_t mh[2] = {M, H}, me[2] = {M, E}, mk[2] = {M, K};
+        fmoe_tensor_init(&x, FMOE_DTYPE_F32, 2, mh, c->x);
+        fmoe_tensor_init(&lg, FMOE_DTYPE_F32, 2, me, c->logits);
+        fmoe_tensor_init(&y, FMOE_DTYPE_F32, 2, mh, outs[v]);
+        fmoe_tensor_init(&tw, FMOE_DTYPE_F32, 2, mk, ws[v]);
+        fmoe_tensor_init(&ti, FMOE_DTYPE_INT32, 2, mk, ids[v]);
+        fmoe_forward_args f = {.struct_size = sizeof f, .x = &x, .router_logits = &lg, .out = &y,
+                               .topk_weights_out = &tw, .topk_ids_out = &ti};
+        ck_assert_msg(fmoe_layer_forward(layer, &f) == FMOE_STATUS_OK, "%s", fmoe_last_error());
+        /* A monolithic method cannot take routing from the caller. */
+        fmoe_forward_args g = {.struct_size = sizeof g, .x = &x, .topk_weights = &tw, .topk_ids = &ti, .out = &y};
+        ck_assert_int_eq(fmoe_layer_forward(layer, &g), v ? FMOE_STATUS_INVALID_ARGUMENT : FMOE_STATUS_OK);
+        fmoe_layer_destroy(layer);
+        fmoe_context_destroy(ctx);
+    }
+    ck_assert_int_eq(memcmp(a, b, sizeof a), 0);
+    ck_assert_int_eq(memcmp(w_host, w_mono, sizeof w_host), 0);
+    ck_assert_int_eq(memcmp(id_host, id_mono, sizeof id_host), 0);
+    /* Weights renormalized to sum 1 per token. */
+    for (int t = 0; t < M; t++)
+        ck_assert_float_eq_tol(w_host[t][0] + w_host[t][1], 1.0f, 1e-6f);
+    free(c);
+}
+END_TEST
+
+START_TEST(zero_tokens_is_a_no_op)
+{
+    fmoe_context *ctx = ref_ctx(NULL);
+    fmoe_layer_config cfg = base_cfg();
+    fmoe_layer *layer = make_layer(ctx, &cfg);
+    ckpt *c = malloc(sizeof *c);
+    make_ckpt(c, 6);
+    load_all(layer, c);
+    fmoe_tensor x, w, ids, y;
+    const int64_t mh[2] = {0, H}, mk[2] = {0, K};
+    fmoe_tensor_init(&x, FMOE_DTYPE_F32, 2, mh, NULL);
+    fmoe_tensor_init(&y, FMOE_DTYPE_F32, 2, mh, NULL);
+    fmoe_tensor_init(&w, FMOE_DTYPE_F32, 2, mk, NULL);
+    fmoe_tensor_init(&ids, FMOE_DTYPE_INT32, 2, mk, NULL);
+    fmoe_forward_args f = {.struct_size = sizeof f, .x = &x, .topk_weights = &w, .topk_ids = &ids, .out = &y};
+    ck_assert_msg(fmoe_layer_forward(layer, &f) == FMOE_STATUS_OK, "%s", fmoe_last_error());
+    free(c);
+    fmoe_layer_destroy(layer);
+    fmoe_context_destroy(ctx);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("layer");
+    TCase *tc = tcase_create("layer");
+    tcase_add_test(tc, declared_params);
+    tcase_add_test(tc, finalize_refuses_missing_and_names_them);
+    tcase_add_test(tc, load_errors_are_precise);
+    tcase_add_test(tc, forward_matches_float64_model);
+    tcase_add_test(tc, tp_shards_sum_to_unsharded);
+    tcase_add_test(tc, ep_shards_sum_to_unsharded);
+    tcase_add_test(tc, non_local_expert_not_taken);
+    tcase_add_test(tc, eplb_replicas_give_identical_output);
+    tcase_add_test(tc, monolithic_equals_host_routing);
+    tcase_add_test(tc, zero_tokens_is_a_no_op);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return fmoe_test_main(suite(), 10);
+}

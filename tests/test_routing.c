@@ -1,0 +1,572 @@
+/*
+ * tests/test_routing.c - the reference router (core/routing.c).
+ *
+ * Expected values were computed by hand with python3 (math module, double
+ * precision), never with the code under test; the random cross-check uses an
+ * independent sort-based router written below in double precision.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/routing.h"
+#include "fusedmoe/fusedmoe.h"
+#include "test_util.h"
+
+#define TOL 2e-6 /* relative; f32 scores vs double hand values */
+
+static fmoe_layer_config base_config(uint32_t E, uint32_t k, int32_t scoring)
+{
+    fmoe_layer_config cfg;
+    fmoe_layer_config_init(&cfg);
+    cfg.num_experts = E;
+    cfg.top_k = k;
+    cfg.hidden_size = 16;
+    cfg.intermediate_size = 16;
+    cfg.scoring = scoring;
+    return cfg;
+}
+
+/* Route M rows through the code under test; validates the config first so
+ * that every case here is one the library accepts. */
+static void route(const fmoe_layer_config *cfg, const float *logits, int64_t M, int64_t ld, const float *bias,
+                  float *w, int32_t *ids)
+{
+    ck_assert_int_eq(fmoe_layer_config_validate(cfg), FMOE_STATUS_OK);
+    float *scratch = malloc(sizeof(float) * (size_t)fmoe_route_scratch_floats(cfg));
+    ck_assert_ptr_nonnull(scratch);
+    fmoe_route_rows(cfg, logits, M, ld, bias, w, ids, scratch);
+    free(scratch);
+}
+
+static void expect_row(const float *w, const int32_t *ids, uint32_t k, const int32_t *want_ids,
+                       const double *want_w)
+{
+    for (uint32_t j = 0; j < k; j++) {
+        ck_assert_msg(ids[j] == want_ids[j], "slot %u: id %d, expected %d", j, ids[j], want_ids[j]);
+        if (isnan(want_w[j])) {
+            ck_assert_msg(isnan(w[j]), "slot %u: weight %.9g, expected NaN", j, (double)w[j]);
+            continue;
+        }
+        double err = fabs((double)w[j] - want_w[j]);
+        ck_assert_msg(err <= TOL * fabs(want_w[j]) + 1e-30, "slot %u: weight %.9g, expected %.9g", j, (double)w[j],
+                      want_w[j]);
+    }
+}
+
+/* ---- plain top-k -------------------------------------------------------- */
+
+START_TEST(softmax_topk)
+{
+    fmoe_layer_config cfg = base_config(4, 2, FMOE_SCORING_SOFTMAX);
+    const float logits[4] = {1.0f, 3.0f, 2.0f, 0.5f};
+    float w[2];
+    int32_t ids[2];
+    route(&cfg, logits, 1, 4, NULL, w, ids);
+    /* softmax(1,3,2,0.5) = (0.0853689, 0.6307955, 0.2320567, 0.0517789) */
+    expect_row(w, ids, 2, (const int32_t[]){1, 2}, (const double[]){0.6307955432474668, 0.23205671194331448});
+
+    cfg.renormalize = 1; /* p1/(p1+p2) = 1/(1+e^-1) */
+    route(&cfg, logits, 1, 4, NULL, w, ids);
+    expect_row(w, ids, 2, (const int32_t[]){1, 2}, (const double[]){0.7310585786300049, 0.26894142136999516});
+}
+END_TEST
+
+START_TEST(sigmoid_topk)
+{
+    fmoe_layer_config cfg = base_config(5, 3, FMOE_SCORING_SIGMOID);
+    const float logits[5] = {-1.0f, 2.0f, 0.5f, 1.5f, -3.0f};
+    float w[3];
+    int32_t ids[3];
+    route(&cfg, logits, 1, 5, NULL, w, ids);
+    expect_row(w, ids, 3, (const int32_t[]){1, 3, 2},
+               (const double[]){0.8807970779778823, 0.8175744761936437, 0.6224593312018546});
+
+    cfg.renormalize = 1;
+    route(&cfg, logits, 1, 5, NULL, w, ids);
+    expect_row(w, ids, 3, (const int32_t[]){1, 3, 2},
+               (const double[]){0.37951799225395855, 0.35227662702451085, 0.26820538072153066});
+}
+END_TEST
+
+START_TEST(sqrtsoftplus_topk)
+{
+    fmoe_layer_config cfg = base_config(4, 2, FMOE_SCORING_SQRTSOFTPLUS);
+    const float logits[4] = {0.3f, -2.0f, 4.0f, 1.0f};
+    float w[2];
+    int32_t ids[2];
+    route(&cfg, logits, 1, 4, NULL, w, ids);
+    expect_row(w, ids, 2, (const int32_t[]){2, 3}, (const double[]){2.004532346438393, 1.145976303209723});
+
+    /* renormalize, then scale by rsf = 2 */
+    cfg.renormalize = 1;
+    cfg.routed_scaling_factor = 2.0f;
+    route(&cfg, logits, 1, 4, NULL, w, ids);
+    expect_row(w, ids, 2, (const int32_t[]){2, 3}, (const double[]){1.2725134696343599, 0.7274865303656401});
+
+    /* Extremes stay finite and accurate: sqrt(softplus(100)) = 10,
+     * sqrt(softplus(-100)) = sqrt(log1p(e^-100)) ~ e^-50. */
+    const float ext[2] = {-100.0f, 100.0f};
+    fmoe_layer_config c2 = base_config(2, 2, FMOE_SCORING_SQRTSOFTPLUS);
+    route(&c2, ext, 1, 2, NULL, w, ids);
+    expect_row(w, ids, 2, (const int32_t[]){1, 0}, (const double[]){10.0, 1.9287498479639178e-22});
+}
+END_TEST
+
+START_TEST(rsf_without_renormalize)
+{
+    /* rsf is always applied (vLLM's plain router drops it). */
+    fmoe_layer_config cfg = base_config(5, 3, FMOE_SCORING_SIGMOID);
+    cfg.routed_scaling_factor = 2.5f;
+    const float logits[5] = {-1.0f, 2.0f, 0.5f, 1.5f, -3.0f};
+    float w[3];
+    int32_t ids[3];
+    route(&cfg, logits, 1, 5, NULL, w, ids);
+    expect_row(w, ids, 3, (const int32_t[]){1, 3, 2},
+               (const double[]){2.5 * 0.8807970779778823, 2.5 * 0.8175744761936437, 2.5 * 0.6224593312018546});
+}
+END_TEST
+
+/* ---- correction bias ---------------------------------------------------- */
+
+START_TEST(correction_bias_selects_but_does_not_weight)
+{
+    fmoe_layer_config cfg = base_config(4, 2, FMOE_SCORING_SIGMOID);
+    cfg.has_correction_bias = 1;
+    const float logits[4] = {2.0f, 1.0f, 0.0f, -1.0f};
+    const float bias[4] = {0.0f, 0.0f, 0.5f, 0.9f};
+    float w[2];
+    int32_t ids[2];
+    /* s = (0.8808, 0.7311, 0.5, 0.2689); s+b = (0.8808, 0.7311, 1.0, 1.1689):
+     * experts 3 then 2 are selected, weighted by their unbiased s, ordered
+     * by s+b (so expert 3 comes first although its score is lower). */
+    route(&cfg, logits, 1, 4, bias, w, ids);
+    expect_row(w, ids, 2, (const int32_t[]){3, 2}, (const double[]){0.2689414213699951, 0.5});
+
+    /* renormalize before rsf: 2.5 * s / (s3 + s2) */
+    cfg.renormalize = 1;
+    cfg.routed_scaling_factor = 2.5f;
+    route(&cfg, logits, 1, 4, bias, w, ids);
+    expect_row(w, ids, 2, (const int32_t[]){3, 2}, (const double[]){0.8743885226355472, 1.6256114773644528});
+
+    /* Without the bias the same logits pick 0 and 1. */
+    cfg.has_correction_bias = 0;
+    cfg.renormalize = 0;
+    cfg.routed_scaling_factor = 1.0f;
+    route(&cfg, logits, 1, 4, NULL, w, ids);
+    expect_row(w, ids, 2, (const int32_t[]){0, 1}, (const double[]){0.8807970779778823, 0.7310585786300049});
+}
+END_TEST
+
+/* ---- grouped top-k ------------------------------------------------------ */
+
+START_TEST(grouped_without_bias_uses_group_max)
+{
+    /* 8 experts in 4 groups of 2; keep 2 groups; k = 3. Group maxima of the
+     * logits (5, 4.5, 4.8, 2) keep groups 0 and 2, so the second and third
+     * best experts overall (2 and 3, group 1) are excluded, and expert 5 with
+     * logit 0 is picked instead. A top-2-sum group score would have kept
+     * groups 1 and 0 instead (softmax sums 0.379 vs 0.329 vs 0.271). */
+    fmoe_layer_config cfg = base_config(8, 3, FMOE_SCORING_SOFTMAX);
+    cfg.grouped_topk = 1;
+    cfg.num_expert_group = 4;
+    cfg.topk_group = 2;
+    const float logits[8] = {5.0f, -1.0f, 4.5f, 4.4f, 4.8f, 0.0f, 1.0f, 2.0f};
+    float w[3];
+    int32_t ids[3];
+    route(&cfg, logits, 1, 8, NULL, w, ids);
+    /* weights: softmax over all 8 experts */
+    expect_row(w, ids, 3, (const int32_t[]){0, 4, 5},
+               (const double[]){0.32771923462598834, 0.26831381576347524, 0.002208154833490764});
+
+    cfg.renormalize = 1;
+    route(&cfg, logits, 1, 8, NULL, w, ids);
+    expect_row(w, ids, 3, (const int32_t[]){0, 4, 5},
+               (const double[]){0.547804517249615, 0.44850440494729754, 0.0036910778030875063});
+}
+END_TEST
+
+START_TEST(grouped_with_bias_uses_top2_sum)
+{
+    /* sigmoid scores; group 0 holds the globally best expert (s = 0.953) but
+     * a weak partner (0.047): top-2 sums of s+b are (1.0, 1.620, 1.854,
+     * 0.388), so groups 2 and 1 are kept and expert 0 is excluded. Bias 0.3
+     * on expert 4 makes it the first pick; weights are the unbiased s. */
+    fmoe_layer_config cfg = base_config(8, 2, FMOE_SCORING_SIGMOID);
+    cfg.grouped_topk = 1;
+    cfg.num_expert_group = 4;
+    cfg.topk_group = 2;
+    cfg.has_correction_bias = 1;
+    const float logits[8] = {3.0f, -3.0f, 1.5f, 1.4f, 1.2f, 1.3f, -1.0f, -2.0f};
+    const float bias[8] = {0, 0, 0, 0, 0.3f, 0, 0, 0};
+    float w[2];
+    int32_t ids[2];
+    route(&cfg, logits, 1, 8, bias, w, ids);
+    expect_row(w, ids, 2, (const int32_t[]){4, 2}, (const double[]){0.7685247834990175, 0.8175744761936437});
+
+    cfg.renormalize = 1;
+    cfg.routed_scaling_factor = 2.5f;
+    route(&cfg, logits, 1, 8, bias, w, ids);
+    expect_row(w, ids, 2, (const int32_t[]){4, 2}, (const double[]){1.211344086447551, 1.288655913552449});
+}
+END_TEST
+
+START_TEST(grouped_single_expert_groups)
+{
+    /* One expert per group: the group score is that expert's s+b, so the
+     * result equals plain biased top-k. s+b = (0.5+0.1, 0.731, 0.269+0.6, 0.881). */
+    fmoe_layer_config cfg = base_config(4, 2, FMOE_SCORING_SIGMOID);
+    cfg.grouped_topk = 1;
+    cfg.num_expert_group = 4;
+    cfg.topk_group = 2;
+    cfg.has_correction_bias = 1;
+    const float logits[4] = {0.0f, 1.0f, -1.0f, 2.0f};
+    const float bias[4] = {0.1f, 0.0f, 0.6f, 0.0f};
+    float w[2];
+    int32_t ids[2];
+    route(&cfg, logits, 1, 4, bias, w, ids);
+    expect_row(w, ids, 2, (const int32_t[]){3, 2}, (const double[]){0.8807970779778823, 0.2689414213699951});
+}
+END_TEST
+
+/* ---- ties --------------------------------------------------------------- */
+
+START_TEST(ties_lower_expert_wins)
+{
+    fmoe_layer_config cfg = base_config(4, 2, FMOE_SCORING_SOFTMAX);
+    float w[2];
+    int32_t ids[2];
+    const float flat[4] = {1.0f, 1.0f, 1.0f, 1.0f};
+    route(&cfg, flat, 1, 4, NULL, w, ids);
+    expect_row(w, ids, 2, (const int32_t[]){0, 1}, (const double[]){0.25, 0.25});
+
+    const float pair[4] = {0.0f, 2.0f, 1.0f, 2.0f};
+    cfg.scoring = FMOE_SCORING_SIGMOID;
+    route(&cfg, pair, 1, 4, NULL, w, ids);
+    expect_row(w, ids, 2, (const int32_t[]){1, 3}, (const double[]){0.8807970779778823, 0.8807970779778823});
+
+    /* A bias that creates an exact tie in s+b: logits 0 (s = 0.5 each),
+     * bias (0.25, 0.5, 0.5, 0.25) -> experts 1 and 2 tie, 1 comes first. */
+    const float zero[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    const float bias[4] = {0.25f, 0.5f, 0.5f, 0.25f};
+    cfg.has_correction_bias = 1;
+    route(&cfg, zero, 1, 4, bias, w, ids);
+    expect_row(w, ids, 2, (const int32_t[]){1, 2}, (const double[]){0.5, 0.5});
+}
+END_TEST
+
+START_TEST(ties_lower_group_wins)
+{
+    /* 2 groups of 2, keep 1 group, k = 1. */
+    fmoe_layer_config cfg = base_config(4, 1, FMOE_SCORING_SIGMOID);
+    cfg.grouped_topk = 1;
+    cfg.num_expert_group = 2;
+    cfg.topk_group = 1;
+    float w[1];
+    int32_t ids[1];
+    /* group maxima tie (expert 1 and expert 2): group 0 wins, so expert 1. */
+    const float a[4] = {0.0f, 1.0f, 1.0f, 0.0f};
+    route(&cfg, a, 1, 4, NULL, w, ids);
+    expect_row(w, ids, 1, (const int32_t[]){1}, (const double[]){0.7310585786300049});
+
+    /* With bias, top-2 sums tie (0.5+0.5 each with zero bias and logits 0,
+     * but the experts inside differ only by index): group 0, expert 0. */
+    const float z[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    const float bias[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    cfg.has_correction_bias = 1;
+    route(&cfg, z, 1, 4, bias, w, ids);
+    expect_row(w, ids, 1, (const int32_t[]){0}, (const double[]){0.5});
+
+    /* Reversed: group 1 strictly better with the bias sum -> expert 3. */
+    const float bias2[4] = {0.0f, 0.0f, 0.25f, 0.5f};
+    route(&cfg, z, 1, 4, bias2, w, ids);
+    expect_row(w, ids, 1, (const int32_t[]){3}, (const double[]){0.5});
+}
+END_TEST
+
+/* ---- NaN / inf ---------------------------------------------------------- */
+
+START_TEST(nan_inf_rank_lowest)
+{
+    fmoe_layer_config cfg = base_config(6, 6, FMOE_SCORING_SIGMOID);
+    const float logits[6] = {NAN, 1.0f, NAN, 2.0f, -INFINITY, INFINITY};
+    float w[6];
+    int32_t ids[6];
+    route(&cfg, logits, 1, 6, NULL, w, ids);
+    /* sigmoid(+inf)=1, sigmoid(2), sigmoid(1), sigmoid(-inf)=0, then NaNs by index */
+    expect_row(w, ids, 6, (const int32_t[]){5, 3, 1, 4, 0, 2},
+               (const double[]){1.0, 0.8807970779778823, 0.7310585786300049, 0.0, NAN, NAN});
+
+    /* softmax of a row with a NaN is all NaN: ids still 0..k-1, unique. */
+    fmoe_layer_config sm = base_config(4, 3, FMOE_SCORING_SOFTMAX);
+    const float with_nan[4] = {1.0f, NAN, 3.0f, 2.0f};
+    route(&sm, with_nan, 1, 4, NULL, w, ids);
+    expect_row(w, ids, 3, (const int32_t[]){0, 1, 2}, (const double[]){NAN, NAN, NAN});
+
+    /* all -inf under softmax: NaN too (exp(-inf - -inf)) - same ids. */
+    const float ninf[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    route(&sm, ninf, 1, 4, NULL, w, ids);
+    expect_row(w, ids, 3, (const int32_t[]){0, 1, 2}, (const double[]){NAN, NAN, NAN});
+}
+END_TEST
+
+START_TEST(renormalize_epsilon)
+{
+    /* sigmoid(-inf) = 0 for every chosen expert: the sum is 0, divided by
+     * max(0, 1e-20) the weights stay 0 instead of NaN. */
+    fmoe_layer_config cfg = base_config(4, 2, FMOE_SCORING_SIGMOID);
+    cfg.renormalize = 1;
+    const float logits[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    float w[2];
+    int32_t ids[2];
+    route(&cfg, logits, 1, 4, NULL, w, ids);
+    expect_row(w, ids, 2, (const int32_t[]){0, 1}, (const double[]){0.0, 0.0});
+
+    /* A sum below the epsilon is replaced by it: the weights are w / 1e-20.
+     * sigmoid(-80) = 1.8048513878454153e-35, sigmoid(-81) = 6.639677199580733e-36. */
+    const float tiny[4] = {-81.0f, -80.0f, -1000.0f, -1000.0f};
+    route(&cfg, tiny, 1, 4, NULL, w, ids);
+    expect_row(w, ids, 2, (const int32_t[]){1, 0},
+               (const double[]){1.8048513878454153e-35 / 1e-20, 6.639677199580733e-36 / 1e-20});
+}
+END_TEST
+
+/* Unique, in-range ids and (grouped) ids from at most topk_group groups,
+ * whatever the logits hold. */
+static void check_ids_valid(const fmoe_layer_config *cfg, const int32_t *ids)
+{
+    uint32_t E = cfg->num_experts, k = cfg->top_k;
+    for (uint32_t j = 0; j < k; j++) {
+        ck_assert_msg(ids[j] >= 0 && (uint32_t)ids[j] < E, "id %d out of range", ids[j]);
+        for (uint32_t i = 0; i < j; i++)
+            ck_assert_msg(ids[i] != ids[j], "id %d chosen twice", ids[j]);
+    }
+    if (!cfg->grouped_topk)
+        return;
+    uint32_t per = E / cfg->num_expert_group, groups_used = 0;
+    for (uint32_t g = 0; g < cfg->num_expert_group; g++) {
+        int used = 0;
+        for (uint32_t j = 0; j < k; j++)
+            used |= (uint32_t)ids[j] / per == g;
+        groups_used += (uint32_t)used;
+    }
+    ck_assert_uint_le(groups_used, cfg->topk_group);
+}
+
+static float nasty_value(fmoe_rng *r)
+{
+    switch (fmoe_rng_u64(r) % 8) {
+    case 0:
+        return NAN;
+    case 1:
+        return INFINITY;
+    case 2:
+        return -INFINITY;
+    case 3:
+        return 0.0f;
+    default:
+        return fmoe_rng_uniform(r, -50.0f, 50.0f);
+    }
+}
+
+START_TEST(nan_inf_fuzz_ids_unique)
+{
+    fmoe_rng r = fmoe_rng_for(11);
+    const int32_t scorings[3] = {FMOE_SCORING_SOFTMAX, FMOE_SCORING_SIGMOID, FMOE_SCORING_SQRTSOFTPLUS};
+    enum { E = 16, M = 64 };
+    float logits[M * E], bias[E], w[M * E];
+    int32_t ids[M * E];
+    for (int iter = 0; iter < 60; iter++) {
+        fmoe_layer_config cfg = base_config(E, 1 + (uint32_t)(fmoe_rng_u64(&r) % 8), scorings[iter % 3]);
+        cfg.renormalize = (uint32_t)(iter / 3) % 2;
+        int use_bias = (iter / 6) % 2;
+        cfg.has_correction_bias = (uint32_t)use_bias;
+        if ((iter / 12) % 2) {
+            cfg.grouped_topk = 1;
+            cfg.num_expert_group = 4;
+            cfg.topk_group = 2 + (uint32_t)(fmoe_rng_u64(&r) % 3);
+        }
+        for (int i = 0; i < M * E; i++)
+            logits[i] = nasty_value(&r);
+        for (int i = 0; i < E; i++)
+            bias[i] = (fmoe_rng_u64(&r) % 4) ? fmoe_rng_uniform(&r, -1.0f, 1.0f) : nasty_value(&r);
+        route(&cfg, logits, M, E, use_bias ? bias : NULL, w, ids);
+        for (int t = 0; t < M; t++)
+            check_ids_valid(&cfg, ids + t * cfg.top_k);
+    }
+}
+END_TEST
+
+START_TEST(rows_use_leading_dimension)
+{
+    /* Two rows 6 floats apart, only the first 3 of each are logits. */
+    fmoe_layer_config cfg = base_config(3, 1, FMOE_SCORING_SIGMOID);
+    const float logits[12] = {0.0f, 1.0f, -1.0f, 99.0f, 99.0f, 99.0f, 2.0f, -2.0f, 0.0f, 99.0f, 99.0f, 99.0f};
+    float w[2];
+    int32_t ids[2];
+    route(&cfg, logits, 2, 6, NULL, w, ids);
+    expect_row(w, ids, 1, (const int32_t[]){1}, (const double[]){0.7310585786300049});
+    expect_row(w + 1, ids + 1, 1, (const int32_t[]){0}, (const double[]){0.8807970779778823});
+}
+END_TEST
+
+/* ---- random cross-check against an independent router ------------------- */
+
+typedef struct ranked {
+    double v;
+    int idx;
+} ranked;
+
+static int ranked_desc(const void *a, const void *b)
+{
+    const ranked *x = a, *y = b;
+    if (x->v != y->v)
+        return x->v > y->v ? -1 : 1;
+    return x->idx - y->idx;
+}
+
+/* Straightforward double-precision router (finite inputs only): sort-based,
+ * with masking as in vLLM's grouped_topk. Returns the smallest gap between
+ * neighbouring sorted values that decide the result, so near-ties that f32
+ * could order differently can be skipped. */
+static double naive_route(const fmoe_layer_config *cfg, const float *logits, const float *bias, double *w,
+                          int *ids)
+{
+    int E = (int)cfg->num_experts, k = (int)cfg->top_k;
+    double s[64], v[64];
+    double gap = INFINITY;
+    if (cfg->scoring == FMOE_SCORING_SOFTMAX) {
+        double mx = -INFINITY, sum = 0;
+        for (int e = 0; e < E; e++)
+            mx = fmax(mx, logits[e]);
+        for (int e = 0; e < E; e++)
+            sum += exp(logits[e] - mx);
+        for (int e = 0; e < E; e++)
+            s[e] = exp(logits[e] - mx) / sum;
+    } else if (cfg->scoring == FMOE_SCORING_SIGMOID) {
+        for (int e = 0; e < E; e++)
+            s[e] = 1.0 / (1.0 + exp(-(double)logits[e]));
+    } else {
+        for (int e = 0; e < E; e++)
+            s[e] = sqrt(log1p(exp((double)logits[e])));
+    }
+    for (int e = 0; e < E; e++)
+        v[e] = s[e] + (bias ? bias[e] : 0.0);
+
+    int eligible[64];
+    for (int e = 0; e < E; e++)
+        eligible[e] = 1;
+    if (cfg->grouped_topk) {
+        int G = (int)cfg->num_expert_group, per = E / G;
+        ranked gs[64];
+        for (int g = 0; g < G; g++) {
+            ranked in[64];
+            for (int i = 0; i < per; i++)
+                in[i] = (ranked){v[g * per + i], i};
+            qsort(in, (size_t)per, sizeof in[0], ranked_desc);
+            double score = bias ? (per > 1 ? in[0].v + in[1].v : in[0].v) : in[0].v;
+            gs[g] = (ranked){score, g};
+        }
+        qsort(gs, (size_t)G, sizeof gs[0], ranked_desc);
+        if ((int)cfg->topk_group < G)
+            gap = fmin(gap, gs[cfg->topk_group - 1].v - gs[cfg->topk_group].v);
+        for (int e = 0; e < E; e++)
+            eligible[e] = 0;
+        for (int i = 0; i < (int)cfg->topk_group; i++)
+            for (int e = gs[i].idx * per; e < (gs[i].idx + 1) * per; e++)
+                eligible[e] = 1;
+    }
+    ranked all[64];
+    int n = 0;
+    for (int e = 0; e < E; e++)
+        if (eligible[e])
+            all[n++] = (ranked){v[e], e};
+    qsort(all, (size_t)n, sizeof all[0], ranked_desc);
+    for (int j = 0; j < k && j + 1 < n; j++)
+        gap = fmin(gap, all[j].v - all[j + 1].v);
+    double sum = 0;
+    for (int j = 0; j < k; j++) {
+        ids[j] = all[j].idx;
+        w[j] = s[all[j].idx];
+        sum += w[j];
+    }
+    for (int j = 0; j < k; j++) {
+        if (cfg->renormalize)
+            w[j] /= fmax(sum, 1e-20);
+        w[j] *= cfg->routed_scaling_factor;
+    }
+    return gap;
+}
+
+START_TEST(random_against_naive_router)
+{
+    fmoe_rng r = fmoe_rng_for(12);
+    const int32_t scorings[3] = {FMOE_SCORING_SOFTMAX, FMOE_SCORING_SIGMOID, FMOE_SCORING_SQRTSOFTPLUS};
+    enum { E = 64, M = 32 };
+    float logits[M * E], bias[E], w[M * 8];
+    int32_t ids[M * 8];
+    int checked = 0, skipped = 0;
+    for (int iter = 0; iter < 48; iter++) {
+        fmoe_layer_config cfg = base_config(E, 1 + (uint32_t)(fmoe_rng_u64(&r) % 8), scorings[iter % 3]);
+        cfg.renormalize = (uint32_t)(iter / 3) % 2;
+        cfg.routed_scaling_factor = (iter / 6) % 2 ? 2.5f : 1.0f;
+        int use_bias = (iter / 12) % 2;
+        cfg.has_correction_bias = (uint32_t)use_bias;
+        if ((iter / 24) % 2) {
+            cfg.grouped_topk = 1;
+            cfg.num_expert_group = 8;
+            cfg.topk_group = 3;
+        }
+        for (int i = 0; i < M * E; i++)
+            logits[i] = 2.0f * fmoe_rng_normal(&r);
+        for (int i = 0; i < E; i++)
+            bias[i] = fmoe_rng_uniform(&r, -0.2f, 0.2f);
+        route(&cfg, logits, M, E, use_bias ? bias : NULL, w, ids);
+        for (int t = 0; t < M; t++) {
+            double ew[8];
+            int eids[8];
+            double gap = naive_route(&cfg, logits + t * E, use_bias ? bias : NULL, ew, eids);
+            if (gap < 1e-5) { /* f32 may legitimately order a near-tie either way */
+                skipped++;
+                continue;
+            }
+            checked++;
+            for (uint32_t j = 0; j < cfg.top_k; j++) {
+                ck_assert_int_eq(ids[t * cfg.top_k + j], eids[j]);
+                ck_assert_msg(fabs(w[t * cfg.top_k + j] - ew[j]) <= 1e-5 * fabs(ew[j]) + 1e-7,
+                              "iter %d row %d slot %u: %.9g vs %.9g", iter, t, j, (double)w[t * cfg.top_k + j],
+                              ew[j]);
+            }
+        }
+    }
+    ck_assert_msg(skipped * 10 < checked, "too many near-ties skipped: %d of %d", skipped, checked + skipped);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("routing");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, softmax_topk);
+    tcase_add_test(tc, sigmoid_topk);
+    tcase_add_test(tc, sqrtsoftplus_topk);
+    tcase_add_test(tc, rsf_without_renormalize);
+    tcase_add_test(tc, correction_bias_selects_but_does_not_weight);
+    tcase_add_test(tc, grouped_without_bias_uses_group_max);
+    tcase_add_test(tc, grouped_with_bias_uses_top2_sum);
+    tcase_add_test(tc, grouped_single_expert_groups);
+    tcase_add_test(tc, ties_lower_expert_wins);
+    tcase_add_test(tc, ties_lower_group_wins);
+    tcase_add_test(tc, nan_inf_rank_lowest);
+    tcase_add_test(tc, renormalize_epsilon);
+    tcase_add_test(tc, nan_inf_fuzz_ids_unique);
+    tcase_add_test(tc, rows_use_leading_dimension);
+    tcase_add_test(tc, random_against_naive_router);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return fmoe_test_main(suite(), 15);
+}

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Debian packages fusedmoe builds and tests with (DESIGN.md, Dependencies).
+set -euo pipefail
+sudo_cmd=""
+[ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo_cmd apt-get update -qq
+$sudo_cmd apt-get install -y -qq --no-install-recommends \
+  build-essential meson ninja-build pkg-config check libsubunit-dev \
+  libtomlplusplus-dev libjansson-dev python3 >/dev/null

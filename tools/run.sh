@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Set up and run the main job: install dependencies, build, install into
+# ./_install, and run `fusedmoe run` (through the selected backend, checked
+# against the reference). Extra arguments go to `fusedmoe run`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash tools/deps.sh
+meson setup build --prefix="$PWD/_install" -Dtests=false --reconfigure >/dev/null 2>&1 ||
+  meson setup build --prefix="$PWD/_install" -Dtests=false >/dev/null
+meson compile -C build
+meson install -C build --quiet
+exec _install/bin/fusedmoe run "$@"
