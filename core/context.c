@@ -26,6 +26,14 @@ static const char *env_get(const fmoe_context_options *o, const char *name)
     return v && *v ? v : NULL;
 }
 
+void fmoe_plugin_abi(uint32_t *major, uint32_t *minor)
+{
+    if (major)
+        *major = FMOE_ABI_MAJOR;
+    if (minor)
+        *minor = FMOE_ABI_MINOR;
+}
+
 void fmoe_context_options_init(fmoe_context_options *opts)
 {
     memset(opts, 0, sizeof *opts);
@@ -80,6 +88,8 @@ static fmoe_status setup_logging(fmoe_context *ctx, const fmoe_context_options *
     const char *spec = env_get(o, "FMOE_LOG");
     if (spec)
         fmoe_logger_apply_spec(&ctx->logger, spec);
+    if (FMOE_HAS_FIELD(o, log_spec) && o->log_spec)
+        fmoe_logger_apply_spec(&ctx->logger, o->log_spec);
     if (cfg->dispatch_log)
         return fmoe_logger_open_dispatch(&ctx->logger, cfg->dispatch_log);
     return FMOE_STATUS_OK;

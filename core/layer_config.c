@@ -7,8 +7,11 @@
  * (bool-like fields that are 0 or 1, enum values in range, sizes that fit the
  * int32 expert ids). It stops at the first problem; every message starts
  * with "layer config: " and names the field, its value and what was expected.
- * Checks run in the order of the struct's fields, except where one check
- * needs another's field to be sane first (top_k vs num_experts).
+ * The bool-like fields are checked first (no later check reads a garbage
+ * "true"), then the rest roughly in the order of the struct's fields.
+ *
+ * Error text: the functions returning fmoe_status clear it on entry; the
+ * infallible ones (init, derived sizes) never touch it (fusedmoe.h).
  */
 #include <math.h>
 #include <stddef.h>
@@ -41,7 +44,6 @@ static fmoe_status invalid(const char *fmt, ...)
 
 FMOE_API void fmoe_layer_config_init(fmoe_layer_config *cfg)
 {
-    fmoe_error_clear();
     if (!cfg)
         return;
     memset(cfg, 0, sizeof *cfg);
@@ -279,13 +281,11 @@ static uint32_t rank_expert_count(uint32_t global, uint32_t ep_size, uint32_t ra
 
 FMOE_API uint32_t fmoe_layer_config_global_experts(const fmoe_layer_config *cfg)
 {
-    fmoe_error_clear();
     return cfg ? global_experts(cfg) : 0;
 }
 
 FMOE_API uint32_t fmoe_layer_config_local_experts(const fmoe_layer_config *cfg)
 {
-    fmoe_error_clear();
     if (!cfg)
         return 0;
     if (cfg->ep_size <= 1)
@@ -295,7 +295,6 @@ FMOE_API uint32_t fmoe_layer_config_local_experts(const fmoe_layer_config *cfg)
 
 FMOE_API uint32_t fmoe_layer_config_intermediate_per_rank(const fmoe_layer_config *cfg)
 {
-    fmoe_error_clear();
     if (!cfg || cfg->tp_size == 0)
         return 0;
     return cfg->intermediate_size / cfg->tp_size;

@@ -13,8 +13,8 @@
  *    budget; inside a chunk the pairs are grouped by local expert;
  *  - an expert's pairs go through in blocks of PAIR_BLOCK, so each weight
  *    row is converted to f32 once and then used PAIR_BLOCK times while hot;
- *  - dot products keep 8 independent partial sums (latency, not precision:
- *    the result is still an f32 accumulation).
+ *  - dot products keep 8 independent partial sums, which lets the compiler
+ *    use SIMD (the result is still an f32 accumulation, in another order).
  * Then every token sums its slots' y in slot order and is rounded once.
  *
  * libc/libm only: this file is linked into plugins that do not link
@@ -28,19 +28,15 @@
 #include "core/activation.h"
 #include "core/half.h"
 
-#define PAIR_BLOCK 8
+#define PAIR_BLOCK 16
 /* Per-chunk outputs y[pairs][H]: 4M floats = 16 MiB. */
 #define Y_BUDGET_FLOATS ((int64_t)1 << 22)
-#define DOT_LANES 8
-/* The block's rows are padded by 64 bytes: with H or I a multiple of 1024,
- * unpadded rows sit exactly 4 KiB apart, map to the same L1 sets and turn
- * the block loop into a stream of conflict misses (5x slower). */
-#define ROW_PAD 16
+#define DOT_LANES 8 /* dot_f32's final reduction is written out for 8 */
 
 typedef struct ref_scratch {
-    float *xb;       /* [PAIR_BLOCK][xb_ld] input rows of the block */
+    float *xb;       /* [PAIR_BLOCK][H]  input rows of the block */
     float *hb;       /* [PAIR_BLOCK][rI] GEMM1 outputs */
-    float *ab;       /* [PAIR_BLOCK][ab_ld] activations */
+    float *ab;       /* [PAIR_BLOCK][I]  activations */
     float *row;      /* [max(H, I)]      one weight row as f32 */
     float *y;        /* [chunk*k][H]     per-pair outputs of the chunk */
     int32_t *order;  /* [chunk*k]        pair indices grouped by local expert */
@@ -51,7 +47,6 @@ typedef struct ref_scratch {
 /* Dimensions used everywhere, derived once. */
 typedef struct ref_dims {
     uint32_t H, I, rI, k;
-    uint32_t xb_ld, ab_ld; /* row strides of the block buffers (padded) */
     fmoe_dtype act;
 } ref_dims;
 
@@ -69,6 +64,7 @@ static float dot_f32(const float *a, const float *b, uint32_t n)
     }
     for (size_t i = full; i < n; i++)
         part[i % DOT_LANES] += a[i] * b[i];
+    _Static_assert(DOT_LANES == 8, "the reduction below adds 8 partial sums");
     float s01 = part[0] + part[1], s23 = part[2] + part[3];
     float s45 = part[4] + part[5], s67 = part[6] + part[7];
     return (s01 + s23) + (s45 + s67);
@@ -129,7 +125,7 @@ static void block_gemm1(const fmoe_ref_problem *p, const ref_dims *d, int64_t l,
         const float *w = weight_row(p->w13, p->w_dtype, r * d->H, d->H, s->row);
         float bias = p->b13 ? fmoe_load_float(p->b13, p->w_dtype, r) : 0.0f;
         for (int b = 0; b < nb; b++) {
-            float h = dot_f32(s->xb + (int64_t)b * d->xb_ld, w, d->H) + bias;
+            float h = dot_f32(s->xb + (int64_t)b * d->H, w, d->H) + bias;
             s->hb[(int64_t)b * d->rI + n] = fmoe_round_to(d->act, h);
         }
     }
@@ -146,7 +142,7 @@ static void block_gemm2(const fmoe_ref_problem *p, const ref_dims *d, int64_t l,
         const float *w = weight_row(p->w2, p->w_dtype, r * d->I, d->I, s->row);
         float bias = add_b2 ? fmoe_load_float(p->b2, p->w_dtype, r) : 0.0f;
         for (int b = 0; b < nb; b++) {
-            float y = dot_f32(s->ab + (int64_t)b * d->ab_ld, w, d->I) + bias;
+            float y = dot_f32(s->ab + (int64_t)b * d->I, w, d->I) + bias;
             s->y[rows[b] * d->H + n] = fmoe_round_to(d->act, y);
         }
     }
@@ -158,10 +154,10 @@ static void expert_block(const fmoe_ref_problem *p, const ref_dims *d, int64_t l
                          const int64_t *rows, int nb, ref_scratch *s)
 {
     for (int b = 0; b < nb; b++)
-        load_input_row(p, d, pairs[b], s->xb + (int64_t)b * d->xb_ld);
+        load_input_row(p, d, pairs[b], s->xb + (int64_t)b * d->H);
     block_gemm1(p, d, l, nb, s);
     for (int b = 0; b < nb; b++) {
-        float *a = s->ab + (int64_t)b * d->ab_ld;
+        float *a = s->ab + (int64_t)b * d->I;
         fmoe_activation_row(p->cfg, s->hb + (int64_t)b * d->rI, d->I, a);
         for (uint32_t i = 0; i < d->I; i++)
             a[i] = fmoe_round_to(d->act, a[i]);
@@ -250,9 +246,9 @@ static int scratch_alloc(const fmoe_ref_problem *p, const ref_dims *d, ref_scrat
     if (s->chunk > p->m)
         s->chunk = p->m;
     uint32_t widest = d->H > d->I ? d->H : d->I;
-    s->xb = malloc(sizeof(float) * PAIR_BLOCK * d->xb_ld);
+    s->xb = malloc(sizeof(float) * PAIR_BLOCK * d->H);
     s->hb = malloc(sizeof(float) * PAIR_BLOCK * d->rI);
-    s->ab = malloc(sizeof(float) * PAIR_BLOCK * d->ab_ld);
+    s->ab = malloc(sizeof(float) * PAIR_BLOCK * d->I);
     s->row = malloc(sizeof(float) * widest);
     s->y = malloc(sizeof(float) * (size_t)(s->chunk * per_token));
     s->order = malloc(sizeof(int32_t) * (size_t)(s->chunk * d->k));
@@ -272,8 +268,6 @@ int fmoe_ref_experts_unquantized(const fmoe_ref_problem *p)
     d.I = p->inter;
     d.rI = p->cfg->gated ? 2 * p->inter : p->inter;
     d.k = p->cfg->top_k;
-    d.xb_ld = d.H + ROW_PAD;
-    d.ab_ld = d.I + ROW_PAD;
     d.act = p->cfg->act_dtype;
 
     ref_scratch s;

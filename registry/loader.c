@@ -160,9 +160,10 @@ static int run_probe(fmoe_plugin_record *rec)
     }
     for (uint32_t i = 0; i < args.count; i++) {
         terminate_strings(&reports[i]);
-        if (reports[i].kind < FMOE_DEVICE_CPU || reports[i].kind > FMOE_DEVICE_ROCM) {
+        int32_t kind = reports[i].kind;
+        if (kind < FMOE_DEVICE_CPU || kind > FMOE_DEVICE_ROCM) {
             free(reports);
-            fail(rec, "probe reported device %u with unknown kind %d", i, reports[i].kind);
+            fail(rec, "probe reported device %u with unknown kind %d", i, kind);
             return 0;
         }
         if (!reports[i].available)

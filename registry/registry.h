@@ -103,7 +103,7 @@ struct fmoe_selection {
     fmoe_candidate_rec *candidates;
     uint32_t n_candidates;
     int32_t chosen;
-    char summary[1024];
+    char summary[4096];
 };
 
 /* Select a method for (cfg, scheme) on the allowed devices. Returns OK with

@@ -14,7 +14,9 @@
  *
  * Errors: every function that can fail returns an fmoe_status. On failure the
  * text of the error is available from fmoe_last_error() on the same thread
- * until the next fusedmoe call on that thread. The library owns that text.
+ * until the next call on that thread of a function returning fmoe_status
+ * (those clear it on entry; infallible functions such as the *_name lookups
+ * never touch it). The library owns that text.
  *
  * Threads: a context may be shared by any number of threads once created;
  * fmoe_context_* queries and fmoe_layer_create are safe to call concurrently.
@@ -45,6 +47,10 @@ extern "C" {
 
 /* "0.1.0", the version of the library actually loaded. */
 FMOE_API const char *fmoe_version(void);
+
+/* The plugin ABI this library speaks (the FMOE_ABI_MAJOR/MINOR it was built
+ * with; plugins negotiate down to it). Either pointer may be NULL. */
+FMOE_API void fmoe_plugin_abi(uint32_t *major, uint32_t *minor);
 
 /* ------------------------------------------------------------------------ */
 /* Errors and names                                                          */
@@ -167,6 +173,10 @@ typedef struct fmoe_context_options {
     void *log_user;
     /* 1: ignore FMOE_* environment variables (tests, embedding). */
     uint32_t ignore_environment;
+    /* Log level and categories in the syntax of FMOE_LOG ("debug",
+     * "info,dispatch"), applied after the TOML [log] level and FMOE_LOG.
+     * NULL: none. */
+    const char *log_spec;
 } fmoe_context_options;
 
 FMOE_API void fmoe_context_options_init(fmoe_context_options *opts);
@@ -195,8 +205,8 @@ typedef struct fmoe_plugin_info {
     const char *vendor;
     const char *path;       /* shared library path */
     const char *manifest;   /* manifest path, "" if none */
-    uint32_t abi_major;     /* as the plugin declared it (0 if never loaded) */
-    uint32_t abi_minor;     /* negotiated minor (0 if not loaded) */
+    uint32_t abi_major;     /* from the plugin's table, else its manifest (0 if neither was read) */
+    uint32_t abi_minor;     /* negotiated minor (0 unless loaded) */
     int32_t state;          /* FMOE_PLUGIN_STATE_* */
     const char *reason;     /* why disabled/skipped/failed; "" when loaded */
     const char *schemes;    /* scheme globs served, comma-separated */

@@ -1,0 +1,519 @@
+#!/usr/bin/env python3
+"""tests/cli/test_cli.py - drives the built `fusedmoe` binary and checks what it
+prints and how it exits. TAP on stdout.
+
+Usage: test_cli.py FUSEDMOE REFERENCE_MANIFEST SKEWED_MANIFEST
+
+SKEWED_MANIFEST is tests/cli/skewed_plugin.c, a backend that is wrong on
+purpose (its `mode` option picks how), so `run` can be seen to fail.
+
+Each check runs the binary in a clean environment: FMOE_* variables from the
+caller are dropped and FMOE_CONFIG points at an empty TOML file, so neither
+the installed configuration nor installed plugins can change the outcome.
+The reference plugin is given with --plugin (or FMOE_PLUGIN_PATH where that
+is what is being tested).
+"""
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+
+EXIT_OK, EXIT_CHECK, EXIT_USAGE, EXIT_CONFIG, EXIT_NO_BACKEND, EXIT_INTERNAL = range(6)
+
+LAYER_FLAGS = [
+    "--experts", "--top-k", "--hidden", "--intermediate", "--activation", "--no-gated", "--bias",
+    "--swiglu-alpha", "--swiglu-limit", "--dtype", "--scoring", "--renormalize", "--groups",
+    "--topk-group", "--correction-bias", "--scaling-factor", "--weight-on-input", "--tp", "--tp-rank",
+    "--ep", "--ep-rank", "--placement", "--eplb", "--redundant", "--max-tokens",
+]
+
+FUSEDMOE = os.path.abspath(sys.argv[1])
+MANIFEST = os.path.abspath(sys.argv[2])
+SKEWED = os.path.abspath(sys.argv[3])
+TMP = tempfile.mkdtemp(prefix="fusedmoe-cli-test-")
+
+
+def write(name, text):
+    path = os.path.join(TMP, name)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+    return path
+
+
+EMPTY_TOML = write("empty.toml", "# no settings\n")
+MONOLITHIC_TOML = write("monolithic.toml", "[plugins.reference.options]\nmonolithic = true\n")
+DISABLED_TOML = write("disabled.toml", "[plugins.reference]\nenabled = false\n")
+BAD_KEY_TOML = write("bad_key.toml", "[select]\nfallbak = true\n")
+BAD_SYNTAX_TOML = write("bad_syntax.toml", "[log]\nlevel = \"warn\n")
+SKEWED_TOML = {mode: write("skewed_%s.toml" % mode, "[plugins.skewed.options]\nmode = \"%s\"\n" % mode)
+               for mode in ["zero", "fail_finalize", "fail_apply"]}
+
+
+class Result:
+    def __init__(self, proc):
+        self.rc = proc.returncode
+        self.out = proc.stdout
+        self.err = proc.stderr
+
+    def json(self):
+        return json.loads(self.out)
+
+    def __repr__(self):
+        return "rc=%d\n--- stdout\n%s--- stderr\n%s" % (self.rc, self.out, self.err)
+
+
+def fmoe(*args, env=None, plugin=True, config=EMPTY_TOML, skewed=False):
+    """Run the tool; `plugin` adds --plugin MANIFEST before the command,
+    `skewed` the wrong-on-purpose backend too."""
+    e = {k: v for k, v in os.environ.items() if not k.startswith("FMOE_")}
+    e["FMOE_CONFIG"] = config
+    e.update(env or {})
+    argv = [FUSEDMOE] + (["--plugin", MANIFEST] if plugin else []) + (["--plugin", SKEWED] if skewed else [])
+    argv += list(args)
+    proc = subprocess.run(argv, capture_output=True, text=True, env=e, timeout=300)
+    return Result(proc)
+
+
+# --- a small TAP harness ------------------------------------------------------
+
+TESTS = []
+
+
+def test(fn):
+    TESTS.append(fn)
+    return fn
+
+
+class Failure(Exception):
+    pass
+
+
+def check(cond, what, result=None):
+    if not cond:
+        raise Failure(what + ("\n" + repr(result) if result is not None else ""))
+
+
+def expect_rc(r, rc, what):
+    check(r.rc == rc, "%s: expected exit %d, got %d" % (what, rc, r.rc), r)
+
+
+# --- help, version, usage errors ---------------------------------------------------------
+
+
+@test
+def top_level_help():
+    r = fmoe("--help", plugin=False)
+    expect_rc(r, EXIT_OK, "--help")
+    for word in ["plugins", "probe", "explain", "run", "--config", "--plugin", "--log", "--version"]:
+        check(word in r.out, "--help mentions " + word, r)
+    for code in range(6):
+        check("  %d  " % code in r.out, "--help documents exit code %d" % code, r)
+
+
+@test
+def version():
+    r = fmoe("--version", plugin=False)
+    expect_rc(r, EXIT_OK, "--version")
+    check(r.out.startswith("fusedmoe 0.") and "plugin ABI 1." in r.out, "--version text", r)
+
+
+@test
+def command_help():
+    wanted = {
+        "plugins": ["--json"],
+        "probe": ["--json"],
+        "explain": ["--scheme", "--json"] + LAYER_FLAGS,
+        "run": ["--scheme", "--tokens", "--seed", "--backend", "--logits", "--json"] + LAYER_FLAGS,
+    }
+    for cmd, flags in wanted.items():
+        for argv in ([cmd, "--help"], ["help", cmd]):
+            r = fmoe(*argv, plugin=False)
+            expect_rc(r, EXIT_OK, " ".join(argv))
+            for flag in flags:
+                check(flag in r.out, "%s mentions %s" % (" ".join(argv), flag), r)
+            width = max(len(line) for line in r.out.splitlines())
+            check(width <= 100, "%s fits 100 columns (widest line %d)" % (" ".join(argv), width), r)
+
+
+@test
+def usage_errors():
+    cases = [
+        ["frobnicate"],
+        [],
+        ["--frobnicate", "plugins"],
+        ["plugins", "--frobnicate"],
+        ["probe", "--frobnicate"],
+        ["explain", "--frobnicate"],
+        ["run", "--frobnicate"],
+        ["run", "--json=1"],
+        ["--config"],
+        ["explain", "--scheme"],
+        ["run", "--activation", "swish"],
+        ["run", "--scoring", "maxout"],
+        ["run", "--placement", "random"],
+        ["run", "--dtype", "f12"],
+    ]
+    for argv in cases:
+        r = fmoe(*argv)
+        expect_rc(r, EXIT_USAGE, " ".join(argv) or "(no command)")
+        check(r.err.startswith("fusedmoe: "), "usage error on stderr with prefix", r)
+
+
+@test
+def strict_numbers():
+    bad = ["8x", "-1", "+1", " 8", "8 ", "", "0x10", "1e3", "4294967296", "99999999999999999999999"]
+    for flag in ["--experts", "--hidden", "--tp", "--max-tokens", "--redundant"]:
+        for value in bad:
+            for cmd in ["run", "explain"]:
+                r = fmoe(cmd, flag, value)
+                expect_rc(r, EXIT_USAGE, "%s %s %r" % (cmd, flag, value))
+                check(flag in r.err, "the error names %s" % flag, r)
+    for flag in ["--swiglu-alpha", "--swiglu-limit", "--scaling-factor"]:
+        for value in ["nan", "inf", "-inf", "1e999", "2.5x", "", "x"]:
+            r = fmoe("explain", flag, value)
+            expect_rc(r, EXIT_USAGE, "explain %s %r" % (flag, value))
+            check(flag in r.err, "the error names %s" % flag, r)
+    for argv in (["run", "--tokens", "0"], ["run", "--tokens", "-5"], ["run", "--seed", "-1"],
+                 ["run", "--seed", "18446744073709551616"]):
+        r = fmoe(*argv)
+        expect_rc(r, EXIT_USAGE, " ".join(argv))
+        check(argv[1] in r.err, "the error names " + argv[1], r)
+    # Both spellings of a value are accepted.
+    r = fmoe("explain", "--experts=16", "--top-k", "4", "--json")
+    expect_rc(r, EXIT_OK, "--experts=16 --top-k 4")
+    check(r.json()["layer"]["num_experts"] == 16 and r.json()["layer"]["top_k"] == 4, "--flag=value", r)
+
+
+# --- plugins and probe ----------------------------------------------------------------
+
+
+def reference_entry(doc):
+    entries = [p for p in doc["plugins"] if p["name"] == "reference"]
+    check(len(entries) == 1, "exactly one reference plugin listed: %r" % doc)
+    return entries[0]
+
+
+@test
+def plugins_json_with_plugin_flag():
+    r = fmoe("plugins", "--json")
+    expect_rc(r, EXIT_OK, "plugins --json")
+    doc = r.json()
+    check(doc["config"] == EMPTY_TOML, "config path reported", r)
+    p = reference_entry(doc)
+    check(p["state"] == "loaded", "reference is loaded", r)
+    check(p["reason"] is None, "no reason when loaded", r)
+    check(p["abi_major"] == 1 and p["abi"].startswith("1."), "ABI 1.x", r)
+    check(os.path.realpath(p["manifest"]) == os.path.realpath(MANIFEST), "manifest path", r)
+    check(os.path.basename(p["path"]) == "libfmoe-reference.so", "library path", r)
+    check({"f32", "bf16", "f16"} <= set(p["schemes"]), "schemes listed", r)
+    check(p["version"] and p["vendor"], "version and vendor", r)
+
+
+@test
+def plugins_json_with_plugin_path():
+    r = fmoe("plugins", "--json", plugin=False, env={"FMOE_PLUGIN_PATH": os.path.dirname(MANIFEST)})
+    expect_rc(r, EXIT_OK, "plugins --json via FMOE_PLUGIN_PATH")
+    check(reference_entry(r.json())["state"] == "loaded", "reference loaded from FMOE_PLUGIN_PATH", r)
+
+
+@test
+def plugins_table():
+    r = fmoe("plugins")
+    expect_rc(r, EXIT_OK, "plugins")
+    lines = r.out.splitlines()
+    header = [l for l in lines if l.startswith("NAME")]
+    check(header and header[0].split() == ["NAME", "VERSION", "ABI", "STATE", "SCHEMES"], "table header", r)
+    row = [l for l in lines if l.startswith("reference ")]
+    check(row and row[0].split()[3] == "loaded", "reference row says loaded", r)
+    # Columns line up: every cell of the row starts where its header does.
+    for title, value in [("STATE", "loaded"), ("SCHEMES", "f32")]:
+        check(header[0].index(title) == row[0].index(value), "column %s aligned" % title, r)
+    check(any(l.startswith("    manifest: ") for l in lines), "manifest on an indented line", r)
+
+
+@test
+def plugins_disabled_shows_reason():
+    r = fmoe("plugins", "--json", config=DISABLED_TOML)
+    expect_rc(r, EXIT_OK, "plugins --json with the reference disabled")
+    p = reference_entry(r.json())
+    check(p["state"] == "disabled" and p["reason"], "disabled with a reason", r)
+    t = fmoe("plugins", config=DISABLED_TOML)
+    expect_rc(t, EXIT_OK, "plugins with the reference disabled")
+    check("disabled" in t.out and "    reason:   " + p["reason"] in t.out, "reason on its own indented line", t)
+
+
+@test
+def probe_json():
+    r = fmoe("probe", "--json")
+    expect_rc(r, EXIT_OK, "probe --json")
+    devs = [d for d in r.json()["devices"] if d["plugin"] == "reference"]
+    check(devs, "the reference reported a device", r)
+    d = devs[0]
+    check(d["kind"] == "cpu" and d["device"] == "cpu:0" and d["available"] is True, "a usable cpu:0", r)
+    check(d["score"] >= 1 and d["name"], "score and name", r)
+    for key in ["arch", "id", "driver", "memory_bytes", "reason", "index"]:
+        check(key in d, "device has " + key, r)
+    t = fmoe("probe")
+    expect_rc(t, EXIT_OK, "probe")
+    check("cpu:0" in t.out and "PLUGIN" in t.out, "probe table", t)
+
+
+# --- explain --------------------------------------------------------------------------
+
+
+@test
+def explain_selects_reference():
+    r = fmoe("explain", "--scheme", "bf16")
+    expect_rc(r, EXIT_OK, "explain --scheme bf16")
+    check("selected: reference/" in r.out, "reference selected", r)
+    j = fmoe("explain", "--scheme", "bf16", "--json")
+    expect_rc(j, EXIT_OK, "explain --json")
+    doc = j.json()
+    check(doc["scheme"] == "bf16" and doc["selected"]["plugin"] == "reference", "selected in JSON", j)
+    check(doc["candidates"][doc["chosen"]]["verdict"] == "selected", "chosen candidate's verdict", j)
+    check(doc["summary"], "summary present", j)
+
+
+@test
+def explain_no_backend():
+    scheme = "fp8e4m3:tensor/fp8e4m3:tensor"
+    j = fmoe("explain", "--scheme", scheme, "--json")
+    expect_rc(j, EXIT_NO_BACKEND, "explain fp8 --json")
+    doc = j.json()
+    check(doc["chosen"] is None and doc["selected"] is None, "nothing chosen", j)
+    ref = [c for c in doc["candidates"] if c["plugin"] == "reference"]
+    check(ref and ref[0]["verdict"] == "refused" and ref[0]["reason"], "reference refused with a reason", j)
+    r = fmoe("explain", "--scheme", scheme)
+    expect_rc(r, EXIT_NO_BACKEND, "explain fp8")
+    check(ref[0]["reason"] in r.out, "the refusal reason is printed", r)
+    check("refused" in r.out, "verdict printed", r)
+
+
+@test
+def explain_replay_round_trip():
+    """The replay line the library prints parses back to the same layer."""
+    flags = ["--experts", "16", "--top-k", "4", "--hidden", "128", "--intermediate", "256",
+             "--activation", "swigluoai", "--bias", "--swiglu-alpha", "1.5", "--swiglu-limit", "7",
+             "--dtype", "f16", "--scoring", "sigmoid", "--renormalize", "--groups", "4", "--topk-group", "2",
+             "--correction-bias", "--scaling-factor", "2.5", "--ep", "4", "--ep-rank", "3",
+             "--placement", "round_robin", "--eplb", "--redundant", "4", "--max-tokens", "1024"]
+    r = fmoe("explain", "--json", *flags)
+    expect_rc(r, EXIT_OK, "explain with every flag")
+    first = r.json()["layer"]
+    again = fmoe("explain", "--json", *shlex.split(first["args"]))
+    expect_rc(again, EXIT_OK, "explain with the replay flags")
+    check(again.json()["layer"] == first, "replay gives the same layer", again)
+    for flag in ["--activation swigluoai", "--groups 4 --topk-group 2", "--eplb --redundant 4", "--ep 4 --ep-rank 3"]:
+        check(flag in first["args"], "replay line has " + flag, r)
+
+
+# --- run ----------------------------------------------------------------------------
+
+
+RUN_CONFIGS = [
+    [],
+    ["--dtype", "f32"],
+    ["--dtype", "f16"],
+    ["--activation", "gelu", "--no-gated", "--bias"],
+    ["--scoring", "sigmoid", "--groups", "4", "--topk-group", "2", "--correction-bias", "--renormalize",
+     "--scaling-factor", "2.5"],
+    ["--ep", "2", "--ep-rank", "1"],
+    ["--tp", "2", "--tp-rank", "0"],
+    ["--eplb", "--redundant", "3"],
+    ["--ep", "3", "--ep-rank", "2", "--eplb", "--redundant", "4", "--placement", "round_robin"],
+    ["--experts", "10", "--ep", "4", "--ep-rank", "1", "--activation", "relu2"],
+    ["--top-k", "1", "--weight-on-input", "--tokens", "7"],
+]
+
+
+@test
+def run_passes():
+    for flags in RUN_CONFIGS:
+        r = fmoe("run", "--seed", "1234", *flags)
+        expect_rc(r, EXIT_OK, "run " + " ".join(flags))
+        for word in ["seed:", "1234", "rerun:", "backend:", "reference/", "why:", "max abs:", "max rel:",
+                     "nmse:", "tokens/s", "PASS"]:
+            check(word in r.out, "run output has %r" % word, r)
+
+
+@test
+def run_json_and_rerun():
+    # A config path and a glob that need shell quoting in the rerun line.
+    odd = write("odd 'name'.toml", "[select]\nfallback = false\n")
+    r = fmoe("--config", odd, "run", "--seed", "99", "--json", "--ep", "2", "--ep-rank", "1", "--bias",
+             "--backend", "ref*")
+    expect_rc(r, EXIT_OK, "run --json")
+    doc = r.json()
+    check(doc["pass"] is True and doc["result"] == "PASS" and doc["seed"] == 99, "pass, seed", r)
+    check(doc["errors"]["nonfinite"] == 0 and doc["errors"]["elements"] == 64 * 256, "error counts", r)
+    check(doc["selection"]["selected"]["plugin"] == "reference", "selection in JSON", r)
+    check(doc["timing"]["runs"] >= 3 and doc["timing"]["tokens_per_s"] > 0, "timing", r)
+    check(doc["tolerance"]["dtype"] == "bf16", "bf16 tolerance", r)
+    # The rerun line repeats the run exactly.
+    argv = shlex.split(doc["rerun"])
+    check(argv[0] == "fusedmoe" and "--seed" in argv and "99" in argv, "rerun line", r)
+    check(odd in argv and "ref*" in argv, "quoted words survive the shell", r)
+    again = fmoe(*(argv[1:] + ["--json"]), plugin=False)
+    expect_rc(again, EXIT_OK, "the rerun line")
+    check(again.json()["errors"] == doc["errors"] and again.json()["layer"] == doc["layer"],
+          "the rerun gives the same result", again)
+
+
+@test
+def run_fresh_seed_is_printed():
+    r = fmoe("run", "--json", "--tokens", "4")
+    expect_rc(r, EXIT_OK, "run without --seed")
+    check(isinstance(r.json()["seed"], int), "the seed is reported", r)
+    check("--seed %d" % r.json()["seed"] in r.json()["rerun"], "and is in the rerun line", r)
+
+
+@test
+def run_logits_monolithic():
+    r = fmoe("run", "--seed", "5", "--logits", "--json", "--eplb", "--redundant", "3", config=MONOLITHIC_TOML)
+    expect_rc(r, EXIT_OK, "run --logits with the monolithic reference")
+    doc = r.json()
+    check(doc["routing"] == "logits" and "monolithic" in doc["selection"]["selected"]["method"],
+          "the monolithic method served, routing from logits", r)
+    r2 = fmoe("run", "--seed", "5", "--logits", "--correction-bias", "--scoring", "sigmoid", config=MONOLITHIC_TOML)
+    expect_rc(r2, EXIT_OK, "run --logits --correction-bias, monolithic")
+    # Top-k routing cannot be given to a backend that routes itself.
+    r3 = fmoe("run", "--seed", "5", config=MONOLITHIC_TOML)
+    check(r3.rc not in (EXIT_OK, EXIT_CHECK), "topk routing refused by a monolithic backend", r3)
+    check("--logits" in r3.err, "the error suggests --logits", r3)
+
+
+@test
+def run_backend_glob():
+    r = fmoe("run", "--seed", "1", "--backend", "ref*", "--tokens", "8")
+    expect_rc(r, EXIT_OK, "--backend ref*")
+    n = fmoe("run", "--seed", "1", "--backend", "nosuch*")
+    expect_rc(n, EXIT_NO_BACKEND, "--backend nosuch*")
+    check(n.err.startswith("fusedmoe: "), "error on stderr", n)
+
+
+@test
+def run_no_backend_for_scheme():
+    r = fmoe("run", "--scheme", "fp8e4m3:tensor/fp8e4m3:tensor")
+    expect_rc(r, EXIT_NO_BACKEND, "run with an fp8 scheme")
+    check("reference" in r.err, "the refusal names the reference", r)
+
+
+@test
+def run_catches_a_wrong_backend():
+    r = fmoe("run", "--seed", "3", skewed=True, config=SKEWED_TOML["zero"])
+    expect_rc(r, EXIT_CHECK, "run on a backend that writes zeros")
+    check("backend:    skewed/skewed on cpu:0" in r.out, "the skewed backend was selected (score 100)", r)
+    check("oracle:     reference/" in r.out, "checked against the reference", r)
+    check("FAIL" in r.out and "worst:" in r.out and "PASS" not in r.out, "FAIL with the worst element", r)
+    j = fmoe("run", "--seed", "3", "--json", "--tokens", "8", skewed=True, config=SKEWED_TOML["zero"])
+    expect_rc(j, EXIT_CHECK, "run --json on the wrong backend")
+    doc = j.json()
+    check(doc["pass"] is False and doc["result"] == "FAIL" and doc["errors"]["outside"] > 0, "FAIL in JSON", j)
+    check(doc["errors"]["max_rel"] > 0.5, "zeros are far off", j)
+    # --backend pins the check to the reference again.
+    ok = fmoe("run", "--seed", "3", "--backend", "reference", skewed=True, config=SKEWED_TOML["zero"])
+    expect_rc(ok, EXIT_OK, "--backend reference")
+
+
+@test
+def run_plugin_errors():
+    for mode in ["fail_finalize", "fail_apply"]:
+        r = fmoe("run", "--seed", "3", skewed=True, config=SKEWED_TOML[mode])
+        expect_rc(r, EXIT_INTERNAL, "run with a backend whose %s fails" % mode)
+        check("on purpose" in r.err and r.err.startswith("fusedmoe: "), "the plugin's error is shown", r)
+
+
+@test
+def two_plugins_listed_and_ranked():
+    r = fmoe("plugins", skewed=True)
+    expect_rc(r, EXIT_OK, "plugins with two plugins")
+    lines = r.out.splitlines()
+    header = [l for l in lines if l.startswith("NAME")][0]
+    rows = [l for l in lines if l.startswith("reference ") or l.startswith("skewed ")]
+    check(len(rows) == 2, "both plugins listed", r)
+    for row in rows:
+        check(row.index("loaded") == header.index("STATE"), "STATE column aligned", r)
+    e = fmoe("explain", "--json", skewed=True)
+    expect_rc(e, EXIT_OK, "explain with two plugins")
+    doc = e.json()
+    verdicts = {c["plugin"]: c["verdict"] for c in doc["candidates"]}
+    check(verdicts == {"skewed": "selected", "reference": "accepted"}, "ranked by score: %r" % verdicts, e)
+    t = fmoe("explain", skewed=True)
+    check("skewed accepts (and will be wrong)" in t.out, "each candidate's reason is printed", t)
+
+
+# --- configuration and input errors ---------------------------------------------------------
+
+
+@test
+def invalid_layer_config():
+    cases = [
+        (["--top-k", "9"], "top_k"),
+        (["--tp", "3"], "tp_size"),
+        (["--redundant", "2"], "redundant"),
+        (["--dtype", "int8"], "act_dtype"),
+        (["--ep", "2", "--ep-rank", "2"], "ep_rank"),
+        (["--weight-on-input"], "top_k"),
+    ]
+    for flags, word in cases:
+        for cmd in ["run", "explain"]:
+            r = fmoe(cmd, *flags)
+            expect_rc(r, EXIT_CONFIG, "%s %s" % (cmd, " ".join(flags)))
+            check(r.err.startswith("fusedmoe: ") and word in r.err, "validation message names %s" % word, r)
+    r = fmoe("run", "--tokens", "100", "--max-tokens", "64")
+    expect_rc(r, EXIT_CONFIG, "--tokens above --max-tokens")
+
+
+@test
+def bad_scheme():
+    for cmd in ["run", "explain"]:
+        r = fmoe(cmd, "--scheme", "fp7")
+        expect_rc(r, EXIT_CONFIG, cmd + " --scheme fp7")
+        check("fp7" in r.err, "the error names the key", r)
+
+
+@test
+def bad_config_file():
+    for path, where in [(BAD_KEY_TOML, ":2:1:"), (BAD_SYNTAX_TOML, ":2:")]:
+        for argv in (["plugins"], ["explain"], ["run"]):
+            r = fmoe(*argv, config=path)
+            expect_rc(r, EXIT_CONFIG, "%s with %s" % (argv[0], os.path.basename(path)))
+            check(r.err.startswith("fusedmoe: " + path + where), "file:line:column in the error", r)
+        # --config is the same as FMOE_CONFIG.
+        r = fmoe("--config", path, "plugins")
+        expect_rc(r, EXIT_CONFIG, "--config " + os.path.basename(path))
+        check(path + where in r.err, "file:line:column with --config", r)
+    r = fmoe("--config", os.path.join(TMP, "missing.toml"), "plugins")
+    expect_rc(r, EXIT_CONFIG, "a missing config file")
+    check("missing.toml" in r.err, "names the file", r)
+
+
+@test
+def log_option():
+    r = fmoe("--log", "debug", "plugins", "--json")
+    expect_rc(r, EXIT_OK, "--log debug")
+    check("[loader]" in r.err, "debug log on stderr", r)
+    json.loads(r.out)  # the log never mixes into stdout
+
+
+def main():
+    print("1..%d" % len(TESTS))
+    failed = 0
+    for n, fn in enumerate(TESTS, 1):
+        try:
+            fn()
+            print("ok %d - %s" % (n, fn.__name__))
+        except Exception as e:  # noqa: BLE001 - every failure is reported the same way
+            failed += 1
+            print("not ok %d - %s" % (n, fn.__name__))
+            for line in str(e).splitlines() or [type(e).__name__]:
+                print("# " + line)
+        sys.stdout.flush()
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
