@@ -5,8 +5,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/deps.sh
-meson setup build --prefix="$PWD/_install" -Dtests=false --reconfigure >/dev/null 2>&1 ||
-  meson setup build --prefix="$PWD/_install" -Dtests=false >/dev/null
+if [ -f build/build.ninja ]; then
+  meson configure build --prefix="$PWD/_install" >/dev/null
+else
+  meson setup build --prefix="$PWD/_install" >/dev/null
+fi
 meson compile -C build
 meson install -C build --quiet
 exec _install/bin/fusedmoe run "$@"

@@ -11,12 +11,13 @@ root=$PWD
 jobs=$(nproc)
 
 echo "== build + unit tests"
-meson setup build --wipe -Dwerror=true --prefix="$root/_install" >/dev/null
+rm -rf build build-asan
+meson setup build -Dwerror=true --prefix="$root/_install" >/dev/null
 meson compile -C build -j "$jobs"
 meson test -C build --print-errorlogs --num-processes "$jobs"
 
 echo "== sanitizers (address, undefined)"
-meson setup build-asan --wipe -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false \
+meson setup build-asan -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false \
   -Dbuildtype=debug >/dev/null
 meson compile -C build-asan -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
