@@ -59,6 +59,11 @@ int cli_fail(fmoe_status st, const char *what);
  * code after reporting the error. */
 int cli_open_context(const cli_globals *g, fmoe_context **out);
 
+/* The body of a listing command (`plugins`, `probe`): parse --help / --json,
+ * open the context, print it as a table or as JSON. Returns the exit code. */
+int cli_run_listing(const cli_globals *g, int argc, char **argv, const char *command, void (*help)(FILE *out),
+                    int (*print_table)(const fmoe_context *ctx), int (*print_json)(const fmoe_context *ctx));
+
 /* "cpu:0"; "any" for FMOE_DEVICE_ANY. */
 void cli_device_string(int32_t kind, int32_t index, char *buf, size_t cap);
 

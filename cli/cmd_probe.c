@@ -129,22 +129,5 @@ static int print_table(const fmoe_context *ctx)
 
 int cmd_probe(const cli_globals *g, int argc, char **argv)
 {
-    int json = 0;
-    for (int i = 1; i < argc; i++) {
-        if (cli_opt_flag(argv[i], "--help") || cli_opt_flag(argv[i], "-h")) {
-            help(stdout);
-            return CLI_EXIT_OK;
-        }
-        if (cli_opt_flag(argv[i], "--json"))
-            json = 1;
-        else
-            return cli_usage("probe", "unknown option '%s'", argv[i]);
-    }
-    fmoe_context *ctx = NULL;
-    int rc = cli_open_context(g, &ctx);
-    if (rc != CLI_EXIT_OK)
-        return rc;
-    rc = json ? print_json(ctx) : print_table(ctx);
-    fmoe_context_destroy(ctx);
-    return rc;
+    return cli_run_listing(g, argc, argv, "probe", help, print_table, print_json);
 }

@@ -2,6 +2,7 @@
  * global options. */
 #include <stdio.h>
 
+#include "cli/args.h"
 #include "cli/cli.h"
 
 int cli_open_context(const cli_globals *g, fmoe_context **out)
@@ -29,4 +30,27 @@ void cli_device_string(int32_t kind, int32_t index, char *buf, size_t cap)
         snprintf(buf, cap, "any");
     else
         snprintf(buf, cap, "%s:%d", fmoe_device_kind_name(kind), index);
+}
+
+int cli_run_listing(const cli_globals *g, int argc, char **argv, const char *command, void (*help)(FILE *out),
+                    int (*print_table)(const fmoe_context *ctx), int (*print_json)(const fmoe_context *ctx))
+{
+    int json = 0;
+    for (int i = 1; i < argc; i++) {
+        if (cli_opt_flag(argv[i], "--help") || cli_opt_flag(argv[i], "-h")) {
+            help(stdout);
+            return CLI_EXIT_OK;
+        }
+        if (cli_opt_flag(argv[i], "--json"))
+            json = 1;
+        else
+            return cli_usage(command, "unknown option '%s'", argv[i]);
+    }
+    fmoe_context *ctx = NULL;
+    int rc = cli_open_context(g, &ctx);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    rc = json ? print_json(ctx) : print_table(ctx);
+    fmoe_context_destroy(ctx);
+    return rc;
 }
