@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "registry/glob.h"
 #include "registry/toml_wrap.h"
 
 /* What the section readers share. */
@@ -42,17 +43,6 @@ static fmoe_status out_of_memory(void)
     return fmoe_error_set(FMOE_STATUS_OUT_OF_MEMORY, "out of memory");
 }
 
-/* Plugin names end up in file names, log lines and FMOE_BACKENDS globs, so
- * they are kept to a set of characters that needs no quoting anywhere. */
-static int is_plugin_name(const char *s)
-{
-    if (!*s)
-        return 0;
-    for (; *s; s++)
-        if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '_' || *s == '-'))
-            return 0;
-    return 1;
-}
 
 /* Make every relative entry of `paths` absolute, in place. */
 static fmoe_status resolve_paths(const config_reader *r, char **paths, size_t n)
@@ -93,7 +83,7 @@ static fmoe_status read_plugin_name(const config_reader *r, const fmoe_toml_node
     fmoe_status st = fmoe_toml_copy_string(r->doc, node, what, PLUGIN_NAME_RULE, out);
     if (st != FMOE_STATUS_OK)
         return st;
-    if (is_plugin_name(*out))
+    if (fmoe_is_plugin_name(*out))
         return FMOE_STATUS_OK;
     st = fmoe_toml_error_at(r->doc, fmoe_toml_pos_of(node), "%s = \"%s\" is not a valid plugin name (expected %s)",
                             what, *out, PLUGIN_NAME_CHARS);
@@ -273,7 +263,7 @@ static fmoe_status read_plugin(const config_reader *r, const fmoe_toml_node *plu
 {
     size_t len = 0;
     const char *name = fmoe_toml_key(plugins, i, &len);
-    if (!is_plugin_name(name) || strlen(name) != len)
+    if (!fmoe_is_plugin_name(name) || strlen(name) != len)
         return fmoe_toml_error_at(r->doc, fmoe_toml_key_pos(plugins, i),
                                   "plugin name '%s' in [plugins] is not valid (expected %s)", name, PLUGIN_NAME_CHARS);
     const fmoe_toml_node *t = fmoe_toml_value(plugins, i);

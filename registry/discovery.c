@@ -70,21 +70,6 @@ static fmoe_plugin_record *add_record(fmoe_registry *reg)
     return rec;
 }
 
-static void set_state(fmoe_plugin_record *rec, int32_t state, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void set_state(fmoe_plugin_record *rec, int32_t state, const char *fmt, ...)
-{
-    char text[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof text, fmt, ap);
-    va_end(ap);
-    free(rec->reason);
-    rec->reason = strdup(text);
-    rec->state = state;
-}
-
 static const fmoe_plugin_record *find_loaded_name(const fmoe_registry *reg, const char *name, size_t upto)
 {
     for (size_t i = 0; i < upto; i++) {
@@ -178,14 +163,14 @@ static int excluded(fmoe_registry *reg, fmoe_plugin_record *rec)
     size_t self = (size_t)(rec - reg->plugins);
     const fmoe_plugin_record *first = find_loaded_name(reg, rec->name, self);
     if (first) {
-        set_state(rec, FMOE_PLUGIN_STATE_SKIPPED, "shadowed by %s, found earlier in the search order",
+        fmoe_plugin_record_set_state(rec, FMOE_PLUGIN_STATE_SKIPPED, "shadowed by %s, found earlier in the search order",
                   first->manifest_path[0] ? first->manifest_path : first->library);
         fmoe_log(reg->logger, FMOE_LOG_INFO, "loader", "plugin '%s' at %s: %s", rec->name, rec->library, rec->reason);
         return 1;
     }
     char why[1024];
     if (disabled_reason(reg, rec->name, why, sizeof why)) {
-        set_state(rec, FMOE_PLUGIN_STATE_DISABLED, "%s", why);
+        fmoe_plugin_record_set_state(rec, FMOE_PLUGIN_STATE_DISABLED, "%s", why);
         fmoe_log(reg->logger, FMOE_LOG_INFO, "loader", "plugin '%s': %s", rec->name, why);
         return 1;
     }
@@ -201,13 +186,13 @@ static void admit_manifest(fmoe_registry *reg, fmoe_plugin_record *rec, const fm
     const char *machine = uname(&u) == 0 ? u.machine : "unknown";
     if (!fmoe_manifest_matches_arch(m, machine)) {
         char *arches = join_list(m->arch, m->n_arch);
-        set_state(rec, FMOE_PLUGIN_STATE_SKIPPED, "built for %s, this machine is %s", arches ? arches : "?", machine);
+        fmoe_plugin_record_set_state(rec, FMOE_PLUGIN_STATE_SKIPPED, "built for %s, this machine is %s", arches ? arches : "?", machine);
         free(arches);
         fmoe_log(reg->logger, FMOE_LOG_INFO, "loader", "plugin '%s': %s", rec->name, rec->reason);
         return;
     }
     if (m->abi_major != FMOE_ABI_MAJOR) {
-        set_state(rec, FMOE_PLUGIN_STATE_SKIPPED, "manifest declares ABI %u.%u, host ABI %d.%d: the major version must match",
+        fmoe_plugin_record_set_state(rec, FMOE_PLUGIN_STATE_SKIPPED, "manifest declares ABI %u.%u, host ABI %d.%d: the major version must match",
                   m->abi_major, m->abi_minor, FMOE_ABI_MAJOR, FMOE_ABI_MINOR);
         fmoe_log(reg->logger, FMOE_LOG_WARN, "loader", "plugin '%s': %s", rec->name, rec->reason);
         return;
@@ -248,7 +233,7 @@ static int add_manifest(fmoe_registry *reg, const char *path)
         rec->schemes = strdup("");
         if (!rec->name || !rec->library || !rec->manifest_path || !rec->version || !rec->vendor || !rec->schemes)
             return 0;
-        set_state(rec, FMOE_PLUGIN_STATE_FAILED, "bad manifest: %s", fmoe_error_text());
+        fmoe_plugin_record_set_state(rec, FMOE_PLUGIN_STATE_FAILED, "bad manifest: %s", fmoe_error_text());
         fmoe_log(reg->logger, FMOE_LOG_WARN, "loader", "%s", rec->reason);
         return 1;
     }

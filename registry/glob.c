@@ -18,6 +18,16 @@ int fmoe_glob_find(char *const *globs, size_t n, const char *name)
     return -1;
 }
 
+int fmoe_is_plugin_name(const char *s)
+{
+    if (!*s)
+        return 0;
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '_' || *s == '-'))
+            return 0;
+    return 1;
+}
+
 static int is_space(char c)
 {
     return c == ' ' || c == '\t' || c == '\n' || c == '\r';

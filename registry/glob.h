@@ -13,6 +13,11 @@ int fmoe_glob_match(const char *glob, const char *name);
 /* Index of the first glob in `globs` matching `name`, or -1. */
 int fmoe_glob_find(char *const *globs, size_t n, const char *name);
 
+/* 1 if `s` is a valid plugin name: [a-z0-9_-]+. Names end up in file names,
+ * log lines and FMOE_BACKENDS globs, so they use characters that need no
+ * quoting anywhere. */
+int fmoe_is_plugin_name(const char *s);
+
 /* Split `text` at `sep` into a NULL-terminated array of trimmed, non-empty
  * strings (empty items are dropped: an empty PATH entry never means "."),
  * stored in one allocation: free the result with free(). NULL on OOM. */

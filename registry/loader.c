@@ -23,6 +23,18 @@ static char *dup_or_empty(const char *s)
     return strdup(s ? s : "");
 }
 
+void fmoe_plugin_record_set_state(fmoe_plugin_record *rec, int32_t state, const char *fmt, ...)
+{
+    char text[1536];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    free(rec->reason);
+    rec->reason = strdup(text);
+    rec->state = state;
+}
+
 static void fail(fmoe_plugin_record *rec, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 static void fail(fmoe_plugin_record *rec, const char *fmt, ...)
@@ -32,9 +44,7 @@ static void fail(fmoe_plugin_record *rec, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
-    free(rec->reason);
-    rec->reason = strdup(text);
-    rec->state = FMOE_PLUGIN_STATE_FAILED;
+    fmoe_plugin_record_set_state(rec, FMOE_PLUGIN_STATE_FAILED, "%s", text);
     fmoe_log(rec->logger, FMOE_LOG_WARN, "loader", "plugin '%s' (%s) skipped: %s", rec->name, rec->library, text);
 }
 

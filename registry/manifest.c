@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "registry/glob.h"
 #include "registry/toml_wrap.h"
 
 static const char *const manifest_keys[] = {"name",      "library",   "version", "vendor",  "description", "abi_major",
@@ -54,22 +55,11 @@ static fmoe_status read_string(const manifest_reader *r, const char *key, const 
     return fmoe_toml_copy_string(r->doc, v, key, expected, out);
 }
 
-/* Plugin names end up in file names, log lines and FMOE_BACKENDS globs, so
- * they are kept to a set of characters that needs no quoting anywhere. */
-static int is_plugin_name(const char *s)
-{
-    if (!*s)
-        return 0;
-    for (; *s; s++)
-        if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '_' || *s == '-'))
-            return 0;
-    return 1;
-}
 
 static fmoe_status read_name(const manifest_reader *r)
 {
     fmoe_status st = read_string(r, "name", "a plugin name of a-z, 0-9, '_' and '-'", &r->m->name);
-    if (st != FMOE_STATUS_OK || is_plugin_name(r->m->name))
+    if (st != FMOE_STATUS_OK || fmoe_is_plugin_name(r->m->name))
         return st;
     return fmoe_toml_error_at(r->doc, fmoe_toml_pos_of(fmoe_toml_get(r->root, "name")),
                               "name = \"%s\" is not a valid plugin name (expected %s)", r->m->name, PLUGIN_NAME_CHARS);

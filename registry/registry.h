@@ -81,6 +81,10 @@ void fmoe_registry_release(fmoe_registry *reg);
 int fmoe_plugin_record_open(fmoe_plugin_record *rec);
 void fmoe_plugin_record_start(fmoe_plugin_record *rec, const fmoe_config *config);
 
+/* Set a record's state and its reason (printf format). */
+void fmoe_plugin_record_set_state(fmoe_plugin_record *rec, int32_t state, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* Host services handed to plugins (host.c). */
 void fmoe_host_table_init(fmoe_host *host, fmoe_plugin_record *rec);
 void fmoe_plugin_error_reset(struct fmoe_error *err);
