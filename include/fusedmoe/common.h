@@ -156,7 +156,9 @@ typedef struct fmoe_layer_config {
     uint32_t gated;                 /* 0 or 1 */
     uint32_t has_bias;              /* w13_bias [E,rI] and w2_bias [E,H] present */
     float swiglu_alpha;             /* SWIGLUOAI alpha (default 1.702) */
-    float swiglu_limit;             /* clamp limit L; 0 = none (SWIGLUOAI default 7.0) */
+    /* Clamp limit L of gated SILU and SWIGLUOAI; 0 = no clamp (the default).
+     * gpt-oss uses 7.0 (its config.json swiglu_limit): set it explicitly. */
+    float swiglu_limit;
 
     /* Activation (x/out) dtype: F32, BF16 or F16. */
     fmoe_dtype act_dtype;
