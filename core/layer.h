@@ -23,6 +23,7 @@ typedef struct fmoe_param_slot {
      * parameter with a shard axis (w1, w3 halves), else 1. */
     uint8_t *loaded;
     uint32_t n_experts, n_shards;
+    int pair;                    /* a gated W13 per-tensor scale pair [w1, w3] */
 } fmoe_param_slot;
 
 struct fmoe_layer {

@@ -49,8 +49,9 @@ static fmoe_status check_desc(const fmoe_layer *layer, const fmoe_param_desc *d,
     for (uint32_t a = 0; a < d->ndim; a++)
         if (d->shape[a] <= 0)
             return fmoe_error_set(FMOE_STATUS_PLUGIN_ERROR, "%s: parameter %s has empty axis %u", who, d->name, a);
-    if (d->per_expert > 1 || (d->per_expert && d->ndim < 2))
-        return fmoe_error_set(FMOE_STATUS_PLUGIN_ERROR, "%s: parameter %s: bad per_expert", who, d->name);
+    if (d->per_expert > 1)
+        return fmoe_error_set(FMOE_STATUS_PLUGIN_ERROR, "%s: parameter %s: per_expert is %u, expected 0 or 1", who,
+                              d->name, d->per_expert);
     uint32_t want = (d->flags & FMOE_PARAM_GLOBAL_EXPERTS) ? layer->global_experts : layer->local_experts;
     if (d->per_expert && d->shape[0] != (int64_t)want)
         return fmoe_error_set(FMOE_STATUS_PLUGIN_ERROR, "%s: parameter %s axis 0 has %lld experts, expected %u", who,
@@ -71,6 +72,14 @@ static fmoe_status check_desc(const fmoe_layer *layer, const fmoe_param_desc *d,
     return FMOE_STATUS_OK;
 }
 
+/* A gated W13 per-tensor scale holds one value per half: slice shape [2],
+ * w1's scale at 0 and w3's at 1 (vLLM's layout). */
+static int is_scale_pair(const fmoe_layer *layer, const fmoe_param_desc *d)
+{
+    return d->projection == FMOE_PROJ_W13 && layer->cfg.gated && d->shard_axis < 0 &&
+           d->scale_kind == FMOE_SCALE_TENSOR && d->ndim == d->per_expert + 1 && d->shape[d->ndim - 1] == 2;
+}
+
 static fmoe_status init_slot(fmoe_layer *layer, fmoe_param_slot *s, const fmoe_param_desc *d)
 {
     s->desc = *d;
@@ -80,7 +89,8 @@ static fmoe_status init_slot(fmoe_layer *layer, fmoe_param_slot *s, const fmoe_p
         return fmoe_error_set(FMOE_STATUS_OUT_OF_MEMORY, "out of memory");
     s->desc.name = s->name;
     s->n_experts = d->per_expert ? (uint32_t)d->shape[0] : 1;
-    s->n_shards = (d->projection == FMOE_PROJ_W13 && layer->cfg.gated && d->shard_axis >= 0) ? 2 : 1;
+    s->pair = is_scale_pair(layer, d);
+    s->n_shards = (d->projection == FMOE_PROJ_W13 && layer->cfg.gated && (d->shard_axis >= 0 || s->pair)) ? 2 : 1;
     fmoe_tensor_init(&s->tensor, d->dtype, d->ndim, d->shape, NULL);
     int64_t numel = fmoe_tensor_numel(&s->tensor);
     size_t esize = fmoe_dtype_size(d->dtype);
@@ -242,8 +252,16 @@ static fmoe_status load_slice(fmoe_layer *layer, fmoe_param_slot *s, uint32_t e,
         dst.shape[a] = d->shape[a + lead];
         dst.strides[a] = s->tensor.strides[a + lead];
     }
+    if (s->pair && shard != FMOE_SHARD_FULL) {
+        /* One half's scalar: the element of the pair, not the pair. */
+        dst.data += (shard == FMOE_SHARD_W3) * dst.strides[0] * (int64_t)esize;
+        dst.ndim = 0;
+    }
     view src = {.ndim = t->ndim, .data = t->data};
-    for (uint32_t a = 0; a < t->ndim; a++) {
+    /* A scalar may come as a 0-d tensor or as shape [1], as checkpoints store it. */
+    if (dst.ndim == 0 && t->ndim == 1 && t->shape[0] == 1)
+        src.ndim = 0;
+    for (uint32_t a = 0; a < src.ndim; a++) {
         /* A transposed checkpoint slice is read through swapped strides. */
         uint32_t b = (d->flags & FMOE_PARAM_TRANSPOSED) ? t->ndim - 1 - a : a;
         src.shape[a] = t->shape[b];
@@ -255,7 +273,7 @@ static fmoe_status load_slice(fmoe_layer *layer, fmoe_param_slot *s, uint32_t e,
     if (src.ndim != dst.ndim)
         return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT, "%s expert %d (%s): tensor %s has %u dims, expected %u (%s)",
                               d->name, expert, shard_name(shard), shp, src.ndim, dst.ndim, want);
-    int32_t axis = shard == FMOE_SHARD_FULL ? -1 : d->shard_axis;
+    int32_t axis = shard == FMOE_SHARD_FULL || s->pair ? -1 : d->shard_axis;
     uint32_t halves = (shard == FMOE_SHARD_FULL) ? 1 : s->n_shards;
     if (axis >= 0) {
         int64_t full = src.shape[axis];
@@ -302,7 +320,7 @@ static fmoe_status check_shard(const fmoe_layer *layer, const fmoe_param_slot *s
              (proj == FMOE_PROJ_W13 && shard == FMOE_SHARD_W3 && layer->cfg.gated) ||
              (proj == FMOE_PROJ_W2 && shard == FMOE_SHARD_W2);
     if (ok && shard == FMOE_SHARD_W3 && s->n_shards != 2)
-        return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT, "%s has no shard axis to hold a separate w3 half",
+        return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT, "%s has no shard axis or scale pair to hold a w3 half",
                               s->name);
     if (!ok)
         return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT, "shard %s cannot be loaded into %s (%s%s)",

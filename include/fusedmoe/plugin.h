@@ -247,7 +247,10 @@ typedef struct fmoe_param_desc {
     int32_t scale_kind;             /* FMOE_SCALE_* */
     /* Axis of one expert's slice (i.e. excluding the expert axis) that holds
      * the intermediate dimension split across TP ranks and, for W13, the
-     * gate/up halves. -1: neither (e.g. a per-tensor scale). */
+     * gate/up halves. -1: neither (e.g. a per-tensor scale). A W13
+     * per-tensor scale (FMOE_SCALE_TENSOR) of a gated layer whose slice is
+     * [2] holds w1's scale at 0 and w3's at 1; each is loaded from a scalar
+     * (0-d or shape [1]) checkpoint tensor. */
     int32_t shard_axis;
     uint32_t per_expert;            /* 1: axis 0 indexes experts */
     uint32_t flags;                 /* FMOE_PARAM_* */

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "plugins/reference/reference.h"
+#include "tests/plugins/fixture_scales.h"
 
 #ifndef FIXTURE_NAME
 #error "FIXTURE_NAME must be defined"
@@ -75,7 +76,11 @@ static fmoe_status fx_query(fmoe_query_args *a)
         snprintf(a->reason, sizeof a->reason, "fixture serves unquantized layers only");
         return FMOE_STATUS_UNSUPPORTED;
     }
+#ifdef FIXTURE_SCALES
+    a->method = &fixture_scales_method;
+#else
     a->method = &ref_method_unquantized;
+#endif
     a->score = FIXTURE_SCORE;
     snprintf(a->reason, sizeof a->reason, "fixture accepts");
     return FMOE_STATUS_OK;
