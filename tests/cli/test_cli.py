@@ -19,6 +19,8 @@ import os
 import shlex
 import subprocess
 import sys
+import atexit
+import shutil
 import tempfile
 
 EXIT_OK, EXIT_CHECK, EXIT_USAGE, EXIT_CONFIG, EXIT_NO_BACKEND, EXIT_INTERNAL = range(6)
@@ -34,6 +36,7 @@ FUSEDMOE = os.path.abspath(sys.argv[1])
 MANIFEST = os.path.abspath(sys.argv[2])
 SKEWED = os.path.abspath(sys.argv[3])
 TMP = tempfile.mkdtemp(prefix="fusedmoe-cli-test-")
+atexit.register(shutil.rmtree, TMP, ignore_errors=True)
 
 
 def write(name, text):
