@@ -8,7 +8,6 @@
 
 #include "core/eplb.h"
 #include "core/error.h"
-#include "core/half.h"
 #include "core/layer.h"
 #include "core/routing.h"
 #include "core/tensor.h"
@@ -238,6 +237,19 @@ static fmoe_status check_routing_out(const fmoe_layer *layer, const fmoe_tensor 
     return st;
 }
 
+/* Methods flagged SERIALIZED_APPLY never run concurrently within a context. */
+static void serial_begin(const fmoe_layer *layer)
+{
+    if (layer->method->flags & FMOE_METHOD_SERIALIZED_APPLY)
+        pthread_mutex_lock(&layer->ctx->serial_apply);
+}
+
+static void serial_end(const fmoe_layer *layer)
+{
+    if (layer->method->flags & FMOE_METHOD_SERIALIZED_APPLY)
+        pthread_mutex_unlock(&layer->ctx->serial_apply);
+}
+
 static fmoe_status call_apply(fmoe_layer *layer, const fmoe_tensor *x, const fmoe_tensor *w, const fmoe_tensor *ids,
                               fmoe_tensor *out, void *stream)
 {
@@ -245,12 +257,9 @@ static fmoe_status call_apply(fmoe_layer *layer, const fmoe_tensor *x, const fmo
     fmoe_plugin_error_reset(&err);
     fmoe_apply_args a = {.struct_size = sizeof a, .err = &err, .instance = layer->instance, .x = x,
                          .topk_weights = w, .topk_ids = ids, .out = out, .stream = stream};
-    int serial = (layer->method->flags & FMOE_METHOD_SERIALIZED_APPLY) != 0;
-    if (serial)
-        pthread_mutex_lock(&layer->ctx->serial_apply);
+    serial_begin(layer);
     fmoe_status st = layer->method->apply(&a);
-    if (serial)
-        pthread_mutex_unlock(&layer->ctx->serial_apply);
+    serial_end(layer);
     return st == FMOE_STATUS_OK ? st : method_error(layer, "apply", st, &err);
 }
 
@@ -262,12 +271,9 @@ static fmoe_status call_apply_logits(fmoe_layer *layer, const fmoe_forward_args 
                                 .router_logits = f->router_logits, .out = f->out,
                                 .topk_weights_out = f->topk_weights_out, .topk_ids_out = f->topk_ids_out,
                                 .stream = f->stream};
-    int serial = (layer->method->flags & FMOE_METHOD_SERIALIZED_APPLY) != 0;
-    if (serial)
-        pthread_mutex_lock(&layer->ctx->serial_apply);
+    serial_begin(layer);
     fmoe_status st = layer->method->apply_logits(&a);
-    if (serial)
-        pthread_mutex_unlock(&layer->ctx->serial_apply);
+    serial_end(layer);
     return st == FMOE_STATUS_OK ? st : method_error(layer, "apply_logits", st, &err);
 }
 
@@ -282,15 +288,13 @@ static fmoe_status route_then_apply(fmoe_layer *layer, const fmoe_forward_args *
                               "%s/%s is modular and the logits are on %s: pass topk_weights/topk_ids instead",
                               layer->chosen->plugin->name, layer->method->name,
                               fmoe_device_kind_name(logits->device_kind));
+    if ((f->topk_weights_out && f->topk_weights_out->device_kind != FMOE_DEVICE_CPU) ||
+        (f->topk_ids_out && f->topk_ids_out->device_kind != FMOE_DEVICE_CPU))
+        return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT,
+                              "topk_weights_out/topk_ids_out: routing is done on the host, so they must be host memory");
     const float *bias = layer->routing_bias >= 0 ? layer->params[layer->routing_bias].tensor.data : NULL;
-    int64_t e = cfg->num_experts;
-    float *row = layer->route_scratch;
-    for (int64_t t = 0; t < m; t++) {
-        for (int64_t j = 0; j < e; j++)
-            row[j] = fmoe_load_float(logits->data, logits->dtype, t * logits->strides[0] + j * logits->strides[1]);
-        fmoe_route_rows(cfg, row, 1, e, bias, layer->route_w + t * cfg->top_k, layer->route_ids + t * cfg->top_k,
-                        row + e);
-    }
+    fmoe_route_logits(cfg, logits->data, logits->dtype, m, logits->strides[0], logits->strides[1], bias,
+                      layer->route_w, layer->route_ids, layer->route_scratch);
     int64_t slots = m * cfg->top_k;
     /* Report the routing before the logical -> physical mapping. */
     if (f->topk_weights_out)

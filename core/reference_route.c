@@ -5,7 +5,6 @@
 #include <stdlib.h>
 
 #include "core/error.h"
-#include "core/half.h"
 #include "core/routing.h"
 #include "core/tensor.h"
 #include "fusedmoe/fusedmoe.h"
@@ -48,18 +47,12 @@ fmoe_status fmoe_reference_route(const fmoe_layer_config *cfg, const fmoe_tensor
         return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT,
                               "correction_bias given but the layer config has has_correction_bias = 0");
     }
-    int64_t e = cfg->num_experts;
-    float *rows = malloc((size_t)(e + fmoe_route_scratch_floats(cfg)) * sizeof *rows);
-    if (!rows)
+    float *scratch = malloc((size_t)(cfg->num_experts + fmoe_route_scratch_floats(cfg)) * sizeof *scratch);
+    if (!scratch)
         return fmoe_error_set(FMOE_STATUS_OUT_OF_MEMORY, "out of memory");
     const float *bias = correction_bias ? correction_bias->data : NULL;
-    /* One row at a time: converts any logits dtype without a full copy. */
-    for (int64_t t = 0; t < m; t++) {
-        for (int64_t j = 0; j < e; j++)
-            rows[j] = fmoe_load_float(logits->data, logits->dtype, t * logits->strides[0] + j);
-        fmoe_route_rows(cfg, rows, 1, e, bias, (float *)topk_weights->data + t * cfg->top_k,
-                        (int32_t *)topk_ids->data + t * cfg->top_k, rows + e);
-    }
-    free(rows);
+    fmoe_route_logits(cfg, logits->data, logits->dtype, m, logits->strides[0], 1, bias, topk_weights->data,
+                      topk_ids->data, scratch);
+    free(scratch);
     return FMOE_STATUS_OK;
 }

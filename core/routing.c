@@ -23,6 +23,8 @@
  */
 #include "core/routing.h"
 
+#include "core/half.h"
+
 #include <math.h>
 #include <stddef.h>
 
@@ -230,4 +232,17 @@ void fmoe_route_rows(const fmoe_layer_config *cfg, const float *logits, int64_t 
     int64_t k = cfg->top_k;
     for (int64_t t = 0; t < M; t++)
         route_one_row(cfg, logits + t * ld, bias, topk_w + t * k, topk_ids + t * k, scratch);
+}
+
+void fmoe_route_logits(const fmoe_layer_config *cfg, const void *logits, fmoe_dtype dtype, int64_t M, int64_t ld,
+                       int64_t cs, const float *bias, float *topk_w, int32_t *topk_ids, float *scratch)
+{
+    int64_t e = cfg->num_experts, k = cfg->top_k;
+    float *row = scratch;
+    /* One row at a time: any dtype and layout, no full f32 copy. */
+    for (int64_t t = 0; t < M; t++) {
+        for (int64_t j = 0; j < e; j++)
+            row[j] = fmoe_load_float(logits, dtype, t * ld + j * cs);
+        fmoe_route_rows(cfg, row, 1, e, bias, topk_w + t * k, topk_ids + t * k, row + e);
+    }
 }

@@ -33,4 +33,10 @@ void fmoe_route_rows(const fmoe_layer_config *cfg, const float *logits, int64_t 
 /* Scratch floats fmoe_route_rows needs (independent of M). */
 int64_t fmoe_route_scratch_floats(const fmoe_layer_config *cfg);
 
+/* The same for logits stored as F32, BF16 or F16 with row stride `ld` and
+ * column stride `cs` (elements): each row is converted to f32 and routed.
+ * scratch: at least num_experts + fmoe_route_scratch_floats(cfg) floats. */
+void fmoe_route_logits(const fmoe_layer_config *cfg, const void *logits, fmoe_dtype dtype, int64_t M, int64_t ld,
+                       int64_t cs, const float *bias, float *topk_w, int32_t *topk_ids, float *scratch);
+
 #endif

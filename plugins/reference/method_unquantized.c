@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "core/eplb.h"
-#include "core/half.h"
 #include "core/reference_experts.h"
 #include "core/routing.h"
 #include "plugins/reference/reference.h"
@@ -155,13 +154,9 @@ static fmoe_status ref_apply_logits(fmoe_apply_logits_args *a)
     ref_instance *in = a->instance;
     const fmoe_layer_config *cfg = &in->cfg;
     const fmoe_tensor *lg = a->router_logits;
-    int64_t m = a->x->shape[0], e = cfg->num_experts, k = cfg->top_k;
-    float *row = in->route_scratch;
-    for (int64_t t = 0; t < m; t++) {
-        for (int64_t j = 0; j < e; j++)
-            row[j] = fmoe_load_float(lg->data, lg->dtype, t * lg->strides[0] + j * lg->strides[1]);
-        fmoe_route_rows(cfg, row, 1, e, in->correction_bias, in->route_w + t * k, in->route_ids + t * k, row + e);
-    }
+    int64_t m = a->x->shape[0], k = cfg->top_k;
+    fmoe_route_logits(cfg, lg->data, lg->dtype, m, lg->strides[0], lg->strides[1], in->correction_bias, in->route_w,
+                      in->route_ids, in->route_scratch);
     if (a->topk_weights_out)
         memcpy(a->topk_weights_out->data, in->route_w, (size_t)(m * k) * sizeof(float));
     if (a->topk_ids_out)
