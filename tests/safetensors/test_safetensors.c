@@ -23,7 +23,8 @@ static void build(image *im, const char *header, const void *data, size_t data_l
     for (int i = 0; i < 8; i++)
         im->bytes[i] = (unsigned char)(n >> (8 * i));
     memcpy(im->bytes + 8, header, n);
-    memcpy(im->bytes + 8 + n, data, data_len);
+    if (data_len) /* memcpy from NULL is undefined even for 0 bytes */
+        memcpy(im->bytes + 8 + n, data, data_len);
     im->size = 8 + n + data_len;
 }
 
