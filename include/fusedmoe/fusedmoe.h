@@ -29,6 +29,7 @@
 #define FUSEDMOE_H
 
 #include "fusedmoe/common.h"
+#include "fusedmoe/formats.h"
 
 #ifdef __cplusplus
 extern "C" {
