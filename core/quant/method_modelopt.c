@@ -128,6 +128,26 @@ static fmoe_status read_fields(qjson *j, const json_t *where, const char *list_k
     return st;
 }
 
+/* Append the strings of list `key` to the exclusions. */
+static fmoe_status append_list(qjson *j, const json_t *where, const char *key, modelopt_state *s)
+{
+    char **more = NULL;
+    size_t n = 0;
+    fmoe_status st = qjson_string_list(j, where, key, &more, &n);
+    if (st != FMOE_STATUS_OK || n == 0)
+        return st;
+    char **grown = realloc(s->exclude, (s->n_exclude + n) * sizeof *grown);
+    if (!grown) {
+        qjson_free_strings(more, n);
+        return fmoe_error_set(FMOE_STATUS_OUT_OF_MEMORY, "out of memory");
+    }
+    memcpy(grown + s->n_exclude, more, n * sizeof *more);
+    s->exclude = grown;
+    s->n_exclude += n;
+    free(more);
+    return FMOE_STATUS_OK;
+}
+
 static fmoe_status modelopt_parse(qjson *j, const json_t *qcfg, void **state)
 {
     json_t *inner = NULL;
@@ -141,7 +161,11 @@ static fmoe_status modelopt_parse(qjson *j, const json_t *qcfg, void **state)
         st = read_fields(j, inner, "exclude_modules", s);
         qjson_leave(j, mark);
     } else if (st == FMOE_STATUS_OK) {
+        /* Flat exports write "ignore" (vLLM) or "exclude_modules" (newer
+         * ModelOpt); a module in either is excluded. */
         st = read_fields(j, qcfg, "ignore", s);
+        if (st == FMOE_STATUS_OK)
+            st = append_list(j, qcfg, "exclude_modules", s);
     }
     if (st != FMOE_STATUS_OK) {
         modelopt_destroy(s);

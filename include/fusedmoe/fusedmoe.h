@@ -144,6 +144,58 @@ FMOE_API fmoe_status fmoe_scheme_key(const fmoe_scheme *scheme, char *key, size_
 FMOE_API fmoe_status fmoe_scheme_parse(const char *key, fmoe_scheme *scheme);
 
 /* ------------------------------------------------------------------------ */
+/* Schemes from a checkpoint's quantization_config (docs/SCHEMES.md,         */
+/* "From a checkpoint")                                                      */
+/* ------------------------------------------------------------------------ */
+
+typedef struct fmoe_quant_config fmoe_quant_config;
+
+/* Read a Hugging Face config.json (its "quantization_config", or the older
+ * "compression_config", and "torch_dtype"/"dtype" for unquantized weights),
+ * or a file that is a quantization_config object itself. quant_method
+ * "compressed-tensors", "fp8", "modelopt", "modelopt_fp4", "gptq" and
+ * "mxfp4" are read; any other method is UNSUPPORTED, naming it. Every
+ * error names the file and the JSON path. No quantization_config: every
+ * module is unquantized. */
+FMOE_API fmoe_status fmoe_quant_config_load(const char *path, fmoe_quant_config **out);
+/* The same from text; `source` names it in messages (NULL: "config.json"). */
+FMOE_API fmoe_status fmoe_quant_config_parse(const char *json, size_t len, const char *source,
+                                             fmoe_quant_config **out);
+FMOE_API void fmoe_quant_config_destroy(fmoe_quant_config *qc);
+/* "compressed-tensors", "fp8", "modelopt", "gptq", "mxfp4", or "none".
+ * Checkpoint layouts differ by method even for one scheme (ModelOpt stores
+ * the NVFP4 global scale as a dequant value, compressed-tensors as its
+ * inverse; GPTQ packs along K), so loaders need it besides the scheme. */
+FMOE_API const char *fmoe_quant_config_method(const fmoe_quant_config *qc);
+/* Storage dtype of unquantized weights (torch_dtype; F32 when absent, as
+ * in transformers). */
+FMOE_API fmoe_dtype fmoe_quant_config_dtype(const fmoe_quant_config *qc);
+
+/* How one MoE layer's expert modules are named in the checkpoint. */
+typedef struct fmoe_expert_modules {
+    size_t struct_size;
+    const char *prefix;    /* "model.layers.3.mlp.experts" */
+    uint32_t num_experts;  /* experts 0 .. num_experts-1 are all checked */
+    /* Per-expert projections: prefix.<e>.<gate|up|down>. `up` NULL for a
+     * non-gated layer. Defaults: gate_proj, up_proj, down_proj. */
+    const char *gate, *up, *down;
+    /* 1: the experts are one fused module (gpt-oss): `prefix` itself is
+     * resolved, and gate/up/down are ignored. */
+    uint32_t fused;
+} fmoe_expert_modules;
+
+FMOE_API void fmoe_expert_modules_init(fmoe_expert_modules *m);
+
+/* The scheme of one MoE layer: every projection of every expert is
+ * resolved (targets, ignore lists, regexes, per-module overrides) and must
+ * come out the same, or INVALID_ARGUMENT names the first two that differ.
+ * Then the MoE method selection of spec/interface.md §9.3 decides;
+ * UNSUPPORTED gives its reason. The message is prefixed with the file and
+ * the layer prefix. */
+FMOE_API fmoe_status fmoe_quant_config_scheme(const fmoe_quant_config *qc, const fmoe_expert_modules *modules,
+                                              fmoe_scheme *out);
+
+/* ------------------------------------------------------------------------ */
 /* Context                                                                   */
 /* ------------------------------------------------------------------------ */
 
