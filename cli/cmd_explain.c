@@ -5,12 +5,14 @@
 #include "cli/cli.h"
 #include "cli/json_out.h"
 #include "cli/layer_flags.h"
+#include "cli/scheme_arg.h"
 #include "cli/selection_out.h"
 #include "core/config_args.h"
 
 static void help(FILE *f)
 {
-    fputs("Usage: fusedmoe [global options] explain [--scheme KEY] [layer flags] [--json]\n"
+    fputs("Usage: fusedmoe [global options] explain [--scheme KEY|CONFIG.json [--modules P]]\n"
+          "                                         [layer flags] [--json]\n"
           "\n"
           "Runs the backend selection for a layer without creating it and prints every\n"
           "candidate (plugin, method, device, verdict, score, preference, reason) and the\n"
@@ -18,7 +20,11 @@ static void help(FILE *f)
           "\n"
           "Options:\n"
           "  --scheme KEY           quantization scheme key, e.g. bf16, fp8e4m3:channel/fp8e4m3:token\n"
-          "                         (docs/SCHEMES.md; default bf16)\n"
+          "                         (docs/SCHEMES.md; default bf16), or the path of a checkpoint's\n"
+          "                         config.json: its quantization_config decides the scheme of the\n"
+          "                         experts under --modules (every expert's gate/up/down_proj)\n"
+          "  --modules P            expert module prefix in that config.json\n"
+          "                         (default " CLI_SCHEME_DEFAULT_MODULES ")\n"
           "  --json                 one JSON document instead of text\n"
           "  --help                 this help\n"
           "\n",
@@ -66,7 +72,7 @@ static int print_json(const fmoe_context *ctx, const fmoe_layer_config *cfg, con
 
 int cmd_explain(const cli_globals *g, int argc, char **argv)
 {
-    const char *key = "bf16";
+    const char *key = "bf16", *modules = NULL;
     int json = 0;
     fmoe_layer_config cfg;
     layer_flags_defaults(&cfg);
@@ -81,8 +87,12 @@ int cmd_explain(const cli_globals *g, int argc, char **argv)
             json = 1;
         } else if ((r = cli_opt_value(argc, argv, &i, "--scheme", &v)) != CLI_OPT_NO) {
             if (r == CLI_OPT_MISSING)
-                return cli_usage("explain", "--scheme needs a key (e.g. bf16)");
+                return cli_usage("explain", "--scheme needs a key (e.g. bf16) or a config.json path");
             key = v;
+        } else if ((r = cli_opt_value(argc, argv, &i, "--modules", &v)) != CLI_OPT_NO) {
+            if (r == CLI_OPT_MISSING || !v[0])
+                return cli_usage("explain", "--modules needs a module prefix (e.g. model.layers.3.mlp.experts)");
+            modules = v;
         } else if ((r = layer_flags_parse(&cfg, "explain", argc, argv, &i)) != LAYER_FLAG_NOT_MINE) {
             if (r == LAYER_FLAG_BAD)
                 return CLI_EXIT_USAGE;
@@ -93,10 +103,10 @@ int cmd_explain(const cli_globals *g, int argc, char **argv)
     int rc = layer_flags_validate(&cfg);
     if (rc != CLI_EXIT_OK)
         return rc;
-    fmoe_scheme scheme = {.struct_size = sizeof scheme};
-    fmoe_status st = fmoe_scheme_parse(key, &scheme);
-    if (st != FMOE_STATUS_OK)
-        return cli_fail(st, "bad --scheme");
+    fmoe_scheme scheme;
+    if ((rc = cli_scheme_from_arg(key, modules, cfg.num_experts, &scheme)) != CLI_EXIT_OK)
+        return rc;
+    fmoe_status st;
 
     fmoe_context *ctx = NULL;
     if ((rc = cli_open_context(g, &ctx)) != CLI_EXIT_OK)

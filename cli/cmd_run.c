@@ -19,6 +19,7 @@
 #include "cli/run.h"
 #include "cli/run_compare.h"
 #include "cli/run_weights.h"
+#include "cli/scheme_arg.h"
 #include "cli/selection_out.h"
 
 #define DEFAULT_TOKENS 64
@@ -40,7 +41,7 @@ typedef struct run_inputs {
 
 static void help(FILE *f)
 {
-    fputs("Usage: fusedmoe [global options] run [--scheme KEY] [layer flags] [--tokens M] [--seed N]\n"
+    fputs("Usage: fusedmoe [global options] run [--scheme KEY|CONFIG] [layer flags] [--tokens M] [--seed N]\n"
           "                                     [--backend GLOB] [--logits] [--json]\n"
           "\n"
           "Builds a layer with random weights (N(0,1)/sqrt(fan_in)) on the selected backend and\n"
@@ -51,7 +52,10 @@ static void help(FILE *f)
           "passes). Then times the selected backend's forward (median, tokens/s).\n"
           "\n"
           "Options:\n"
-          "  --scheme KEY           quantization scheme key (docs/SCHEMES.md; default bf16)\n"
+          "  --scheme KEY           quantization scheme key (docs/SCHEMES.md; default bf16), or the\n"
+          "                         path of a checkpoint's config.json (its quantization_config)\n"
+          "  --modules P            expert module prefix in that config.json\n"
+          "                         (default " CLI_SCHEME_DEFAULT_MODULES ")\n"
           "  --tokens M             tokens per forward (default 64)\n"
           "  --seed N               seed of every random value (default: a fresh one, printed)\n"
           "  --backend GLOB         only plugins whose name matches may serve (strict)\n"
@@ -87,8 +91,12 @@ static int parse_args(int argc, char **argv, run_opts *o)
             o->logits = 1;
         } else if ((r = cli_opt_value(argc, argv, &i, "--scheme", &v)) != CLI_OPT_NO) {
             if (r == CLI_OPT_MISSING)
-                return cli_usage("run", "--scheme needs a key (e.g. bf16)");
+                return cli_usage("run", "--scheme needs a key (e.g. bf16) or a config.json path");
             o->scheme_key = v;
+        } else if ((r = cli_opt_value(argc, argv, &i, "--modules", &v)) != CLI_OPT_NO) {
+            if (r == CLI_OPT_MISSING || !v[0])
+                return cli_usage("run", "--modules needs a module prefix (e.g. model.layers.3.mlp.experts)");
+            o->modules = v;
         } else if ((r = cli_opt_value(argc, argv, &i, "--tokens", &v)) != CLI_OPT_NO) {
             if (r == CLI_OPT_MISSING)
                 return cli_usage("run", "--tokens needs a value (M)");
@@ -328,10 +336,8 @@ int cmd_run(const cli_globals *g, int argc, char **argv)
         return rc;
     if ((rc = layer_flags_validate(&o.cfg)) != CLI_EXIT_OK)
         return rc;
-    o.scheme.struct_size = sizeof o.scheme;
-    fmoe_status st = fmoe_scheme_parse(o.scheme_key, &o.scheme);
-    if (st != FMOE_STATUS_OK)
-        return cli_fail(st, "bad --scheme");
+    if ((rc = cli_scheme_from_arg(o.scheme_key, o.modules, o.cfg.num_experts, &o.scheme)) != CLI_EXIT_OK)
+        return rc;
     if (o.tokens > o.cfg.max_num_tokens) {
         cli_error("--tokens %u exceeds the layer's --max-tokens %u", o.tokens, o.cfg.max_num_tokens);
         return CLI_EXIT_CONFIG;

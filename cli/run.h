@@ -13,7 +13,8 @@
 
 /* One run, as the command line asked for it. */
 typedef struct run_opts {
-    const char *scheme_key;
+    const char *scheme_key;  /* --scheme: a key or a config.json path */
+    const char *modules;     /* --modules: expert module prefix in that config, or NULL */
     uint32_t tokens;
     uint64_t seed;
     int seed_given;

@@ -479,6 +479,38 @@ def bad_scheme():
 
 
 @test
+def scheme_from_config_json():
+    """--scheme takes a checkpoint's config.json; its quantization_config
+    decides the scheme of every expert under --modules."""
+    fp8 = write("fp8_config.json", json.dumps({
+        "torch_dtype": "bfloat16",
+        "quantization_config": {"quant_method": "fp8", "activation_scheme": "dynamic",
+                                "weight_block_size": [128, 128]}}))
+    r = fmoe("explain", "--scheme", fp8, "--json")
+    check(r.json()["scheme"] == "fp8e4m3:block128x128/fp8e4m3:group128:dynamic", "scheme from fp8 config", r)
+    plain = write("plain_config.json", json.dumps({"torch_dtype": "bfloat16"}))
+    r = fmoe("run", "--scheme", plain, "--tokens", "4", "--seed", "3")
+    expect_rc(r, EXIT_OK, "run with an unquantized config.json")
+    # Expert 2 of layer 1 ignored (left in f32: no torch_dtype): the experts disagree.
+    ct = write("ct_config.json", json.dumps({
+        "quantization_config": {
+            "quant_method": "compressed-tensors", "format": "pack-quantized",
+            "config_groups": {"g": {"targets": ["Linear"], "weights": {
+                "num_bits": 4, "type": "int", "strategy": "group", "group_size": 128}}},
+            "ignore": ["model.layers.1.mlp.experts.2.up_proj"]}}))
+    r = fmoe("explain", "--scheme", ct, "--json")
+    check(r.json()["scheme"] == "int4:group128", "layer 0 is int4", r)
+    r = fmoe("explain", "--scheme", ct, "--modules", "model.layers.1.mlp.experts")
+    expect_rc(r, EXIT_CONFIG, "experts that disagree")
+    check(r.err == ("fusedmoe: --scheme: %s: model.layers.1.mlp.experts: All MoE projections need to have "
+                    "same quantization scheme but found multiple: model.layers.1.mlp.experts.0.gate_proj is "
+                    "'int4:group128', model.layers.1.mlp.experts.2.up_proj is 'f32'\n" % ct), "exact message", r)
+    r = fmoe("run", "--scheme", os.path.join(TMP, "none", "config.json"))
+    expect_rc(r, EXIT_CONFIG, "a missing config.json")
+    check("none/config.json: No such file or directory" in r.err, "names the file", r)
+
+
+@test
 def bad_config_file():
     for path, where in [(BAD_KEY_TOML, ":2:1:"), (BAD_SYNTAX_TOML, ":2:")]:
         for argv in (["plugins"], ["explain"], ["run"]):
