@@ -196,6 +196,33 @@ FMOE_API fmoe_status fmoe_quant_config_scheme(const fmoe_quant_config *qc, const
                                               fmoe_scheme *out);
 
 /* ------------------------------------------------------------------------ */
+/* Checkpoints: safetensors files, one or sharded with an index              */
+/* ------------------------------------------------------------------------ */
+
+typedef struct fmoe_checkpoint fmoe_checkpoint;
+
+/* Open a checkpoint: a directory holding model.safetensors.index.json (and
+ * its shards) or model.safetensors, an index .json file, or one .safetensors
+ * file. Every file is mapped read-only and validated strictly up front
+ * (docs/CHECKPOINTS.md: header, dtypes, shapes, offsets; the index must
+ * name shards by plain file names, every tensor it lists must be in its
+ * shard, and every tensor of every shard must be listed, once). Errors name
+ * the file and the tensor. */
+FMOE_API fmoe_status fmoe_checkpoint_open(const char *path, fmoe_checkpoint **out);
+FMOE_API void fmoe_checkpoint_close(fmoe_checkpoint *ck);
+/* Tensors, in name order. */
+FMOE_API size_t fmoe_checkpoint_tensor_count(const fmoe_checkpoint *ck);
+FMOE_API const char *fmoe_checkpoint_tensor_name(const fmoe_checkpoint *ck, size_t index);
+/* The index of tensor `name`, or (size_t)-1. */
+FMOE_API size_t fmoe_checkpoint_find(const fmoe_checkpoint *ck, const char *name);
+/* The file a tensor is stored in (for messages). */
+FMOE_API const char *fmoe_checkpoint_tensor_file(const fmoe_checkpoint *ck, size_t index);
+/* A host view of the tensor (read-only, valid until close). F4 (packed
+ * e2m1) becomes FP4_E2M1X2 with the last axis halved; a dtype fusedmoe has
+ * no type for is INVALID_ARGUMENT naming it. */
+FMOE_API fmoe_status fmoe_checkpoint_tensor(const fmoe_checkpoint *ck, size_t index, fmoe_tensor *out);
+
+/* ------------------------------------------------------------------------ */
 /* Context                                                                   */
 /* ------------------------------------------------------------------------ */
 
