@@ -126,6 +126,38 @@ FMOE_API uint32_t fmoe_layer_config_intermediate_per_rank(const fmoe_layer_confi
 FMOE_API fmoe_status fmoe_layer_config_expert_map(const fmoe_layer_config *cfg, int32_t *expert_map,
                                                   uint32_t len);
 
+/* Expert placement tables (spec/interface.md §7; docs/PLACEMENT.md). Each
+ * validates cfg and the buffer length first (INVALID_ARGUMENT naming it).
+ * "Global" ids are physical expert ids: logical experts 0..L-1, then the R
+ * EPLB replicas L..L+R-1 (physical L+i holds logical i % L). */
+
+/* AITER-style mask for this EP rank: mask[g] = 1 if global expert g is
+ * local, else 0, and a last sentinel slot mask[global] = 0 (len = global+1). */
+FMOE_API fmoe_status fmoe_layer_config_expert_mask(const fmoe_layer_config *cfg, int32_t *mask, uint32_t len);
+/* local_to_global[i]: the global id of this rank's local expert i
+ * (len = local experts). */
+FMOE_API fmoe_status fmoe_layer_config_local_to_global(const fmoe_layer_config *cfg, int32_t *local_to_global,
+                                                       uint32_t len);
+/* EPLB: physical_to_logical[p] for every global physical expert (len =
+ * global). Without EPLB it is the identity. */
+FMOE_API fmoe_status fmoe_layer_config_physical_to_logical(const fmoe_layer_config *cfg, int32_t *physical_to_logical,
+                                                           uint32_t len);
+/* EPLB: logical_to_physical[l * max_replicas + r] = physical id of replica r
+ * of logical l, -1 past its count; replica_count[l] (may be NULL). The
+ * buffer is num_experts * max_replicas; max_replicas must be at least the
+ * largest replica count (1 + ceil(R / L)). Replicas are in ascending
+ * physical order, replica 0 being the logical expert itself. Routing picks
+ * replica (token * top_k + slot) % count (docs/ROUTING.md). */
+FMOE_API fmoe_status fmoe_layer_config_logical_to_physical(const fmoe_layer_config *cfg, int32_t *logical_to_physical,
+                                                           uint32_t max_replicas, uint32_t *replica_count);
+/* Dispatch order for all-to-all kernels (vLLM's "routing tables"): experts
+ * renumbered so that each rank's experts are contiguous, rank 0 first.
+ * With LINEAR placement this is the identity; with ROUND_ROBIN, expert g of
+ * rank g % ep becomes rank_offset(g % ep) + g / ep. Both tables have len =
+ * global; either may be NULL. */
+FMOE_API fmoe_status fmoe_layer_config_dispatch_order(const fmoe_layer_config *cfg, int32_t *global_to_dispatch,
+                                                      int32_t *dispatch_to_global, uint32_t len);
+
 /* ------------------------------------------------------------------------ */
 /* Schemes                                                                   */
 /* ------------------------------------------------------------------------ */
