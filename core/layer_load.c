@@ -12,12 +12,14 @@
  *   - W1/W3 go to the first/second half of a gated W13 shard axis;
  *   - padding a method asked for (roundup_sizes) is zero-filled.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/eplb.h"
 #include "core/error.h"
+#include "core/half.h"
 #include "core/layer.h"
 #include "core/tensor.h"
 
@@ -241,6 +243,43 @@ static int layer_is_padded(const fmoe_layer *layer)
 }
 
 /* Copy `t` (one expert's checkpoint slice) into local slot `e` of `s`. */
+/* One input scale for both halves of W13 (compressed-tensors' static
+ * per-tensor activations: gate and up see the same input, so calibration
+ * gives them the same scale). Both w1's and w3's copies are loaded into the
+ * one slot, and the second must agree with the first: a checkpoint whose
+ * halves disagree would be quantized with whichever came last. The loaded
+ * byte records which halves wrote it. */
+#define LOADED_FROM_W1 1u
+#define LOADED_FROM_W3 2u
+
+static int shares_input_scale(const fmoe_layer *layer, const fmoe_param_slot *s, int32_t shard)
+{
+    int role = s->desc.role == FMOE_ROLE_INPUT_SCALE || s->desc.role == FMOE_ROLE_INPUT_GLOBAL_SCALE;
+    return role && s->desc.projection == FMOE_PROJ_W13 && layer->cfg.gated && !s->pair && s->n_shards == 1 &&
+           (shard == FMOE_SHARD_W1 || shard == FMOE_SHARD_W3);
+}
+
+/* Relative agreement to 1e-6: producers compute both from the same input
+ * statistics, so they are bit-equal in practice; the slack forgives only
+ * last-bit noise of a float32 recomputation. (vLLM compares with an
+ * absolute 1e-5, which lets two tiny scales differ by orders of magnitude.) */
+static fmoe_status check_input_scales_agree(const fmoe_param_slot *s, uint32_t e, int32_t shard, const view *dst,
+                                            const view *src, int32_t expert)
+{
+    uint8_t other = shard == FMOE_SHARD_W1 ? LOADED_FROM_W3 : LOADED_FROM_W1;
+    if (!(s->loaded[e] & other))
+        return FMOE_STATUS_OK;
+    float have = fmoe_load_float(dst->data, s->desc.dtype, 0), got = fmoe_load_float(src->data, s->desc.dtype, 0);
+    float mag = fabsf(have) > fabsf(got) ? fabsf(have) : fabsf(got);
+    if (have == got || fabsf(have - got) <= 1e-6f * mag)
+        return FMOE_STATUS_OK;
+    return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT,
+                          "%s expert %d: the input scales of w1 and w3 must be equal (they quantize the same input), "
+                          "got %.9g from %s and %.9g from %s",
+                          s->name, expert, (double)have, shard == FMOE_SHARD_W1 ? "w3" : "w1", (double)got,
+                          shard == FMOE_SHARD_W1 ? "w1" : "w3");
+}
+
 static fmoe_status load_slice(fmoe_layer *layer, fmoe_param_slot *s, uint32_t e, int32_t shard,
                               const fmoe_tensor *t, int32_t expert)
 {
@@ -291,6 +330,11 @@ static fmoe_status load_slice(fmoe_layer *layer, fmoe_param_slot *s, uint32_t e,
             dst.data += half * dst.strides[axis] * (int64_t)esize;
         dst.shape[axis] = half;
     }
+    if (shares_input_scale(layer, s, shard) && dst.ndim == 0) {
+        fmoe_status st = check_input_scales_agree(s, e, shard, &dst, &src, expert);
+        if (st != FMOE_STATUS_OK)
+            return st;
+    }
     int padded = layer_is_padded(layer);
     for (uint32_t a = 0; a < dst.ndim; a++) {
         int fits = padded ? src.shape[a] <= dst.shape[a] : src.shape[a] == dst.shape[a];
@@ -308,6 +352,8 @@ static fmoe_status load_slice(fmoe_layer *layer, fmoe_param_slot *s, uint32_t e,
     copy_block(&dst, &src, esize);
     if (shard == FMOE_SHARD_FULL)
         memset(s->loaded + (size_t)e * s->n_shards, 1, s->n_shards);
+    else if (shares_input_scale(layer, s, shard))
+        s->loaded[e] |= shard == FMOE_SHARD_W1 ? LOADED_FROM_W1 : LOADED_FROM_W3;
     else
         s->loaded[(size_t)e * s->n_shards + (shard == FMOE_SHARD_W3 && s->n_shards == 2)] = 1;
     return FMOE_STATUS_OK;
@@ -319,7 +365,7 @@ static fmoe_status check_shard(const fmoe_layer *layer, const fmoe_param_slot *s
     int ok = shard == FMOE_SHARD_FULL || (proj == FMOE_PROJ_W13 && shard == FMOE_SHARD_W1) ||
              (proj == FMOE_PROJ_W13 && shard == FMOE_SHARD_W3 && layer->cfg.gated) ||
              (proj == FMOE_PROJ_W2 && shard == FMOE_SHARD_W2);
-    if (ok && shard == FMOE_SHARD_W3 && s->n_shards != 2)
+    if (ok && shard == FMOE_SHARD_W3 && s->n_shards != 2 && !shares_input_scale(layer, s, shard))
         return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT, "%s has no shard axis or scale pair to hold a w3 half",
                               s->name);
     if (!ok)

@@ -56,6 +56,7 @@ static fmoe_status fs_create(fmoe_create_args *a)
          FMOE_PARAM_TRANSPOSED);
     desc(&in->d[FS_W2_FULL], "w2_actorder_scale", W2, S, FMOE_SCALE_GROUP, 3, e, i_full / FS_GROUP, h, 0,
          FMOE_PARAM_LOAD_FULL);
+    desc(&in->d[FS_W13_INPUT], "w13_input_scale", W13, FMOE_ROLE_INPUT_SCALE, FMOE_SCALE_TENSOR, 1, e, 0, 0, -1, 0);
     for (int k = 0; k < FS_N_PARAMS; k++)
         in->p[k] = &in->d[k];
     a->instance = in;

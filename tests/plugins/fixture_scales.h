@@ -18,6 +18,7 @@ enum {
     FS_W2_GROUP,       /* [E, H, I/g], narrowed along axis 1 */
     FS_W13_TRANSPOSED, /* [E, H/g, 2I], checkpoint [I, H/g] */
     FS_W2_FULL,        /* [E, I_full/g, H], act-order: never narrowed */
+    FS_W13_INPUT,      /* [E] one input scale shared by w1 and w3 */
     FS_N_PARAMS
 };
 

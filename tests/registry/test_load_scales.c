@@ -85,6 +85,36 @@ START_TEST(scalar_pairs_and_scalars)
 }
 END_TEST
 
+/* w1 and w3 each carry the expert's input scale; they must agree. */
+START_TEST(input_scales_of_w1_and_w3_agree)
+{
+    fmoe_context *ctx;
+    fmoe_layer *layer = scales_layer(&ctx);
+    float a = 0.125f, b = 0.125f, c = 0.25f;
+    fmoe_tensor t;
+    fmoe_tensor_init(&t, FMOE_DTYPE_F32, 0, NULL, &a);
+    ck_assert_int_eq(fmoe_layer_load(layer, "w13_input_scale", 2, FMOE_SHARD_W1, &t, NULL), FMOE_STATUS_OK);
+    fmoe_tensor_init(&t, FMOE_DTYPE_F32, 0, NULL, &b);
+    ck_assert_int_eq(fmoe_layer_load(layer, "w13_input_scale", 2, FMOE_SHARD_W3, &t, NULL), FMOE_STATUS_OK);
+    ck_assert_float_eq(param(layer, FS_W13_INPUT)[2], 0.125f);
+    /* Reloading w3 with another value now disagrees with w1. */
+    fmoe_tensor_init(&t, FMOE_DTYPE_F32, 0, NULL, &c);
+    ck_assert_int_eq(fmoe_layer_load(layer, "w13_input_scale", 2, FMOE_SHARD_W3, &t, NULL),
+                     FMOE_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(fmoe_last_error(), "w13_input_scale expert 2: the input scales of w1 and w3 must be equal (they "
+                                        "quantize the same input), got 0.125 from w1 and 0.25 from w3");
+    /* Expert 1: w3 first, then a different w1. */
+    ck_assert_int_eq(fmoe_layer_load(layer, "w13_input_scale", 1, FMOE_SHARD_W3, &t, NULL), FMOE_STATUS_OK);
+    fmoe_tensor_init(&t, FMOE_DTYPE_F32, 0, NULL, &a);
+    ck_assert_int_eq(fmoe_layer_load(layer, "w13_input_scale", 1, FMOE_SHARD_W1, &t, NULL),
+                     FMOE_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(fmoe_last_error(), "w13_input_scale expert 1: the input scales of w1 and w3 must be equal (they "
+                                        "quantize the same input), got 0.25 from w3 and 0.125 from w1");
+    fmoe_layer_destroy(layer);
+    fmoe_context_destroy(ctx);
+}
+END_TEST
+
 START_TEST(channel_and_group_scales_narrowed_for_tp)
 {
     fmoe_context *ctx;
@@ -188,6 +218,7 @@ static Suite *suite(void)
     Suite *s = suite_create("load_scales");
     TCase *tc = tcase_create("load_scales");
     tcase_add_test(tc, scalar_pairs_and_scalars);
+    tcase_add_test(tc, input_scales_of_w1_and_w3_agree);
     tcase_add_test(tc, channel_and_group_scales_narrowed_for_tp);
     tcase_add_test(tc, transposed_and_load_full);
     tcase_add_test(tc, tp_cannot_split_odd_rows);
