@@ -1,0 +1,137 @@
+/*
+ * core/model/model.h - internals of the model config reader
+ * (include/fusedmoe/model.h): the model object, the per-family readers and
+ * the naming tables.
+ *
+ * Reading is in three steps, each in its own file:
+ *   model.c     the public entry points: parse the JSON, pick the family
+ *               from "architectures" / "model_type", run its reader, check
+ *               the result, build the names;
+ *   family_*.c  one reader per family: which keys, their defaults, the
+ *               routing they give and which layers are MoE layers;
+ *   naming.c    the checkpoint tensor names of one MoE layer.
+ * mjson.c adds the typed reads qjson (core/quant/qjson.h) does not have.
+ */
+#ifndef FMOE_CORE_MODEL_MODEL_H
+#define FMOE_CORE_MODEL_MODEL_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "core/quant/qjson.h"
+#include "fusedmoe/model.h"
+
+/* More decoder layers than any model has; bounds what a config can make us
+ * allocate. */
+#define MODEL_MAX_LAYERS 4096u
+
+/* How a family names the tensors of one MoE layer, relative to
+ * "<layer prefix>.<N>." (naming.c turns it into full names). */
+typedef struct model_naming {
+    const char *layer_prefix;  /* "model.layers" */
+    const char *block;         /* the MoE module of a layer: "mlp", "block_sparse_moe", "feed_forward" */
+    const char *router;        /* the router linear under block: "gate", "router" */
+    uint32_t router_bias;      /* the router has a bias (gpt-oss) */
+    /* Per-expert form <block>.experts.<e>.<proj>.weight; NULL: no such form. */
+    const char *gate, *up, *down;
+    /* Fused 3-D form <block>.experts.gate_up_proj / down_proj. */
+    uint32_t fused;
+    uint32_t fused_bias;        /* + gate_up_proj_bias / down_proj_bias */
+    uint32_t fused_interleaved; /* gate/up alternate along 2I (gpt-oss) */
+    uint32_t mxfp4;             /* + the *_blocks / *_scales MXFP4 form */
+    /* Shared experts, when the config has any. */
+    const char *shared;      /* module under block: "shared_experts" */
+    const char *shared_gate; /* sigmoid gate of the shared output (Qwen2-MoE) */
+} model_naming;
+
+typedef struct model_reader model_reader;
+
+typedef struct model_family {
+    const char *name;                 /* fmoe_model_family() */
+    const char *const *architectures; /* NULL-terminated */
+    const char *const *model_types;   /* NULL-terminated; [0] is the canonical one */
+    const char *text_config;          /* member holding the text model's config, or NULL */
+    const model_naming *naming;
+    /* Fill r->model from r->obj; every error names the key. */
+    fmoe_status (*read)(model_reader *r);
+} model_family;
+
+extern const model_family fmoe_family_mixtral;
+extern const model_family fmoe_family_qwen2_moe;
+extern const model_family fmoe_family_qwen3_moe;
+extern const model_family fmoe_family_deepseek_v2;
+extern const model_family fmoe_family_deepseek_v3;
+extern const model_family fmoe_family_gpt_oss;
+extern const model_family fmoe_family_llama4;
+extern const model_family fmoe_family_llama4_text;
+
+/* Names of one MoE layer, owned by the model (NULL where absent). */
+enum {
+    MN_ROUTER_WEIGHT,
+    MN_ROUTER_BIAS,
+    MN_CORRECTION_BIAS,
+    MN_EXPERTS,
+    MN_FUSED_GATE_UP,
+    MN_FUSED_GATE_UP_BIAS,
+    MN_FUSED_DOWN,
+    MN_FUSED_DOWN_BIAS,
+    MN_MXFP4_GATE_UP_BLOCKS,
+    MN_MXFP4_GATE_UP_SCALES,
+    MN_MXFP4_DOWN_BLOCKS,
+    MN_MXFP4_DOWN_SCALES,
+    MN_SHARED,
+    MN_SHARED_GATE,
+    MN_COUNT
+};
+
+struct fmoe_model {
+    char *source;
+    const model_family *family;
+    uint32_t num_layers;
+    uint8_t *is_moe;        /* [num_layers] */
+    char pattern[160];      /* the keys that decided is_moe, for messages */
+    fmoe_layer_config cfg;  /* every MoE layer's config (all are alike) */
+    fmoe_dtype dtype;
+    uint32_t shared_count;        /* shared experts per MoE layer */
+    uint32_t shared_intermediate; /* their combined intermediate size */
+    uint32_t shared_gated;        /* output scaled by sigmoid(x . w_gate) */
+    char **names;                 /* [num_layers * MN_COUNT], rows of dense layers NULL */
+};
+
+/* What a family reader works on. */
+struct model_reader {
+    qjson j;           /* positioned at obj (e.g. "text_config") */
+    const json_t *obj; /* the (text) model's config object */
+    fmoe_model *model;
+};
+
+/* ---- mjson.c: typed reads on top of qjson ------------------------------- */
+
+/* An integer in [lo, hi]; absent and not required: *out untouched. */
+fmoe_status mjson_uint(qjson *j, const json_t *obj, const char *key, int required, uint32_t lo, uint32_t hi,
+                       uint32_t *out);
+/* A number (JSON integer or real), finite; absent and not required: *out
+ * untouched, *given 0 (given may be NULL). */
+fmoe_status mjson_real(qjson *j, const json_t *obj, const char *key, int required, double *out, int *given);
+/* INVALID_ARGUMENT at obj.key: "expected <what>, got <value>". */
+fmoe_status mjson_expected_at(qjson *j, const json_t *obj, const char *key, const char *what);
+/* qjson_fail with `status` at obj.key. */
+fmoe_status mjson_fail_at(qjson *j, const char *key, fmoe_status status, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* hidden_act, when given, must be "silu" (the only expert and shared
+ * activation these families' vLLM models implement). */
+fmoe_status mjson_require_silu(qjson *j, const json_t *obj);
+
+/* ---- helpers for family readers (model.c) ------------------------------- */
+
+/* Mark every layer as a MoE layer or not with a predicate over the index. */
+fmoe_status model_set_layers(fmoe_model *m, uint32_t num_layers);
+/* Check top_k <= num_experts with the families' key names. */
+fmoe_status model_check_top_k(model_reader *r, const char *experts_key, const char *top_k_key);
+
+/* ---- naming.c ------------------------------------------------------------ */
+
+/* Build the names of every MoE layer of m. */
+fmoe_status model_build_names(fmoe_model *m);
+
+#endif
