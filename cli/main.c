@@ -20,6 +20,7 @@ static const command commands[] = {
     {"probe", cmd_probe, "list the devices each loaded plugin reported"},
     {"explain", cmd_explain, "show how a backend is chosen for a layer and scheme"},
     {"run", cmd_run, "run a random layer on the chosen backend and check it against the reference"},
+    {"conform", cmd_conform, "check a plugin against the plugin ABI and the reference (docs/CONFORMANCE.md)"},
 };
 
 #define N_COMMANDS (sizeof commands / sizeof commands[0])

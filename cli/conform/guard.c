@@ -1,3 +1,4 @@
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 /* cli/conform/guard.c - guarded and fenced allocations (see guard.h). */
 #include "cli/conform/guard.h"
 
