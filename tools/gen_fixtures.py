@@ -348,7 +348,8 @@ def _nbytes(t):
 def save_checkpoint(d, sd):
     """model.safetensors, or shards + model.safetensors.index.json (as
     transformers' save_pretrained names them) when the data exceed the limit.
-    Shards are cut at decoder-layer boundaries."""
+    Tensors go in layer order; a new shard starts when the next tensor would
+    take the current one past SHARD_LIMIT."""
     sd = {k: v.contiguous() for k, v in sd.items()}
     total = sum(_nbytes(v) for v in sd.values())
     meta = {"format": "pt"}
