@@ -185,7 +185,10 @@ int cmd_conform(const cli_globals *g, int argc, char **argv)
     for (uint32_t i = 0; i < g->n_plugin_files; i++)
         files[i] = g->plugin_files[i];
     uint32_t n_files = g->n_plugin_files;
-    if (o.plugin && is_path(o.plugin))
+    int given = 0;
+    for (uint32_t i = 0; o.plugin && i < n_files; i++)
+        given |= same_file(o.plugin, files[i]);
+    if (o.plugin && is_path(o.plugin) && !given)
         files[n_files++] = o.plugin;
     fmoe_context_options opts;
     fmoe_context_options_init(&opts);
@@ -219,6 +222,10 @@ int cmd_conform(const cli_globals *g, int argc, char **argv)
         /* A shadowed copy of a name is not the plugin the registry uses. */
         if (wanted && info.state == FMOE_PLUGIN_STATE_SKIPPED && o.plugin && !is_path(o.plugin))
             wanted = 0;
+        /* ... and neither is a second record of a name already taken. */
+        for (size_t j = 0; wanted && j < n_test; j++)
+            if (strcmp(plugins[j].name, info.name) == 0 && info.state == FMOE_PLUGIN_STATE_SKIPPED)
+                wanted = 0;
         if (!wanted)
             continue;
         plugins[n_test++] = (cf_plugin){.name = info.name, .path = info.path, .manifest = info.manifest,
