@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli/args.h"
 #include "cli/cli.h"
@@ -18,15 +17,12 @@
 #include "cli/rng.h"
 #include "cli/run.h"
 #include "cli/run_compare.h"
+#include "cli/run_model.h"
 #include "cli/run_weights.h"
 #include "cli/scheme_arg.h"
 #include "cli/selection_out.h"
 
 #define DEFAULT_TOKENS 64
-/* Timing: at least MIN_RUNS forwards, then more until the budget is spent. */
-#define TIMING_MIN_RUNS 3
-#define TIMING_MAX_RUNS 21
-#define TIMING_BUDGET_S 0.5
 
 /* The forward inputs, shared by both layers. */
 typedef struct run_inputs {
@@ -248,39 +244,21 @@ static int forward_once(fmoe_layer *layer, const char *who, const run_opts *o, c
     return CLI_EXIT_OK;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* The layer already ran once (the checked forward), which warmed it up. */
 static int time_forward(fmoe_layer *layer, const run_opts *o, const run_inputs *in, void *out_buf, run_timing *t)
 {
-    double times[TIMING_MAX_RUNS], spent = 0;
     const int64_t shape[2] = {in->m, o->cfg.hidden_size};
     fmoe_tensor out;
     fmoe_tensor_init(&out, o->cfg.act_dtype, 2, shape, out_buf);
-    int n = 0;
-    while (n < TIMING_MAX_RUNS && (n < TIMING_MIN_RUNS || spent < TIMING_BUDGET_S)) {
-        double t0 = now_s();
-        fmoe_status st = forward(layer, o, in, &out);
-        times[n] = now_s() - t0;
-        if (st != FMOE_STATUS_OK)
-            return cli_fail(st, "timed forward");
-        spent += times[n++];
+    fmoe_forward_args a = {.struct_size = sizeof a, .x = &in->tx, .out = &out};
+    if (o->logits) {
+        a.router_logits = &in->tlogits;
+    } else {
+        a.topk_weights = &in->tw;
+        a.topk_ids = &in->tids;
     }
-    qsort(times, (size_t)n, sizeof times[0], cmp_double);
-    t->runs = n;
-    t->median_s = n % 2 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
-    return CLI_EXIT_OK;
+    fmoe_status st = run_time_forward(layer, &a, t);
+    return st == FMOE_STATUS_OK ? CLI_EXIT_OK : cli_fail(st, "timed forward");
 }
 
 /* Load, forward and compare. Owns nothing; returns an exit code. */
@@ -330,6 +308,8 @@ static int check_and_time(const cli_globals *g, const run_opts *o, fmoe_layer *s
 
 int cmd_run(const cli_globals *g, int argc, char **argv)
 {
+    if (run_is_model_mode(argc, argv))
+        return cmd_run_model(g, argc, argv);
     run_opts o = {0};
     int rc = parse_args(argc, argv, &o);
     if (rc >= 0)

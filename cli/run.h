@@ -9,6 +9,7 @@
 
 #include "cli/cli.h"
 #include "cli/run_compare.h"
+#include "cli/run_timing.h"
 #include "fusedmoe/fusedmoe.h"
 
 /* One run, as the command line asked for it. */
@@ -25,11 +26,6 @@ typedef struct run_opts {
     fmoe_scheme scheme;
 } run_opts;
 
-/* The selected backend's forward time: the median of `runs` forwards. */
-typedef struct run_timing {
-    int runs;
-    double median_s;
-} run_timing;
 
 /* Everything the report shows. */
 typedef struct run_report {

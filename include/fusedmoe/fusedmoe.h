@@ -29,6 +29,7 @@
 #define FUSEDMOE_H
 
 #include "fusedmoe/common.h"
+#include "fusedmoe/model.h"
 #include "fusedmoe/formats.h"
 
 #ifdef __cplusplus
@@ -490,6 +491,31 @@ typedef struct fmoe_forward_args {
 /* Run the layer. Exactly one of (topk_weights + topk_ids) or router_logits
  * must be given. M = 0 is a successful no-op. */
 FMOE_API fmoe_status fmoe_layer_forward(fmoe_layer *layer, const fmoe_forward_args *args);
+
+/* ------------------------------------------------------------------------ */
+/* Loading a layer from a checkpoint                                         */
+/* ------------------------------------------------------------------------ */
+
+/* What fmoe_model_load_layer did. */
+typedef struct fmoe_model_load_stats {
+    size_t struct_size;
+    uint64_t tensors;   /* checkpoint tensors (or per-expert views of fused ones) loaded */
+    uint64_t not_local; /* of those, experts another EP rank holds (nothing copied) */
+} fmoe_model_load_stats;
+
+/* Fill `layer` (created for MoE layer `index` of model `m`: its layer
+ * config, with the scheme `qc` gives) from the checkpoint: every tensor
+ * under the layer's experts prefix, per-expert or fused 3-D (gpt-oss
+ * MXFP4 included), plus the routing correction bias. A tensor no declared
+ * parameter takes, an expert id out of range, a shape or dtype that does
+ * not match is INVALID_ARGUMENT naming the tensor; nothing is skipped
+ * silently. bf16/f16 tensors are widened for f32 parameters. The router
+ * weight is not part of the layer (the caller computes the logits). Then
+ * call fmoe_layer_finalize. `qc` may be NULL (unquantized); `stats` may be
+ * NULL. (docs/CHECKPOINTS.md) */
+FMOE_API fmoe_status fmoe_model_load_layer(const fmoe_model *m, uint32_t index, const fmoe_checkpoint *ck,
+                                           const fmoe_quant_config *qc, fmoe_layer *layer,
+                                           fmoe_model_load_stats *stats);
 
 /* ------------------------------------------------------------------------ */
 /* Reference math (the oracle every backend is measured against).            */

@@ -32,6 +32,7 @@ LAYER_FLAGS = [
     "--ep", "--ep-rank", "--placement", "--eplb", "--redundant", "--max-tokens",
 ]
 
+MODELS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "models")
 FUSEDMOE = os.path.abspath(sys.argv[1])
 MANIFEST = os.path.abspath(sys.argv[2])
 SKEWED = os.path.abspath(sys.argv[3])
@@ -508,6 +509,82 @@ def scheme_from_config_json():
     r = fmoe("run", "--scheme", os.path.join(TMP, "none", "config.json"))
     expect_rc(r, EXIT_CONFIG, "a missing config.json")
     check("none/config.json: No such file or directory" in r.err, "names the file", r)
+
+
+# --- run on a checkpoint (--model) ------------------------------------------------------
+
+
+def model(name):
+    return os.path.join(MODELS, name)
+
+
+@test
+def run_model_every_moe_layer():
+    r = fmoe("run", "--model", model("bf16"), "--json")
+    expect_rc(r, EXIT_OK, "run --model bf16")
+    j = r.json()
+    check(j["family"] == "qwen3_moe" and j["quant_method"] == "none", "family and method", r)
+    check([l["layer"] for l in j["layers"]] == [0, 1], "both MoE layers ran", r)
+    check(all(l["scheme"] == "bf16" and l["result"] == "PASS" for l in j["layers"]), "bf16, PASS", r)
+    check(j["input"].endswith("random N(0,1) from the seed"), "random input without inputs.safetensors", r)
+    t = fmoe("run", "--model", model("bf16"))
+    expect_rc(t, EXIT_OK, "the table")
+    for word in ["layer", "scheme", "backend", "max abs", "max rel", "tokens/s", "reference/unquantized", "why:"]:
+        check(word in t.out, "the table shows " + word, t)
+
+
+@test
+def run_model_fused_gpt_oss():
+    r = fmoe("run", "--model", model("bf16-fused"), "--layer", "1", "--json")
+    expect_rc(r, EXIT_OK, "gpt-oss fused bf16")
+    j = r.json()
+    check(j["family"] == "gpt_oss" and len(j["layers"]) == 1 and j["layers"][0]["layer"] == 1, "layer 1 only", r)
+
+
+@test
+def run_model_sharded_and_eplb():
+    for flags in (["--tp", "2", "--tp-rank", "1"], ["--ep", "4", "--ep-rank", "3"],
+                  ["--ep", "2", "--ep-rank", "0", "--placement", "round_robin"], ["--redundant", "4"]):
+        r = fmoe("run", "--model", model("bf16"), "--layer", "0", *flags)
+        expect_rc(r, EXIT_OK, "run --model with " + " ".join(flags))
+
+
+@test
+def run_model_output_and_input_round_trip():
+    out = os.path.join(TMP, "y.safetensors")
+    r = fmoe("run", "--model", model("bf16"), "--layer", "0", "--seed", "5", "--output", out)
+    expect_rc(r, EXIT_OK, "--output")
+    with open(out, "rb") as f:
+        blob = f.read()
+    n = int.from_bytes(blob[:8], "little")
+    header = json.loads(blob[8:8 + n])
+    check(header["y"]["shape"] == [16, 128] and header["y"]["dtype"] == "BF16", "y [M, H] bf16", r)
+    check(header["topk_ids"] == {"dtype": "I32", "shape": [16, 2], "data_offsets": [4096, 4224]}, "topk_ids [M, k]", r)
+    check(header["topk_weights"]["dtype"] == "F32", "topk_weights f32", r)
+    check(n % 8 == 0 and 8 + n + header["topk_weights"]["data_offsets"][1] == len(blob), "aligned, no slack", r)
+    # The bundled hidden states as --input: x only.
+    r = fmoe("run", "--model", model("bf16"), "--input", os.path.join(MODELS, "inputs.safetensors"),
+             "--tokens", "4", "--json")
+    expect_rc(r, EXIT_OK, "--input inputs.safetensors")
+    check(r.json()["tokens"] == 4, "--tokens takes the first rows", r)
+    # The output file is not an input (no x).
+    r = fmoe("run", "--model", model("bf16"), "--input", out)
+    expect_rc(r, EXIT_CONFIG, "--input without x")
+    check("expected a tensor 'x' [M, 128]" in r.err, "names the tensor", r)
+
+
+@test
+def run_model_errors():
+    r = fmoe("run", "--model", os.path.join(TMP, "nowhere"))
+    expect_rc(r, EXIT_CONFIG, "a missing checkpoint")
+    check("nowhere/config.json: No such file or directory" in r.err, "names config.json", r)
+    r = fmoe("run", "--model", model("bf16"), "--layer", "7")
+    expect_rc(r, EXIT_CONFIG, "--layer past the model")
+    check("--layer 7: not a MoE layer" in r.err, "says why", r)
+    r = fmoe("run", "--model", model("bf16"), "--experts", "4")
+    expect_rc(r, EXIT_USAGE, "a synthetic-layer flag with --model")
+    r = fmoe("run", "--model", model("bf16"), "--tp", "3")
+    expect_rc(r, EXIT_CONFIG, "tp that does not divide the intermediate size")
 
 
 @test
