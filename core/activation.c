@@ -105,14 +105,16 @@ static double gate_fn(int32_t activation, double g)
     }
 }
 
-/* gpt-oss SwiGLU: g and u interleaved in h. */
+/* gpt-oss SwiGLU. Its checkpoints interleave gate and up along 2I; the
+ * loader separates them, so h is [gate | up] here as for every gated
+ * activation (docs/ROUTING.md). */
 static void swigluoai_row(const fmoe_layer_config *cfg, const float *h, uint32_t I, float *out)
 {
     double limit = cfg->swiglu_limit;
     double alpha = cfg->swiglu_alpha;
     for (uint32_t i = 0; i < I; i++) {
-        double g = h[2 * i];
-        double u = h[2 * i + 1];
+        double g = h[i];
+        double u = h[I + i];
         if (limit > 0.0) {
             g = min_keep_nan(g, limit);
             u = clamp_keep_nan(u, -limit, limit);

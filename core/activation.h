@@ -2,8 +2,9 @@
  * core/activation.h - the expert activations of spec/interface.md §5 on one
  * row, in f32.
  *
- * Gated: h holds 2*I values - [gate(I) | up(I)] for every activation except
- * SWIGLUOAI, whose gate/up values are interleaved [g0,u0,g1,u1,...].
+ * Gated: h holds 2*I values [gate(I) | up(I)], for every activation
+ * (gpt-oss checkpoints interleave gate/up for SWIGLUOAI; the loader
+ * separates them, so one layout serves all).
  * Non-gated: h holds I values. out receives I values.
  *
  *  SILU       silu(g)*u; with swiglu_limit L > 0: silu(min(g,L))*clamp(u,-L,L)

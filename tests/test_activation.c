@@ -147,10 +147,10 @@ START_TEST(non_gated)
 }
 END_TEST
 
-START_TEST(swigluoai_interleaved)
+START_TEST(swigluoai_halves)
 {
-    /* interleaved pairs (g,u): (8,-9), (0.5,2), (-3,7.5) */
-    const float h[6] = {8.0f, -9.0f, 0.5f, 2.0f, -3.0f, 7.5f};
+    /* [gate | up]: pairs (g,u) = (8,-9), (0.5,2), (-3,7.5) */
+    const float h[6] = {8.0f, 0.5f, -3.0f, -9.0f, 2.0f, 7.5f};
     float out[3];
     fmoe_layer_config cfg = act_config(FMOE_ACT_SWIGLUOAI, 1);
     cfg.swiglu_alpha = 1.702f;
@@ -207,7 +207,7 @@ static Suite *suite(void)
     tcase_add_test(tc, gated_halves);
     tcase_add_test(tc, silu_clamp);
     tcase_add_test(tc, non_gated);
-    tcase_add_test(tc, swigluoai_interleaved);
+    tcase_add_test(tc, swigluoai_halves);
     tcase_add_test(tc, swiglustep);
     tcase_add_test(tc, clamp_limit_only_for_silu_family);
     suite_add_tcase(s, tc);

@@ -463,8 +463,8 @@ static double act_d(const fmoe_layer_config *cfg, const double *h, uint32_t I, u
 {
     double g, u;
     if (cfg->activation == FMOE_ACT_SWIGLUOAI) {
-        g = fmin(h[2 * i], cfg->swiglu_limit);
-        u = fmax(fmin(h[2 * i + 1], cfg->swiglu_limit), -cfg->swiglu_limit);
+        g = fmin(h[i], cfg->swiglu_limit);
+        u = fmax(fmin(h[I + i], cfg->swiglu_limit), -cfg->swiglu_limit);
         return g / (1.0 + exp(-(double)cfg->swiglu_alpha * g)) * (u + 1.0);
     }
     g = h[i];
@@ -746,13 +746,11 @@ static shard shard_ep(const test_layer *L, const int32_t *map)
 }
 
 /* Row of w13 (for local intermediate index i of TP rank r) in the full
- * layout: halves [gate(I) | up(I)], interleaved (SWIGLUOAI) pairs, or plain. */
+ * layout: halves [gate(I) | up(I)], or plain. */
 static uint32_t tp_w13_row(const test_layer *L, uint32_t Ip, uint32_t r, uint32_t local_row)
 {
     if (!L->cfg.gated)
         return r * Ip + local_row;
-    if (L->cfg.activation == FMOE_ACT_SWIGLUOAI)
-        return 2 * r * Ip + local_row; /* pairs stay together */
     if (local_row < Ip)
         return r * Ip + local_row;            /* gate */
     return L->I + r * Ip + (local_row - Ip); /* up */

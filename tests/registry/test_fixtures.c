@@ -1,0 +1,413 @@
+/*
+ * tests/registry/test_fixtures.c - every checkpoint of tests/data/models
+ * (written by compressed-tensors and safetensors, tools/gen_fixtures.py)
+ * loaded through fmoe_model_load_layer into the reference backend, against
+ * a float64 model computed here straight from the bf16 float weights the
+ * fixtures were made from (raw safetensors reads, no loader):
+ *
+ *   - bf16 (sharded) and bf16-fused (gpt-oss layout) match it to bf16
+ *     rounding: the loader put every value where it belongs;
+ *   - each quantized fixture matches it within its format's error;
+ *   - TP=2 shards and EP=2/4 ranks sum to the unsharded output, and EPLB
+ *     with redundant experts gives the unsharded output.
+ *
+ * The float64 model: logits = x W_r^T (+ b_r) from the router weights,
+ * routing by fmoe_reference_route (tested on its own in test_routing.c),
+ * then sum_k w_k * W2 act(W1 x (+b1), W3 x (+b3)) (+ b2) in double.
+ */
+#include <math.h>
+
+#include "tests/registry/registry_fixtures.h"
+
+#define MODELS FMOE_TEST_DATA_DIR "/models"
+#define MAX_M  16
+
+typedef struct fixture_run {
+    fmoe_context *ctx;
+    fmoe_model *model;
+    fmoe_quant_config *qc;
+    fmoe_checkpoint *ck;
+} fixture_run;
+
+static void open_fixture(fixture_run *f, const char *name)
+{
+    char dir[512], config[600];
+    snprintf(dir, sizeof dir, "%s/%s", MODELS, name);
+    snprintf(config, sizeof config, "%s/config.json", dir);
+    const char *files[] = {REFERENCE_MANIFEST};
+    f->ctx = fx_context(files, 1, NULL, 0, NULL);
+    ck_assert_msg(fmoe_model_config_load(config, &f->model) == FMOE_STATUS_OK, "%s", fmoe_last_error());
+    ck_assert_msg(fmoe_quant_config_load(config, &f->qc) == FMOE_STATUS_OK, "%s", fmoe_last_error());
+    ck_assert_msg(fmoe_checkpoint_open(dir, &f->ck) == FMOE_STATUS_OK, "%s", fmoe_last_error());
+}
+
+static void close_fixture(fixture_run *f)
+{
+    fmoe_checkpoint_close(f->ck);
+    fmoe_quant_config_destroy(f->qc);
+    fmoe_model_destroy(f->model);
+    fmoe_context_destroy(f->ctx);
+}
+
+/* Tensor `name` of `ck` as doubles (bf16/f32 only), into a new buffer. */
+static double *read_doubles(const fmoe_checkpoint *ck, const char *name, int64_t want_numel)
+{
+    size_t i = fmoe_checkpoint_find(ck, name);
+    ck_assert_msg(i != (size_t)-1, "%s missing", name);
+    fmoe_tensor t;
+    ck_assert_int_eq(fmoe_checkpoint_tensor(ck, i, &t), FMOE_STATUS_OK);
+    int64_t n = fmoe_tensor_numel(&t);
+    ck_assert_msg(n == want_numel, "%s: %lld elements, expected %lld", name, (long long)n, (long long)want_numel);
+    double *out = malloc((size_t)n * sizeof *out);
+    ck_assert_ptr_nonnull(out);
+    for (int64_t k = 0; k < n; k++) {
+        if (t.dtype == FMOE_DTYPE_BF16) {
+            uint32_t bits = (uint32_t)((const uint16_t *)t.data)[k] << 16;
+            float v;
+            memcpy(&v, &bits, 4);
+            out[k] = v;
+        } else {
+            ck_assert_int_eq(t.dtype, FMOE_DTYPE_F32);
+            out[k] = ((const float *)t.data)[k];
+        }
+    }
+    return out;
+}
+
+/* The bundled hidden states, [MAX_M, H]. */
+static double *inputs(int64_t h)
+{
+    fmoe_checkpoint *ck = NULL;
+    ck_assert_int_eq(fmoe_checkpoint_open(MODELS "/inputs.safetensors", &ck), FMOE_STATUS_OK);
+    double *x = read_doubles(ck, "x", MAX_M * h);
+    fmoe_checkpoint_close(ck);
+    return x;
+}
+
+/* The float weights of one layer in [rows, K] form per expert. */
+typedef struct float_layer {
+    int64_t e, h, i;
+    double *w1, *w3, *w2;  /* [E, I, H], [E, I, H], [E, H, I] */
+    double *b1, *b3, *b2;  /* [E, I], [E, I], [E, H] or NULL */
+    double *router, *router_bias;
+} float_layer;
+
+static void free_float_layer(float_layer *l)
+{
+    free(l->w1), free(l->w3), free(l->w2), free(l->b1), free(l->b3), free(l->b2), free(l->router),
+        free(l->router_bias);
+}
+
+/* bf16: per-expert Linear weights. */
+static void read_qwen_layer(const fmoe_checkpoint *ck, uint32_t layer, float_layer *l)
+{
+    char name[256];
+    l->w1 = malloc((size_t)(l->e * l->i * l->h) * sizeof(double));
+    l->w3 = malloc((size_t)(l->e * l->i * l->h) * sizeof(double));
+    l->w2 = malloc((size_t)(l->e * l->h * l->i) * sizeof(double));
+    static const char *const proj[3] = {"gate_proj", "up_proj", "down_proj"};
+    double *dst[3] = {l->w1, l->w3, l->w2};
+    for (int64_t e = 0; e < l->e; e++)
+        for (int p = 0; p < 3; p++) {
+            snprintf(name, sizeof name, "model.layers.%u.mlp.experts.%lld.%s.weight", layer, (long long)e, proj[p]);
+            double *w = read_doubles(ck, name, l->i * l->h);
+            memcpy(dst[p] + e * l->i * l->h, w, (size_t)(l->i * l->h) * sizeof(double));
+            free(w);
+        }
+    snprintf(name, sizeof name, "model.layers.%u.mlp.gate.weight", layer);
+    l->router = read_doubles(ck, name, l->e * l->h);
+}
+
+/* gpt-oss fused: gate_up [E, H, 2I] with interleaved columns, down [E, I, H]. */
+static void read_gpt_oss_layer(const fmoe_checkpoint *ck, uint32_t layer, float_layer *l)
+{
+    char name[256];
+    int64_t e = l->e, h = l->h, i = l->i;
+    snprintf(name, sizeof name, "model.layers.%u.mlp.experts.gate_up_proj", layer);
+    double *gu = read_doubles(ck, name, e * h * 2 * i);
+    snprintf(name, sizeof name, "model.layers.%u.mlp.experts.down_proj", layer);
+    double *dn = read_doubles(ck, name, e * i * h);
+    snprintf(name, sizeof name, "model.layers.%u.mlp.experts.gate_up_proj_bias", layer);
+    double *gub = read_doubles(ck, name, e * 2 * i);
+    snprintf(name, sizeof name, "model.layers.%u.mlp.experts.down_proj_bias", layer);
+    l->b2 = read_doubles(ck, name, e * h);
+    l->w1 = malloc((size_t)(e * i * h) * sizeof(double));
+    l->w3 = malloc((size_t)(e * i * h) * sizeof(double));
+    l->w2 = malloc((size_t)(e * h * i) * sizeof(double));
+    l->b1 = malloc((size_t)(e * i) * sizeof(double));
+    l->b3 = malloc((size_t)(e * i) * sizeof(double));
+    for (int64_t x = 0; x < e; x++) {
+        for (int64_t r = 0; r < i; r++) {
+            for (int64_t k = 0; k < h; k++) {
+                l->w1[(x * i + r) * h + k] = gu[(x * h + k) * 2 * i + 2 * r];
+                l->w3[(x * i + r) * h + k] = gu[(x * h + k) * 2 * i + 2 * r + 1];
+            }
+            l->b1[x * i + r] = gub[x * 2 * i + 2 * r];
+            l->b3[x * i + r] = gub[x * 2 * i + 2 * r + 1];
+        }
+        for (int64_t r = 0; r < h; r++)
+            for (int64_t k = 0; k < i; k++)
+                l->w2[(x * h + r) * i + k] = dn[(x * i + k) * h + r];
+    }
+    free(gu), free(dn), free(gub);
+    snprintf(name, sizeof name, "model.layers.%u.mlp.router.weight", layer);
+    l->router = read_doubles(ck, name, e * h);
+    snprintf(name, sizeof name, "model.layers.%u.mlp.router.bias", layer);
+    l->router_bias = read_doubles(ck, name, e);
+}
+
+static double act(const fmoe_layer_config *c, double g, double u)
+{
+    if (c->activation == FMOE_ACT_SWIGLUOAI) { /* gpt-oss: clamp, then g*sigmoid(alpha g)*(u+1) */
+        double lim = c->swiglu_limit;
+        g = g < lim ? g : lim;
+        u = u < -lim ? -lim : u > lim ? lim : u;
+        return g / (1.0 + exp(-c->swiglu_alpha * g)) * (u + 1.0);
+    }
+    ck_assert_int_eq(c->activation, FMOE_ACT_SILU);
+    return g / (1.0 + exp(-g)) * u;
+}
+
+/* logits in f32 (as the layers get them) and the f64 output y [M, H]. */
+static void float_model(const fmoe_layer_config *c, const float_layer *l, const double *x, int64_t m, float *logits,
+                        double *y)
+{
+    int64_t e = l->e, h = l->h, i = l->i, k = c->top_k;
+    for (int64_t t = 0; t < m; t++)
+        for (int64_t j = 0; j < e; j++) {
+            double acc = l->router_bias ? l->router_bias[j] : 0;
+            for (int64_t q = 0; q < h; q++)
+                acc += x[t * h + q] * l->router[j * h + q];
+            logits[t * e + j] = (float)acc;
+        }
+    float tw[MAX_M * 8];
+    int32_t ti[MAX_M * 8];
+    fmoe_tensor tl, ttw, tti;
+    const int64_t ls[2] = {m, e}, ks[2] = {m, k};
+    fmoe_tensor_init(&tl, FMOE_DTYPE_F32, 2, ls, logits);
+    fmoe_tensor_init(&ttw, FMOE_DTYPE_F32, 2, ks, tw);
+    fmoe_tensor_init(&tti, FMOE_DTYPE_INT32, 2, ks, ti);
+    ck_assert_int_eq(fmoe_reference_route(c, &tl, NULL, &ttw, &tti), FMOE_STATUS_OK);
+    double *a = malloc((size_t)i * sizeof(double));
+    for (int64_t t = 0; t < m; t++) {
+        for (int64_t q = 0; q < h; q++)
+            y[t * h + q] = 0;
+        for (int64_t s = 0; s < k; s++) {
+            int64_t ex = ti[t * k + s];
+            for (int64_t r = 0; r < i; r++) {
+                double g = l->b1 ? l->b1[ex * i + r] : 0, u = l->b3 ? l->b3[ex * i + r] : 0;
+                for (int64_t q = 0; q < h; q++) {
+                    g += l->w1[(ex * i + r) * h + q] * x[t * h + q];
+                    u += l->w3[(ex * i + r) * h + q] * x[t * h + q];
+                }
+                a[r] = act(c, g, u);
+            }
+            for (int64_t q = 0; q < h; q++) {
+                double acc = l->b2 ? l->b2[ex * h + q] : 0;
+                for (int64_t r = 0; r < i; r++)
+                    acc += l->w2[(ex * h + q) * i + r] * a[r];
+                y[t * h + q] += tw[t * k + s] * acc;
+            }
+        }
+    }
+    free(a);
+}
+
+/* Load layer `index` of the open fixture with parallel settings, forward. */
+static fmoe_status run_layer(fixture_run *f, uint32_t index, const fmoe_layer_config *base, uint32_t tp,
+                             uint32_t tp_rank, uint32_t ep, uint32_t ep_rank, uint32_t redundant, const double *x,
+                             const float *logits, int64_t m, double *y)
+{
+    fmoe_layer_config c = *base;
+    c.tp_size = tp, c.tp_rank = tp_rank, c.ep_size = ep, c.ep_rank = ep_rank;
+    c.enable_eplb = redundant > 0, c.num_redundant_experts = redundant;
+    c.max_num_tokens = MAX_M;
+    fmoe_expert_modules mods;
+    fmoe_expert_modules_init(&mods);
+    fmoe_scheme s;
+    ck_assert_int_eq(fmoe_model_layer_expert_modules(f->model, index, &mods), FMOE_STATUS_OK);
+    ck_assert_msg(fmoe_quant_config_scheme(f->qc, &mods, &s) == FMOE_STATUS_OK, "%s", fmoe_last_error());
+    fmoe_layer_options lo;
+    fmoe_layer_options_init(&lo);
+    lo.backend = "reference";
+    fmoe_layer *layer = NULL;
+    fmoe_status st = fmoe_layer_create(f->ctx, &c, &s, &lo, &layer);
+    if (st != FMOE_STATUS_OK)
+        return st;
+    fmoe_model_load_stats stats = {.struct_size = sizeof stats};
+    ck_assert_msg(fmoe_model_load_layer(f->model, index, f->ck, f->qc, layer, &stats) == FMOE_STATUS_OK, "%s",
+                  fmoe_last_error());
+    ck_assert_msg(stats.tensors > 0, "nothing loaded");
+    ck_assert_msg(fmoe_layer_finalize(layer) == FMOE_STATUS_OK, "%s", fmoe_last_error());
+    int64_t h = c.hidden_size;
+    float xf[MAX_M * 256], yf[MAX_M * 256];
+    ck_assert_int_le(m * h, MAX_M * 256);
+    for (int64_t q = 0; q < m * h; q++)
+        xf[q] = (float)x[q];
+    fmoe_tensor tx, ty, tl;
+    const int64_t xs[2] = {m, h}, ls[2] = {m, c.num_experts};
+    /* f32 activations: the comparison then sees the weights' error only. */
+    ck_assert_int_eq(c.act_dtype, FMOE_DTYPE_F32);
+    fmoe_tensor_init(&tx, FMOE_DTYPE_F32, 2, xs, xf);
+    fmoe_tensor_init(&ty, FMOE_DTYPE_F32, 2, xs, yf);
+    fmoe_tensor_init(&tl, FMOE_DTYPE_F32, 2, ls, (void *)logits);
+    fmoe_forward_args a = {.struct_size = sizeof a, .x = &tx, .router_logits = &tl, .out = &ty};
+    ck_assert_msg(fmoe_layer_forward(layer, &a) == FMOE_STATUS_OK, "%s", fmoe_last_error());
+    for (int64_t q = 0; q < m * h; q++)
+        y[q] = yf[q];
+    fmoe_layer_destroy(layer);
+    return FMOE_STATUS_OK;
+}
+
+/* max |got - want| / max |want| */
+static double rel_err(const double *got, const double *want, int64_t n)
+{
+    double num = 0, den = 0;
+    for (int64_t q = 0; q < n; q++) {
+        ck_assert_msg(isfinite(got[q]), "non-finite output at %lld", (long long)q);
+        num = fmax(num, fabs(got[q] - want[q]));
+        den = fmax(den, fabs(want[q]));
+    }
+    ck_assert(den > 0); /* never compare zeros */
+    return num / den;
+}
+
+/* The float model of a fixture family (qwen: "bf16", gpt-oss: "bf16-fused"). */
+typedef struct float_ref {
+    fmoe_layer_config cfg;
+    float_layer l;
+    double *x, *y;
+    float *logits;
+} float_ref;
+
+static void float_ref_make(float_ref *r, const char *fixture, uint32_t layer)
+{
+    fixture_run f;
+    open_fixture(&f, fixture);
+    fmoe_layer_config_init(&r->cfg);
+    ck_assert_int_eq(fmoe_model_layer_config(f.model, layer, &r->cfg), FMOE_STATUS_OK);
+    r->cfg.act_dtype = FMOE_DTYPE_F32;
+    r->l = (float_layer){.e = r->cfg.num_experts, .h = r->cfg.hidden_size, .i = r->cfg.intermediate_size};
+    if (strcmp(fmoe_model_family(f.model), "gpt_oss") == 0)
+        read_gpt_oss_layer(f.ck, layer, &r->l);
+    else
+        read_qwen_layer(f.ck, layer, &r->l);
+    r->x = inputs(r->l.h);
+    r->y = malloc((size_t)(MAX_M * r->l.h) * sizeof(double));
+    r->logits = malloc((size_t)(MAX_M * r->l.e) * sizeof(float));
+    float_model(&r->cfg, &r->l, r->x, MAX_M, r->logits, r->y);
+    close_fixture(&f);
+}
+
+static void float_ref_free(float_ref *r)
+{
+    free_float_layer(&r->l);
+    free(r->x), free(r->y), free(r->logits);
+}
+
+/* Fixture `name`, both layers, against the float model within `tol`. */
+static void check_fixture(const char *name, const char *float_name, double tol)
+{
+    for (uint32_t layer = 0; layer < 2; layer++) {
+        float_ref r;
+        float_ref_make(&r, float_name, layer);
+        fixture_run f;
+        open_fixture(&f, name);
+        double *y = malloc((size_t)(MAX_M * r.l.h) * sizeof(double));
+        fmoe_status st = run_layer(&f, layer, &r.cfg, 1, 0, 1, 0, 0, r.x, r.logits, MAX_M, y);
+        ck_assert_msg(st == FMOE_STATUS_OK, "%s layer %u: %s", name, layer, fmoe_last_error());
+        double err = rel_err(y, r.y, MAX_M * r.l.h);
+        printf("# %s layer %u: max|y - y_f64| / max|y_f64| = %.3e (tolerance %.1e)\n", name, layer, err, tol);
+        ck_assert_msg(err <= tol, "%s layer %u: relative error %.3e > %.1e", name, layer, err, tol);
+        free(y);
+        close_fixture(&f);
+        float_ref_free(&r);
+    }
+}
+
+/* f32 activations and f32 accumulation over bf16 weights read exactly: the
+ * difference is f32 rounding over K <= 256 terms, ~1e-6 relative. */
+#define FLOAT_TOL 1e-5
+
+START_TEST(bf16_sharded_matches_float64)
+{
+    check_fixture("bf16", "bf16", FLOAT_TOL);
+}
+END_TEST
+
+START_TEST(bf16_fused_gpt_oss_matches_float64)
+{
+    check_fixture("bf16-fused", "bf16-fused", FLOAT_TOL);
+}
+END_TEST
+
+/* Shards of layer 0 of `name` sum to its unsharded output. */
+static void check_shards(const char *name, const char *float_name)
+{
+    float_ref r;
+    float_ref_make(&r, float_name, 0);
+    fixture_run f;
+    open_fixture(&f, name);
+    int64_t n = MAX_M * r.l.h;
+    double *full = malloc((size_t)n * sizeof(double)), *part = malloc((size_t)n * sizeof(double));
+    double *sum = calloc((size_t)n, sizeof(double));
+    ck_assert_int_eq(run_layer(&f, 0, &r.cfg, 1, 0, 1, 0, 0, r.x, r.logits, MAX_M, full), FMOE_STATUS_OK);
+    static const uint32_t setups[][3] = {{2, 1, 0}, {1, 2, 0}, {1, 4, 0}}; /* tp, ep, - */
+    for (size_t s = 0; s < sizeof setups / sizeof setups[0]; s++) {
+        uint32_t tp = setups[s][0], ep = setups[s][1], ranks = tp > ep ? tp : ep;
+        memset(sum, 0, (size_t)n * sizeof(double));
+        for (uint32_t rank = 0; rank < ranks; rank++) {
+            ck_assert_int_eq(run_layer(&f, 0, &r.cfg, tp, tp > 1 ? rank : 0, ep, ep > 1 ? rank : 0, 0, r.x, r.logits,
+                                       MAX_M, part),
+                             FMOE_STATUS_OK);
+            for (int64_t q = 0; q < n; q++)
+                sum[q] += part[q];
+        }
+        double err = rel_err(sum, full, n);
+        ck_assert_msg(err <= FLOAT_TOL, "%s tp %u ep %u: shards differ from unsharded by %.3e", name, tp, ep, err);
+    }
+    /* EPLB: 4 redundant physical experts, same output. */
+    ck_assert_int_eq(run_layer(&f, 0, &r.cfg, 1, 0, 1, 0, 4, r.x, r.logits, MAX_M, part), FMOE_STATUS_OK);
+    ck_assert_msg(rel_err(part, full, n) <= FLOAT_TOL, "%s EPLB differs", name);
+    /* EPLB over EP 2: the ranks sum to it. */
+    memset(sum, 0, (size_t)n * sizeof(double));
+    for (uint32_t rank = 0; rank < 2; rank++) {
+        ck_assert_int_eq(run_layer(&f, 0, &r.cfg, 1, 0, 2, rank, 4, r.x, r.logits, MAX_M, part), FMOE_STATUS_OK);
+        for (int64_t q = 0; q < n; q++)
+            sum[q] += part[q];
+    }
+    ck_assert_msg(rel_err(sum, full, n) <= FLOAT_TOL, "%s EPLB over EP 2 differs", name);
+    free(full), free(part), free(sum);
+    close_fixture(&f);
+    float_ref_free(&r);
+}
+
+START_TEST(bf16_tp_ep_eplb_shards_sum)
+{
+    check_shards("bf16", "bf16");
+}
+END_TEST
+
+START_TEST(fused_tp_ep_eplb_shards_sum)
+{
+    check_shards("bf16-fused", "bf16-fused");
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("fixtures");
+    TCase *tc = tcase_create("fixtures");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, bf16_sharded_matches_float64);
+    tcase_add_test(tc, bf16_fused_gpt_oss_matches_float64);
+    tcase_add_test(tc, bf16_tp_ep_eplb_shards_sum);
+    tcase_add_test(tc, fused_tp_ep_eplb_shards_sum);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return fmoe_test_main(suite(), 4);
+}
