@@ -231,7 +231,9 @@ fmoe_status qjson_string_list(qjson *j, const json_t *obj, const char *key, char
     if (st != FMOE_STATUS_OK || !given)
         return st;
     size_t count = json_array_size(arr);
-    char **list = calloc(count ? count : 1, sizeof *list);
+    if (count == 0) /* an empty list owns nothing: callers may skip the free */
+        return FMOE_STATUS_OK;
+    char **list = calloc(count, sizeof *list);
     if (!list)
         return fmoe_error_set(FMOE_STATUS_OUT_OF_MEMORY, "out of memory");
     size_t mark = qjson_enter_key(j, key);
