@@ -23,12 +23,22 @@ static fmoe_status ref_init(fmoe_init_args *a)
             st->monolithic = strcmp(o->value, "true") == 0;
             continue;
         }
+        if (strcmp(o->key, "nvfp4_globals") == 0 &&
+            (strcmp(o->value, "quant") == 0 || strcmp(o->value, "dequant") == 0)) {
+            st->nvfp4_dequant = strcmp(o->value, "dequant") == 0;
+            continue;
+        }
         h->free(h->ctx, st);
         if (strcmp(o->key, "monolithic") == 0)
             return h->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT,
                                 "option monolithic = \"%s\": expected true or false", o->value);
+        if (strcmp(o->key, "nvfp4_globals") == 0)
+            return h->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT,
+                                "option nvfp4_globals = \"%s\": expected \"quant\" (compressed-tensors) or "
+                                "\"dequant\" (ModelOpt)",
+                                o->value);
         return h->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT,
-                            "unknown option '%s' (the reference plugin takes: monolithic)", o->key);
+                            "unknown option '%s' (the reference plugin takes: monolithic, nvfp4_globals)", o->key);
     }
     a->state = st;
     return FMOE_STATUS_OK;
@@ -88,17 +98,23 @@ static fmoe_status ref_query(fmoe_query_args *a)
         return FMOE_STATUS_INTERNAL; /* init always runs first */
     int unquantized = s->w_strategy == FMOE_QSTRATEGY_NONE && s->a_strategy == FMOE_QSTRATEGY_NONE &&
                       (s->w_dtype == FMOE_DTYPE_F32 || s->w_dtype == FMOE_DTYPE_BF16 || s->w_dtype == FMOE_DTYPE_F16);
-    if (!unquantized) {
-        snprintf(a->reason, sizeof a->reason, "serves unquantized f32/bf16/f16 weights only, not '%s'", a->scheme_key);
+    const fmoe_method *quant = unquantized ? NULL : ref_quant_method(s, st->monolithic);
+    if (!unquantized && !quant) {
+        snprintf(a->reason, sizeof a->reason,
+                 "no reference method for '%s' (it serves what the selection tree produces: docs/REFERENCE-METHODS.md)",
+                 a->scheme_key);
         return FMOE_STATUS_UNSUPPORTED;
     }
     if (a->device_kind != FMOE_DEVICE_CPU) {
         snprintf(a->reason, sizeof a->reason, "runs on the host CPU only");
         return FMOE_STATUS_UNSUPPORTED;
     }
-    a->method = st->monolithic ? &ref_method_unquantized_monolithic : &ref_method_unquantized;
+    if (quant)
+        a->method = quant;
+    else
+        a->method = st->monolithic ? &ref_method_unquantized_monolithic : &ref_method_unquantized;
     a->score = 1;
-    snprintf(a->reason, sizeof a->reason, "reference f32-accumulation loop%s",
+    snprintf(a->reason, sizeof a->reason, "reference %s%s", quant ? quant->name : "f32-accumulation loop",
              st->monolithic ? " (monolithic: routes inside apply_logits)" : "");
     return FMOE_STATUS_OK;
 }
