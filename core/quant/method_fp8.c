@@ -133,8 +133,10 @@ static fmoe_status read_skip(qjson *j, const json_t *qcfg, fp8_state *s)
             st = fmoe_error_set(FMOE_STATUS_OUT_OF_MEMORY, "out of memory");
     }
     if (st == FMOE_STATUS_OK && s->skip) {
-        memcpy(s->skip, a, na * sizeof *a);
-        memcpy(s->skip + na, b, nb * sizeof *b);
+        if (na) /* an empty list is NULL, and memcpy from NULL is undefined */
+            memcpy(s->skip, a, na * sizeof *a);
+        if (nb)
+            memcpy(s->skip + na, b, nb * sizeof *b);
         s->n_skip = na + nb;
         free(a);
         free(b);
