@@ -283,15 +283,15 @@ def explain_selects_reference():
 
 @test
 def explain_no_backend():
-    scheme = "fp8e4m3:tensor/fp8e4m3:tensor"
+    scheme = "fp8e4m3fnuz:channel/fp8e4m3fnuz:token:dynamic"  # a ROCm scheme: the reference does not serve it
     j = fmoe("explain", "--scheme", scheme, "--json")
-    expect_rc(j, EXIT_NO_BACKEND, "explain fp8 --json")
+    expect_rc(j, EXIT_NO_BACKEND, "explain fnuz --json")
     doc = j.json()
     check(doc["chosen"] is None and doc["selected"] is None, "nothing chosen", j)
     ref = [c for c in doc["candidates"] if c["plugin"] == "reference"]
     check(ref and ref[0]["verdict"] == "refused" and ref[0]["reason"], "reference refused with a reason", j)
     r = fmoe("explain", "--scheme", scheme)
-    expect_rc(r, EXIT_NO_BACKEND, "explain fp8")
+    expect_rc(r, EXIT_NO_BACKEND, "explain fnuz")
     check(ref[0]["reason"] in r.out, "the refusal reason is printed", r)
     check("refused" in r.out, "verdict printed", r)
 
@@ -400,8 +400,8 @@ def run_backend_glob():
 
 @test
 def run_no_backend_for_scheme():
-    r = fmoe("run", "--scheme", "fp8e4m3:tensor/fp8e4m3:tensor")
-    expect_rc(r, EXIT_NO_BACKEND, "run with an fp8 scheme")
+    r = fmoe("run", "--scheme", "fp8e4m3fnuz:channel/fp8e4m3fnuz:token:dynamic")
+    expect_rc(r, EXIT_NO_BACKEND, "run with an e4m3fnuz scheme")
     check("reference" in r.err, "the refusal names the reference", r)
 
 

@@ -175,7 +175,7 @@ START_TEST(plugin_options_reach_init)
     fmoe_plugin_info p = fx_plugin(ctx, "reference");
     ck_assert_int_eq(p.state, FMOE_PLUGIN_STATE_FAILED);
     ck_assert_str_eq(p.reason,
-                     "init failed (invalid-argument): unknown option 'bogus' (the reference plugin takes: monolithic)");
+                     "init failed (invalid-argument): unknown option 'bogus' (the reference plugin takes: monolithic, nvfp4_globals)");
     fmoe_context_destroy(ctx);
 }
 END_TEST

@@ -158,12 +158,17 @@ START_TEST(unserved_scheme_lists_every_reason)
     fmoe_context *ctx = ctx_with(NULL, NULL);
     fmoe_layer_config cfg = fx_layer();
     fmoe_scheme s;
-    ck_assert_int_eq(fmoe_scheme_parse("fp8e4m3:channel/fp8e4m3:token:dynamic", &s), FMOE_STATUS_OK);
+    /* e4m3fnuz checkpoints: served by ROCm backends, not by the reference. */
+    ck_assert_int_eq(fmoe_scheme_parse("fp8e4m3fnuz:channel/fp8e4m3fnuz:token:dynamic", &s), FMOE_STATUS_OK);
     fmoe_selection *sel = NULL;
     ck_assert_int_eq(fmoe_context_explain(ctx, &cfg, &s, &sel), FMOE_STATUS_UNSUPPORTED);
     ck_assert_str_eq(fmoe_last_error(),
-                     "no backend can serve scheme 'fp8e4m3:channel/fp8e4m3:token:dynamic' for this layer:\n"
-                     "  reference: does not serve scheme 'fp8e4m3:channel/fp8e4m3:token:dynamic' (serves f32, bf16, f16)\n"
+                     "no backend can serve scheme 'fp8e4m3fnuz:channel/fp8e4m3fnuz:token:dynamic' for this layer:\n"
+                     "  reference: does not serve scheme 'fp8e4m3fnuz:channel/fp8e4m3fnuz:token:dynamic' (serves f32, bf16, f16, "
+                     "fp8e4m3:tensor/fp8e4m3:tensor*, fp8e4m3:channel/fp8e4m3:token:dynamic, "
+                     "fp8e4m3:block*/fp8e4m3:group*:dynamic, fp8e4m3:group32:scale-ue8m0/fp8e4m3:group32:dynamic, "
+                     "fp4:group32:scale-ue8m0*, fp4:tgroup16:scale-fp8e4m3*, int[48]:channel*, int[48]:group*, "
+                     "int8:tensor/int8:token:dynamic*)\n"
                      "  fixture_ok on cpu: fixture serves unquantized layers only\n"
                      "  fixture_refuse on cpu: fixture refuses every layer");
     fmoe_selection_destroy(sel);
