@@ -254,7 +254,10 @@ static int layer_is_padded(const fmoe_layer *layer)
 
 static int shares_input_scale(const fmoe_layer *layer, const fmoe_param_slot *s, int32_t shard)
 {
-    int role = s->desc.role == FMOE_ROLE_INPUT_SCALE || s->desc.role == FMOE_ROLE_INPUT_GLOBAL_SCALE;
+    /* g_idx too: gate and up see the same input, so act-order calibration
+     * gives them the same permutation, and one w13 g_idx holds it. */
+    int role = s->desc.role == FMOE_ROLE_INPUT_SCALE || s->desc.role == FMOE_ROLE_INPUT_GLOBAL_SCALE ||
+               s->desc.role == FMOE_ROLE_G_IDX;
     return role && s->desc.projection == FMOE_PROJ_W13 && layer->cfg.gated && !s->pair && s->n_shards == 1 &&
            (shard == FMOE_SHARD_W1 || shard == FMOE_SHARD_W3);
 }
@@ -278,6 +281,29 @@ static fmoe_status check_input_scales_agree(const fmoe_param_slot *s, uint32_t e
                           "got %.9g from %s and %.9g from %s",
                           s->name, expert, (double)have, shard == FMOE_SHARD_W1 ? "w3" : "w1", (double)got,
                           shard == FMOE_SHARD_W1 ? "w1" : "w3");
+}
+
+/* A shared non-scalar W13 slot (g_idx): the second half's copy must equal
+ * the first, element for element. Unequal shapes are left to the shape
+ * check that follows, which names both. */
+static fmoe_status check_shared_equal(const fmoe_layer *layer, const fmoe_param_slot *s, uint32_t e, int32_t shard,
+                                      const view *dst, const view *src, int32_t expert)
+{
+    uint8_t other = shard == FMOE_SHARD_W1 ? LOADED_FROM_W3 : LOADED_FROM_W1;
+    if (!(s->loaded[e] & other) || dst->ndim != 1 || src->ndim != 1 || dst->shape[0] != src->shape[0] ||
+        layer_is_padded(layer))
+        return FMOE_STATUS_OK;
+    size_t esize = fmoe_dtype_size(s->desc.dtype);
+    for (int64_t i = 0; i < dst->shape[0]; i++) {
+        const char *a = dst->data + i * dst->strides[0] * (int64_t)esize;
+        const char *b = src->data + i * src->strides[0] * (int64_t)esize;
+        if (memcmp(a, b, esize) != 0)
+            return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT,
+                                  "%s expert %d: w1 and w3 share this parameter, but their values differ at %lld "
+                                  "(one w13 %s cannot hold two)",
+                                  s->name, expert, (long long)i, s->name);
+    }
+    return FMOE_STATUS_OK;
 }
 
 static fmoe_status load_slice(fmoe_layer *layer, fmoe_param_slot *s, uint32_t e, int32_t shard,
@@ -330,8 +356,9 @@ static fmoe_status load_slice(fmoe_layer *layer, fmoe_param_slot *s, uint32_t e,
             dst.data += half * dst.strides[axis] * (int64_t)esize;
         dst.shape[axis] = half;
     }
-    if (shares_input_scale(layer, s, shard) && dst.ndim == 0) {
-        fmoe_status st = check_input_scales_agree(s, e, shard, &dst, &src, expert);
+    if (shares_input_scale(layer, s, shard)) {
+        fmoe_status st = dst.ndim == 0 ? check_input_scales_agree(s, e, shard, &dst, &src, expert)
+                                       : check_shared_equal(layer, s, e, shard, &dst, &src, expert);
         if (st != FMOE_STATUS_OK)
             return st;
     }

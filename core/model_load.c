@@ -83,9 +83,9 @@ static const struct {
     {"weight_scale_2", "weight_scale_2"},
 };
 
-/* Widen a float tensor (bf16/f16 -> f32) into `buf` so it matches a
- * parameter declared f32: exact, so nothing is lost. Narrowing is refused
- * by fmoe_layer_load's dtype check (it would round). */
+/* Widen a float tensor or view (bf16/f16 -> f32) into a contiguous `buf`
+ * so it matches a parameter declared f32: exact, so nothing is lost.
+ * Narrowing is refused by fmoe_layer_load's dtype check (it would round). */
 static fmoe_status widen(const fmoe_tensor *t, fmoe_dtype want, fmoe_tensor *out, float **buf)
 {
     *out = *t;
@@ -94,15 +94,23 @@ static fmoe_status widen(const fmoe_tensor *t, fmoe_dtype want, fmoe_tensor *out
     if (want != FMOE_DTYPE_F32 || !from_half)
         return FMOE_STATUS_OK;
     int64_t n = fmoe_tensor_numel(t);
-    if (!fmoe_tensor_is_contiguous(t))
-        return fmoe_error_set(FMOE_STATUS_INTERNAL, "widen: a checkpoint tensor is not contiguous");
     *buf = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
     if (!*buf)
         return fmoe_error_set(FMOE_STATUS_OUT_OF_MEMORY, "out of memory");
-    for (int64_t i = 0; i < n; i++)
-        (*buf)[i] = fmoe_load_float(t->data, t->dtype, i);
-    fmoe_status st = fmoe_tensor_init(out, FMOE_DTYPE_F32, t->ndim, t->shape, *buf);
-    return st;
+    /* Walk the (possibly strided) view in row-major order. */
+    int64_t idx[FMOE_MAX_DIMS] = {0};
+    for (int64_t i = 0; i < n; i++) {
+        int64_t off = 0;
+        for (uint32_t a = 0; a < t->ndim; a++)
+            off += idx[a] * t->strides[a];
+        (*buf)[i] = fmoe_load_float(t->data, t->dtype, off);
+        for (int a = (int)t->ndim - 1; a >= 0; a--) {
+            if (++idx[a] < t->shape[a])
+                break;
+            idx[a] = 0;
+        }
+    }
+    return fmoe_tensor_init(out, FMOE_DTYPE_F32, t->ndim, t->shape, *buf);
 }
 
 /* Byte-typed values that safetensors stores as U8 (packed e2m1 pairs,
@@ -371,11 +379,14 @@ static fmoe_status load_fused(load_ctx *c, const fmoe_model_names *n, int mxfp4)
 {
     fmoe_status st;
     if (mxfp4) {
-        st = load_mxfp4(c, n->mxfp4_gate_up_blocks, "w13_weight", 1, 0);
+        /* compressed-tensors calls packed e2m1 "weight_packed"; take that
+         * name when the method declares it. */
+        int packed = declared(c->layer, "w13_weight_packed", NULL);
+        st = load_mxfp4(c, n->mxfp4_gate_up_blocks, packed ? "w13_weight_packed" : "w13_weight", 1, 0);
         if (st == FMOE_STATUS_OK)
             st = load_mxfp4(c, n->mxfp4_gate_up_scales, "w13_weight_scale", 1, 1);
         if (st == FMOE_STATUS_OK)
-            st = load_mxfp4(c, n->mxfp4_down_blocks, "w2_weight", 0, 0);
+            st = load_mxfp4(c, n->mxfp4_down_blocks, packed ? "w2_weight_packed" : "w2_weight", 0, 0);
         if (st == FMOE_STATUS_OK)
             st = load_mxfp4(c, n->mxfp4_down_scales, "w2_weight_scale", 0, 1);
     } else {

@@ -259,6 +259,17 @@ static fmoe_status run_layer(fixture_run *f, uint32_t index, const fmoe_layer_co
     return FMOE_STATUS_OK;
 }
 
+/* sum (got - want)^2 / sum want^2 */
+static double nmse(const double *got, const double *want, int64_t n)
+{
+    double num = 0, den = 0;
+    for (int64_t q = 0; q < n; q++) {
+        num += (got[q] - want[q]) * (got[q] - want[q]);
+        den += want[q] * want[q];
+    }
+    return num / den;
+}
+
 /* max |got - want| / max |want| */
 static double rel_err(const double *got, const double *want, int64_t n)
 {
@@ -306,7 +317,7 @@ static void float_ref_free(float_ref *r)
 }
 
 /* Fixture `name`, both layers, against the float model within `tol`. */
-static void check_fixture(const char *name, const char *float_name, double tol)
+static void check_fixture(const char *name, const char *float_name, double tol, double nmse_tol)
 {
     for (uint32_t layer = 0; layer < 2; layer++) {
         float_ref r;
@@ -316,9 +327,11 @@ static void check_fixture(const char *name, const char *float_name, double tol)
         double *y = malloc((size_t)(MAX_M * r.l.h) * sizeof(double));
         fmoe_status st = run_layer(&f, layer, &r.cfg, 1, 0, 1, 0, 0, r.x, r.logits, MAX_M, y);
         ck_assert_msg(st == FMOE_STATUS_OK, "%s layer %u: %s", name, layer, fmoe_last_error());
-        double err = rel_err(y, r.y, MAX_M * r.l.h);
-        printf("# %s layer %u: max|y - y_f64| / max|y_f64| = %.3e (tolerance %.1e)\n", name, layer, err, tol);
+        double err = rel_err(y, r.y, MAX_M * r.l.h), e2 = nmse(y, r.y, MAX_M * r.l.h);
+        printf("# %s layer %u: max|y - y_f64| / max|y_f64| = %.3e (tolerance %.1e), nmse %.3e (tolerance %.1e)\n",
+               name, layer, err, tol, e2, nmse_tol);
         ck_assert_msg(err <= tol, "%s layer %u: relative error %.3e > %.1e", name, layer, err, tol);
+        ck_assert_msg(e2 <= nmse_tol, "%s layer %u: nmse %.3e > %.1e", name, layer, e2, nmse_tol);
         free(y);
         close_fixture(&f);
         float_ref_free(&r);
@@ -331,13 +344,52 @@ static void check_fixture(const char *name, const char *float_name, double tol)
 
 START_TEST(bf16_sharded_matches_float64)
 {
-    check_fixture("bf16", "bf16", FLOAT_TOL);
+    check_fixture("bf16", "bf16", FLOAT_TOL, FLOAT_TOL * FLOAT_TOL);
 }
 END_TEST
 
 START_TEST(bf16_fused_gpt_oss_matches_float64)
 {
-    check_fixture("bf16-fused", "bf16-fused", FLOAT_TOL);
+    check_fixture("bf16-fused", "bf16-fused", FLOAT_TOL, FLOAT_TOL * FLOAT_TOL);
+}
+END_TEST
+
+/*
+ * Quantized fixtures against the float model. The bound that matters is the
+ * NMSE, sum (y - y_f64)^2 / sum y_f64^2, predicted from the format's
+ * relative rounding error per value: round-to-nearest with step q leaves
+ * q^2/12 of variance; e4m3 (3 mantissa bits, q = 2^-3 of the binade) gives
+ * about 1.3e-3 per quantized operand, and fp8 W8A8 quantizes four
+ * (x, W13, the intermediate, W2): ~5e-3. int4 with one scale per 128 or 32
+ * values (q = amax/7.5, amax ~ 2.6 sigma) gives ~1e-2 per GEMM: ~3-4e-2
+ * after two GEMMs and the gate nonlinearity; e2m1 blocks are coarser still
+ * (NVFP4 quantizes the activations too). Measured when the fixtures were
+ * made: fp8 3.8e-3..5.3e-3, int4 2.7e-2..4.6e-2, NVFP4 5.4e-2..5.9e-2,
+ * MXFP4 3.5e-2. Bounds are about 2.5x that; a misplaced scale, a
+ * transposed block or a wrong g_idx gives O(1). The max-element bound
+ * (max|y - y_f64| / max|y_f64|) is looser because over 2048 outputs the
+ * largest error is a tail value.
+ */
+START_TEST(fp8_fixtures_match_float64)
+{
+    check_fixture("fp8-tensor", "bf16", 0.25, 1.5e-2);
+    check_fixture("fp8-channel", "bf16", 0.25, 1.5e-2);
+    check_fixture("fp8-block", "bf16", 0.25, 1.5e-2);
+}
+END_TEST
+
+START_TEST(int4_fixtures_match_float64)
+{
+    check_fixture("w4a16", "bf16", 0.5, 0.12);
+    check_fixture("w4a16-actorder", "bf16", 0.5, 0.12);
+    check_fixture("w4a8", "bf16", 0.5, 0.12);
+}
+END_TEST
+
+START_TEST(fp4_fixtures_match_float64)
+{
+    check_fixture("nvfp4", "bf16", 0.6, 0.15);
+    check_fixture("mxfp4", "bf16-fused", 0.6, 0.12);
 }
 END_TEST
 
@@ -394,6 +446,18 @@ START_TEST(fused_tp_ep_eplb_shards_sum)
 }
 END_TEST
 
+/* Quantized layers shard too: act-order int4 (w2 scales loaded whole
+ * under TP), FP8 blocks (1 x 128 activation groups align with the 128-row
+ * TP shards, so even the dynamic quantization is the same) and fused
+ * MXFP4 (blocks and scales narrowed along K). */
+START_TEST(quantized_tp_ep_eplb_shards_sum)
+{
+    check_shards("w4a16-actorder", "bf16");
+    check_shards("fp8-block", "bf16");
+    check_shards("mxfp4", "bf16-fused");
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("fixtures");
@@ -403,11 +467,15 @@ static Suite *suite(void)
     tcase_add_test(tc, bf16_fused_gpt_oss_matches_float64);
     tcase_add_test(tc, bf16_tp_ep_eplb_shards_sum);
     tcase_add_test(tc, fused_tp_ep_eplb_shards_sum);
+    tcase_add_test(tc, fp8_fixtures_match_float64);
+    tcase_add_test(tc, int4_fixtures_match_float64);
+    tcase_add_test(tc, fp4_fixtures_match_float64);
+    tcase_add_test(tc, quantized_tp_ep_eplb_shards_sum);
     suite_add_tcase(s, tc);
     return s;
 }
 
 int main(void)
 {
-    return fmoe_test_main(suite(), 4);
+    return fmoe_test_main(suite(), 8);
 }
