@@ -44,7 +44,7 @@ typedef struct model_inputs {
     int64_t m, h;
     float *x;            /* [M, H] f32 (rounded to the activation dtype) */
     float *logits_given; /* [M, E] from --input, or NULL */
-    const char *source;  /* where x came from, for the report */
+    char source[4096];   /* where x came from, for the report */
 } model_inputs;
 
 void run_model_help(FILE *f)
@@ -238,10 +238,10 @@ static int make_inputs(const run_model_opts *o, int64_t h, int64_t e, fmoe_dtype
     const char *file = o->input ? o->input : access(bundled, R_OK) == 0 ? bundled : NULL;
     int rc = CLI_EXIT_OK;
     if (file) {
-        in->source = file;
+        snprintf(in->source, sizeof in->source, "%s", file);
         rc = read_input_file(file, h, e, in, o->tokens);
     } else {
-        in->source = "random N(0,1) from the seed";
+        snprintf(in->source, sizeof in->source, "random N(0,1) from the seed");
         in->m = o->tokens ? o->tokens : DEFAULT_TOKENS;
         in->x = malloc((size_t)(in->m * h) * sizeof(float));
         if (!in->x) {

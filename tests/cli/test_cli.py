@@ -534,6 +534,19 @@ def run_model_every_moe_layer():
 
 
 @test
+def run_model_bundled_inputs():
+    """A checkpoint directory with inputs.safetensors (as the bundled model
+    is installed) feeds its x to every layer."""
+    d = os.path.join(TMP, "with-inputs")
+    shutil.copytree(model("bf16"), d)
+    shutil.copy(os.path.join(MODELS, "inputs.safetensors"), d)
+    r = fmoe("run", "--model", d, "--json")
+    expect_rc(r, EXIT_OK, "run --model with inputs.safetensors")
+    check(r.json()["input"] == os.path.join(d, "inputs.safetensors"), "x from the directory's inputs", r)
+    check(r.json()["tokens"] == 16, "every row of x", r)
+
+
+@test
 def run_model_fused_gpt_oss():
     r = fmoe("run", "--model", model("bf16-fused"), "--layer", "1", "--json")
     expect_rc(r, EXIT_OK, "gpt-oss fused bf16")
