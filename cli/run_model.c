@@ -328,8 +328,12 @@ static int create_and_load(model_run *r, uint32_t index, const fmoe_layer_config
     fmoe_status st = fmoe_layer_create(r->ctx, cfg, scheme, &lo, out);
     if (st == FMOE_STATUS_OK)
         st = fmoe_model_load_layer(r->model, index, r->ck, r->qc, *out, NULL);
-    if (st == FMOE_STATUS_OK)
-        st = fmoe_layer_finalize(*out);
+    if (st == FMOE_STATUS_OK && (st = fmoe_layer_finalize(*out)) == FMOE_STATUS_BAD_STATE) {
+        /* Loading went through, so what finalize misses is the checkpoint's. */
+        cli_error("layer %u (%s backend): the checkpoint lacks tensors the layer needs: %s", index, who,
+                  fmoe_last_error());
+        return CLI_EXIT_CONFIG;
+    }
     if (st == FMOE_STATUS_OK)
         return CLI_EXIT_OK;
     if (st == FMOE_STATUS_UNSUPPORTED && strcmp(who, "reference") == 0)

@@ -586,6 +586,81 @@ def run_model_output_and_input_round_trip():
     check("expected a tensor 'x' [M, 128]" in r.err, "names the tensor", r)
 
 
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        blob = f.read()
+    n = int.from_bytes(blob[:8], "little")
+    header = json.loads(blob[8:8 + n])
+    header.pop("__metadata__", None)
+    return {k: (v["dtype"], v["shape"], blob[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]])
+            for k, v in header.items()}
+
+
+def write_safetensors(path, tensors):
+    header, data = {}, b""
+    for name, (dtype, shape, raw) in tensors.items():
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(len(text).to_bytes(8, "little") + text + data)
+
+
+def broken_checkpoint(name, edit):
+    """The bf16 fixture in one file, changed by edit(tensors)."""
+    d = os.path.join(TMP, name)
+    os.makedirs(d)
+    shutil.copy(os.path.join(model("bf16"), "config.json"), d)
+    tensors = {}
+    for shard in sorted(os.listdir(model("bf16"))):
+        if shard.endswith(".safetensors"):
+            tensors.update(read_safetensors(os.path.join(model("bf16"), shard)))
+    edit(tensors)
+    write_safetensors(os.path.join(d, "model.safetensors"), tensors)
+    return d
+
+
+@test
+def run_model_checkpoint_errors():
+    """Every tensor under a layer's experts is loaded or refused by name."""
+    L = "model.layers.0.mlp.experts"
+
+    def extra(t):
+        t[L + ".3.up_proj.weight_foo"] = t[L + ".3.up_proj.weight"]
+
+    def expert9(t):
+        t[L + ".9.gate_proj.weight"] = t[L + ".0.gate_proj.weight"]
+
+    def stray(t):
+        t[L + ".gate_up_proj"] = t[L + ".0.gate_proj.weight"]
+
+    def missing(t):
+        del t[L + ".5.down_proj.weight"]
+
+    def transposed(t):
+        dtype, shape, raw = t[L + ".2.down_proj.weight"]
+        t[L + ".2.down_proj.weight"] = (dtype, shape[::-1], raw)
+
+    cases = [
+        (extra, L + ".3.up_proj.weight_foo: the layer's method has no parameter w13_weight_foo for it "
+                "(declared: w13_weight, w2_weight); the checkpoint does not match the scheme"),
+        (expert9, L + ".9.gate_proj.weight: expert 9, but the layer has 8 experts"),
+        (stray, L + ".gate_up_proj: not a tensor of this layer's experts (expected " + L +
+                ".<expert>.<gate_proj|up_proj|down_proj>.<name>)"),
+        (missing, "w2_weight"),
+        (transposed, L + ".2.down_proj.weight: w2_weight expert 2 (w2): tensor gives [256, 128], the layer "
+                     "expects [128, 256]"),
+    ]
+    for edit, message in cases:
+        d = broken_checkpoint("broken-" + edit.__name__, edit)
+        r = fmoe("run", "--model", d, "--layer", "0")
+        expect_rc(r, EXIT_CONFIG, edit.__name__)
+        check(message in r.err, "%s: the message names the tensor: %s" % (edit.__name__, message), r)
+    r = fmoe("run", "--model", broken_checkpoint("broken-missing-2", missing), "--layer", "0")
+    check("expert 5" in r.err, "a missing tensor: finalize names the expert", r)
+
+
 @test
 def run_model_errors():
     r = fmoe("run", "--model", os.path.join(TMP, "nowhere"))
