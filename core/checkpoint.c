@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 
 #include "core/error.h"
+#include "core/text_file.h"
 #include "core/safetensors.h"
 #include "fusedmoe/fusedmoe.h"
 
@@ -115,31 +116,6 @@ static fmoe_status build_table(fmoe_checkpoint *ck)
     return FMOE_STATUS_OK;
 }
 
-static fmoe_status read_text(const char *path, char **out, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return fmoe_error_set(errno == ENOENT ? FMOE_STATUS_NOT_FOUND : FMOE_STATUS_IO_ERROR, "%s: %s", path,
-                              strerror(errno));
-    struct stat sb;
-    if (fstat(fileno(f), &sb) != 0 || (uint64_t)sb.st_size > INDEX_MAX_BYTES) {
-        fclose(f);
-        return fmoe_error_set(FMOE_STATUS_PARSE_ERROR, "%s: not a safetensors index (larger than %u MiB)", path,
-                              INDEX_MAX_BYTES >> 20);
-    }
-    char *buf = malloc((size_t)sb.st_size + 1);
-    size_t n = buf ? fread(buf, 1, (size_t)sb.st_size, f) : 0;
-    int failed = !buf || ferror(f);
-    fclose(f);
-    if (failed) {
-        free(buf);
-        return buf ? fmoe_error_set(FMOE_STATUS_IO_ERROR, "%s: read error", path) : oom();
-    }
-    *out = buf;
-    *len = n;
-    return FMOE_STATUS_OK;
-}
-
 /* A shard is named by a plain file name beside the index: no directories,
  * so an index cannot reach outside its checkpoint. */
 static int plain_file_name(const char *s)
@@ -219,7 +195,7 @@ static fmoe_status open_index(fmoe_checkpoint *ck, const char *index_path)
 {
     char *text = NULL, *dir = NULL;
     size_t len = 0;
-    fmoe_status st = read_text(index_path, &text, &len);
+    fmoe_status st = fmoe_read_text_file(index_path, INDEX_MAX_BYTES, "safetensors index", &text, &len);
     if (st != FMOE_STATUS_OK)
         return st;
     json_error_t jerr;

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/text_file.h"
 #include "core/model/model.h"
 #include "fusedmoe/fusedmoe.h"
 
@@ -254,39 +255,11 @@ FMOE_API fmoe_status fmoe_model_config_load(const char *path, fmoe_model **out)
     if (!path || !out)
         return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT, "fmoe_model_config_load: path and out must not be NULL");
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return fmoe_error_set(errno == ENOENT ? FMOE_STATUS_NOT_FOUND : FMOE_STATUS_IO_ERROR, "%s: %s", path,
-                              strerror(errno));
     char *buf = NULL;
-    size_t len = 0, cap = 0;
-    fmoe_status st = FMOE_STATUS_OK;
-    for (;;) {
-        if (len == cap) {
-            if (cap >= CONFIG_MAX_BYTES) {
-                st = fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT, "%s: larger than %u MiB; not a config.json", path,
-                                    CONFIG_MAX_BYTES >> 20);
-                break;
-            }
-            cap = cap ? cap * 2 : 16384;
-            char *grown = realloc(buf, cap);
-            if (!grown) {
-                st = fmoe_error_set(FMOE_STATUS_OUT_OF_MEMORY, "out of memory reading %s", path);
-                break;
-            }
-            buf = grown;
-        }
-        size_t n = fread(buf + len, 1, cap - len, f);
-        len += n;
-        if (n == 0) {
-            if (ferror(f))
-                st = fmoe_error_set(FMOE_STATUS_IO_ERROR, "%s: read error", path);
-            break;
-        }
-    }
-    fclose(f);
+    size_t len = 0;
+    fmoe_status st = fmoe_read_text_file(path, CONFIG_MAX_BYTES, "config.json", &buf, &len);
     if (st == FMOE_STATUS_OK)
-        st = fmoe_model_config_parse(buf ? buf : "", len, path, out);
+        st = fmoe_model_config_parse(buf, len, path, out);
     free(buf);
     return st;
 }
