@@ -7,4 +7,5 @@ export DEBIAN_FRONTEND=noninteractive
 $sudo_cmd apt-get update -qq
 $sudo_cmd apt-get install -y -qq --no-install-recommends \
   build-essential meson ninja-build pkg-config check libsubunit-dev \
-  libtomlplusplus-dev libjansson-dev python3 >/dev/null
+  libtomlplusplus-dev libjansson-dev python3 \
+  libdnnl-dev gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user >/dev/null
