@@ -37,6 +37,7 @@ int cmd_probe(const cli_globals *g, int argc, char **argv);
 int cmd_explain(const cli_globals *g, int argc, char **argv);
 int cmd_run(const cli_globals *g, int argc, char **argv);
 int cmd_conform(const cli_globals *g, int argc, char **argv);
+int cmd_bench(const cli_globals *g, int argc, char **argv);
 
 /* --- errors.c ------------------------------------------------------------ */
 

@@ -19,8 +19,9 @@ static const command commands[] = {
     {"plugins", cmd_plugins, "list every plugin found: version, ABI, state, schemes, why not loaded"},
     {"probe", cmd_probe, "list the devices each loaded plugin reported"},
     {"explain", cmd_explain, "show how a backend is chosen for a layer and scheme"},
-    {"run", cmd_run, "run a random layer on the chosen backend and check it against the reference"},
+    {"run", cmd_run, "run a checkpoint's MoE layers (or a random layer) and check them against the reference"},
     {"conform", cmd_conform, "check a plugin against the plugin ABI and the reference (docs/CONFORMANCE.md)"},
+    {"bench", cmd_bench, "time a backend on model shapes against this machine's floor (docs/BENCH.md)"},
 };
 
 #define N_COMMANDS (sizeof commands / sizeof commands[0])

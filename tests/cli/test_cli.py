@@ -676,6 +676,29 @@ def run_model_errors():
 
 
 @test
+def bench_small_grid():
+    out = os.path.join(TMP, "bench.json")
+    r = fmoe("bench", "--shape", "8,2,64,32", "--shape", "qwen3-30b-a3b", "--max-gib", "0.01",
+             "--tokens", "1,4", "--iters", "2", "--seed", "9", "--json", out)
+    expect_rc(r, EXIT_OK, "bench")
+    for word in ["read bandwidth", "floor", "%floor", "GB/s", "reference us", "8,2,64,32", "qwen3-30b-a3b"]:
+        check(word in r.out, "bench prints " + word, r)
+    with open(out, encoding="utf-8") as f:
+        doc = json.load(f)
+    check(doc["machine"]["read_bandwidth_all_threads_GBps"] > 0, "bandwidth measured", r)
+    pts = doc["points"]
+    check([(p["shape"], p["tokens"]) for p in pts] ==
+          [("8,2,64,32", 1), ("8,2,64,32", 4), ("qwen3-30b-a3b", 1), ("qwen3-30b-a3b", 4)], "every point", r)
+    q = pts[2]
+    # 0.01 GiB fits 3 of Qwen3's 9 MiB bf16 experts... never fewer than k = 8.
+    check(q["experts"] == 8 and q["model_experts"] == 128, "experts scaled to fit, not below k", r)
+    check(q["distinct_experts"] == 8 and q["bytes"] == 8 * 3 * 2048 * 768 * 2 + 4 * 2048, "bytes of M=1", r)
+    check(all(p["us"] > 0 and p["floor_us"] > 0 and p["reference_us"] is not None for p in pts), "timed", r)
+    r = fmoe("bench", "--shape", "nonsense")
+    expect_rc(r, EXIT_USAGE, "a bad shape")
+
+
+@test
 def bad_config_file():
     for path, where in [(BAD_KEY_TOML, ":2:1:"), (BAD_SYNTAX_TOML, ":2:")]:
         for argv in (["plugins"], ["explain"], ["run"]):

@@ -1,0 +1,39 @@
+/*
+ * cli/bench/bench.h - `fusedmoe bench`: time one backend's MoE layer on a
+ * grid of model shapes and token counts against the physical floor of this
+ * machine, measured in the same run (spec/performance.md; docs/BENCH.md).
+ *
+ * Host-memory backends only for now: a device backend needs device
+ * buffers and event timing (plugins/cuda brings its own driver until the
+ * core can hand it device tensors).
+ */
+#ifndef FMOE_CLI_BENCH_H
+#define FMOE_CLI_BENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cli/cli.h"
+
+/* A model's MoE layer shape. */
+typedef struct bench_shape {
+    char name[48];
+    uint32_t experts, top_k, hidden, inter;
+} bench_shape;
+
+/* "qwen3-30b-a3b", "mixtral-8x7b", "gpt-oss-120b", "deepseek-v3", or
+ * "E,k,H,I". Returns 0, or -1 for an unknown name. */
+int bench_shape_parse(const char *text, bench_shape *out);
+
+/* The named shapes, for help and defaults. */
+extern const bench_shape bench_named_shapes[];
+extern const size_t bench_n_named_shapes;
+
+/* Read bandwidth of this machine in bytes/s: a sweep over `bytes` of memory
+ * (well past the last-level cache) by `threads` threads, best of `reps`. */
+double bench_read_bandwidth(size_t bytes, int threads, int reps);
+
+/* The CPU model from /proc/cpuinfo ("" when unknown). */
+void bench_cpu_model(char *buf, size_t cap);
+
+#endif

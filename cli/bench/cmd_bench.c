@@ -1,0 +1,516 @@
+/*
+ * cli/bench/cmd_bench.c - `fusedmoe bench`: for each shape, one layer on
+ * the chosen backend (and one on the reference), random weights of the
+ * scheme, and for each token count M: fresh routing sets rotated between
+ * runs, the median forward time, and where it stands against the floor of
+ * this machine measured in the same run (docs/BENCH.md).
+ *
+ *   floor = max(bytes / read bandwidth, flops / peak) where
+ *   bytes = D * (bytes of one expert's parameters, scales included)
+ *         + activations in and out, D = distinct experts the routing touches.
+ * On a CPU the compute peak is not measured, so the floor shown is the
+ * memory floor; it is the binding one for decode (M <= 16), and prefill is
+ * reported in TOP/s (int8) or TFLOP/s instead.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/args.h"
+#include "cli/bench/bench.h"
+#include "cli/cli.h"
+#include "cli/halfconv.h"
+#include "cli/json_out.h"
+#include "cli/rng.h"
+#include "cli/run_weights.h"
+#include "cli/selection_out.h"
+
+#define MAX_SHAPES 8
+#define MAX_TOKENS 16
+#define ROUTING_SETS 4
+
+typedef struct bench_opts {
+    const char *backend;
+    const char *scheme_key;
+    bench_shape shapes[MAX_SHAPES];
+    size_t n_shapes;
+    uint32_t tokens[MAX_TOKENS];
+    size_t n_tokens;
+    double max_gib;        /* weights of one layer, per backend, at most this */
+    uint32_t iters;
+    int reference;
+    double reference_max_gflop;
+    uint64_t seed;
+    const char *json_path;
+} bench_opts;
+
+/* One measured point. */
+typedef struct bench_point {
+    bench_shape shape;     /* as run (experts possibly scaled) */
+    uint32_t full_experts; /* the model's */
+    uint32_t m;
+    double distinct;       /* experts touched, averaged over the routing sets */
+    double bytes, flops;
+    double us, floor_us, ref_us; /* ref_us < 0: not timed */
+} bench_point;
+
+static void help(FILE *f)
+{
+    fputs("Usage: fusedmoe [global options] bench [--backend GLOB] [--scheme KEY] [--shape S]...\n"
+          "                                       [--tokens M,M,...] [--max-gib G] [--iters N]\n"
+          "                                       [--no-reference] [--seed N] [--json FILE]\n"
+          "\n"
+          "Times one backend's MoE layer forward (routing given, bf16 activations) on model\n"
+          "shapes and token counts, against the floor of this machine measured in the same\n"
+          "run: weight bytes of the experts the routing touches / read bandwidth. Prints us,\n"
+          "% of the floor, GB/s, TOP/s (int8 schemes) or TFLOP/s, and the reference's time.\n"
+          "\n"
+          "Options:\n"
+          "  --backend GLOB   plugin(s) that may serve (also --plugin NAME); default: selection\n"
+          "  --scheme KEY     weight scheme (default bf16)\n"
+          "  --shape S        qwen3-30b-a3b, mixtral-8x7b, gpt-oss-120b, deepseek-v3 or E,k,H,I;\n"
+          "                   repeatable (default: qwen3-30b-a3b and mixtral-8x7b)\n"
+          "  --tokens LIST    token counts (default 1,4,16,256,2048)\n"
+          "  --max-gib G      scale the expert count down so one layer's weights fit G GiB\n"
+          "                   (default 1; E never below top-k; the table says when it scaled)\n"
+          "  --iters N        timed forwards per point (default 20; median reported)\n"
+          "  --no-reference   do not time the reference method\n"
+          "  --seed N         weights and routing (default: fresh, printed)\n"
+          "  --json FILE      write the record (machine, command, every point) as JSON\n"
+          "\n"
+          "Documentation: docs/BENCH.md. Results are recorded under bench/.\n",
+          f);
+}
+
+static int parse_list(const char *v, bench_opts *o)
+{
+    o->n_tokens = 0;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", v);
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        uint32_t m;
+        if (o->n_tokens == MAX_TOKENS || cli_parse_u32(t, &m) != 0 || m == 0)
+            return -1;
+        o->tokens[o->n_tokens++] = m;
+    }
+    return o->n_tokens ? 0 : -1;
+}
+
+static int parse_args(int argc, char **argv, bench_opts *o)
+{
+    static const uint32_t default_tokens[] = {1, 4, 16, 256, 2048};
+    memset(o, 0, sizeof *o);
+    o->scheme_key = "bf16";
+    o->max_gib = 1.0;
+    o->iters = 20;
+    o->reference = 1;
+    o->reference_max_gflop = 50.0;
+    o->seed = cli_rng_fresh_seed();
+    memcpy(o->tokens, default_tokens, sizeof default_tokens);
+    o->n_tokens = sizeof default_tokens / sizeof default_tokens[0];
+    for (int i = 1; i < argc; i++) {
+        const char *v = NULL;
+        int r;
+        if (cli_opt_flag(argv[i], "--help") || cli_opt_flag(argv[i], "-h")) {
+            help(stdout);
+            return CLI_EXIT_OK;
+        }
+        if (cli_opt_flag(argv[i], "--no-reference")) {
+            o->reference = 0;
+        } else if ((r = cli_opt_value(argc, argv, &i, "--backend", &v)) != CLI_OPT_NO ||
+                   (r = cli_opt_value(argc, argv, &i, "--plugin", &v)) != CLI_OPT_NO) {
+            if (r == CLI_OPT_MISSING || !v[0])
+                return cli_usage("bench", "--backend needs a plugin-name glob");
+            o->backend = v;
+        } else if ((r = cli_opt_value(argc, argv, &i, "--scheme", &v)) != CLI_OPT_NO) {
+            if (r == CLI_OPT_MISSING)
+                return cli_usage("bench", "--scheme needs a key");
+            o->scheme_key = v;
+        } else if ((r = cli_opt_value(argc, argv, &i, "--shape", &v)) != CLI_OPT_NO) {
+            if (r == CLI_OPT_MISSING || o->n_shapes == MAX_SHAPES || bench_shape_parse(v, &o->shapes[o->n_shapes]))
+                return cli_usage("bench", "--shape: '%s' (expected a model name or E,k,H,I; at most %d)",
+                                 v ? v : "", MAX_SHAPES);
+            o->n_shapes++;
+        } else if ((r = cli_opt_value(argc, argv, &i, "--tokens", &v)) != CLI_OPT_NO) {
+            if (r == CLI_OPT_MISSING || parse_list(v, o))
+                return cli_usage("bench", "--tokens: expected a comma-separated list of counts from 1");
+        } else if ((r = cli_opt_value(argc, argv, &i, "--max-gib", &v)) != CLI_OPT_NO) {
+            char *end = NULL;
+            o->max_gib = r == CLI_OPT_MISSING ? 0 : strtod(v, &end);
+            if (r == CLI_OPT_MISSING || !end || *end || !(o->max_gib > 0 && o->max_gib < 4096))
+                return cli_usage("bench", "--max-gib: expected a size in GiB");
+        } else if ((r = cli_opt_value(argc, argv, &i, "--iters", &v)) != CLI_OPT_NO) {
+            if (r == CLI_OPT_MISSING || cli_parse_u32(v, &o->iters) || o->iters == 0 || o->iters > 100000)
+                return cli_usage("bench", "--iters: expected a count from 1");
+        } else if ((r = cli_opt_value(argc, argv, &i, "--seed", &v)) != CLI_OPT_NO) {
+            if (r == CLI_OPT_MISSING || cli_parse_u64(v, &o->seed))
+                return cli_usage("bench", "--seed: expected a whole number");
+        } else if ((r = cli_opt_value(argc, argv, &i, "--json", &v)) != CLI_OPT_NO) {
+            if (r == CLI_OPT_MISSING || !v[0])
+                return cli_usage("bench", "--json needs a file");
+            o->json_path = v;
+        } else {
+            return cli_usage("bench", "unknown option '%s'", argv[i]);
+        }
+    }
+    if (o->n_shapes == 0) {
+        bench_shape_parse("qwen3-30b-a3b", &o->shapes[0]);
+        bench_shape_parse("mixtral-8x7b", &o->shapes[1]);
+        o->n_shapes = 2;
+    }
+    return -1;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Bytes of one local expert's parameters (weights, scales, zero points...),
+ * from what the layer declared: the exact storage the backend reads. */
+static double expert_bytes(const fmoe_layer *layer)
+{
+    double total = 0;
+    uint32_t n = fmoe_layer_param_count(layer), experts = 1;
+    for (uint32_t i = 0; i < n; i++) {
+        fmoe_param_info p = {.struct_size = sizeof p};
+        if (fmoe_layer_param(layer, i, &p) != FMOE_STATUS_OK || !p.per_expert)
+            continue;
+        double numel = 1;
+        for (uint32_t a = 0; a < p.ndim; a++)
+            numel *= (double)p.shape[a];
+        experts = (uint32_t)p.shape[0];
+        total += numel * (double)fmoe_dtype_size(p.dtype);
+    }
+    return experts ? total / experts : 0;
+}
+
+/* One routing set: random logits routed by the reference router. */
+typedef struct routing_set {
+    fmoe_tensor w, ids;
+    float *wbuf;
+    int32_t *ibuf;
+    double distinct;
+} routing_set;
+
+static int make_routing(const fmoe_layer_config *cfg, uint32_t m, uint64_t seed, uint32_t index, routing_set *rs)
+{
+    size_t e = cfg->num_experts, k = cfg->top_k;
+    float *logits = malloc((size_t)m * e * sizeof(float));
+    rs->wbuf = malloc((size_t)m * k * sizeof(float));
+    rs->ibuf = malloc((size_t)m * k * sizeof(int32_t));
+    uint8_t *seen = calloc(e, 1);
+    if (!logits || !rs->wbuf || !rs->ibuf || !seen) {
+        free(logits), free(seen);
+        cli_error("out of memory for the routing");
+        return CLI_EXIT_INTERNAL;
+    }
+    cli_rng_fill_normal(logits, (size_t)m * e, 1.0f, seed, "bench_logits", index);
+    fmoe_tensor tl;
+    const int64_t ls[2] = {m, (int64_t)e}, ks[2] = {m, (int64_t)k};
+    fmoe_tensor_init(&tl, FMOE_DTYPE_F32, 2, ls, logits);
+    fmoe_tensor_init(&rs->w, FMOE_DTYPE_F32, 2, ks, rs->wbuf);
+    fmoe_tensor_init(&rs->ids, FMOE_DTYPE_INT32, 2, ks, rs->ibuf);
+    fmoe_status st = fmoe_reference_route(cfg, &tl, NULL, &rs->w, &rs->ids);
+    size_t d = 0;
+    for (size_t i = 0; st == FMOE_STATUS_OK && i < (size_t)m * k; i++)
+        if (!seen[rs->ibuf[i]]++)
+            d++;
+    rs->distinct = (double)d;
+    free(logits), free(seen);
+    return st == FMOE_STATUS_OK ? CLI_EXIT_OK : cli_fail(st, "routing");
+}
+
+/* Median time of `iters` forwards rotating the routing sets (one warm-up
+ * pass over every set first). Returns seconds, or < 0 after an error. */
+static double time_layer(fmoe_layer *layer, const fmoe_tensor *x, fmoe_tensor *out, routing_set *sets, uint32_t iters)
+{
+    double *t = malloc(iters * sizeof *t);
+    if (!t)
+        return -1;
+    fmoe_forward_args a = {.struct_size = sizeof a, .x = x, .out = out};
+    for (uint32_t i = 0; i < ROUTING_SETS + iters; i++) {
+        routing_set *rs = &sets[i % ROUTING_SETS];
+        a.topk_weights = &rs->w;
+        a.topk_ids = &rs->ids;
+        double t0 = now_s();
+        fmoe_status st = fmoe_layer_forward(layer, &a);
+        double dt = now_s() - t0;
+        if (st != FMOE_STATUS_OK) {
+            cli_fail(st, "forward");
+            free(t);
+            return -1;
+        }
+        if (i >= ROUTING_SETS)
+            t[i - ROUTING_SETS] = dt;
+    }
+    qsort(t, iters, sizeof *t, cmp_double);
+    double med = iters % 2 ? t[iters / 2] : 0.5 * (t[iters / 2 - 1] + t[iters / 2]);
+    free(t);
+    return med;
+}
+
+static int create(fmoe_context *ctx, const fmoe_layer_config *cfg, const fmoe_scheme *s, const char *backend,
+                  const char *who, uint64_t seed, fmoe_layer **out)
+{
+    fmoe_layer_options lo;
+    fmoe_layer_options_init(&lo);
+    lo.backend = backend;
+    fmoe_status st = fmoe_layer_create(ctx, cfg, s, &lo, out);
+    if (st != FMOE_STATUS_OK) {
+        cli_error("%s layer: %s", who, fmoe_last_error());
+        return cli_exit_for_status(st);
+    }
+    run_checkpoint ck = {.seed = seed, .cfg = cfg};
+    return run_load_layer(*out, who, &ck);
+}
+
+/* The experts of `s` scaled down (never below top-k) so one layer's
+ * weights fit the budget; `per_expert` is the bytes of one expert. */
+static uint32_t fit_experts(const bench_shape *s, double per_expert, double max_bytes)
+{
+    double fit = floor(max_bytes / per_expert);
+    uint32_t e = fit >= s->experts ? s->experts : (uint32_t)fit;
+    return e < s->top_k ? s->top_k : e;
+}
+
+static void base_config(const bench_shape *s, uint32_t experts, uint32_t max_m, fmoe_layer_config *cfg)
+{
+    fmoe_layer_config_init(cfg);
+    cfg->num_experts = experts;
+    cfg->top_k = s->top_k;
+    cfg->hidden_size = s->hidden;
+    cfg->intermediate_size = s->inter;
+    cfg->act_dtype = FMOE_DTYPE_BF16;
+    cfg->renormalize = 1;
+    cfg->max_num_tokens = max_m;
+}
+
+/* One shape: every token count. Points appended to pts. */
+static int bench_shape_run(fmoe_context *ctx, const bench_opts *o, const bench_shape *shape, const fmoe_scheme *scheme,
+                           double bandwidth, bench_point *pts, size_t *n_pts)
+{
+    uint32_t max_m = 0;
+    for (size_t i = 0; i < o->n_tokens; i++)
+        max_m = o->tokens[i] > max_m ? o->tokens[i] : max_m;
+    /* Size one expert with a 1-expert probe layer of the same scheme. */
+    fmoe_layer_config cfg;
+    base_config(shape, shape->top_k, 1, &cfg);
+    fmoe_layer_options lo;
+    fmoe_layer_options_init(&lo);
+    lo.backend = o->backend;
+    fmoe_layer *probe = NULL;
+    fmoe_status st = fmoe_layer_create(ctx, &cfg, scheme, &lo, &probe);
+    if (st != FMOE_STATUS_OK) {
+        cli_error("%s: %s", shape->name, fmoe_last_error());
+        return cli_exit_for_status(st);
+    }
+    double per_expert = expert_bytes(probe);
+    fmoe_layer_destroy(probe);
+    uint32_t experts = fit_experts(shape, per_expert, o->max_gib * 1073741824.0);
+    base_config(shape, experts, max_m, &cfg);
+
+    fmoe_layer *sel = NULL, *ref = NULL;
+    int rc = create(ctx, &cfg, scheme, o->backend, "selected", o->seed, &sel);
+    if (rc == CLI_EXIT_OK && o->reference)
+        rc = create(ctx, &cfg, scheme, "reference", "reference", o->seed, &ref);
+    size_t h = shape->hidden;
+    uint16_t *x = malloc((size_t)max_m * h * 2), *y = malloc((size_t)max_m * h * 2);
+    float *xf = malloc((size_t)max_m * h * sizeof(float));
+    if (rc == CLI_EXIT_OK && (!x || !y || !xf)) {
+        cli_error("out of memory for %u tokens", max_m);
+        rc = CLI_EXIT_INTERNAL;
+    }
+    if (rc == CLI_EXIT_OK) {
+        cli_rng_fill_normal(xf, (size_t)max_m * h, 1.0f, o->seed, "bench_x", 0);
+        cli_store_floats(FMOE_DTYPE_BF16, x, xf, (size_t)max_m * h);
+    }
+    for (size_t t = 0; t < o->n_tokens && rc == CLI_EXIT_OK; t++) {
+        uint32_t m = o->tokens[t];
+        routing_set sets[ROUTING_SETS] = {0};
+        for (uint32_t r = 0; r < ROUTING_SETS && rc == CLI_EXIT_OK; r++)
+            rc = make_routing(&cfg, m, o->seed, t * ROUTING_SETS + r, &sets[r]);
+        fmoe_tensor tx, ty;
+        const int64_t xs[2] = {m, (int64_t)h};
+        fmoe_tensor_init(&tx, FMOE_DTYPE_BF16, 2, xs, x);
+        fmoe_tensor_init(&ty, FMOE_DTYPE_BF16, 2, xs, y);
+        bench_point *p = &pts[*n_pts];
+        memset(p, 0, sizeof *p);
+        p->shape = *shape;
+        p->shape.experts = experts;
+        p->full_experts = shape->experts;
+        p->m = m;
+        for (uint32_t r = 0; r < ROUTING_SETS; r++)
+            p->distinct += sets[r].distinct / ROUTING_SETS;
+        double gated_rows = 3.0; /* w1, w3, w2 */
+        p->flops = 2.0 * m * shape->top_k * gated_rows * (double)h * shape->inter;
+        p->bytes = p->distinct * per_expert + 2.0 * 2.0 * m * (double)h;
+        p->floor_us = p->bytes / bandwidth * 1e6;
+        p->ref_us = -1;
+        if (rc == CLI_EXIT_OK) {
+            double s = time_layer(sel, &tx, &ty, sets, o->iters);
+            rc = s < 0 ? CLI_EXIT_INTERNAL : CLI_EXIT_OK;
+            p->us = s * 1e6;
+        }
+        /* The reference is a plain loop: time it once, and only where it
+         * finishes in reasonable time. */
+        if (rc == CLI_EXIT_OK && ref && p->flops <= o->reference_max_gflop * 1e9) {
+            double s = time_layer(ref, &tx, &ty, sets, 1);
+            rc = s < 0 ? CLI_EXIT_INTERNAL : CLI_EXIT_OK;
+            p->ref_us = s * 1e6;
+        }
+        for (uint32_t r = 0; r < ROUTING_SETS; r++)
+            free(sets[r].wbuf), free(sets[r].ibuf);
+        if (rc == CLI_EXIT_OK) {
+            (*n_pts)++;
+            if (isatty(STDERR_FILENO))
+                fprintf(stderr, "\r%-40s", "");
+        }
+    }
+    free(x), free(y), free(xf);
+    fmoe_layer_destroy(sel);
+    fmoe_layer_destroy(ref);
+    return rc;
+}
+
+static int is_int8(const fmoe_scheme *s)
+{
+    return s->a_dtype == FMOE_DTYPE_INT8;
+}
+
+static void print_table(const bench_point *pts, size_t n, const fmoe_scheme *s)
+{
+    printf("%-16s %8s %6s %5s %11s %11s %7s %8s %9s %11s\n", "shape", "experts", "M", "D", "us", "floor us",
+           "%floor", "GB/s", is_int8(s) ? "int8 TOP/s" : "TFLOP/s", "reference us");
+    for (size_t i = 0; i < n; i++) {
+        const bench_point *p = &pts[i];
+        char experts[32], ref[32];
+        if (p->shape.experts == p->full_experts)
+            snprintf(experts, sizeof experts, "%u", p->shape.experts);
+        else
+            snprintf(experts, sizeof experts, "%u/%u", p->shape.experts, p->full_experts);
+        if (p->ref_us >= 0)
+            snprintf(ref, sizeof ref, "%.0f", p->ref_us);
+        else
+            snprintf(ref, sizeof ref, "-");
+        printf("%-16s %8s %6u %5.1f %11.1f %11.1f %6.0f%% %8.1f %9.3f %11s\n", p->shape.name, experts, p->m,
+               p->distinct, p->us, p->floor_us, 100.0 * p->floor_us / p->us, p->bytes / p->us * 1e-3,
+               p->flops / p->us * 1e-6, ref);
+    }
+}
+
+static int write_json(const char *path, const bench_point *pts, size_t n, const char *scheme_key,
+                      const char *backend, const char *cpu, double bw1, double bwn, long cpus, const char *command,
+                      uint64_t seed)
+{
+    json_t *root = json_object(), *arr = json_array(), *machine = json_object();
+    char date[64];
+    time_t now = time(NULL);
+    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    cli_json_set(root, "command", cli_json_string(command));
+    cli_json_set(root, "date", json_string(date));
+    cli_json_set(root, "seed", json_integer((json_int_t)(seed & 0x7fffffffffffffffull)));
+    cli_json_set(root, "scheme", cli_json_string(scheme_key));
+    cli_json_set(root, "backend", cli_json_string(backend));
+    cli_json_set(machine, "cpu", cli_json_string(cpu));
+    cli_json_set(machine, "cpus", json_integer(cpus));
+    cli_json_set(machine, "read_bandwidth_1_thread_GBps", json_real(bw1 * 1e-9));
+    cli_json_set(machine, "read_bandwidth_all_threads_GBps", json_real(bwn * 1e-9));
+    cli_json_set(root, "machine", machine);
+    for (size_t i = 0; i < n; i++) {
+        const bench_point *p = &pts[i];
+        json_t *o = json_object();
+        cli_json_set(o, "shape", cli_json_string(p->shape.name));
+        cli_json_set(o, "experts", json_integer(p->shape.experts));
+        cli_json_set(o, "model_experts", json_integer(p->full_experts));
+        cli_json_set(o, "top_k", json_integer(p->shape.top_k));
+        cli_json_set(o, "hidden", json_integer(p->shape.hidden));
+        cli_json_set(o, "intermediate", json_integer(p->shape.inter));
+        cli_json_set(o, "tokens", json_integer(p->m));
+        cli_json_set(o, "distinct_experts", json_real(p->distinct));
+        cli_json_set(o, "bytes", json_real(p->bytes));
+        cli_json_set(o, "flops", json_real(p->flops));
+        cli_json_set(o, "us", json_real(p->us));
+        cli_json_set(o, "floor_us", json_real(p->floor_us));
+        cli_json_set(o, "pct_of_floor", json_real(100.0 * p->floor_us / p->us));
+        cli_json_set(o, "reference_us", p->ref_us >= 0 ? json_real(p->ref_us) : json_null());
+        json_array_append_new(arr, o);
+    }
+    cli_json_set(root, "points", arr);
+    int rc = json_dump_file(root, path, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(root);
+    if (rc != 0) {
+        cli_error("--json %s: cannot write it", path);
+        return CLI_EXIT_CONFIG;
+    }
+    return CLI_EXIT_OK;
+}
+
+int cmd_bench(const cli_globals *g, int argc, char **argv)
+{
+    bench_opts o;
+    int rc = parse_args(argc, argv, &o);
+    if (rc >= 0)
+        return rc;
+    fmoe_scheme scheme = {.struct_size = sizeof scheme};
+    fmoe_status st = fmoe_scheme_parse(o.scheme_key, &scheme);
+    if (st != FMOE_STATUS_OK)
+        return cli_fail(st, "bad --scheme");
+    fmoe_context *ctx = NULL;
+    if ((rc = cli_open_context(g, &ctx)) != CLI_EXIT_OK)
+        return rc;
+    char cpu[256], command[2048] = "fusedmoe";
+    bench_cpu_model(cpu, sizeof cpu);
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    for (int i = 0; i < argc; i++) {
+        size_t len = strlen(command);
+        snprintf(command + len, sizeof command - len, " %s", argv[i]);
+    }
+    /* 512 MiB: far past any last-level cache this tool will meet. */
+    double bw1 = bench_read_bandwidth(512u << 20, 1, 3);
+    double bwn = bench_read_bandwidth(512u << 20, cpus > 0 && cpus <= 256 ? (int)cpus : 1, 3);
+    double bw = bwn > bw1 ? bwn : bw1;
+    printf("machine:   %s, %ld CPUs; read bandwidth %.1f GB/s (1 thread), %.1f GB/s (%ld threads)\n",
+           cpu[0] ? cpu : "unknown CPU", cpus, bw1 * 1e-9, bwn * 1e-9, cpus);
+    printf("scheme:    %s; seed %llu; median of %u forwards, %d routing sets rotated\n", o.scheme_key,
+           (unsigned long long)o.seed, o.iters, ROUTING_SETS);
+    printf("floor:     weight bytes of the experts touched / %.1f GB/s\n\n", bw * 1e-9);
+    bench_point *pts = calloc(MAX_SHAPES * MAX_TOKENS, sizeof *pts);
+    size_t n = 0;
+    char backend[256] = "";
+    if (!pts) {
+        cli_error("out of memory");
+        rc = CLI_EXIT_INTERNAL;
+    }
+    for (size_t s = 0; s < o.n_shapes && rc == CLI_EXIT_OK; s++)
+        rc = bench_shape_run(ctx, &o, &o.shapes[s], &scheme, bw, pts, &n);
+    if (rc == CLI_EXIT_OK) {
+        /* The backend that served, by name, for the record. */
+        fmoe_selection *sel = NULL;
+        fmoe_layer_config cfg;
+        base_config(&o.shapes[0], o.shapes[0].top_k, 1, &cfg);
+        if (fmoe_context_explain(ctx, &cfg, &scheme, &sel) == FMOE_STATUS_OK && !o.backend)
+            cli_selection_chosen(sel, backend, sizeof backend);
+        else
+            snprintf(backend, sizeof backend, "%s", o.backend ? o.backend : "?");
+        fmoe_selection_destroy(sel);
+        printf("backend:   %s\n", backend);
+        print_table(pts, n, &scheme);
+        if (o.json_path)
+            rc = write_json(o.json_path, pts, n, o.scheme_key, backend, cpu, bw1, bwn, cpus, command, o.seed);
+    }
+    free(pts);
+    fmoe_context_destroy(ctx);
+    return rc;
+}
