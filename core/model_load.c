@@ -37,6 +37,8 @@ typedef struct load_ctx {
     const fmoe_checkpoint *ck;
     const fmoe_layer_config *cfg;
     const char *method;     /* quant_method: checkpoint conventions */
+    int gptq;               /* GPTQ tensor names and layouts */
+    uint32_t group_size;    /* of the layer's scheme (GPTQ g_idx checks) */
     fmoe_model_load_stats *stats;
 } load_ctx;
 
@@ -213,6 +215,87 @@ static int parse_expert_name(const char *rest, const fmoe_model_names *n, uint32
     return 0;
 }
 
+/* ---- GPTQ-format tensors ------------------------------------------------------ */
+
+/*
+ * AutoGPTQ / GPTQModel store a module as qweight [K/8, N] int32 (8 values of
+ * one column packed along K, stored value q + 8), scales [K/g, N] (f16),
+ * qzeros [K/g, N/8] and g_idx [K]. That is compressed-tensors'
+ * pack-quantized layout transposed: weight_packed [N, K/8] packs the same 8
+ * K values of row n into one int32 with the same nibble order and offset,
+ * weight_scale is [N, K/g]. So qweight and scales load through transposed
+ * views into the same parameters. qzeros of a symmetric checkpoint hold the
+ * zero point 8 in GPTQ's v1 encoding (zero - 1 = 7 in every nibble) and are
+ * checked, not loaded; asymmetric GPTQ checkpoints are refused for now.
+ */
+static fmoe_tensor transposed(const fmoe_tensor *t)
+{
+    fmoe_tensor v = *t;
+    v.shape[0] = t->shape[1], v.shape[1] = t->shape[0];
+    v.strides[0] = t->strides[1], v.strides[1] = t->strides[0];
+    return v;
+}
+
+static fmoe_status check_gptq_qzeros(const char *name, const fmoe_tensor *t)
+{
+    if (t->dtype != FMOE_DTYPE_INT32)
+        return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT, "%s: expected int32 qzeros, got %s", name,
+                              fmoe_dtype_name(t->dtype));
+    int64_t n = fmoe_tensor_numel(t);
+    for (int64_t i = 0; i < n; i++)
+        if ((uint32_t)((const int32_t *)t->data)[i] != 0x77777777u)
+            return fmoe_error_set(FMOE_STATUS_UNSUPPORTED,
+                                  "%s: zero points other than 8 (an asymmetric GPTQ checkpoint) are not supported; "
+                                  "element %lld is 0x%08x, expected 0x77777777 (GPTQ's v1 encoding of 8)",
+                                  name, (long long)i, (unsigned)((const int32_t *)t->data)[i]);
+    return FMOE_STATUS_OK;
+}
+
+/* A g_idx without act-order must be the trivial k / group. */
+static fmoe_status check_trivial_g_idx(load_ctx *c, const char *name, const fmoe_tensor *t, int proj)
+{
+    int64_t k = proj == PROJ_DOWN ? c->cfg->intermediate_size : c->cfg->hidden_size;
+    uint32_t group = c->group_size ? c->group_size : (uint32_t)k; /* channel-wise: one group */
+    int ok = t->dtype == FMOE_DTYPE_INT32 && t->ndim == 1 && t->shape[0] == k;
+    for (int64_t i = 0; ok && i < k; i++)
+        ok = ((const int32_t *)t->data)[i] == (int32_t)(i / group);
+    return ok ? FMOE_STATUS_OK
+              : fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT,
+                               "%s: a g_idx that reorders the input, but the scheme has no act-order (desc_act "
+                               "false); expected g_idx[k] = k / %u",
+                               name, group);
+}
+
+/* 1 if handled (status in *st), 0 if `suffix` is not a GPTQ name. */
+static int load_gptq(load_ctx *c, const char *name, int proj, uint32_t e, const char *suffix, const fmoe_tensor *t,
+                     fmoe_status *st)
+{
+    const char *pre = proj == PROJ_DOWN ? "w2_" : "w13_";
+    char param[64];
+    if (strcmp(suffix, "qzeros") == 0) {
+        *st = check_gptq_qzeros(name, t);
+        return 1;
+    }
+    if (strcmp(suffix, "g_idx") == 0) {
+        snprintf(param, sizeof param, "%sweight_g_idx", pre);
+        *st = declared(c->layer, param, NULL) ? load_into(c, name, param, (int32_t)e, proj_shard[proj], t)
+                                              : check_trivial_g_idx(c, name, t, proj);
+        return 1;
+    }
+    const char *target = strcmp(suffix, "qweight") == 0 ? "weight_packed" : strcmp(suffix, "scales") == 0 ? "weight_scale" : NULL;
+    if (!target)
+        return 0;
+    if (t->ndim != 2) {
+        *st = fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT, "%s: expected a 2-D GPTQ tensor", name);
+        return 1;
+    }
+    if ((*st = param_for(c, name, proj, target, param, sizeof param)) != FMOE_STATUS_OK)
+        return 1;
+    fmoe_tensor v = transposed(t);
+    *st = load_into(c, name, param, (int32_t)e, proj_shard[proj], &v);
+    return 1;
+}
+
 static fmoe_status load_per_expert(load_ctx *c, const char *name, const char *rest, const fmoe_model_names *n)
 {
     uint32_t e;
@@ -232,6 +315,8 @@ static fmoe_status load_per_expert(load_ctx *c, const char *name, const char *re
     if (st != FMOE_STATUS_OK)
         return st;
     char param[128];
+    if (c->gptq && load_gptq(c, name, proj, e, suffix, &t, &st))
+        return st;
     if (strcmp(suffix, "weight_shape") == 0) {
         snprintf(param, sizeof param, "%s_weight_shape", proj == PROJ_DOWN ? "w2" : "w13");
         if (!declared(c->layer, param, NULL))
@@ -476,6 +561,10 @@ FMOE_API fmoe_status fmoe_model_load_layer(const fmoe_model *m, uint32_t index, 
     }
     load_ctx c = {.layer = layer, .ck = ck, .cfg = fmoe_layer_get_config(layer),
                   .method = fmoe_quant_config_method(qc), .stats = stats};
+    c.gptq = strcmp(c.method, "gptq") == 0;
+    fmoe_scheme scheme = {.struct_size = sizeof scheme};
+    if (fmoe_scheme_parse(fmoe_selection_scheme_key(fmoe_layer_selection(layer)), &scheme) == FMOE_STATUS_OK)
+        c.group_size = scheme.w_strategy == FMOE_QSTRATEGY_GROUP ? scheme.w_group_size : 0;
     int mxfp4 = has(ck, n.mxfp4_gate_up_blocks);
     int fused = mxfp4 || has(ck, n.fused_gate_up);
     if (fused && (st = load_fused(&c, &n, mxfp4)) != FMOE_STATUS_OK)

@@ -15,7 +15,9 @@
  * routing by fmoe_reference_route (tested on its own in test_routing.c),
  * then sum_k w_k * W2 act(W1 x (+b1), W3 x (+b3)) (+ b2) in double.
  */
+#include <jansson.h>
 #include <math.h>
+#include <sys/stat.h>
 
 #include "tests/registry/registry_fixtures.h"
 
@@ -458,6 +460,168 @@ START_TEST(quantized_tp_ep_eplb_shards_sum)
 }
 END_TEST
 
+/* ---- GPTQ's own layout ---------------------------------------------------------- */
+
+typedef struct st_out {
+    char name[160];
+    const char *dtype;
+    int64_t shape[2];
+    uint32_t ndim;
+    void *data;
+    size_t bytes;
+} st_out;
+
+static void write_st(const char *path, const st_out *t, size_t n)
+{
+    json_t *h = json_object();
+    size_t off = 0;
+    for (size_t i = 0; i < n; i++) {
+        json_t *e = json_object(), *shape = json_array(), *offs = json_array();
+        for (uint32_t a = 0; a < t[i].ndim; a++)
+            json_array_append_new(shape, json_integer(t[i].shape[a]));
+        json_array_append_new(offs, json_integer((json_int_t)off));
+        off += t[i].bytes;
+        json_array_append_new(offs, json_integer((json_int_t)off));
+        json_object_set_new(e, "dtype", json_string(t[i].dtype));
+        json_object_set_new(e, "shape", shape);
+        json_object_set_new(e, "data_offsets", offs);
+        json_object_set_new(h, t[i].name, e);
+    }
+    char *text = json_dumps(h, JSON_COMPACT);
+    size_t len = strlen(text), padded = (len + 7) / 8 * 8;
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    uint64_t le = padded;
+    fwrite(&le, 8, 1, f); /* x86/aarch64: little-endian */
+    fwrite(text, 1, len, f);
+    for (size_t p = len; p < padded; p++)
+        fputc(' ', f);
+    for (size_t i = 0; i < n; i++)
+        fwrite(t[i].data, 1, t[i].bytes, f);
+    fclose(f);
+    free(text);
+    json_decref(h);
+}
+
+static uint16_t bf16_to_f16(uint16_t b)
+{
+    uint32_t bits = (uint32_t)b << 16;
+    float v;
+    memcpy(&v, &bits, 4);
+    _Float16 h = (_Float16)v;
+    uint16_t out;
+    memcpy(&out, &h, 2);
+    return out;
+}
+
+/* The w4a16-actorder fixture rewritten as AutoGPTQ would store it:
+ * qweight [K/8, N], scales [K/g, N] f16, qzeros 0x77777777, g_idx [K]. */
+static void write_gptq_fixture(const char *dir)
+{
+    fixture_run f;
+    open_fixture(&f, "w4a16-actorder");
+    size_t n = fmoe_checkpoint_tensor_count(f.ck), m = 0;
+    st_out *out = calloc(2 * n, sizeof *out);
+    for (size_t i = 0; i < n; i++) {
+        const char *name = fmoe_checkpoint_tensor_name(f.ck, i);
+        fmoe_tensor t;
+        ck_assert_int_eq(fmoe_checkpoint_tensor(f.ck, i, &t), FMOE_STATUS_OK);
+        const char *dot = strrchr(name, '.');
+        size_t base = (size_t)(dot - name);
+        st_out *o = &out[m++];
+        if (strcmp(dot, ".weight_shape") == 0) {
+            m--;
+            continue;
+        }
+        if (strcmp(dot, ".weight_packed") == 0 || strcmp(dot, ".weight_scale") == 0) {
+            int scale = strcmp(dot, ".weight_scale") == 0;
+            int64_t r = t.shape[0], c = t.shape[1];
+            size_t es = scale ? 2 : 4;
+            o->data = malloc((size_t)(r * c) * es);
+            for (int64_t a = 0; a < r; a++)
+                for (int64_t b = 0; b < c; b++) {
+                    if (scale)
+                        ((uint16_t *)o->data)[b * r + a] = bf16_to_f16(((const uint16_t *)t.data)[a * c + b]);
+                    else
+                        ((int32_t *)o->data)[b * r + a] = ((const int32_t *)t.data)[a * c + b];
+                }
+            snprintf(o->name, sizeof o->name, "%.*s.%s", (int)base, name, scale ? "scales" : "qweight");
+            o->dtype = scale ? "F16" : "I32";
+            o->ndim = 2, o->shape[0] = c, o->shape[1] = r, o->bytes = (size_t)(r * c) * es;
+            if (scale) { /* qzeros beside the scales: [K/g, N/8] */
+                st_out *z = &out[m++];
+                snprintf(z->name, sizeof z->name, "%.*s.qzeros", (int)base, name);
+                z->dtype = "I32", z->ndim = 2, z->shape[0] = c, z->shape[1] = r / 8;
+                z->bytes = (size_t)(c * (r / 8)) * 4;
+                z->data = malloc(z->bytes);
+                memset(z->data, 0x77, z->bytes);
+            }
+            continue;
+        }
+        /* router (bf16) and g_idx (renamed) as they are */
+        size_t bytes = (size_t)fmoe_tensor_numel(&t) * fmoe_dtype_size(t.dtype);
+        o->data = malloc(bytes);
+        memcpy(o->data, t.data, bytes);
+        o->bytes = bytes, o->ndim = t.ndim;
+        for (uint32_t a = 0; a < t.ndim; a++)
+            o->shape[a] = t.shape[a];
+        o->dtype = t.dtype == FMOE_DTYPE_BF16 ? "BF16" : "I32";
+        if (strcmp(dot, ".weight_g_idx") == 0)
+            snprintf(o->name, sizeof o->name, "%.*s.g_idx", (int)base, name);
+        else
+            snprintf(o->name, sizeof o->name, "%s", name);
+    }
+    close_fixture(&f);
+    char path[600];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    write_st(path, out, m);
+    for (size_t i = 0; i < m; i++)
+        free(out[i].data);
+    free(out);
+    /* config.json: the fixture's, with a GPTQ quantization_config. */
+    json_error_t jerr;
+    json_t *cfg = json_load_file(MODELS "/w4a16-actorder/config.json", 0, &jerr);
+    ck_assert_ptr_nonnull(cfg);
+    json_t *q = json_pack("{s:s, s:i, s:i, s:b, s:b}", "quant_method", "gptq", "bits", 4, "group_size", 32,
+                          "desc_act", 1, "sym", 1);
+    json_object_set_new(cfg, "quantization_config", q);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    ck_assert_int_eq(json_dump_file(cfg, path, JSON_INDENT(2)), 0);
+    json_decref(cfg);
+}
+
+/* The same weights in GPTQ's layout give bit-identical outputs. */
+START_TEST(gptq_layout_equals_compressed_tensors)
+{
+    char dir[512];
+    fx_tempdir(dir, sizeof dir);
+    write_gptq_fixture(dir);
+    float_ref r;
+    float_ref_make(&r, "bf16", 0);
+    int64_t n = MAX_M * r.l.h;
+    double *ct = malloc((size_t)n * sizeof(double)), *gq = malloc((size_t)n * sizeof(double));
+    fixture_run f;
+    open_fixture(&f, "w4a16-actorder");
+    ck_assert_int_eq(run_layer(&f, 0, &r.cfg, 1, 0, 1, 0, 0, r.x, r.logits, MAX_M, ct), FMOE_STATUS_OK);
+    close_fixture(&f);
+    /* open_fixture takes a fixture name under MODELS; this one is elsewhere. */
+    char config[600];
+    snprintf(config, sizeof config, "%s/config.json", dir);
+    const char *files[] = {REFERENCE_MANIFEST};
+    f.ctx = fx_context(files, 1, NULL, 0, NULL);
+    ck_assert_msg(fmoe_model_config_load(config, &f.model) == FMOE_STATUS_OK, "%s", fmoe_last_error());
+    ck_assert_msg(fmoe_quant_config_load(config, &f.qc) == FMOE_STATUS_OK, "%s", fmoe_last_error());
+    ck_assert_str_eq(fmoe_quant_config_method(f.qc), "gptq");
+    ck_assert_msg(fmoe_checkpoint_open(dir, &f.ck) == FMOE_STATUS_OK, "%s", fmoe_last_error());
+    ck_assert_int_eq(run_layer(&f, 0, &r.cfg, 1, 0, 1, 0, 0, r.x, r.logits, MAX_M, gq), FMOE_STATUS_OK);
+    for (int64_t q = 0; q < n; q++)
+        ck_assert_msg(ct[q] == gq[q], "output %lld: compressed-tensors %.9g, GPTQ %.9g", (long long)q, ct[q], gq[q]);
+    close_fixture(&f);
+    free(ct), free(gq);
+    float_ref_free(&r);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("fixtures");
@@ -471,11 +635,12 @@ static Suite *suite(void)
     tcase_add_test(tc, int4_fixtures_match_float64);
     tcase_add_test(tc, fp4_fixtures_match_float64);
     tcase_add_test(tc, quantized_tp_ep_eplb_shards_sum);
+    tcase_add_test(tc, gptq_layout_equals_compressed_tensors);
     suite_add_tcase(s, tc);
     return s;
 }
 
 int main(void)
 {
-    return fmoe_test_main(suite(), 8);
+    return fmoe_test_main(suite(), 9);
 }
