@@ -19,6 +19,7 @@
  * MXFP4 blocks and scales. TP narrowing, EP placement, EPLB replicas and
  * padding are fmoe_layer_load's.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,7 @@ typedef struct load_ctx {
     const fmoe_layer_config *cfg;
     const char *method;     /* quant_method: checkpoint conventions */
     int gptq;               /* GPTQ tensor names and layouts */
+    int modelopt;           /* ModelOpt names, dequant-value globals */
     uint32_t group_size;    /* of the layer's scheme (GPTQ g_idx checks) */
     fmoe_model_load_stats *stats;
 } load_ctx;
@@ -296,6 +298,48 @@ static int load_gptq(load_ctx *c, const char *name, int proj, uint32_t e, const 
     return 1;
 }
 
+/* ---- ModelOpt NVFP4 ------------------------------------------------------------ */
+
+/*
+ * ModelOpt stores NVFP4 as weight (packed e2m1), weight_scale (e4m3 per 16),
+ * weight_scale_2 and input_scale: the global scales as *dequant* values g
+ * (x = q * s * g). compressed-tensors stores the same globals as quantize
+ * multipliers 1/g (weight_global_scale, input_global_scale). Methods declare
+ * the compressed-tensors names, so ModelOpt's are renamed and inverted here,
+ * once, and every backend sees one convention.
+ */
+static int load_modelopt(load_ctx *c, const char *name, int proj, uint32_t e, const char *suffix,
+                         const fmoe_tensor *t, fmoe_status *st)
+{
+    const char *pre = proj == PROJ_DOWN ? "w2_" : "w13_";
+    char param[64];
+    if (strcmp(suffix, "weight") == 0) {
+        snprintf(param, sizeof param, "%sweight_packed", pre);
+        if (!declared(c->layer, param, NULL))
+            return 0;
+        *st = load_into(c, name, param, (int32_t)e, proj_shard[proj], t);
+        return 1;
+    }
+    const char *target = strcmp(suffix, "weight_scale_2") == 0 ? "weight_global_scale"
+                         : strcmp(suffix, "input_scale") == 0   ? "input_global_scale"
+                                                                 : NULL;
+    snprintf(param, sizeof param, "%s%s", pre, target ? target : "");
+    if (!target || !declared(c->layer, param, NULL))
+        return 0;
+    int scalar = t->ndim == 0 || (t->ndim == 1 && t->shape[0] == 1);
+    float g = scalar && t->dtype == FMOE_DTYPE_F32 ? *(const float *)t->data : 0.0f;
+    if (!(g > 0.0f) || !isfinite(g)) {
+        *st = fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT,
+                             "%s: expected one positive finite f32 global dequant scale (ModelOpt NVFP4)", name);
+        return 1;
+    }
+    float inv = (float)(1.0 / (double)g);
+    fmoe_tensor v;
+    fmoe_tensor_init(&v, FMOE_DTYPE_F32, 0, NULL, &inv);
+    *st = load_into(c, name, param, (int32_t)e, proj_shard[proj], &v);
+    return 1;
+}
+
 static fmoe_status load_per_expert(load_ctx *c, const char *name, const char *rest, const fmoe_model_names *n)
 {
     uint32_t e;
@@ -316,6 +360,8 @@ static fmoe_status load_per_expert(load_ctx *c, const char *name, const char *re
         return st;
     char param[128];
     if (c->gptq && load_gptq(c, name, proj, e, suffix, &t, &st))
+        return st;
+    if (c->modelopt && load_modelopt(c, name, proj, e, suffix, &t, &st))
         return st;
     if (strcmp(suffix, "weight_shape") == 0) {
         snprintf(param, sizeof param, "%s_weight_shape", proj == PROJ_DOWN ? "w2" : "w13");
@@ -562,6 +608,7 @@ FMOE_API fmoe_status fmoe_model_load_layer(const fmoe_model *m, uint32_t index, 
     load_ctx c = {.layer = layer, .ck = ck, .cfg = fmoe_layer_get_config(layer),
                   .method = fmoe_quant_config_method(qc), .stats = stats};
     c.gptq = strcmp(c.method, "gptq") == 0;
+    c.modelopt = strcmp(c.method, "modelopt") == 0;
     fmoe_scheme scheme = {.struct_size = sizeof scheme};
     if (fmoe_scheme_parse(fmoe_selection_scheme_key(fmoe_layer_selection(layer)), &scheme) == FMOE_STATUS_OK)
         c.group_size = scheme.w_strategy == FMOE_QSTRATEGY_GROUP ? scheme.w_group_size : 0;

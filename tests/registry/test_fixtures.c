@@ -590,6 +590,101 @@ static void write_gptq_fixture(const char *dir)
     json_decref(cfg);
 }
 
+/* The nvfp4 fixture as ModelOpt stores it: weight (packed), weight_scale,
+ * weight_scale_2 = 1 / weight_global_scale, input_scale = 1 /
+ * input_global_scale (dequant values instead of quantize multipliers). */
+static void write_modelopt_fixture(const char *dir)
+{
+    fixture_run f;
+    open_fixture(&f, "nvfp4");
+    size_t n = fmoe_checkpoint_tensor_count(f.ck);
+    st_out *out = calloc(n, sizeof *out);
+    for (size_t i = 0; i < n; i++) {
+        const char *name = fmoe_checkpoint_tensor_name(f.ck, i);
+        fmoe_tensor t;
+        ck_assert_int_eq(fmoe_checkpoint_tensor(f.ck, i, &t), FMOE_STATUS_OK);
+        const char *dot = strrchr(name, '.');
+        int base = (int)(dot - name);
+        st_out *o = &out[i];
+        size_t bytes = (size_t)fmoe_tensor_numel(&t) * fmoe_dtype_size(t.dtype);
+        o->data = malloc(bytes);
+        memcpy(o->data, t.data, bytes);
+        o->bytes = bytes, o->ndim = t.ndim;
+        for (uint32_t a = 0; a < t.ndim; a++)
+            o->shape[a] = t.shape[a];
+        o->dtype = t.dtype == FMOE_DTYPE_BF16 ? "BF16" : t.dtype == FMOE_DTYPE_F32 ? "F32"
+                 : t.dtype == FMOE_DTYPE_FP8_E4M3FN ? "F8_E4M3" : "U8";
+        const char *suffix = dot + 1;
+        if (strcmp(suffix, "weight_global_scale") == 0 || strcmp(suffix, "input_global_scale") == 0) {
+            float *v = o->data;
+            *v = (float)(1.0 / (double)*v);
+            suffix = strcmp(suffix, "weight_global_scale") == 0 ? "weight_scale_2" : "input_scale";
+        } else if (strcmp(suffix, "weight_packed") == 0) {
+            suffix = "weight";
+        }
+        if (strcmp(suffix, dot + 1) != 0 || strcmp(dot, ".weight") == 0)
+            snprintf(o->name, sizeof o->name, "%.*s.%s", base, name, suffix);
+        else
+            snprintf(o->name, sizeof o->name, "%s", name);
+    }
+    close_fixture(&f);
+    char path[600];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    write_st(path, out, n);
+    for (size_t i = 0; i < n; i++)
+        free(out[i].data);
+    free(out);
+    json_error_t jerr;
+    json_t *cfg = json_load_file(MODELS "/nvfp4/config.json", 0, &jerr);
+    ck_assert_ptr_nonnull(cfg);
+    json_object_set_new(cfg, "quantization_config",
+                        json_pack("{s:s, s:{s:s, s:i, s:[s]}}", "quant_method", "modelopt", "quantization",
+                                  "quant_algo", "NVFP4", "group_size", 16, "exclude_modules", "lm_head"));
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    ck_assert_int_eq(json_dump_file(cfg, path, JSON_INDENT(2)), 0);
+    json_decref(cfg);
+}
+
+/* Layer 0 of the checkpoint in `dir` (any directory) into `y`. */
+static void run_dir_layer(const char *dir, const char *want_method, const float_ref *r, double *y)
+{
+    char config[600];
+    snprintf(config, sizeof config, "%s/config.json", dir);
+    const char *files[] = {REFERENCE_MANIFEST};
+    fixture_run f;
+    f.ctx = fx_context(files, 1, NULL, 0, NULL);
+    ck_assert_msg(fmoe_model_config_load(config, &f.model) == FMOE_STATUS_OK, "%s", fmoe_last_error());
+    ck_assert_msg(fmoe_quant_config_load(config, &f.qc) == FMOE_STATUS_OK, "%s", fmoe_last_error());
+    ck_assert_str_eq(fmoe_quant_config_method(f.qc), want_method);
+    ck_assert_msg(fmoe_checkpoint_open(dir, &f.ck) == FMOE_STATUS_OK, "%s", fmoe_last_error());
+    ck_assert_int_eq(run_layer(&f, 0, &r->cfg, 1, 0, 1, 0, 0, r->x, r->logits, MAX_M, y), FMOE_STATUS_OK);
+    close_fixture(&f);
+}
+
+/* ModelOpt's names and dequant-value globals give the compressed-tensors
+ * result: the globals are inverted twice (in the writer and the loader),
+ * so equal to f32 rounding, not bit for bit. */
+START_TEST(modelopt_nvfp4_equals_compressed_tensors)
+{
+    char dir[512];
+    fx_tempdir(dir, sizeof dir);
+    write_modelopt_fixture(dir);
+    float_ref r;
+    float_ref_make(&r, "bf16", 0);
+    int64_t n = MAX_M * r.l.h;
+    double *ct = malloc((size_t)n * sizeof(double)), *mo = malloc((size_t)n * sizeof(double));
+    fixture_run f;
+    open_fixture(&f, "nvfp4");
+    ck_assert_int_eq(run_layer(&f, 0, &r.cfg, 1, 0, 1, 0, 0, r.x, r.logits, MAX_M, ct), FMOE_STATUS_OK);
+    close_fixture(&f);
+    run_dir_layer(dir, "modelopt", &r, mo);
+    double err = rel_err(mo, ct, n);
+    ck_assert_msg(err <= 1e-5, "ModelOpt layout differs from compressed-tensors by %.3e", err);
+    free(ct), free(mo);
+    float_ref_free(&r);
+}
+END_TEST
+
 /* The same weights in GPTQ's layout give bit-identical outputs. */
 START_TEST(gptq_layout_equals_compressed_tensors)
 {
@@ -636,11 +731,12 @@ static Suite *suite(void)
     tcase_add_test(tc, fp4_fixtures_match_float64);
     tcase_add_test(tc, quantized_tp_ep_eplb_shards_sum);
     tcase_add_test(tc, gptq_layout_equals_compressed_tensors);
+    tcase_add_test(tc, modelopt_nvfp4_equals_compressed_tensors);
     suite_add_tcase(s, tc);
     return s;
 }
 
 int main(void)
 {
-    return fmoe_test_main(suite(), 9);
+    return fmoe_test_main(suite(), 10);
 }
