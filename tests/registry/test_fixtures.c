@@ -196,11 +196,14 @@ static void float_model(const fmoe_layer_config *c, const float_layer *l, const 
             y[t * h + q] = 0;
         for (int64_t s = 0; s < k; s++) {
             int64_t ex = ti[t * k + s];
+            /* Llama-4 scales the token before the expert, not its output. */
+            double w_in = c->apply_router_weight_on_input ? tw[t * k + s] : 1.0;
+            double w_out = c->apply_router_weight_on_input ? 1.0 : tw[t * k + s];
             for (int64_t r = 0; r < i; r++) {
                 double g = l->b1 ? l->b1[ex * i + r] : 0, u = l->b3 ? l->b3[ex * i + r] : 0;
                 for (int64_t q = 0; q < h; q++) {
-                    g += l->w1[(ex * i + r) * h + q] * x[t * h + q];
-                    u += l->w3[(ex * i + r) * h + q] * x[t * h + q];
+                    g += l->w1[(ex * i + r) * h + q] * w_in * x[t * h + q];
+                    u += l->w3[(ex * i + r) * h + q] * w_in * x[t * h + q];
                 }
                 a[r] = act(c, g, u);
             }
@@ -208,7 +211,7 @@ static void float_model(const fmoe_layer_config *c, const float_layer *l, const 
                 double acc = l->b2 ? l->b2[ex * h + q] : 0;
                 for (int64_t r = 0; r < i; r++)
                     acc += l->w2[(ex * h + q) * i + r] * a[r];
-                y[t * h + q] += tw[t * k + s] * acc;
+                y[t * h + q] += w_out * acc;
             }
         }
     }
@@ -645,6 +648,89 @@ static void write_modelopt_fixture(const char *dir)
     json_decref(cfg);
 }
 
+/* The float values came from bf16: their top 16 bits are the bf16. */
+static uint16_t BF(double v)
+{
+    float f = (float)v;
+    uint32_t b;
+    memcpy(&b, &f, 4);
+    return (uint16_t)(b >> 16);
+}
+
+/* The bf16 fixture's layer-0 weights as a Llama-4 text checkpoint: fused
+ * feed_forward.experts.gate_up_proj [E, H, 2I] with gate and up
+ * concatenated, down_proj [E, I, H], router feed_forward.router.weight,
+ * top-1 sigmoid routing applied on the input. */
+static void write_llama4_fixture(const char *dir, const float_layer *l)
+{
+    int64_t e = l->e, h = l->h, i = l->i;
+    uint16_t *gu = malloc((size_t)(e * h * 2 * i) * 2), *dn = malloc((size_t)(e * i * h) * 2);
+    uint16_t *rt = malloc((size_t)(e * h) * 2);
+    for (int64_t x = 0; x < e; x++)
+        for (int64_t k = 0; k < h; k++)
+            for (int64_t r = 0; r < i; r++) {
+                gu[(x * h + k) * 2 * i + r] = BF(l->w1[(x * i + r) * h + k]);
+                gu[(x * h + k) * 2 * i + i + r] = BF(l->w3[(x * i + r) * h + k]);
+            }
+    for (int64_t x = 0; x < e; x++)
+        for (int64_t r = 0; r < h; r++)
+            for (int64_t k = 0; k < i; k++)
+                dn[(x * i + k) * h + r] = BF(l->w2[(x * h + r) * i + k]);
+    for (int64_t q = 0; q < e * h; q++)
+        rt[q] = BF(l->router[q]);
+    st_out out[6];
+    memset(out, 0, sizeof out);
+    size_t n = 0;
+    for (int layer = 0; layer < 2; layer++) { /* both layers the same weights */
+        st_out *o = &out[n++];
+        snprintf(o->name, sizeof o->name, "model.layers.%d.feed_forward.experts.gate_up_proj", layer);
+        o->dtype = "BF16", o->ndim = 3, o->data = gu, o->bytes = (size_t)(e * h * 2 * i) * 2;
+        o = &out[n++];
+        snprintf(o->name, sizeof o->name, "model.layers.%d.feed_forward.experts.down_proj", layer);
+        o->dtype = "BF16", o->ndim = 3, o->data = dn, o->bytes = (size_t)(e * i * h) * 2;
+        o = &out[n++];
+        snprintf(o->name, sizeof o->name, "model.layers.%d.feed_forward.router.weight", layer);
+        o->dtype = "BF16", o->ndim = 2, o->shape[0] = e, o->shape[1] = h, o->data = rt, o->bytes = (size_t)(e * h) * 2;
+    }
+    char path[600];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    /* write_st writes up to 2 dims from st_out; the 3-D ones need a third. */
+    json_t *hdr = json_object();
+    size_t off = 0;
+    for (size_t q = 0; q < n; q++) {
+        int gate_up = strstr(out[q].name, "gate_up") != NULL, router = strstr(out[q].name, "router") != NULL;
+        json_t *shape = router ? json_pack("[I,I]", (json_int_t)e, (json_int_t)h)
+                        : gate_up ? json_pack("[I,I,I]", (json_int_t)e, (json_int_t)h, (json_int_t)(2 * i))
+                                  : json_pack("[I,I,I]", (json_int_t)e, (json_int_t)i, (json_int_t)h);
+        json_object_set_new(hdr, out[q].name,
+                            json_pack("{s:s, s:o, s:[I,I]}", "dtype", "BF16", "shape", shape, "data_offsets",
+                                      (json_int_t)off, (json_int_t)(off + out[q].bytes)));
+        off += out[q].bytes;
+    }
+    char *text = json_dumps(hdr, JSON_COMPACT);
+    size_t len = strlen(text), padded = (len + 7) / 8 * 8;
+    FILE *f = fopen(path, "wb");
+    uint64_t le = padded;
+    fwrite(&le, 8, 1, f);
+    fwrite(text, 1, len, f);
+    for (size_t p = len; p < padded; p++)
+        fputc(' ', f);
+    for (size_t q = 0; q < n; q++)
+        fwrite(out[q].data, 1, out[q].bytes, f);
+    fclose(f);
+    free(text);
+    json_decref(hdr);
+    free(gu), free(dn), free(rt);
+    json_t *cfg = json_pack("{s:[s], s:s, s:I, s:i, s:I, s:I, s:i, s:i, s:s, s:s}", "architectures",
+                            "Llama4ForCausalLM", "model_type", "llama4_text", "num_local_experts", (json_int_t)e,
+                            "num_experts_per_tok", 1, "hidden_size", (json_int_t)h, "intermediate_size",
+                            (json_int_t)i, "num_hidden_layers", 2, "interleave_moe_layer_step", 1, "hidden_act",
+                            "silu", "torch_dtype", "bfloat16");
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    ck_assert_int_eq(json_dump_file(cfg, path, JSON_INDENT(2)), 0);
+    json_decref(cfg);
+}
+
 /* Layer 0 of the checkpoint in `dir` (any directory) into `y`. */
 static void run_dir_layer(const char *dir, const char *want_method, const float_ref *r, double *y)
 {
@@ -681,6 +767,37 @@ START_TEST(modelopt_nvfp4_equals_compressed_tensors)
     double err = rel_err(mo, ct, n);
     ck_assert_msg(err <= 1e-5, "ModelOpt layout differs from compressed-tensors by %.3e", err);
     free(ct), free(mo);
+    float_ref_free(&r);
+}
+END_TEST
+
+/* Llama-4's fused layout (gate | up concatenated, transposed) with its
+ * routing (sigmoid top-1, weight on the input) against the float model. */
+START_TEST(llama4_fused_matches_float64)
+{
+    char dir[512];
+    fx_tempdir(dir, sizeof dir);
+    float_ref r;
+    float_ref_make(&r, "bf16", 0);
+    write_llama4_fixture(dir, &r.l);
+    char config[600];
+    snprintf(config, sizeof config, "%s/config.json", dir);
+    fmoe_model *model = NULL;
+    ck_assert_msg(fmoe_model_config_load(config, &model) == FMOE_STATUS_OK, "%s", fmoe_last_error());
+    fmoe_layer_config cfg;
+    fmoe_layer_config_init(&cfg);
+    ck_assert_int_eq(fmoe_model_layer_config(model, 0, &cfg), FMOE_STATUS_OK);
+    ck_assert(cfg.apply_router_weight_on_input && cfg.top_k == 1);
+    cfg.act_dtype = FMOE_DTYPE_F32;
+    fmoe_model_destroy(model);
+    /* The float model under Llama-4's routing. */
+    r.cfg = cfg;
+    float_model(&r.cfg, &r.l, r.x, MAX_M, r.logits, r.y);
+    double *y = malloc((size_t)(MAX_M * r.l.h) * sizeof(double));
+    run_dir_layer(dir, "none", &r, y);
+    double err = rel_err(y, r.y, MAX_M * r.l.h);
+    ck_assert_msg(err <= FLOAT_TOL, "Llama-4 fused layout: relative error %.3e", err);
+    free(y);
     float_ref_free(&r);
 }
 END_TEST
@@ -732,11 +849,12 @@ static Suite *suite(void)
     tcase_add_test(tc, quantized_tp_ep_eplb_shards_sum);
     tcase_add_test(tc, gptq_layout_equals_compressed_tensors);
     tcase_add_test(tc, modelopt_nvfp4_equals_compressed_tensors);
+    tcase_add_test(tc, llama4_fused_matches_float64);
     suite_add_tcase(s, tc);
     return s;
 }
 
 int main(void)
 {
-    return fmoe_test_main(suite(), 10);
+    return fmoe_test_main(suite(), 11);
 }
