@@ -492,6 +492,22 @@ typedef struct fmoe_forward_args {
  * must be given. M = 0 is a successful no-op. */
 FMOE_API fmoe_status fmoe_layer_forward(fmoe_layer *layer, const fmoe_forward_args *args);
 
+/* Tensors on the layer's device. For a host (CPU) layer these are host
+ * allocations; for a device layer the plugin's allocator is used (ABI 1.1
+ * fmoe_device_memory), so callers need not link the device runtime.
+ * UNSUPPORTED when the layer's plugin lends no allocator for its device.
+ * The tensor is contiguous; free it with fmoe_layer_tensor_free on the same
+ * layer (a zeroed or already-freed tensor is a no-op). */
+FMOE_API fmoe_status fmoe_layer_tensor_alloc(fmoe_layer *layer, fmoe_dtype dtype, uint32_t ndim,
+                                             const int64_t *shape, fmoe_tensor *out);
+FMOE_API void fmoe_layer_tensor_free(fmoe_layer *layer, fmoe_tensor *t);
+/* Copy between host and the layer's device (either direction, or host to
+ * host): same dtype, same shape, both contiguous. Complete on return. */
+FMOE_API fmoe_status fmoe_layer_tensor_copy(fmoe_layer *layer, fmoe_tensor *dst, const fmoe_tensor *src);
+/* Wait for work queued on `stream` (NULL: the whole device) of the layer's
+ * device; a no-op for host layers. */
+FMOE_API fmoe_status fmoe_layer_synchronize(fmoe_layer *layer, void *stream);
+
 /* ------------------------------------------------------------------------ */
 /* Loading a layer from a checkpoint                                         */
 /* ------------------------------------------------------------------------ */

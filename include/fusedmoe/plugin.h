@@ -62,7 +62,7 @@ extern "C" {
 /* Major must match exactly. Minor: host and plugin agree on min(host, plugin);
  * each side then only uses what that minor provides. */
 #define FMOE_ABI_MAJOR 1
-#define FMOE_ABI_MINOR 0
+#define FMOE_ABI_MINOR 1
 /* Oldest plugin minor this host still accepts. */
 #define FMOE_ABI_MINOR_MIN 0
 
@@ -204,6 +204,58 @@ typedef struct fmoe_query_args {
     char reason[256];
 } fmoe_query_args;
 
+/* ------------------------------------------------------------------------ */
+/* Device memory (\since 1.1)                                               */
+/* ------------------------------------------------------------------------ */
+
+/* A plugin whose devices do not use host memory lends its allocator and
+ * copies to the host, so applications and tools that do not link the
+ * device runtime (`fusedmoe run`, `conform`, `bench`) can hand its layers
+ * device tensors (fmoe_layer_tensor_alloc and friends, fusedmoe.h). */
+
+#define FMOE_COPY_TO_DEVICE   1 /* src host, dst device */
+#define FMOE_COPY_FROM_DEVICE 2 /* src device, dst host */
+
+typedef struct fmoe_memory_args {
+    size_t struct_size;
+    fmoe_error *err;
+    void *state;          /* from init */
+    int32_t device_kind;  /* FMOE_DEVICE_*: one the plugin reported */
+    int32_t device_index;
+    size_t bytes;         /* alloc: > 0 */
+    void *ptr;            /* alloc: out (aligned to 256 bytes); free: in */
+} fmoe_memory_args;
+
+typedef struct fmoe_copy_args {
+    size_t struct_size;
+    fmoe_error *err;
+    void *state;
+    int32_t device_kind;
+    int32_t device_index;
+    int32_t direction;    /* FMOE_COPY_* */
+    void *dst;
+    const void *src;
+    size_t bytes;
+    void *stream;         /* NULL: complete when copy returns */
+} fmoe_copy_args;
+
+typedef struct fmoe_sync_args {
+    size_t struct_size;
+    fmoe_error *err;
+    void *state;
+    int32_t device_kind;
+    int32_t device_index;
+    void *stream;         /* NULL: the whole device */
+} fmoe_sync_args;
+
+typedef struct fmoe_device_memory {
+    size_t struct_size;
+    fmoe_status (*alloc)(fmoe_memory_args *args);    /* [mandatory in the table] */
+    void (*free)(fmoe_memory_args *args);             /* [mandatory] NULL ptr: no-op */
+    fmoe_status (*copy)(fmoe_copy_args *args);        /* [mandatory] */
+    fmoe_status (*synchronize)(fmoe_sync_args *args); /* [mandatory] */
+} fmoe_device_memory;
+
 typedef struct fmoe_plugin {
     size_t struct_size;
     uint32_t abi_major;             /* FMOE_ABI_MAJOR the plugin was built with */
@@ -217,6 +269,9 @@ typedef struct fmoe_plugin {
     /* [mandatory] OK + method + score, or UNSUPPORTED + reason. No side effects. */
     fmoe_status (*query)(fmoe_query_args *args);
     void (*shutdown)(void *state);                   /* optional; when the context that ran init goes */
+    /* \since 1.1. Memory on the plugin's non-host devices; NULL when all
+     * its devices compute on host memory. */
+    const fmoe_device_memory *memory;
 } fmoe_plugin;
 
 /* ------------------------------------------------------------------------ */

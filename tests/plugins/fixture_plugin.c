@@ -48,10 +48,78 @@ static void fx_shutdown(void *state)
         st->host->free(st->host->ctx, st);
 }
 
+#ifdef FIXTURE_DEVICE
+/* A pretend accelerator: "device memory" is host memory behind a header
+ * with a magic word, so a copy or free of a pointer the allocator did not
+ * hand out fails loudly instead of silently working. */
+#define FX_MAGIC 0x4445564943454d45ull /* "DEVICEME" */
+#define FX_HEADER 256
+
+static fmoe_status fx_alloc(fmoe_memory_args *a)
+{
+    const fmoe_host *h = ((const ref_state *)a->state)->host;
+    if (a->device_kind != FMOE_DEVICE_CUDA || a->device_index != 0)
+        return h->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT, "fixture device is cuda:0 only");
+    unsigned char *p = h->alloc(h->ctx, a->bytes + FX_HEADER, FX_HEADER);
+    if (!p)
+        return h->error_set(a->err, FMOE_STATUS_OUT_OF_MEMORY, "fixture device out of memory");
+    uint64_t magic = FX_MAGIC;
+    memcpy(p, &magic, sizeof magic);
+    memcpy(p + 8, &a->bytes, sizeof a->bytes);
+    a->ptr = p + FX_HEADER;
+    return FMOE_STATUS_OK;
+}
+
+static int fx_is_device(const void *ptr, size_t bytes)
+{
+    uint64_t magic;
+    size_t size;
+    const unsigned char *p = (const unsigned char *)ptr - FX_HEADER;
+    memcpy(&magic, p, sizeof magic);
+    memcpy(&size, p + 8, sizeof size);
+    return magic == FX_MAGIC && bytes <= size;
+}
+
+static void fx_free(fmoe_memory_args *a)
+{
+    const fmoe_host *h = ((const ref_state *)a->state)->host;
+    if (a->ptr && fx_is_device(a->ptr, 0))
+        h->free(h->ctx, (unsigned char *)a->ptr - FX_HEADER);
+}
+
+static fmoe_status fx_copy(fmoe_copy_args *a)
+{
+    const fmoe_host *h = ((const ref_state *)a->state)->host;
+    const void *dev = a->direction == FMOE_COPY_TO_DEVICE ? a->dst : a->src;
+    if (!fx_is_device(dev, a->bytes))
+        return h->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT, "not fixture device memory of %zu bytes", a->bytes);
+    memcpy(a->dst, a->src, a->bytes);
+    return FMOE_STATUS_OK;
+}
+
+static fmoe_status fx_sync(fmoe_sync_args *a)
+{
+    (void)a;
+    return FMOE_STATUS_OK;
+}
+
+static const fmoe_device_memory fx_memory = {
+    .struct_size = sizeof(fmoe_device_memory),
+    .alloc = fx_alloc,
+    .free = fx_free,
+    .copy = fx_copy,
+    .synchronize = fx_sync,
+};
+#endif
+
 static fmoe_status fx_probe(fmoe_probe_args *a)
 {
     fmoe_device_report *r = a->reports[0];
+#ifdef FIXTURE_DEVICE
+    r->kind = FMOE_DEVICE_CUDA;
+#else
     r->kind = FMOE_DEVICE_CPU;
+#endif
     r->index = 0;
 #ifdef FIXTURE_NO_DEVICE
     r->available = 0;
@@ -111,6 +179,9 @@ static const struct {
         .probe = fx_probe,
         .query = fx_query,
         .shutdown = fx_shutdown,
+#ifdef FIXTURE_DEVICE
+        .memory = &fx_memory,
+#endif
     },
 };
 

@@ -414,6 +414,115 @@ START_TEST(zero_tokens_is_a_no_op)
 }
 END_TEST
 
+/* A layer on a (pretend) accelerator gets its tensors from the plugin's
+ * allocator and copies (ABI 1.1), and computes what the host layer does. */
+static fmoe_layer *device_layer(fmoe_context **ctx, const char *so, const char *name, ckpt *c)
+{
+    const char *files[] = {REFERENCE_MANIFEST, so};
+    *ctx = fx_context(files, 2, NULL, 0, NULL);
+    fmoe_layer_config cfg = base_cfg();
+    fmoe_scheme s;
+    fmoe_scheme_init_unquantized(&s, FMOE_DTYPE_F32);
+    fmoe_layer_options o;
+    fmoe_layer_options_init(&o);
+    o.backend = name;
+    fmoe_layer *layer = NULL;
+    ck_assert_msg(fmoe_layer_create(*ctx, &cfg, &s, &o, &layer) == FMOE_STATUS_OK, "%s", fmoe_last_error());
+    load_all(layer, c);
+    return layer;
+}
+
+START_TEST(device_layer_through_plugin_memory)
+{
+    ckpt c;
+    make_ckpt(&c, 41);
+    fmoe_context *ctx;
+    fmoe_layer *layer = device_layer(&ctx, FIXTURE_SO_FIXTURE_DEVICE, "fixture_device", &c);
+    const int64_t mh[2] = {M, H}, mk[2] = {M, K};
+    fmoe_tensor dx, dy, dw, did, hx, hy, hw, hid;
+    ck_assert_int_eq(fmoe_layer_tensor_alloc(layer, FMOE_DTYPE_F32, 2, mh, &dx), FMOE_STATUS_OK);
+    ck_assert_int_eq(dx.device_kind, FMOE_DEVICE_CUDA);
+    ck_assert_int_eq(fmoe_layer_tensor_alloc(layer, FMOE_DTYPE_F32, 2, mh, &dy), FMOE_STATUS_OK);
+    ck_assert_int_eq(fmoe_layer_tensor_alloc(layer, FMOE_DTYPE_F32, 2, mk, &dw), FMOE_STATUS_OK);
+    ck_assert_int_eq(fmoe_layer_tensor_alloc(layer, FMOE_DTYPE_INT32, 2, mk, &did), FMOE_STATUS_OK);
+    float out[M][H];
+    fmoe_tensor_init(&hx, FMOE_DTYPE_F32, 2, mh, c.x);
+    fmoe_tensor_init(&hy, FMOE_DTYPE_F32, 2, mh, out);
+    fmoe_tensor_init(&hw, FMOE_DTYPE_F32, 2, mk, c.topk_w);
+    fmoe_tensor_init(&hid, FMOE_DTYPE_INT32, 2, mk, c.topk_ids);
+    /* Host tensors are refused by a device layer. */
+    fmoe_forward_args f = {.struct_size = sizeof f, .x = &hx, .topk_weights = &hw, .topk_ids = &hid, .out = &hy};
+    ck_assert_int_eq(fmoe_layer_forward(layer, &f), FMOE_STATUS_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(fmoe_last_error(), "cuda") != NULL, "%s", fmoe_last_error());
+    ck_assert_int_eq(fmoe_layer_tensor_copy(layer, &dx, &hx), FMOE_STATUS_OK);
+    ck_assert_int_eq(fmoe_layer_tensor_copy(layer, &dw, &hw), FMOE_STATUS_OK);
+    ck_assert_int_eq(fmoe_layer_tensor_copy(layer, &did, &hid), FMOE_STATUS_OK);
+    f = (fmoe_forward_args){.struct_size = sizeof f, .x = &dx, .topk_weights = &dw, .topk_ids = &did, .out = &dy};
+    ck_assert_msg(fmoe_layer_forward(layer, &f) == FMOE_STATUS_OK, "%s", fmoe_last_error());
+    ck_assert_int_eq(fmoe_layer_synchronize(layer, NULL), FMOE_STATUS_OK);
+    ck_assert_int_eq(fmoe_layer_tensor_copy(layer, &hy, &dy), FMOE_STATUS_OK);
+    double want[M][H];
+    model(&c, want);
+    for (int t = 0; t < M; t++)
+        for (int h = 0; h < H; h++)
+            ck_assert_msg(fabs(out[t][h] - want[t][h]) <= 1e-5 + 1e-5 * fabs(want[t][h]), "y[%d][%d] %g vs %g", t, h,
+                          out[t][h], want[t][h]);
+    /* Copies go through the plugin: a host pointer dressed as device memory
+     * is caught by it, with its message. */
+    float fake[M][H];
+    fmoe_tensor bad = dy;
+    bad.data = fake;
+    ck_assert_int_eq(fmoe_layer_tensor_copy(layer, &bad, &hx), FMOE_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(fmoe_last_error(), "fixture_device memory copy failed (invalid-argument): not fixture device "
+                                        "memory of 160 bytes");
+    /* Shapes must agree. */
+    fmoe_tensor small;
+    const int64_t one[2] = {1, H};
+    fmoe_tensor_init(&small, FMOE_DTYPE_F32, 2, one, out);
+    ck_assert_int_eq(fmoe_layer_tensor_copy(layer, &small, &dy), FMOE_STATUS_INVALID_ARGUMENT);
+    fmoe_layer_tensor_free(layer, &dx);
+    ck_assert_ptr_null(dx.data);
+    fmoe_layer_tensor_free(layer, &dx); /* twice: a no-op */
+    fmoe_layer_tensor_free(layer, &dy);
+    fmoe_layer_tensor_free(layer, &dw);
+    fmoe_layer_tensor_free(layer, &did);
+    fmoe_layer_destroy(layer);
+    fmoe_context_destroy(ctx);
+}
+END_TEST
+
+/* A plugin built for ABI 1.0 has no memory table, whatever its struct holds. */
+START_TEST(device_memory_needs_abi_1_1)
+{
+    ckpt c;
+    make_ckpt(&c, 42);
+    fmoe_context *ctx;
+    fmoe_layer *layer = device_layer(&ctx, FIXTURE_SO_FIXTURE_DEVICE_V10, "fixture_device_v10", &c);
+    const int64_t mh[2] = {M, H};
+    fmoe_tensor t;
+    ck_assert_int_eq(fmoe_layer_tensor_alloc(layer, FMOE_DTYPE_F32, 2, mh, &t), FMOE_STATUS_UNSUPPORTED);
+    ck_assert_str_eq(fmoe_last_error(), "plugin fixture_device_v10 lends no device memory for cuda:0 (plugin ABI 1.1 "
+                                        "fmoe_device_memory); allocate with the device runtime instead");
+    ck_assert_int_eq(fmoe_layer_synchronize(layer, NULL), FMOE_STATUS_UNSUPPORTED);
+    fmoe_layer_destroy(layer);
+    fmoe_context_destroy(ctx);
+    /* A host layer: host memory, host copies, nothing to wait for. */
+    ctx = ref_ctx(NULL);
+    fmoe_layer_config cfg = base_cfg();
+    layer = make_layer(ctx, &cfg);
+    fmoe_tensor a, b;
+    ck_assert_int_eq(fmoe_layer_tensor_alloc(layer, FMOE_DTYPE_F32, 2, mh, &a), FMOE_STATUS_OK);
+    ck_assert_int_eq(a.device_kind, FMOE_DEVICE_CPU);
+    fmoe_tensor_init(&b, FMOE_DTYPE_F32, 2, mh, c.x);
+    ck_assert_int_eq(fmoe_layer_tensor_copy(layer, &a, &b), FMOE_STATUS_OK);
+    ck_assert_float_eq(((float *)a.data)[H + 1], c.x[1][1]);
+    ck_assert_int_eq(fmoe_layer_synchronize(layer, NULL), FMOE_STATUS_OK);
+    fmoe_layer_tensor_free(layer, &a);
+    fmoe_layer_destroy(layer);
+    fmoe_context_destroy(ctx);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("layer");
@@ -428,6 +537,8 @@ static Suite *suite(void)
     tcase_add_test(tc, eplb_replicas_give_identical_output);
     tcase_add_test(tc, monolithic_equals_host_routing);
     tcase_add_test(tc, zero_tokens_is_a_no_op);
+    tcase_add_test(tc, device_layer_through_plugin_memory);
+    tcase_add_test(tc, device_memory_needs_abi_1_1);
     suite_add_tcase(s, tc);
     return s;
 }

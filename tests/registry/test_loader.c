@@ -4,6 +4,11 @@
  */
 #include "tests/registry/registry_fixtures.h"
 
+/* The host's minor version as text, for messages that quote it. */
+#define FMOE_TEST_STR2(x) #x
+#define FMOE_TEST_STR(x) FMOE_TEST_STR2(x)
+#define FMOE_TEST_MINOR FMOE_TEST_STR(FMOE_ABI_MINOR)
+
 /* Load `so` as an explicit file next to a good plugin; return its record. */
 static fmoe_plugin_info load_one(const char *so, const char *name, fmoe_context **ctx_out)
 {
@@ -32,7 +37,7 @@ START_TEST(other_major_refused_by_its_entry)
     fmoe_context *ctx;
     fmoe_plugin_info p = load_one(FIXTURE_SO_FIXTURE_MAJOR2, "libfixture_major2.so", &ctx);
     ck_assert_int_eq(p.state, FMOE_PLUGIN_STATE_FAILED);
-    ck_assert_str_eq(p.reason, "entry refused (abi-mismatch): fixture speaks ABI 2.x, the host 1.0");
+    ck_assert_str_eq(p.reason, "entry refused (abi-mismatch): fixture speaks ABI 2.x, the host 1." FMOE_TEST_MINOR);
     fmoe_context_destroy(ctx);
 }
 END_TEST
@@ -42,7 +47,7 @@ START_TEST(other_major_in_table_refused_by_host)
     fmoe_context *ctx;
     fmoe_plugin_info p = load_one(FIXTURE_SO_FIXTURE_MAJOR2_LIES, "libfixture_major2_lies.so", &ctx);
     ck_assert_int_eq(p.state, FMOE_PLUGIN_STATE_FAILED);
-    ck_assert_str_eq(p.reason, "plugin ABI 2.0, host ABI 1.0: the major version must match");
+    ck_assert_str_eq(p.reason, "plugin ABI 2." FMOE_TEST_MINOR ", host ABI 1." FMOE_TEST_MINOR ": the major version must match");
     fmoe_context_destroy(ctx);
 }
 END_TEST
@@ -59,7 +64,7 @@ START_TEST(other_major_in_manifest_skipped_without_loading)
     fmoe_context *ctx = fx_context(files, 1, NULL, 0, NULL);
     fmoe_plugin_info p = fx_plugin(ctx, "future");
     ck_assert_int_eq(p.state, FMOE_PLUGIN_STATE_SKIPPED);
-    ck_assert_str_eq(p.reason, "manifest declares ABI 2.0, host ABI 1.0: the major version must match");
+    ck_assert_str_eq(p.reason, "manifest declares ABI 2.0, host ABI 1." FMOE_TEST_MINOR ": the major version must match");
     fmoe_context_destroy(ctx);
 }
 END_TEST
