@@ -22,6 +22,7 @@
 #include "cli/json_out.h"
 #include "cli/rng.h"
 #include "cli/run_compare.h"
+#include "cli/run_device.h"
 #include "cli/run_timing.h"
 #include "cli/selection_out.h"
 #include "cli/st_write.h"
@@ -396,23 +397,27 @@ static int forward_pair(model_run *r, uint32_t index, const fmoe_layer_config *c
         fmoe_tensor_init(&tr, cfg->act_dtype, 2, xs, y_ref);
         fmoe_tensor_init(&ttw, FMOE_DTYPE_F32, 2, ks, tw);
         fmoe_tensor_init(&tti, FMOE_DTYPE_INT32, 2, ks, ti);
-        fmoe_forward_args a = {.struct_size = sizeof a, .x = &tx, .router_logits = &tl, .out = &tr};
+        /* The reference first, on the host; its routing is what a modular
+         * device method is handed (run_device.c). */
+        fmoe_forward_args a = {.struct_size = sizeof a, .x = &tx, .router_logits = &tl, .out = &tr,
+                               .topk_weights_out = &ttw, .topk_ids_out = &tti};
         fmoe_status st = fmoe_layer_forward(ref, &a);
-        if (st == FMOE_STATUS_OK) {
-            a.out = &ts;
-            a.topk_weights_out = &ttw;
-            a.topk_ids_out = &tti;
-            st = fmoe_layer_forward(sel, &a);
+        float *rw = malloc((size_t)(m * k) * sizeof(float));
+        int32_t *ri = malloc((size_t)(m * k) * sizeof(int32_t));
+        if (st == FMOE_STATUS_OK && (!rw || !ri)) {
+            cli_error("out of memory for layer %u", index);
+            rc = CLI_EXIT_INTERNAL;
         }
-        if (st == FMOE_STATUS_OK) {
-            a.topk_weights_out = NULL;
-            a.topk_ids_out = NULL;
-            st = run_time_forward(sel, &a, &row->timing);
-            /* The timed forwards wrote y again; identical inputs, identical y
-             * (a backend whose output depends on the run would be caught by
-             * conformance), but compare the first one regardless. */
+        if (st == FMOE_STATUS_OK && rc == CLI_EXIT_OK) {
+            memcpy(rw, tw, (size_t)(m * k) * sizeof(float));
+            memcpy(ri, ti, (size_t)(m * k) * sizeof(int32_t));
+            /* The selected layer where it lives; its first forward is the
+             * one compared, then it is timed. */
+            st = run_device_forward(sel, cfg, &tx, &tl, rw, ri, &ts, &ttw, &tti, &row->timing);
         }
-        if (st != FMOE_STATUS_OK) {
+        free(rw);
+        free(ri);
+        if (st != FMOE_STATUS_OK && rc == CLI_EXIT_OK) {
             cli_error("layer %u: forward: %s", index, fmoe_last_error());
             rc = cli_exit_for_status(st);
         }

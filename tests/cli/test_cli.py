@@ -2,7 +2,7 @@
 """tests/cli/test_cli.py - drives the built `fusedmoe` binary and checks what it
 prints and how it exits. TAP on stdout.
 
-Usage: test_cli.py FUSEDMOE REFERENCE_MANIFEST SKEWED_MANIFEST
+Usage: test_cli.py FUSEDMOE REFERENCE_MANIFEST SKEWED_MANIFEST DEVICE_PLUGIN
 
 SKEWED_MANIFEST is tests/cli/skewed_plugin.c, a backend that is wrong on
 purpose (its `mode` option picks how), so `run` can be seen to fail.
@@ -36,6 +36,10 @@ MODELS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", 
 FUSEDMOE = os.path.abspath(sys.argv[1])
 MANIFEST = os.path.abspath(sys.argv[2])
 SKEWED = os.path.abspath(sys.argv[3])
+# A pretend accelerator (tests/plugins/fixture_plugin.c, FIXTURE_DEVICE): its
+# "device memory" only passes its own copies, so a run through it proves the
+# tool moved every tensor to the device and back.
+DEVICE = os.path.abspath(sys.argv[4])
 TMP = tempfile.mkdtemp(prefix="fusedmoe-cli-test-")
 atexit.register(shutil.rmtree, TMP, ignore_errors=True)
 
@@ -544,6 +548,20 @@ def run_model_bundled_inputs():
     expect_rc(r, EXIT_OK, "run --model with inputs.safetensors")
     check(r.json()["input"] == os.path.join(d, "inputs.safetensors"), "x from the directory's inputs", r)
     check(r.json()["tokens"] == 16, "every row of x", r)
+
+
+@test
+def run_model_on_a_device():
+    """A layer on a (pretend) accelerator gets its tensors through the
+    plugin's memory table (ABI 1.1) and must match the host reference."""
+    r = fmoe("--plugin", DEVICE, "run", "--model", model("bf16"), "--backend", "fixture_device", "--json")
+    expect_rc(r, EXIT_OK, "run --model on fixture_device")
+    j = r.json()
+    check(all(l["backend"].startswith("fixture_device/") and "cuda:0" in l["backend"] and l["result"] == "PASS"
+              for l in j["layers"]), "every layer on cuda:0 and PASS", r)
+    r = fmoe("--plugin", DEVICE, "run", "--model", model("bf16"), "--backend", "fixture_device", "--redundant", "3",
+             "--layer", "1")
+    expect_rc(r, EXIT_OK, "with EPLB replicas (routing mapped for the device)")
 
 
 @test
