@@ -196,13 +196,24 @@ static double expert_bytes(const fmoe_layer *layer)
     return experts ? total / experts : 0;
 }
 
-/* One routing set: random logits routed by the reference router. */
+/* One routing set: random logits routed by the reference router (host),
+ * and its copy on the timed layer's device. */
 typedef struct routing_set {
     fmoe_tensor w, ids;
     float *wbuf;
     int32_t *ibuf;
     double distinct;
+    fmoe_tensor dw, dids;
 } routing_set;
+
+/* A tensor like `t` on the layer's device, with its values. */
+static int to_device(fmoe_layer *layer, const fmoe_tensor *t, fmoe_tensor *out)
+{
+    fmoe_status st = fmoe_layer_tensor_alloc(layer, t->dtype, t->ndim, t->shape, out);
+    if (st == FMOE_STATUS_OK)
+        st = fmoe_layer_tensor_copy(layer, out, t);
+    return st == FMOE_STATUS_OK ? CLI_EXIT_OK : cli_fail(st, "device tensor");
+}
 
 static int make_routing(const fmoe_layer_config *cfg, uint32_t m, uint64_t seed, uint32_t index, routing_set *rs)
 {
@@ -234,7 +245,8 @@ static int make_routing(const fmoe_layer_config *cfg, uint32_t m, uint64_t seed,
 
 /* Median time of `iters` forwards rotating the routing sets (one warm-up
  * pass over every set first). Returns seconds, or < 0 after an error. */
-static double time_layer(fmoe_layer *layer, const fmoe_tensor *x, fmoe_tensor *out, routing_set *sets, uint32_t iters)
+static double time_layer(fmoe_layer *layer, const fmoe_tensor *x, fmoe_tensor *out, routing_set *sets, uint32_t iters,
+                         int device)
 {
     double *t = malloc(iters * sizeof *t);
     if (!t)
@@ -242,10 +254,12 @@ static double time_layer(fmoe_layer *layer, const fmoe_tensor *x, fmoe_tensor *o
     fmoe_forward_args a = {.struct_size = sizeof a, .x = x, .out = out};
     for (uint32_t i = 0; i < ROUTING_SETS + iters; i++) {
         routing_set *rs = &sets[i % ROUTING_SETS];
-        a.topk_weights = &rs->w;
-        a.topk_ids = &rs->ids;
+        a.topk_weights = device ? &rs->dw : &rs->w;
+        a.topk_ids = device ? &rs->dids : &rs->ids;
         double t0 = now_s();
         fmoe_status st = fmoe_layer_forward(layer, &a);
+        if (st == FMOE_STATUS_OK) /* a device layer queues: wait for it */
+            st = fmoe_layer_synchronize(layer, NULL);
         double dt = now_s() - t0;
         if (st != FMOE_STATUS_OK) {
             cli_fail(st, "forward");
@@ -358,15 +372,30 @@ static int bench_shape_run(fmoe_context *ctx, const bench_opts *o, const bench_s
         p->bytes = p->distinct * per_expert + 2.0 * 2.0 * m * (double)h;
         p->floor_us = p->bytes / bandwidth * 1e6;
         p->ref_us = -1;
+        /* The selected layer reads everything from its own device. */
+        fmoe_tensor dx = {0}, dy = {0};
+        if (rc == CLI_EXIT_OK)
+            rc = to_device(sel, &tx, &dx);
+        if (rc == CLI_EXIT_OK)
+            rc = to_device(sel, &ty, &dy);
+        for (uint32_t r = 0; r < ROUTING_SETS && rc == CLI_EXIT_OK; r++) {
+            rc = to_device(sel, &sets[r].w, &sets[r].dw);
+            if (rc == CLI_EXIT_OK)
+                rc = to_device(sel, &sets[r].ids, &sets[r].dids);
+        }
         if (rc == CLI_EXIT_OK) {
-            double s = time_layer(sel, &tx, &ty, sets, o->iters);
+            double s = time_layer(sel, &dx, &dy, sets, o->iters, 1);
             rc = s < 0 ? CLI_EXIT_INTERNAL : CLI_EXIT_OK;
             p->us = s * 1e6;
         }
+        fmoe_layer_tensor_free(sel, &dx);
+        fmoe_layer_tensor_free(sel, &dy);
+        for (uint32_t r = 0; r < ROUTING_SETS; r++)
+            fmoe_layer_tensor_free(sel, &sets[r].dw), fmoe_layer_tensor_free(sel, &sets[r].dids);
         /* The reference is a plain loop: time it once, and only where it
          * finishes in reasonable time. */
         if (rc == CLI_EXIT_OK && ref && p->flops <= o->reference_max_gflop * 1e9) {
-            double s = time_layer(ref, &tx, &ty, sets, 1);
+            double s = time_layer(ref, &tx, &ty, sets, 1, 0);
             rc = s < 0 ? CLI_EXIT_INTERNAL : CLI_EXIT_OK;
             p->ref_us = s * 1e6;
         }

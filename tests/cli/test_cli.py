@@ -714,6 +714,10 @@ def bench_small_grid():
     check(all(p["us"] > 0 and p["floor_us"] > 0 and p["reference_us"] is not None for p in pts), "timed", r)
     r = fmoe("bench", "--shape", "nonsense")
     expect_rc(r, EXIT_USAGE, "a bad shape")
+    # A device layer: inputs and routing sets live on its device.
+    r = fmoe("--plugin", DEVICE, "bench", "--backend", "fixture_device", "--shape", "8,2,64,32", "--tokens", "2",
+             "--iters", "2")
+    expect_rc(r, EXIT_OK, "bench on fixture_device")
 
 
 @test
