@@ -1,0 +1,70 @@
+/*
+ * plugins/cpu/cpu.h - the fast CPU backend (docs/CPU.md).
+ *
+ * What lives where:
+ *   plugin.c            entry, options, probe, query
+ *   isa.c               which SIMD path runs: CPUID + XGETBV (what the CPU
+ *                       *and* the OS enable), FMOE_CPU_ISA override
+ *   pool.c              the per-layer thread pool (fork/join over items)
+ *   layer.c             what every method shares: instance, expert map,
+ *                       pair grouping by expert, combine
+ *   method_unquantized.c  f32/bf16/f16 experts through oneDNN matmul
+ *   method_int.c        INT8 W8A8 and Arm-style W4A8 through qgemm
+ *   qgemm.h, qgemm_*.c  the int8 dot-product kernels, one file per ISA
+ *   qprep.c             weight repacking and activation quantization
+ *
+ * The math is the reference plugin's (docs/REFERENCE-METHODS.md): the same
+ * rounding points (h, act(h), y rounded to the activation dtype), routing
+ * weights applied in f32 after GEMM2 in slot order, and the same parameter
+ * names, dtypes and shapes, so the same checkpoints load.
+ */
+#ifndef FMOE_PLUGIN_CPU_H
+#define FMOE_PLUGIN_CPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fusedmoe/plugin.h"
+
+/* SIMD paths, lowest first; a higher value needs everything below. */
+#define CPU_ISA_PORTABLE    0
+#define CPU_ISA_AVX2        1
+#define CPU_ISA_AVX512_VNNI 2
+#define CPU_ISA_COUNT       3
+
+/* The best path this CPU and OS support (CPUID feature bits and, for the
+ * AVX state, XCR0 through XGETBV). CPU_ISA_PORTABLE off x86-64. */
+int cpu_isa_detect(void);
+
+/* "portable", "avx2", "avx512_vnni". */
+const char *cpu_isa_name(int isa);
+
+/* The path to use given the FMOE_CPU_ISA value `request` (NULL or "" for
+ * none) and the detected one. A request above `detected` is clamped to it,
+ * an unknown one ignored; either way `note` (cap bytes) says so, else it is
+ * set to "". */
+int cpu_isa_choose(const char *request, int detected, char *note, size_t cap);
+
+/* Per-context state from init. */
+typedef struct cpu_state {
+    const fmoe_host *host;
+    int isa_detected;  /* what the machine has */
+    int isa;           /* what the kernels use (after FMOE_CPU_ISA) */
+    uint32_t threads;  /* threads per layer (option `threads`, or the CPUs we may run on) */
+    char isa_note[160];
+} cpu_state;
+
+/* Log one line through the host. */
+void cpu_log(const fmoe_host *h, int32_t level, const char *fmt, ...) FMOE_PRINTF_LIKE(3, 4);
+
+/* The methods. */
+extern const fmoe_method cpu_method_unquantized;
+extern const fmoe_method cpu_method_int8;
+extern const fmoe_method cpu_method_w4a8;
+
+/* Does a method serve `s` on a layer `c`? 1, or 0 with reason written. */
+int cpu_unquantized_serves(const fmoe_scheme *s, const fmoe_layer_config *c, char *reason, size_t cap);
+int cpu_int8_serves(const fmoe_scheme *s, const fmoe_layer_config *c, char *reason, size_t cap);
+int cpu_w4a8_serves(const fmoe_scheme *s, const fmoe_layer_config *c, char *reason, size_t cap);
+
+#endif

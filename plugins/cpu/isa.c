@@ -1,0 +1,81 @@
+/*
+ * plugins/cpu/isa.c - which SIMD path the kernels take.
+ *
+ * A feature counts only when the CPU has it (CPUID) *and* the OS saves its
+ * register state (XCR0, read with XGETBV once CPUID says OSXSAVE): a
+ * hypervisor or kernel may hide AVX-512 state even on a CPU that has it,
+ * and executing such an instruction then faults.
+ *
+ *   avx2         CPUID.7.0:EBX.AVX2, XCR0 bits 1-2 (SSE, AVX)
+ *   avx512_vnni  CPUID.7.0:EBX.AVX512F/BW/VL, ECX.AVX512_VNNI,
+ *                XCR0 bits 1-2 and 5-7 (opmask, ZMM_Hi256, Hi16_ZMM)
+ *
+ * FMOE_CPU_ISA=portable|avx2|avx512_vnni forces a lower path (tests, or to
+ * compare); a request above what the machine has is clamped, with a note
+ * the plugin logs.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "plugins/cpu/cpu.h"
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+
+static uint64_t xgetbv0(void)
+{
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return ((uint64_t)hi << 32) | lo;
+}
+
+int cpu_isa_detect(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) /* OSXSAVE */
+        return CPU_ISA_PORTABLE;
+    uint64_t xcr0 = xgetbv0();
+    if ((xcr0 & 0x6) != 0x6 || __get_cpuid_max(0, NULL) < 7)
+        return CPU_ISA_PORTABLE;
+    __cpuid_count(7, 0, a, b, c, d);
+    if (!(b & (1u << 5))) /* AVX2 */
+        return CPU_ISA_PORTABLE;
+    int avx512 = (b & (1u << 16)) && (b & (1u << 30)) && (b & (1u << 31)) && (c & (1u << 11));
+    if (avx512 && (xcr0 & 0xE0) == 0xE0)
+        return CPU_ISA_AVX512_VNNI;
+    return CPU_ISA_AVX2;
+}
+#else
+int cpu_isa_detect(void)
+{
+    return CPU_ISA_PORTABLE;
+}
+#endif
+
+static const char *const isa_names[CPU_ISA_COUNT] = {"portable", "avx2", "avx512_vnni"};
+
+const char *cpu_isa_name(int isa)
+{
+    return isa >= 0 && isa < CPU_ISA_COUNT ? isa_names[isa] : "?";
+}
+
+int cpu_isa_choose(const char *request, int detected, char *note, size_t cap)
+{
+    note[0] = '\0';
+    if (!request || !request[0])
+        return detected;
+    for (int i = 0; i < CPU_ISA_COUNT; i++) {
+        if (strcmp(request, isa_names[i]) != 0)
+            continue;
+        if (i > detected) {
+            snprintf(note, cap, "FMOE_CPU_ISA=%s: this machine (with its OS) only enables %s; using %s", request,
+                     isa_names[detected], isa_names[detected]);
+            return detected;
+        }
+        snprintf(note, cap, "FMOE_CPU_ISA=%s: using %s (machine: %s)", request, isa_names[i], isa_names[detected]);
+        return i;
+    }
+    snprintf(note, cap, "FMOE_CPU_ISA=%s: unknown (expected portable, avx2 or avx512_vnni); using %s", request,
+             isa_names[detected]);
+    return detected;
+}

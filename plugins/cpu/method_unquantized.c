@@ -1,0 +1,408 @@
+/*
+ * plugins/cpu/method_unquantized.c - f32 / bf16 / f16 experts through
+ * oneDNN matmul.
+ *
+ * Compute type: bf16 when both the weights and the activations are bf16
+ * (oneDNN multiplies bf16 and accumulates in f32, exactly the reference's
+ * products); f32 otherwise (bf16 or f16 weights are widened to f32 at
+ * finalize, which is exact).
+ *
+ * finalize creates two matmul primitives, src [M, K] with M a run-time
+ * dimension (one primitive serves every expert and every batch), weights
+ * [K, N] in the layout oneDNN prefers for them (format "any"), dst f32
+ * [M, N]; each expert's weights are reordered into that layout once; the
+ * scratchpad is user-managed and allocated here. apply:
+ *
+ *   group pairs by expert (layer.c)
+ *   gather   xg[p] = x[t(p)] (x w[t,0] on input) in the compute type   (pool)
+ *   GEMM1    h = xg . W13[l]^T per expert                               (oneDNN)
+ *   act      a[p] = round(act(round(h + b13)))                          (pool)
+ *   GEMM2    y = a . W2[l]^T per expert                                 (oneDNN)
+ *   epilogue y = round(y + b2) (b2 on TP rank 0)                        (pool)
+ *   combine  (layer.c)
+ *
+ * oneDNN threads each matmul itself (its OpenMP runtime); the plugin's
+ * pool runs the element-wise steps. The only allocations in apply are
+ * oneDNN's two small memory handles per expert and GEMM (the handle holds
+ * the run-time M); no data buffer is allocated.
+ */
+#include <dnnl.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/activation.h"
+#include "core/half.h"
+#include "plugins/cpu/layer.h"
+
+typedef struct uq_layer {
+    cpu_layer L;
+    fmoe_dtype w_dtype;
+    dnnl_data_type_t cdt;   /* compute type: dnnl_bf16 or dnnl_f32 */
+    size_t celt;            /* its size in bytes */
+    dnnl_engine_t eng;
+    dnnl_stream_t stream;
+    dnnl_primitive_t mm13, mm2;
+    dnnl_memory_t *wmem;    /* [2][E]: each expert's reordered weights */
+    void *wbuf[2];
+    dnnl_memory_t scratch_mem;
+    void *scratch;
+    void *xg;               /* [chunk*k][H] compute type */
+    float *h;               /* [chunk*k][rI] */
+    void *act;              /* [chunk*k][I] compute type */
+    float *rows;            /* [threads][rI] */
+    /* The current call, for the pool tasks. */
+    const fmoe_tensor *x;
+    const float *topk_w;
+    int64_t t0;
+} uq_layer;
+
+int cpu_unquantized_serves(const fmoe_scheme *s, const fmoe_layer_config *c, char *reason, size_t cap)
+{
+    (void)c;
+    if (s->w_strategy != FMOE_QSTRATEGY_NONE || s->a_strategy != FMOE_QSTRATEGY_NONE ||
+        (s->w_dtype != FMOE_DTYPE_F32 && s->w_dtype != FMOE_DTYPE_BF16 && s->w_dtype != FMOE_DTYPE_F16)) {
+        snprintf(reason, cap, "not an unquantized f32/bf16/f16 scheme");
+        return 0;
+    }
+    return 1;
+}
+
+static void uq_free(uq_layer *u)
+{
+    const fmoe_host *h = u->L.host;
+    if (u->wmem)
+        for (uint32_t i = 0; i < 2 * u->L.local_experts; i++)
+            if (u->wmem[i])
+                dnnl_memory_destroy(u->wmem[i]);
+    if (u->scratch_mem)
+        dnnl_memory_destroy(u->scratch_mem);
+    if (u->mm13)
+        dnnl_primitive_destroy(u->mm13);
+    if (u->mm2)
+        dnnl_primitive_destroy(u->mm2);
+    if (u->stream)
+        dnnl_stream_destroy(u->stream);
+    if (u->eng)
+        dnnl_engine_destroy(u->eng);
+    h->free(h->ctx, u->wmem);
+    h->free(h->ctx, u->wbuf[0]);
+    h->free(h->ctx, u->wbuf[1]);
+    h->free(h->ctx, u->scratch);
+    h->free(h->ctx, u->xg);
+    h->free(h->ctx, u->h);
+    h->free(h->ctx, u->act);
+    h->free(h->ctx, u->rows);
+    cpu_layer_release(&u->L);
+    h->free(h->ctx, u);
+}
+
+static fmoe_status uq_create(fmoe_create_args *a)
+{
+    const cpu_state *st = a->state;
+    const fmoe_host *h = st->host;
+    uq_layer *u = cpu_alloc(h, sizeof *u);
+    if (!u)
+        return h->error_set(a->err, FMOE_STATUS_OUT_OF_MEMORY, "out of memory");
+    memset(u, 0, sizeof *u);
+    u->w_dtype = a->scheme->w_dtype;
+    int bf16 = u->w_dtype == FMOE_DTYPE_BF16 && a->config->act_dtype == FMOE_DTYPE_BF16;
+    u->cdt = bf16 ? dnnl_bf16 : dnnl_f32;
+    u->celt = bf16 ? 2 : 4;
+    uint32_t H = a->hidden_size, I = a->intermediate_per_rank, rI = (a->config->gated ? 2 : 1) * I;
+    size_t per_token = (size_t)a->config->top_k * (H * u->celt + rI * sizeof(float) + I * u->celt);
+    fmoe_status s = cpu_layer_init(&u->L, a, per_token);
+    if (s != FMOE_STATUS_OK) {
+        uq_free(u);
+        return s;
+    }
+    cpu_layer *L = &u->L;
+    size_t pairs = (size_t)L->chunk * L->k;
+    u->xg = cpu_alloc(h, pairs * H * u->celt);
+    u->h = cpu_alloc(h, pairs * rI * sizeof(float));
+    u->act = cpu_alloc(h, pairs * I * u->celt);
+    u->rows = cpu_alloc(h, (size_t)cpu_pool_size(L->pool) * (rI > H ? rI : H) * sizeof(float));
+    u->wmem = cpu_alloc(h, 2 * (size_t)L->local_experts * sizeof(dnnl_memory_t));
+    if (!u->xg || !u->h || !u->act || !u->rows || !u->wmem) {
+        uq_free(u);
+        return h->error_set(a->err, FMOE_STATUS_OUT_OF_MEMORY, "out of memory");
+    }
+    memset(u->wmem, 0, 2 * (size_t)L->local_experts * sizeof(dnnl_memory_t));
+    if (dnnl_engine_create(&u->eng, dnnl_cpu, 0) != dnnl_success ||
+        dnnl_stream_create(&u->stream, u->eng, dnnl_stream_default_flags) != dnnl_success) {
+        uq_free(u);
+        return h->error_set(a->err, FMOE_STATUS_INTERNAL, "oneDNN: cannot create a CPU engine and stream");
+    }
+    cpu_layer_param(L, "w13_weight", u->w_dtype, FMOE_PROJ_W13, FMOE_ROLE_WEIGHT, FMOE_SCALE_NONE, 0, 3, rI, H);
+    cpu_layer_param(L, "w2_weight", u->w_dtype, FMOE_PROJ_W2, FMOE_ROLE_WEIGHT, FMOE_SCALE_NONE, 1, 3, H, I);
+    /* The reference declares the biases in the weight dtype. */
+    if (L->cfg.has_bias) {
+        L->bias13 = 2;
+        cpu_layer_param(L, "w13_bias", u->w_dtype, FMOE_PROJ_W13, FMOE_ROLE_BIAS, FMOE_SCALE_NONE, 0, 2, rI, 0);
+        L->bias2 = 3;
+        cpu_layer_param(L, "w2_bias", u->w_dtype, FMOE_PROJ_W2, FMOE_ROLE_BIAS, FMOE_SCALE_NONE, -1, 2, H, 0);
+    }
+    a->instance = u;
+    return FMOE_STATUS_OK;
+}
+
+static fmoe_status uq_declare(fmoe_declare_params_args *a)
+{
+    uq_layer *u = a->instance;
+    a->params = u->L.desc_ptrs;
+    a->n_params = u->L.n_params;
+    return FMOE_STATUS_OK;
+}
+
+/* A matmul primitive src [M?, K] x weights [K, N] -> dst f32 [M?, N] with
+ * weights in the preferred layout (*wmd gets it); the scratchpad size goes
+ * to *scratch (the largest so far). */
+static dnnl_status_t make_matmul(uq_layer *u, int64_t K, int64_t N, dnnl_primitive_t *prim, dnnl_memory_desc_t *wmd,
+                                 size_t *scratch)
+{
+    dnnl_memory_desc_t src, wei, dst;
+    dnnl_dims_t sd = {DNNL_RUNTIME_DIM_VAL, K}, wd = {K, N}, dd = {DNNL_RUNTIME_DIM_VAL, N};
+    dnnl_status_t s;
+    if ((s = dnnl_memory_desc_init_by_tag(&src, 2, sd, u->cdt, dnnl_ab)) != dnnl_success ||
+        (s = dnnl_memory_desc_init_by_tag(&wei, 2, wd, u->cdt, dnnl_format_tag_any)) != dnnl_success ||
+        (s = dnnl_memory_desc_init_by_tag(&dst, 2, dd, dnnl_f32, dnnl_ab)) != dnnl_success)
+        return s;
+    dnnl_matmul_desc_t md;
+    if ((s = dnnl_matmul_desc_init(&md, &src, &wei, NULL, &dst)) != dnnl_success)
+        return s;
+    dnnl_primitive_attr_t attr;
+    if ((s = dnnl_primitive_attr_create(&attr)) != dnnl_success)
+        return s;
+    dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
+    dnnl_primitive_desc_t pd;
+    s = dnnl_primitive_desc_create(&pd, &md, attr, u->eng, NULL);
+    if (s != dnnl_success) {
+        /* Some builds refuse "any" weights next to a run-time M: plain [K, N] transposed. */
+        dnnl_memory_desc_init_by_tag(&wei, 2, wd, u->cdt, dnnl_ba);
+        if ((s = dnnl_matmul_desc_init(&md, &src, &wei, NULL, &dst)) == dnnl_success)
+            s = dnnl_primitive_desc_create(&pd, &md, attr, u->eng, NULL);
+    }
+    dnnl_primitive_attr_destroy(attr);
+    if (s != dnnl_success)
+        return s;
+    *wmd = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    const dnnl_memory_desc_t *sp = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    size_t sz = sp ? dnnl_memory_desc_get_size(sp) : 0;
+    if (sz > *scratch)
+        *scratch = sz;
+    s = dnnl_primitive_create(prim, pd);
+    dnnl_primitive_desc_destroy(pd);
+    return s;
+}
+
+/* Reorder each expert's [N, K] weights (checkpoint dtype) into the
+ * primitive's layout; slot 0 = W13, 1 = W2. */
+static fmoe_status load_weights(uq_layer *u, int slot, const fmoe_tensor *t, int64_t N, int64_t K,
+                                const dnnl_memory_desc_t *wmd, fmoe_error *err)
+{
+    const fmoe_host *h = u->L.host;
+    uint32_t E = u->L.local_experts;
+    size_t per = dnnl_memory_desc_get_size(wmd);
+    u->wbuf[slot] = cpu_alloc(h, per * E);
+    void *tmp = cpu_alloc(h, (size_t)N * K * u->celt);
+    if (!u->wbuf[slot] || !tmp) {
+        h->free(h->ctx, tmp);
+        return h->error_set(err, FMOE_STATUS_OUT_OF_MEMORY, "out of memory reordering the weights");
+    }
+    dnnl_memory_desc_t plain;
+    dnnl_dims_t wd = {K, N};
+    dnnl_memory_desc_init_by_tag(&plain, 2, wd, u->cdt, dnnl_ba);
+    dnnl_primitive_desc_t rpd = NULL;
+    dnnl_primitive_t reorder = NULL;
+    dnnl_memory_t src = NULL;
+    fmoe_status rc = FMOE_STATUS_OK;
+    if (dnnl_reorder_primitive_desc_create(&rpd, &plain, u->eng, wmd, u->eng, NULL) != dnnl_success ||
+        dnnl_primitive_create(&reorder, rpd) != dnnl_success ||
+        dnnl_memory_create(&src, &plain, u->eng, tmp) != dnnl_success)
+        rc = h->error_set(err, FMOE_STATUS_INTERNAL, "oneDNN: cannot reorder the weights");
+    for (uint32_t e = 0; e < E && rc == FMOE_STATUS_OK; e++) {
+        size_t n = (size_t)N * K, off = (size_t)e * n;
+        if (u->cdt == dnnl_bf16 || u->w_dtype == FMOE_DTYPE_F32)
+            memcpy(tmp, (const char *)t->data + off * u->celt, n * u->celt);
+        else
+            for (size_t i = 0; i < n; i++)
+                ((float *)tmp)[i] = fmoe_load_float(t->data, u->w_dtype, (int64_t)(off + i));
+        dnnl_memory_t *dst = &u->wmem[(size_t)slot * E + e];
+        if (dnnl_memory_create(dst, wmd, u->eng, (char *)u->wbuf[slot] + per * e) != dnnl_success) {
+            rc = h->error_set(err, FMOE_STATUS_INTERNAL, "oneDNN: cannot create a weights memory");
+            break;
+        }
+        dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, *dst}};
+        if (dnnl_primitive_execute(reorder, u->stream, 2, args) != dnnl_success ||
+            dnnl_stream_wait(u->stream) != dnnl_success)
+            rc = h->error_set(err, FMOE_STATUS_INTERNAL, "oneDNN: weights reorder failed");
+    }
+    if (src)
+        dnnl_memory_destroy(src);
+    if (reorder)
+        dnnl_primitive_destroy(reorder);
+    if (rpd)
+        dnnl_primitive_desc_destroy(rpd);
+    h->free(h->ctx, tmp);
+    return rc;
+}
+
+static fmoe_status uq_finalize(fmoe_finalize_args *a)
+{
+    uq_layer *u = a->instance;
+    cpu_layer *L = &u->L;
+    const fmoe_host *h = L->host;
+    if (a->n_params != L->n_params)
+        return h->error_set(a->err, FMOE_STATUS_INTERNAL, "finalize got %u params, declared %u", a->n_params,
+                            L->n_params);
+    dnnl_memory_desc_t wmd13, wmd2;
+    size_t scratch = 0;
+    if (make_matmul(u, L->H, L->rI, &u->mm13, &wmd13, &scratch) != dnnl_success ||
+        make_matmul(u, L->I, L->H, &u->mm2, &wmd2, &scratch) != dnnl_success)
+        return h->error_set(a->err, FMOE_STATUS_INTERNAL, "oneDNN: cannot create the %s matmul primitives",
+                            u->cdt == dnnl_bf16 ? "bf16" : "f32");
+    fmoe_status s = load_weights(u, 0, a->params[0], L->rI, L->H, &wmd13, a->err);
+    if (s == FMOE_STATUS_OK)
+        s = load_weights(u, 1, a->params[1], L->H, L->I, &wmd2, a->err);
+    if (s != FMOE_STATUS_OK)
+        return s;
+    dnnl_memory_desc_t spmd;
+    dnnl_dims_t sd = {(int64_t)(scratch ? scratch : 1)};
+    dnnl_memory_desc_init_by_tag(&spmd, 1, sd, dnnl_u8, dnnl_a);
+    u->scratch = cpu_alloc(h, scratch);
+    if (!u->scratch || dnnl_memory_create(&u->scratch_mem, &spmd, u->eng, u->scratch) != dnnl_success)
+        return h->error_set(a->err, FMOE_STATUS_OUT_OF_MEMORY, "out of memory for the oneDNN scratchpad");
+    L->b13 = L->bias13 >= 0 ? a->params[L->bias13]->data : NULL;
+    L->b2 = L->bias2 >= 0 ? a->params[L->bias2]->data : NULL;
+    return FMOE_STATUS_OK;
+}
+
+/* Store n f32 values in the compute type. */
+static void store_row(const uq_layer *u, void *dst, const float *v, uint32_t n)
+{
+    if (u->cdt == dnnl_f32) {
+        memcpy(dst, v, n * sizeof(float));
+        return;
+    }
+    uint16_t *d = dst;
+    for (uint32_t i = 0; i < n; i++)
+        d[i] = fmoe_f32_to_bf16(v[i]);
+}
+
+static void gather_task(void *ctx, uint32_t p, uint32_t worker)
+{
+    uq_layer *u = ctx;
+    cpu_layer *L = &u->L;
+    float *row = u->rows + (size_t)worker * (L->rI > L->H ? L->rI : L->H);
+    int64_t t = u->t0 + L->order[p] / (int32_t)L->k;
+    cpu_layer_input_row(L, u->x, u->topk_w, t, row);
+    store_row(u, (char *)u->xg + (size_t)p * L->H * u->celt, row, L->H);
+}
+
+static void act_task(void *ctx, uint32_t p, uint32_t worker)
+{
+    uq_layer *u = ctx;
+    cpu_layer *L = &u->L;
+    fmoe_dtype act = L->cfg.act_dtype;
+    float *h = u->h + (size_t)p * L->rI;
+    float *a = u->rows + (size_t)worker * (L->rI > L->H ? L->rI : L->H);
+    uint32_t l = 0;
+    while (L->start[l + 1] <= p)
+        l++;
+    for (uint32_t n = 0; n < L->rI; n++) {
+        float b = L->b13 ? fmoe_load_float(L->b13, u->w_dtype, (int64_t)l * L->rI + n) : 0.0f;
+        h[n] = fmoe_round_to(act, h[n] + b);
+    }
+    fmoe_activation_row(&L->cfg, h, L->I, a);
+    for (uint32_t i = 0; i < L->I; i++)
+        a[i] = fmoe_round_to(act, a[i]);
+    store_row(u, (char *)u->act + (size_t)p * L->I * u->celt, a, L->I);
+}
+
+static void y_task(void *ctx, uint32_t p, uint32_t worker)
+{
+    (void)worker;
+    uq_layer *u = ctx;
+    cpu_layer *L = &u->L;
+    fmoe_dtype act = L->cfg.act_dtype;
+    float *y = L->y + (size_t)p * L->H;
+    uint32_t l = 0;
+    while (L->start[l + 1] <= p)
+        l++;
+    int add_b2 = L->b2 && L->cfg.tp_rank == 0;
+    for (uint32_t n = 0; n < L->H; n++) {
+        float b = add_b2 ? fmoe_load_float(L->b2, u->w_dtype, (int64_t)l * L->H + n) : 0.0f;
+        y[n] = fmoe_round_to(act, y[n] + b);
+    }
+}
+
+/* out[rows] = in[rows] . W^T for expert l's rows [p0, p1). */
+static int run_matmul(uq_layer *u, dnnl_primitive_t prim, dnnl_memory_t w, int64_t K, int64_t N, void *in, float *out,
+                      uint32_t rows)
+{
+    dnnl_memory_desc_t smd, dmd;
+    dnnl_dims_t sd = {rows, K}, dd = {rows, N};
+    dnnl_memory_desc_init_by_tag(&smd, 2, sd, u->cdt, dnnl_ab);
+    dnnl_memory_desc_init_by_tag(&dmd, 2, dd, dnnl_f32, dnnl_ab);
+    dnnl_memory_t src = NULL, dst = NULL;
+    int ok = dnnl_memory_create(&src, &smd, u->eng, in) == dnnl_success &&
+             dnnl_memory_create(&dst, &dmd, u->eng, out) == dnnl_success;
+    if (ok) {
+        dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DST, dst},
+                                   {DNNL_ARG_SCRATCHPAD, u->scratch_mem}};
+        ok = dnnl_primitive_execute(prim, u->stream, 4, args) == dnnl_success &&
+             dnnl_stream_wait(u->stream) == dnnl_success;
+    }
+    if (src)
+        dnnl_memory_destroy(src);
+    if (dst)
+        dnnl_memory_destroy(dst);
+    return ok ? 0 : -1;
+}
+
+static fmoe_status uq_apply(fmoe_apply_args *a)
+{
+    uq_layer *u = a->instance;
+    cpu_layer *L = &u->L;
+    int64_t M = a->x->shape[0];
+    u->x = a->x;
+    u->topk_w = a->topk_weights->data;
+    uint32_t E = L->local_experts;
+    for (int64_t t0 = 0; t0 < M; t0 += L->chunk) {
+        int64_t t1 = t0 + L->chunk < M ? t0 + L->chunk : M;
+        u->t0 = t0;
+        uint32_t n = cpu_layer_group(L, a->topk_ids->data, t0, t1);
+        cpu_pool_run(L->pool, n, gather_task, u);
+        for (uint32_t l = 0; l < E; l++) {
+            uint32_t p0 = L->start[l], rows = L->start[l + 1] - p0;
+            if (rows && run_matmul(u, u->mm13, u->wmem[l], L->H, L->rI, (char *)u->xg + (size_t)p0 * L->H * u->celt,
+                                   u->h + (size_t)p0 * L->rI, rows) != 0)
+                return L->host->error_set(a->err, FMOE_STATUS_INTERNAL, "oneDNN matmul (GEMM1) failed");
+        }
+        cpu_pool_run(L->pool, n, act_task, u);
+        for (uint32_t l = 0; l < E; l++) {
+            uint32_t p0 = L->start[l], rows = L->start[l + 1] - p0;
+            if (rows && run_matmul(u, u->mm2, u->wmem[E + l], L->I, L->H, (char *)u->act + (size_t)p0 * L->I * u->celt,
+                                   L->y + (size_t)p0 * L->H, rows) != 0)
+                return L->host->error_set(a->err, FMOE_STATUS_INTERNAL, "oneDNN matmul (GEMM2) failed");
+        }
+        cpu_pool_run(L->pool, n, y_task, u);
+        cpu_layer_combine(L, u->topk_w, t0, t1, a->out);
+    }
+    return FMOE_STATUS_OK;
+}
+
+static void uq_destroy(fmoe_destroy_args *a)
+{
+    uq_free(a->instance);
+}
+
+const fmoe_method cpu_method_unquantized = {
+    .struct_size = sizeof(fmoe_method),
+    .name = "onednn_unquantized",
+    .flags = FMOE_METHOD_EPLB,
+    .create = uq_create,
+    .declare_params = uq_declare,
+    .finalize = uq_finalize,
+    .apply = uq_apply,
+    .destroy = uq_destroy,
+};

@@ -1,0 +1,194 @@
+/*
+ * plugins/cpu/plugin.c - entry point, options, probe and query of the CPU
+ * backend (docs/CPU.md).
+ *
+ * Options ([plugins.cpu.options]): threads = "<n>" threads per layer
+ * (default: the CPUs this process may run on). Environment: FMOE_CPU_ISA
+ * (isa.c). Nothing happens in the entry point; init detects the ISA.
+ */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <dnnl.h>
+
+#include "plugins/cpu/cpu.h"
+
+/* Device-level score per ISA: above the reference's 1. */
+static const uint32_t isa_score[CPU_ISA_COUNT] = {10, 20, 30};
+
+void cpu_log(const fmoe_host *h, int32_t level, const char *fmt, ...)
+{
+    char text[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    h->log(h->ctx, level, text);
+}
+
+static uint32_t cpu_count(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        return (uint32_t)CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (uint32_t)n : 1;
+}
+
+static fmoe_status cpu_init(fmoe_init_args *a)
+{
+    const fmoe_host *h = a->host;
+    cpu_state *st = h->alloc(h->ctx, sizeof *st, 0);
+    if (!st)
+        return h->error_set(a->err, FMOE_STATUS_OUT_OF_MEMORY, "out of memory");
+    memset(st, 0, sizeof *st);
+    st->host = h;
+    st->threads = cpu_count();
+    for (uint32_t i = 0; i < a->n_options; i++) {
+        const fmoe_option *o = a->options[i];
+        char *end = NULL;
+        long v = strcmp(o->key, "threads") == 0 ? strtol(o->value, &end, 10) : 0;
+        if (end && end != o->value && *end == '\0' && v >= 1 && v <= 1024) {
+            st->threads = (uint32_t)v;
+            continue;
+        }
+        h->free(h->ctx, st);
+        if (strcmp(o->key, "threads") == 0)
+            return h->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT,
+                                "option threads = \"%s\": expected an integer from 1 to 1024", o->value);
+        return h->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT,
+                            "unknown option '%s' (the cpu plugin takes: threads)", o->key);
+    }
+    st->isa_detected = cpu_isa_detect();
+    st->isa = cpu_isa_choose(getenv("FMOE_CPU_ISA"), st->isa_detected, st->isa_note, sizeof st->isa_note);
+    if (st->isa_note[0]) {
+        int ignored = strstr(st->isa_note, "only enables") || strstr(st->isa_note, "unknown");
+        cpu_log(h, ignored ? FMOE_PLUGIN_LOG_WARN : FMOE_PLUGIN_LOG_INFO, "%s", st->isa_note);
+    }
+    cpu_log(h, FMOE_PLUGIN_LOG_INFO, "kernels: %s (machine: %s), %u thread(s) per layer", cpu_isa_name(st->isa),
+            cpu_isa_name(st->isa_detected), st->threads);
+    a->state = st;
+    return FMOE_STATUS_OK;
+}
+
+static void cpu_shutdown(void *state)
+{
+    cpu_state *st = state;
+    if (st)
+        st->host->free(st->host->ctx, st);
+}
+
+static void cpu_model(char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f)
+        return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        char *colon = strchr(line, ':');
+        if (strncmp(line, "model name", 10) != 0 || !colon)
+            continue;
+        snprintf(buf, cap, "%s", colon + 2);
+        buf[strcspn(buf, "\n")] = '\0';
+        break;
+    }
+    fclose(f);
+}
+
+static fmoe_status cpu_probe(fmoe_probe_args *a)
+{
+    const cpu_state *st = a->state;
+    if (a->capacity < 1 || !st)
+        return FMOE_STATUS_OK;
+    fmoe_device_report *r = a->reports[0];
+    struct utsname u;
+    r->kind = FMOE_DEVICE_CPU;
+    r->index = 0;
+    r->available = 1;
+    r->score = isa_score[st->isa];
+    cpu_model(r->name, sizeof r->name);
+    if (!r->name[0])
+        snprintf(r->name, sizeof r->name, "host CPU");
+    snprintf(r->arch, sizeof r->arch, "%.24s %s", uname(&u) == 0 ? u.machine : "unknown", cpu_isa_name(st->isa));
+    snprintf(r->id, sizeof r->id, "cpu");
+    const dnnl_version_t *v = dnnl_version();
+    snprintf(r->driver, sizeof r->driver, "oneDNN %d.%d.%d", v->major, v->minor, v->patch);
+    snprintf(r->reason, sizeof r->reason, "int8 kernels: %s (machine and OS: %s)%s%.120s, %u thread(s) per layer",
+             cpu_isa_name(st->isa), cpu_isa_name(st->isa_detected), st->isa_note[0] ? "; " : "", st->isa_note,
+             st->threads);
+    a->count = 1;
+    return FMOE_STATUS_OK;
+}
+
+static fmoe_status cpu_query(fmoe_query_args *a)
+{
+    const cpu_state *st = a->state;
+    const fmoe_scheme *s = a->scheme;
+    if (!st)
+        return FMOE_STATUS_INTERNAL;
+    if (a->device_kind != FMOE_DEVICE_CPU) {
+        snprintf(a->reason, sizeof a->reason, "runs on the host CPU only");
+        return FMOE_STATUS_UNSUPPORTED;
+    }
+    char why[3][128];
+    const fmoe_method *m = NULL;
+    if (cpu_unquantized_serves(s, a->config, why[0], sizeof why[0]))
+        m = &cpu_method_unquantized;
+    else if (cpu_int8_serves(s, a->config, why[1], sizeof why[1]))
+        m = &cpu_method_int8;
+    else if (cpu_w4a8_serves(s, a->config, why[2], sizeof why[2]))
+        m = &cpu_method_w4a8;
+    if (!m) {
+        const char *r = s->w_dtype == FMOE_DTYPE_INT8 ? why[1] : s->w_dtype == FMOE_DTYPE_INT4 ? why[2] : why[0];
+        snprintf(a->reason, sizeof a->reason,
+                 "'%s': %s (cpu serves f32/bf16/f16, int8:channel|tensor/int8:token:dynamic, "
+                 "int4:channel|group<8k>/int8:token:dynamic:asym)",
+                 a->scheme_key, r);
+        return FMOE_STATUS_UNSUPPORTED;
+    }
+    a->method = m;
+    a->score = isa_score[st->isa];
+    if (m == &cpu_method_unquantized)
+        snprintf(a->reason, sizeof a->reason, "oneDNN matmul (%s), %u thread(s)",
+                 s->w_dtype == FMOE_DTYPE_BF16 && a->config->act_dtype == FMOE_DTYPE_BF16 ? "bf16" : "f32",
+                 st->threads);
+    else
+        snprintf(a->reason, sizeof a->reason, "%s int8 dot-product kernels (%s), %u thread(s)", m->name,
+                 cpu_isa_name(st->isa), st->threads);
+    return FMOE_STATUS_OK;
+}
+
+static const fmoe_plugin cpu_plugin = {
+    .struct_size = sizeof(fmoe_plugin),
+    .abi_major = FMOE_ABI_MAJOR,
+    .abi_minor = FMOE_ABI_MINOR,
+    .name = "cpu",
+    .vendor = "fusedmoe",
+    .version = FMOE_PLUGIN_VERSION,
+    .build_id = "",
+    .init = cpu_init,
+    .probe = cpu_probe,
+    .query = cpu_query,
+    .shutdown = cpu_shutdown,
+};
+
+FMOE_PLUGIN_EXPORT fmoe_status fmoe_plugin_entry(fmoe_entry_args *a)
+{
+    if (!a || a->struct_size < FMOE_STRUCT_SIZE_UPTO(fmoe_entry_args, plugin) || !a->host)
+        return FMOE_STATUS_INVALID_ARGUMENT;
+    const fmoe_host *h = a->host;
+    if (h->abi_major != FMOE_ABI_MAJOR || h->struct_size < FMOE_STRUCT_SIZE_UPTO(fmoe_host, free))
+        return h->struct_size >= FMOE_STRUCT_SIZE_UPTO(fmoe_host, error_set) && h->error_set
+                   ? h->error_set(a->err, FMOE_STATUS_ABI_MISMATCH, "cpu plugin speaks ABI %d.x, host %u.%u",
+                                  FMOE_ABI_MAJOR, h->abi_major, h->abi_minor)
+                   : FMOE_STATUS_ABI_MISMATCH;
+    a->plugin = &cpu_plugin;
+    return FMOE_STATUS_OK;
+}

@@ -1,0 +1,26 @@
+/*
+ * plugins/cpu/pool.h - a small fork/join thread pool, one per layer.
+ *
+ * Created at `create` (threads started then, never in apply); cpu_pool_run
+ * hands out items 0..n-1 to the caller and the workers through an atomic
+ * counter and returns when every item is done. One run at a time per pool
+ * (the host serializes calls on one layer). Worker ids are 0 (the caller)
+ * to size-1, so per-worker scratch can be indexed by them.
+ */
+#ifndef FMOE_PLUGIN_CPU_POOL_H
+#define FMOE_PLUGIN_CPU_POOL_H
+
+#include <stdint.h>
+
+#include "fusedmoe/plugin.h"
+
+typedef struct cpu_pool cpu_pool;
+typedef void (*cpu_task_fn)(void *ctx, uint32_t item, uint32_t worker);
+
+/* A pool of `threads` (>= 1; 1 = no extra thread); NULL on failure. */
+cpu_pool *cpu_pool_create(const fmoe_host *h, uint32_t threads);
+void cpu_pool_destroy(cpu_pool *p);
+uint32_t cpu_pool_size(const cpu_pool *p);
+void cpu_pool_run(cpu_pool *p, uint32_t n_items, cpu_task_fn fn, void *ctx);
+
+#endif

@@ -1,0 +1,103 @@
+/*
+ * plugins/cpu/qgemm_avx512.c - the AVX-512 VNNI kernels of qgemm.h.
+ * Compiled with -mavx512f/bw/vl/vnni for this file only; called only when
+ * isa.c found the CPU and the OS enable AVX-512 state and VNNI.
+ *
+ * One zmm holds the tile's 16 rows x 4 K values (64 bytes); each
+ * activation row contributes a broadcast 32-bit word (4 K values) and one
+ * vpdpbusd per 64 weight bytes: u8 x s8 products summed four at a time
+ * into the 16 int32 lanes, without saturation.
+ *   int8: the activation is the u8 operand (a + 128), corrected by
+ *         -128 * wsum at the end;
+ *   int4: the nibbles (w + 8, unsigned) are the u8 operand: low nibbles
+ *         hold K values 0-3 of the 8-value step, high nibbles 4-7; the
+ *         correction -8*qsum + off*wsum is applied per group, then the
+ *         group's scale, accumulating in f32.
+ * mr (rows per call) is a compile-time constant in each instantiation so
+ * the accumulators stay in registers.
+ */
+#include <immintrin.h>
+#include <string.h>
+
+#include "plugins/cpu/qgemm.h"
+
+#define INLINE static inline __attribute__((always_inline))
+
+INLINE __m512i bcast4(const int8_t *p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+
+INLINE void i8_body(cpu_qtile *t, const uint32_t mr)
+{
+    __m512i acc[CPU_MR_MAX];
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    for (uint32_t m = 0; m < mr; m++)
+        acc[m] = _mm512_setzero_si512();
+    uint32_t steps = t->kp / 4;
+    for (uint32_t s = 0; s < steps; s++) {
+        __m512i w = _mm512_loadu_si512((const void *)(t->w + (size_t)s * 64));
+        for (uint32_t m = 0; m < mr; m++)
+            acc[m] = _mm512_dpbusd_epi32(acc[m], _mm512_xor_si512(bcast4(t->a[m] + 4 * s), flip), w);
+    }
+    __m512i corr = _mm512_slli_epi32(_mm512_loadu_si512((const void *)t->wsum), 7);
+    __m512 sc = _mm512_loadu_ps(t->gscale);
+    for (uint32_t m = 0; m < mr; m++)
+        _mm512_storeu_ps(t->out[m], _mm512_mul_ps(sc, _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[m], corr))));
+}
+
+INLINE void i4_body(cpu_qtile *t, const uint32_t mr)
+{
+    const __m512i mask = _mm512_set1_epi8(0x0F);
+    __m512 f[CPU_MR_MAX];
+    __m512i acc[CPU_MR_MAX];
+    for (uint32_t m = 0; m < mr; m++)
+        f[m] = _mm512_setzero_ps();
+    uint32_t steps = t->group / 8;
+    for (uint32_t g = 0; g < t->groups; g++) {
+        for (uint32_t m = 0; m < mr; m++)
+            acc[m] = _mm512_setzero_si512();
+        for (uint32_t s = g * steps; s < (g + 1) * steps; s++) {
+            __m512i v = _mm512_loadu_si512((const void *)(t->w + (size_t)s * 64));
+            __m512i lo = _mm512_and_si512(v, mask);
+            __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), mask);
+            for (uint32_t m = 0; m < mr; m++) {
+                acc[m] = _mm512_dpbusd_epi32(acc[m], lo, bcast4(t->a[m] + 8 * s));
+                acc[m] = _mm512_dpbusd_epi32(acc[m], hi, bcast4(t->a[m] + 8 * s + 4));
+            }
+        }
+        __m512i ws = _mm512_loadu_si512((const void *)(t->wsum + g * CPU_NR));
+        __m512 sc = _mm512_loadu_ps(t->gscale + g * CPU_NR);
+        for (uint32_t m = 0; m < mr; m++) {
+            __m512i dot = _mm512_sub_epi32(acc[m], _mm512_set1_epi32(8 * t->qsum[m][g]));
+            dot = _mm512_add_epi32(dot, _mm512_mullo_epi32(_mm512_set1_epi32(t->off[m]), ws));
+            f[m] = _mm512_add_ps(f[m], _mm512_mul_ps(sc, _mm512_cvtepi32_ps(dot)));
+        }
+    }
+    for (uint32_t m = 0; m < mr; m++)
+        _mm512_storeu_ps(t->out[m], f[m]);
+}
+
+static void vnni_i8(cpu_qtile *t)
+{
+    switch (t->mr) {
+    case 1: i8_body(t, 1); break;
+    case 2: i8_body(t, 2); break;
+    case 3: i8_body(t, 3); break;
+    default: i8_body(t, 4); break;
+    }
+}
+
+static void vnni_i4(cpu_qtile *t)
+{
+    switch (t->mr) {
+    case 1: i4_body(t, 1); break;
+    case 2: i4_body(t, 2); break;
+    case 3: i4_body(t, 3); break;
+    default: i4_body(t, 4); break;
+    }
+}
+
+const cpu_kernels cpu_kernels_avx512_vnni = {.name = "avx512_vnni", .mr = 4, .i8 = vnni_i8, .i4 = vnni_i4};
