@@ -9,8 +9,8 @@
  * 2e-2 |ref| per element, NMSE <= 5e-4).
  *
  * Every case runs once per kernel level (plugin option isa = portable,
- * dotprod, i8mm; a level the CPU lacks falls back to the best it has, which
- * the selection's reason names). Cases: channel and group scales; silu,
+ * dotprod, i8mm; a level the CPU lacks, or FMOE_ARM_ISA forbids, falls back
+ * to the best allowed, which the query's reason names). Cases: channel and group scales; silu,
  * clamped silu, swigluoai; f32/bf16/f16; biases; weights on the input;
  * EP ranks with ids outside the rank and outside [0, E); TP ranks; many
  * tokens over several threads.
@@ -236,7 +236,11 @@ static void check_case(const pcase *c, uint64_t stream, uint32_t threads)
     fmoe_context *ctx = context("i8mm", 0);
     run(ctx, "reference", c, &s, &k, x, w, ids, ref, NULL);
     fmoe_context_destroy(ctx);
+    /* The level in use: the lowest of the option, FMOE_ARM_ISA and HWCAP. */
     int hw = carm_isa_detect();
+    const char *env = getenv("FMOE_ARM_ISA");
+    if (env && *env && carm_isa_parse(env) >= 0 && carm_isa_parse(env) < hw)
+        hw = carm_isa_parse(env);
     for (int isa = 0; isa < CARM_ISA_COUNT; isa++) {
         ctx = context(carm_isa_name(isa), threads);
         char want[64];
