@@ -40,8 +40,9 @@ static void help(FILE *f)
     fputs("Usage: fusedmoe [global options] run [--scheme KEY|CONFIG] [layer flags] [--tokens M] [--seed N]\n"
           "                                     [--backend GLOB] [--logits] [--json]\n"
           "\n"
-          "Builds a layer with random weights (N(0,1)/sqrt(fan_in)) on the selected backend and\n"
-          "the same layer on the reference backend, runs both on the same random tokens and\n"
+          "Builds a layer with random weights (N(0,1)/sqrt(fan_in); for a quantized scheme quantized\n"
+          "into its checkpoint tensors, as a producer would) on the selected backend and the same\n"
+          "layer on the reference backend, runs both on the same random tokens and\n"
           "routing, and compares them: max abs error, max relative error (max|out-ref| / max|ref|),\n"
           "NMSE and a per-element tolerance (bf16 2e-2 + 2e-2*|ref|, f16 1e-3 + 1e-3*|ref|,\n"
           "f32 1e-5 + 1e-5*|ref|; the coarsest of the activation and weight dtypes; NaN never\n"
@@ -266,10 +267,15 @@ static int check_and_time(const cli_globals *g, const run_opts *o, fmoe_layer *s
 {
     char rerun[2048];
     run_rerun_line(g, o, rerun, sizeof rerun);
-    run_checkpoint ck = {.seed = o->seed, .cfg = &o->cfg, .correction_bias = in->bias};
-    int rc = run_load_layer(sel, "selected", &ck);
+    /* One checkpoint, quantized once: both layers load identical tensors. */
+    run_checkpoint ck = {.seed = o->seed, .cfg = &o->cfg, .correction_bias = in->bias, .scheme = &o->scheme};
+    synth_ckpt *built = NULL;
+    int rc = run_build_checkpoint(ref, "reference", &ck, &built);
     if (rc == CLI_EXIT_OK)
-        rc = run_load_layer(ref, "reference", &ck);
+        rc = run_load_built(sel, "selected", built);
+    if (rc == CLI_EXIT_OK)
+        rc = run_load_built(ref, "reference", built);
+    synth_free(built);
     if (rc == CLI_EXIT_OK && !o->logits)
         rc = route_inputs(o, in);
     if (rc != CLI_EXIT_OK)

@@ -9,8 +9,7 @@
 #include "cli/conform/guard.h"
 #include "cli/halfconv.h"
 #include "cli/rng.h"
-
-#define DEAD_SCALE 1e-23f
+#include "cli/synth/synth.h"
 
 fmoe_status cf_create(fmoe_context *ctx, const fmoe_layer_config *cfg, const fmoe_scheme *scheme,
                       const char *backend, int32_t dev_kind, int32_t dev_index, fmoe_layer **out)
@@ -27,153 +26,41 @@ fmoe_status cf_create(fmoe_context *ctx, const fmoe_layer_config *cfg, const fmo
     return st;
 }
 
-/* One checkpoint tensor of a per-expert parameter. */
-typedef struct piece {
-    const char *stream;
-    int32_t shard;
-    uint32_t ndim;
-    int64_t shape[2];
-    uint32_t fan_in;
-} piece;
-
-static int pieces_of(const fmoe_param_info *p, const fmoe_layer_config *cfg, piece out[2])
+fmoe_status cf_build(const cf_weights *w, synth_ckpt **out, char *why, size_t cap)
 {
-    int64_t h = cfg->hidden_size, i = cfg->intermediate_size;
-    if (p->projection == FMOE_PROJ_W13 && p->role == FMOE_ROLE_WEIGHT) {
-        out[0] = (piece){"w1", FMOE_SHARD_W1, 2, {i, h}, cfg->hidden_size};
-        out[1] = (piece){"w3", FMOE_SHARD_W3, 2, {i, h}, cfg->hidden_size};
-        return cfg->gated ? 2 : 1;
-    }
-    if (p->projection == FMOE_PROJ_W13 && p->role == FMOE_ROLE_BIAS) {
-        out[0] = (piece){"w1_bias", FMOE_SHARD_W1, 1, {i, 0}, cfg->hidden_size};
-        out[1] = (piece){"w3_bias", FMOE_SHARD_W3, 1, {i, 0}, cfg->hidden_size};
-        return cfg->gated ? 2 : 1;
-    }
-    if (p->projection == FMOE_PROJ_W2 && p->role == FMOE_ROLE_WEIGHT) {
-        out[0] = (piece){"w2", FMOE_SHARD_W2, 2, {h, i}, cfg->intermediate_size};
-        return 1;
-    }
-    if (p->projection == FMOE_PROJ_W2 && p->role == FMOE_ROLE_BIAS) {
-        out[0] = (piece){"w2_bias", FMOE_SHARD_W2, 1, {h, 0}, cfg->intermediate_size};
-        return 1;
-    }
-    return 0;
-}
-
-typedef struct scratch {
-    float *values;
-    void *stored;
-    size_t cap;
-} scratch;
-
-static int reserve(scratch *s, size_t n)
-{
-    if (n <= s->cap)
-        return 0;
-    float *v = realloc(s->values, n * sizeof(float));
-    if (!v)
-        return -1;
-    s->values = v;
-    void *st = realloc(s->stored, n * sizeof(float));
-    if (!st)
-        return -1;
-    s->stored = st;
-    s->cap = n;
-    return 0;
-}
-
-static fmoe_status fail(char *why, size_t cap, fmoe_status st, const char *what, const char *name)
-{
-    snprintf(why, cap, "%s %s: %s", what, name, fmoe_last_error());
-    return st;
-}
-
-static fmoe_status load_per_expert(fmoe_layer *layer, const fmoe_param_info *p, const cf_weights *w, scratch *s,
-                                   char *why, size_t cap)
-{
-    piece pcs[2];
-    int n = pieces_of(p, w->cfg, pcs);
-    if (n == 0) {
-        snprintf(why, cap, "declares %s (projection %d, role %d), which the suite cannot synthesize for scheme %s",
-                 p->name, p->projection, p->role, w->cs->key);
+    *out = NULL;
+    if (!w->cs->store) {
+        snprintf(why, cap, "the suite has no weight generator for %s", w->cs->key);
         return FMOE_STATUS_UNSUPPORTED;
     }
-    for (int k = 0; k < n; k++) {
-        const piece *pc = &pcs[k];
-        size_t numel = (size_t)pc->shape[0] * (size_t)(pc->ndim == 2 ? pc->shape[1] : 1);
-        if (reserve(s, numel) != 0) {
-            snprintf(why, cap, "out of memory for %s", p->name);
-            return FMOE_STATUS_OUT_OF_MEMORY;
-        }
-        float scale = 1.0f / sqrtf((float)pc->fan_in);
-        for (uint32_t e = 0; e < w->cfg->num_experts; e++) {
-            cli_rng_fill_normal(s->values, numel, scale, w->seed, pc->stream, e);
-            if ((int32_t)e == w->dead_expert)
-                for (size_t i = 0; i < numel; i++)
-                    s->values[i] *= DEAD_SCALE;
-            if (w->cs->store(w->cs, p, s->values, numel, s->stored) != 0) {
-                snprintf(why, cap, "declares %s as %s, which the suite cannot synthesize for scheme %s", p->name,
-                         fmoe_dtype_name(p->dtype), w->cs->key);
-                return FMOE_STATUS_UNSUPPORTED;
-            }
-            fmoe_tensor t;
-            fmoe_status st = fmoe_tensor_init(&t, p->dtype, pc->ndim, pc->shape, s->stored);
-            if (st == FMOE_STATUS_OK)
-                st = fmoe_layer_load(layer, p->name, (int32_t)e, pc->shard, &t, NULL);
-            if (st != FMOE_STATUS_OK)
-                return fail(why, cap, st, "loading", p->name);
-        }
+    fmoe_scheme scheme = {.struct_size = sizeof scheme};
+    if (fmoe_scheme_parse(w->cs->key, &scheme) != FMOE_STATUS_OK) {
+        snprintf(why, cap, "suite bug: scheme key '%s' does not parse: %s", w->cs->key, fmoe_last_error());
+        return FMOE_STATUS_INTERNAL;
     }
-    return FMOE_STATUS_OK;
+    synth_spec spec = {.seed = w->seed, .cfg = w->cfg, .scheme = &scheme, .correction_bias = w->correction_bias,
+                       .dead_expert = w->dead_expert};
+    return w->cs->store(&spec, out, why, cap);
 }
 
-static fmoe_status load_whole(fmoe_layer *layer, const fmoe_param_info *p, const cf_weights *w, scratch *s,
-                              char *why, size_t cap)
+fmoe_status cf_load_built(fmoe_layer *layer, const synth_ckpt *ck, char *why, size_t cap)
 {
-    fmoe_tensor t;
-    fmoe_status st = fmoe_tensor_init(&t, p->dtype, p->ndim, p->shape, NULL);
-    if (st != FMOE_STATUS_OK)
-        return fail(why, cap, st, "describing", p->name);
-    int64_t numel = fmoe_tensor_numel(&t);
-    if (numel < 0 || reserve(s, (size_t)numel) != 0) {
-        snprintf(why, cap, "out of memory for %s", p->name);
-        return FMOE_STATUS_OUT_OF_MEMORY;
-    }
-    if (p->role == FMOE_ROLE_ROUTING_BIAS && w->correction_bias && numel == (int64_t)w->cfg->num_experts)
-        memcpy(s->values, w->correction_bias, (size_t)numel * sizeof(float));
-    else
-        cli_rng_fill_normal(s->values, (size_t)numel, 1.0f, w->seed, p->name, 0);
-    if (w->cs->store(w->cs, p, s->values, (size_t)numel, s->stored) != 0) {
-        snprintf(why, cap, "declares %s as %s, which the suite cannot synthesize for scheme %s", p->name,
-                 fmoe_dtype_name(p->dtype), w->cs->key);
-        return FMOE_STATUS_UNSUPPORTED;
-    }
-    t.data = s->stored;
-    st = fmoe_layer_load(layer, p->name, FMOE_ALL_LOCAL_EXPERTS, FMOE_SHARD_FULL, &t, NULL);
-    return st == FMOE_STATUS_OK ? st : fail(why, cap, st, "loading", p->name);
-}
-
-fmoe_status cf_load(fmoe_layer *layer, const cf_weights *w, char *why, size_t cap)
-{
-    scratch s = {0};
-    fmoe_status st = FMOE_STATUS_OK;
-    uint32_t n = fmoe_layer_param_count(layer);
-    for (uint32_t i = 0; i < n && st == FMOE_STATUS_OK; i++) {
-        fmoe_param_info p = {.struct_size = sizeof p};
-        st = fmoe_layer_param(layer, i, &p);
-        if (st != FMOE_STATUS_OK) {
-            snprintf(why, cap, "reading declared parameter %u: %s", i, fmoe_last_error());
-            break;
-        }
-        st = p.per_expert ? load_per_expert(layer, &p, w, &s, why, cap) : load_whole(layer, &p, w, &s, why, cap);
-    }
-    free(s.values);
-    free(s.stored);
+    fmoe_status st = synth_load(layer, ck, why, cap);
     if (st != FMOE_STATUS_OK)
         return st;
     st = fmoe_layer_finalize(layer);
     if (st != FMOE_STATUS_OK)
         snprintf(why, cap, "finalize: %s", fmoe_last_error());
+    return st;
+}
+
+fmoe_status cf_load(fmoe_layer *layer, const cf_weights *w, char *why, size_t cap)
+{
+    synth_ckpt *ck = NULL;
+    fmoe_status st = cf_build(w, &ck, why, cap);
+    if (st == FMOE_STATUS_OK)
+        st = cf_load_built(layer, ck, why, cap);
+    synth_free(ck);
     return st;
 }
 

@@ -2,12 +2,14 @@
  * cli/conform/layers.h - building, feeding and checking layers through the
  * public API, shared by the support, test and stress modes.
  *
- * Weights are a synthetic Hugging Face checkpoint (per expert w1/w3 [I,H],
- * w2 [H,I], optional biases), N(0,1)/sqrt(fan_in), each tensor from its own
- * stream keyed by (seed, tensor, expert) (cli/rng.h), stored through the
- * scheme's generator and loaded with fmoe_layer_load by global expert id,
- * so the library does EP selection, EPLB replication and TP narrowing.
- * Two layers built from one seed hold the same weights.
+ * Weights are a synthetic Hugging Face checkpoint made by the scheme's
+ * generator (cli/synth: per expert w1/w3 [I,H], w2 [H,I], optional biases,
+ * N(0,1)/sqrt(fan_in), each tensor from its own stream keyed by (seed,
+ * tensor, expert), quantized into the scheme's checkpoint tensors) and
+ * loaded with fmoe_layer_load by global expert id, so the library does EP
+ * selection, EPLB replication and TP narrowing. Two layers built from one
+ * seed hold the same tensors; cf_build once and cf_load_built into several
+ * layers saves the quantization.
  */
 #ifndef FMOE_CLI_CONFORM_LAYERS_H
 #define FMOE_CLI_CONFORM_LAYERS_H
@@ -31,8 +33,15 @@ typedef struct cf_weights {
 fmoe_status cf_create(fmoe_context *ctx, const fmoe_layer_config *cfg, const fmoe_scheme *scheme,
                       const char *backend, int32_t dev_kind, int32_t dev_index, fmoe_layer **out);
 
-/* Load every declared parameter and finalize. FMOE_STATUS_OK, or a status
- * with the reason in `why`. */
+/* The checkpoint of `w` (w->cfg's sizes, unsharded). FMOE_STATUS_OK, or a
+ * status with the reason in `why` (UNSUPPORTED: no generator). */
+fmoe_status cf_build(const cf_weights *w, synth_ckpt **out, char *why, size_t cap);
+
+/* Load every declared parameter from `ck` and finalize. FMOE_STATUS_OK, or
+ * a status with the reason in `why`. */
+fmoe_status cf_load_built(fmoe_layer *layer, const synth_ckpt *ck, char *why, size_t cap);
+
+/* cf_build + cf_load_built. */
 fmoe_status cf_load(fmoe_layer *layer, const cf_weights *w, char *why, size_t cap);
 
 /* One forward's inputs: x [M,H] (act dtype), logits [M,E], the correction

@@ -2,7 +2,7 @@
  * cli/conform/schemes.h - the schemes the suite can test, and how close a
  * plugin must come to the reference for each. One table (schemes.c); a new
  * scheme is one entry: its key, the activation dtype of its test grid, the
- * shapes it allows, its tolerance and its weight generator.
+ * shapes it allows, its tolerance and its weight generator (cli/synth).
  */
 #ifndef FMOE_CLI_CONFORM_SCHEMES_H
 #define FMOE_CLI_CONFORM_SCHEMES_H
@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cli/synth/synth.h"
 #include "fusedmoe/fusedmoe.h"
 
 /* Element i passes when |got - ref| <= atol + rtol*|ref|; the whole output
@@ -19,18 +20,16 @@ typedef struct cf_tolerance {
     double atol, rtol, nmse;
 } cf_tolerance;
 
-struct cf_scheme;
-
-/* Store n checkpoint values of declared parameter `p` into dst (p->dtype,
- * n elements). Returns 0, or -1 when this parameter cannot be synthesized. */
-typedef int (*cf_store_fn)(const struct cf_scheme *s, const fmoe_param_info *p, const float *values, size_t n,
-                           void *dst);
+/* The weight generator: builds the synthetic checkpoint of a layer
+ * (cli/synth/synth.h; every entry uses synth_build, which quantizes float
+ * weights into the scheme's checkpoint tensors). */
+typedef fmoe_status (*cf_store_fn)(const synth_spec *spec, synth_ckpt **out, char *why, size_t cap);
 
 typedef struct cf_scheme {
     const char *key;          /* canonical scheme key (docs/SCHEMES.md) */
     fmoe_dtype act_dtype;     /* activation dtype of the test grid */
-    uint32_t h_align;         /* H must be a multiple of this (groups/blocks along K of w13) */
-    uint32_t i_align;         /* I (per rank) must be a multiple of this (K of w2) */
+    uint32_t h_align;         /* H must be a multiple of this (groups along K of w13, int32 words) */
+    uint32_t i_align;         /* I per rank must be a multiple of this (K of w2, block_n of w13) */
     cf_tolerance tol;
     cf_store_fn store;        /* NULL: no generator yet, every case UNSUPPORTED */
     const char *why;          /* where the tolerance comes from (docs/CONFORMANCE.md) */

@@ -393,6 +393,75 @@ def run_logits_monolithic():
     check("--logits" in r3.err, "the error suggests --logits", r3)
 
 
+# Quantized schemes `run` synthesizes (cli/synth): each family once, with a
+# layer config that exercises its loading (TP narrowing of group scales and
+# g_idx, EP with per-expert static scales, biases, non-gated).
+RUN_QUANTIZED = [
+    ("fp8e4m3:tensor/fp8e4m3:tensor", ["--ep", "2", "--ep-rank", "1"]),
+    ("fp8e4m3:tensor/fp8e4m3:tensor:dynamic", []),
+    ("fp8e4m3:channel/fp8e4m3:token:dynamic", ["--bias"]),
+    ("fp8e4m3:block128x128:scale-ue8m0/fp8e4m3:group128:dynamic", ["--intermediate", "256", "--tp", "2",
+                                                                   "--tp-rank", "1"]),
+    ("fp8e4m3:group32:scale-ue8m0/fp8e4m3:group32:dynamic", []),
+    ("fp4:group32:scale-ue8m0/fp4:group32:dynamic", ["--no-gated", "--activation", "relu2"]),
+    ("fp4:tgroup16:scale-fp8e4m3", ["--eplb", "--redundant", "3"]),
+    ("fp4:tgroup16:scale-fp8e4m3/fp4:tgroup16:dynamic", ["--bias"]),
+    ("int4:group32:actorder", ["--tp", "2", "--tp-rank", "1"]),
+    ("int4:group32:asym", ["--dtype", "f16"]),
+    ("int8:channel", []),
+    ("int8:tensor/int8:token:dynamic", []),
+    ("int4:group128/fp8e4m3:token:dynamic", []),
+    ("int4:channel/int8:token:dynamic:asym", ["--dtype", "f32"]),
+    ("int4:group32:scale-bf16/int8:token:dynamic:asym", ["--top-k", "1", "--weight-on-input"]),
+]
+
+
+@test
+def run_quantized_schemes():
+    for key, flags in RUN_QUANTIZED:
+        argv = ["run", "--scheme", key, "--seed", "21", "--tokens", "16", "--intermediate", "128", "--json"] + flags
+        r = fmoe(*argv)
+        expect_rc(r, EXIT_OK, "run " + " ".join(argv[1:]))
+        doc = r.json()
+        check(doc["scheme"] == key and doc["pass"] is True, "%s: scheme and PASS" % key, r)
+        # The selected backend is the reference here: identical tensors give identical outputs.
+        check(doc["errors"]["nmse"] == 0 and doc["errors"]["nonfinite"] == 0, "%s: identical outputs" % key, r)
+
+
+@test
+def run_quantized_rerun_is_identical():
+    key = "int4:group32:actorder"
+    argv = ["run", "--scheme", key, "--seed", "8", "--tokens", "8", "--intermediate", "128", "--json", "--logits"]
+    a = fmoe(*argv, config=MONOLITHIC_TOML)
+    expect_rc(a, EXIT_OK, "run %s on the monolithic reference" % key)
+    again = fmoe(*(shlex.split(a.json()["rerun"])[1:] + ["--json"]), plugin=False, config=MONOLITHIC_TOML)
+    expect_rc(again, EXIT_OK, "its rerun line")
+    check(again.json()["errors"] == a.json()["errors"], "the rerun synthesizes the same layer", again)
+
+
+@test
+def run_quantized_size_rule():
+    # The reference refuses an NVFP4 layer whose H is not a multiple of 16; run says why.
+    r = fmoe("run", "--scheme", "fp4:tgroup16:scale-fp8e4m3", "--hidden", "40", "--intermediate", "128")
+    check(r.rc not in (EXIT_OK, EXIT_CHECK), "NVFP4 with H = 40 is refused", r)
+    check("divisible by the scale group of 16" in r.err, "the size rule is named", r)
+
+
+@test
+def conform_quantized_schemes_have_generators():
+    j = os.path.join(TMP, "conform_quant.json")
+    r = fmoe("conform", "--plugin", MANIFEST, "--mode", "test", "--scheme", "int4:*", "--filter", "tokens:m16",
+             "--seed", "3", "--json", j)
+    expect_rc(r, EXIT_OK, "conform --scheme 'int4:*'")
+    with open(j, encoding="utf-8") as f:
+        doc = json.load(f)
+    ids = [c["id"] for c in doc["cases"]]
+    check(doc["totals"]["unsupported"] == 0 and doc["totals"]["fail"] == 0, "every int4 case ran and passed", r)
+    for key in ["int4:group128", "int4:group32:asym", "int4:group32:actorder", "int4:group128/fp8e4m3:token:dynamic",
+                "int4:channel/int8:token:dynamic:asym", "int4:group32:scale-bf16/int8:token:dynamic:asym"]:
+        check(any(i.startswith("test/%s/tokens:m16." % key) for i in ids), "a case for " + key, r)
+
+
 @test
 def run_backend_glob():
     r = fmoe("run", "--seed", "1", "--backend", "ref*", "--tokens", "8")

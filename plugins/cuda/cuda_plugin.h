@@ -1,0 +1,22 @@
+/*
+ * plugins/cuda/cuda_plugin.h - what plugin.c (entry, probe, query) and
+ * method.c (the per-layer calls) share.
+ */
+#ifndef FMOE_PLUGIN_CUDA_PLUGIN_H
+#define FMOE_PLUGIN_CUDA_PLUGIN_H
+
+#include "fusedmoe/plugin.h"
+
+/* Per-context state (from init). */
+typedef struct fmcu_state {
+    const fmoe_host *host;
+} fmcu_state;
+
+/* The method serving FMCU_Q_* `quant` (every one both modular and
+ * monolithic: apply takes top-k, apply_logits routes on the GPU). */
+const fmoe_method *fmcu_method(int quant);
+
+/* Compute capability major versions the plugin carries code for. */
+int fmcu_arch_supported(int major, int minor);
+
+#endif

@@ -1,0 +1,792 @@
+/*
+ * plugins/cuda/kernels.cu - the forward of one layer on one stream
+ * (fmcu_forward, cuda_api.h) and its small kernels. The GEMMs are in gemm.cu.
+ *
+ *   route     monolithic only: one warp per token computes scores (in double,
+ *             rounded once, as core/routing.c), grouped top-k, correction
+ *             bias, top-k by repeated arg-max (ties to the lower id, NaN below
+ *             every number), renormalization and scaling; maps logical ids to
+ *             EPLB replicas (core/eplb.h) for the experts and keeps the
+ *             logical ones for topk_ids_out.
+ *   plan      one block: local expert of every (token, slot) pair through the
+ *             expert map (ids out of range or not local: -1, no contribution),
+ *             counts, offsets, pairs sorted by expert, the row-tile list.
+ *   amax      dynamic per-tensor scales: max |x| over the GEMM input (atomicMax
+ *             on the float bits, which order like the non-negative floats).
+ *   quant     GEMM input rows to fp8 e4m3 (or bf16 for the unquantized method
+ *             when the router weight goes on the input): per tensor, per token,
+ *             or per 1 x block_k group with f32 or UE8M0 scales; q = e4m3(sat(x/s))
+ *             with IEEE division, as formats.h.
+ *   GEMM1     gemm.cu, activation fused   -> act [pairs, I]
+ *   GEMM2     gemm.cu                     -> y [pairs, H]
+ *   combine   out[t] = round(sum_j y[t,j] * w[t,j]) in slot order, f32, no FMA
+ *             (the reference's arithmetic), zero for tokens with no local expert.
+ *
+ * No allocation and no host synchronization, except that host (CPU) tensors
+ * are staged through the workspace and the stream is synchronized before the
+ * results are read back.
+ */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+
+#include "fusedmoe/common.h"
+#include "plugins/cuda/cuda_api.h"
+#include "plugins/cuda/gemm.h"
+
+namespace {
+
+constexpr float FP8_MAX = 448.0f;
+
+__device__ __forceinline__ float load_val(int32_t dtype, const void *p, int64_t i)
+{
+    switch (dtype) {
+    case FMOE_DTYPE_F16: return __half2float(((const __half *)p)[i]);
+    case FMOE_DTYPE_BF16: return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
+    default: return ((const float *)p)[i];
+    }
+}
+
+__device__ __forceinline__ float round_act(int32_t dtype, float v)
+{
+    return dtype == FMOE_DTYPE_F16 ? __half2float(__float2half_rn(v)) : __bfloat162float(__float2bfloat16_rn(v));
+}
+
+__device__ __forceinline__ void store_act(int32_t dtype, void *p, int64_t i, float v)
+{
+    if (dtype == FMOE_DTYPE_F16)
+        ((__half *)p)[i] = __float2half_rn(v);
+    else
+        ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Routing                                                                   */
+/* ------------------------------------------------------------------------ */
+
+struct route_args {
+    const void *logits;
+    int32_t dtype;
+    int64_t ld, cs;
+    uint32_t n;                 /* logical experts */
+    uint32_t k;
+    int32_t scoring;
+    int renormalize, grouped;
+    uint32_t n_groups, topk_group;
+    const float *bias;
+    float scaling;
+    uint32_t redundant;         /* EPLB replicas */
+    float *w;
+    int32_t *ids;               /* physical */
+    int32_t *ids_logical;
+};
+
+__device__ __forceinline__ bool ranks_above(float a, float b)
+{
+    if (isnan(a))
+        return false;
+    if (isnan(b))
+        return true;
+    return a > b;
+}
+
+/* (value, index) a beats b: higher rank, or equal rank and lower index; -1 loses. */
+__device__ __forceinline__ bool beats(float av, int ai, float bv, int bi)
+{
+    if (ai < 0)
+        return false;
+    if (bi < 0)
+        return true;
+    if (ranks_above(av, bv))
+        return true;
+    if (ranks_above(bv, av))
+        return false;
+    return ai < bi;
+}
+
+__device__ float group_score_max(const float *v, int n)
+{
+    float best = v[0];
+    for (int i = 1; i < n; i++)
+        if (ranks_above(v[i], best))
+            best = v[i];
+    return best;
+}
+
+__device__ float group_score_top2(const float *v, int n)
+{
+    if (n == 1)
+        return v[0];
+    int first = 0;
+    for (int i = 1; i < n; i++)
+        if (ranks_above(v[i], v[first]))
+            first = i;
+    int second = first == 0 ? 1 : 0;
+    for (int i = 0; i < n; i++)
+        if (i != first && ranks_above(v[i], v[second]))
+            second = i;
+    return v[first] + v[second];
+}
+
+/* One warp per token (blockDim 32). Shared: s[n], v[n], eligible[n], group scores and
+ * availability [2 * n_groups]. */
+__global__ void route_kernel(const route_args a)
+{
+    extern __shared__ float sm[];
+    const int n = (int)a.n, lane = threadIdx.x;
+    const int64_t t = blockIdx.x;
+    float *s = sm, *v = s + n, *elig = v + n, *gscore = elig + n;
+
+    /* Scores. */
+    if (a.scoring == FMOE_SCORING_SOFTMAX) {
+        double mx = -INFINITY;
+        for (int e = lane; e < n; e += 32) {
+            float l = load_val(a.dtype, a.logits, t * a.ld + e * a.cs);
+            s[e] = l;
+            if (l > mx)
+                mx = l;
+        }
+        for (int o = 16; o; o >>= 1) {
+            double other = __shfl_xor_sync(0xffffffffu, mx, o);
+            if (other > mx)
+                mx = other;
+        }
+        double sum = 0.0;
+        for (int e = lane; e < n; e += 32)
+            sum += exp((double)s[e] - mx);
+        for (int o = 16; o; o >>= 1)
+            sum += __shfl_xor_sync(0xffffffffu, sum, o);
+        __syncwarp();
+        for (int e = lane; e < n; e += 32)
+            s[e] = (float)(exp((double)s[e] - mx) / sum);
+    } else {
+        for (int e = lane; e < n; e += 32) {
+            float l = load_val(a.dtype, a.logits, t * a.ld + e * a.cs);
+            if (a.scoring == FMOE_SCORING_SIGMOID) {
+                s[e] = (float)(1.0 / (1.0 + exp(-(double)l)));
+            } else if (isnan(l)) {
+                s[e] = l;
+            } else {
+                double d = l;
+                s[e] = (float)sqrt((d > 0.0 ? d : 0.0) + log1p(exp(-fabs(d))));
+            }
+        }
+    }
+    __syncwarp();
+    for (int e = lane; e < n; e += 32) {
+        v[e] = a.bias ? s[e] + a.bias[e] : s[e];
+        elig[e] = 1.0f;
+    }
+    __syncwarp();
+
+    /* Grouped top-k: keep the experts of the topk_group best groups. */
+    if (a.grouped) {
+        int ng = (int)a.n_groups, per = n / ng;
+        for (int gi = lane; gi < ng; gi += 32)
+            gscore[gi] = a.bias ? group_score_top2(v + gi * per, per) : group_score_max(v + gi * per, per);
+        __syncwarp();
+        if (lane == 0) {
+            float *gtaken = gscore + ng; /* 1: still available (best_index of core/routing.c) */
+            for (int gi = 0; gi < ng; gi++)
+                gtaken[gi] = 1.0f;
+            for (int e = 0; e < n; e++)
+                elig[e] = 0.0f;
+            for (uint32_t r = 0; r < a.topk_group; r++) {
+                int best = -1;
+                for (int gi = 0; gi < ng; gi++)
+                    if (gtaken[gi] != 0.0f && (best < 0 || ranks_above(gscore[gi], gscore[best])))
+                        best = gi;
+                if (best < 0)
+                    break;
+                gtaken[best] = 0.0f;
+                for (int e = best * per; e < (best + 1) * per; e++)
+                    elig[e] = 1.0f;
+            }
+        }
+        __syncwarp();
+    }
+
+    /* Top-k by repeated arg-max. */
+    float *w_row = a.w + t * a.k;
+    int32_t *id_row = a.ids + t * a.k;
+    int32_t *idl_row = a.ids_logical + t * a.k;
+    float wsel[32];
+    int isel[32];
+    for (uint32_t j = 0; j < a.k; j++) {
+        float bv = 0.0f;
+        int bi = -1;
+        for (int e = lane; e < n; e += 32)
+            if (elig[e] != 0.0f && beats(v[e], e, bv, bi)) {
+                bv = v[e];
+                bi = e;
+            }
+        for (int o = 16; o; o >>= 1) {
+            float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+            int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+            if (beats(ov, oi, bv, bi)) {
+                bv = ov;
+                bi = oi;
+            }
+        }
+        isel[j] = bi;
+        wsel[j] = bi >= 0 ? s[bi] : 0.0f;
+        __syncwarp();
+        if (lane == 0 && bi >= 0)
+            elig[bi] = 0.0f;
+        __syncwarp();
+    }
+    if (lane != 0)
+        return;
+    if (a.renormalize) {
+        double sum = 0.0;
+        for (uint32_t j = 0; j < a.k; j++)
+            sum += wsel[j];
+        if (sum < 1e-20)
+            sum = 1e-20;
+        for (uint32_t j = 0; j < a.k; j++)
+            wsel[j] = (float)(wsel[j] / sum);
+    }
+    for (uint32_t j = 0; j < a.k; j++) {
+        float wj = wsel[j] * a.scaling;
+        int l = isel[j];
+        int phys = l;
+        if (l >= 0 && a.redundant) {
+            uint32_t L = a.n;
+            uint32_t count = 1u + a.redundant / L + ((uint32_t)l < a.redundant % L ? 1u : 0u);
+            int64_t flat = t * a.k + j;
+            phys = (int)((uint32_t)l + (uint32_t)(flat % count) * L);
+        }
+        w_row[j] = wj;
+        id_row[j] = phys;
+        idl_row[j] = l;
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Plan: pairs by local expert, and the row tiles                            */
+/* ------------------------------------------------------------------------ */
+
+struct plan_args {
+    const int32_t *ids;
+    int64_t pairs;
+    uint32_t global_experts, local_experts;
+    const int32_t *expert_map;
+    uint32_t row_tile;
+    int32_t *pair_local, *offsets, *sorted, *n_tiles;
+    int2 *tiles;
+};
+
+__global__ void plan_kernel(const plan_args a)
+{
+    extern __shared__ int cnt[]; /* [E_local] counts, then [E_local + 1] offsets */
+    const int E = (int)a.local_experts;
+    int *off = cnt + E;
+    for (int i = threadIdx.x; i < E; i++)
+        cnt[i] = 0;
+    __syncthreads();
+    for (int64_t p = threadIdx.x; p < a.pairs; p += blockDim.x) {
+        int32_t id = a.ids[p];
+        int l = -1;
+        if (id >= 0 && (uint32_t)id < a.global_experts) {
+            l = a.expert_map ? a.expert_map[id] : id;
+            if (l < 0 || l >= E)
+                l = -1;
+        }
+        a.pair_local[p] = l;
+        if (l >= 0)
+            atomicAdd(&cnt[l], 1);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int nt = 0;
+        off[0] = 0;
+        for (int l = 0; l < E; l++) {
+            off[l + 1] = off[l] + cnt[l];
+            for (int r = 0; r < cnt[l]; r += (int)a.row_tile)
+                a.tiles[nt++] = make_int2(l, off[l] + r);
+        }
+        *a.n_tiles = nt;
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i <= E; i += blockDim.x)
+        a.offsets[i] = off[i];
+    for (int i = threadIdx.x; i < E; i += blockDim.x)
+        cnt[i] = 0;
+    __syncthreads();
+    for (int64_t p = threadIdx.x; p < a.pairs; p += blockDim.x) {
+        int l = a.pair_local[p];
+        if (l >= 0)
+            a.sorted[off[l] + atomicAdd(&cnt[l], 1)] = (int32_t)p;
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Activation quantization                                                   */
+/* ------------------------------------------------------------------------ */
+
+#define QM_BF16   0 /* copy to bf16 (router weight on the input) */
+#define QM_TENSOR 1
+#define QM_TOKEN  2
+#define QM_GROUP  3
+
+struct quant_args {
+    const void *src;
+    int64_t ld;
+    int32_t dtype;              /* src dtype (act) */
+    uint32_t cols;
+    const float *row_weight;    /* on_input: w[row] (top_k = 1), else NULL */
+    const int32_t *row_valid;   /* skip rows with a negative entry; NULL: all */
+    int mode;
+    uint32_t group;
+    int ue8m0;
+    const float *static_scale;  /* TENSOR static */
+    const uint32_t *amax;       /* TENSOR dynamic */
+    void *dst;                  /* [rows, cols] */
+    float *scale;               /* TENSOR: [1] (dynamic, written); TOKEN [rows]; GROUP [rows, groups] */
+};
+
+__device__ __forceinline__ float input_value(const quant_args &a, int64_t row, uint32_t c)
+{
+    float v = load_val(a.dtype, a.src, row * a.ld + c);
+    return a.row_weight ? round_act(a.dtype, v * a.row_weight[row]) : v;
+}
+
+__device__ __forceinline__ float scale_f32(float amax)
+{
+    float s = amax / FP8_MAX, floor = 1.0f / (FP8_MAX * 512.0f);
+    return s > floor ? s : floor;
+}
+
+__device__ __forceinline__ float scale_ue8m0(float amax)
+{
+    float a = amax > 1e-4f ? amax : 1e-4f;
+    uint32_t u = __float_as_uint(a / FP8_MAX);
+    uint32_t e = ((u >> 23) & 0xFFu) + ((u & 0x7FFFFFu) != 0);
+    e = e < 1 ? 1 : e > 254 ? 254 : e;
+    return __uint_as_float(e << 23);
+}
+
+__device__ __forceinline__ uint8_t to_e4m3(float v, float s)
+{
+    return (uint8_t)__nv_cvt_float_to_fp8(v / s, __NV_SATFINITE, __NV_E4M3);
+}
+
+__device__ float block_max(float v, float *red)
+{
+    for (int o = 16; o; o >>= 1) {
+        float x = __shfl_xor_sync(0xffffffffu, v, o);
+        v = x > v ? x : v;
+    }
+    int w = threadIdx.x >> 5;
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0)
+        red[w] = v;
+    __syncthreads();
+    float m = 0.0f;
+    for (int i = 0; i < (int)(blockDim.x >> 5); i++)
+        m = red[i] > m ? red[i] : m;
+    return m;
+}
+
+/* One block per row. */
+__global__ void quant_kernel(const quant_args a)
+{
+    __shared__ float red[32];
+    const int64_t row = blockIdx.x;
+    if (a.row_valid && a.row_valid[row] < 0)
+        return;
+    const uint32_t n = a.cols;
+    if (a.mode == QM_BF16) {
+        __nv_bfloat16 *d = (__nv_bfloat16 *)a.dst + row * n;
+        for (uint32_t c = threadIdx.x; c < n; c += blockDim.x)
+            d[c] = __float2bfloat16_rn(input_value(a, row, c));
+        return;
+    }
+    uint8_t *q = (uint8_t *)a.dst + row * n;
+    if (a.mode == QM_GROUP) {
+        const uint32_t groups = (n + a.group - 1) / a.group;
+        const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+        for (uint32_t gi = warp; gi < groups; gi += warps) {
+            uint32_t c0 = gi * a.group, c1 = min(n, c0 + a.group);
+            float amax = 0.0f;
+            for (uint32_t c = c0 + lane; c < c1; c += 32) {
+                float x = fabsf(input_value(a, row, c));
+                amax = x > amax ? x : amax;
+            }
+            for (int o = 16; o; o >>= 1) {
+                float x = __shfl_xor_sync(0xffffffffu, amax, o);
+                amax = x > amax ? x : amax;
+            }
+            float s = a.ue8m0 ? scale_ue8m0(amax) : scale_f32(amax);
+            if (lane == 0)
+                a.scale[row * groups + gi] = s;
+            for (uint32_t c = c0 + lane; c < c1; c += 32)
+                q[c] = to_e4m3(input_value(a, row, c), s);
+        }
+        return;
+    }
+    float s;
+    if (a.mode == QM_TOKEN) {
+        float amax = 0.0f;
+        for (uint32_t c = threadIdx.x; c < n; c += blockDim.x) {
+            float x = fabsf(input_value(a, row, c));
+            amax = x > amax ? x : amax;
+        }
+        s = scale_f32(block_max(amax, red));
+        if (threadIdx.x == 0)
+            a.scale[row] = s;
+    } else if (a.static_scale) {
+        s = *a.static_scale;
+    } else {
+        s = scale_f32(__uint_as_float(*a.amax));
+        if (threadIdx.x == 0)
+            a.scale[0] = s; /* every block writes the same value */
+    }
+    for (uint32_t c = threadIdx.x; c < n; c += blockDim.x)
+        q[c] = to_e4m3(input_value(a, row, c), s);
+}
+
+__global__ void amax_kernel(const quant_args a, uint32_t *amax)
+{
+    __shared__ float red[32];
+    const int64_t row = blockIdx.x;
+    if (a.row_valid && a.row_valid[row] < 0)
+        return;
+    float m = 0.0f;
+    for (uint32_t c = threadIdx.x; c < a.cols; c += blockDim.x) {
+        float x = fabsf(input_value(a, row, c));
+        m = x > m ? x : m;
+    }
+    m = block_max(m, red);
+    if (threadIdx.x == 0)
+        atomicMax(amax, __float_as_uint(m));
+}
+
+/* ------------------------------------------------------------------------ */
+/* Combine                                                                   */
+/* ------------------------------------------------------------------------ */
+
+struct combine_args {
+    const void *y;              /* [pairs, H] act dtype */
+    const float *w;
+    const int32_t *pair_local;
+    uint32_t k, hidden;
+    int on_input;
+    int32_t dtype;
+    void *out;
+    int64_t ldo;
+};
+
+__global__ void combine_kernel(const combine_args a)
+{
+    const int64_t t = blockIdx.x;
+    for (uint32_t c = threadIdx.x; c < a.hidden; c += blockDim.x) {
+        float acc = 0.0f;
+        for (uint32_t j = 0; j < a.k; j++) {
+            int64_t p = t * a.k + j;
+            if (a.pair_local[p] < 0)
+                continue;
+            float y = load_val(a.dtype, a.y, p * a.hidden + c);
+            acc = __fadd_rn(acc, __fmul_rn(y, a.on_input ? 1.0f : a.w[p]));
+        }
+        store_act(a.dtype, a.out, t * a.ldo + c, acc);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* The forward                                                               */
+/* ------------------------------------------------------------------------ */
+
+int fail(char *err, size_t cap, const char *what, cudaError_t e)
+{
+    snprintf(err, cap, "%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
+    return -1;
+}
+
+#define CK(call, what)                                                                                              \
+    do {                                                                                                            \
+        cudaError_t e_ = (call);                                                                                    \
+        if (e_ != cudaSuccess)                                                                                      \
+            return fail(err, cap, what, e_);                                                                        \
+    } while (0)
+
+template <typename T> T *at(const fmcu_layer *L, size_t off)
+{
+    return (T *)((char *)L->workspace + off);
+}
+
+int quantize(const fmcu_layer *L, quant_args q, int64_t rows, int slot, cudaStream_t st, char *err, size_t cap)
+{
+    if (rows <= 0)
+        return 0;
+    if (q.mode == QM_TENSOR && !q.static_scale) {
+        uint32_t *amax = at<uint32_t>(L, L->ws.amax) + slot;
+        CK(cudaMemsetAsync(amax, 0, sizeof *amax, st), "cudaMemsetAsync(amax)");
+        amax_kernel<<<(unsigned)rows, 256, 0, st>>>(q, amax);
+        CK(cudaGetLastError(), "amax kernel");
+        q.amax = amax;
+    }
+    quant_kernel<<<(unsigned)rows, 256, 0, st>>>(q);
+    CK(cudaGetLastError(), "quant kernel");
+    return 0;
+}
+
+int quant_mode(const fmcu_layer *L)
+{
+    switch (L->quant) {
+    case FMCU_Q_TENSOR: return QM_TENSOR;
+    case FMCU_Q_CHANNEL: return QM_TOKEN;
+    case FMCU_Q_BLOCK: return QM_GROUP;
+    default: return QM_BF16;
+    }
+}
+
+/* Scale pointers of a GEMM input quantized by `mode` (see gemm.h). */
+void input_scales(const fmcu_layer *L, int slot, float *scale_buf, uint32_t cols, fmcu_gemm_args *g)
+{
+    switch (L->quant) {
+    case FMCU_Q_TENSOR:
+        g->a_scale = L->a_dynamic ? scale_buf : L->in_scales + slot;
+        g->a_scale_ld = 0;
+        break;
+    case FMCU_Q_CHANNEL:
+        g->a_scale = scale_buf;
+        g->a_scale_ld = 1;
+        break;
+    case FMCU_Q_BLOCK:
+        g->a_scale = scale_buf;
+        g->a_scale_ld = (cols + L->block_k - 1) / L->block_k;
+        break;
+    default:
+        g->a_scale = nullptr;
+        g->a_scale_ld = 0;
+    }
+}
+
+void weight_scales(const fmcu_layer *L, const float *scale, uint32_t n_rows, uint32_t k, fmcu_gemm_args *g)
+{
+    g->w_scale = L->quant == FMCU_Q_NONE ? nullptr : scale;
+    g->w_scale_n = L->quant == FMCU_Q_CHANNEL ? 1 : 0;
+    switch (L->quant) {
+    case FMCU_Q_TENSOR: g->w_scale_e = 1; break;
+    case FMCU_Q_CHANNEL: g->w_scale_e = n_rows; break;
+    case FMCU_Q_BLOCK:
+        g->w_scale_e = (int64_t)((n_rows + L->block_n - 1) / L->block_n) * ((k + L->block_k - 1) / L->block_k);
+        break;
+    default: g->w_scale_e = 0;
+    }
+    g->block_n = L->block_n;
+    g->block_k = L->block_k;
+}
+
+} // namespace
+
+extern "C" int fmcu_prepare_kernels(int device, char *err, size_t cap)
+{
+    CK(cudaSetDevice(device), "cudaSetDevice");
+    CK(fmcu_gemm_prepare(), "GEMM set-up");
+    return 0;
+}
+
+extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, size_t cap)
+{
+    cudaStream_t st = (cudaStream_t)c->stream;
+    const int64_t m = c->m, k = L->top_k, pairs = m * k;
+    const uint32_t H = L->hidden, I = L->inter;
+    if (m <= 0)
+        return 0;
+    CK(cudaSetDevice(L->device), "cudaSetDevice");
+    const size_t act_size = 2;
+
+    /* Inputs on the host are staged. */
+    const void *x = c->x;
+    int64_t x_ld = c->x_ld;
+    if (c->x_host) {
+        void *dst = at<void>(L, L->ws.x_stage);
+        CK(cudaMemcpy2DAsync(dst, H * act_size, c->x, (size_t)c->x_ld * act_size, H * act_size, (size_t)m,
+                             cudaMemcpyHostToDevice, st),
+           "copying x to the device");
+        x = dst;
+        x_ld = H;
+    }
+
+    /* Routing. */
+    const float *topk_w = c->topk_w;
+    const int32_t *topk_ids = c->topk_ids;
+    if (c->logits) {
+        const void *logits = c->logits;
+        int64_t ld = c->logits_ld, cs = c->logits_cs;
+        if (c->logits_host) {
+            size_t es = c->logits_dtype == FMOE_DTYPE_BF16 ? 2 : 4;
+            void *dst = at<void>(L, L->ws.logits_stage);
+            CK(cudaMemcpy2DAsync(dst, L->logical_experts * es, c->logits, (size_t)ld * es, L->logical_experts * es,
+                                 (size_t)m, cudaMemcpyHostToDevice, st),
+               "copying router logits to the device");
+            logits = dst;
+            ld = L->logical_experts;
+            cs = 1;
+        }
+        route_args r = {};
+        r.logits = logits;
+        r.dtype = c->logits_dtype;
+        r.ld = ld;
+        r.cs = cs;
+        r.n = L->logical_experts;
+        r.k = L->top_k;
+        r.scoring = L->scoring;
+        r.renormalize = L->renormalize;
+        r.grouped = L->grouped;
+        r.n_groups = L->num_expert_group;
+        r.topk_group = L->topk_group;
+        r.bias = L->has_correction_bias ? L->correction_bias : nullptr;
+        r.scaling = L->routed_scaling_factor;
+        r.redundant = L->redundant_experts;
+        r.w = at<float>(L, L->ws.topk_w);
+        r.ids = at<int32_t>(L, L->ws.topk_ids);
+        r.ids_logical = at<int32_t>(L, L->ws.topk_ids_logical);
+        size_t smem = (3 * (size_t)r.n + 2 * (size_t)(L->grouped ? L->num_expert_group : 1)) * sizeof(float);
+        route_kernel<<<(unsigned)m, 32, smem, st>>>(r);
+        CK(cudaGetLastError(), "routing kernel");
+        topk_w = r.w;
+        topk_ids = r.ids;
+        cudaMemcpyKind kind = c->topk_out_host ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice;
+        if (c->topk_w_out)
+            CK(cudaMemcpyAsync(c->topk_w_out, r.w, (size_t)pairs * 4, kind, st), "copying topk_weights_out");
+        if (c->topk_ids_out)
+            CK(cudaMemcpyAsync(c->topk_ids_out, r.ids_logical, (size_t)pairs * 4, kind, st), "copying topk_ids_out");
+    } else if (c->topk_host) {
+        float *w = at<float>(L, L->ws.topk_w);
+        int32_t *ids = at<int32_t>(L, L->ws.topk_ids);
+        CK(cudaMemcpyAsync(w, c->topk_w, (size_t)pairs * 4, cudaMemcpyHostToDevice, st), "copying topk_weights");
+        CK(cudaMemcpyAsync(ids, c->topk_ids, (size_t)pairs * 4, cudaMemcpyHostToDevice, st), "copying topk_ids");
+        topk_w = w;
+        topk_ids = ids;
+    }
+
+    /* Plan. */
+    const uint32_t bm = fmcu_row_tile(m, L->top_k, L->local_experts);
+    plan_args pl = {};
+    pl.ids = topk_ids;
+    pl.pairs = pairs;
+    pl.global_experts = L->global_experts;
+    pl.local_experts = L->local_experts;
+    pl.expert_map = L->expert_map;
+    pl.row_tile = bm;
+    pl.pair_local = at<int32_t>(L, L->ws.pair_local);
+    pl.offsets = at<int32_t>(L, L->ws.offsets);
+    pl.sorted = at<int32_t>(L, L->ws.sorted);
+    pl.n_tiles = at<int32_t>(L, L->ws.n_tiles);
+    pl.tiles = at<int2>(L, L->ws.tiles);
+    plan_kernel<<<1, 1024, (2 * (size_t)L->local_experts + 1) * sizeof(int), st>>>(pl);
+    CK(cudaGetLastError(), "plan kernel");
+
+    /* GEMM1 input. */
+    fmcu_gemm_args g = {};
+    g.fp8 = L->quant != FMCU_Q_NONE;
+    g.block_scaled = L->quant == FMCU_Q_BLOCK;
+    g.row_tile = bm;
+    g.grid_tiles = fmcu_max_tiles(pairs, L->local_experts, bm);
+    g.sorted = pl.sorted;
+    g.tiles = pl.tiles;
+    g.n_tiles = pl.n_tiles;
+    g.offsets = pl.offsets;
+    g.act_dtype = L->act_dtype;
+    g.activation = L->activation;
+    g.swiglu_alpha = L->swiglu_alpha;
+    g.swiglu_limit = L->swiglu_limit;
+    g.gated = L->gated;
+
+    quant_args q = {};
+    q.src = x;
+    q.ld = x_ld;
+    q.dtype = L->act_dtype;
+    q.cols = H;
+    q.row_weight = L->on_input ? topk_w : nullptr;
+    q.mode = quant_mode(L);
+    q.group = L->block_k;
+    q.ue8m0 = L->ue8m0;
+    q.static_scale = L->quant == FMCU_Q_TENSOR && !L->a_dynamic ? L->in_scales : nullptr;
+    q.dst = at<void>(L, L->ws.a1);
+    q.scale = at<float>(L, L->ws.a1_scale);
+    if (L->quant != FMCU_Q_NONE || L->on_input) {
+        if (quantize(L, q, m, 0, st, err, cap) != 0)
+            return -1;
+        g.a = q.dst;
+        g.lda = H;
+    } else {
+        g.a = x;
+        g.lda = x_ld;
+    }
+    input_scales(L, 0, q.scale, H, &g);
+    weight_scales(L, L->w13_scale, L->rows13, H, &g);
+    g.gemm1 = 1;
+    g.a_row_div = (int)k;
+    g.w = L->w13;
+    g.n_rows = L->rows13;
+    g.n_out = I;
+    g.k = H;
+    g.bias = L->b13;
+    void *act = at<void>(L, L->ws.act);
+    g.out = act;
+    g.ldo = I;
+    CK(fmcu_gemm_launch(g, st), "GEMM1");
+
+    /* GEMM2 input. */
+    if (L->quant != FMCU_Q_NONE) {
+        quant_args q2 = q;
+        q2.src = act;
+        q2.ld = I;
+        q2.cols = I;
+        q2.row_weight = nullptr;
+        q2.row_valid = pl.pair_local;
+        q2.static_scale = q.static_scale ? L->in_scales + 1 : nullptr;
+        q2.dst = at<void>(L, L->ws.a2);
+        q2.scale = at<float>(L, L->ws.a2_scale);
+        if (quantize(L, q2, pairs, 1, st, err, cap) != 0)
+            return -1;
+        g.a = q2.dst;
+        input_scales(L, 1, q2.scale, I, &g);
+    } else {
+        g.a = act;
+        input_scales(L, 1, nullptr, I, &g);
+    }
+    g.lda = I;
+    weight_scales(L, L->w2_scale, H, I, &g);
+    g.gemm1 = 0;
+    g.a_row_div = 1;
+    g.w = L->w2;
+    g.n_rows = H;
+    g.n_out = H;
+    g.k = I;
+    g.gated = 0;
+    g.bias = L->add_b2 ? L->b2 : nullptr;
+    void *y = at<void>(L, L->ws.y);
+    g.out = y;
+    g.ldo = H;
+    CK(fmcu_gemm_launch(g, st), "GEMM2");
+
+    /* Combine. */
+    combine_args cb = {};
+    cb.y = y;
+    cb.w = topk_w;
+    cb.pair_local = pl.pair_local;
+    cb.k = L->top_k;
+    cb.hidden = H;
+    cb.on_input = L->on_input;
+    cb.dtype = L->act_dtype;
+    cb.out = c->out_host ? at<void>(L, L->ws.out_stage) : c->out;
+    cb.ldo = c->out_host ? H : c->out_ld;
+    combine_kernel<<<(unsigned)m, 256, 0, st>>>(cb);
+    CK(cudaGetLastError(), "combine kernel");
+    if (c->out_host) {
+        CK(cudaMemcpy2DAsync(c->out, (size_t)c->out_ld * act_size, cb.out, H * act_size, H * act_size, (size_t)m,
+                             cudaMemcpyDeviceToHost, st),
+           "copying out to the host");
+    }
+    if (c->out_host || (c->logits && c->topk_out_host))
+        CK(cudaStreamSynchronize(st), "cudaStreamSynchronize");
+    return 0;
+}

@@ -1,0 +1,233 @@
+/*
+ * plugins/cuda/layout.c - scheme/config acceptance, parameter declaration
+ * and workspace layout of the CUDA plugin (contracts in layout.h).
+ */
+#include "plugins/cuda/layout.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "plugins/cuda/cuda_api.h"
+
+#define FP8 FMOE_DTYPE_FP8_E4M3FN
+
+static int refuse(char *why, size_t cap, const char *text)
+{
+    snprintf(why, cap, "%s", text);
+    return -1;
+}
+
+int fmcu_scheme_quant(const fmoe_scheme *s, char *why, size_t cap)
+{
+    if (s->w_strategy == FMOE_QSTRATEGY_NONE && s->a_strategy == FMOE_QSTRATEGY_NONE) {
+        if (s->w_dtype != FMOE_DTYPE_BF16)
+            return refuse(why, cap, "unquantized: bf16 weights only (f32/f16 weights are not served)");
+        return FMCU_Q_NONE;
+    }
+    if (s->w_dtype != FP8 || s->a_dtype != FP8)
+        return refuse(why, cap, "serves bf16 and fp8 e4m3 W8A8 only (part 1: no int/fp4 schemes yet)");
+    if (s->w_actorder != FMOE_ACTORDER_NONE || !s->a_symmetric)
+        return refuse(why, cap, "fp8: act-order or asymmetric activations are not served");
+    switch (s->w_strategy) {
+    case FMOE_QSTRATEGY_TENSOR:
+        if (s->w_scale_dtype != FMOE_DTYPE_F32 || s->a_strategy != FMOE_QSTRATEGY_TENSOR)
+            return refuse(why, cap, "fp8 per-tensor weights need f32 scales and per-tensor activations");
+        return FMCU_Q_TENSOR;
+    case FMOE_QSTRATEGY_CHANNEL:
+        if (s->w_scale_dtype != FMOE_DTYPE_F32 || s->a_strategy != FMOE_QSTRATEGY_TOKEN || !s->a_dynamic)
+            return refuse(why, cap, "fp8 per-channel weights need f32 scales and dynamic per-token activations");
+        return FMCU_Q_CHANNEL;
+    case FMOE_QSTRATEGY_BLOCK:
+        if ((s->w_scale_dtype != FMOE_DTYPE_F32 && s->w_scale_dtype != FMOE_DTYPE_UE8M0) ||
+            s->a_strategy != FMOE_QSTRATEGY_GROUP || !s->a_dynamic || s->a_group_size != s->w_block_k)
+            return refuse(why, cap, "fp8 block weights need f32/ue8m0 scales and dynamic 1 x block_k activation groups");
+        if (s->w_block_k % FMCU_GEMM_BK_BYTES != 0)
+            return refuse(why, cap, "fp8 block: block_k must be a multiple of 64 (the GEMM's K stage)");
+        return FMCU_Q_BLOCK;
+    default:
+        return refuse(why, cap, "fp8: only tensor, channel and block weight strategies are served");
+    }
+}
+
+int fmcu_check_config(const fmoe_layer_config *cfg, const fmoe_scheme *s, uint32_t hidden, uint32_t inter,
+                      char *why, size_t cap)
+{
+    int quant = fmcu_scheme_quant(s, why, cap);
+    if (quant < 0)
+        return -1;
+    if (cfg->act_dtype != FMOE_DTYPE_BF16 && !(cfg->act_dtype == FMOE_DTYPE_F16 && quant != FMCU_Q_NONE))
+        return refuse(why, cap, quant == FMCU_Q_NONE ? "unquantized: bf16 activations only"
+                                                     : "fp8: bf16 or f16 activations only (no f32)");
+    if (hidden % FMCU_K_ALIGN || inter % FMCU_K_ALIGN) {
+        snprintf(why, cap, "hidden %u and per-rank intermediate %u must be multiples of %d", hidden, inter,
+                 FMCU_K_ALIGN);
+        return -1;
+    }
+    if (cfg->num_experts > FMCU_MAX_LOGICAL_EXPERTS) {
+        snprintf(why, cap, "%u experts: the GPU router holds at most %d", cfg->num_experts, FMCU_MAX_LOGICAL_EXPERTS);
+        return -1;
+    }
+    if (cfg->top_k > FMCU_MAX_TOP_K) {
+        snprintf(why, cap, "top_k %u: at most %d", cfg->top_k, FMCU_MAX_TOP_K);
+        return -1;
+    }
+    if (cfg->max_num_tokens == 0)
+        return refuse(why, cap, "max_num_tokens must be > 0 (it sizes the workspace)");
+    return 0;
+}
+
+static void param(fmoe_param_desc *d, const char *name, fmoe_dtype dtype, int32_t proj, int32_t role,
+                  int32_t scale_kind, int32_t shard_axis, uint32_t experts, uint32_t ndim, int64_t d1, int64_t d2)
+{
+    memset(d, 0, sizeof *d);
+    d->struct_size = sizeof *d;
+    d->name = name;
+    d->dtype = dtype;
+    d->ndim = ndim;
+    d->shape[0] = experts;
+    d->shape[1] = d1;
+    d->shape[2] = d2;
+    d->projection = proj;
+    d->role = role;
+    d->scale_kind = scale_kind;
+    d->shard_axis = shard_axis;
+    d->per_expert = 1;
+}
+
+/* A per-tensor value: W13 [E, 2] when gated, else [E]. */
+static void param_tensor(fmoe_param_desc *d, const char *name, int32_t proj, int32_t role, int pair, uint32_t e)
+{
+    param(d, name, FMOE_DTYPE_F32, proj, role, FMOE_SCALE_TENSOR, -1, e, pair ? 2 : 1, pair ? 2 : 0, 0);
+}
+
+static uint32_t ceil_div(uint32_t a, uint32_t b)
+{
+    return (a + b - 1) / b;
+}
+
+int fmcu_declare(const fmoe_layer_config *cfg, const fmoe_scheme *s, uint32_t hidden, uint32_t inter,
+                 uint32_t local_experts, fmoe_param_desc descs[FMCU_MAX_PARAMS], uint32_t *n, char *why,
+                 size_t cap)
+{
+    int quant = fmcu_scheme_quant(s, why, cap);
+    if (quant < 0)
+        return -1;
+    uint32_t r = cfg->gated ? 2 : 1, E = local_experts, k = 0;
+    int64_t rI = (int64_t)r * inter, H = hidden, I = inter;
+    fmoe_dtype wd = quant == FMCU_Q_NONE ? FMOE_DTYPE_BF16 : FP8;
+    if (quant == FMCU_Q_BLOCK) {
+        /* vLLM validate_fp8_block_shape: a block never straddles gate/up or a TP shard. */
+        if (inter % s->w_block_n) {
+            snprintf(why, cap,
+                     "The output_size of gate's and up's weight = %u is not divisible by weight quantization "
+                     "block_n = %u.", inter, s->w_block_n);
+            return -1;
+        }
+        if (cfg->tp_size > 1 && inter % s->w_block_k) {
+            snprintf(why, cap,
+                     "The input_size of down's weight = %u is not divisible by weight quantization block_k = %u.",
+                     inter, s->w_block_k);
+            return -1;
+        }
+    }
+    param(&descs[k++], "w13_weight", wd, FMOE_PROJ_W13, FMOE_ROLE_WEIGHT, FMOE_SCALE_NONE, 0, E, 3, rI, H);
+    param(&descs[k++], "w2_weight", wd, FMOE_PROJ_W2, FMOE_ROLE_WEIGHT, FMOE_SCALE_NONE, 1, E, 3, H, I);
+    switch (quant) {
+    case FMCU_Q_TENSOR:
+        param_tensor(&descs[k++], "w13_weight_scale", FMOE_PROJ_W13, FMOE_ROLE_WEIGHT_SCALE, r == 2, E);
+        param_tensor(&descs[k++], "w2_weight_scale", FMOE_PROJ_W2, FMOE_ROLE_WEIGHT_SCALE, 0, E);
+        if (!s->a_dynamic) {
+            param_tensor(&descs[k++], "w13_input_scale", FMOE_PROJ_W13, FMOE_ROLE_INPUT_SCALE, r == 2, E);
+            param_tensor(&descs[k++], "w2_input_scale", FMOE_PROJ_W2, FMOE_ROLE_INPUT_SCALE, 0, E);
+        }
+        break;
+    case FMCU_Q_CHANNEL:
+        param(&descs[k++], "w13_weight_scale", FMOE_DTYPE_F32, FMOE_PROJ_W13, FMOE_ROLE_WEIGHT_SCALE,
+              FMOE_SCALE_CHANNEL, 0, E, 3, rI, 1);
+        param(&descs[k++], "w2_weight_scale", FMOE_DTYPE_F32, FMOE_PROJ_W2, FMOE_ROLE_WEIGHT_SCALE,
+              FMOE_SCALE_CHANNEL, -1, E, 3, H, 1);
+        break;
+    case FMCU_Q_BLOCK: {
+        uint32_t bn = s->w_block_n, bk = s->w_block_k;
+        param(&descs[k++], "w13_weight_scale", s->w_scale_dtype, FMOE_PROJ_W13, FMOE_ROLE_WEIGHT_SCALE,
+              FMOE_SCALE_BLOCK, 0, E, 3, (int64_t)r * (inter / bn), ceil_div(hidden, bk));
+        param(&descs[k++], "w2_weight_scale", s->w_scale_dtype, FMOE_PROJ_W2, FMOE_ROLE_WEIGHT_SCALE,
+              FMOE_SCALE_BLOCK, 1, E, 3, ceil_div(hidden, bn), ceil_div(inter, bk));
+        break;
+    }
+    default:
+        break;
+    }
+    if (cfg->has_bias) {
+        /* The unquantized reference declares its biases in the weight dtype
+         * (bf16, equal to the act dtype here); the quantized ones in the act dtype. */
+        fmoe_dtype bd = quant == FMCU_Q_NONE ? FMOE_DTYPE_BF16 : cfg->act_dtype;
+        param(&descs[k++], "w13_bias", bd, FMOE_PROJ_W13, FMOE_ROLE_BIAS, FMOE_SCALE_NONE, 0, E, 2, rI, 0);
+        param(&descs[k++], "w2_bias", bd, FMOE_PROJ_W2, FMOE_ROLE_BIAS, FMOE_SCALE_NONE, -1, E, 2, H, 0);
+    }
+    *n = k;
+    return 0;
+}
+
+static size_t align_up(size_t v)
+{
+    return (v + 255u) & ~(size_t)255u;
+}
+
+/* Reserve `bytes` at the running offset; returns the buffer's offset. */
+static size_t take(size_t *at, size_t bytes)
+{
+    size_t off = *at;
+    *at = align_up(off + (bytes ? bytes : 1));
+    return off;
+}
+
+void fmcu_workspace_layout(uint32_t max_tokens, uint32_t top_k, uint32_t hidden, uint32_t inter,
+                           uint32_t local_experts, uint32_t logical_experts, int32_t quant, uint32_t block_k,
+                           fmcu_ws *ws)
+{
+    size_t M = max_tokens, P = (size_t)max_tokens * top_k, H = hidden, I = inter, E = local_experts;
+    size_t at = 0;
+    int fp8 = quant != FMCU_Q_NONE;
+    memset(ws, 0, sizeof *ws);
+    ws->topk_w = take(&at, P * 4);
+    ws->topk_ids = take(&at, P * 4);
+    ws->topk_ids_logical = take(&at, P * 4);
+    ws->pair_local = take(&at, P * 4);
+    ws->counts = take(&at, E * 4);
+    ws->offsets = take(&at, (E + 1) * 4);
+    ws->sorted = take(&at, P * 4);
+    ws->tiles = take(&at, (size_t)fmcu_max_tiles((int64_t)P, local_experts, 16) * 8);
+    ws->n_tiles = take(&at, 4);
+    ws->amax = take(&at, 8);
+    ws->x_stage = take(&at, M * H * 2);
+    ws->out_stage = take(&at, M * H * 2);
+    /* GEMM1 input: bf16 (2 bytes) or fp8 (1 byte) plus scales. */
+    ws->a1 = take(&at, M * H * (fp8 ? 1 : 2));
+    size_t groups_h = quant == FMCU_Q_BLOCK ? (H + block_k - 1) / block_k : 1;
+    size_t groups_i = quant == FMCU_Q_BLOCK ? (I + block_k - 1) / block_k : 1;
+    ws->a1_scale = take(&at, fp8 ? M * groups_h * 4 : 0);
+    ws->act = take(&at, P * I * 2);
+    ws->a2 = take(&at, fp8 ? P * I : 0);
+    ws->a2_scale = take(&at, fp8 ? P * groups_i * 4 : 0);
+    ws->y = take(&at, P * H * 2);
+    ws->logits_stage = take(&at, M * (size_t)logical_experts * 4);
+    ws->total = at;
+}
+
+uint32_t fmcu_row_tile(int64_t m, uint32_t top_k, uint32_t local_experts)
+{
+    /* Rows an expert sees on average. */
+    int64_t per_expert = m * (int64_t)top_k / (local_experts ? local_experts : 1);
+    if (per_expert <= 16)
+        return 16;
+    if (per_expert <= 48)
+        return 32;
+    return 64;
+}
+
+int64_t fmcu_max_tiles(int64_t pairs, uint32_t local_experts, uint32_t row_tile)
+{
+    int64_t busy = pairs < (int64_t)local_experts ? pairs : (int64_t)local_experts;
+    return (pairs + row_tile - 1) / row_tile + busy;
+}

@@ -1,0 +1,393 @@
+/*
+ * plugins/cuda/method.c - the per-layer calls of the CUDA methods: create
+ * (device state, workspace), declare_params (layout.c), finalize (post-load
+ * processing on the host, then upload), apply / apply_logits (fmcu_forward)
+ * and destroy.
+ *
+ * Finalize does what vLLM's process_weights_after_loading does, on the
+ * host copies the core filled: a gated per-tensor W13 is requantized to
+ * one scale per expert (max of w1's and w3's, formats.h
+ * fmoe_fp8_requantize_w13); static input scales become one per GEMM (the
+ * max over experts); UE8M0 block scales are widened to f32. Everything is
+ * then uploaded once; the host copies are not used afterwards.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/reference_quant/refq.h"
+#include "plugins/cuda/cuda_api.h"
+#include "plugins/cuda/cuda_plugin.h"
+#include "plugins/cuda/layout.h"
+
+#define MAX_BUFFERS 12
+
+typedef struct fmcu_instance {
+    const fmoe_host *host;
+    fmoe_layer_config cfg;
+    fmoe_scheme scheme;
+    fmcu_layer layer;
+    fmoe_param_desc descs[FMCU_MAX_PARAMS];
+    const fmoe_param_desc *desc_ptrs[FMCU_MAX_PARAMS];
+    uint32_t n_params;
+    void *buffers[MAX_BUFFERS];   /* device allocations freed at destroy */
+    uint32_t n_buffers;
+} fmcu_instance;
+
+static fmoe_status device_error(fmcu_instance *in, fmoe_error *err, const char *text)
+{
+    return in->host->error_set(err, FMOE_STATUS_DEVICE_ERROR, "%s", text);
+}
+
+/* Allocate device memory owned by the instance. */
+static void *device_alloc(fmcu_instance *in, size_t bytes, char *why, size_t cap)
+{
+    void *p = NULL;
+    if (in->n_buffers >= MAX_BUFFERS) {
+        snprintf(why, cap, "internal: more than %d device buffers", MAX_BUFFERS);
+        return NULL;
+    }
+    if (fmcu_malloc(in->layer.device, &p, bytes, why, cap) != 0)
+        return NULL;
+    in->buffers[in->n_buffers++] = p;
+    return p;
+}
+
+/* Upload `bytes` from host to a new device buffer. */
+static const void *upload(fmcu_instance *in, const void *src, size_t bytes, char *why, size_t cap)
+{
+    void *d = device_alloc(in, bytes, why, cap);
+    if (!d || fmcu_upload(in->layer.device, d, src, bytes, why, cap) != 0)
+        return NULL;
+    return d;
+}
+
+static void destroy_instance(fmcu_instance *in)
+{
+    for (uint32_t i = 0; i < in->n_buffers; i++)
+        fmcu_free(in->layer.device, in->buffers[i]);
+    in->host->free(in->host->ctx, in);
+}
+
+static fmoe_status cuda_create(fmoe_create_args *a)
+{
+    const fmcu_state *st = a->state;
+    const fmoe_host *h = st->host;
+    char why[256];
+    fmcu_instance *in = h->alloc(h->ctx, sizeof *in, 0);
+    if (!in)
+        return h->error_set(a->err, FMOE_STATUS_OUT_OF_MEMORY, "out of memory");
+    memset(in, 0, sizeof *in);
+    in->host = h;
+    memcpy(&in->cfg, a->config, sizeof in->cfg < a->config->struct_size ? sizeof in->cfg : a->config->struct_size);
+    memcpy(&in->scheme, a->scheme,
+           sizeof in->scheme < a->scheme->struct_size ? sizeof in->scheme : a->scheme->struct_size);
+    const fmoe_layer_config *c = &in->cfg;
+    fmcu_layer *L = &in->layer;
+    L->device = a->device_index;
+    if (fmcu_check_config(c, &in->scheme, a->hidden_size, a->intermediate_per_rank, why, sizeof why) != 0 ||
+        fmcu_declare(c, &in->scheme, a->hidden_size, a->intermediate_per_rank, a->num_local_experts, in->descs,
+                     &in->n_params, why, sizeof why) != 0) {
+        destroy_instance(in);
+        return h->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT, "%s", why);
+    }
+    for (uint32_t i = 0; i < in->n_params; i++)
+        in->desc_ptrs[i] = &in->descs[i];
+
+    L->hidden = a->hidden_size;
+    L->inter = a->intermediate_per_rank;
+    L->rows13 = (c->gated ? 2u : 1u) * L->inter;
+    L->local_experts = a->num_local_experts;
+    L->global_experts = a->num_global_experts;
+    L->logical_experts = c->num_experts;
+    L->redundant_experts = c->num_redundant_experts;
+    L->top_k = c->top_k;
+    L->max_tokens = c->max_num_tokens;
+    L->act_dtype = c->act_dtype;
+    L->activation = c->activation;
+    L->gated = (int)c->gated;
+    L->swiglu_alpha = c->swiglu_alpha;
+    L->swiglu_limit = c->swiglu_limit;
+    L->on_input = c->apply_router_weight_on_input != 0;
+    L->add_b2 = c->has_bias && c->tp_rank == 0;
+    L->quant = fmcu_scheme_quant(&in->scheme, why, sizeof why);
+    L->a_dynamic = (int)in->scheme.a_dynamic;
+    L->ue8m0 = in->scheme.w_scale_dtype == FMOE_DTYPE_UE8M0;
+    L->block_n = in->scheme.w_block_n;
+    L->block_k = in->scheme.w_block_k;
+    L->scoring = c->scoring;
+    L->renormalize = (int)c->renormalize;
+    L->grouped = (int)c->grouped_topk;
+    L->num_expert_group = c->num_expert_group;
+    L->topk_group = c->topk_group;
+    L->has_correction_bias = (int)c->has_correction_bias;
+    L->routed_scaling_factor = c->routed_scaling_factor;
+
+    fmcu_workspace_layout(L->max_tokens, L->top_k, L->hidden, L->inter, L->local_experts, L->logical_experts,
+                          L->quant, L->block_k, &L->ws);
+    if (fmcu_prepare_kernels(L->device, why, sizeof why) != 0 ||
+        !(L->workspace = device_alloc(in, L->ws.total, why, sizeof why)) ||
+        !(L->in_scales = device_alloc(in, 2 * sizeof(float), why, sizeof why)) ||
+        (a->expert_map &&
+         !(L->expert_map = upload(in, a->expert_map, (size_t)a->num_global_experts * sizeof(int32_t), why,
+                                  sizeof why)))) {
+        fmoe_status s = device_error(in, a->err, why);
+        destroy_instance(in);
+        return s;
+    }
+    a->instance = in;
+    return FMOE_STATUS_OK;
+}
+
+static fmoe_status cuda_declare(fmoe_declare_params_args *a)
+{
+    fmcu_instance *in = a->instance;
+    a->params = in->desc_ptrs;
+    a->n_params = in->n_params;
+    return FMOE_STATUS_OK;
+}
+
+static const fmoe_tensor *param_named(const fmcu_instance *in, const fmoe_tensor *const *p, const char *name)
+{
+    for (uint32_t i = 0; i < in->n_params; i++)
+        if (strcmp(in->descs[i].name, name) == 0)
+            return p[i];
+    return NULL;
+}
+
+static size_t numel(const fmoe_tensor *t)
+{
+    size_t n = 1;
+    for (uint32_t d = 0; d < t->ndim; d++)
+        n *= (size_t)t->shape[d];
+    return n;
+}
+
+static size_t bytes_of(const fmoe_tensor *t)
+{
+    size_t es = t->dtype == FMOE_DTYPE_F32 || t->dtype == FMOE_DTYPE_INT32 ? 4
+                : t->dtype == FMOE_DTYPE_BF16 || t->dtype == FMOE_DTYPE_F16 ? 2
+                                                                            : 1;
+    return numel(t) * es;
+}
+
+/* Per-tensor FP8: one W13 scale per expert (requantized when gated) and the
+ * static input scales. */
+static fmoe_status finalize_tensor(fmcu_instance *in, const fmoe_tensor *const *p, fmoe_error *err, char *why,
+                                   size_t cap)
+{
+    fmcu_layer *L = &in->layer;
+    const fmoe_tensor *w13 = param_named(in, p, "w13_weight"), *s13 = param_named(in, p, "w13_weight_scale");
+    uint32_t E = L->local_experts;
+    float *one = malloc((E ? E : 1) * sizeof(float));
+    uint8_t *q = NULL;
+    if (!one)
+        return in->host->error_set(err, FMOE_STATUS_OUT_OF_MEMORY, "out of memory");
+    if (L->gated) {
+        q = malloc(bytes_of(w13) ? bytes_of(w13) : 1);
+        if (!q) {
+            free(one);
+            return in->host->error_set(err, FMOE_STATUS_OUT_OF_MEMORY, "out of memory");
+        }
+        memcpy(q, w13->data, bytes_of(w13));
+        if (refq_fp8_requant_w13(q, E, L->inter, L->hidden, s13->data, one) != 0) {
+            free(q);
+            free(one);
+            return in->host->error_set(err, FMOE_STATUS_INVALID_ARGUMENT,
+                                       "w13_weight_scale: every value must be finite and > 0");
+        }
+    } else {
+        memcpy(one, s13->data, E * sizeof(float));
+    }
+    L->w13 = upload(in, q ? q : w13->data, bytes_of(w13), why, cap);
+    L->w13_scale = L->w13 ? upload(in, one, E * sizeof(float), why, cap) : NULL;
+    free(q);
+    free(one);
+    if (!L->w13_scale)
+        return device_error(in, err, why);
+    if (in->scheme.a_dynamic)
+        return FMOE_STATUS_OK;
+    float in_scales[2];
+    const char *names[2] = {"w13_input_scale", "w2_input_scale"};
+    for (int i = 0; i < 2; i++) {
+        const fmoe_tensor *t = param_named(in, p, names[i]);
+        int unequal = 0;
+        if (refq_max_scale(t->data, numel(t), &in_scales[i], &unequal) != 0)
+            return in->host->error_set(err, FMOE_STATUS_INVALID_ARGUMENT, "%s: every value must be finite and > 0",
+                                       names[i]);
+        if (unequal) {
+            char line[160];
+            snprintf(line, sizeof line, "%s differs across experts; using the max %g for all of them", names[i],
+                     (double)in_scales[i]);
+            in->host->log(in->host->ctx, FMOE_PLUGIN_LOG_INFO, line);
+        }
+    }
+    if (fmcu_upload(L->device, L->in_scales, in_scales, sizeof in_scales, why, cap) != 0)
+        return device_error(in, err, why);
+    return FMOE_STATUS_OK;
+}
+
+/* Weight scales of the channel and block strategies (UE8M0 widened). */
+static const float *upload_scales(fmcu_instance *in, const fmoe_tensor *t, char *why, size_t cap)
+{
+    if (t->dtype != FMOE_DTYPE_UE8M0)
+        return upload(in, t->data, bytes_of(t), why, cap);
+    float *f = refq_ue8m0_to_f32(t->data, numel(t));
+    if (!f) {
+        snprintf(why, cap, "out of memory");
+        return NULL;
+    }
+    const float *d = upload(in, f, numel(t) * sizeof(float), why, cap);
+    free(f);
+    return d;
+}
+
+static fmoe_status cuda_finalize(fmoe_finalize_args *a)
+{
+    fmcu_instance *in = a->instance;
+    fmcu_layer *L = &in->layer;
+    char why[256];
+    if (a->n_params != in->n_params)
+        return in->host->error_set(a->err, FMOE_STATUS_INTERNAL, "finalize got %u params, declared %u", a->n_params,
+                                   in->n_params);
+    const fmoe_tensor *const *p = a->params;
+    const fmoe_tensor *w2 = param_named(in, p, "w2_weight");
+    if (L->quant == FMCU_Q_TENSOR) {
+        fmoe_status s = finalize_tensor(in, p, a->err, why, sizeof why);
+        if (s != FMOE_STATUS_OK)
+            return s;
+        L->w2_scale = upload(in, param_named(in, p, "w2_weight_scale")->data, L->local_experts * sizeof(float), why,
+                             sizeof why);
+        if (!L->w2_scale)
+            return device_error(in, a->err, why);
+    } else {
+        L->w13 = upload(in, param_named(in, p, "w13_weight")->data, bytes_of(param_named(in, p, "w13_weight")), why,
+                        sizeof why);
+        if (!L->w13)
+            return device_error(in, a->err, why);
+        if (L->quant != FMCU_Q_NONE) {
+            L->w13_scale = upload_scales(in, param_named(in, p, "w13_weight_scale"), why, sizeof why);
+            L->w2_scale = L->w13_scale ? upload_scales(in, param_named(in, p, "w2_weight_scale"), why, sizeof why)
+                                       : NULL;
+            if (!L->w2_scale)
+                return device_error(in, a->err, why);
+        }
+    }
+    L->w2 = upload(in, w2->data, bytes_of(w2), why, sizeof why);
+    if (!L->w2)
+        return device_error(in, a->err, why);
+    if (in->cfg.has_bias) {
+        const fmoe_tensor *b13 = param_named(in, p, "w13_bias"), *b2 = param_named(in, p, "w2_bias");
+        L->b13 = upload(in, b13->data, bytes_of(b13), why, sizeof why);
+        L->b2 = L->b13 ? upload(in, b2->data, bytes_of(b2), why, sizeof why) : NULL;
+        if (!L->b2)
+            return device_error(in, a->err, why);
+    }
+    if (a->correction_bias) {
+        L->correction_bias = upload(in, a->correction_bias->data, numel(a->correction_bias) * sizeof(float), why,
+                                    sizeof why);
+        if (!L->correction_bias)
+            return device_error(in, a->err, why);
+    }
+    return FMOE_STATUS_OK;
+}
+
+static int on_host(const fmoe_tensor *t)
+{
+    return t->device_kind == FMOE_DEVICE_CPU;
+}
+
+static fmoe_status run(fmcu_instance *in, fmoe_error *err, fmcu_call *c)
+{
+    char why[256];
+    if (fmcu_forward(&in->layer, c, why, sizeof why) != 0)
+        return device_error(in, err, why);
+    return FMOE_STATUS_OK;
+}
+
+static void call_io(fmcu_call *c, const fmoe_tensor *x, fmoe_tensor *out, void *stream)
+{
+    c->m = x->shape[0];
+    c->x = x->data;
+    c->x_ld = x->strides[0];
+    c->x_host = on_host(x);
+    c->out = out->data;
+    c->out_ld = out->strides[0];
+    c->out_host = on_host(out);
+    c->stream = stream;
+}
+
+static fmoe_status cuda_apply(fmoe_apply_args *a)
+{
+    fmcu_instance *in = a->instance;
+    fmcu_call c;
+    memset(&c, 0, sizeof c);
+    call_io(&c, a->x, a->out, a->stream);
+    c.topk_w = a->topk_weights->data;
+    c.topk_ids = a->topk_ids->data;
+    c.topk_host = on_host(a->topk_weights) || on_host(a->topk_ids);
+    if (on_host(a->topk_weights) != on_host(a->topk_ids))
+        return in->host->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT,
+                                   "topk_weights and topk_ids must both be host or both be device memory");
+    return run(in, a->err, &c);
+}
+
+static fmoe_status cuda_apply_logits(fmoe_apply_logits_args *a)
+{
+    fmcu_instance *in = a->instance;
+    fmcu_call c;
+    memset(&c, 0, sizeof c);
+    call_io(&c, a->x, a->out, a->stream);
+    const fmoe_tensor *lg = a->router_logits;
+    c.logits = lg->data;
+    c.logits_dtype = lg->dtype;
+    c.logits_ld = lg->strides[0];
+    c.logits_cs = lg->strides[1];
+    c.logits_host = on_host(lg);
+    if (c.logits_host && c.logits_cs != 1)
+        return in->host->error_set(a->err, FMOE_STATUS_UNSUPPORTED,
+                                   "host router_logits must have unit column stride (they are staged row by row)");
+    c.topk_w_out = a->topk_weights_out ? a->topk_weights_out->data : NULL;
+    c.topk_ids_out = a->topk_ids_out ? a->topk_ids_out->data : NULL;
+    int host_w = a->topk_weights_out && on_host(a->topk_weights_out);
+    int host_i = a->topk_ids_out && on_host(a->topk_ids_out);
+    if ((a->topk_weights_out && a->topk_ids_out && host_w != host_i))
+        return in->host->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT,
+                                   "topk_weights_out and topk_ids_out must both be host or both be device memory");
+    c.topk_out_host = host_w || host_i;
+    return run(in, a->err, &c);
+}
+
+static void cuda_destroy(fmoe_destroy_args *a)
+{
+    destroy_instance(a->instance);
+}
+
+#define METHOD(var, method_name)                                                                                    \
+    static const fmoe_method var = {                                                                                \
+        .struct_size = sizeof(fmoe_method),                                                                         \
+        .name = method_name,                                                                                        \
+        .flags = FMOE_METHOD_MONOLITHIC | FMOE_METHOD_EPLB | FMOE_METHOD_GRAPH_SAFE,                                \
+        .create = cuda_create,                                                                                      \
+        .declare_params = cuda_declare,                                                                             \
+        .finalize = cuda_finalize,                                                                                  \
+        .apply = cuda_apply,                                                                                        \
+        .apply_logits = cuda_apply_logits,                                                                          \
+        .destroy = cuda_destroy,                                                                                    \
+    }
+
+METHOD(method_bf16, "bf16");
+METHOD(method_fp8_tensor, "fp8_w8a8_tensor");
+METHOD(method_fp8_channel, "fp8_w8a8_channel");
+METHOD(method_fp8_block, "fp8_w8a8_block");
+
+const fmoe_method *fmcu_method(int quant)
+{
+    switch (quant) {
+    case FMCU_Q_TENSOR: return &method_fp8_tensor;
+    case FMCU_Q_CHANNEL: return &method_fp8_channel;
+    case FMCU_Q_BLOCK: return &method_fp8_block;
+    default: return &method_bf16;
+    }
+}

@@ -1,0 +1,209 @@
+/*
+ * plugins/cuda/plugin.c - entry point, probe and query of the CUDA backend.
+ *
+ * Probe asks the statically linked CUDA runtime for the devices. Without a
+ * driver or a GPU it reports one CUDA slot, unavailable, score 0, with the
+ * runtime's reason: never an error, never an abort (plugin ABI R7).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "plugins/cuda/cuda_api.h"
+#include "plugins/cuda/cuda_plugin.h"
+#include "plugins/cuda/layout.h"
+
+#define DEVICE_SCORE 100 /* above the reference (1) and portable CPU backends */
+
+int fmcu_arch_supported(int major, int minor)
+{
+    (void)minor;
+    return major == 9 || major == 10; /* sm_90a and sm_100a code objects */
+}
+
+static fmoe_status cuda_init(fmoe_init_args *a)
+{
+    const fmoe_host *h = a->host;
+    if (a->n_options > 0)
+        return h->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT, "unknown option '%s' (the cuda plugin takes none)",
+                            a->options[0]->key);
+    fmcu_state *st = h->alloc(h->ctx, sizeof *st, 0);
+    if (!st)
+        return h->error_set(a->err, FMOE_STATUS_OUT_OF_MEMORY, "out of memory");
+    memset(st, 0, sizeof *st);
+    st->host = h;
+    a->state = st;
+    return FMOE_STATUS_OK;
+}
+
+static void cuda_shutdown(void *state)
+{
+    fmcu_state *st = state;
+    if (st)
+        st->host->free(st->host->ctx, st);
+}
+
+static void versions_text(char *buf, size_t cap)
+{
+    int drv, rt;
+    fmcu_versions(&drv, &rt);
+    snprintf(buf, cap, "driver %d.%d, runtime %d.%d", drv / 1000, (drv % 1000) / 10, rt / 1000, (rt % 1000) / 10);
+}
+
+static fmoe_status cuda_probe(fmoe_probe_args *a)
+{
+    if (a->capacity < 1)
+        return FMOE_STATUS_OK;
+    int count = 0;
+    char why[200] = "the CUDA runtime sees no device";
+    if (fmcu_device_count(&count, why, sizeof why) != 0 || count == 0) {
+        fmoe_device_report *r = a->reports[0];
+        r->kind = FMOE_DEVICE_CUDA;
+        r->index = 0;
+        r->available = 0;
+        r->score = 0;
+        snprintf(r->name, sizeof r->name, "no CUDA device");
+        snprintf(r->arch, sizeof r->arch, "none");
+        snprintf(r->id, sizeof r->id, "none");
+        versions_text(r->driver, sizeof r->driver);
+        snprintf(r->reason, sizeof r->reason, "%s", why);
+        a->count = 1;
+        return FMOE_STATUS_OK;
+    }
+    uint32_t n = (uint32_t)count < a->capacity ? (uint32_t)count : a->capacity;
+    for (uint32_t i = 0; i < n; i++) {
+        fmoe_device_report *r = a->reports[i];
+        fmcu_device_info info;
+        r->kind = FMOE_DEVICE_CUDA;
+        r->index = (int32_t)i;
+        if (fmcu_device_query((int)i, &info, why, sizeof why) != 0) {
+            r->available = 0;
+            r->score = 0;
+            snprintf(r->name, sizeof r->name, "CUDA device %u", i);
+            snprintf(r->reason, sizeof r->reason, "%s", why);
+            continue;
+        }
+        snprintf(r->name, sizeof r->name, "%s", info.name);
+        snprintf(r->arch, sizeof r->arch, "sm_%d%d%s (%d SMs)", info.major, info.minor,
+                 info.major >= 9 ? "a" : "", info.multiprocessors);
+        snprintf(r->id, sizeof r->id, "%s", info.pci_id);
+        versions_text(r->driver, sizeof r->driver);
+        r->memory_bytes = info.memory_bytes;
+        if (fmcu_arch_supported(info.major, info.minor)) {
+            r->available = 1;
+            r->score = DEVICE_SCORE;
+            snprintf(r->reason, sizeof r->reason, "bf16 and fp8 W8A8 grouped GEMMs (mma.sync), GPU routing");
+        } else {
+            r->available = 0;
+            r->score = 0;
+            snprintf(r->reason, sizeof r->reason, "compute capability %d.%d: built for sm_90a and sm_100a only",
+                     info.major, info.minor);
+        }
+    }
+    a->count = n;
+    return FMOE_STATUS_OK;
+}
+
+static fmoe_status cuda_query(fmoe_query_args *a)
+{
+    if (a->device_kind != FMOE_DEVICE_CUDA) {
+        snprintf(a->reason, sizeof a->reason, "runs on CUDA devices only");
+        return FMOE_STATUS_UNSUPPORTED;
+    }
+    char why[200];
+    int quant = fmcu_scheme_quant(a->scheme, why, sizeof why);
+    if (quant < 0) {
+        snprintf(a->reason, sizeof a->reason, "%s: %s", a->scheme_key, why);
+        return FMOE_STATUS_UNSUPPORTED;
+    }
+    const fmoe_layer_config *cfg = a->config;
+    uint32_t tp = cfg->tp_size ? cfg->tp_size : 1;
+    uint32_t inter = cfg->intermediate_size / tp;
+    if (fmcu_check_config(cfg, a->scheme, cfg->hidden_size, inter, why, sizeof why) != 0) {
+        snprintf(a->reason, sizeof a->reason, "%s", why);
+        return FMOE_STATUS_UNSUPPORTED;
+    }
+    a->method = fmcu_method(quant);
+    a->score = DEVICE_SCORE;
+    snprintf(a->reason, sizeof a->reason, "%s: grouped mma.sync GEMMs, fused activation, GPU routing",
+             a->method->name);
+    return FMOE_STATUS_OK;
+}
+
+/* Device memory for callers without the CUDA runtime (ABI 1.1). */
+static fmoe_status mem_alloc(fmoe_memory_args *a)
+{
+    const fmcu_state *st = a->state;
+    char why[200];
+    if (a->device_kind != FMOE_DEVICE_CUDA)
+        return st->host->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT, "cuda plugin: not a CUDA device");
+    if (fmcu_malloc(a->device_index, &a->ptr, a->bytes, why, sizeof why) != 0)
+        return st->host->error_set(a->err, FMOE_STATUS_OUT_OF_MEMORY, "%s", why);
+    return FMOE_STATUS_OK;
+}
+
+static void mem_free(fmoe_memory_args *a)
+{
+    if (a->device_kind == FMOE_DEVICE_CUDA)
+        fmcu_free(a->device_index, a->ptr);
+}
+
+static fmoe_status mem_copy(fmoe_copy_args *a)
+{
+    const fmcu_state *st = a->state;
+    char why[200];
+    if (a->device_kind != FMOE_DEVICE_CUDA ||
+        (a->direction != FMOE_COPY_TO_DEVICE && a->direction != FMOE_COPY_FROM_DEVICE))
+        return st->host->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT, "cuda plugin: bad copy arguments");
+    if (fmcu_copy(a->device_index, a->direction == FMOE_COPY_TO_DEVICE, a->dst, a->src, a->bytes, a->stream, why,
+                  sizeof why) != 0)
+        return st->host->error_set(a->err, FMOE_STATUS_DEVICE_ERROR, "%s", why);
+    return FMOE_STATUS_OK;
+}
+
+static fmoe_status mem_sync(fmoe_sync_args *a)
+{
+    const fmcu_state *st = a->state;
+    char why[200];
+    if (a->device_kind != FMOE_DEVICE_CUDA)
+        return st->host->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT, "cuda plugin: not a CUDA device");
+    if (fmcu_synchronize(a->device_index, a->stream, why, sizeof why) != 0)
+        return st->host->error_set(a->err, FMOE_STATUS_DEVICE_ERROR, "%s", why);
+    return FMOE_STATUS_OK;
+}
+
+static const fmoe_device_memory cuda_memory = {
+    .struct_size = sizeof(fmoe_device_memory),
+    .alloc = mem_alloc,
+    .free = mem_free,
+    .copy = mem_copy,
+    .synchronize = mem_sync,
+};
+
+static const fmoe_plugin cuda_plugin = {
+    .struct_size = sizeof(fmoe_plugin),
+    .abi_major = FMOE_ABI_MAJOR,
+    .abi_minor = FMOE_ABI_MINOR,
+    .name = "cuda",
+    .vendor = "fusedmoe",
+    .version = FMOE_PLUGIN_VERSION,
+    .build_id = FMCU_BUILD_ID,
+    .init = cuda_init,
+    .probe = cuda_probe,
+    .query = cuda_query,
+    .shutdown = cuda_shutdown,
+    .memory = &cuda_memory,
+};
+
+FMOE_PLUGIN_EXPORT fmoe_status fmoe_plugin_entry(fmoe_entry_args *a)
+{
+    if (!a || a->struct_size < FMOE_STRUCT_SIZE_UPTO(fmoe_entry_args, plugin) || !a->host)
+        return FMOE_STATUS_INVALID_ARGUMENT;
+    const fmoe_host *h = a->host;
+    if (h->abi_major != FMOE_ABI_MAJOR || h->struct_size < FMOE_STRUCT_SIZE_UPTO(fmoe_host, free))
+        return h->struct_size >= FMOE_STRUCT_SIZE_UPTO(fmoe_host, error_set) && h->error_set
+                   ? h->error_set(a->err, FMOE_STATUS_ABI_MISMATCH, "cuda plugin speaks ABI %d.x, host %u.%u",
+                                  FMOE_ABI_MAJOR, h->abi_major, h->abi_minor)
+                   : FMOE_STATUS_ABI_MISMATCH;
+    a->plugin = &cuda_plugin;
+    return FMOE_STATUS_OK;
+}

@@ -1,0 +1,349 @@
+/*
+ * tests/cuda/test_cuda_layout.c - the CUDA plugin's host-side logic, no GPU
+ * needed (runs in CI):
+ *   - scheme acceptance and the reasons for refusals;
+ *   - declared parameters equal the reference plugin's (name, dtype, shape,
+ *     role, shard axis) for every served scheme, so the same checkpoints load;
+ *   - the workspace layout: aligned, disjoint, large enough;
+ *   - the row-tile bound covers every routing;
+ *   - the built plugin loads and probes without a GPU (score 0 + reason)
+ *     and refuses CPU devices in query.
+ */
+#include <check.h>
+#include <dlfcn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plugins/cuda/cuda_api.h"
+#include "plugins/cuda/layout.h"
+
+/* ------------------------------------------------------------------------ */
+/* A minimal host table                                                      */
+/* ------------------------------------------------------------------------ */
+
+static char last_error[512];
+
+static void h_log(void *ctx, int32_t level, const char *msg)
+{
+    (void)ctx;
+    (void)level;
+    (void)msg;
+}
+
+static fmoe_status h_error_set(fmoe_error *err, fmoe_status st, const char *fmt, ...)
+{
+    (void)err;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+static void *h_alloc(void *ctx, size_t n, size_t align)
+{
+    (void)ctx;
+    void *p = NULL;
+    if (posix_memalign(&p, align ? align : 64, n ? n : 1) != 0)
+        return NULL;
+    return p;
+}
+
+static void h_free(void *ctx, void *p)
+{
+    (void)ctx;
+    free(p);
+}
+
+static const fmoe_host host = {
+    .struct_size = sizeof(fmoe_host), .abi_major = FMOE_ABI_MAJOR, .abi_minor = FMOE_ABI_MINOR,
+    .host_version = "test", .log = h_log, .error_set = h_error_set, .alloc = h_alloc, .free = h_free,
+};
+
+typedef struct loaded {
+    const fmoe_plugin *plugin;
+    void *state;
+} loaded;
+
+static loaded load_plugin(const char *path)
+{
+    loaded l = {0};
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    ck_assert_msg(h != NULL, "dlopen %s: %s", path, dlerror());
+    fmoe_plugin_entry_fn entry = (fmoe_plugin_entry_fn)(uintptr_t)dlsym(h, FMOE_PLUGIN_ENTRY_SYMBOL);
+    ck_assert_ptr_nonnull(entry);
+    fmoe_entry_args ea = {.struct_size = sizeof ea, .host = &host};
+    ck_assert_int_eq(entry(&ea), FMOE_STATUS_OK);
+    l.plugin = ea.plugin;
+    fmoe_init_args ia = {.struct_size = sizeof ia, .host = &host, .abi_minor = FMOE_ABI_MINOR};
+    ck_assert_int_eq(l.plugin->init(&ia), FMOE_STATUS_OK);
+    l.state = ia.state;
+    return l;
+}
+
+/* ------------------------------------------------------------------------ */
+
+static fmoe_scheme scheme_of(fmoe_dtype w, int32_t ws, fmoe_dtype sd, uint32_t bn, uint32_t bk, int32_t as,
+                             uint32_t dyn)
+{
+    fmoe_scheme s;
+    memset(&s, 0, sizeof s);
+    s.struct_size = sizeof s;
+    s.w_dtype = w;
+    s.w_strategy = ws;
+    s.w_scale_dtype = sd;
+    s.w_block_n = bn;
+    s.w_block_k = bk;
+    if (ws != FMOE_QSTRATEGY_NONE) {
+        s.a_dtype = w;
+        s.a_strategy = as;
+        s.a_group_size = as == FMOE_QSTRATEGY_GROUP ? bk : 0;
+        s.a_dynamic = dyn;
+        s.a_symmetric = 1;
+        s.w_symmetric = 1;
+    }
+    return s;
+}
+
+#define FP8 FMOE_DTYPE_FP8_E4M3FN
+
+static fmoe_scheme served[6];
+static const int n_served = 6;
+
+static void make_served(void)
+{
+    served[0] = scheme_of(FMOE_DTYPE_BF16, FMOE_QSTRATEGY_NONE, 0, 0, 0, 0, 0);
+    served[1] = scheme_of(FP8, FMOE_QSTRATEGY_TENSOR, FMOE_DTYPE_F32, 0, 0, FMOE_QSTRATEGY_TENSOR, 0);
+    served[2] = scheme_of(FP8, FMOE_QSTRATEGY_TENSOR, FMOE_DTYPE_F32, 0, 0, FMOE_QSTRATEGY_TENSOR, 1);
+    served[3] = scheme_of(FP8, FMOE_QSTRATEGY_CHANNEL, FMOE_DTYPE_F32, 0, 0, FMOE_QSTRATEGY_TOKEN, 1);
+    served[4] = scheme_of(FP8, FMOE_QSTRATEGY_BLOCK, FMOE_DTYPE_F32, 128, 128, FMOE_QSTRATEGY_GROUP, 1);
+    served[5] = scheme_of(FP8, FMOE_QSTRATEGY_BLOCK, FMOE_DTYPE_UE8M0, 128, 128, FMOE_QSTRATEGY_GROUP, 1);
+}
+
+START_TEST(schemes)
+{
+    char why[256];
+    make_served();
+    const int expect[6] = {FMCU_Q_NONE, FMCU_Q_TENSOR, FMCU_Q_TENSOR, FMCU_Q_CHANNEL, FMCU_Q_BLOCK, FMCU_Q_BLOCK};
+    for (int i = 0; i < n_served; i++)
+        ck_assert_int_eq(fmcu_scheme_quant(&served[i], why, sizeof why), expect[i]);
+    fmoe_scheme f16 = scheme_of(FMOE_DTYPE_F16, FMOE_QSTRATEGY_NONE, 0, 0, 0, 0, 0);
+    ck_assert_int_eq(fmcu_scheme_quant(&f16, why, sizeof why), -1);
+    ck_assert_ptr_nonnull(strstr(why, "bf16"));
+    fmoe_scheme b32 = scheme_of(FP8, FMOE_QSTRATEGY_BLOCK, FMOE_DTYPE_F32, 128, 32, FMOE_QSTRATEGY_GROUP, 1);
+    ck_assert_int_eq(fmcu_scheme_quant(&b32, why, sizeof why), -1);
+    ck_assert_ptr_nonnull(strstr(why, "block_k"));
+    fmoe_scheme chan_static = scheme_of(FP8, FMOE_QSTRATEGY_CHANNEL, FMOE_DTYPE_F32, 0, 0, FMOE_QSTRATEGY_TOKEN, 0);
+    ck_assert_int_eq(fmcu_scheme_quant(&chan_static, why, sizeof why), -1);
+    fmoe_scheme int4 = scheme_of(FMOE_DTYPE_INT4, FMOE_QSTRATEGY_GROUP, FMOE_DTYPE_BF16, 0, 0, 0, 0);
+    ck_assert_int_eq(fmcu_scheme_quant(&int4, why, sizeof why), -1);
+}
+END_TEST
+
+static fmoe_layer_config config(uint32_t gated, uint32_t bias, uint32_t tp, fmoe_dtype act)
+{
+    fmoe_layer_config c;
+    memset(&c, 0, sizeof c);
+    c.struct_size = sizeof c;
+    c.num_experts = 8;
+    c.top_k = 2;
+    c.hidden_size = 256;
+    c.intermediate_size = 512;
+    c.activation = FMOE_ACT_SILU;
+    c.gated = gated;
+    c.has_bias = bias;
+    c.swiglu_alpha = 1.702f;
+    c.act_dtype = act;
+    c.scoring = FMOE_SCORING_SOFTMAX;
+    c.renormalize = 1;
+    c.routed_scaling_factor = 1.0f;
+    c.tp_size = tp;
+    c.ep_size = 1;
+    c.placement = FMOE_PLACEMENT_LINEAR;
+    c.max_num_tokens = 64;
+    return c;
+}
+
+START_TEST(config_limits)
+{
+    char why[256];
+    make_served();
+    fmoe_layer_config c = config(1, 0, 1, FMOE_DTYPE_BF16);
+    ck_assert_int_eq(fmcu_check_config(&c, &served[0], 256, 512, why, sizeof why), 0);
+    ck_assert_int_eq(fmcu_check_config(&c, &served[0], 250, 512, why, sizeof why), -1);
+    ck_assert_ptr_nonnull(strstr(why, "multiples"));
+    c.act_dtype = FMOE_DTYPE_F16;
+    ck_assert_int_eq(fmcu_check_config(&c, &served[0], 256, 512, why, sizeof why), -1);
+    ck_assert_int_eq(fmcu_check_config(&c, &served[4], 256, 512, why, sizeof why), 0);
+    c.act_dtype = FMOE_DTYPE_F32;
+    ck_assert_int_eq(fmcu_check_config(&c, &served[4], 256, 512, why, sizeof why), -1);
+    c = config(1, 0, 1, FMOE_DTYPE_BF16);
+    c.top_k = 64;
+    ck_assert_int_eq(fmcu_check_config(&c, &served[0], 256, 512, why, sizeof why), -1);
+    c = config(1, 0, 1, FMOE_DTYPE_BF16);
+    c.num_experts = 4096;
+    ck_assert_int_eq(fmcu_check_config(&c, &served[0], 256, 512, why, sizeof why), -1);
+}
+END_TEST
+
+/* Declared parameters equal the reference plugin's, for every served scheme,
+ * gated or not, with and without biases, TP 1 and 2. */
+START_TEST(params_match_reference)
+{
+    make_served();
+    loaded ref = load_plugin(FMCU_TEST_REFERENCE_PLUGIN);
+    char why[256];
+    for (int si = 0; si < n_served; si++)
+        for (int variant = 0; variant < 8; variant++) {
+            uint32_t gated = variant & 1, bias = (variant >> 1) & 1, tp = (variant & 4) ? 2 : 1;
+            fmoe_layer_config c = config(gated, bias, tp, FMOE_DTYPE_BF16);
+            uint32_t inter = c.intermediate_size / tp;
+            fmoe_query_args q = {.struct_size = sizeof q, .state = ref.state, .config = &c, .scheme = &served[si],
+                                 .scheme_key = "test", .device_kind = FMOE_DEVICE_CPU};
+            ck_assert_int_eq(ref.plugin->query(&q), FMOE_STATUS_OK);
+            fmoe_create_args ca = {.struct_size = sizeof ca, .state = ref.state, .config = &c, .scheme = &served[si],
+                                   .device_kind = FMOE_DEVICE_CPU, .hidden_size = c.hidden_size,
+                                   .intermediate_per_rank = inter, .num_local_experts = 8, .num_global_experts = 8};
+            ck_assert_int_eq(q.method->create(&ca), FMOE_STATUS_OK);
+            fmoe_declare_params_args da = {.struct_size = sizeof da, .instance = ca.instance};
+            ck_assert_int_eq(q.method->declare_params(&da), FMOE_STATUS_OK);
+            fmoe_param_desc mine[FMCU_MAX_PARAMS];
+            uint32_t n = 0;
+            ck_assert_int_eq(fmcu_declare(&c, &served[si], c.hidden_size, inter, 8, mine, &n, why, sizeof why), 0);
+            ck_assert_uint_eq(n, da.n_params);
+            for (uint32_t i = 0; i < n; i++) {
+                const fmoe_param_desc *r = da.params[i], *m = &mine[i];
+                ck_assert_str_eq(m->name, r->name);
+                ck_assert_int_eq(m->dtype, r->dtype);
+                ck_assert_uint_eq(m->ndim, r->ndim);
+                for (uint32_t d = 0; d < m->ndim; d++)
+                    ck_assert_int_eq(m->shape[d], r->shape[d]);
+                ck_assert_int_eq(m->projection, r->projection);
+                ck_assert_int_eq(m->role, r->role);
+                ck_assert_int_eq(m->scale_kind, r->scale_kind);
+                ck_assert_int_eq(m->shard_axis, r->shard_axis);
+                ck_assert_uint_eq(m->per_expert, r->per_expert);
+                ck_assert_uint_eq(m->flags, r->flags);
+            }
+            fmoe_destroy_args xa = {.struct_size = sizeof xa, .instance = ca.instance};
+            q.method->destroy(&xa);
+        }
+    ref.plugin->shutdown(ref.state);
+}
+END_TEST
+
+START_TEST(block_shape_refused_like_reference)
+{
+    make_served();
+    char why[256];
+    fmoe_param_desc d[FMCU_MAX_PARAMS];
+    uint32_t n;
+    fmoe_layer_config c = config(1, 0, 1, FMOE_DTYPE_BF16);
+    ck_assert_int_eq(fmcu_declare(&c, &served[4], 256, 192, 8, d, &n, why, sizeof why), -1);
+    ck_assert_ptr_nonnull(strstr(why, "block_n = 128"));
+}
+END_TEST
+
+START_TEST(workspace)
+{
+    fmcu_ws ws;
+    for (int32_t quant = FMCU_Q_NONE; quant <= FMCU_Q_BLOCK; quant++) {
+        fmcu_workspace_layout(100, 8, 320, 256, 16, 64, quant, 128, &ws);
+        const size_t *off = (const size_t *)&ws;
+        size_t n = sizeof ws / sizeof(size_t) - 1;
+        for (size_t i = 0; i < n; i++) {
+            ck_assert_uint_eq(off[i] % 256, 0);
+            if (i)
+                ck_assert_uint_gt(off[i], off[i - 1]);
+        }
+        ck_assert_uint_ge(ws.total, ws.logits_stage + 100 * 64 * 4);
+        ck_assert_uint_ge(ws.y - ws.act, 800 * 256 * 2);            /* act [P, I] act dtype */
+        ck_assert_uint_ge(ws.logits_stage - ws.y, 800 * 320 * 2);   /* y [P, H] */
+        if (quant == FMCU_Q_BLOCK)
+            ck_assert_uint_ge(ws.act - ws.a1_scale, 100 * 3 * 4);  /* 320 / 128 -> 3 groups */
+    }
+}
+END_TEST
+
+/* The tile bound holds for any assignment of pairs to experts. */
+START_TEST(tile_bound)
+{
+    uint64_t seed = 12345;
+    for (int trial = 0; trial < 2000; trial++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        uint32_t E = 1 + (uint32_t)(seed >> 33) % 300;
+        int64_t pairs = 1 + (int64_t)((seed >> 20) % 5000);
+        uint32_t bm = fmcu_row_tile(pairs, 1, E);
+        ck_assert(bm == 16 || bm == 32 || bm == 64);
+        int64_t counts[300] = {0};
+        for (int64_t p = 0; p < pairs; p++) {
+            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+            counts[(seed >> 33) % ((trial & 1) ? E : (E < 3 ? E : 3))]++;
+        }
+        int64_t tiles = 0;
+        for (uint32_t e = 0; e < E; e++)
+            tiles += (counts[e] + bm - 1) / bm;
+        ck_assert_int_le(tiles, fmcu_max_tiles(pairs, E, bm));
+    }
+    ck_assert_uint_eq(fmcu_row_tile(1, 8, 128), 16);
+    ck_assert_uint_eq(fmcu_row_tile(4096, 8, 128), 64);
+}
+END_TEST
+
+/* The plugin itself, on this machine (CI has no GPU). */
+START_TEST(probe_without_gpu_is_not_fatal)
+{
+    loaded l = load_plugin(FMCU_TEST_CUDA_PLUGIN);
+    ck_assert_str_eq(l.plugin->name, "cuda");
+    fmoe_device_report reps[4];
+    fmoe_device_report *ptrs[4];
+    for (int i = 0; i < 4; i++) {
+        memset(&reps[i], 0, sizeof reps[i]);
+        reps[i].struct_size = sizeof reps[i];
+        ptrs[i] = &reps[i];
+    }
+    fmoe_probe_args pa = {.struct_size = sizeof pa, .state = l.state, .reports = ptrs, .capacity = 4};
+    ck_assert_int_eq(l.plugin->probe(&pa), FMOE_STATUS_OK);
+    ck_assert_uint_ge(pa.count, 1);
+    for (uint32_t i = 0; i < pa.count; i++) {
+        ck_assert_int_eq(reps[i].kind, FMOE_DEVICE_CUDA);
+        if (!reps[i].available) {
+            ck_assert_uint_eq(reps[i].score, 0);
+            ck_assert_uint_gt(strlen(reps[i].reason), 0);
+        }
+    }
+    make_served();
+    fmoe_layer_config c = config(1, 0, 1, FMOE_DTYPE_BF16);
+    fmoe_query_args q = {.struct_size = sizeof q, .state = l.state, .config = &c, .scheme = &served[0],
+                         .scheme_key = "bf16", .device_kind = FMOE_DEVICE_CPU};
+    ck_assert_int_eq(l.plugin->query(&q), FMOE_STATUS_UNSUPPORTED);
+    ck_assert_uint_gt(strlen(q.reason), 0);
+    q.device_kind = FMOE_DEVICE_CUDA;
+    ck_assert_int_eq(l.plugin->query(&q), FMOE_STATUS_OK);
+    ck_assert_ptr_nonnull(q.method);
+    ck_assert_ptr_nonnull(q.method->apply);
+    ck_assert_ptr_nonnull(q.method->apply_logits);
+    l.plugin->shutdown(l.state);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("cuda_layout");
+    TCase *tc = tcase_create("host");
+    tcase_add_test(tc, schemes);
+    tcase_add_test(tc, config_limits);
+    tcase_add_test(tc, params_match_reference);
+    tcase_add_test(tc, block_shape_refused_like_reference);
+    tcase_add_test(tc, workspace);
+    tcase_add_test(tc, tile_bound);
+    tcase_add_test(tc, probe_without_gpu_is_not_fatal);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
