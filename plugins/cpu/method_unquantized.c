@@ -7,11 +7,18 @@
  * products); f32 otherwise (bf16 or f16 weights are widened to f32 at
  * finalize, which is exact).
  *
- * finalize creates two matmul primitives, src [M, K] with M a run-time
- * dimension (one primitive serves every expert and every batch), weights
- * [K, N] in the layout oneDNN prefers for them (format "any"), dst f32
- * [M, N]; each expert's weights are reordered into that layout once; the
- * scratchpad is user-managed and allocated here. apply:
+ * finalize creates, per GEMM, matmul primitives for row counts 1, 2, 4, ...
+ * up to the largest an expert can get in a chunk (at most 1024): src
+ * [rows, K], weights [K, N] in the layout oneDNN prefers for one row (the
+ * decode case; format "any"), the others created for that same layout,
+ * dst f32 [rows, N]. (A run-time M would be one primitive, but oneDNN 2.6
+ * serves it with its gemm path, which repacks the weights on every call:
+ * 25-50 ms per call for a 6 MB expert.) Each expert's weights are reordered
+ * into the layout once; the scratchpad is user-managed; the memory handles
+ * are created here and only re-pointed in apply (no allocation in apply).
+ * An expert with m rows runs the smallest primitive with >= m rows (rows
+ * past m read and write slack rows of the buffers), or the largest in
+ * slices. apply:
  *
  *   group pairs by expert (layer.c)
  *   gather   xg[p] = x[t(p)] (x w[t,0] on input) in the compute type   (pool)
@@ -22,9 +29,7 @@
  *   combine  (layer.c)
  *
  * oneDNN threads each matmul itself (its OpenMP runtime); the plugin's
- * pool runs the element-wise steps. The only allocations in apply are
- * oneDNN's two small memory handles per expert and GEMM (the handle holds
- * the run-time M); no data buffer is allocated.
+ * pool runs the element-wise steps.
  */
 #include <dnnl.h>
 #include <stdio.h>
@@ -34,6 +39,16 @@
 #include "core/half.h"
 #include "plugins/cpu/layer.h"
 
+#define MAX_BUCKETS 11 /* 1, 2, 4, ..., 1024 rows */
+
+/* One GEMM's primitives, by row count. */
+typedef struct uq_gemm {
+    uint32_t n;
+    uint32_t rows[MAX_BUCKETS];
+    dnnl_primitive_t prim[MAX_BUCKETS];
+    dnnl_memory_t src[MAX_BUCKETS], dst[MAX_BUCKETS];
+} uq_gemm;
+
 typedef struct uq_layer {
     cpu_layer L;
     fmoe_dtype w_dtype;
@@ -41,7 +56,8 @@ typedef struct uq_layer {
     size_t celt;            /* its size in bytes */
     dnnl_engine_t eng;
     dnnl_stream_t stream;
-    dnnl_primitive_t mm13, mm2;
+    uq_gemm g13, g2;
+    uint32_t slack;         /* rows past the end of xg/h/act/y2 (largest bucket) */
     dnnl_memory_t *wmem;    /* [2][E]: each expert's reordered weights */
     void *wbuf[2];
     dnnl_memory_t scratch_mem;
@@ -49,6 +65,7 @@ typedef struct uq_layer {
     void *xg;               /* [chunk*k][H] compute type */
     float *h;               /* [chunk*k][rI] */
     void *act;              /* [chunk*k][I] compute type */
+    float *y2;              /* [chunk*k][H] GEMM2 outputs */
     float *rows;            /* [threads][rI] */
     /* The current call, for the pool tasks. */
     const fmoe_tensor *x;
@@ -76,10 +93,16 @@ static void uq_free(uq_layer *u)
                 dnnl_memory_destroy(u->wmem[i]);
     if (u->scratch_mem)
         dnnl_memory_destroy(u->scratch_mem);
-    if (u->mm13)
-        dnnl_primitive_destroy(u->mm13);
-    if (u->mm2)
-        dnnl_primitive_destroy(u->mm2);
+    uq_gemm *gs[2] = {&u->g13, &u->g2};
+    for (int g = 0; g < 2; g++)
+        for (uint32_t b = 0; b < gs[g]->n; b++) {
+            if (gs[g]->prim[b])
+                dnnl_primitive_destroy(gs[g]->prim[b]);
+            if (gs[g]->src[b])
+                dnnl_memory_destroy(gs[g]->src[b]);
+            if (gs[g]->dst[b])
+                dnnl_memory_destroy(gs[g]->dst[b]);
+        }
     if (u->stream)
         dnnl_stream_destroy(u->stream);
     if (u->eng)
@@ -91,6 +114,7 @@ static void uq_free(uq_layer *u)
     h->free(h->ctx, u->xg);
     h->free(h->ctx, u->h);
     h->free(h->ctx, u->act);
+    h->free(h->ctx, u->y2);
     h->free(h->ctx, u->rows);
     cpu_layer_release(&u->L);
     h->free(h->ctx, u);
@@ -117,12 +141,16 @@ static fmoe_status uq_create(fmoe_create_args *a)
     }
     cpu_layer *L = &u->L;
     size_t pairs = (size_t)L->chunk * L->k;
-    u->xg = cpu_alloc(h, pairs * H * u->celt);
-    u->h = cpu_alloc(h, pairs * rI * sizeof(float));
-    u->act = cpu_alloc(h, pairs * I * u->celt);
+    for (u->slack = 1; u->slack < pairs && u->slack < (1u << (MAX_BUCKETS - 1));)
+        u->slack *= 2;
+    size_t rows = pairs + u->slack;
+    u->xg = cpu_alloc(h, rows * H * u->celt);
+    u->h = cpu_alloc(h, rows * rI * sizeof(float));
+    u->act = cpu_alloc(h, rows * I * u->celt);
+    u->y2 = cpu_alloc(h, rows * H * sizeof(float));
     u->rows = cpu_alloc(h, (size_t)cpu_pool_size(L->pool) * (rI > H ? rI : H) * sizeof(float));
     u->wmem = cpu_alloc(h, 2 * (size_t)L->local_experts * sizeof(dnnl_memory_t));
-    if (!u->xg || !u->h || !u->act || !u->rows || !u->wmem) {
+    if (!u->xg || !u->h || !u->act || !u->y2 || !u->rows || !u->wmem) {
         uq_free(u);
         return h->error_set(a->err, FMOE_STATUS_OUT_OF_MEMORY, "out of memory");
     }
@@ -153,19 +181,22 @@ static fmoe_status uq_declare(fmoe_declare_params_args *a)
     return FMOE_STATUS_OK;
 }
 
-/* A matmul primitive src [M?, K] x weights [K, N] -> dst f32 [M?, N] with
- * weights in the preferred layout (*wmd gets it); the scratchpad size goes
- * to *scratch (the largest so far). */
-static dnnl_status_t make_matmul(uq_layer *u, int64_t K, int64_t N, dnnl_primitive_t *prim, dnnl_memory_desc_t *wmd,
-                                 size_t *scratch)
+/* A matmul primitive src [rows, K] x weights [K, N] -> dst f32 [rows, N],
+ * weights in layout *wmd, or (want_any) the layout oneDNN prefers, which
+ * goes to *wmd; the scratchpad size goes to *scratch (the largest so far). */
+static dnnl_status_t make_matmul(uq_layer *u, int64_t rows, int64_t K, int64_t N, int want_any, dnnl_primitive_t *prim,
+                                 dnnl_memory_desc_t *wmd, size_t *scratch)
 {
     dnnl_memory_desc_t src, wei, dst;
-    dnnl_dims_t sd = {DNNL_RUNTIME_DIM_VAL, K}, wd = {K, N}, dd = {DNNL_RUNTIME_DIM_VAL, N};
+    dnnl_dims_t sd = {rows, K}, wd = {K, N}, dd = {rows, N};
     dnnl_status_t s;
     if ((s = dnnl_memory_desc_init_by_tag(&src, 2, sd, u->cdt, dnnl_ab)) != dnnl_success ||
-        (s = dnnl_memory_desc_init_by_tag(&wei, 2, wd, u->cdt, dnnl_format_tag_any)) != dnnl_success ||
         (s = dnnl_memory_desc_init_by_tag(&dst, 2, dd, dnnl_f32, dnnl_ab)) != dnnl_success)
         return s;
+    if (want_any && (s = dnnl_memory_desc_init_by_tag(&wei, 2, wd, u->cdt, dnnl_format_tag_any)) != dnnl_success)
+        return s;
+    if (!want_any)
+        wei = *wmd;
     dnnl_matmul_desc_t md;
     if ((s = dnnl_matmul_desc_init(&md, &src, &wei, NULL, &dst)) != dnnl_success)
         return s;
@@ -175,16 +206,11 @@ static dnnl_status_t make_matmul(uq_layer *u, int64_t K, int64_t N, dnnl_primiti
     dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
     dnnl_primitive_desc_t pd;
     s = dnnl_primitive_desc_create(&pd, &md, attr, u->eng, NULL);
-    if (s != dnnl_success) {
-        /* Some builds refuse "any" weights next to a run-time M: plain [K, N] transposed. */
-        dnnl_memory_desc_init_by_tag(&wei, 2, wd, u->cdt, dnnl_ba);
-        if ((s = dnnl_matmul_desc_init(&md, &src, &wei, NULL, &dst)) == dnnl_success)
-            s = dnnl_primitive_desc_create(&pd, &md, attr, u->eng, NULL);
-    }
     dnnl_primitive_attr_destroy(attr);
     if (s != dnnl_success)
         return s;
-    *wmd = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    if (want_any)
+        *wmd = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     const dnnl_memory_desc_t *sp = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
     size_t sz = sp ? dnnl_memory_desc_get_size(sp) : 0;
     if (sz > *scratch)
@@ -192,6 +218,28 @@ static dnnl_status_t make_matmul(uq_layer *u, int64_t K, int64_t N, dnnl_primiti
     s = dnnl_primitive_create(prim, pd);
     dnnl_primitive_desc_destroy(pd);
     return s;
+}
+
+/* The primitives of one GEMM for 1, 2, 4, ... rows up to u->slack, all on
+ * the weights layout chosen for one row (*wmd out); a row count oneDNN
+ * cannot serve on that layout ends the list. -1 if even one row fails. */
+static int make_gemm(uq_layer *u, uq_gemm *g, int64_t K, int64_t N, dnnl_memory_desc_t *wmd, size_t *scratch)
+{
+    for (uint32_t rows = 1; rows <= u->slack && g->n < MAX_BUCKETS; rows *= 2) {
+        uint32_t b = g->n;
+        if (make_matmul(u, rows, K, N, b == 0, &g->prim[b], wmd, scratch) != dnnl_success)
+            break;
+        dnnl_memory_desc_t smd, dmd;
+        dnnl_dims_t sd = {rows, K}, dd = {rows, N};
+        dnnl_memory_desc_init_by_tag(&smd, 2, sd, u->cdt, dnnl_ab);
+        dnnl_memory_desc_init_by_tag(&dmd, 2, dd, dnnl_f32, dnnl_ab);
+        g->rows[b] = rows;
+        g->n++;
+        if (dnnl_memory_create(&g->src[b], &smd, u->eng, DNNL_MEMORY_NONE) != dnnl_success ||
+            dnnl_memory_create(&g->dst[b], &dmd, u->eng, DNNL_MEMORY_NONE) != dnnl_success)
+            return -1;
+    }
+    return g->n > 0 ? 0 : -1;
 }
 
 /* Reorder each expert's [N, K] weights (checkpoint dtype) into the
@@ -256,8 +304,8 @@ static fmoe_status uq_finalize(fmoe_finalize_args *a)
                             L->n_params);
     dnnl_memory_desc_t wmd13, wmd2;
     size_t scratch = 0;
-    if (make_matmul(u, L->H, L->rI, &u->mm13, &wmd13, &scratch) != dnnl_success ||
-        make_matmul(u, L->I, L->H, &u->mm2, &wmd2, &scratch) != dnnl_success)
+    if (make_gemm(u, &u->g13, L->H, L->rI, &wmd13, &scratch) != 0 ||
+        make_gemm(u, &u->g2, L->I, L->H, &wmd2, &scratch) != 0)
         return h->error_set(a->err, FMOE_STATUS_INTERNAL, "oneDNN: cannot create the %s matmul primitives",
                             u->cdt == dnnl_bf16 ? "bf16" : "f32");
     fmoe_status s = load_weights(u, 0, a->params[0], L->rI, L->H, &wmd13, a->err);
@@ -325,38 +373,40 @@ static void y_task(void *ctx, uint32_t p, uint32_t worker)
     cpu_layer *L = &u->L;
     fmoe_dtype act = L->cfg.act_dtype;
     float *y = L->y + (size_t)p * L->H;
+    const float *y2 = u->y2 + (size_t)p * L->H;
     uint32_t l = 0;
     while (L->start[l + 1] <= p)
         l++;
     int add_b2 = L->b2 && L->cfg.tp_rank == 0;
     for (uint32_t n = 0; n < L->H; n++) {
         float b = add_b2 ? fmoe_load_float(L->b2, u->w_dtype, (int64_t)l * L->H + n) : 0.0f;
-        y[n] = fmoe_round_to(act, y[n] + b);
+        y[n] = fmoe_round_to(act, y2[n] + b);
     }
 }
 
-/* out[rows] = in[rows] . W^T for expert l's rows [p0, p1). */
-static int run_matmul(uq_layer *u, dnnl_primitive_t prim, dnnl_memory_t w, int64_t K, int64_t N, void *in, float *out,
-                      uint32_t rows)
+/* out = in . W^T for `rows` rows (elements of `in` are ielt bytes, rows
+ * of in and out K and N wide): the smallest primitive with enough rows, or
+ * the largest in slices; padding rows read and write the buffers' slack. */
+static int run_gemm(uq_layer *u, const uq_gemm *g, dnnl_memory_t w, int64_t K, int64_t N, char *in, float *out,
+                    uint32_t rows)
 {
-    dnnl_memory_desc_t smd, dmd;
-    dnnl_dims_t sd = {rows, K}, dd = {rows, N};
-    dnnl_memory_desc_init_by_tag(&smd, 2, sd, u->cdt, dnnl_ab);
-    dnnl_memory_desc_init_by_tag(&dmd, 2, dd, dnnl_f32, dnnl_ab);
-    dnnl_memory_t src = NULL, dst = NULL;
-    int ok = dnnl_memory_create(&src, &smd, u->eng, in) == dnnl_success &&
-             dnnl_memory_create(&dst, &dmd, u->eng, out) == dnnl_success;
-    if (ok) {
-        dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DST, dst},
+    while (rows > 0) {
+        uint32_t b = 0;
+        while (b + 1 < g->n && g->rows[b] < rows)
+            b++;
+        uint32_t take = rows < g->rows[b] ? rows : g->rows[b];
+        dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, g->src[b]}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DST, g->dst[b]},
                                    {DNNL_ARG_SCRATCHPAD, u->scratch_mem}};
-        ok = dnnl_primitive_execute(prim, u->stream, 4, args) == dnnl_success &&
-             dnnl_stream_wait(u->stream) == dnnl_success;
+        if (dnnl_memory_set_data_handle(g->src[b], in) != dnnl_success ||
+            dnnl_memory_set_data_handle(g->dst[b], out) != dnnl_success ||
+            dnnl_primitive_execute(g->prim[b], u->stream, 4, args) != dnnl_success ||
+            dnnl_stream_wait(u->stream) != dnnl_success)
+            return -1;
+        in += (size_t)take * K * u->celt;
+        out += (size_t)take * N;
+        rows -= take;
     }
-    if (src)
-        dnnl_memory_destroy(src);
-    if (dst)
-        dnnl_memory_destroy(dst);
-    return ok ? 0 : -1;
+    return 0;
 }
 
 static fmoe_status uq_apply(fmoe_apply_args *a)
@@ -374,15 +424,15 @@ static fmoe_status uq_apply(fmoe_apply_args *a)
         cpu_pool_run(L->pool, n, gather_task, u);
         for (uint32_t l = 0; l < E; l++) {
             uint32_t p0 = L->start[l], rows = L->start[l + 1] - p0;
-            if (rows && run_matmul(u, u->mm13, u->wmem[l], L->H, L->rI, (char *)u->xg + (size_t)p0 * L->H * u->celt,
-                                   u->h + (size_t)p0 * L->rI, rows) != 0)
+            if (rows && run_gemm(u, &u->g13, u->wmem[l], L->H, L->rI, (char *)u->xg + (size_t)p0 * L->H * u->celt,
+                                 u->h + (size_t)p0 * L->rI, rows) != 0)
                 return L->host->error_set(a->err, FMOE_STATUS_INTERNAL, "oneDNN matmul (GEMM1) failed");
         }
         cpu_pool_run(L->pool, n, act_task, u);
         for (uint32_t l = 0; l < E; l++) {
             uint32_t p0 = L->start[l], rows = L->start[l + 1] - p0;
-            if (rows && run_matmul(u, u->mm2, u->wmem[E + l], L->I, L->H, (char *)u->act + (size_t)p0 * L->I * u->celt,
-                                   L->y + (size_t)p0 * L->H, rows) != 0)
+            if (rows && run_gemm(u, &u->g2, u->wmem[E + l], L->I, L->H, (char *)u->act + (size_t)p0 * L->I * u->celt,
+                                 u->y2 + (size_t)p0 * L->H, rows) != 0)
                 return L->host->error_set(a->err, FMOE_STATUS_INTERNAL, "oneDNN matmul (GEMM2) failed");
         }
         cpu_pool_run(L->pool, n, y_task, u);
