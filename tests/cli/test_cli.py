@@ -765,21 +765,23 @@ def run_model_errors():
 @test
 def bench_small_grid():
     out = os.path.join(TMP, "bench.json")
-    r = fmoe("bench", "--shape", "8,2,64,32", "--shape", "qwen3-30b-a3b", "--max-gib", "0.01",
+    # 64 experts of 3*256*128 bf16 (192 KiB) in 0.5 MiB: scaled to 2 = k.
+    r = fmoe("bench", "--shape", "8,2,64,32", "--shape", "64,2,256,128", "--max-gib", "0.00049",
              "--tokens", "1,4", "--iters", "2", "--seed", "9", "--json", out)
     expect_rc(r, EXIT_OK, "bench")
-    for word in ["read bandwidth", "floor", "%floor", "GB/s", "reference us", "8,2,64,32", "qwen3-30b-a3b"]:
+    for word in ["read bandwidth", "floor", "%floor", "GB/s", "reference us", "8,2,64,32", "2/64"]:
         check(word in r.out, "bench prints " + word, r)
+    h = fmoe("bench", "--help", plugin=False)
+    check(all(n in h.out for n in ["qwen3-30b-a3b", "mixtral-8x7b", "gpt-oss-120b", "deepseek-v3"]), "named shapes", h)
     with open(out, encoding="utf-8") as f:
         doc = json.load(f)
     check(doc["machine"]["read_bandwidth_all_threads_GBps"] > 0, "bandwidth measured", r)
     pts = doc["points"]
     check([(p["shape"], p["tokens"]) for p in pts] ==
-          [("8,2,64,32", 1), ("8,2,64,32", 4), ("qwen3-30b-a3b", 1), ("qwen3-30b-a3b", 4)], "every point", r)
+          [("8,2,64,32", 1), ("8,2,64,32", 4), ("64,2,256,128", 1), ("64,2,256,128", 4)], "every point", r)
     q = pts[2]
-    # 0.01 GiB fits 3 of Qwen3's 9 MiB bf16 experts... never fewer than k = 8.
-    check(q["experts"] == 8 and q["model_experts"] == 128, "experts scaled to fit, not below k", r)
-    check(q["distinct_experts"] == 8 and q["bytes"] == 8 * 3 * 2048 * 768 * 2 + 4 * 2048, "bytes of M=1", r)
+    check(q["experts"] == 2 and q["model_experts"] == 64, "experts scaled to fit, not below k", r)
+    check(q["distinct_experts"] == 2 and q["bytes"] == 2 * 3 * 256 * 128 * 2 + 4 * 256, "bytes of M=1", r)
     check(all(p["us"] > 0 and p["floor_us"] > 0 and p["reference_us"] is not None for p in pts), "timed", r)
     r = fmoe("bench", "--shape", "nonsense")
     expect_rc(r, EXIT_USAGE, "a bad shape")

@@ -49,49 +49,62 @@ static void fx_shutdown(void *state)
 }
 
 #ifdef FIXTURE_DEVICE
-/* A pretend accelerator: "device memory" is host memory behind a header
- * with a magic word, so a copy or free of a pointer the allocator did not
- * hand out fails loudly instead of silently working. */
-#define FX_MAGIC 0x4445564943454d45ull /* "DEVICEME" */
-#define FX_HEADER 256
+/* A pretend accelerator: "device memory" is host memory the fixture hands
+ * out and remembers, so a copy or free of a pointer its allocator did not
+ * hand out fails loudly instead of silently working. (One thread: the
+ * tests that use it are single-threaded.) */
+#define FX_MAX_ALLOCS 256
+
+static struct {
+    void *ptr;
+    size_t bytes;
+} fx_allocs[FX_MAX_ALLOCS];
 
 static fmoe_status fx_alloc(fmoe_memory_args *a)
 {
     const fmoe_host *h = ((const ref_state *)a->state)->host;
     if (a->device_kind != FMOE_DEVICE_CUDA || a->device_index != 0)
         return h->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT, "fixture device is cuda:0 only");
-    unsigned char *p = h->alloc(h->ctx, a->bytes + FX_HEADER, FX_HEADER);
-    if (!p)
-        return h->error_set(a->err, FMOE_STATUS_OUT_OF_MEMORY, "fixture device out of memory");
-    uint64_t magic = FX_MAGIC;
-    memcpy(p, &magic, sizeof magic);
-    memcpy(p + 8, &a->bytes, sizeof a->bytes);
-    a->ptr = p + FX_HEADER;
-    return FMOE_STATUS_OK;
+    for (int i = 0; i < FX_MAX_ALLOCS; i++) {
+        if (fx_allocs[i].ptr)
+            continue;
+        fx_allocs[i].ptr = h->alloc(h->ctx, a->bytes, 256);
+        if (!fx_allocs[i].ptr)
+            return h->error_set(a->err, FMOE_STATUS_OUT_OF_MEMORY, "fixture device out of memory");
+        fx_allocs[i].bytes = a->bytes;
+        a->ptr = fx_allocs[i].ptr;
+        return FMOE_STATUS_OK;
+    }
+    return h->error_set(a->err, FMOE_STATUS_OUT_OF_MEMORY, "fixture device holds %d allocations at most",
+                        FX_MAX_ALLOCS);
 }
 
-static int fx_is_device(const void *ptr, size_t bytes)
+/* The allocation `ptr` points into with `bytes` to spare, or -1. */
+static int fx_find(const void *ptr, size_t bytes)
 {
-    uint64_t magic;
-    size_t size;
-    const unsigned char *p = (const unsigned char *)ptr - FX_HEADER;
-    memcpy(&magic, p, sizeof magic);
-    memcpy(&size, p + 8, sizeof size);
-    return magic == FX_MAGIC && bytes <= size;
+    for (int i = 0; i < FX_MAX_ALLOCS; i++) {
+        const char *base = fx_allocs[i].ptr, *p = ptr;
+        if (base && p >= base && p < base + fx_allocs[i].bytes && bytes <= (size_t)(base + fx_allocs[i].bytes - p))
+            return i;
+    }
+    return -1;
 }
 
 static void fx_free(fmoe_memory_args *a)
 {
     const fmoe_host *h = ((const ref_state *)a->state)->host;
-    if (a->ptr && fx_is_device(a->ptr, 0))
-        h->free(h->ctx, (unsigned char *)a->ptr - FX_HEADER);
+    int i = a->ptr ? fx_find(a->ptr, 0) : -1;
+    if (i >= 0 && fx_allocs[i].ptr == a->ptr) {
+        h->free(h->ctx, fx_allocs[i].ptr);
+        fx_allocs[i].ptr = NULL;
+    }
 }
 
 static fmoe_status fx_copy(fmoe_copy_args *a)
 {
     const fmoe_host *h = ((const ref_state *)a->state)->host;
     const void *dev = a->direction == FMOE_COPY_TO_DEVICE ? a->dst : a->src;
-    if (!fx_is_device(dev, a->bytes))
+    if (fx_find(dev, a->bytes) < 0)
         return h->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT, "not fixture device memory of %zu bytes", a->bytes);
     memcpy(a->dst, a->src, a->bytes);
     return FMOE_STATUS_OK;
