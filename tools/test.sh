@@ -4,7 +4,9 @@
 #   1. release-style build (warnings are errors) and `meson test`;
 #   2. the same under AddressSanitizer + UndefinedBehaviorSanitizer;
 #   3. install to a prefix, build examples/vendor-plugin out of tree against
-#      the installed SDK, and check the registry serves it through a TOML file.
+#      the installed SDK, and check the registry serves it through a TOML file;
+#   4. cross-build for aarch64 and run the cpu_arm plugin's tests and conform
+#      under qemu-user on three emulated CPUs (docs/CPU_ARM.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -26,4 +28,11 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print
 echo "== install + out-of-tree vendor plugin"
 meson install -C build --quiet
 bash tests/example_vendor.sh "$root/_install"
+
+echo "== aarch64 cross build + cpu_arm under qemu-user (docs/CPU_ARM.md)"
+rm -rf build-arm
+meson setup build-arm --cross-file tools/cross/aarch64-linux-gnu.ini -Dwerror=true -Dtests=true \
+  -Dcpu_arm=enabled -Dcpu=disabled -Dcuda=disabled >/dev/null
+meson compile -C build-arm -j "$jobs" cli/fusedmoe fmoe-reference fmoe-cpu_arm test_cpu_arm_kernels test_cpu_arm_plugin
+bash tools/cross/test_cpu_arm.sh build-arm
 echo "all tests passed"
