@@ -558,8 +558,10 @@ static void case_no_device(cf_run *r)
     close(fds[1]);
     free(env);
     if (sp != 0) {
+        /* The child could not be exec'd at all (e.g. an emulated aarch64
+         * binary under qemu-user without binfmt_misc): nothing was tested. */
         close(fds[0]);
-        cf_end(r, CF_FAIL, "cannot start %s", exe);
+        cf_end(r, CF_UNSUPPORTED, "cannot start a child %s here (%s)", exe, strerror(sp));
         return;
     }
     FILE *f = fdopen(fds[0], "r");
@@ -579,7 +581,12 @@ static void case_no_device(cf_run *r)
             reason = json_string_value(json_object_get(it, "reason"));
         }
     }
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && !doc)
+        /* posix_spawn's child reports a failed exec as exit 127: no run. */
+        cf_end(r, CF_UNSUPPORTED, "the child %s could not be exec'd here (exit 127, e.g. qemu-user without "
+                                  "binfmt_misc)",
+               exe);
+    else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
         cf_end(r, CF_FAIL, "'fusedmoe plugins' with no visible GPU %s", WIFSIGNALED(status) ? "crashed" : "failed");
     else if (!state || strcmp(state, "loaded") != 0)
         cf_end(r, CF_FAIL, "with no visible GPU the plugin is %s: %s (probe must report available = 0, not fail)",
