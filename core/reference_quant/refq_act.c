@@ -52,6 +52,14 @@ static int fp8_blocks(const refq_actq *q, uint32_t group, float *x, uint32_t n, 
 
 static int fp8_tensor(float scale, float *x, uint32_t n, uint8_t *codes)
 {
+    /* An inf or NaN anywhere in a dynamic per-tensor input makes the one
+     * scale non-finite: every value a kernel computes from it is NaN, so
+     * the oracle says NaN rather than failing the forward. */
+    if (!(scale > 0.0f) || !isfinite(scale)) {
+        for (uint32_t i = 0; i < n; i++)
+            x[i] = NAN;
+        return 0;
+    }
     if (fmoe_fp8_quantize(FP8, fmoe_fp8_max(FP8), scale, x, n, codes) != FMOE_STATUS_OK)
         return -1;
     return fmoe_fp8_dequantize(FP8, scale, codes, n, x) == FMOE_STATUS_OK ? 0 : -1;
