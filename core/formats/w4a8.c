@@ -19,6 +19,7 @@
 #include "fusedmoe/formats.h"
 
 #include <float.h>
+#include <string.h>
 #include <math.h>
 
 #include "core/half.h"
@@ -26,11 +27,21 @@
 static void quantize_row(const float *x, int64_t k, int8_t *q, int32_t *offset, float *scale)
 {
     float mn = FLT_MAX, mx = -FLT_MAX;
+    int finite = 1;
     for (int64_t i = 0; i < k; i++) {
+        finite &= isfinite(x[i]) != 0;
         if (x[i] > mx)
             mx = x[i];
         if (x[i] < mn)
             mn = x[i];
+    }
+    /* A NaN or inf gives the row no range: codes 0, offset 0 and a NaN
+     * scale, so the row dequantizes to NaN (and stays the only one). */
+    if (!finite) {
+        memset(q, 0, (size_t)k);
+        *offset = 0;
+        *scale = NAN;
+        return;
     }
     float rmin = mn < 0.0f ? mn : 0.0f;
     float rmax = mx > 0.0f ? mx : 0.0f;
@@ -47,8 +58,10 @@ static void quantize_row(const float *x, int64_t k, int8_t *q, int32_t *offset, 
         zp = 127.0f;
     int32_t nzp = (int32_t)rintf(zp);
     for (int64_t i = 0; i < k; i++) {
-        int32_t v = (int32_t)roundf(x[i] * s0) + nzp;
-        q[i] = (int8_t)(v < -128 ? -128 : v > 127 ? 127 : v);
+        /* In float, clamped before the conversion: exact for these small
+         * integers, and never an out-of-range float-to-int conversion. */
+        float v = roundf(x[i] * s0) + (float)nzp;
+        q[i] = (int8_t)(v < -128.0f ? -128.0f : v > 127.0f ? 127.0f : v);
     }
     *offset = -nzp;
     *scale = 1.0f / s0;

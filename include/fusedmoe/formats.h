@@ -344,7 +344,8 @@ FMOE_API fmoe_status fmoe_gidx_sort(int64_t k, const int32_t *g_idx, int64_t num
  *   nzp  = rint(clamp(zp, -128, 127))                         ties to even
  *   q    = clamp(round(x * s0) + nzp, -128, 127)              round: half away from 0
  * offsets[r] = -nzp, scales[r] = 1/s0 (the dequant scale): x ~ (q + offset) * scale.
- * Inputs must be finite. */
+ * A row holding a NaN or inf has no range: its codes are 0, its offset 0 and
+ * its scale NaN, so it dequantizes to NaN and no other row is touched. */
 FMOE_API fmoe_status fmoe_w4a8_quantize_activations(int64_t rows, int64_t k, const float *x, int8_t *q,
                                                     int32_t *offsets, float *scales);
 

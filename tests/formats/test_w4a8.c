@@ -138,6 +138,34 @@ START_TEST(test_rejects)
 END_TEST
 
 /* E13 - KleidiAI qai8dxp row, int4 weight row, integer accumulation. */
+/* A NaN or inf poisons its own row only: codes 0, offset 0, scale NaN. */
+START_TEST(test_nonfinite_row_stays_in_its_row)
+{
+    const float x[3][4] = {{0.5f, NAN, -1.0f, 2.0f}, {1.5f, -0.25f, 3.0f, -2.0f}, {INFINITY, 1.0f, 1.0f, 1.0f}};
+    int8_t q[3][4], q1[4];
+    int32_t off[3], off1;
+    float sc[3], sc1;
+    ck_assert_int_eq(fmoe_w4a8_quantize_activations(3, 4, &x[0][0], &q[0][0], off, sc), FMOE_STATUS_OK);
+    ck_assert_int_eq(fmoe_w4a8_quantize_activations(1, 4, x[1], q1, &off1, &sc1), FMOE_STATUS_OK);
+    for (int r = 0; r < 3; r += 2) {
+        ck_assert(isnan(sc[r]));
+        ck_assert_int_eq(off[r], 0);
+        for (int i = 0; i < 4; i++)
+            ck_assert_int_eq(q[r][i], 0);
+    }
+    /* The finite row is quantized exactly as alone. */
+    ck_assert_int_eq(off[1], off1);
+    ck_assert_uint_eq(bits(sc[1]), bits(sc1));
+    ck_assert_mem_eq(q[1], q1, 4);
+    float y[3][4];
+    ck_assert_int_eq(fmoe_w4a8_dequantize_activations(3, 4, &q[0][0], off, sc, &y[0][0]), FMOE_STATUS_OK);
+    for (int i = 0; i < 4; i++) {
+        ck_assert(isnan(y[0][i]) && isnan(y[2][i]));
+        ck_assert(isfinite(y[1][i]));
+    }
+}
+END_TEST
+
 START_TEST(test_e13_kleidiai_qai8dxp)
 {
     const float x[4] = {-1.0f, 0.5f, 2.0f, 0.0f};
@@ -175,6 +203,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_table);
     tcase_add_test(tc, test_activation_error_bound);
     tcase_add_test(tc, test_rejects);
+    tcase_add_test(tc, test_nonfinite_row_stays_in_its_row);
     suite_add_tcase(s, tc);
     TCase *ex = tcase_create("worked_examples");
     tcase_add_test(ex, test_e13_kleidiai_qai8dxp);
@@ -184,5 +213,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-    return fmoe_test_main(suite(), 4);
+    return fmoe_test_main(suite(), 5);
 }
