@@ -33,7 +33,5 @@ extern const size_t bench_n_named_shapes;
  * (well past the last-level cache) by `threads` threads, best of `reps`. */
 double bench_read_bandwidth(size_t bytes, int threads, int reps);
 
-/* The CPU model from /proc/cpuinfo ("" when unknown). */
-void bench_cpu_model(char *buf, size_t cap);
 
 #endif

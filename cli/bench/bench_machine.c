@@ -95,20 +95,3 @@ double bench_read_bandwidth(size_t bytes, int threads, int reps)
     return sink ? 0.0 : best;
 }
 
-void bench_cpu_model(char *buf, size_t cap)
-{
-    buf[0] = '\0';
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (!f)
-        return;
-    char line[512];
-    while (fgets(line, sizeof line, f)) {
-        char *colon = strchr(line, ':');
-        if (strncmp(line, "model name", 10) != 0 || !colon)
-            continue;
-        snprintf(buf, cap, "%s", colon + 2);
-        buf[strcspn(buf, "\n")] = '\0';
-        break;
-    }
-    fclose(f);
-}

@@ -21,6 +21,7 @@
 
 #include "cli/args.h"
 #include "cli/bench/bench.h"
+#include "core/cpu_name.h"
 #include "cli/cli.h"
 #include "cli/halfconv.h"
 #include "cli/json_out.h"
@@ -523,7 +524,7 @@ int cmd_bench(const cli_globals *g, int argc, char **argv)
     if ((rc = cli_open_context(g, &ctx)) != CLI_EXIT_OK)
         return rc;
     char cpu[256], command[2048] = "fusedmoe";
-    bench_cpu_model(cpu, sizeof cpu);
+    fmoe_cpu_model_name(cpu, sizeof cpu);
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     for (int i = 0; i < argc; i++) {
         size_t len = strlen(command);

@@ -17,6 +17,7 @@
 
 #include <dnnl.h>
 
+#include "core/cpu_name.h"
 #include "plugins/cpu/cpu.h"
 
 /* Device-level score per ISA: above the reference's 1. */
@@ -84,24 +85,6 @@ static void cpu_shutdown(void *state)
         st->host->free(st->host->ctx, st);
 }
 
-static void cpu_model(char *buf, size_t cap)
-{
-    buf[0] = '\0';
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (!f)
-        return;
-    char line[512];
-    while (fgets(line, sizeof line, f)) {
-        char *colon = strchr(line, ':');
-        if (strncmp(line, "model name", 10) != 0 || !colon)
-            continue;
-        snprintf(buf, cap, "%s", colon + 2);
-        buf[strcspn(buf, "\n")] = '\0';
-        break;
-    }
-    fclose(f);
-}
-
 static fmoe_status cpu_probe(fmoe_probe_args *a)
 {
     const cpu_state *st = a->state;
@@ -113,7 +96,7 @@ static fmoe_status cpu_probe(fmoe_probe_args *a)
     r->index = 0;
     r->available = 1;
     r->score = isa_score[st->isa];
-    cpu_model(r->name, sizeof r->name);
+    fmoe_cpu_model_name(r->name, sizeof r->name);
     if (!r->name[0])
         snprintf(r->name, sizeof r->name, "host CPU");
     snprintf(r->arch, sizeof r->arch, "%.24s %s", uname(&u) == 0 ? u.machine : "unknown", cpu_isa_name(st->isa));

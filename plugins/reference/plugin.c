@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/utsname.h>
 
+#include "core/cpu_name.h"
 #include "plugins/reference/reference.h"
 
 static fmoe_status ref_init(fmoe_init_args *a)
@@ -51,24 +52,6 @@ static void ref_shutdown(void *state)
         st->host->free(st->host->ctx, st);
 }
 
-/* The CPU's model name, for the report; "" if /proc/cpuinfo has none. */
-static void cpu_model(char *buf, size_t cap)
-{
-    buf[0] = '\0';
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (!f)
-        return;
-    char line[512];
-    while (fgets(line, sizeof line, f)) {
-        char *colon = strchr(line, ':');
-        if (strncmp(line, "model name", 10) != 0 || !colon)
-            continue;
-        snprintf(buf, cap, "%s", colon + 2);
-        buf[strcspn(buf, "\n")] = '\0';
-        break;
-    }
-    fclose(f);
-}
 
 static fmoe_status ref_probe(fmoe_probe_args *a)
 {
@@ -80,7 +63,7 @@ static fmoe_status ref_probe(fmoe_probe_args *a)
     r->index = 0;
     r->available = 1;
     r->score = 1;
-    cpu_model(r->name, sizeof r->name);
+    fmoe_cpu_model_name(r->name, sizeof r->name);
     if (!r->name[0])
         snprintf(r->name, sizeof r->name, "host CPU");
     snprintf(r->arch, sizeof r->arch, "%.32s (portable C)", uname(&u) == 0 ? u.machine : "unknown");
