@@ -13,6 +13,78 @@ static fmoe_status on_device(fmoe_layer *layer, const fmoe_tensor *like, int cop
     return st;
 }
 
+int run_device_is_remote(const fmoe_layer *layer, int32_t *kind, int32_t *index)
+{
+    const fmoe_selection *sel = fmoe_layer_selection(layer);
+    int32_t chosen = sel ? fmoe_selection_chosen(sel) : -1;
+    fmoe_candidate c = {.struct_size = sizeof c, .device_kind = FMOE_DEVICE_CPU};
+    if (chosen >= 0 && fmoe_selection_candidate(sel, (uint32_t)chosen, &c) != FMOE_STATUS_OK)
+        c.device_kind = FMOE_DEVICE_CPU, c.device_index = 0;
+    if (kind)
+        *kind = c.device_kind;
+    if (index)
+        *index = c.device_index;
+    /* The core's rule (core/layer_memory.c): only the CPU is host memory. */
+    return c.device_kind != FMOE_DEVICE_CPU;
+}
+
+/* A twin of `t` (NULL: none) on the layer's device, holding its values if
+ * `copy`; `*use` is what the forward gets. */
+static fmoe_status twin(fmoe_layer *layer, const fmoe_tensor *t, int copy, fmoe_tensor *dev, const fmoe_tensor **use)
+{
+    *use = t ? dev : NULL;
+    return t ? on_device(layer, t, copy, dev) : FMOE_STATUS_OK;
+}
+
+fmoe_status run_device_io_open(fmoe_layer *layer, const fmoe_forward_args *host, run_device_io *io)
+{
+    memset(io, 0, sizeof *io);
+    io->args = *host;
+    io->remote = run_device_is_remote(layer, NULL, NULL);
+    if (!io->remote)
+        return FMOE_STATUS_OK;
+    const fmoe_tensor *use;
+    fmoe_forward_args *a = &io->args;
+    fmoe_status st = twin(layer, host->x, 1, &io->x, &a->x);
+    if (st == FMOE_STATUS_OK)
+        st = twin(layer, host->router_logits, 1, &io->logits, &a->router_logits);
+    if (st == FMOE_STATUS_OK)
+        st = twin(layer, host->topk_weights, 1, &io->w, &a->topk_weights);
+    if (st == FMOE_STATUS_OK)
+        st = twin(layer, host->topk_ids, 1, &io->ids, &a->topk_ids);
+    if (st == FMOE_STATUS_OK && (st = twin(layer, host->out, 0, &io->out, &use)) == FMOE_STATUS_OK)
+        a->out = use ? &io->out : NULL;
+    if (st == FMOE_STATUS_OK && (st = twin(layer, host->topk_weights_out, 0, &io->w_out, &use)) == FMOE_STATUS_OK)
+        a->topk_weights_out = use ? &io->w_out : NULL;
+    if (st == FMOE_STATUS_OK && (st = twin(layer, host->topk_ids_out, 0, &io->ids_out, &use)) == FMOE_STATUS_OK)
+        a->topk_ids_out = use ? &io->ids_out : NULL;
+    if (st != FMOE_STATUS_OK)
+        run_device_io_close(layer, io);
+    return st;
+}
+
+fmoe_status run_device_io_fetch(fmoe_layer *layer, const run_device_io *io, const fmoe_forward_args *host)
+{
+    if (!io->remote)
+        return FMOE_STATUS_OK;
+    fmoe_status st = fmoe_layer_synchronize(layer, host->stream);
+    if (st == FMOE_STATUS_OK && host->out)
+        st = fmoe_layer_tensor_copy(layer, host->out, &io->out);
+    if (st == FMOE_STATUS_OK && host->topk_weights_out)
+        st = fmoe_layer_tensor_copy(layer, host->topk_weights_out, &io->w_out);
+    if (st == FMOE_STATUS_OK && host->topk_ids_out)
+        st = fmoe_layer_tensor_copy(layer, host->topk_ids_out, &io->ids_out);
+    return st;
+}
+
+void run_device_io_close(fmoe_layer *layer, run_device_io *io)
+{
+    fmoe_tensor *all[] = {&io->x, &io->logits, &io->w, &io->ids, &io->out, &io->w_out, &io->ids_out};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        fmoe_layer_tensor_free(layer, all[i]);
+    io->args = (fmoe_forward_args){0};
+}
+
 /* Logical ids -> physical replicas, the rule of docs/PLACEMENT.md. */
 static fmoe_status map_replicas(const fmoe_layer_config *cfg, int32_t *ids, int64_t n)
 {

@@ -3,6 +3,7 @@
 #include "cli/conform/guard.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -82,4 +83,58 @@ void cf_fenced_free(void *p, size_t n)
     size_t ps = page_size(), span = fenced_span(n, ps);
     unsigned char *end = (unsigned char *)p + (n + 7) / 8 * 8 + ps;
     munmap(end - span, span);
+}
+
+int cf_device_fill(const cf_device_ops *ops, void *dev, const void *host, size_t n, char *why, size_t cap)
+{
+    unsigned char *staging = malloc(n + CF_GUARD_BYTES);
+    if (!staging) {
+        snprintf(why, cap, "out of memory for a %zu-byte staging buffer", n + CF_GUARD_BYTES);
+        return -1;
+    }
+    if (n)
+        memcpy(staging, host, n);
+    for (size_t i = 0; i < CF_GUARD_BYTES; i++)
+        staging[n + i] = canary_byte(i);
+    int rc = ops->copy(ops->ctx, dev, staging, n + CF_GUARD_BYTES, 1, why, cap);
+    free(staging);
+    return rc;
+}
+
+void *cf_device_put(const cf_device_ops *ops, const void *host, size_t n, char *why, size_t cap)
+{
+    if (n > SIZE_MAX - CF_GUARD_BYTES) {
+        snprintf(why, cap, "a %zu-byte device buffer is too large", n);
+        return NULL;
+    }
+    void *dev = ops->alloc(ops->ctx, n + CF_GUARD_BYTES, why, cap);
+    if (dev && cf_device_fill(ops, dev, host, n, why, cap) != 0) {
+        ops->free(ops->ctx, dev);
+        dev = NULL;
+    }
+    return dev;
+}
+
+int cf_device_get(const cf_device_ops *ops, const void *dev, size_t n, void *host, char *why, size_t cap)
+{
+    /* Without a host buffer only the canary crosses (an interior pointer
+     * of the allocation, which device copies accept). */
+    size_t from = host ? 0 : n, bytes = n - from + CF_GUARD_BYTES;
+    unsigned char *staging = malloc(bytes);
+    if (!staging) {
+        snprintf(why, cap, "out of memory for a %zu-byte staging buffer", bytes);
+        return -1;
+    }
+    if (ops->copy(ops->ctx, staging, (const unsigned char *)dev + from, bytes, 0, why, cap) != 0) {
+        free(staging);
+        return -1;
+    }
+    if (host && n)
+        memcpy(host, staging, n);
+    int intact = 1;
+    for (size_t i = 0; i < CF_GUARD_BYTES; i++)
+        if (staging[n - from + i] != canary_byte(i))
+            intact = 0;
+    free(staging);
+    return intact;
 }

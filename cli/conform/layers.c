@@ -9,6 +9,7 @@
 #include "cli/conform/guard.h"
 #include "cli/halfconv.h"
 #include "cli/rng.h"
+#include "cli/run_device.h"
 #include "cli/synth/synth.h"
 
 fmoe_status cf_create(fmoe_context *ctx, const fmoe_layer_config *cfg, const fmoe_scheme *scheme,
@@ -136,45 +137,229 @@ int cf_inputs_make(const fmoe_layer_config *cfg, int64_t m, uint64_t seed, cf_in
     return 0;
 }
 
-static fmoe_status forward_with(fmoe_layer *layer, const cf_inputs *in, int use_logits, fmoe_tensor *out)
+/* The tensors of one forward, wherever they live. */
+typedef struct fwd_tensors {
+    const fmoe_tensor *x, *logits, *w, *ids;
+    fmoe_tensor *out;
+} fwd_tensors;
+
+static fmoe_status forward_with(fmoe_layer *layer, const fwd_tensors *t, int use_logits)
 {
-    fmoe_forward_args a = {.struct_size = sizeof a, .x = &in->tx, .out = out};
+    fmoe_forward_args a = {.struct_size = sizeof a, .x = t->x, .out = t->out};
     if (use_logits) {
-        a.router_logits = &in->tlogits;
+        a.router_logits = t->logits;
     } else {
-        a.topk_weights = &in->tw;
-        a.topk_ids = &in->tids;
+        a.topk_weights = t->w;
+        a.topk_ids = t->ids;
     }
     return fmoe_layer_forward(layer, &a);
 }
 
-fmoe_status cf_forward(fmoe_layer *layer, const fmoe_layer_config *cfg, const cf_inputs *in, int use_logits,
-                       float *out_f32, int *guard_ok)
+/* Whether the core refused the routing input because of how the method
+ * routes, and then switch to the other one: a monolithic method takes
+ * router logits only; a modular method on a device cannot have the core
+ * route logits that are in device memory, so it takes top-k routing (the
+ * same routing: cf_inputs_make routed those logits). */
+static int switch_routing(fmoe_status st, int *use_logits)
+{
+    if (st == FMOE_STATUS_INVALID_ARGUMENT && !*use_logits && strstr(fmoe_last_error(), "monolithic")) {
+        *use_logits = 1;
+        return 1;
+    }
+    if (st == FMOE_STATUS_UNSUPPORTED && *use_logits && strstr(fmoe_last_error(), "modular")) {
+        *use_logits = 0;
+        return 1;
+    }
+    return 0;
+}
+
+static void forward_failed(char *why, size_t cap)
+{
+    snprintf(why, cap, "%s", fmoe_last_error());
+}
+
+/* A host layer: out is host memory with the canary after it. */
+static fmoe_status forward_on_host(fmoe_layer *layer, const fmoe_layer_config *cfg, const cf_inputs *in,
+                                   int use_logits, float *out_f32, int *guard_ok, char *why, size_t cap)
 {
     size_t n = (size_t)in->m * cfg->hidden_size, bytes = n * fmoe_dtype_size(cfg->act_dtype);
     unsigned char *buf = cf_guarded_alloc(bytes);
     *guard_ok = 1;
-    if (!buf)
+    if (!buf) {
+        snprintf(why, cap, "out of memory for out [%lld, %u]", (long long)in->m, cfg->hidden_size);
         return FMOE_STATUS_OUT_OF_MEMORY;
+    }
     const int64_t shape[2] = {in->m, cfg->hidden_size};
     fmoe_tensor out;
     fmoe_status st = fmoe_tensor_init(&out, cfg->act_dtype, 2, shape, buf);
+    fwd_tensors t = {.x = &in->tx, .logits = &in->tlogits, .w = &in->tw, .ids = &in->tids, .out = &out};
     for (int attempt = 0; st == FMOE_STATUS_OK && attempt < 2; attempt++) {
         memset(buf, 0xFF, bytes); /* NaN in f32, bf16 and f16 */
-        st = forward_with(layer, in, use_logits, &out);
-        /* A monolithic method takes router logits only; give it those. */
-        if (st == FMOE_STATUS_INVALID_ARGUMENT && !use_logits && strstr(fmoe_last_error(), "monolithic")) {
-            use_logits = 1;
-            st = FMOE_STATUS_OK;
-            continue;
-        }
-        break;
+        st = forward_with(layer, &t, use_logits);
+        if (!switch_routing(st, &use_logits))
+            break;
+        st = FMOE_STATUS_OK;
     }
+    if (st != FMOE_STATUS_OK)
+        forward_failed(why, cap);
     *guard_ok = cf_guard_intact(buf);
     if (st == FMOE_STATUS_OK)
         cli_load_floats(cfg->act_dtype, out_f32, buf, n);
     cf_guarded_free(buf);
     return st;
+}
+
+/* --- a device layer: every tensor in its memory ------------------------- */
+
+/* The layer's device memory through the public API (fmoe_layer_tensor_*),
+ * as UINT8 tensors of the bytes. `st` keeps the library's status. */
+typedef struct layer_memory {
+    fmoe_layer *layer;
+    int32_t kind, index;
+    fmoe_status st;
+} layer_memory;
+
+static fmoe_tensor bytes_at(const layer_memory *m, const void *p, size_t bytes, int on_device)
+{
+    const int64_t shape[1] = {(int64_t)bytes};
+    fmoe_tensor t;
+    fmoe_tensor_init(&t, FMOE_DTYPE_UINT8, 1, shape, (void *)p);
+    if (on_device) {
+        t.device_kind = m->kind;
+        t.device_index = m->index;
+    }
+    return t;
+}
+
+static void *lm_alloc(void *ctx, size_t bytes, char *why, size_t cap)
+{
+    layer_memory *m = ctx;
+    const int64_t shape[1] = {(int64_t)bytes};
+    fmoe_tensor t;
+    m->st = fmoe_layer_tensor_alloc(m->layer, FMOE_DTYPE_UINT8, 1, shape, &t);
+    if (m->st == FMOE_STATUS_OK)
+        return t.data;
+    snprintf(why, cap, "allocating %zu bytes on %s:%d: %s", bytes, fmoe_device_kind_name(m->kind), m->index,
+             fmoe_last_error());
+    return NULL;
+}
+
+static int lm_copy(void *ctx, void *dst, const void *src, size_t bytes, int to_device, char *why, size_t cap)
+{
+    layer_memory *m = ctx;
+    fmoe_tensor d = bytes_at(m, dst, bytes, to_device), s = bytes_at(m, src, bytes, !to_device);
+    m->st = fmoe_layer_tensor_copy(m->layer, &d, &s);
+    if (m->st == FMOE_STATUS_OK)
+        return 0;
+    snprintf(why, cap, "copying %zu bytes %s %s:%d: %s", bytes, to_device ? "to" : "from",
+             fmoe_device_kind_name(m->kind), m->index, fmoe_last_error());
+    return -1;
+}
+
+/* The status of a failed device step: the library's, or out of memory
+ * when a staging buffer could not be had. */
+static fmoe_status lm_failed(const layer_memory *m)
+{
+    return m->st != FMOE_STATUS_OK ? m->st : FMOE_STATUS_OUT_OF_MEMORY;
+}
+
+static void lm_free(void *ctx, void *ptr)
+{
+    layer_memory *m = ctx;
+    fmoe_tensor t = bytes_at(m, ptr, 1, 1);
+    fmoe_layer_tensor_free(m->layer, &t);
+}
+
+/* One device tensor shaped like `host` (its bytes copied in, the canary
+ * after them); *dev owns the memory, *view is what the forward gets. */
+static int dev_tensor(const cf_device_ops *ops, const fmoe_tensor *host, const void *bytes_in, void **dev,
+                      fmoe_tensor *view, char *why, size_t cap)
+{
+    const layer_memory *m = ops->ctx;
+    size_t bytes = (size_t)fmoe_tensor_numel(host) * fmoe_dtype_size(host->dtype);
+    *dev = cf_device_put(ops, bytes_in, bytes, why, cap);
+    if (!*dev)
+        return -1;
+    fmoe_tensor_init(view, host->dtype, host->ndim, host->shape, *dev);
+    view->device_kind = m->kind;
+    view->device_index = m->index;
+    return 0;
+}
+
+enum { D_X, D_LOGITS, D_W, D_IDS, D_OUT, D_COUNT };
+
+/* Put the inputs and the NaN-poisoned out (`poison`, bytes of 0xFF) on the
+ * device. 0, or -1 with `why`. */
+static int dev_inputs(const cf_device_ops *ops, const cf_inputs *in, const fmoe_tensor *out, const void *poison,
+                      void **dev, fmoe_tensor *views, char *why, size_t cap)
+{
+    const fmoe_tensor *host[D_COUNT] = {&in->tx, &in->tlogits, &in->tw, &in->tids, out};
+    const void *data[D_COUNT] = {in->x, in->logits, in->topk_w, in->topk_ids, poison};
+    for (int i = 0; i < D_COUNT; i++)
+        if (dev_tensor(ops, host[i], data[i], &dev[i], &views[i], why, cap) != 0)
+            return -1;
+    return 0;
+}
+
+/* A device layer: x, the routing and out are device tensors, each with the
+ * canary after it. out is poisoned in device memory before each call, and
+ * after it the whole of out and its canary come back to be checked. */
+static fmoe_status forward_on_device(fmoe_layer *layer, const fmoe_layer_config *cfg, const cf_inputs *in,
+                                     int use_logits, float *out_f32, int *guard_ok, char *why, size_t cap)
+{
+    layer_memory lm = {.layer = layer, .st = FMOE_STATUS_OK};
+    run_device_is_remote(layer, &lm.kind, &lm.index);
+    const cf_device_ops ops = {.ctx = &lm, .alloc = lm_alloc, .copy = lm_copy, .free = lm_free};
+    size_t n = (size_t)in->m * cfg->hidden_size, bytes = n * fmoe_dtype_size(cfg->act_dtype);
+    const int64_t shape[2] = {in->m, cfg->hidden_size};
+    fmoe_tensor host_out, views[D_COUNT];
+    void *dev[D_COUNT] = {0};
+    memset(views, 0, sizeof views);
+    unsigned char *buf = malloc(bytes + 1);
+    fmoe_status st = FMOE_STATUS_OUT_OF_MEMORY;
+    *guard_ok = 1;
+    snprintf(why, cap, "out of memory for out [%lld, %u]", (long long)in->m, cfg->hidden_size);
+    if (buf) {
+        memset(buf, 0xFF, bytes); /* NaN in f32, bf16 and f16 */
+        fmoe_tensor_init(&host_out, cfg->act_dtype, 2, shape, buf);
+        st = dev_inputs(&ops, in, &host_out, buf, dev, views, why, cap) == 0 ? FMOE_STATUS_OK : lm_failed(&lm);
+    }
+    fwd_tensors t = {.x = &views[D_X], .logits = &views[D_LOGITS], .w = &views[D_W], .ids = &views[D_IDS],
+                     .out = &views[D_OUT]};
+    for (int attempt = 0; st == FMOE_STATUS_OK && attempt < 2; attempt++) {
+        if (attempt && cf_device_fill(&ops, dev[D_OUT], buf, bytes, why, cap) != 0) {
+            st = lm_failed(&lm);
+            break;
+        }
+        st = forward_with(layer, &t, use_logits);
+        if (st != FMOE_STATUS_OK)
+            forward_failed(why, cap);
+        if (!switch_routing(st, &use_logits))
+            break;
+        st = FMOE_STATUS_OK;
+    }
+    if (st == FMOE_STATUS_OK && (st = fmoe_layer_synchronize(layer, NULL)) != FMOE_STATUS_OK)
+        snprintf(why, cap, "synchronize after the forward: %s", fmoe_last_error());
+    int got = st == FMOE_STATUS_OK ? cf_device_get(&ops, dev[D_OUT], bytes, buf, why, cap) : 1;
+    if (got < 0)
+        st = lm_failed(&lm);
+    *guard_ok = got != 0;
+    if (st == FMOE_STATUS_OK)
+        cli_load_floats(cfg->act_dtype, out_f32, buf, n);
+    for (int i = 0; i < D_COUNT; i++)
+        if (dev[i])
+            lm_free(&lm, dev[i]);
+    free(buf);
+    return st;
+}
+
+fmoe_status cf_forward(fmoe_layer *layer, const fmoe_layer_config *cfg, const cf_inputs *in, int use_logits,
+                       float *out_f32, int *guard_ok, char *why, size_t cap)
+{
+    /* Host layers keep the cheaper path: no copies at all. */
+    if (run_device_is_remote(layer, NULL, NULL))
+        return forward_on_device(layer, cfg, in, use_logits, out_f32, guard_ok, why, cap);
+    return forward_on_host(layer, cfg, in, use_logits, out_f32, guard_ok, why, cap);
 }
 
 int cf_compare(const float *got, const float *ref, int64_t m, uint32_t h, const unsigned char *skip_row,

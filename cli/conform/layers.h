@@ -66,9 +66,14 @@ void cf_inputs_free(cf_inputs *in);
 /* One checked forward: out is NaN-poisoned with a canary after it; on OK
  * `out_f32` [M*H] holds the result and *guard_ok says whether the canary
  * survived. use_logits: give router logits (the backend or the core
- * routes); else top-k, falling back to logits for a monolithic method. */
+ * routes); else top-k, falling back to logits for a monolithic method. A
+ * layer on a device gets every tensor in its memory (fmoe_layer_tensor_*,
+ * each followed by the canary), out poisoned there before the call and all
+ * of it copied back after; a modular method there gets top-k routing (the
+ * core routes only host logits). Otherwise a status, and `why` says what
+ * failed. */
 fmoe_status cf_forward(fmoe_layer *layer, const fmoe_layer_config *cfg, const cf_inputs *in, int use_logits,
-                       float *out_f32, int *guard_ok);
+                       float *out_f32, int *guard_ok, char *why, size_t cap);
 
 /* Compare got with ref over rows not masked (skip_row[t] != 0 skips token
  * t; may be NULL). 1 pass, 0 fail with a one-line reason in `why`: an

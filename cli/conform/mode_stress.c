@@ -61,10 +61,10 @@ static int one_layer(job *j, fmoe_context *ctx, int forwards)
     cf_tolerance tol = cf_tolerance_for(j->cs, j->cfg->act_dtype);
     for (int f = 0; ok && f < forwards; f++) {
         int guard = 1;
-        st = cf_forward(layer, j->cfg, j->in, 0, f ? got : first, &guard);
+        char fwhy[512];
+        st = cf_forward(layer, j->cfg, j->in, 0, f ? got : first, &guard, fwhy, sizeof fwhy);
         if (st != FMOE_STATUS_OK || !guard) {
-            snprintf(j->why, sizeof j->why, "forward %d: %s", f, st != FMOE_STATUS_OK ? fmoe_last_error()
-                                                                                       : "wrote past out");
+            snprintf(j->why, sizeof j->why, "forward %d: %s", f, st != FMOE_STATUS_OK ? fwhy : "wrote past out");
             ok = 0;
         } else if (f == 0) {
             char why[512];
@@ -216,11 +216,16 @@ void cf_mode_stress(cf_run *r)
         }
         cf_weights w = {.seed = r->o->seed, .cfg = &cfg, .cs = cs, .correction_bias = in.bias, .dead_expert = -1};
         int guard = 1;
-        if (cf_create(r->ctx, &cfg, &scheme, "reference", FMOE_DEVICE_ANY, -1, &ref) != FMOE_STATUS_OK ||
-            cf_load(ref, &w, why, sizeof why) != FMOE_STATUS_OK ||
-            cf_forward(ref, &cfg, &in, 0, expect, &guard) != FMOE_STATUS_OK) {
+        fmoe_status st = cf_create(r->ctx, &cfg, &scheme, "reference", FMOE_DEVICE_ANY, -1, &ref);
+        if (st != FMOE_STATUS_OK)
+            snprintf(why, sizeof why, "%s", fmoe_last_error());
+        if (st == FMOE_STATUS_OK)
+            st = cf_load(ref, &w, why, sizeof why);
+        if (st == FMOE_STATUS_OK)
+            st = cf_forward(ref, &cfg, &in, 0, expect, &guard, why, sizeof why);
+        if (st != FMOE_STATUS_OK) {
             if (cf_begin(r, "%s/oracle", cs->key))
-                cf_end(r, CF_UNSUPPORTED, "the reference cannot run the stress layer: %s", fmoe_last_error());
+                cf_end(r, CF_UNSUPPORTED, "the reference cannot run the stress layer: %s", why);
         } else {
             job proto = {.r = r, .cs = cs, .scheme = &scheme, .cfg = &cfg, .in = &in, .expect = expect};
             run_threads(r, "threads", &proto, thread_main);

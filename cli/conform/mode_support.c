@@ -108,10 +108,9 @@ static int runs(cf_run *r, const cf_scheme *cs, const fmoe_layer_config *cfg, co
     } else {
         float out[SUPPORT_M * 1024];
         int guard = 1;
-        st = cf_forward(layer, cfg, &in, cfg->grouped_topk, out, &guard);
+        st = cf_forward(layer, cfg, &in, cfg->grouped_topk, out, &guard, w2, sizeof w2);
         if (st != FMOE_STATUS_OK) {
-            snprintf(why, cap, "its query accepted, but forward failed (%s): %s", fmoe_status_name(st),
-                     fmoe_last_error());
+            snprintf(why, cap, "its query accepted, but forward failed (%s): %s", fmoe_status_name(st), w2);
         } else if (!guard) {
             snprintf(why, cap, "forward wrote past the end of out");
         } else {

@@ -316,10 +316,10 @@ static int shard_dependent(const fmoe_scheme *scheme, int kind)
 
 /* Forward every layer of `lay` (n) and sum the outputs into sum. */
 static fmoe_status forward_sum(fmoe_layer **lay, uint32_t n, const cf_inputs *in, int use_logits, float *got,
-                               float *sum, size_t len, int *guard_ok)
+                               float *sum, size_t len, int *guard_ok, char *why, size_t cap)
 {
     for (uint32_t s = 0; s < n; s++) {
-        fmoe_status st = cf_forward(lay[s], fmoe_layer_get_config(lay[s]), in, use_logits, got, guard_ok);
+        fmoe_status st = cf_forward(lay[s], fmoe_layer_get_config(lay[s]), in, use_logits, got, guard_ok, why, cap);
         if (st != FMOE_STATUS_OK || !*guard_ok)
             return st;
         for (size_t i = 0; i < len; i++)
@@ -410,9 +410,9 @@ static void run_case(cf_run *r, const cf_scheme *cs, const fmoe_scheme *scheme, 
             in.topk_ids[t * full.top_k] = 0;
     mutate_inputs(tc, &in, skip);
     int use_logits = tc->kind == K_LOGITS, guard_ok = 1;
-    st = forward_sum(lay, shards, &in, use_logits, got, sum, n, &guard_ok);
+    st = forward_sum(lay, shards, &in, use_logits, got, sum, n, &guard_ok, why, sizeof why);
     if (st != FMOE_STATUS_OK) {
-        set(o, CF_FAIL, "forward%s: %s", shards > 1 ? " (a shard)" : "", fmoe_last_error());
+        set(o, CF_FAIL, "forward%s: %s", shards > 1 ? " (a shard)" : "", why);
         goto done;
     }
     if (!guard_ok) {
@@ -422,20 +422,25 @@ static void run_case(cf_run *r, const cf_scheme *cs, const fmoe_scheme *scheme, 
     }
     if (tc->kind == K_REPEAT) {
         float *again = malloc((n + 1) * sizeof(float));
-        st = again ? cf_forward(lay[0], &full, &in, 0, again, &guard_ok) : FMOE_STATUS_OUT_OF_MEMORY;
+        snprintf(why, sizeof why, "out of memory");
+        st = again ? cf_forward(lay[0], &full, &in, 0, again, &guard_ok, why, sizeof why) : FMOE_STATUS_OUT_OF_MEMORY;
         int same = st == FMOE_STATUS_OK && memcmp(again, sum, n * sizeof(float)) == 0;
         free(again);
+        if (st != FMOE_STATUS_OK) {
+            set(o, CF_FAIL, "the second forward failed: %s", why);
+            goto done;
+        }
         if (!same) {
-            set(o, CF_FAIL, "a second forward on the same input gave different bytes (%s)", fmoe_status_name(st));
+            set(o, CF_FAIL, "a second forward on the same input gave different bytes");
             goto done;
         }
     }
     if (per_shard_ref)
-        st = forward_sum(rlay, shards, &in, use_logits, got, expect, n, &guard_ok);
+        st = forward_sum(rlay, shards, &in, use_logits, got, expect, n, &guard_ok, why, sizeof why);
     else
-        st = cf_forward(ref, &full, &in, use_logits, expect, &guard_ok);
+        st = cf_forward(ref, &full, &in, use_logits, expect, &guard_ok, why, sizeof why);
     if (st != FMOE_STATUS_OK) {
-        set(o, CF_FAIL, "reference forward: %s", fmoe_last_error());
+        set(o, CF_FAIL, "reference forward: %s", why);
         goto done;
     }
     if (tc->m == 0) {

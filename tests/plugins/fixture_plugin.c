@@ -6,6 +6,7 @@
  * reference method and score FIXTURE_SCORE, so selection tests can rank it
  * against the reference plugin.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -51,35 +52,50 @@ static void fx_shutdown(void *state)
 #ifdef FIXTURE_DEVICE
 /* A pretend accelerator: "device memory" is host memory the fixture hands
  * out and remembers, so a copy or free of a pointer its allocator did not
- * hand out fails loudly instead of silently working. (One thread: the
- * tests that use it are single-threaded.) */
+ * hand out fails loudly instead of silently working. The table is locked:
+ * conform's stress mode feeds several layers from several threads. */
 #define FX_MAX_ALLOCS 256
 
 static struct {
     void *ptr;
     size_t bytes;
 } fx_allocs[FX_MAX_ALLOCS];
+static pthread_mutex_t fx_allocs_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void *fx_take_slot(const fmoe_host *h, size_t bytes, int *full)
+{
+    void *p = NULL;
+    *full = 1;
+    pthread_mutex_lock(&fx_allocs_lock);
+    for (int i = 0; i < FX_MAX_ALLOCS && *full; i++) {
+        if (fx_allocs[i].ptr)
+            continue;
+        *full = 0;
+        p = h->alloc(h->ctx, bytes, 256);
+        fx_allocs[i].ptr = p;
+        fx_allocs[i].bytes = bytes;
+    }
+    pthread_mutex_unlock(&fx_allocs_lock);
+    return p;
+}
 
 static fmoe_status fx_alloc(fmoe_memory_args *a)
 {
     const fmoe_host *h = ((const ref_state *)a->state)->host;
     if (a->device_kind != FMOE_DEVICE_CUDA || a->device_index != 0)
         return h->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT, "fixture device is cuda:0 only");
-    for (int i = 0; i < FX_MAX_ALLOCS; i++) {
-        if (fx_allocs[i].ptr)
-            continue;
-        fx_allocs[i].ptr = h->alloc(h->ctx, a->bytes, 256);
-        if (!fx_allocs[i].ptr)
-            return h->error_set(a->err, FMOE_STATUS_OUT_OF_MEMORY, "fixture device out of memory");
-        fx_allocs[i].bytes = a->bytes;
-        a->ptr = fx_allocs[i].ptr;
-        return FMOE_STATUS_OK;
-    }
-    return h->error_set(a->err, FMOE_STATUS_OUT_OF_MEMORY, "fixture device holds %d allocations at most",
-                        FX_MAX_ALLOCS);
+    int full;
+    a->ptr = fx_take_slot(h, a->bytes, &full);
+    if (full)
+        return h->error_set(a->err, FMOE_STATUS_OUT_OF_MEMORY, "fixture device holds %d allocations at most",
+                            FX_MAX_ALLOCS);
+    if (!a->ptr)
+        return h->error_set(a->err, FMOE_STATUS_OUT_OF_MEMORY, "fixture device out of memory");
+    return FMOE_STATUS_OK;
 }
 
-/* The allocation `ptr` points into with `bytes` to spare, or -1. */
+/* The allocation `ptr` points into with `bytes` to spare, or -1 (the
+ * caller holds fx_allocs_lock). */
 static int fx_find(const void *ptr, size_t bytes)
 {
     for (int i = 0; i < FX_MAX_ALLOCS; i++) {
@@ -93,18 +109,23 @@ static int fx_find(const void *ptr, size_t bytes)
 static void fx_free(fmoe_memory_args *a)
 {
     const fmoe_host *h = ((const ref_state *)a->state)->host;
+    pthread_mutex_lock(&fx_allocs_lock);
     int i = a->ptr ? fx_find(a->ptr, 0) : -1;
     if (i >= 0 && fx_allocs[i].ptr == a->ptr) {
         h->free(h->ctx, fx_allocs[i].ptr);
         fx_allocs[i].ptr = NULL;
     }
+    pthread_mutex_unlock(&fx_allocs_lock);
 }
 
 static fmoe_status fx_copy(fmoe_copy_args *a)
 {
     const fmoe_host *h = ((const ref_state *)a->state)->host;
     const void *dev = a->direction == FMOE_COPY_TO_DEVICE ? a->dst : a->src;
-    if (fx_find(dev, a->bytes) < 0)
+    pthread_mutex_lock(&fx_allocs_lock);
+    int found = fx_find(dev, a->bytes);
+    pthread_mutex_unlock(&fx_allocs_lock);
+    if (found < 0)
         return h->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT, "not fixture device memory of %zu bytes", a->bytes);
     memcpy(a->dst, a->src, a->bytes);
     return FMOE_STATUS_OK;
@@ -125,8 +146,32 @@ static const fmoe_device_memory fx_memory = {
 };
 #endif
 
+#ifdef FIXTURE_WRITE_PAST
+/* The reference's apply, then one element written past the end of out (in
+ * the fixture's device memory): conform must see it there too. */
+static fmoe_status fx_apply_write_past(fmoe_apply_args *a)
+{
+    fmoe_status st = ref_method_unquantized.apply(a);
+    const fmoe_tensor *o = a->out;
+    size_t esize = o->dtype == FMOE_DTYPE_F32 ? 4 : 2;
+    memset((unsigned char *)o->data + (size_t)(o->shape[0] * o->shape[1]) * esize, 0x5A, esize);
+    return st;
+}
+
+static fmoe_method fx_write_past_method;
+static pthread_once_t fx_write_past_once = PTHREAD_ONCE_INIT;
+
+static void fx_write_past_init(void)
+{
+    fx_write_past_method = ref_method_unquantized;
+    fx_write_past_method.apply = fx_apply_write_past;
+}
+#endif
+
 static fmoe_status fx_probe(fmoe_probe_args *a)
 {
+    if (a->capacity < 1) /* conform's abi/probe-no-room */
+        return FMOE_STATUS_OK;
     fmoe_device_report *r = a->reports[0];
 #ifdef FIXTURE_DEVICE
     r->kind = FMOE_DEVICE_CUDA;
@@ -157,8 +202,11 @@ static fmoe_status fx_query(fmoe_query_args *a)
         snprintf(a->reason, sizeof a->reason, "fixture serves unquantized layers only");
         return FMOE_STATUS_UNSUPPORTED;
     }
-#ifdef FIXTURE_SCALES
+#if defined(FIXTURE_SCALES)
     a->method = &fixture_scales_method;
+#elif defined(FIXTURE_WRITE_PAST)
+    pthread_once(&fx_write_past_once, fx_write_past_init);
+    a->method = &fx_write_past_method;
 #else
     a->method = &ref_method_unquantized;
 #endif
@@ -206,7 +254,18 @@ FMOE_PLUGIN_EXPORT fmoe_status fmoe_plugin_entry_misspelled(fmoe_entry_args *a)
 FMOE_PLUGIN_EXPORT fmoe_status fmoe_plugin_entry(fmoe_entry_args *a)
 #endif
 {
-#if defined(FIXTURE_ENTRY_CHECKS_MAJOR)
+#if defined(FIXTURE_DEVICE)
+    /* Run through conform, so every rule of the entry holds: args with
+     * room for `plugin`, a host of this major with alloc/free. */
+    if (!a || a->struct_size < FMOE_STRUCT_SIZE_UPTO(fmoe_entry_args, plugin) || !a->host)
+        return FMOE_STATUS_INVALID_ARGUMENT;
+    const fmoe_host *h = a->host;
+    if (h->abi_major != FIXTURE_ABI_MAJOR || h->struct_size < FMOE_STRUCT_SIZE_UPTO(fmoe_host, free))
+        return h->struct_size >= FMOE_STRUCT_SIZE_UPTO(fmoe_host, error_set) && h->error_set
+                   ? h->error_set(a->err, FMOE_STATUS_ABI_MISMATCH, "fixture speaks ABI %d.x, the host %u.%u",
+                                  FIXTURE_ABI_MAJOR, h->abi_major, h->abi_minor)
+                   : FMOE_STATUS_ABI_MISMATCH;
+#elif defined(FIXTURE_ENTRY_CHECKS_MAJOR)
     /* A well-behaved plugin of another major refuses in its entry. */
     if (a->host->abi_major != FIXTURE_ABI_MAJOR)
         return a->host->error_set(a->err, FMOE_STATUS_ABI_MISMATCH, "fixture speaks ABI %d.x, the host %u.%u",
