@@ -17,6 +17,7 @@
 #include "cli/rng.h"
 #include "cli/run.h"
 #include "cli/run_compare.h"
+#include "cli/run_device.h"
 #include "cli/run_model.h"
 #include "cli/run_weights.h"
 #include "cli/scheme_arg.h"
@@ -214,7 +215,8 @@ static int route_inputs(const run_opts *o, run_inputs *in)
     return CLI_EXIT_OK;
 }
 
-static fmoe_status forward(fmoe_layer *layer, const run_opts *o, const run_inputs *in, fmoe_tensor *out)
+/* The forward's host tensors: x and the routing `o` asks for, into out. */
+static fmoe_forward_args host_args(const run_opts *o, const run_inputs *in, fmoe_tensor *out)
 {
     fmoe_forward_args a = {.struct_size = sizeof a, .x = &in->tx, .out = out};
     if (o->logits) {
@@ -223,43 +225,46 @@ static fmoe_status forward(fmoe_layer *layer, const run_opts *o, const run_input
         a.topk_weights = &in->tw;
         a.topk_ids = &in->tids;
     }
-    return fmoe_layer_forward(layer, &a);
+    return a;
 }
 
-/* Forward once into `out_f32` (as f32). */
+static int forward_failed(const char *who, const run_opts *o, fmoe_status st)
+{
+    cli_error("forward on the %s layer: %s", who, fmoe_last_error());
+    if (!o->logits && st == FMOE_STATUS_INVALID_ARGUMENT)
+        fprintf(stderr, "fusedmoe: hint: a backend that routes itself needs --logits\n");
+    else if (o->logits && st == FMOE_STATUS_UNSUPPORTED && strstr(fmoe_last_error(), "modular"))
+        fprintf(stderr, "fusedmoe: hint: this backend takes top-k routing on its device: drop --logits\n");
+    return cli_exit_for_status(st);
+}
+
+/* Forward once where the layer lives (a device layer gets device copies of
+ * the inputs, run_device.h) into `out_f32` (as f32); then, if `timing`,
+ * time more forwards on the same tensors (the first one warmed it up). */
 static int forward_once(fmoe_layer *layer, const char *who, const run_opts *o, const run_inputs *in, void *out_buf,
-                        float *out_f32)
+                        float *out_f32, run_timing *timing)
 {
     const int64_t shape[2] = {in->m, o->cfg.hidden_size};
     fmoe_tensor out;
     fmoe_status st = fmoe_tensor_init(&out, o->cfg.act_dtype, 2, shape, out_buf);
+    fmoe_forward_args a = host_args(o, in, &out);
+    run_device_io io;
     if (st == FMOE_STATUS_OK)
-        st = forward(layer, o, in, &out);
+        st = run_device_io_open(layer, &a, &io);
     if (st != FMOE_STATUS_OK) {
-        cli_error("forward on the %s layer: %s", who, fmoe_last_error());
-        if (!o->logits && st == FMOE_STATUS_INVALID_ARGUMENT)
-            fprintf(stderr, "fusedmoe: hint: a backend that routes itself needs --logits\n");
+        cli_error("the %s layer's tensors on its device: %s", who, fmoe_last_error());
         return cli_exit_for_status(st);
     }
-    cli_load_floats(o->cfg.act_dtype, out_f32, out_buf, (size_t)in->m * o->cfg.hidden_size);
-    return CLI_EXIT_OK;
-}
-
-/* The layer already ran once (the checked forward), which warmed it up. */
-static int time_forward(fmoe_layer *layer, const run_opts *o, const run_inputs *in, void *out_buf, run_timing *t)
-{
-    const int64_t shape[2] = {in->m, o->cfg.hidden_size};
-    fmoe_tensor out;
-    fmoe_tensor_init(&out, o->cfg.act_dtype, 2, shape, out_buf);
-    fmoe_forward_args a = {.struct_size = sizeof a, .x = &in->tx, .out = &out};
-    if (o->logits) {
-        a.router_logits = &in->tlogits;
-    } else {
-        a.topk_weights = &in->tw;
-        a.topk_ids = &in->tids;
-    }
-    fmoe_status st = run_time_forward(layer, &a, t);
-    return st == FMOE_STATUS_OK ? CLI_EXIT_OK : cli_fail(st, "timed forward");
+    st = fmoe_layer_forward(layer, &io.args);
+    if (st == FMOE_STATUS_OK)
+        st = run_device_io_fetch(layer, &io, &a);
+    int rc = st == FMOE_STATUS_OK ? CLI_EXIT_OK : forward_failed(who, o, st);
+    if (rc == CLI_EXIT_OK)
+        cli_load_floats(o->cfg.act_dtype, out_f32, out_buf, (size_t)in->m * o->cfg.hidden_size);
+    if (rc == CLI_EXIT_OK && timing && (st = run_time_forward(layer, &io.args, timing)) != FMOE_STATUS_OK)
+        rc = cli_fail(st, "timed forward");
+    run_device_io_close(layer, &io);
+    return rc;
 }
 
 /* Load, forward and compare. Owns nothing; returns an exit code. */
@@ -289,11 +294,9 @@ static int check_and_time(const cli_globals *g, const run_opts *o, fmoe_layer *s
         rc = CLI_EXIT_INTERNAL;
     }
     if (rc == CLI_EXIT_OK)
-        rc = forward_once(sel, "selected", o, in, buf, out);
+        rc = forward_once(sel, "selected", o, in, buf, out, &r.timing);
     if (rc == CLI_EXIT_OK)
-        rc = forward_once(ref, "reference", o, in, buf, expect);
-    if (rc == CLI_EXIT_OK)
-        rc = time_forward(sel, o, in, buf, &r.timing);
+        rc = forward_once(ref, "reference", o, in, buf, expect, NULL);
     if (rc == CLI_EXIT_OK) {
         r.tol = run_tolerance_for(o->cfg.act_dtype, &o->scheme);
         run_compare(out, expect, (int64_t)n, &r.tol, &r.err);

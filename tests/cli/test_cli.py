@@ -634,6 +634,23 @@ def run_model_on_a_device():
 
 
 @test
+def run_random_layer_on_a_device():
+    """`run` without --model on a (pretend) accelerator: x, the routing and
+    out go through the plugin's memory table, checked and timed there."""
+    for flags in ([], ["--dtype", "f32", "--eplb", "--redundant", "3"], ["--ep", "2", "--ep-rank", "1"]):
+        r = fmoe("--plugin", DEVICE, "run", "--backend", "fixture_device", "--tokens", "8", "--json", *flags)
+        expect_rc(r, EXIT_OK, "run on fixture_device " + " ".join(flags))
+        j = r.json()
+        check(j["backend"] == "fixture_device/unquantized on cuda:0" and j["result"] == "PASS"
+              and j["timing"]["runs"] > 0, "on cuda:0, PASS and timed", r)
+    # The core routes only host logits, so a modular method on a device
+    # takes top-k routing: --logits is refused with a hint.
+    r = fmoe("--plugin", DEVICE, "run", "--backend", "fixture_device", "--tokens", "8", "--logits")
+    expect_rc(r, EXIT_NO_BACKEND, "--logits on a modular device method")
+    check("is modular and the logits are on cuda" in r.err and "drop --logits" in r.err, "says why and what to do", r)
+
+
+@test
 def run_model_fused_gpt_oss():
     r = fmoe("run", "--model", model("bf16-fused"), "--layer", "1", "--json")
     expect_rc(r, EXIT_OK, "gpt-oss fused bf16")
