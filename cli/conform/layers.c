@@ -353,6 +353,24 @@ static fmoe_status forward_on_device(fmoe_layer *layer, const fmoe_layer_config 
     return st;
 }
 
+int cf_layer_fed(fmoe_layer *layer, char *why, size_t cap)
+{
+    int32_t kind, index;
+    if (!run_device_is_remote(layer, &kind, &index))
+        return 1;
+    const int64_t one[1] = {1};
+    fmoe_tensor t;
+    fmoe_status st = fmoe_layer_tensor_alloc(layer, FMOE_DTYPE_UINT8, 1, one, &t);
+    if (st == FMOE_STATUS_OK) {
+        fmoe_layer_tensor_free(layer, &t);
+        return 1;
+    }
+    snprintf(why, cap, "conform links no device runtime, so it gives a layer on %s:%d device tensors through the "
+             "plugin's memory table (ABI 1.1), and that failed: %s", fmoe_device_kind_name(kind), index,
+             fmoe_last_error());
+    return 0;
+}
+
 fmoe_status cf_forward(fmoe_layer *layer, const fmoe_layer_config *cfg, const cf_inputs *in, int use_logits,
                        float *out_f32, int *guard_ok, char *why, size_t cap)
 {

@@ -75,6 +75,11 @@ void cf_inputs_free(cf_inputs *in);
 fmoe_status cf_forward(fmoe_layer *layer, const fmoe_layer_config *cfg, const cf_inputs *in, int use_logits,
                        float *out_f32, int *guard_ok, char *why, size_t cap);
 
+/* 1 when conform can give `layer` its tensors: a host layer, or a device
+ * layer whose plugin lends device memory (plugin ABI 1.1); else 0 with
+ * `why` (the case is UNSUPPORTED: nothing could be tested). */
+int cf_layer_fed(fmoe_layer *layer, char *why, size_t cap);
+
 /* Compare got with ref over rows not masked (skip_row[t] != 0 skips token
  * t; may be NULL). 1 pass, 0 fail with a one-line reason in `why`: an
  * element not written (still NaN) or NaN/inf, the worst element outside

@@ -8,7 +8,9 @@
  * which never loads anything: if the loader had not loaded the file, it
  * fails) and calls it with host tables it controls - older, newer, smaller,
  * larger - and drives init, probe, query and one layer's method calls with
- * every struct and buffer followed by canary bytes (guard.h).
+ * every struct and buffer followed by canary bytes (guard.h). For a plugin
+ * whose device is not host memory it also checks the memory table it lends
+ * (ABI 1.1) and hands apply device buffers from it, canary included.
  *
  * Nothing here needs registry internals, so libfusedmoe exports nothing new
  * for conform (docs/CONFORMANCE.md, "Design").
@@ -596,6 +598,182 @@ static void case_no_device(cf_run *r)
     json_decref(doc);
 }
 
+/* --- device memory (ABI 1.1) --------------------------------------------- */
+
+/* The plugin's own fmoe_device_memory, called by this host with guarded
+ * args (cf_device_ops for guard.h's device buffers). */
+typedef struct table_memory {
+    const session *s;
+    const fmoe_device_memory *mem;
+    int32_t kind, index;
+} table_memory;
+
+static void *tm_alloc(void *ctx, size_t bytes, char *why, size_t cap)
+{
+    const table_memory *m = ctx;
+    fmoe_memory_args *a = cf_guarded_alloc(sizeof *a);
+    fmoe_error err = {0};
+    if (!a) {
+        snprintf(why, cap, "out of memory");
+        return NULL;
+    }
+    *a = (fmoe_memory_args){.struct_size = sizeof *a, .err = &err, .state = m->s->state, .device_kind = m->kind,
+                            .device_index = m->index, .bytes = bytes};
+    fmoe_status st = m->mem->alloc(a);
+    void *p = st == FMOE_STATUS_OK ? a->ptr : NULL;
+    if (!cf_guard_intact(a))
+        snprintf(why, cap, "memory.alloc wrote past fmoe_memory_args");
+    else if (st != FMOE_STATUS_OK || !p)
+        snprintf(why, cap, "memory.alloc of %zu bytes on %s:%d failed (%s): %s", bytes,
+                 fmoe_device_kind_name(m->kind), m->index, fmoe_status_name(st), st ? err.text : "no pointer");
+    else if ((uintptr_t)p % 256)
+        snprintf(why, cap, "memory.alloc returned %p, not aligned to 256 bytes (§6a)", p);
+    if (p && (!cf_guard_intact(a) || (uintptr_t)p % 256)) {
+        a->ptr = p;
+        m->mem->free(a);
+        p = NULL;
+    }
+    cf_guarded_free(a);
+    return p;
+}
+
+static int tm_copy(void *ctx, void *dst, const void *src, size_t bytes, int to_device, char *why, size_t cap)
+{
+    const table_memory *m = ctx;
+    fmoe_copy_args *a = cf_guarded_alloc(sizeof *a);
+    fmoe_error err = {0};
+    if (!a) {
+        snprintf(why, cap, "out of memory");
+        return -1;
+    }
+    *a = (fmoe_copy_args){.struct_size = sizeof *a, .err = &err, .state = m->s->state, .device_kind = m->kind,
+                          .device_index = m->index,
+                          .direction = to_device ? FMOE_COPY_TO_DEVICE : FMOE_COPY_FROM_DEVICE, .dst = dst,
+                          .src = src, .bytes = bytes};
+    fmoe_status st = m->mem->copy(a);
+    int guard = cf_guard_intact(a);
+    cf_guarded_free(a);
+    if (!guard)
+        snprintf(why, cap, "memory.copy wrote past fmoe_copy_args");
+    else if (st != FMOE_STATUS_OK)
+        snprintf(why, cap, "memory.copy of %zu bytes %s %s:%d failed (%s): %s", bytes, to_device ? "to" : "from",
+                 fmoe_device_kind_name(m->kind), m->index, fmoe_status_name(st), err.text);
+    return guard && st == FMOE_STATUS_OK ? 0 : -1;
+}
+
+static void tm_free(void *ctx, void *ptr)
+{
+    const table_memory *m = ctx;
+    fmoe_memory_args a = {.struct_size = sizeof a, .state = m->s->state, .device_kind = m->kind,
+                          .device_index = m->index, .ptr = ptr};
+    m->mem->free(&a);
+}
+
+/* Wait for the device: 0, or -1 with `why`. */
+static int tm_sync(const table_memory *m, char *why, size_t cap)
+{
+    fmoe_sync_args *a = cf_guarded_alloc(sizeof *a);
+    fmoe_error err = {0};
+    if (!a)
+        return snprintf(why, cap, "out of memory"), -1;
+    *a = (fmoe_sync_args){.struct_size = sizeof *a, .err = &err, .state = m->s->state, .device_kind = m->kind,
+                          .device_index = m->index};
+    fmoe_status st = m->mem->synchronize(a);
+    int guard = cf_guard_intact(a);
+    cf_guarded_free(a);
+    if (!guard)
+        return snprintf(why, cap, "memory.synchronize wrote past fmoe_sync_args"), -1;
+    if (st != FMOE_STATUS_OK)
+        return snprintf(why, cap, "memory.synchronize failed (%s): %s", fmoe_status_name(st), err.text), -1;
+    return 0;
+}
+
+static cf_device_ops table_ops(table_memory *m)
+{
+    return (cf_device_ops){.ctx = m, .alloc = tm_alloc, .copy = tm_copy, .free = tm_free};
+}
+
+/* The table the host would use (core/layer_memory.c's rule), or NULL with
+ * the reason and whether that is a failure. */
+static const fmoe_device_memory *memory_table(const fmoe_plugin *t, int *bad, char *why, size_t cap)
+{
+    *bad = 0;
+    if (t->abi_minor < 1 || !FMOE_HAS_FIELD(t, memory) || !t->memory) {
+        snprintf(why, cap, "the plugin lends no device memory (ABI 1.1 fmoe_plugin.memory), so conform, which links "
+                           "no device runtime, cannot give its layers device tensors");
+        return NULL;
+    }
+    const fmoe_device_memory *m = t->memory;
+    *bad = 1;
+    if (m->struct_size < FMOE_STRUCT_SIZE_UPTO(fmoe_device_memory, synchronize))
+        snprintf(why, cap, "memory table struct_size %zu is below ABI 1.1's %zu: the host ignores it", m->struct_size,
+                 (size_t)FMOE_STRUCT_SIZE_UPTO(fmoe_device_memory, synchronize));
+    else if (!m->alloc || !m->free || !m->copy || !m->synchronize)
+        snprintf(why, cap, "memory.%s is NULL (all four are mandatory): the host ignores the table",
+                 !m->alloc ? "alloc" : !m->free ? "free" : !m->copy ? "copy" : "synchronize");
+    else
+        return *bad = 0, m;
+    return NULL;
+}
+
+/* A round trip through the device: alloc (aligned, guarded args), copy in
+ * and back (same bytes, nothing written past the host buffer),
+ * synchronize, free(NULL), free. 1, or 0 with `why`. */
+static int memory_round_trip(table_memory *m, char *why, size_t cap)
+{
+    enum { N = 1000 }; /* not a multiple of the alignment */
+    const cf_device_ops ops = table_ops(m);
+    unsigned char *in = malloc(N), *back = cf_guarded_alloc(N);
+    void *dev = NULL;
+    int ok = 0;
+    if (!in || !back) {
+        snprintf(why, cap, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < N; i++)
+        in[i] = (unsigned char)(i * 7 + 3);
+    if (!(dev = tm_alloc(m, N, why, cap)) || tm_copy(m, dev, in, N, 1, why, cap) ||
+        tm_copy(m, back, dev, N, 0, why, cap) || tm_sync(m, why, cap))
+        goto done;
+    if (memcmp(in, back, N) != 0)
+        snprintf(why, cap, "%d bytes copied to %s:%d and back came back different", N,
+                 fmoe_device_kind_name(m->kind), m->index);
+    else if (!cf_guard_intact(back))
+        snprintf(why, cap, "memory.copy from the device wrote past the %d bytes it was asked for", N);
+    else
+        ok = 1;
+done:
+    ops.free(ops.ctx, NULL); /* a no-op (§6a) */
+    if (dev)
+        ops.free(ops.ctx, dev);
+    free(in);
+    cf_guarded_free(back);
+    return ok;
+}
+
+/* abi/device-memory, for a plugin whose device is not host memory: the
+ * table the host uses to give its layers device tensors. Returns that
+ * table when it can be used, else NULL. */
+static const fmoe_device_memory *case_device_memory(cf_run *r, const session *s, int32_t kind, int32_t index)
+{
+    char why[512];
+    int bad;
+    const fmoe_device_memory *mem = memory_table(s->t, &bad, why, sizeof why);
+    table_memory m = {.s = s, .mem = mem, .kind = kind, .index = index};
+    if (mem && !memory_round_trip(&m, why, sizeof why)) {
+        mem = NULL;
+        bad = 1;
+    }
+    if (cf_begin(r, "device-memory")) {
+        if (mem)
+            cf_end(r, CF_PASS, "%s:%d: alloc aligned to 256, copies both ways, synchronize, free",
+                   fmoe_device_kind_name(kind), index);
+        else
+            cf_end(r, bad ? CF_FAIL : CF_UNSUPPORTED, "%s", why);
+    }
+    return mem;
+}
+
 /* --- one layer's method calls, every struct and buffer guarded ---------- */
 
 static int method_ok(const fmoe_method *m, char *why, size_t cap)
@@ -696,11 +874,13 @@ static const fmoe_method *case_query(cf_run *r, const session *s, int32_t kind, 
     return found;
 }
 
-/* A guarded tensor descriptor with a guarded buffer of `numel` elements. */
+/* A guarded tensor descriptor with a guarded buffer of `numel` elements;
+ * for a device layer the descriptor points at a device copy instead. */
 typedef struct gtensor {
     fmoe_tensor *t;
     void *data;
     size_t bytes;
+    void *dev; /* device copy (canary after it), or NULL */
 } gtensor;
 
 static int gt_make(gtensor *g, fmoe_dtype dtype, uint32_t ndim, const int64_t *shape)
@@ -728,6 +908,47 @@ static void gt_free(gtensor *g)
     cf_guarded_free(g->data);
 }
 
+/* Give the descriptor a device copy of the data (host `data` stays). */
+static int gt_to_device(table_memory *m, gtensor *g, char *why, size_t cap)
+{
+    const cf_device_ops ops = table_ops(m);
+    g->dev = cf_device_put(&ops, g->data, g->bytes, why, cap);
+    if (!g->dev)
+        return -1;
+    g->t->data = g->dev;
+    g->t->device_kind = m->kind;
+    g->t->device_index = m->index;
+    return 0;
+}
+
+/* gt_intact for a tensor wherever it is: a device copy's canary is fetched
+ * (with `fetch`, its bytes too, into g->data). 1 intact, 0 written past,
+ * -1 the fetch failed (`why`). */
+static int gt_check(table_memory *m, gtensor *g, int fetch, char *why, size_t cap)
+{
+    if (!g->dev)
+        return gt_intact(g);
+    const cf_device_ops ops = table_ops(m);
+    int got = cf_device_get(&ops, g->dev, g->bytes, fetch ? g->data : NULL, why, cap);
+    return got < 0 ? -1 : got && cf_guard_intact(g->t);
+}
+
+static void gt_free_device(table_memory *m, gtensor *g)
+{
+    if (g->dev)
+        tm_free(m, g->dev);
+    g->dev = NULL;
+}
+
+/* Inputs and out of the hand-driven apply onto the device. 0 or -1. */
+static int io_to_device(table_memory *m, gtensor *const *io, int n, char *why, size_t cap)
+{
+    for (int i = 0; i < n; i++)
+        if (gt_to_device(m, io[i], why, cap) != 0)
+            return -1;
+    return 0;
+}
+
 /* Plausible contents for a declared parameter: small normal floats for
  * float weights/biases, 1.0 for scales, zero bytes for everything else. */
 static void fill_param(const fmoe_param_desc *d, gtensor *g, uint64_t seed, uint32_t i)
@@ -749,8 +970,12 @@ static void fill_param(const fmoe_param_desc *d, gtensor *g, uint64_t seed, uint
     free(v);
 }
 
+/* One layer driven by hand. A plugin whose device is not host memory gets
+ * x, the routing and out in its device memory (`mem`, abi/device-memory),
+ * each with the canary after it, out poisoned there; after apply they come
+ * back to be checked. Without usable device memory apply is not called. */
 static void case_lifecycle(cf_run *r, const session *s, const fmoe_method *m, const fmoe_layer_config *cfg0,
-                           const fmoe_scheme *scheme0, int32_t kind, int32_t index)
+                           const fmoe_scheme *scheme0, int32_t kind, int32_t index, const fmoe_device_memory *mem)
 {
     if (!cf_begin(r, "method-guarded"))
         return;
@@ -761,6 +986,9 @@ static void case_lifecycle(cf_run *r, const session *s, const fmoe_method *m, co
     fmoe_declare_params_args *da = cf_guarded_alloc(sizeof *da);
     fmoe_finalize_args *fa = cf_guarded_alloc(sizeof *fa);
     gtensor params[MAXP], x, w, ids, out, logits;
+    gtensor *const io[] = {&x, &w, &ids, &out, &logits};
+    table_memory tmem = {.s = s, .mem = mem, .kind = kind, .index = index};
+    const int on_device = kind != FMOE_DEVICE_CPU;
     const fmoe_tensor **pptr = cf_guarded_alloc(MAXP * sizeof *pptr);
     uint32_t n_params = 0;
     int created = 0;
@@ -883,6 +1111,14 @@ static void case_lifecycle(cf_run *r, const session *s, const fmoe_method *m, co
             }
     }
     memset(out.data, 0xFF, out.bytes);
+    if (on_device && !mem) {
+        status = CF_UNSUPPORTED;
+        snprintf(why, sizeof why, "create, declare_params (%u) and finalize pass; apply not called: no usable device "
+                 "memory for %s:%d (abi/device-memory says why)", n_params, fmoe_device_kind_name(kind), index);
+        goto done;
+    }
+    if (on_device && io_to_device(&tmem, io, (int)(sizeof io / sizeof io[0]), why, sizeof why) != 0)
+        goto done;
     if (m->apply) {
         fmoe_apply_args *aa = cf_guarded_alloc(sizeof *aa);
         if (!aa)
@@ -912,15 +1148,22 @@ static void case_lifecycle(cf_run *r, const session *s, const fmoe_method *m, co
         snprintf(why, sizeof why, "apply failed (%s: %s)", fmoe_status_name(st), err.text);
         goto done;
     }
-    if (!gt_intact(&out)) {
-        snprintf(why, sizeof why, "apply wrote past the end of out [%d, %u] (the canary after it changed)", M,
-                 cfg->hidden_size);
+    if (on_device && tm_sync(&tmem, why, sizeof why) != 0)
+        goto done;
+    int intact = gt_check(&tmem, &out, 1, why, sizeof why);
+    if (intact < 0)
+        goto done;
+    if (!intact) {
+        snprintf(why, sizeof why, "apply wrote past the end of out [%d, %u]%s (the canary after it changed)", M,
+                 cfg->hidden_size, on_device ? " in device memory" : "");
         goto done;
     }
-    if (!gt_intact(&x) || !gt_intact(&w) || !gt_intact(&ids) || !gt_intact(&logits)) {
-        snprintf(why, sizeof why, "apply wrote past an input tensor");
-        goto done;
-    }
+    for (int i = 0; i < (int)(sizeof io / sizeof io[0]); i++)
+        if (io[i] != &out && (intact = gt_check(&tmem, io[i], 0, why, sizeof why)) != 1) {
+            if (!intact)
+                snprintf(why, sizeof why, "apply wrote past an input tensor");
+            goto done;
+        }
     {
         float of[M * 1024];
         size_t no = (size_t)M * cfg->hidden_size;
@@ -955,6 +1198,8 @@ done:
     }
     for (uint32_t i = 0; i < MAXP; i++)
         gt_free(&params[i]);
+    for (int i = 0; i < (int)(sizeof io / sizeof io[0]); i++)
+        gt_free_device(&tmem, io[i]);
     gt_free(&x);
     gt_free(&w);
     gt_free(&ids);
@@ -1012,9 +1257,12 @@ void cf_mode_abi(cf_run *r)
         fmoe_layer_config cfg;
         fmoe_scheme scheme;
         const cf_scheme *cs = NULL;
+        const fmoe_device_memory *mem = NULL;
+        if (kind != FMOE_DEVICE_CPU)
+            mem = case_device_memory(r, &s, kind, index);
         const fmoe_method *m = case_query(r, &s, kind, index, &cfg, &scheme, &cs);
         if (m)
-            case_lifecycle(r, &s, m, &cfg, &scheme, kind, index);
+            case_lifecycle(r, &s, m, &cfg, &scheme, kind, index, mem);
     } else if (cf_begin(r, "query")) {
         cf_end(r, CF_UNSUPPORTED, "no available device on this machine to query for");
     }

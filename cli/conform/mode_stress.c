@@ -204,9 +204,15 @@ void cf_mode_stress(cf_run *r)
         fmoe_layer *probe = NULL;
         if (cf_create(r->ctx, &cfg, &scheme, r->plugin->name, FMOE_DEVICE_ANY, -1, &probe) != FMOE_STATUS_OK)
             continue;
-        fmoe_layer_destroy(probe);
-        cf_inputs in;
         char why[512];
+        int fed = cf_layer_fed(probe, why, sizeof why);
+        fmoe_layer_destroy(probe);
+        if (!fed) {
+            if (cf_begin(r, "%s/device-memory", cs->key))
+                cf_end(r, CF_UNSUPPORTED, "%s", why);
+            return;
+        }
+        cf_inputs in;
         size_t n = (size_t)STRESS_M * cfg.hidden_size;
         float *expect = malloc(n * sizeof(float));
         fmoe_layer *ref = NULL;

@@ -84,7 +84,9 @@ static int32_t verdict_for(cf_run *r, const fmoe_layer_config *cfg, const fmoe_s
     return v;
 }
 
-/* Create, load, finalize, forward: 1 when all of it worked. */
+/* Create, load, finalize, forward: CF_PASS when all of it worked,
+ * CF_UNSUPPORTED when conform cannot give the layer its tensors, else
+ * CF_FAIL; `why` says which. */
 static int runs(cf_run *r, const cf_scheme *cs, const fmoe_layer_config *cfg, const fmoe_scheme *scheme,
                 int32_t kind, int32_t index, char *why, size_t cap)
 {
@@ -92,14 +94,18 @@ static int runs(cf_run *r, const cf_scheme *cs, const fmoe_layer_config *cfg, co
     fmoe_status st = cf_create(r->ctx, cfg, scheme, r->plugin->name, kind, index, &layer);
     if (st != FMOE_STATUS_OK) {
         snprintf(why, cap, "its query accepted, but create failed (%s): %s", fmoe_status_name(st), fmoe_last_error());
-        return 0;
+        return CF_FAIL;
+    }
+    if (!cf_layer_fed(layer, why, cap)) {
+        fmoe_layer_destroy(layer);
+        return CF_UNSUPPORTED;
     }
     cf_inputs in;
     char w2[512];
     int ok = 0;
     if (cf_inputs_make(cfg, SUPPORT_M, r->o->seed, &in, why, cap) != 0) {
         fmoe_layer_destroy(layer);
-        return 0;
+        return CF_FAIL;
     }
     cf_weights w = {.seed = r->o->seed, .cfg = cfg, .cs = cs, .correction_bias = in.bias, .dead_expert = -1};
     st = cf_load(layer, &w, w2, sizeof w2);
@@ -124,7 +130,7 @@ static int runs(cf_run *r, const cf_scheme *cs, const fmoe_layer_config *cfg, co
     }
     cf_inputs_free(&in);
     fmoe_layer_destroy(layer);
-    return ok;
+    return ok ? CF_PASS : CF_FAIL;
 }
 
 typedef struct device {
@@ -183,16 +189,18 @@ void cf_mode_support(cf_run *r)
                         fmoe_layer_config cfg;
                         make_config(cs, &c, &cfg);
                         char reason[512], why[768];
+                        int verdict;
                         int32_t v = verdict_for(r, &cfg, &scheme, devs[d].kind, devs[d].index, reason, sizeof reason);
                         if (v == FMOE_VERDICT_SELECTED || v == FMOE_VERDICT_ACCEPTED) {
                             claimed++;
                             if (!cs->store)
                                 cf_end(r, CF_UNSUPPORTED, "claimed; the suite cannot synthesize %s weights yet",
                                        cs->key);
-                            else if (runs(r, cs, &cfg, &scheme, devs[d].kind, devs[d].index, why, sizeof why))
+                            else if ((verdict = runs(r, cs, &cfg, &scheme, devs[d].kind, devs[d].index, why,
+                                                     sizeof why)) == CF_PASS)
                                 cf_end(r, CF_PASS, "claimed, and it runs");
                             else
-                                cf_end(r, CF_FAIL, "%s", why);
+                                cf_end(r, verdict, "%s", why);
                         } else if (v == FMOE_VERDICT_REFUSED) {
                             refused++;
                             fmoe_layer *l = NULL;

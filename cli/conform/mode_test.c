@@ -375,6 +375,10 @@ static void run_case(cf_run *r, const cf_scheme *cs, const fmoe_scheme *scheme, 
             set(o, CF_FAIL, "creating the layer (rank %u): %s", s, fmoe_last_error());
             goto done;
         }
+        if (!cf_layer_fed(lay[s], why, sizeof why)) {
+            set(o, CF_UNSUPPORTED, "%s", why);
+            goto done;
+        }
         if (per_shard_ref && cf_create(r->ctx, &c, scheme, "reference", FMOE_DEVICE_ANY, -1, &rlay[s]) !=
                                  FMOE_STATUS_OK) {
             set(o, CF_UNSUPPORTED, "the reference does not serve shard %u: %s", s, fmoe_last_error());
