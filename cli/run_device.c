@@ -18,8 +18,10 @@ int run_device_is_remote(const fmoe_layer *layer, int32_t *kind, int32_t *index)
     const fmoe_selection *sel = fmoe_layer_selection(layer);
     int32_t chosen = sel ? fmoe_selection_chosen(sel) : -1;
     fmoe_candidate c = {.struct_size = sizeof c, .device_kind = FMOE_DEVICE_CPU};
-    if (chosen >= 0 && fmoe_selection_candidate(sel, (uint32_t)chosen, &c) != FMOE_STATUS_OK)
-        c.device_kind = FMOE_DEVICE_CPU, c.device_index = 0;
+    if (chosen >= 0 && fmoe_selection_candidate(sel, (uint32_t)chosen, &c) != FMOE_STATUS_OK) {
+        c.device_kind = FMOE_DEVICE_CPU;
+        c.device_index = 0;
+    }
     if (kind)
         *kind = c.device_kind;
     if (index)
