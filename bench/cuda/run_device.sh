@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Run the CUDA plugin's checks and timings on a GPU machine from a build
-# carried as .devrun/ (see bench/cuda/README.md): host-side tests, the
+# carried as .devrun/ (made by bench/cuda/pack.sh BUILD_DIR): host-side tests, the
 # correctness driver against the reference, the graph-replay timings, and
 # `fusedmoe conform` on the plugin. Logs go to $OUT (or ./out).
 set -uo pipefail
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT" /tmp/bI
-rm -rf /tmp/bI/b && cp -a .devrun/b /tmp/bI/b
+rm -rf /tmp/bI/b && cp -a .devrun/b /tmp/bI/b  # any path: binaries use $ORIGIN rpaths
 export LD_LIBRARY_PATH=/tmp/bI/b:$PWD/.devrun/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 B=/tmp/bI/b
 E=$PWD/tests/conformance/empty.toml

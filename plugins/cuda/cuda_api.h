@@ -83,6 +83,8 @@ typedef struct fmcu_layer {
     int renormalize, grouped, has_correction_bias;
     uint32_t num_expert_group, topk_group;
     float routed_scaling_factor;
+    /* GEMM tier: FMCU_TIER_AUTO, or forced by FMOE_CUDA_TIER (tier.h). */
+    int32_t tier;
 
     /* Device memory, set by finalize (weights) and create (workspace). */
     const void *w13, *w2;                 /* [E, r*I, H], [E, H, I]: bf16 or fp8 codes */

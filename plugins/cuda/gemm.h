@@ -57,6 +57,10 @@ struct fmcu_gemm_args {
 /* Launch on `stream`; cudaSuccess or the launch error. */
 cudaError_t fmcu_gemm_launch(const fmcu_gemm_args &a, cudaStream_t stream);
 
+/* The weight-streaming tier (stream_gemm.cu), same contract, for calls where
+ * experts see few rows; the plan's row tile must be FMCU_STREAM_ROW_TILE. */
+cudaError_t fmcu_stream_gemm_launch(const fmcu_gemm_args &a, cudaStream_t stream);
+
 /* Raise the dynamic shared-memory limit of every instantiation. */
 cudaError_t fmcu_gemm_prepare(void);
 

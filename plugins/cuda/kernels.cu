@@ -36,6 +36,7 @@
 #include "fusedmoe/common.h"
 #include "plugins/cuda/cuda_api.h"
 #include "plugins/cuda/gemm.h"
+#include "plugins/cuda/tier.h"
 
 namespace {
 
@@ -279,12 +280,56 @@ struct plan_args {
     int2 *tiles;
 };
 
+/* Exclusive prefix sums of two per-thread values over the block (blockDim
+ * a multiple of 32, at most 1024); the totals go to *total_a / *total_b. */
+__device__ void block_scan2(int a, int b, int *ex_a, int *ex_b, int *total_a, int *total_b)
+{
+    __shared__ int wa[32], wb[32];
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    int ia = a, ib = b;
+    for (int o = 1; o < 32; o <<= 1) {
+        int xa = __shfl_up_sync(0xffffffffu, ia, o), xb = __shfl_up_sync(0xffffffffu, ib, o);
+        if (lane >= o) {
+            ia += xa;
+            ib += xb;
+        }
+    }
+    if (lane == 31) {
+        wa[w] = ia;
+        wb[w] = ib;
+    }
+    __syncthreads();
+    if (w == 0) {
+        int va = lane < nw ? wa[lane] : 0, vb = lane < nw ? wb[lane] : 0;
+        for (int o = 1; o < 32; o <<= 1) {
+            int xa = __shfl_up_sync(0xffffffffu, va, o), xb = __shfl_up_sync(0xffffffffu, vb, o);
+            if (lane >= o) {
+                va += xa;
+                vb += xb;
+            }
+        }
+        if (lane < nw) {
+            wa[lane] = va; /* inclusive prefix over warps */
+            wb[lane] = vb;
+        }
+    }
+    __syncthreads();
+    const int base_a = w ? wa[w - 1] : 0, base_b = w ? wb[w - 1] : 0;
+    *ex_a = base_a + ia - a;
+    *ex_b = base_b + ib - b;
+    *total_a = wa[nw - 1];
+    *total_b = wb[nw - 1];
+}
+
+/* One block. Every step is parallel over pairs or experts (a serial loop
+ * over experts costs a global-memory latency per expert, which at decode
+ * sizes is most of the kernel). */
 __global__ void plan_kernel(const plan_args a)
 {
     extern __shared__ int cnt[]; /* [E_local] counts, then [E_local + 1] offsets */
     const int E = (int)a.local_experts;
     int *off = cnt + E;
-    for (int i = threadIdx.x; i < E; i++)
+    for (int i = threadIdx.x; i < E; i += blockDim.x)
         cnt[i] = 0;
     __syncthreads();
     for (int64_t p = threadIdx.x; p < a.pairs; p += blockDim.x) {
@@ -300,19 +345,30 @@ __global__ void plan_kernel(const plan_args a)
             atomicAdd(&cnt[l], 1);
     }
     __syncthreads();
+    /* Each thread scans a contiguous run of experts. */
+    const int rt = (int)a.row_tile;
+    const int per = (E + (int)blockDim.x - 1) / (int)blockDim.x;
+    const int l0 = min(E, (int)threadIdx.x * per), l1 = min(E, l0 + per);
+    int rows = 0, tiles = 0;
+    for (int l = l0; l < l1; l++) {
+        rows += cnt[l];
+        tiles += (cnt[l] + rt - 1) / rt;
+    }
+    int row0, tile0, total_rows, total_tiles;
+    block_scan2(rows, tiles, &row0, &tile0, &total_rows, &total_tiles);
+    for (int l = l0; l < l1; l++) {
+        off[l] = row0;
+        a.offsets[l] = row0;
+        for (int r = 0; r < cnt[l]; r += rt)
+            a.tiles[tile0++] = make_int2(l, row0 + r);
+        row0 += cnt[l];
+    }
     if (threadIdx.x == 0) {
-        int nt = 0;
-        off[0] = 0;
-        for (int l = 0; l < E; l++) {
-            off[l + 1] = off[l] + cnt[l];
-            for (int r = 0; r < cnt[l]; r += (int)a.row_tile)
-                a.tiles[nt++] = make_int2(l, off[l] + r);
-        }
-        *a.n_tiles = nt;
+        off[E] = total_rows;
+        a.offsets[E] = total_rows;
+        *a.n_tiles = total_tiles;
     }
     __syncthreads();
-    for (int i = threadIdx.x; i <= E; i += blockDim.x)
-        a.offsets[i] = off[i];
     for (int i = threadIdx.x; i < E; i += blockDim.x)
         cnt[i] = 0;
     __syncthreads();
@@ -480,20 +536,42 @@ struct combine_args {
     int64_t ldo;
 };
 
-__global__ void combine_kernel(const combine_args a)
+/* Grid (token, column blocks of COMBINE_COLS); a thread sums 8 adjacent
+ * columns, reading y with 16-byte loads. The slot data is read once into
+ * shared memory (loads in a dependent chain would cost a latency each). */
+constexpr int COMBINE_THREADS = 128, COMBINE_COLS = COMBINE_THREADS * 8;
+
+__global__ void __launch_bounds__(COMBINE_THREADS) combine_kernel(const combine_args a)
 {
+    __shared__ int s_pair[FMCU_MAX_TOP_K];
+    __shared__ float s_w[FMCU_MAX_TOP_K];
     const int64_t t = blockIdx.x;
-    for (uint32_t c = threadIdx.x; c < a.hidden; c += blockDim.x) {
-        float acc = 0.0f;
-        for (uint32_t j = 0; j < a.k; j++) {
-            int64_t p = t * a.k + j;
-            if (a.pair_local[p] < 0)
-                continue;
-            float y = load_val(a.dtype, a.y, p * a.hidden + c);
-            acc = __fadd_rn(acc, __fmul_rn(y, a.on_input ? 1.0f : a.w[p]));
-        }
-        store_act(a.dtype, a.out, t * a.ldo + c, acc);
+    const int k = (int)a.k;
+    if ((int)threadIdx.x < k) {
+        int64_t p = t * k + threadIdx.x;
+        s_pair[threadIdx.x] = a.pair_local[p] < 0 ? -1 : (int)p;
+        s_w[threadIdx.x] = a.on_input ? 1.0f : a.w[p];
     }
+    __syncthreads();
+    const uint32_t c0 = blockIdx.y * COMBINE_COLS + threadIdx.x * 8;
+    if (c0 >= a.hidden)
+        return;
+    float acc[8] = {};
+    for (int j = 0; j < k; j++) {
+        if (s_pair[j] < 0)
+            continue;
+        uint4 raw = *(const uint4 *)((const uint16_t *)a.y + (int64_t)s_pair[j] * a.hidden + c0);
+        const uint16_t *h = (const uint16_t *)&raw;
+#pragma unroll
+        for (int q = 0; q < 8; q++) {
+            float y = a.dtype == FMOE_DTYPE_F16 ? __half2float(__ushort_as_half(h[q]))
+                                                : __bfloat162float(__ushort_as_bfloat16(h[q]));
+            acc[q] = __fadd_rn(acc[q], __fmul_rn(y, s_w[j]));
+        }
+    }
+#pragma unroll
+    for (int q = 0; q < 8; q++)
+        store_act(a.dtype, a.out, t * a.ldo + c0 + q, acc[q]);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -666,8 +744,10 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
         topk_ids = ids;
     }
 
-    /* Plan. */
-    const uint32_t bm = fmcu_row_tile(m, L->top_k, L->local_experts);
+    /* Plan: row tiles as the GEMM tier wants them. */
+    const int tier = fmcu_gemm_tier(m, L->top_k, L->local_experts, L->tier, 0);
+    const uint32_t bm = tier == FMCU_TIER_STREAM ? FMCU_STREAM_ROW_TILE : fmcu_row_tile(m, L->top_k, L->local_experts);
+    auto gemm = tier == FMCU_TIER_STREAM ? fmcu_stream_gemm_launch : fmcu_gemm_launch;
     plan_args pl = {};
     pl.ids = topk_ids;
     pl.pairs = pairs;
@@ -732,7 +812,7 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
     void *act = at<void>(L, L->ws.act);
     g.out = act;
     g.ldo = I;
-    CK(fmcu_gemm_launch(g, st), "GEMM1");
+    CK(gemm(g, st), "GEMM1");
 
     /* GEMM2 input. */
     if (L->quant != FMCU_Q_NONE) {
@@ -766,7 +846,7 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
     void *y = at<void>(L, L->ws.y);
     g.out = y;
     g.ldo = H;
-    CK(fmcu_gemm_launch(g, st), "GEMM2");
+    CK(gemm(g, st), "GEMM2");
 
     /* Combine. */
     combine_args cb = {};
@@ -779,7 +859,7 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
     cb.dtype = L->act_dtype;
     cb.out = c->out_host ? at<void>(L, L->ws.out_stage) : c->out;
     cb.ldo = c->out_host ? H : c->out_ld;
-    combine_kernel<<<(unsigned)m, 256, 0, st>>>(cb);
+    combine_kernel<<<dim3((unsigned)m, (H + COMBINE_COLS - 1) / COMBINE_COLS), COMBINE_THREADS, 0, st>>>(cb);
     CK(cudaGetLastError(), "combine kernel");
     if (c->out_host) {
         CK(cudaMemcpy2DAsync(c->out, (size_t)c->out_ld * act_size, cb.out, H * act_size, H * act_size, (size_t)m,

@@ -20,6 +20,7 @@
 #include "plugins/cuda/cuda_api.h"
 #include "plugins/cuda/cuda_plugin.h"
 #include "plugins/cuda/layout.h"
+#include "plugins/cuda/tier.h"
 
 #define MAX_BUFFERS 12
 
@@ -123,6 +124,12 @@ static fmoe_status cuda_create(fmoe_create_args *a)
     L->topk_group = c->topk_group;
     L->has_correction_bias = (int)c->has_correction_bias;
     L->routed_scaling_factor = c->routed_scaling_factor;
+    int tier;
+    if (fmcu_tier_parse(getenv("FMOE_CUDA_TIER"), &tier, why, sizeof why) != 0) {
+        destroy_instance(in);
+        return h->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT, "%s", why);
+    }
+    L->tier = tier;
 
     fmcu_workspace_layout(L->max_tokens, L->top_k, L->hidden, L->inter, L->local_experts, L->logical_experts,
                           L->quant, L->block_k, &L->ws);

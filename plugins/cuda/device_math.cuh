@@ -1,0 +1,133 @@
+/*
+ * plugins/cuda/device_math.cuh - device helpers shared by the GEMM tiers
+ * (gemm.cu, stream_gemm.cu): the tensor-core instruction both use, and the
+ * epilogue arithmetic, which must round at the same points as the reference
+ * (core/activation.c: activations in double, rounded once to f32, then to
+ * the activation dtype). Device-side C++ only.
+ */
+#ifndef FMOE_PLUGIN_CUDA_DEVICE_MATH_CUH
+#define FMOE_PLUGIN_CUDA_DEVICE_MATH_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "fusedmoe/common.h"
+
+namespace fmcu_dev {
+
+/* D += A·B on one warp: m16n8k32 e4m3 or m16n8k16 bf16, f32 accumulation.
+ * Counted in 32-bit registers both fragments have the same layout, so one
+ * caller serves both element types. */
+template <bool FP8> __device__ __forceinline__ void mma(float c[4], const uint32_t a[4], const uint32_t b[2])
+{
+    if constexpr (FP8) {
+        asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+                     "{%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    } else {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+                     "{%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    }
+}
+
+__device__ __forceinline__ float round_act(int32_t dtype, float v)
+{
+    return dtype == FMOE_DTYPE_F16 ? __half2float(__float2half_rn(v)) : __bfloat162float(__float2bfloat16_rn(v));
+}
+
+__device__ __forceinline__ float load_act(int32_t dtype, const void *p, int64_t i)
+{
+    return dtype == FMOE_DTYPE_F16 ? __half2float(((const __half *)p)[i])
+                                   : __bfloat162float(((const __nv_bfloat16 *)p)[i]);
+}
+
+/* One value, already rounded to the dtype. */
+__device__ __forceinline__ void store_act(int32_t dtype, void *p, int64_t i, float v)
+{
+    if (dtype == FMOE_DTYPE_F16)
+        ((__half *)p)[i] = __float2half_rn(v);
+    else
+        ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v);
+}
+
+/* Two adjacent values, already rounded to the dtype. */
+__device__ __forceinline__ void store_act2(int32_t dtype, void *p, int64_t i, float v0, float v1)
+{
+    if (dtype == FMOE_DTYPE_F16)
+        *(__half2 *)((__half *)p + i) = __floats2half2_rn(v0, v1);
+    else
+        *(__nv_bfloat162 *)((__nv_bfloat16 *)p + i) = __floats2bfloat162_rn(v0, v1);
+}
+
+/* The activations of core/activation.c, in double, rounded once to f32. */
+__device__ inline double silu_d(double x)
+{
+    return x / (1.0 + exp(-x));
+}
+
+__device__ inline double gate_fn(int32_t act, double g)
+{
+    switch (act) {
+    case FMOE_ACT_SILU: return silu_d(g);
+    case FMOE_ACT_GELU: return 0.5 * g * erfc(-g * 0.70710678118654752440);
+    case FMOE_ACT_GELU_TANH: {
+        double inner = 0.79788456080286535588 * (g + 0.044715 * g * g * g);
+        return 0.5 * g * (1.0 + tanh(inner));
+    }
+    case FMOE_ACT_RELU2: {
+        double r = g > 0.0 ? g : 0.0;
+        return r * r;
+    }
+    default: return nan("");
+    }
+}
+
+__device__ inline double min_keep_nan(double x, double hi)
+{
+    return x > hi ? hi : x;
+}
+
+__device__ inline double clamp_keep_nan(double x, double lo, double hi)
+{
+    return x < lo ? lo : x > hi ? hi : x;
+}
+
+/* The expert's activation of what GEMM1 produced: act(g) * u when gated
+ * (with the clamps of swigluoai / swiglustep / clamped silu), act(g) when not. */
+struct act_params {
+    int32_t activation;
+    int gated;
+    float alpha, limit;
+};
+
+__device__ inline float activate(const act_params &p, float gf, float uf)
+{
+    double g = gf, u = uf, limit = p.limit;
+    if (!p.gated)
+        return (float)gate_fn(p.activation, g);
+    switch (p.activation) {
+    case FMOE_ACT_SWIGLUOAI:
+        if (limit > 0.0) {
+            g = min_keep_nan(g, limit);
+            u = clamp_keep_nan(u, -limit, limit);
+        }
+        return (float)(g * (1.0 / (1.0 + exp(-((double)p.alpha * g)))) * (u + 1.0));
+    case FMOE_ACT_SWIGLUSTEP:
+        return (float)(min_keep_nan(silu_d(g), 7.0) * clamp_keep_nan(u, -7.0, 7.0));
+    default:
+        if (p.activation == FMOE_ACT_SILU && limit > 0.0) {
+            g = min_keep_nan(g, limit);
+            u = clamp_keep_nan(u, -limit, limit);
+        }
+        return (float)(gate_fn(p.activation, g) * u);
+    }
+}
+
+} // namespace fmcu_dev
+
+#endif

@@ -1,0 +1,278 @@
+/*
+ * plugins/cuda/stream_gemm.cu - the weight-streaming tier of the grouped
+ * expert GEMM, for calls where each expert sees few rows (decode). Same
+ * contract and epilogues as gemm.cu (gemm.h); chosen by fmcu_gemm_tier.
+ *
+ * Why another kernel. With a handful of tokens per expert the work is
+ * reading each active expert's weights once; arithmetic is free. The tiled
+ * kernel of gemm.cu stages 128 weight rows per CTA through shared memory
+ * with tokens on the MMA's 16-row side, which leaves too few bytes in
+ * flight to cover HBM latency when only a few experts are active. Here the
+ * roles are swapped (weights are the MMA's A operand, tokens its 8-column
+ * B operand) and weights go straight from global memory into the fragment
+ * registers, bypassing L1 and shared memory, several K chunks ahead.
+ *
+ * Work split. A row tile is up to 32 sorted pairs of one expert (the plan's
+ * tile list with row_tile 32). A CTA owns a slab of 16 weight rows of that
+ * expert -- for GEMM1 of a gated layer 8 gate rows and the 8 up rows of the
+ * same outputs, so the SwiGLU-style epilogue runs from registers -- and its
+ * WARPS warps split K: each streams batches of U 64-byte chunks (warp w takes
+ * batches w, w + WARPS, ...), then the partial sums meet in shared memory in
+ * a fixed order. Small CTAs in large numbers (tiles x slabs) spread the
+ * bytes evenly over the SMs, which is what decides the time when only a
+ * few experts are active: an SM streams at about 1/132 of HBM's rate.
+ * blockIdx.x walks the row tiles (a host-side bound; tiles past the
+ * device-side count exit), blockIdx.y the slabs.
+ *
+ * Fragment trick. The dot product over K does not care in which order K is
+ * visited, as long as A and B agree. A thread loads 16 contiguous bytes of
+ * weight rows g and g+8 (g = lane / 4) at byte offset 16 * (lane % 4) of the
+ * chunk; read as 32-bit registers these are exactly the A fragments of two
+ * m16n8k32 (e4m3) or m16n8k16 (bf16) MMAs over a permuted K, and the B
+ * fragments are the same 16 bytes of token g's activation row. So every
+ * weight byte is loaded once, with 128-bit loads, and no shuffles.
+ *
+ * Scales and epilogues are gemm.cu's: per-tensor / per-channel / per-token
+ * scales multiply the f32 accumulator once; 128x128 block scales promote a
+ * per-K-group partial sum (DeepGEMM's recipe). The rounding points are the
+ * same as the tiled tier's; only the f32 summation order over K differs.
+ */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#include "fusedmoe/common.h"
+#include "plugins/cuda/device_math.cuh"
+#include "plugins/cuda/gemm.h"
+#include "plugins/cuda/tier.h"
+
+namespace {
+
+constexpr int WARPS = 4;       /* warps of a CTA, splitting K */
+constexpr int U = 4;           /* 64-byte K chunks in flight per warp and batch */
+constexpr int NT = 4;          /* token tiles of 8: the row tile is 32 */
+constexpr int CHUNK = 64;      /* K bytes per chunk: 4 lanes x 16 bytes */
+
+/* Weights are read once: keep them out of L1, ask L2 for whole sectors. */
+__device__ __forceinline__ uint4 load_stream(const uint8_t *p)
+{
+    uint4 r;
+    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+                 : "l"(p));
+    return r;
+}
+
+/* Activations are shared by every warp of the CTA: through L1. */
+__device__ __forceinline__ uint4 load_shared_use(const uint8_t *p)
+{
+    return __ldg((const uint4 *)p);
+}
+
+/* Weight scale of weight row r of expert e for K group kg (block scheme). */
+__device__ __forceinline__ float block_w_scale(const fmcu_gemm_args &p, int e, int r, int kg, int kgroups)
+{
+    return p.w_scale[(int64_t)e * p.w_scale_e + (int64_t)(r / (int)p.block_n) * kgroups + kg];
+}
+
+template <bool FP8, bool BLOCK>
+__global__ void __launch_bounds__(WARPS * 32) stream_gemm(const fmcu_gemm_args p)
+{
+    __shared__ float red[WARPS - 1][NT * 4][32];
+    const int tile = blockIdx.x;
+    if (tile >= *p.n_tiles)
+        return; /* uniform over the CTA */
+    const int2 t = p.tiles[tile];
+    const int e = t.x, pos0 = t.y;
+    const int rows = min(NT * 8, p.offsets[e + 1] - pos0);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int g = lane >> 2, c4 = lane & 3;
+    const bool gated1 = p.gemm1 && p.gated;
+    const int slab = blockIdx.y;
+
+    /* This thread's two weight rows. */
+    const int r_lo = gated1 ? slab * 8 + g : slab * 16 + g;
+    const int r_hi = gated1 ? (int)p.n_out + slab * 8 + g : r_lo + 8;
+    const int64_t kbytes = (int64_t)p.k * (FP8 ? 1 : 2);
+    const uint8_t *W = (const uint8_t *)p.w + (size_t)e * p.n_rows * (size_t)kbytes;
+    const uint8_t *w_lo = W + (int64_t)r_lo * kbytes + c4 * 16;
+    const uint8_t *w_hi = W + (int64_t)r_hi * kbytes + c4 * 16;
+    const int nk = (int)((kbytes + CHUNK - 1) / CHUNK);
+    const int ntiles = (rows + 7) / 8;
+
+    /* B operand: token g of each token tile (its activation row). */
+    const uint8_t *A = (const uint8_t *)p.a;
+    const uint8_t *b_src[NT];
+#pragma unroll
+    for (int j = 0; j < NT; j++) {
+        int r = j * 8 + g;
+        b_src[j] = nullptr;
+        if (r < rows) {
+            int64_t src = p.sorted[pos0 + r] / p.a_row_div;
+            b_src[j] = A + src * p.lda * (FP8 ? 1 : 2) + c4 * 16;
+        }
+    }
+    /* Accumulator columns: tokens 2*c4 and 2*c4 + 1 of each tile. */
+    int c_pair[NT][2];
+#pragma unroll
+    for (int j = 0; j < NT; j++)
+#pragma unroll
+        for (int q = 0; q < 2; q++) {
+            int r = j * 8 + 2 * c4 + q;
+            c_pair[j][q] = r < rows ? p.sorted[pos0 + r] : -1;
+        }
+
+    float acc[NT][4], part[BLOCK ? NT : 1][4];
+#pragma unroll
+    for (int j = 0; j < NT; j++)
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            acc[j][q] = 0.0f;
+            if constexpr (BLOCK)
+                part[j][q] = 0.0f;
+        }
+    const int group_chunks = BLOCK ? (int)(p.block_k / CHUNK) : 1;
+    const int kgroups = BLOCK ? (int)((p.k + p.block_k - 1) / p.block_k) : 1;
+
+    for (int kc = warp * U; kc < nk; kc += WARPS * U) {
+        uint4 wl[U], wh[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            int64_t off = (int64_t)(kc + u) * CHUNK;
+            bool ok = kc + u < nk && off + c4 * 16 < kbytes;
+            wl[u] = ok ? load_stream(w_lo + off) : make_uint4(0, 0, 0, 0);
+            wh[u] = ok ? load_stream(w_hi + off) : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int ck = kc + u;
+            if (ck >= nk)
+                break;
+            const int64_t off = (int64_t)ck * CHUNK;
+            const bool in_k = off + c4 * 16 < kbytes;
+            const uint32_t a0[4] = {wl[u].x, wh[u].x, wl[u].y, wh[u].y};
+            const uint32_t a1[4] = {wl[u].z, wh[u].z, wl[u].w, wh[u].w};
+#pragma unroll
+            for (int j = 0; j < NT; j++) {
+                if (j >= ntiles)
+                    break;
+                uint4 b = b_src[j] && in_k ? load_shared_use(b_src[j] + off) : make_uint4(0, 0, 0, 0);
+                const uint32_t b0[2] = {b.x, b.y}, b1[2] = {b.z, b.w};
+                if constexpr (BLOCK) {
+                    fmcu_dev::mma<FP8>(part[j], a0, b0);
+                    fmcu_dev::mma<FP8>(part[j], a1, b1);
+                } else {
+                    fmcu_dev::mma<FP8>(acc[j], a0, b0);
+                    fmcu_dev::mma<FP8>(acc[j], a1, b1);
+                }
+            }
+            if constexpr (BLOCK) {
+                /* Promote at the end of a K group, and at the end of this
+                 * warp's batch (the group's next chunks may be another warp's). */
+                const bool group_end = (ck + 1) % group_chunks == 0 || ck == nk - 1;
+                if (group_end || u == U - 1) {
+                    const int kg = ck / group_chunks;
+                    const float sw_lo = block_w_scale(p, e, r_lo, kg, kgroups);
+                    const float sw_hi = block_w_scale(p, e, r_hi, kg, kgroups);
+#pragma unroll
+                    for (int j = 0; j < NT; j++) {
+                        if (j >= ntiles)
+                            break;
+#pragma unroll
+                        for (int q = 0; q < 2; q++) {
+                            int pair = c_pair[j][q];
+                            float sa = pair < 0 ? 0.0f
+                                                : p.a_scale[(int64_t)(pair / p.a_row_div) * p.a_scale_ld + kg];
+                            acc[j][q] += part[j][q] * (sa * sw_lo);
+                            acc[j][2 + q] += part[j][2 + q] * (sa * sw_hi);
+                            part[j][q] = 0.0f;
+                            part[j][2 + q] = 0.0f;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /* The warps' partial sums meet in warp 0, in warp order. */
+    if (warp > 0) {
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+#pragma unroll
+            for (int q = 0; q < 4; q++)
+                red[warp - 1][j * 4 + q][lane] = acc[j][q];
+    }
+    __syncthreads();
+    if (warp > 0)
+        return;
+#pragma unroll
+    for (int w = 0; w < WARPS - 1; w++)
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+#pragma unroll
+            for (int q = 0; q < 4; q++)
+                acc[j][q] += red[w][j * 4 + q][lane];
+
+    /* Epilogue: accumulator q of tile j is (row r_lo or r_hi, token 2*c4 + q % 2). */
+    const int32_t dt = p.act_dtype;
+    const fmcu_dev::act_params ap = {p.activation, p.gated, p.swiglu_alpha, p.swiglu_limit};
+    const int wrow[2] = {r_lo, r_hi};
+#pragma unroll
+    for (int j = 0; j < NT; j++) {
+        if (j >= ntiles)
+            break;
+#pragma unroll
+        for (int q = 0; q < 2; q++) {
+            const int pair = c_pair[j][q];
+            if (pair < 0)
+                continue;
+            float v[2];
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                float x = acc[j][2 * h + q];
+                if constexpr (!BLOCK) {
+                    float sa = p.a_scale ? p.a_scale[(int64_t)(pair / p.a_row_div) * p.a_scale_ld] : 1.0f;
+                    if (p.w_scale)
+                        x *= sa * p.w_scale[(int64_t)e * p.w_scale_e + (int64_t)wrow[h] * p.w_scale_n];
+                    else
+                        x *= sa;
+                }
+                if (p.bias)
+                    x += fmcu_dev::load_act(dt, p.bias, (int64_t)e * p.n_rows + wrow[h]);
+                v[h] = fmcu_dev::round_act(dt, x);
+            }
+            const int64_t orow = (int64_t)pair * p.ldo;
+            if (gated1) {
+                fmcu_dev::store_act(dt, p.out, orow + slab * 8 + g,
+                                    fmcu_dev::round_act(dt, fmcu_dev::activate(ap, v[0], v[1])));
+            } else if (p.gemm1) {
+                fmcu_dev::store_act(dt, p.out, orow + r_lo, fmcu_dev::round_act(dt, fmcu_dev::activate(ap, v[0], 0.0f)));
+                fmcu_dev::store_act(dt, p.out, orow + r_hi, fmcu_dev::round_act(dt, fmcu_dev::activate(ap, v[1], 0.0f)));
+            } else {
+                fmcu_dev::store_act(dt, p.out, orow + r_lo, v[0]);
+                fmcu_dev::store_act(dt, p.out, orow + r_hi, v[1]);
+            }
+        }
+    }
+}
+
+template <bool FP8, bool BLOCK> cudaError_t launch(const fmcu_gemm_args &a, cudaStream_t stream)
+{
+    const unsigned slabs = a.gemm1 && a.gated ? a.n_out / 8 : a.n_rows / 16;
+    dim3 grid((unsigned)a.grid_tiles, slabs);
+    stream_gemm<FP8, BLOCK><<<grid, WARPS * 32, 0, stream>>>(a);
+    return cudaGetLastError();
+}
+
+} // namespace
+
+cudaError_t fmcu_stream_gemm_launch(const fmcu_gemm_args &a, cudaStream_t stream)
+{
+    if (a.grid_tiles <= 0)
+        return cudaSuccess;
+    if (a.row_tile != FMCU_STREAM_ROW_TILE)
+        return cudaErrorInvalidValue; /* the plan must cut tiles of at most 32 rows */
+    if (!a.fp8)
+        return launch<false, false>(a, stream);
+    return a.block_scaled ? launch<true, true>(a, stream) : launch<true, false>(a, stream);
+}

@@ -1,0 +1,55 @@
+/*
+ * plugins/cuda/tier.c - the GEMM tier of a call (tier.h).
+ */
+#include "plugins/cuda/tier.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Past about 16 rows per expert the tiled kernels win: on an H200 the
+ * stream tier was faster at 1-8 rows per expert (Qwen3-30B-A3B M=1..128,
+ * Mixtral M=1..16) and slower at 32 (Mixtral M=128): bench/cuda/RESULTS.md. */
+int fmcu_gemm_tier(int64_t m, uint32_t top_k, uint32_t local_experts, int forced, int prefill_ok)
+{
+    if (forced == FMCU_TIER_PREFILL)
+        return prefill_ok ? FMCU_TIER_PREFILL : FMCU_TIER_TILED;
+    if (forced == FMCU_TIER_STREAM || forced == FMCU_TIER_TILED)
+        return forced;
+    int64_t per_expert = m * (int64_t)top_k / (local_experts ? local_experts : 1);
+    if (per_expert <= FMCU_STREAM_MAX_ROWS)
+        return FMCU_TIER_STREAM;
+    return prefill_ok ? FMCU_TIER_PREFILL : FMCU_TIER_TILED;
+}
+
+int fmcu_tier_parse(const char *value, int *tier, char *why, size_t cap)
+{
+    static const struct {
+        const char *name;
+        int tier;
+    } names[] = {{"auto", FMCU_TIER_AUTO},
+                 {"tiled", FMCU_TIER_TILED},
+                 {"stream", FMCU_TIER_STREAM},
+                 {"prefill", FMCU_TIER_PREFILL}};
+    if (!value || !*value) {
+        *tier = FMCU_TIER_AUTO;
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        if (strcmp(value, names[i].name) == 0) {
+            *tier = names[i].tier;
+            return 0;
+        }
+    }
+    snprintf(why, cap, "FMOE_CUDA_TIER='%s': expected auto, tiled, stream or prefill", value);
+    return -1;
+}
+
+const char *fmcu_tier_name(int tier)
+{
+    switch (tier) {
+    case FMCU_TIER_TILED: return "tiled";
+    case FMCU_TIER_STREAM: return "stream";
+    case FMCU_TIER_PREFILL: return "prefill";
+    default: return "auto";
+    }
+}
