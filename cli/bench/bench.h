@@ -29,9 +29,17 @@ int bench_shape_parse(const char *text, bench_shape *out);
 extern const bench_shape bench_named_shapes[];
 extern const size_t bench_n_named_shapes;
 
-/* Read bandwidth of this machine in bytes/s: a sweep over `bytes` of memory
- * (well past the last-level cache) by `threads` threads, best of `reps`. */
+/* Read bandwidth of this machine in bytes/s: `threads` threads each
+ * sweeping its share of `bytes` of memory (well past the last-level cache)
+ * as several interleaved streams with the widest vector loads the CPU and
+ * OS enable, best of `reps` (docs/BENCH.md, "The floor"). */
 double bench_read_bandwidth(size_t bytes, int threads, int reps);
+
+/* The buffer for it: 4x the last-level cache, at least 512 MiB. */
+size_t bench_read_bytes(void);
+
+/* How it reads, in words, for the record ("avx512 loads, 8 streams ..."). */
+const char *bench_read_method(void);
 
 
 #endif

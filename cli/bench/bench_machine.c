@@ -44,31 +44,135 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* The read kernel. One thread's part of the buffer is cut into STREAMS
+ * contiguous pieces read in lockstep, a 256-byte block (four cache lines) of
+ * each per round, XOR-folded into independent accumulators: several streams
+ * keep more cache-line misses in flight than one (the hardware prefetchers
+ * track each) - on the CI machine one stream per thread reads ~25 GB/s with
+ * two threads, eight ~30 GB/s, as fast as any kernel of ours streams
+ * weights. The widest vector loads the CPU *and* OS enable are used
+ * (__builtin_cpu_supports checks XCR0 too); a portable loop otherwise. */
+#define STREAMS 8
+#define BLOCK 256
+
+typedef uint64_t (*read_fn)(const unsigned char *p, size_t per_stream);
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define HAVE_X86_READERS 1
+
+__attribute__((target("avx512f"))) static uint64_t read_avx512(const unsigned char *p, size_t per)
+{
+    __m512i acc[STREAMS];
+    for (int s = 0; s < STREAMS; s++)
+        acc[s] = _mm512_setzero_si512();
+    for (size_t o = 0; o < per; o += BLOCK)
+        for (int s = 0; s < STREAMS; s++) {
+            const unsigned char *q = p + (size_t)s * per + o;
+            __m512i v = _mm512_xor_si512(_mm512_load_si512((const void *)q), _mm512_load_si512((const void *)(q + 64)));
+            v = _mm512_xor_si512(v, _mm512_load_si512((const void *)(q + 128)));
+            acc[s] = _mm512_xor_si512(acc[s], _mm512_xor_si512(v, _mm512_load_si512((const void *)(q + 192))));
+        }
+    for (int s = 1; s < STREAMS; s++)
+        acc[0] = _mm512_xor_si512(acc[0], acc[s]);
+    uint64_t lanes[8];
+    _mm512_storeu_si512((void *)lanes, acc[0]);
+    return lanes[0] ^ lanes[3] ^ lanes[7];
+}
+
+__attribute__((target("avx2"))) static uint64_t read_avx2(const unsigned char *p, size_t per)
+{
+    __m256i acc[STREAMS];
+    for (int s = 0; s < STREAMS; s++)
+        acc[s] = _mm256_setzero_si256();
+    for (size_t o = 0; o < per; o += BLOCK)
+        for (int s = 0; s < STREAMS; s++) {
+            const __m256i *q = (const __m256i *)(p + (size_t)s * per + o);
+            __m256i v = _mm256_xor_si256(_mm256_load_si256(q), _mm256_load_si256(q + 1));
+            v = _mm256_xor_si256(v, _mm256_xor_si256(_mm256_load_si256(q + 2), _mm256_load_si256(q + 3)));
+            v = _mm256_xor_si256(v, _mm256_xor_si256(_mm256_load_si256(q + 4), _mm256_load_si256(q + 5)));
+            v = _mm256_xor_si256(v, _mm256_xor_si256(_mm256_load_si256(q + 6), _mm256_load_si256(q + 7)));
+            acc[s] = _mm256_xor_si256(acc[s], v);
+        }
+    for (int s = 1; s < STREAMS; s++)
+        acc[0] = _mm256_xor_si256(acc[0], acc[s]);
+    uint64_t lanes[4];
+    _mm256_storeu_si256((__m256i *)lanes, acc[0]);
+    return lanes[0] ^ lanes[3];
+}
+#endif
+
+static uint64_t read_portable(const unsigned char *p, size_t per)
+{
+    uint64_t acc[STREAMS] = {0};
+    for (size_t o = 0; o < per; o += BLOCK)
+        for (int s = 0; s < STREAMS; s++) {
+            const uint64_t *q = (const uint64_t *)(const void *)(p + (size_t)s * per + o);
+            uint64_t v = 0;
+            for (int i = 0; i < BLOCK / 8; i++)
+                v ^= q[i];
+            acc[s] ^= v;
+        }
+    for (int s = 1; s < STREAMS; s++)
+        acc[0] ^= acc[s];
+    return acc[0];
+}
+
+static read_fn pick_reader(const char **name)
+{
+#ifdef HAVE_X86_READERS
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f"))
+        return *name = "avx512", read_avx512;
+    if (__builtin_cpu_supports("avx2"))
+        return *name = "avx2", read_avx2;
+#endif
+    return *name = "portable", read_portable;
+}
+
+const char *bench_read_method(void)
+{
+    static char text[96];
+    const char *isa;
+    pick_reader(&isa);
+    snprintf(text, sizeof text, "%s loads, %d streams per thread, best of reps", isa, STREAMS);
+    return text;
+}
+
+size_t bench_read_bytes(void)
+{
+    long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    size_t bytes = 4 * (size_t)(llc > 0 ? llc : 0);
+    return bytes > ((size_t)512 << 20) ? bytes : (size_t)512 << 20;
+}
+
 typedef struct sweep {
-    const uint64_t *data;
-    size_t n;
+    read_fn fn;
+    const unsigned char *data;
+    size_t per_stream;
     uint64_t sum; /* kept so the reads cannot be optimized away */
 } sweep;
 
-/* The read is libc's memchr for a byte the buffer does not hold: glibc
- * picks its widest vector loads for this CPU at run time, which a portable
- * C loop (built for baseline x86-64) does not reach - it measured half the
- * bandwidth here. The buffer holds 0x5A everywhere; we look for 0xA5. */
 static void *sweep_run(void *arg)
 {
     sweep *s = arg;
-    const void *hit = memchr(s->data, 0xA5, s->n * sizeof *s->data);
-    s->sum = hit != NULL;
+    s->sum = s->fn(s->data, s->per_stream);
     return NULL;
 }
 
 double bench_read_bandwidth(size_t bytes, int threads, int reps)
 {
-    size_t n = bytes / sizeof(uint64_t);
-    uint64_t *buf = malloc(n * sizeof *buf);
-    if (!buf || threads < 1 || threads > 256)
-        return free(buf), 0.0;
-    memset(buf, 0x5A, n * sizeof *buf); /* touches every page; not zeros */
+    if (threads < 1 || threads > 256)
+        return 0.0;
+    /* Every thread's part is STREAMS pieces of whole blocks, 4 KiB-aligned. */
+    size_t per = bytes / (size_t)threads / STREAMS / 4096 * 4096;
+    size_t part = per * STREAMS, used = part * (size_t)threads;
+    unsigned char *buf = NULL;
+    if (per == 0 || posix_memalign((void **)&buf, 4096, used) != 0)
+        return 0.0;
+    memset(buf, 0x5A, used); /* touches every page; not zeros */
+    const char *isa;
+    read_fn fn = pick_reader(&isa);
     sweep parts[256];
     pthread_t tid[256];
     double best = 0;
@@ -76,8 +180,7 @@ double bench_read_bandwidth(size_t bytes, int threads, int reps)
     for (int r = 0; r < reps; r++) {
         double t0 = now_s();
         for (int t = 0; t < threads; t++) {
-            size_t lo = n * (size_t)t / (size_t)threads, hi = n * (size_t)(t + 1) / (size_t)threads;
-            parts[t] = (sweep){buf + lo, hi - lo, 0};
+            parts[t] = (sweep){fn, buf + part * (size_t)t, per, 0};
             if (t > 0)
                 pthread_create(&tid[t], NULL, sweep_run, &parts[t]);
         }
@@ -87,11 +190,11 @@ double bench_read_bandwidth(size_t bytes, int threads, int reps)
         double dt = now_s() - t0;
         for (int t = 0; t < threads; t++)
             sink ^= parts[t].sum;
-        if (dt > 0 && (double)bytes / dt > best)
-            best = (double)(n * sizeof *buf) / dt;
+        if (dt > 0 && (double)used / dt > best)
+            best = (double)used / dt;
     }
     free(buf);
-    /* memchr found nothing (sink 0); a hit would mean the sweep stopped early. */
+    /* Every 64-bit word is 0x5A5A...: an even number of them XORs to 0 (per
+     * is a multiple of 4 KiB); anything else means a read went wrong. */
     return sink ? 0.0 : best;
 }
-

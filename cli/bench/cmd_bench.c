@@ -480,6 +480,7 @@ static int write_json(const char *path, const bench_point *pts, size_t n, const 
     cli_json_set(machine, "cpus", json_integer(cpus));
     cli_json_set(machine, "read_bandwidth_1_thread_GBps", json_real(bw1 * 1e-9));
     cli_json_set(machine, "read_bandwidth_all_threads_GBps", json_real(bwn * 1e-9));
+    cli_json_set(machine, "read_bandwidth_method", cli_json_string(bench_read_method()));
     cli_json_set(root, "machine", machine);
     for (size_t i = 0; i < n; i++) {
         const bench_point *p = &pts[i];
@@ -530,15 +531,16 @@ int cmd_bench(const cli_globals *g, int argc, char **argv)
         size_t len = strlen(command);
         snprintf(command + len, sizeof command - len, " %s", argv[i]);
     }
-    /* 512 MiB: far past any last-level cache this tool will meet. */
-    double bw1 = bench_read_bandwidth(512u << 20, 1, 3);
-    double bwn = bench_read_bandwidth(512u << 20, cpus > 0 && cpus <= 256 ? (int)cpus : 1, 3);
+    size_t read_bytes = bench_read_bytes();
+    double bw1 = bench_read_bandwidth(read_bytes, 1, 5);
+    double bwn = bench_read_bandwidth(read_bytes, cpus > 0 && cpus <= 256 ? (int)cpus : 1, 5);
     double bw = bwn > bw1 ? bwn : bw1;
     printf("machine:   %s, %ld CPUs; read bandwidth %.1f GB/s (1 thread), %.1f GB/s (%ld threads)\n",
            cpu[0] ? cpu : "unknown CPU", cpus, bw1 * 1e-9, bwn * 1e-9, cpus);
     printf("scheme:    %s; seed %llu; median of %u forwards, %d routing sets rotated\n", o.scheme_key,
            (unsigned long long)o.seed, o.iters, ROUTING_SETS);
-    printf("floor:     weight bytes of the experts touched / %.1f GB/s\n\n", bw * 1e-9);
+    printf("floor:     weight bytes of the experts touched / %.1f GB/s (read: %s, %zu MiB)\n\n", bw * 1e-9,
+           bench_read_method(), read_bytes >> 20);
     bench_point *pts = calloc(MAX_SHAPES * MAX_TOKENS, sizeof *pts);
     size_t n = 0;
     char backend[256] = "";
