@@ -3,9 +3,8 @@
  * grid of model shapes and token counts against the physical floor of this
  * machine, measured in the same run (spec/performance.md; docs/BENCH.md).
  *
- * Host-memory backends only for now: a device backend needs device
- * buffers and event timing (plugins/cuda brings its own driver until the
- * core can hand it device tensors).
+ * Device backends get their tensors from the plugin's allocator and are
+ * timed by the plugin (bench_device.c); host backends by a host clock.
  */
 #ifndef FMOE_CLI_BENCH_H
 #define FMOE_CLI_BENCH_H
@@ -41,5 +40,16 @@ size_t bench_read_bytes(void);
 /* How it reads, in words, for the record ("avx512 loads, 8 streams ..."). */
 const char *bench_read_method(void);
 
+
+/* Median seconds of `iters` forwards on the layer's device, timed by its
+ * plugin (plugin ABI 1.2): forward i reads routing set i % n_sets, each
+ * recorded once and replayed. -2 when the plugin does not time (use a host
+ * clock), -1 after an error (reported). */
+double bench_device_median(fmoe_layer *layer, const fmoe_tensor *x, fmoe_tensor *out, const fmoe_tensor *const *w,
+                           const fmoe_tensor *const *ids, uint32_t n_sets, uint32_t iters);
+
+/* The device's copy rate in bytes/s (read + written) as its plugin
+ * measures it, or 0 when the plugin does not. */
+double bench_device_copy_rate(fmoe_layer *layer);
 
 #endif

@@ -44,6 +44,7 @@ typedef struct bench_opts {
     uint32_t iters;
     int reference;
     double reference_max_gflop;
+    double gemm_peak_tflops; /* device compute floor; 0: memory floor only */
     uint64_t seed;
     const char *json_path;
 } bench_opts;
@@ -56,13 +57,16 @@ typedef struct bench_point {
     double distinct;       /* experts touched, averaged over the routing sets */
     double bytes, flops;
     double us, floor_us, ref_us; /* ref_us < 0: not timed */
+    int on_device;               /* timed on a device, against its copy rate */
+    double copy_rate;            /* device: bytes/s (read + written) */
 } bench_point;
 
 static void help(FILE *f)
 {
     fputs("Usage: fusedmoe [global options] bench [--backend GLOB] [--scheme KEY] [--shape S]...\n"
           "                                       [--tokens M,M,...] [--max-gib G] [--iters N]\n"
-          "                                       [--no-reference] [--seed N] [--json FILE]\n"
+          "                                       [--no-reference] [--gemm-peak T] [--seed N]\n"
+          "                                       [--json FILE]\n"
           "\n"
           "Times one backend's MoE layer forward (routing given, bf16 activations) on model\n"
           "shapes and token counts, against the floor of this machine measured in the same\n"
@@ -79,6 +83,9 @@ static void help(FILE *f)
           "                   (default 1; E never below top-k; the table says when it scaled)\n"
           "  --iters N        timed forwards per point (default 20; median reported)\n"
           "  --no-reference   do not time the reference method\n"
+          "  --gemm-peak T    a device's GEMM peak in TFLOP/s (tools/bench_peers.py measures it\n"
+          "                   in the same call): the floor is then max(bytes / copy rate,\n"
+          "                   flops / T); without it, a device's floor is the memory floor\n"
           "  --seed N         weights and routing (default: fresh, printed)\n"
           "  --json FILE      write the record (machine, command, every point) as JSON\n"
           "\n"
@@ -146,6 +153,11 @@ static int parse_args(int argc, char **argv, bench_opts *o)
         } else if ((r = cli_opt_value(argc, argv, &i, "--iters", &v)) != CLI_OPT_NO) {
             if (r == CLI_OPT_MISSING || cli_parse_u32(v, &o->iters) || o->iters == 0 || o->iters > 100000)
                 return cli_usage("bench", "--iters: expected a count from 1");
+        } else if ((r = cli_opt_value(argc, argv, &i, "--gemm-peak", &v)) != CLI_OPT_NO) {
+            char *end = NULL;
+            o->gemm_peak_tflops = r == CLI_OPT_MISSING ? 0 : strtod(v, &end);
+            if (r == CLI_OPT_MISSING || !end || *end || !(o->gemm_peak_tflops > 0 && o->gemm_peak_tflops < 1e6))
+                return cli_usage("bench", "--gemm-peak: expected TFLOP/s, a number above 0");
         } else if ((r = cli_opt_value(argc, argv, &i, "--seed", &v)) != CLI_OPT_NO) {
             if (r == CLI_OPT_MISSING || cli_parse_u64(v, &o->seed))
                 return cli_usage("bench", "--seed: expected a whole number");
@@ -271,6 +283,14 @@ static void flush_caches(void)
 static double time_layer(fmoe_layer *layer, const fmoe_tensor *x, fmoe_tensor *out, routing_set *sets, uint32_t iters,
                          int device)
 {
+    if (device) {
+        const fmoe_tensor *w[ROUTING_SETS], *ids[ROUTING_SETS];
+        for (uint32_t r = 0; r < ROUTING_SETS; r++)
+            w[r] = &sets[r].dw, ids[r] = &sets[r].dids;
+        double s = bench_device_median(layer, x, out, w, ids, ROUTING_SETS, iters);
+        if (s != -2)
+            return s; /* timed by the plugin, or failed */
+    }
     double *t = malloc(iters * sizeof *t);
     if (!t)
         return -1;
@@ -333,6 +353,22 @@ static void base_config(const bench_shape *s, uint32_t experts, uint32_t max_m, 
     cfg->act_dtype = FMOE_DTYPE_BF16;
     cfg->renormalize = 1;
     cfg->max_num_tokens = max_m;
+}
+
+/* A device's floor: its copy rate as its plugin measures it (read and
+ * written bytes counted, as spec/performance.md's floor does), and the GEMM
+ * peak given by --gemm-peak. Measured once per run. */
+static void device_floor(fmoe_layer *layer, const bench_opts *o, bench_point *p)
+{
+    static double copy_rate = -1;
+    if (copy_rate < 0)
+        copy_rate = bench_device_copy_rate(layer);
+    p->on_device = 1;
+    p->copy_rate = copy_rate;
+    double mem = copy_rate > 0 ? p->bytes / copy_rate : 0;
+    double compute = o->gemm_peak_tflops > 0 ? p->flops / (o->gemm_peak_tflops * 1e12) : 0;
+    if (mem > 0 || compute > 0)
+        p->floor_us = (mem > compute ? mem : compute) * 1e6;
 }
 
 /* One shape: every token count. Points appended to pts. */
@@ -407,8 +443,10 @@ static int bench_shape_run(fmoe_context *ctx, const bench_opts *o, const bench_s
             if (rc == CLI_EXIT_OK)
                 rc = to_device(sel, &sets[r].ids, &sets[r].dids);
         }
+        if (rc == CLI_EXIT_OK && dx.device_kind != FMOE_DEVICE_CPU)
+            device_floor(sel, o, p);
         if (rc == CLI_EXIT_OK) {
-            double s = time_layer(sel, &dx, &dy, sets, o->iters, 1);
+            double s = time_layer(sel, &dx, &dy, sets, o->iters, dx.device_kind != FMOE_DEVICE_CPU);
             rc = s < 0 ? CLI_EXIT_INTERNAL : CLI_EXIT_OK;
             p->us = s * 1e6;
         }
@@ -465,7 +503,7 @@ static void print_table(const bench_point *pts, size_t n, const fmoe_scheme *s)
 
 static int write_json(const char *path, const bench_point *pts, size_t n, const char *scheme_key,
                       const char *backend, const char *cpu, double bw1, double bwn, long cpus, const char *command,
-                      uint64_t seed)
+                      uint64_t seed, double gemm_peak_tflops)
 {
     json_t *root = json_object(), *arr = json_array(), *machine = json_object();
     char date[64];
@@ -482,6 +520,8 @@ static int write_json(const char *path, const bench_point *pts, size_t n, const 
     cli_json_set(machine, "read_bandwidth_all_threads_GBps", json_real(bwn * 1e-9));
     cli_json_set(machine, "read_bandwidth_method", cli_json_string(bench_read_method()));
     cli_json_set(root, "machine", machine);
+    if (gemm_peak_tflops > 0)
+        cli_json_set(root, "gemm_peak_tflops", json_real(gemm_peak_tflops));
     for (size_t i = 0; i < n; i++) {
         const bench_point *p = &pts[i];
         json_t *o = json_object();
@@ -498,6 +538,8 @@ static int write_json(const char *path, const bench_point *pts, size_t n, const 
         cli_json_set(o, "us", json_real(p->us));
         cli_json_set(o, "floor_us", json_real(p->floor_us));
         cli_json_set(o, "pct_of_floor", json_real(100.0 * p->floor_us / p->us));
+        if (p->on_device)
+            cli_json_set(o, "device_copy_GBps", json_real(p->copy_rate * 1e-9));
         cli_json_set(o, "reference_us", p->ref_us >= 0 ? json_real(p->ref_us) : json_null());
         json_array_append_new(arr, o);
     }
@@ -561,9 +603,18 @@ int cmd_bench(const cli_globals *g, int argc, char **argv)
             snprintf(backend, sizeof backend, "%s", o.backend ? o.backend : "?");
         fmoe_selection_destroy(sel);
         printf("backend:   %s\n", backend);
+        if (n > 0 && pts[0].on_device) {
+            /* The host read bandwidth above is not this layer's floor. */
+            printf("device:    copy rate %.0f GB/s (read + written, timed by the plugin)", pts[0].copy_rate * 1e-9);
+            if (o.gemm_peak_tflops > 0)
+                printf("; GEMM peak %.0f TFLOP/s (--gemm-peak)", o.gemm_peak_tflops);
+            printf("\nfloor:     max(bytes / copy rate%s); forwards timed on the device\n",
+                   o.gemm_peak_tflops > 0 ? ", flops / GEMM peak" : "");
+        }
         print_table(pts, n, &scheme);
         if (o.json_path)
-            rc = write_json(o.json_path, pts, n, o.scheme_key, backend, cpu, bw1, bwn, cpus, command, o.seed);
+            rc = write_json(o.json_path, pts, n, o.scheme_key, backend, cpu, bw1, bwn, cpus, command, o.seed,
+                            o.gemm_peak_tflops);
     }
     free(pts);
     free(flush_buf);

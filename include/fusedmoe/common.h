@@ -241,6 +241,10 @@ typedef struct fmoe_scheme {
 /* Longest canonical scheme key, including the terminating NUL. */
 #define FMOE_SCHEME_KEY_MAX 128
 
+/* Queues forward `index` on `stream` and returns (fmoe_layer_time_replays,
+ * and the plugin slot behind it: plugin.h fmoe_replay_args). */
+typedef fmoe_status (*fmoe_enqueue_fn)(void *ctx, uint32_t index, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -508,6 +508,21 @@ FMOE_API fmoe_status fmoe_layer_tensor_copy(fmoe_layer *layer, fmoe_tensor *dst,
  * device; a no-op for host layers. */
 FMOE_API fmoe_status fmoe_layer_synchronize(fmoe_layer *layer, void *stream);
 
+/* Time forwards on the layer's device as its vendor does (plugin ABI 1.2,
+ * fmoe_device_memory.time_replays: e.g. CUDA graphs timed by events):
+ * enqueue(ctx, i, stream) must queue forward i on `stream` (pass it as
+ * fmoe_forward_args.stream) and return; it is called once for each
+ * i < n_graphs and recorded, and the records are replayed `warmup` times,
+ * then `reps` times timed (record r % n_graphs): seconds[r]. UNSUPPORTED
+ * for host layers and plugins without the slot: time with a host clock. */
+FMOE_API fmoe_status fmoe_layer_time_replays(fmoe_layer *layer, uint32_t n_graphs, uint32_t warmup, uint32_t reps,
+                                             fmoe_enqueue_fn enqueue, void *ctx, double *seconds);
+/* The device's copy rate (read + written bytes per second, best of reps,
+ * buffers of `bytes`) as its plugin measures it (ABI 1.2, copy_rate);
+ * UNSUPPORTED as above. */
+FMOE_API fmoe_status fmoe_layer_device_copy_rate(fmoe_layer *layer, uint64_t bytes, uint32_t reps,
+                                                 double *bytes_per_second);
+
 /* ------------------------------------------------------------------------ */
 /* Loading a layer from a checkpoint                                         */
 /* ------------------------------------------------------------------------ */

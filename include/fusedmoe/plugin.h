@@ -62,7 +62,7 @@ extern "C" {
 /* Major must match exactly. Minor: host and plugin agree on min(host, plugin);
  * each side then only uses what that minor provides. */
 #define FMOE_ABI_MAJOR 1
-#define FMOE_ABI_MINOR 1
+#define FMOE_ABI_MINOR 2
 /* Oldest plugin minor this host still accepts. */
 #define FMOE_ABI_MINOR_MIN 0
 
@@ -248,12 +248,48 @@ typedef struct fmoe_sync_args {
     void *stream;         /* NULL: the whole device */
 } fmoe_sync_args;
 
+/* \since 1.2. Timing a device the way its vendor does, for tools that do
+ * not link the device runtime (`fusedmoe bench`). The host's enqueue(ctx,
+ * i, stream) queues forward i on `stream` and returns; the plugin records
+ * it once per i < n_graphs (a CUDA graph, say), replays the records warmup
+ * times untimed and then reps times, record r % n_graphs, each timed on
+ * the device, and reports each replay's time (fmoe_enqueue_fn: common.h). */
+typedef struct fmoe_replay_args {
+    size_t struct_size;
+    fmoe_error *err;
+    void *state;
+    int32_t device_kind;
+    int32_t device_index;
+    uint32_t n_graphs;      /* >= 1 */
+    uint32_t warmup, reps;  /* reps >= 1 */
+    fmoe_enqueue_fn enqueue;
+    void *ctx;
+    double *seconds;        /* [reps] out: device time of each timed replay */
+} fmoe_replay_args;
+
+/* \since 1.2. Device-to-device copy rate, the memory floor of a benchmark:
+ * the plugin allocates two buffers of `bytes`, copies one into the other
+ * `reps` times and reports the best rate, counting bytes read and written. */
+typedef struct fmoe_copy_rate_args {
+    size_t struct_size;
+    fmoe_error *err;
+    void *state;
+    int32_t device_kind;
+    int32_t device_index;
+    uint64_t bytes;
+    uint32_t reps;
+    double bytes_per_second; /* out */
+} fmoe_copy_rate_args;
+
 typedef struct fmoe_device_memory {
     size_t struct_size;
     fmoe_status (*alloc)(fmoe_memory_args *args);    /* [mandatory in the table] */
     void (*free)(fmoe_memory_args *args);             /* [mandatory] NULL ptr: no-op */
     fmoe_status (*copy)(fmoe_copy_args *args);        /* [mandatory] */
     fmoe_status (*synchronize)(fmoe_sync_args *args); /* [mandatory] */
+    /* \since 1.2, optional (NULL: the host times with its own clock). */
+    fmoe_status (*time_replays)(fmoe_replay_args *args);
+    fmoe_status (*copy_rate)(fmoe_copy_rate_args *args);
 } fmoe_device_memory;
 
 typedef struct fmoe_plugin {

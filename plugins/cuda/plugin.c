@@ -87,7 +87,8 @@ static fmoe_status cuda_probe(fmoe_probe_args *a)
                  info.major >= 9 ? "a" : "", info.multiprocessors);
         snprintf(r->id, sizeof r->id, "%s", info.pci_id);
         versions_text(r->driver, sizeof r->driver);
-        r->memory_bytes = info.memory_bytes;
+        if (FMOE_HAS_FIELD(r, memory_bytes)) /* an older host's report may end before it */
+            r->memory_bytes = info.memory_bytes;
         if (fmcu_arch_supported(info.major, info.minor)) {
             r->available = 1;
             r->score = DEVICE_SCORE;
@@ -171,12 +172,50 @@ static fmoe_status mem_sync(fmoe_sync_args *a)
     return FMOE_STATUS_OK;
 }
 
+/* Timing for tools without the CUDA runtime (ABI 1.2): CUDA graphs and events. */
+typedef struct enqueue_call {
+    fmoe_enqueue_fn fn;
+    void *ctx;
+} enqueue_call;
+
+static int call_enqueue(void *ctx, uint32_t index, void *stream)
+{
+    const enqueue_call *c = ctx;
+    return c->fn(c->ctx, index, stream) == FMOE_STATUS_OK ? 0 : -1;
+}
+
+static fmoe_status time_replays(fmoe_replay_args *a)
+{
+    const fmcu_state *st = a->state;
+    char why[256];
+    if (a->device_kind != FMOE_DEVICE_CUDA || !a->enqueue || !a->seconds || a->n_graphs == 0)
+        return st->host->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT, "cuda plugin: bad time_replays arguments");
+    enqueue_call c = {a->enqueue, a->ctx};
+    if (fmcu_time_replays(a->device_index, a->n_graphs, a->warmup, a->reps, call_enqueue, &c, a->seconds, why,
+                          sizeof why) != 0)
+        return st->host->error_set(a->err, FMOE_STATUS_DEVICE_ERROR, "%s", why);
+    return FMOE_STATUS_OK;
+}
+
+static fmoe_status copy_rate(fmoe_copy_rate_args *a)
+{
+    const fmcu_state *st = a->state;
+    char why[256];
+    if (a->device_kind != FMOE_DEVICE_CUDA || a->bytes == 0)
+        return st->host->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT, "cuda plugin: bad copy_rate arguments");
+    if (fmcu_copy_rate(a->device_index, a->bytes, a->reps, &a->bytes_per_second, why, sizeof why) != 0)
+        return st->host->error_set(a->err, FMOE_STATUS_DEVICE_ERROR, "%s", why);
+    return FMOE_STATUS_OK;
+}
+
 static const fmoe_device_memory cuda_memory = {
     .struct_size = sizeof(fmoe_device_memory),
     .alloc = mem_alloc,
     .free = mem_free,
     .copy = mem_copy,
     .synchronize = mem_sync,
+    .time_replays = time_replays,
+    .copy_rate = copy_rate,
 };
 
 static const fmoe_plugin cuda_plugin = {

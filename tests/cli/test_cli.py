@@ -802,10 +802,24 @@ def bench_small_grid():
     check(all(p["us"] > 0 and p["floor_us"] > 0 and p["reference_us"] is not None for p in pts), "timed", r)
     r = fmoe("bench", "--shape", "nonsense")
     expect_rc(r, EXIT_USAGE, "a bad shape")
-    # A device layer: inputs and routing sets live on its device.
-    r = fmoe("--plugin", DEVICE, "bench", "--backend", "fixture_device", "--shape", "8,2,64,32", "--tokens", "2",
-             "--iters", "2")
+    # A device layer: inputs and routing sets live on its device, the plugin
+    # times the replays and measures the copy rate (ABI 1.2), and the floor
+    # takes the GEMM peak given.
+    dev = os.path.join(TMP, "bench-device.json")
+    r = fmoe("--plugin", DEVICE, "bench", "--backend", "fixture_device", "--shape", "8,2,64,32", "--tokens", "2,64",
+             "--iters", "2", "--no-reference", "--gemm-peak", "0.000001", "--json", dev)
     expect_rc(r, EXIT_OK, "bench on fixture_device")
+    check("copy rate" in r.out and "timed by the plugin" in r.out and "GEMM peak 0 TFLOP/s" in r.out,
+          "says the device floor", r)
+    with open(dev, encoding="utf-8") as f:
+        doc = json.load(f)
+    check(doc["gemm_peak_tflops"] == 0.000001, "peak recorded", r)
+    for p in doc["points"]:
+        check(p["device_copy_GBps"] > 0 and p["us"] > 0, "copy rate and time per point", r)
+        # At 1 MFLOP/s the compute floor binds: flops / peak.
+        check(abs(p["floor_us"] - p["flops"] / 1e6 * 1e6) <= 1e-6 * p["floor_us"], "floor = flops / peak", r)
+    r = fmoe("bench", "--gemm-peak", "-3")
+    expect_rc(r, EXIT_USAGE, "a bad --gemm-peak")
 
 
 @test

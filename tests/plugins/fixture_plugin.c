@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "plugins/reference/reference.h"
 #include "tests/plugins/fixture_scales.h"
@@ -137,12 +138,70 @@ static fmoe_status fx_sync(fmoe_sync_args *a)
     return FMOE_STATUS_OK;
 }
 
+/* Timing (ABI 1.2), the pretend way: the device has no graphs, so a
+ * "record" is the index and a replay calls the host's enqueue again; the
+ * clock is the host's. The stream handed to enqueue is a token of ours. */
+static char fx_stream_token;
+
+static double fx_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static fmoe_status fx_time_replays(fmoe_replay_args *a)
+{
+    const fmoe_host *h = ((const ref_state *)a->state)->host;
+    if (a->device_kind != FMOE_DEVICE_CUDA || a->n_graphs == 0 || !a->enqueue || !a->seconds)
+        return h->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT, "fixture device: bad time_replays arguments");
+    for (uint32_t i = 0; i < a->n_graphs; i++) /* "capture" */
+        if (a->enqueue(a->ctx, i, &fx_stream_token) != FMOE_STATUS_OK)
+            return h->error_set(a->err, FMOE_STATUS_PLUGIN_ERROR, "fixture device: forward %u failed under capture",
+                                i);
+    for (uint32_t r = 0; r < a->warmup + a->reps; r++) {
+        double t0 = fx_now();
+        if (a->enqueue(a->ctx, r % a->n_graphs, &fx_stream_token) != FMOE_STATUS_OK)
+            return h->error_set(a->err, FMOE_STATUS_PLUGIN_ERROR, "fixture device: replay %u failed", r);
+        if (r >= a->warmup)
+            a->seconds[r - a->warmup] = fx_now() - t0;
+    }
+    return FMOE_STATUS_OK;
+}
+
+static fmoe_status fx_copy_rate(fmoe_copy_rate_args *a)
+{
+    const fmoe_host *h = ((const ref_state *)a->state)->host;
+    size_t bytes = a->bytes < (16u << 20) ? (size_t)a->bytes : (16u << 20); /* a pretend device is small */
+    char *src = h->alloc(h->ctx, bytes, 256), *dst = h->alloc(h->ctx, bytes, 256);
+    if (!src || !dst || a->reps == 0) {
+        h->free(h->ctx, src);
+        h->free(h->ctx, dst);
+        return h->error_set(a->err, FMOE_STATUS_OUT_OF_MEMORY, "fixture device: no memory for copy_rate");
+    }
+    memset(src, 0x5a, bytes);
+    double best = 0.0;
+    for (uint32_t r = 0; r < a->reps; r++) {
+        double t0 = fx_now();
+        memcpy(dst, src, bytes);
+        double dt = fx_now() - t0;
+        if (dt > 0 && 2.0 * (double)bytes / dt > best)
+            best = 2.0 * (double)bytes / dt;
+    }
+    a->bytes_per_second = best > 0 ? best : 1.0;
+    h->free(h->ctx, src);
+    h->free(h->ctx, dst);
+    return FMOE_STATUS_OK;
+}
+
 static const fmoe_device_memory fx_memory = {
     .struct_size = sizeof(fmoe_device_memory),
     .alloc = fx_alloc,
     .free = fx_free,
     .copy = fx_copy,
     .synchronize = fx_sync,
+    .time_replays = fx_time_replays,
+    .copy_rate = fx_copy_rate,
 };
 #endif
 

@@ -491,6 +491,102 @@ START_TEST(device_layer_through_plugin_memory)
 }
 END_TEST
 
+/* Timing through the plugin (ABI 1.2): every record is enqueued once, then
+ * replayed warmup + reps times; the caller's failure is reported as its own. */
+typedef struct replay_probe {
+    fmoe_layer *layer;
+    fmoe_forward_args args;
+    uint32_t calls[4];
+    uint32_t fail_at; /* index whose forward fails (UINT32_MAX: none) */
+} replay_probe;
+
+static fmoe_status probe_enqueue(void *ctx, uint32_t index, void *stream)
+{
+    replay_probe *p = ctx;
+    ck_assert_ptr_nonnull(stream);
+    ck_assert_uint_lt(index, 4);
+    p->calls[index]++;
+    if (index == p->fail_at) {
+        fmoe_forward_args bad = p->args;
+        bad.x = NULL;
+        return fmoe_layer_forward(p->layer, &bad);
+    }
+    fmoe_forward_args a = p->args;
+    a.stream = stream;
+    return fmoe_layer_forward(p->layer, &a);
+}
+
+START_TEST(device_layer_timed_by_plugin)
+{
+    ckpt c;
+    make_ckpt(&c, 43);
+    fmoe_context *ctx;
+    fmoe_layer *layer = device_layer(&ctx, FIXTURE_SO_FIXTURE_DEVICE, "fixture_device", &c);
+    const int64_t mh[2] = {M, H}, mk[2] = {M, K};
+    fmoe_tensor dx, dy, dw, did, hx, hw, hid;
+    ck_assert_int_eq(fmoe_layer_tensor_alloc(layer, FMOE_DTYPE_F32, 2, mh, &dx), FMOE_STATUS_OK);
+    ck_assert_int_eq(fmoe_layer_tensor_alloc(layer, FMOE_DTYPE_F32, 2, mh, &dy), FMOE_STATUS_OK);
+    ck_assert_int_eq(fmoe_layer_tensor_alloc(layer, FMOE_DTYPE_F32, 2, mk, &dw), FMOE_STATUS_OK);
+    ck_assert_int_eq(fmoe_layer_tensor_alloc(layer, FMOE_DTYPE_INT32, 2, mk, &did), FMOE_STATUS_OK);
+    fmoe_tensor_init(&hx, FMOE_DTYPE_F32, 2, mh, c.x);
+    fmoe_tensor_init(&hw, FMOE_DTYPE_F32, 2, mk, c.topk_w);
+    fmoe_tensor_init(&hid, FMOE_DTYPE_INT32, 2, mk, c.topk_ids);
+    ck_assert_int_eq(fmoe_layer_tensor_copy(layer, &dx, &hx), FMOE_STATUS_OK);
+    ck_assert_int_eq(fmoe_layer_tensor_copy(layer, &dw, &hw), FMOE_STATUS_OK);
+    ck_assert_int_eq(fmoe_layer_tensor_copy(layer, &did, &hid), FMOE_STATUS_OK);
+    replay_probe p = {.layer = layer,
+                      .args = {.struct_size = sizeof p.args, .x = &dx, .topk_weights = &dw, .topk_ids = &did,
+                               .out = &dy},
+                      .fail_at = UINT32_MAX};
+    double sec[5] = {-1, -1, -1, -1, -1};
+    ck_assert_msg(fmoe_layer_time_replays(layer, 3, 2, 5, probe_enqueue, &p, sec) == FMOE_STATUS_OK, "%s",
+                  fmoe_last_error());
+    /* Recorded once each, then 2 + 5 replays of records 0,1,2,0,1,2,0. */
+    ck_assert_uint_eq(p.calls[0], 1 + 3);
+    ck_assert_uint_eq(p.calls[1], 1 + 2);
+    ck_assert_uint_eq(p.calls[2], 1 + 2);
+    for (int r = 0; r < 5; r++)
+        ck_assert_msg(sec[r] >= 0.0 && sec[r] < 10.0, "replay %d: %g s", r, sec[r]);
+    /* The replays computed the layer. */
+    float out[M][H];
+    fmoe_tensor hy;
+    fmoe_tensor_init(&hy, FMOE_DTYPE_F32, 2, mh, out);
+    ck_assert_int_eq(fmoe_layer_tensor_copy(layer, &hy, &dy), FMOE_STATUS_OK);
+    double want[M][H];
+    model(&c, want);
+    ck_assert_msg(fabs(out[1][2] - want[1][2]) <= 1e-5 + 1e-5 * fabs(want[1][2]), "%g vs %g", out[1][2], want[1][2]);
+    /* A forward that fails is reported as the caller's, with its message. */
+    p.fail_at = 1;
+    ck_assert_int_eq(fmoe_layer_time_replays(layer, 3, 0, 1, probe_enqueue, &p, sec), FMOE_STATUS_INVALID_ARGUMENT);
+    ck_assert_msg(strncmp(fmoe_last_error(), "timing replays on fixture_device: forward 1: ", 45) == 0, "%s",
+                  fmoe_last_error());
+    ck_assert_int_eq(fmoe_layer_time_replays(layer, 0, 0, 1, probe_enqueue, &p, sec), FMOE_STATUS_INVALID_ARGUMENT);
+    double rate = 0;
+    ck_assert_msg(fmoe_layer_device_copy_rate(layer, 1u << 20, 3, &rate) == FMOE_STATUS_OK, "%s", fmoe_last_error());
+    ck_assert_msg(rate > 1e6, "copy rate %g", rate);
+    fmoe_layer_tensor_free(layer, &dx);
+    fmoe_layer_tensor_free(layer, &dy);
+    fmoe_layer_tensor_free(layer, &dw);
+    fmoe_layer_tensor_free(layer, &did);
+    fmoe_layer_destroy(layer);
+    fmoe_context_destroy(ctx);
+    /* A plugin of an older minor, and a host layer, do not time. */
+    layer = device_layer(&ctx, FIXTURE_SO_FIXTURE_DEVICE_V10, "fixture_device_v10", &c);
+    ck_assert_int_eq(fmoe_layer_time_replays(layer, 1, 0, 1, probe_enqueue, &p, sec), FMOE_STATUS_UNSUPPORTED);
+    ck_assert_str_eq(fmoe_last_error(), "plugin fixture_device_v10 does not time cuda:0 (time_replays needs plugin ABI "
+                                        "1.2 fmoe_device_memory.time_replays); time with a host clock instead");
+    ck_assert_int_eq(fmoe_layer_device_copy_rate(layer, 1u << 20, 1, &rate), FMOE_STATUS_UNSUPPORTED);
+    fmoe_layer_destroy(layer);
+    fmoe_context_destroy(ctx);
+    ctx = ref_ctx(NULL);
+    fmoe_layer_config cfg = base_cfg();
+    layer = make_layer(ctx, &cfg);
+    ck_assert_int_eq(fmoe_layer_time_replays(layer, 1, 0, 1, probe_enqueue, &p, sec), FMOE_STATUS_UNSUPPORTED);
+    fmoe_layer_destroy(layer);
+    fmoe_context_destroy(ctx);
+}
+END_TEST
+
 /* A plugin built for ABI 1.0 has no memory table, whatever its struct holds. */
 START_TEST(device_memory_needs_abi_1_1)
 {
@@ -539,6 +635,7 @@ static Suite *suite(void)
     tcase_add_test(tc, zero_tokens_is_a_no_op);
     tcase_add_test(tc, device_layer_through_plugin_memory);
     tcase_add_test(tc, device_memory_needs_abi_1_1);
+    tcase_add_test(tc, device_layer_timed_by_plugin);
     suite_add_tcase(s, tc);
     return s;
 }

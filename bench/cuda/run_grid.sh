@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# spec/performance.md's grid on the GPU machine, in one call: `fusedmoe bench`
+# on the cuda plugin (bf16 and fp8 per-channel x per-token, M = 1..8192, the
+# forwards timed by the plugin in CUDA graphs, floor = max(bytes / device copy
+# rate, flops / GEMM peak)), then the torch peers and the GEMM peaks
+# (tools/bench_peers.py) on the same shapes, expert counts included.
+#
+#   bash bench/cuda/pack.sh BUILD_DIR          # here, then carry .devrun
+#   SHAPES="qwen3-30b-a3b mixtral-8x7b" bash bench/cuda/run_grid.sh   # there
+#
+# MAX_GIB (default 6) caps one layer's weights: the weights are synthesized
+# on the host, ~15 s per GiB, so DeepSeek-V3 and gpt-oss-120b run with fewer
+# experts than the model (the JSON and table say how many). Files go to $OUT.
+set -uo pipefail
+OUT=${OUT:-$PWD/out}
+mkdir -p "$OUT" /tmp/bI
+rm -rf /tmp/bI/b && cp -a .devrun/b /tmp/bI/b
+export LD_LIBRARY_PATH=/tmp/bI/b:$PWD/.devrun/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+B=/tmp/bI/b
+export FMOE_CONFIG=$PWD/tests/conformance/empty.toml
+SHAPES=${SHAPES:-"qwen3-30b-a3b mixtral-8x7b gpt-oss-120b deepseek-v3"}
+TOKENS=${TOKENS:-1,16,128,1024,8192}
+MAX_GIB=${MAX_GIB:-6}
+TAG=${TAG:-grid}
+shape_args=$(for s in $SHAPES; do printf -- '--shape %s ' "$s"; done)
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$OUT/$TAG-log.txt"
+
+# GEMM peaks first (the compute floor our bench needs), with the copy rate.
+python3 tools/bench_peers.py $shape_args --tokens 1 --reps 1 --peaks-only --json "$OUT/$TAG-peaks.json" \
+  2>&1 | tee -a "$OUT/$TAG-log.txt"
+peak() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['peak_tflops'][sys.argv[2]])" "$OUT/$TAG-peaks.json" "$1"; }
+
+for scheme in bf16 fp8; do
+  key=bf16; [ $scheme = fp8 ] && key=fp8e4m3:channel/fp8e4m3:token:dynamic
+  timeout 540 $B/cli/fusedmoe --plugin $B/plugins/cuda/cuda.toml bench --backend cuda --scheme "$key" $shape_args \
+    --tokens "$TOKENS" --max-gib "$MAX_GIB" --no-reference --gemm-peak "$(peak $scheme)" \
+    --json "$OUT/$TAG-cuda-$scheme.json" 2>&1 | tee -a "$OUT/$TAG-log.txt"
+done
+
+# The peers on the same layers (the expert counts our bench ran with, per dtype).
+for scheme in bf16 fp8; do
+  peer_shapes=$(python3 -c "
+import json, sys
+seen = {}
+for p in json.load(open(sys.argv[1]))['points']:
+    seen[(p['experts'], p['top_k'], p['hidden'], p['intermediate'])] = 1
+print(' '.join('--shape %d,%d,%d,%d' % s for s in seen))" "$OUT/$TAG-cuda-$scheme.json")
+  python3 tools/bench_peers.py $peer_shapes --dtype $scheme --tokens "$TOKENS" --json "$OUT/$TAG-peers-$scheme.json" \
+    2>&1 | tee -a "$OUT/$TAG-log.txt"
+done

@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""Summarize a CUDA grid record (bench/cuda/run_grid.sh): a markdown table of
+every point (ours, floor, torch peer) with the targets of spec/performance.md
+(geomean of time / floor, worst point, faster than the peer), and a PNG plot.
+
+Usage: bench_plot.py DIR TAG [--png FILE] [--md FILE]
+Reads DIR/TAG-cuda-{bf16,fp8}.json and DIR/TAG-peers-{bf16,fp8}.json.
+"""
+import argparse
+import json
+import math
+import os
+import sys
+
+
+def load(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def shape_key(p):
+    return (p["experts"], p["top_k"], p["hidden"], p["intermediate"])
+
+
+def rows(directory, tag, dtype):
+    ours = load(os.path.join(directory, "%s-cuda-%s.json" % (tag, dtype)))
+    peers_path = os.path.join(directory, "%s-peers-%s.json" % (tag, dtype))
+    peers = load(peers_path)["points"] if os.path.exists(peers_path) else []
+    by_key = {(shape_key(p), p["tokens"]): p for p in peers}
+    out = []
+    for p in ours["points"]:
+        q = by_key.get((shape_key(p), p["tokens"]), {})
+        out.append({"shape": p["shape"], "experts": p["experts"], "model_experts": p["model_experts"],
+                    "m": p["tokens"], "us": p["us"], "floor": p["floor_us"], "peer": q.get("us"),
+                    "peer_name": q.get("peer", ""), "peer_error": q.get("error")})
+    return ours, out
+
+
+def geomean(values):
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
+
+
+def table(dtype, ours, rs):
+    copy = ours["points"][0].get("device_copy_GBps", 0) if ours["points"] else 0
+    lines = ["### %s (%s; copy %.0f GB/s, GEMM peak %.0f TFLOP/s)" % (
+        dtype, ours["scheme"], copy, ours.get("gemm_peak_tflops", 0)),
+        "", "| shape | experts | M | ours µs | floor µs | ours/floor | peer µs | peer/floor | ours faster |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rs:
+        peer = "%.1f" % r["peer"] if r["peer"] else ("error" if r["peer_error"] else "-")
+        lines.append("| %s | %s | %d | %.1f | %.1f | %.2f | %s | %s | %s |" % (
+            r["shape"], r["experts"] if r["experts"] == r["model_experts"] else
+            "%d/%d" % (r["experts"], r["model_experts"]), r["m"], r["us"], r["floor"], r["us"] / r["floor"], peer,
+            "%.2f" % (r["peer"] / r["floor"]) if r["peer"] else "-",
+            ("yes" if r["us"] < r["peer"] else "**no**") if r["peer"] else "-"))
+    ratios = [r["us"] / r["floor"] for r in rs]
+    peer_ratios = [r["peer"] / r["floor"] for r in rs if r["peer"]]
+    wins = sum(1 for r in rs if r["peer"] and r["us"] < r["peer"])
+    lines += ["", "geomean ours/floor **%.2f** (worst %.2f); peer/floor %.2f; ours faster at %d of %d points" % (
+        geomean(ratios), max(ratios), geomean(peer_ratios), wins, sum(1 for r in rs if r["peer"])), ""]
+    return lines
+
+
+def plot(path, data):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    shapes = []
+    for _, rs in data.values():
+        for r in rs:
+            if r["shape"] not in shapes:
+                shapes.append(r["shape"])
+    fig, axes = plt.subplots(len(data), len(shapes), figsize=(4 * len(shapes), 3.4 * len(data)), squeeze=False)
+    for i, (dtype, (_, rs)) in enumerate(data.items()):
+        for j, shape in enumerate(shapes):
+            ax = axes[i][j]
+            pts = [r for r in rs if r["shape"] == shape]
+            ms = [r["m"] for r in pts]
+            ax.plot(ms, [r["us"] / r["floor"] for r in pts], "o-", label="fusedmoe cuda")
+            peer = [(r["m"], r["peer"] / r["floor"]) for r in pts if r["peer"]]
+            if peer:
+                ax.plot(*zip(*peer), "s--", label=pts[0]["peer_name"] or "torch peer")
+            ax.axhline(1.0, color="k", lw=0.8)
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_title("%s %s" % (shape, dtype), fontsize=9)
+            ax.set_xlabel("tokens M")
+            ax.set_ylabel("time / floor")
+            ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("dir")
+    ap.add_argument("tag")
+    ap.add_argument("--png")
+    ap.add_argument("--md")
+    args = ap.parse_args()
+    data = {}
+    for dtype in ("bf16", "fp8"):
+        if os.path.exists(os.path.join(args.dir, "%s-cuda-%s.json" % (args.tag, dtype))):
+            data[dtype] = rows(args.dir, args.tag, dtype)
+    lines = []
+    for dtype, (ours, rs) in data.items():
+        lines += table(dtype, ours, rs)
+    text = "\n".join(lines)
+    print(text)
+    if args.md:
+        with open(args.md, "w", encoding="utf-8") as f:
+            f.write(text + "\n")
+    if args.png:
+        plot(args.png, data)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
