@@ -10,12 +10,49 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
 
 #include "fusedmoe/common.h"
 
 namespace fmcu_dev {
+
+/* Programmatic dependent launch (sm_90+): a kernel launched with
+ * cudaLaunchAttributeProgrammaticStreamSerialization may start while the
+ * previous one drains. It must call pdl_wait() before it reads anything the
+ * previous kernels wrote (the wait returns once they completed and their
+ * writes are visible); pdl_trigger() lets the next kernel launch early.
+ * Both are no-ops for a kernel launched without the attribute. */
+__device__ __forceinline__ void pdl_wait()
+{
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+}
+
+__device__ __forceinline__ void pdl_trigger()
+{
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+}
+
+/* Launch `kernel` so that it may overlap the tail of the previous kernel on
+ * the stream (it must begin with pdl_wait(), or do only independent work
+ * before it). Works under graph capture. */
+template <typename... Params, typename... Args>
+cudaError_t launch_overlapped(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t st,
+                              Args &&...args)
+{
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = st;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    return cudaLaunchKernelEx(&cfg, kernel, static_cast<Args &&>(args)...);
+}
 
 /* D += A·B on one warp: m16n8k32 e4m3 or m16n8k16 bf16, f32 accumulation.
  * Counted in 32-bit registers both fragments have the same layout, so one

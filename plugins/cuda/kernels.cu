@@ -35,6 +35,7 @@
 
 #include "fusedmoe/common.h"
 #include "plugins/cuda/cuda_api.h"
+#include "plugins/cuda/device_math.cuh"
 #include "plugins/cuda/gemm.h"
 #include "plugins/cuda/tier.h"
 
@@ -329,8 +330,10 @@ __global__ void plan_kernel(const plan_args a)
     extern __shared__ int cnt[]; /* [E_local] counts, then [E_local + 1] offsets */
     const int E = (int)a.local_experts;
     int *off = cnt + E;
+    fmcu_dev::pdl_trigger();
     for (int i = threadIdx.x; i < E; i += blockDim.x)
         cnt[i] = 0;
+    fmcu_dev::pdl_wait();
     __syncthreads();
     for (int64_t p = threadIdx.x; p < a.pairs; p += blockDim.x) {
         int32_t id = a.ids[p];
@@ -452,6 +455,8 @@ __global__ void quant_kernel(const quant_args a)
 {
     __shared__ float red[32];
     const int64_t row = blockIdx.x;
+    fmcu_dev::pdl_trigger();
+    fmcu_dev::pdl_wait();
     if (a.row_valid && a.row_valid[row] < 0)
         return;
     const uint32_t n = a.cols;
@@ -509,6 +514,8 @@ __global__ void amax_kernel(const quant_args a, uint32_t *amax)
 {
     __shared__ float red[32];
     const int64_t row = blockIdx.x;
+    fmcu_dev::pdl_trigger();
+    fmcu_dev::pdl_wait();
     if (a.row_valid && a.row_valid[row] < 0)
         return;
     float m = 0.0f;
@@ -547,6 +554,8 @@ __global__ void __launch_bounds__(COMBINE_THREADS) combine_kernel(const combine_
     __shared__ float s_w[FMCU_MAX_TOP_K];
     const int64_t t = blockIdx.x;
     const int k = (int)a.k;
+    fmcu_dev::pdl_trigger();
+    fmcu_dev::pdl_wait();
     if ((int)threadIdx.x < k) {
         int64_t p = t * k + threadIdx.x;
         s_pair[threadIdx.x] = a.pair_local[p] < 0 ? -1 : (int)p;
@@ -603,12 +612,10 @@ int quantize(const fmcu_layer *L, quant_args q, int64_t rows, int slot, cudaStre
     if (q.mode == QM_TENSOR && !q.static_scale) {
         uint32_t *amax = at<uint32_t>(L, L->ws.amax) + slot;
         CK(cudaMemsetAsync(amax, 0, sizeof *amax, st), "cudaMemsetAsync(amax)");
-        amax_kernel<<<(unsigned)rows, 256, 0, st>>>(q, amax);
-        CK(cudaGetLastError(), "amax kernel");
+        CK(fmcu_dev::launch_overlapped(amax_kernel, dim3((unsigned)rows), dim3(256), 0, st, q, amax), "amax kernel");
         q.amax = amax;
     }
-    quant_kernel<<<(unsigned)rows, 256, 0, st>>>(q);
-    CK(cudaGetLastError(), "quant kernel");
+    CK(fmcu_dev::launch_overlapped(quant_kernel, dim3((unsigned)rows), dim3(256), 0, st, q), "quant kernel");
     return 0;
 }
 
@@ -760,8 +767,9 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
     pl.sorted = at<int32_t>(L, L->ws.sorted);
     pl.n_tiles = at<int32_t>(L, L->ws.n_tiles);
     pl.tiles = at<int2>(L, L->ws.tiles);
-    plan_kernel<<<1, 1024, (2 * (size_t)L->local_experts + 1) * sizeof(int), st>>>(pl);
-    CK(cudaGetLastError(), "plan kernel");
+    CK(fmcu_dev::launch_overlapped(plan_kernel, dim3(1), dim3(1024), (2 * (size_t)L->local_experts + 1) * sizeof(int),
+                                   st, pl),
+       "plan kernel");
 
     /* GEMM1 input. */
     fmcu_gemm_args g = {};
@@ -859,8 +867,9 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
     cb.dtype = L->act_dtype;
     cb.out = c->out_host ? at<void>(L, L->ws.out_stage) : c->out;
     cb.ldo = c->out_host ? H : c->out_ld;
-    combine_kernel<<<dim3((unsigned)m, (H + COMBINE_COLS - 1) / COMBINE_COLS), COMBINE_THREADS, 0, st>>>(cb);
-    CK(cudaGetLastError(), "combine kernel");
+    CK(fmcu_dev::launch_overlapped(combine_kernel, dim3((unsigned)m, (H + COMBINE_COLS - 1) / COMBINE_COLS),
+                                   dim3(COMBINE_THREADS), 0, st, cb),
+       "combine kernel");
     if (c->out_host) {
         CK(cudaMemcpy2DAsync(c->out, (size_t)c->out_ld * act_size, cb.out, H * act_size, H * act_size, (size_t)m,
                              cudaMemcpyDeviceToHost, st),

@@ -79,6 +79,8 @@ template <bool FP8, bool BLOCK>
 __global__ void __launch_bounds__(WARPS * 32) stream_gemm(const fmcu_gemm_args p)
 {
     __shared__ float red[WARPS - 1][NT * 4][32];
+    fmcu_dev::pdl_trigger();
+    fmcu_dev::pdl_wait(); /* the plan and this GEMM's input come from the kernels before */
     const int tile = blockIdx.x;
     if (tile >= *p.n_tiles)
         return; /* uniform over the CTA */
@@ -260,8 +262,7 @@ template <bool FP8, bool BLOCK> cudaError_t launch(const fmcu_gemm_args &a, cuda
 {
     const unsigned slabs = a.gemm1 && a.gated ? a.n_out / 8 : a.n_rows / 16;
     dim3 grid((unsigned)a.grid_tiles, slabs);
-    stream_gemm<FP8, BLOCK><<<grid, WARPS * 32, 0, stream>>>(a);
-    return cudaGetLastError();
+    return fmcu_dev::launch_overlapped(stream_gemm<FP8, BLOCK>, grid, dim3(WARPS * 32), 0, stream, a);
 }
 
 } // namespace
