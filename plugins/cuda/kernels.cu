@@ -776,6 +776,7 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
     g.fp8 = L->quant != FMCU_Q_NONE;
     g.block_scaled = L->quant == FMCU_Q_BLOCK;
     g.row_tile = bm;
+    g.split_k = pairs <= (int64_t)FMCU_STREAM_SPLITK_ROWS * L->local_experts;
     g.grid_tiles = fmcu_max_tiles(pairs, L->local_experts, bm);
     g.sorted = pl.sorted;
     g.tiles = pl.tiles;

@@ -31,6 +31,10 @@ extern "C" {
 #define FMCU_STREAM_ROW_TILE 32
 /* Average rows per local expert up to which the stream tier is chosen. */
 #define FMCU_STREAM_MAX_ROWS 16
+/* Average rows per local expert up to which the stream tier splits K over a
+ * CTA's warps (more CTAs); above it, each warp streams its own rows (fewer
+ * re-reads of the token rows). */
+#define FMCU_STREAM_SPLITK_ROWS 4
 
 /* The tier for m tokens; `forced` is FMCU_TIER_AUTO or a tier, and
  * `prefill_ok` says whether the prefill path serves this layer. */
