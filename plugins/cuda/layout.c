@@ -212,6 +212,16 @@ void fmcu_workspace_layout(uint32_t max_tokens, uint32_t top_k, uint32_t hidden,
     ws->a2_scale = take(&at, fp8 ? P * groups_i * 4 : 0);
     ws->y = take(&at, P * H * 2);
     ws->logits_stage = take(&at, M * (size_t)logical_experts * 4);
+    /* Prefill path: the sorted GEMM1 input holds a row per pair; its GEMM2
+     * input reuses act (bf16) or a2/a2_scale (fp8), and y. h is sized for a
+     * gated expert (2I columns). */
+    ws->pf_a1 = take(&at, P * H * (fp8 ? 1 : 2));
+    ws->pf_a1_scale = take(&at, fp8 ? P * groups_h * 4 : 0);
+    ws->pf_h = take(&at, P * 2 * I * 2);
+    ws->pf_pos = take(&at, P * 4);
+    ws->pf_args = take(&at, E * FMCU_PF_ARGS_PER_EXPERT + FMCU_PF_ARGS_FIXED);
+    ws->pf_scalars = take(&at, FMCU_PF_SCALARS);
+    ws->pf_cutlass = take(&at, FMCU_PF_CUTLASS_WS);
     ws->total = at;
 }
 

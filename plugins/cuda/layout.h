@@ -60,8 +60,23 @@ typedef struct fmcu_ws {
     size_t a2, a2_scale;          /* GEMM2 input [Mmax*k, I] fp8 and its scales (fp8 schemes) */
     size_t y;                     /* [Mmax*k, H] act dtype: GEMM2 output per pair */
     size_t logits_stage;          /* [Mmax, E_logical] f32: host logits staged */
+    /* The Hopper prefill path (prefill.h): GEMM operands in expert-sorted order. */
+    size_t pf_a1;                 /* [Mmax*k, H] GEMM1 input, bf16 or fp8 */
+    size_t pf_a1_scale;           /* [Mmax*k * groups] f32 activation scales (per row, or per 1 x block_k group) */
+    size_t pf_h;                  /* [Mmax*k, 2I] bf16: GEMM1 output */
+    size_t pf_pos;                /* [Mmax*k] i32: sorted position of each pair */
+    size_t pf_args;               /* per-expert grouped-GEMM problems, pointers, strides (FMCU_PF_ARGS_*) */
+    size_t pf_scalars;            /* FMCU_PF_SCALARS bytes: amaxes and dynamic per-tensor scales */
+    size_t pf_cutlass;            /* FMCU_PF_CUTLASS_WS bytes: the CUTLASS kernels' workspace (TMA descriptors) */
     size_t total;
 } fmcu_ws;
+
+/* Sizes of the prefill path's fixed buffers (prefill_sm90.cu checks that
+ * its arrays and the CUTLASS workspace fit). */
+#define FMCU_PF_ARGS_PER_EXPERT 512
+#define FMCU_PF_ARGS_FIXED 1024
+#define FMCU_PF_SCALARS 256
+#define FMCU_PF_CUTLASS_WS ((size_t)1 << 20)
 
 /* quant: FMCU_Q_*; block_k: BLOCK's group (else ignored). */
 void fmcu_workspace_layout(uint32_t max_tokens, uint32_t top_k, uint32_t hidden, uint32_t inter,

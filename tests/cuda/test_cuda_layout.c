@@ -267,6 +267,32 @@ START_TEST(workspace)
 }
 END_TEST
 
+/* The prefill path's buffers (plugins/cuda/prefill.h): a sorted row per
+ * pair of the GEMM1 input (bf16 or fp8) with its scales, a [P, 2I] bf16
+ * GEMM1 output, the pair positions, the per-expert GEMM arguments and the
+ * CUTLASS workspace, each disjoint from the next. */
+START_TEST(prefill_workspace)
+{
+    fmcu_ws ws;
+    for (int32_t quant = FMCU_Q_NONE; quant <= FMCU_Q_BLOCK; quant++) {
+        fmcu_workspace_layout(100, 8, 384, 256, 16, 64, quant, 128, &ws);
+        size_t P = 800, es = quant == FMCU_Q_NONE ? 2 : 1;
+        ck_assert_uint_gt(ws.pf_a1, ws.logits_stage);
+        ck_assert_uint_ge(ws.pf_a1_scale - ws.pf_a1, P * 384 * es);
+        if (quant == FMCU_Q_BLOCK)
+            ck_assert_uint_ge(ws.pf_h - ws.pf_a1_scale, P * 3 * 4); /* 384 / 128 groups per row */
+        else if (quant != FMCU_Q_NONE)
+            ck_assert_uint_ge(ws.pf_h - ws.pf_a1_scale, P * 4);
+        ck_assert_uint_ge(ws.pf_pos - ws.pf_h, P * 2 * 256 * 2);
+        ck_assert_uint_ge(ws.pf_args - ws.pf_pos, P * 4);
+        ck_assert_uint_ge(ws.pf_scalars - ws.pf_args, 16 * FMCU_PF_ARGS_PER_EXPERT + FMCU_PF_ARGS_FIXED);
+        ck_assert_uint_ge(ws.pf_cutlass - ws.pf_scalars, FMCU_PF_SCALARS);
+        ck_assert_uint_ge(ws.total - ws.pf_cutlass, FMCU_PF_CUTLASS_WS);
+        ck_assert_uint_eq(ws.pf_cutlass % 256, 0);
+    }
+}
+END_TEST
+
 /* The tile bound holds for any assignment of pairs to experts. */
 START_TEST(tile_bound)
 {
@@ -338,6 +364,7 @@ int main(void)
     tcase_add_test(tc, params_match_reference);
     tcase_add_test(tc, block_shape_refused_like_reference);
     tcase_add_test(tc, workspace);
+    tcase_add_test(tc, prefill_workspace);
     tcase_add_test(tc, tile_bound);
     tcase_add_test(tc, probe_without_gpu_is_not_fatal);
     suite_add_tcase(s, tc);
