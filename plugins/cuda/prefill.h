@@ -1,0 +1,69 @@
+/*
+ * plugins/cuda/prefill.h - the Hopper prefill path (prefill_sm90.cu): the
+ * MoE forward through CUTLASS sm90 grouped GEMMs (TMA + wgmma, warp
+ * specialized, persistent), as kernels.cu's fmcu_forward calls it once the
+ * plan kernel has sorted the pairs by expert. Device-side C++ only.
+ *
+ *   gather   x rows -> A1 [rows, H] in expert-sorted order, bf16 copy or e4m3
+ *            with the scheme's activation scales (per tensor static/dynamic,
+ *            per token, per 1 x 128 group with f32 or UE8M0 scales: the
+ *            arithmetic of kernels.cu's quant_kernel); also the sorted
+ *            position of every pair.
+ *   GEMM1    grouped over the local experts (problem sizes and pointers built
+ *            on the device from the plan's offsets; experts with no rows are
+ *            empty groups) -> h [rows, r*I] bf16, scales in the epilogue
+ *            (tensor/channel) or per 128-K block in the main loop (block).
+ *   act      a = round(act(h_gate, h_up)) as GEMM1's epilogue in gemm.cu
+ *            does, then the GEMM2 input (bf16, or e4m3 with its scales).
+ *   GEMM2    grouped -> y [rows, H] bf16 in sorted order.
+ *   combine  out[t] = round(sum_j y[pos(t, j)] * w[t, j]) in slot order, f32
+ *            without FMA; pairs with no local expert are skipped.
+ *
+ * Everything runs on the caller's stream with the layer's workspace (the
+ * pf_* buffers of fmcu_ws): no allocation, no host synchronization, CUDA
+ * graph capturable.
+ *
+ * Served: bf16, fp8 tensor (static or dynamic), fp8 channel x token, fp8
+ * block 128x128 x group 128 (f32 or UE8M0 activation scales), with bf16
+ * activations, on compute capability 9.x (sm_90a code only). Refused (the
+ * caller keeps the mma.sync path): f16 activations, biases, router weight
+ * on the input, other block sizes, H or I not multiples of 128 for the
+ * block scheme, I > 24576 for the channel scheme, sm_100, a build without
+ * CUTLASS headers.
+ */
+#ifndef FMOE_PLUGIN_CUDA_PREFILL_H
+#define FMOE_PLUGIN_CUDA_PREFILL_H
+
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "plugins/cuda/cuda_api.h"
+
+/* Does the path serve this layer on its device? Host only, cheap (the
+ * device's compute capability is cached). */
+bool fmcu_prefill_supported(const fmcu_layer *L);
+
+/* The same, with the reason when not (cap bytes, one line). */
+bool fmcu_prefill_supported_why(const fmcu_layer *L, char *why, size_t cap);
+
+/* The forward of m tokens after the plan kernel: pair_local [m*k] (local
+ * expert or -1), offsets [E_local + 1], sorted [m*k] (pair ids grouped by
+ * expert, the first offsets[E_local] valid), all device memory, as
+ * kernels.cu's plan_kernel writes them. x [m, H] with row stride x_ld, out
+ * [m, H] with row stride out_ld (elements, act dtype), topk_w [m*k] f32.
+ * Only call when fmcu_prefill_supported(L). Returns the first launch error. */
+cudaError_t fmcu_prefill_forward(const fmcu_layer *L, int64_t m, const void *x, int64_t x_ld, const float *topk_w,
+                                 const int32_t *pair_local, const int32_t *offsets, const int32_t *sorted, void *out,
+                                 int64_t out_ld, cudaStream_t st);
+
+/* Profiling (tests/cuda/prefill_check): the same forward with events
+ * recorded on `st` before the gather and after each of the five stages
+ * (gather, GEMM1, act, GEMM2, combine). */
+#define FMCU_PREFILL_EVENTS 6
+cudaError_t fmcu_prefill_forward_events(const fmcu_layer *L, int64_t m, const void *x, int64_t x_ld,
+                                        const float *topk_w, const int32_t *pair_local, const int32_t *offsets,
+                                        const int32_t *sorted, void *out, int64_t out_ld, cudaStream_t st,
+                                        cudaEvent_t events[FMCU_PREFILL_EVENTS]);
+
+#endif

@@ -1,0 +1,1252 @@
+/*
+ * plugins/cuda/prefill_sm90.cu - the Hopper prefill path (contract and
+ * stages in prefill.h): vLLM's cutlass_moe pipeline on CUTLASS 4.x sm90
+ * grouped GEMMs.
+ *
+ * Data flow (P = m*k pairs, R = rows of local pairs = offsets[E], all
+ * buffers in the layer's workspace):
+ *   x [m, H] --gather--> pf_a1 [R, H] (+ pf_a1_scale)      sorted by expert
+ *   --GEMM1--> pf_h [R, r*I] bf16 --act--> act/a2 [R, I] (+ a2_scale)
+ *   --GEMM2--> y [R, H] bf16 --combine--> out [m, H]
+ * Row i of every sorted buffer is the pair sorted[i]; pf_pos[p] = i.
+ *
+ * Grouped GEMMs. One group per local expert; its problem (M_e, N, K), the
+ * A/B/D pointers and strides, and the scale pointers (or block-scale
+ * layouts) are written by a one-block setup kernel from the plan's offsets,
+ * so the host never reads device data and the launch is graph capturable.
+ * Experts with no rows are groups with M = 0 (no tiles). CUTLASS's
+ * persistent group scheduler launches one CTA per SM, walks each expert's
+ * tiles along M first (the CTAs working at once share the expert's weight
+ * tiles in L2) and rewrites the TMA descriptors in its workspace
+ * (pf_cutlass) when it moves to the next group. Three kernels, each
+ * instantiated once and serving GEMM1 and GEMM2:
+ *   bf16       64x256x64 ping-pong, cluster 2x1 (the two CTAs of a cluster
+ *              take the same weight tile by TMA multicast), D = round(acc)
+ *   fp8        64x256x128 ping-pong, cluster 2x1, fast accumulation,
+ *              epilogue D = round(acc * (s_row * s_col)) through an epilogue
+ *              visitor tree: s_row = per-token activation scale (channel) or
+ *              the per-tensor one, s_col = per-output-channel weight scale or
+ *              the expert's (per-group pointer arrays; broadcast flags choose
+ *              vector or scalar): gemm.cu's x *= sa * sw, same rounding.
+ *   fp8 block  128x128x128 cooperative, cluster 1x2, 1x128 activation and
+ *              128x128 weight scales applied per 128-K block in the main loop
+ *              (DeepGEMM's promotion), D = round(acc). Activation scales are
+ *              M-major inside each expert's group: off_e*G + g*M_e + r.
+ *
+ * Accuracy. bf16 is bit-identical to the mma.sync path. FP8 wgmma keeps
+ * fewer accumulator bits than f32 between promotions (DeepSeek-V3 3.3.2),
+ * so GEMM1 differs slightly from the reference and a few GEMM2 inputs round
+ * to the neighbouring e4m3 code: NMSE 2e-5..3e-4 against the reference
+ * (bench/cuda/RESULTS.md), where the mma.sync path is within 1e-7.
+ *
+ * Small kernels. The quantization and activation arithmetic is that of
+ * kernels.cu (quant_kernel, amax_kernel) and gemm.cu (activate): amax as
+ * max |v| ignoring NaN, s = max(amax / 448, 1 / (448 * 512)) or UE8M0
+ * 2^ceil(log2(max(amax, 1e-4) / 448)), q = e4m3(satfinite(v / s)) with IEEE
+ * division; activations in double rounded once to f32 then to bf16 (SiLU in
+ * f32 where that provably gives the same bf16, act_bf16). The gather reads
+ * and quantizes each token's row once and writes it to every sorted row of
+ * its local pairs; the combine sums y[pos] * w in slot order with
+ * __fmul_rn/__fadd_rn.
+ *
+ * Compiled for sm_90a only (meson.build); without CUTLASS headers
+ * (FMCU_HAVE_CUTLASS undefined) only the refusal is compiled.
+ */
+#include "plugins/cuda/prefill.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <algorithm>
+#include <atomic>
+
+#include "fusedmoe/common.h"
+
+#if defined(FMCU_HAVE_CUTLASS)
+#include "cute/tensor.hpp"
+#include "cutlass/cutlass.h"
+#include "cutlass/detail/blockwise_scale_layout.hpp"
+#include "cutlass/epilogue/collective/collective_builder.hpp"
+#include "cutlass/epilogue/fusion/sm90_callbacks_tma_warpspecialized.hpp"
+#include "cutlass/gemm/collective/collective_builder.hpp"
+#include "cutlass/gemm/device/gemm_universal_adapter.h"
+#include "cutlass/gemm/dispatch_policy.hpp"
+#include "cutlass/gemm/group_array_problem_shape.hpp"
+#include "cutlass/gemm/kernel/gemm_universal.hpp"
+#endif
+
+#if defined(FMCU_HAVE_CUTLASS) && defined(CUTLASS_ARCH_MMA_MODIFIABLE_TMA_SM90_SUPPORTED)
+#define PF_ENABLED 1
+#else
+#define PF_ENABLED 0
+#endif
+
+namespace {
+
+int refuse(char *why, size_t cap, const char *text)
+{
+    if (why && cap)
+        snprintf(why, cap, "%s", text);
+    return 0;
+}
+
+} // namespace
+
+#if PF_ENABLED
+
+/* A named namespace: nvcc's kernel stubs cannot name an anonymous one next
+ * to `using namespace cute` (cute has anonymous namespaces of its own). */
+namespace fmcu_pf {
+
+using bf16 = __nv_bfloat16;
+constexpr float FP8_MAX = 448.0f;
+constexpr int GROUP = 128;        /* block scheme: activation group and weight block (both dimensions) */
+constexpr int MAX_ACT_SMEM = 48 * 1024;
+
+/* ------------------------------------------------------------------------ */
+/* Arithmetic shared with kernels.cu / gemm.cu (same expressions)            */
+/* ------------------------------------------------------------------------ */
+
+__device__ __forceinline__ float scale_f32(float amax)
+{
+    float s = amax / FP8_MAX, floor = 1.0f / (FP8_MAX * 512.0f);
+    return s > floor ? s : floor;
+}
+
+__device__ __forceinline__ float scale_ue8m0(float amax)
+{
+    float a = amax > 1e-4f ? amax : 1e-4f;
+    uint32_t u = __float_as_uint(a / FP8_MAX);
+    uint32_t e = ((u >> 23) & 0xFFu) + ((u & 0x7FFFFFu) != 0);
+    e = e < 1 ? 1 : e > 254 ? 254 : e;
+    return __uint_as_float(e << 23);
+}
+
+__device__ __forceinline__ uint32_t to_e4m3(float v, float s)
+{
+    return (uint32_t)(uint8_t)__nv_cvt_float_to_fp8(v / s, __NV_SATFINITE, __NV_E4M3);
+}
+
+__device__ __forceinline__ float amax_step(float m, float v)
+{
+    float x = fabsf(v);
+    return x > m ? x : m;
+}
+
+__device__ __forceinline__ float warp_max(float v)
+{
+    for (int o = 16; o; o >>= 1) {
+        float x = __shfl_xor_sync(0xffffffffu, v, o);
+        v = x > v ? x : v;
+    }
+    return v;
+}
+
+/* Max over the block (every thread gets it). */
+__device__ float block_max(float v, float *red)
+{
+    v = warp_max(v);
+    int w = threadIdx.x >> 5;
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0)
+        red[w] = v;
+    __syncthreads();
+    float m = 0.0f;
+    for (int i = 0; i < (int)(blockDim.x >> 5); i++)
+        m = red[i] > m ? red[i] : m;
+    return m;
+}
+
+__device__ __forceinline__ float round_bf16(float v)
+{
+    return __bfloat162float(__float2bfloat16_rn(v));
+}
+
+__device__ double silu_d(double x)
+{
+    return x / (1.0 + exp(-x));
+}
+
+__device__ double gate_fn(int32_t act, double g)
+{
+    switch (act) {
+    case FMOE_ACT_SILU: return silu_d(g);
+    case FMOE_ACT_GELU: return 0.5 * g * erfc(-g * 0.70710678118654752440);
+    case FMOE_ACT_GELU_TANH: {
+        double inner = 0.79788456080286535588 * (g + 0.044715 * g * g * g);
+        return 0.5 * g * (1.0 + tanh(inner));
+    }
+    case FMOE_ACT_RELU2: {
+        double r = g > 0.0 ? g : 0.0;
+        return r * r;
+    }
+    default: return nan("");
+    }
+}
+
+__device__ double min_keep_nan(double x, double hi)
+{
+    return x > hi ? hi : x;
+}
+
+__device__ double clamp_keep_nan(double x, double lo, double hi)
+{
+    return x < lo ? lo : x > hi ? hi : x;
+}
+
+struct act_fn {
+    int32_t activation;
+    int gated;
+    float alpha, limit;
+};
+
+__device__ float activate(const act_fn &p, float gf, float uf)
+{
+    double g = gf, u = uf, limit = p.limit;
+    if (!p.gated)
+        return (float)gate_fn(p.activation, g);
+    switch (p.activation) {
+    case FMOE_ACT_SWIGLUOAI:
+        if (limit > 0.0) {
+            g = min_keep_nan(g, limit);
+            u = clamp_keep_nan(u, -limit, limit);
+        }
+        return (float)(g * (1.0 / (1.0 + exp(-((double)p.alpha * g)))) * (u + 1.0));
+    case FMOE_ACT_SWIGLUSTEP:
+        return (float)(min_keep_nan(silu_d(g), 7.0) * clamp_keep_nan(u, -7.0, 7.0));
+    default:
+        if (p.activation == FMOE_ACT_SILU && limit > 0.0) {
+            g = min_keep_nan(g, limit);
+            u = clamp_keep_nan(u, -limit, limit);
+        }
+        return (float)(gate_fn(p.activation, g) * u);
+    }
+}
+
+/* round_bf16(activate(p, g, u)), faster for SiLU: evaluated in f32 (at most
+ * ~8 ulps from the double value rounded to f32: expf 2 ulps, then four
+ * correctly rounded operations), which gives the same bf16 unless the f32
+ * value lies within 32 ulps of a bf16 rounding midpoint, or is tiny or not
+ * finite; those (about 1 in 1000) take the double path. Other activations
+ * always take it. */
+__device__ __forceinline__ float act_bf16(const act_fn &p, float g, float u)
+{
+    if (p.activation == FMOE_ACT_SILU) {
+        float gg = g, uu = u;
+        if (p.gated && p.limit > 0.0f) {
+            gg = gg > p.limit ? p.limit : gg;
+            uu = uu < -p.limit ? -p.limit : uu > p.limit ? p.limit : uu;
+        }
+        float f = gg / (1.0f + expf(-gg));
+        if (p.gated)
+            f *= uu;
+        const int low = (int)(__float_as_uint(f) & 0xFFFFu);
+        if (isfinite(f) && fabsf(f) >= 1e-30f && abs(low - 0x8000) > 32)
+            return round_bf16(f);
+    }
+    return round_bf16(activate(p, g, u));
+}
+
+/* ------------------------------------------------------------------------ */
+/* Vector helpers (8 or 4 bf16 values)                                       */
+/* ------------------------------------------------------------------------ */
+
+__device__ __forceinline__ void load8(const bf16 *p, bool vec, float v[8])
+{
+    if (vec) {
+        uint4 u = *(const uint4 *)p;
+        const bf16 *h = (const bf16 *)&u;
+#pragma unroll
+        for (int q = 0; q < 8; q++)
+            v[q] = __bfloat162float(h[q]);
+    } else {
+#pragma unroll
+        for (int q = 0; q < 8; q++)
+            v[q] = __bfloat162float(p[q]);
+    }
+}
+
+__device__ __forceinline__ void load4(const bf16 *p, bool vec, float v[4])
+{
+    if (vec) {
+        uint2 u = *(const uint2 *)p;
+        const bf16 *h = (const bf16 *)&u;
+#pragma unroll
+        for (int q = 0; q < 4; q++)
+            v[q] = __bfloat162float(h[q]);
+    } else {
+#pragma unroll
+        for (int q = 0; q < 4; q++)
+            v[q] = __bfloat162float(p[q]);
+    }
+}
+
+/* v already representable in bf16 (rounding is exact). */
+__device__ __forceinline__ void store8(bf16 *p, bool vec, const float v[8])
+{
+    if (vec) {
+        uint4 u;
+        bf16 *h = (bf16 *)&u;
+#pragma unroll
+        for (int q = 0; q < 8; q++)
+            h[q] = __float2bfloat16_rn(v[q]);
+        *(uint4 *)p = u;
+    } else {
+#pragma unroll
+        for (int q = 0; q < 8; q++)
+            p[q] = __float2bfloat16_rn(v[q]);
+    }
+}
+
+__device__ __forceinline__ void store_q8(uint8_t *p, const float v[8], float s)
+{
+    uint2 u;
+    u.x = to_e4m3(v[0], s) | to_e4m3(v[1], s) << 8 | to_e4m3(v[2], s) << 16 | to_e4m3(v[3], s) << 24;
+    u.y = to_e4m3(v[4], s) | to_e4m3(v[5], s) << 8 | to_e4m3(v[6], s) << 16 | to_e4m3(v[7], s) << 24;
+    *(uint2 *)p = u;
+}
+
+__device__ __forceinline__ void store_q4(uint8_t *p, const float v[4], float s)
+{
+    *(uint32_t *)p = to_e4m3(v[0], s) | to_e4m3(v[1], s) << 8 | to_e4m3(v[2], s) << 16 | to_e4m3(v[3], s) << 24;
+}
+
+/* Local expert of sorted row i (offsets[e] <= i < offsets[e + 1]). */
+__device__ __forceinline__ int expert_of(const int32_t *offsets, int E, int i)
+{
+    int lo = 0, hi = E;
+    while (hi - lo > 1) {
+        int mid = (lo + hi) >> 1;
+        if (offsets[mid] <= i)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Activation-quantization modes (the GEMM input of each scheme). */
+enum { QM_BF16, QM_TENSOR, QM_TOKEN, QM_GROUP };
+
+/* ------------------------------------------------------------------------ */
+/* Per-tensor dynamic scale of x: amax over all m rows (kernels.cu)          */
+/* ------------------------------------------------------------------------ */
+
+__global__ void amax_rows_kernel(const bf16 *x, int64_t ld, uint32_t cols, uint32_t *amax)
+{
+    __shared__ float red[32];
+    const bf16 *row = x + (int64_t)blockIdx.x * ld;
+    float m = 0.0f;
+    for (uint32_t c = threadIdx.x; c < cols; c += blockDim.x)
+        m = amax_step(m, __bfloat162float(row[c]));
+    m = block_max(m, red);
+    if (threadIdx.x == 0)
+        atomicMax(amax, __float_as_uint(m));
+}
+
+/* ------------------------------------------------------------------------ */
+/* Gather + quantize: x rows -> A1 in sorted order                           */
+/* ------------------------------------------------------------------------ */
+
+/* pos[sorted[i]] = i for the R sorted rows. */
+__global__ void pos_kernel(const int32_t *sorted, const int32_t *total, int32_t *pos)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < *total)
+        pos[sorted[i]] = i;
+}
+
+struct gather_args {
+    const bf16 *x;
+    int64_t x_ld;
+    uint32_t H, k;
+    int vec;                       /* x rows 16-byte aligned */
+    const int32_t *offsets, *pair_local, *pos;
+    int mode, ue8m0;
+    const float *static_scale;     /* QM_TENSOR static */
+    const uint32_t *amax;          /* QM_TENSOR dynamic */
+    float *tensor_scale;           /* QM_TENSOR dynamic: the scale, written once */
+    void *dst;                     /* [R, H] */
+    float *scale;                  /* QM_TOKEN [R]; QM_GROUP grouped M-major */
+};
+
+/* One block per token: its row is read and quantized once and written to
+ * the sorted row of each of its local pairs. */
+__global__ void __launch_bounds__(256) gather_kernel(const gather_args a)
+{
+    __shared__ float red[32];
+    __shared__ int s_row[32], s_off[32], s_rows[32];
+    __shared__ int s_n;
+    const int64_t t = blockIdx.x;
+    if (threadIdx.x == 0) {
+        int n = 0;
+        for (uint32_t j = 0; j < a.k; j++) {
+            int e = a.pair_local[t * a.k + j];
+            if (e < 0)
+                continue;
+            s_row[n] = a.pos[t * a.k + j];
+            s_off[n] = a.offsets[e];
+            s_rows[n] = a.offsets[e + 1] - a.offsets[e];
+            n++;
+        }
+        s_n = n;
+    }
+    __syncthreads();
+    const int n = s_n;
+    if (a.mode == QM_TENSOR && !a.static_scale && t == 0 && threadIdx.x == 0)
+        *a.tensor_scale = scale_f32(__uint_as_float(*a.amax));
+    if (n == 0)
+        return;
+    const uint32_t H = a.H;
+    const bf16 *row = a.x + t * a.x_ld;
+    const bool vec = a.vec != 0;
+    if (a.mode == QM_BF16) {
+        for (uint32_t c = threadIdx.x * 8; c < H; c += blockDim.x * 8) {
+            float v[8];
+            load8(row + c, vec, v);
+            for (int r = 0; r < n; r++)
+                store8((bf16 *)a.dst + (int64_t)s_row[r] * H + c, true, v);
+        }
+        return;
+    }
+    uint8_t *q = (uint8_t *)a.dst;
+    if (a.mode == QM_GROUP) {
+        const uint32_t groups = H / GROUP;
+        const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+        for (uint32_t g = warp; g < groups; g += warps) {
+            const uint32_t c = g * GROUP + lane * 4;
+            float v[4];
+            load4(row + c, vec, v);
+            float m = 0.0f;
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                m = amax_step(m, v[j]);
+            m = warp_max(m);
+            const float s = a.ue8m0 ? scale_ue8m0(m) : scale_f32(m);
+            for (int r = 0; r < n; r++) {
+                if (lane == 0)
+                    a.scale[(int64_t)s_off[r] * groups + (int64_t)g * s_rows[r] + (s_row[r] - s_off[r])] = s;
+                store_q4(q + (int64_t)s_row[r] * H + c, v, s);
+            }
+        }
+        return;
+    }
+    float s;
+    if (a.mode == QM_TOKEN) {
+        float m = 0.0f;
+        for (uint32_t c = threadIdx.x * 8; c < H; c += blockDim.x * 8) {
+            float v[8];
+            load8(row + c, vec, v);
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                m = amax_step(m, v[j]);
+        }
+        s = scale_f32(block_max(m, red));
+        if (threadIdx.x < (unsigned)n)
+            a.scale[s_row[threadIdx.x]] = s;
+    } else if (a.static_scale) {
+        s = *a.static_scale;
+    } else {
+        s = scale_f32(__uint_as_float(*a.amax));
+    }
+    for (uint32_t c = threadIdx.x * 8; c < H; c += blockDim.x * 8) {
+        float v[8];
+        load8(row + c, vec, v);
+        for (int r = 0; r < n; r++)
+            store_q8(q + (int64_t)s_row[r] * H + c, v, s);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Activation (+ quantization of the GEMM2 input)                            */
+/* ------------------------------------------------------------------------ */
+
+struct act_args {
+    const bf16 *h;                 /* [R, rows13] */
+    uint32_t I, rows13, E;
+    act_fn fn;
+    const int32_t *offsets;
+    int mode, ue8m0;
+    int dynamic;                   /* QM_TENSOR: stage to `stage` and take the amax */
+    const float *static_scale;     /* QM_TENSOR static */
+    void *dst;                     /* [R, I] bf16 (QM_BF16) or fp8 */
+    float *scale;                  /* QM_TOKEN [R]; QM_GROUP grouped M-major */
+    bf16 *stage;                   /* QM_TENSOR dynamic: [R, I] bf16 activations */
+    uint32_t *amax;                /* QM_TENSOR dynamic: their amax */
+    float *tensor_scale;           /* QM_TENSOR dynamic: the scale quant_staged_kernel writes */
+};
+
+/* a = round(act(h_gate, h_up)) for 8 or 4 consecutive columns from c. */
+template <int N> __device__ __forceinline__ void act_values(const act_args &a, const bf16 *hrow, uint32_t c, float v[N])
+{
+    float g[N], u[N];
+    if constexpr (N == 8) {
+        load8(hrow + c, true, g);
+        if (a.fn.gated)
+            load8(hrow + a.I + c, true, u);
+    } else {
+        load4(hrow + c, true, g);
+        if (a.fn.gated)
+            load4(hrow + a.I + c, true, u);
+    }
+#pragma unroll
+    for (int q = 0; q < N; q++)
+        v[q] = act_bf16(a.fn, g[q], a.fn.gated ? u[q] : 0.0f);
+}
+
+__global__ void __launch_bounds__(256) act_kernel(const act_args a)
+{
+    extern __shared__ __align__(16) uint8_t act_smem[];
+    __shared__ float red[32];
+    const int i = blockIdx.x;
+    if (i >= a.offsets[a.E])
+        return;
+    const uint32_t I = a.I;
+    const bf16 *hrow = a.h + (int64_t)i * a.rows13;
+    if (a.mode == QM_BF16 || (a.mode == QM_TENSOR && a.dynamic)) {
+        bf16 *d = a.mode == QM_BF16 ? (bf16 *)a.dst + (int64_t)i * I : a.stage + (int64_t)i * I;
+        float m = 0.0f;
+        for (uint32_t c = threadIdx.x * 8; c < I; c += blockDim.x * 8) {
+            float v[8];
+            act_values<8>(a, hrow, c, v);
+            store8(d + c, true, v);
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                m = amax_step(m, v[j]);
+        }
+        if (a.mode == QM_TENSOR) {
+            m = block_max(m, red);
+            if (threadIdx.x == 0)
+                atomicMax(a.amax, __float_as_uint(m));
+        }
+        return;
+    }
+    uint8_t *q = (uint8_t *)a.dst + (int64_t)i * I;
+    if (a.mode == QM_TENSOR) {
+        const float s = *a.static_scale;
+        for (uint32_t c = threadIdx.x * 8; c < I; c += blockDim.x * 8) {
+            float v[8];
+            act_values<8>(a, hrow, c, v);
+            store_q8(q + c, v, s);
+        }
+        return;
+    }
+    if (a.mode == QM_GROUP) {
+        const int e = expert_of(a.offsets, (int)a.E, i);
+        const int off = a.offsets[e], rows = a.offsets[e + 1] - off;
+        const uint32_t groups = I / GROUP;
+        const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+        for (uint32_t g = warp; g < groups; g += warps) {
+            const uint32_t c = g * GROUP + lane * 4;
+            float v[4];
+            act_values<4>(a, hrow, c, v);
+            float m = 0.0f;
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                m = amax_step(m, v[j]);
+            m = warp_max(m);
+            float s = a.ue8m0 ? scale_ue8m0(m) : scale_f32(m);
+            if (lane == 0)
+                a.scale[(int64_t)off * groups + (int64_t)g * rows + (i - off)] = s;
+            store_q4(q + c, v, s);
+        }
+        return;
+    }
+    /* QM_TOKEN: the row's activations wait in shared memory for its amax. */
+    bf16 *sv = (bf16 *)act_smem;
+    float m = 0.0f;
+    for (uint32_t c = threadIdx.x * 8; c < I; c += blockDim.x * 8) {
+        float v[8];
+        act_values<8>(a, hrow, c, v);
+        store8(sv + c, true, v);
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            m = amax_step(m, v[j]);
+    }
+    const float s = scale_f32(block_max(m, red)); /* block_max's barriers also publish sv */
+    if (threadIdx.x == 0)
+        a.scale[i] = s;
+    for (uint32_t c = threadIdx.x * 8; c < I; c += blockDim.x * 8) {
+        float v[8];
+        load8(sv + c, true, v);
+        store_q8(q + c, v, s);
+    }
+}
+
+/* Per-tensor dynamic GEMM2 input: quantize the staged activations. */
+__global__ void __launch_bounds__(256) quant_staged_kernel(const bf16 *stage, uint32_t I, const int32_t *total,
+                                                           const uint32_t *amax, float *tensor_scale, uint8_t *dst)
+{
+    const int i = blockIdx.x;
+    if (i >= *total)
+        return;
+    const float s = scale_f32(__uint_as_float(*amax));
+    if (i == 0 && threadIdx.x == 0)
+        *tensor_scale = s;
+    for (uint32_t c = threadIdx.x * 8; c < I; c += blockDim.x * 8) {
+        float v[8];
+        load8(stage + (int64_t)i * I + c, true, v);
+        store_q8(dst + (int64_t)i * I + c, v, s);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Combine                                                                   */
+/* ------------------------------------------------------------------------ */
+
+struct combine_args {
+    const bf16 *y;                 /* [R, H] sorted */
+    const float *w;
+    const int32_t *pair_local, *pos;
+    uint32_t k, H;
+    int vec;                       /* out rows 16-byte aligned */
+    bf16 *out;
+    int64_t ldo;
+};
+
+__global__ void __launch_bounds__(256) combine_kernel(const combine_args a)
+{
+    const int64_t t = blockIdx.x;
+    const bool vec = a.vec != 0;
+    for (uint32_t c = threadIdx.x * 8; c < a.H; c += blockDim.x * 8) {
+        float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        for (uint32_t j = 0; j < a.k; j++) {
+            int64_t p = t * a.k + j;
+            if (a.pair_local[p] < 0)
+                continue;
+            float y[8];
+            load8(a.y + (int64_t)a.pos[p] * a.H + c, true, y);
+            const float w = a.w[p];
+#pragma unroll
+            for (int q = 0; q < 8; q++)
+                acc[q] = __fadd_rn(acc[q], __fmul_rn(y[q], w));
+        }
+#pragma unroll
+        for (int q = 0; q < 8; q++)
+            acc[q] = round_bf16(acc[q]);
+        store8(a.out + t * a.ldo + c, vec, acc);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* CUTLASS grouped GEMMs                                                     */
+/* ------------------------------------------------------------------------ */
+
+using namespace cute;
+
+using ProblemShape = cutlass::gemm::GroupProblemShape<Shape<int, int, int>>;
+using ProblemMNK = ProblemShape::UnderlyingProblemShape;
+using ElemBF16 = cutlass::bfloat16_t;
+using ElemFP8 = cutlass::float_e4m3_t;
+using LayoutA = cutlass::layout::RowMajor;    /* [M, K], K contiguous */
+using LayoutB = cutlass::layout::ColumnMajor; /* W [N, K], K contiguous */
+using LayoutD = cutlass::layout::RowMajor;    /* [M, N] */
+/* Cluster along M: the CTAs of a cluster share the weight (B) tile through
+ * TMA multicast, which halves weight traffic from L2 (the larger operand:
+ * experts see few rows each). FMCU_PF_CLUSTER_M/N override it (tuning). */
+#ifndef FMCU_PF_CLUSTER_M
+#define FMCU_PF_CLUSTER_M 2
+#endif
+#ifndef FMCU_PF_CLUSTER_N
+#define FMCU_PF_CLUSTER_N 1
+#endif
+using Cluster = Shape<Int<FMCU_PF_CLUSTER_M>, Int<FMCU_PF_CLUSTER_N>, _1>;
+constexpr auto RN = cutlass::FloatRoundStyle::round_to_nearest;
+
+using BlockScale = cutlass::detail::Sm90BlockwiseScaleConfig<1, GROUP, GROUP, cute::GMMA::Major::MN,
+                                                             cute::GMMA::Major::K>;
+using LayoutSFA = decltype(BlockScale::deduce_layoutSFA());
+using LayoutSFB = decltype(BlockScale::deduce_layoutSFB());
+
+/* The GEMM: A/B element, tile, main-loop schedule, fusion; void C, bf16 D. */
+template <class Elem, class LayoutPairA, class LayoutPairB, class Tile, class ClusterShape, class Schedule,
+          class EpiSchedule, class Fusion>
+struct grouped {
+    using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+        cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Tile, ClusterShape,
+        cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, LayoutD *, 8, ElemBF16, LayoutD *, 8,
+        EpiSchedule, Fusion>::CollectiveOp;
+    using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+        cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Elem, LayoutPairA, 16 / sizeof(Elem), Elem, LayoutPairB,
+        16 / sizeof(Elem), float, Tile, ClusterShape,
+        cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
+            sizeof(typename Epilogue::SharedStorage))>,
+        Schedule>::CollectiveOp;
+    using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, Mainloop, Epilogue>;
+    using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+};
+
+using TileBF16 = Shape<_64, _256, _64>;
+using TileFP8 = Shape<_64, _256, _128>;
+using TileBlock = Shape<_64, _128, _128>;
+
+using PlainOut = cutlass::epilogue::fusion::LinearCombination<ElemBF16, float>;
+
+/* D = round(acc * (s_row * s_col)): per-group pointers, vector or scalar by the stride flags. */
+using RowScale = cutlass::epilogue::fusion::Sm90ColBroadcast<0, TileFP8, float *, float, Stride<bool, _0, int64_t>, 1>;
+using ColScale = cutlass::epilogue::fusion::Sm90RowBroadcast<0, TileFP8, float *, float, Stride<_0, bool, int64_t>, 1>;
+using ScaleProduct = cutlass::epilogue::fusion::Sm90EVT<
+    cutlass::epilogue::fusion::Sm90Compute<cutlass::multiplies, float, float, RN>, RowScale, ColScale>;
+using ScaledOut = cutlass::epilogue::fusion::Sm90EVT<
+    cutlass::epilogue::fusion::Sm90Compute<cutlass::multiplies, ElemBF16, float, RN>,
+    cutlass::epilogue::fusion::Sm90AccFetch, ScaleProduct>;
+
+using PingpongEpi = cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong;
+using GemmBF16 = grouped<ElemBF16, LayoutA *, LayoutB *, TileBF16, Cluster,
+                         cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpong, PingpongEpi, PlainOut>::Gemm;
+/* FP8 accumulation: wgmma keeps fewer bits than f32 in its accumulator
+ * (DeepSeek-V3 3.3.2); CUTLASS can add it into f32 registers every 128 K,
+ * but with this tile that needs 256 accumulator registers and the kernel
+ * runs 4x slower (measured), so fast accumulation it is
+ * (FMCU_PF_FP8_FAST_ACCUM=0 for the other, when tuning). */
+#ifndef FMCU_PF_FP8_FAST_ACCUM
+#define FMCU_PF_FP8_FAST_ACCUM 1
+#endif
+using ScheduleFP8 = std::conditional_t<FMCU_PF_FP8_FAST_ACCUM != 0,
+                                       cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpongFP8FastAccum,
+                                       cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpong>;
+using GemmFP8 = grouped<ElemFP8, LayoutA *, LayoutB *, TileFP8, Cluster, ScheduleFP8, PingpongEpi, ScaledOut>::Gemm;
+/* Block scales: 128x128 cooperative with cluster 1x2 (vLLM's choice; each
+ * warp group holds a 64x128 f32 accumulator and its per-block partial):
+ * 1.2-1.35x the 64x128 ping-pong at M=8192 on an H200 (bench/cuda/RESULTS.md),
+ * which FMCU_PF_BLOCK_COOP=0 selects. */
+#ifndef FMCU_PF_BLOCK_COOP
+#define FMCU_PF_BLOCK_COOP 1
+#endif
+#if FMCU_PF_BLOCK_COOP
+using GemmBlock = grouped<ElemFP8, cute::tuple<LayoutA *, LayoutSFA *>, cute::tuple<LayoutB *, LayoutSFB *>,
+                          Shape<_128, _128, _128>, Shape<_1, _2, _1>,
+                          cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperativeFP8Blockwise,
+                          cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative, PlainOut>::Gemm;
+#else
+using GemmBlock = grouped<ElemFP8, cute::tuple<LayoutA *, LayoutSFA *>, cute::tuple<LayoutB *, LayoutSFB *>,
+                          TileBlock, Cluster, cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpongFP8Blockwise,
+                          PingpongEpi, PlainOut>::Gemm;
+#endif
+
+/* Every kernel's A, B and D strides are (ld, 1, 0): one type for the setup kernel. */
+using StrideRow = typename GemmBF16::GemmKernel::InternalStrideA;
+static_assert(std::is_same_v<StrideRow, typename GemmBF16::GemmKernel::InternalStrideB> &&
+                  std::is_same_v<StrideRow, typename GemmBF16::GemmKernel::InternalStrideD> &&
+                  std::is_same_v<StrideRow, typename GemmFP8::GemmKernel::InternalStrideA> &&
+                  std::is_same_v<StrideRow, typename GemmFP8::GemmKernel::InternalStrideB> &&
+                  std::is_same_v<StrideRow, typename GemmFP8::GemmKernel::InternalStrideD> &&
+                  std::is_same_v<StrideRow, typename GemmBlock::GemmKernel::InternalStrideA> &&
+                  std::is_same_v<StrideRow, typename GemmBlock::GemmKernel::InternalStrideB> &&
+                  std::is_same_v<StrideRow, typename GemmBlock::GemmKernel::InternalStrideD>,
+              "row-major strides expected");
+
+/* Per-expert arrays of one GEMM, in the pf_args buffer. */
+struct gemm_arrays {
+    ProblemMNK *shape;
+    const void **a, **b;
+    void **d;
+    StrideRow *sa, *sb, *sd;
+    const float **s0, **s1;        /* row/column scale pointers (fp8), SFA/SFB (block) */
+    LayoutSFA *lsfa;
+    LayoutSFB *lsfb;
+};
+
+/* Carve the arrays of both GEMMs out of pf_args; the end offset (bytes). */
+size_t carve(uint8_t *base, uint32_t E, gemm_arrays g[2])
+{
+    size_t at = 0;
+    auto take = [&](size_t elem) {
+        uint8_t *p = base + at;
+        at += (elem * E + 15) & ~(size_t)15;
+        return (void *)p;
+    };
+    for (int j = 0; j < 2; j++) {
+        g[j].shape = (ProblemMNK *)take(sizeof(ProblemMNK));
+        g[j].a = (const void **)take(sizeof(void *));
+        g[j].b = (const void **)take(sizeof(void *));
+        g[j].d = (void **)take(sizeof(void *));
+        g[j].sa = (StrideRow *)take(sizeof(StrideRow));
+        g[j].sb = (StrideRow *)take(sizeof(StrideRow));
+        g[j].sd = (StrideRow *)take(sizeof(StrideRow));
+        g[j].s0 = (const float **)take(sizeof(float *));
+        g[j].s1 = (const float **)take(sizeof(float *));
+        g[j].lsfa = (LayoutSFA *)take(sizeof(LayoutSFA));
+        g[j].lsfb = (LayoutSFB *)take(sizeof(LayoutSFB));
+    }
+    return at;
+}
+
+/* What one GEMM of the setup kernel needs besides the arrays. */
+struct gemm_setup {
+    int N, K;
+    const uint8_t *a;              /* sorted input rows [R, K] */
+    const uint8_t *w;              /* [E, N, K] */
+    bf16 *d;                       /* [R, N] */
+    int esize;
+    /* fp8: row scale base (per row when row_vec, else one value) and column scale base. */
+    const float *row_scale;
+    int row_vec;
+    const float *col_scale;        /* [E, N] or [E] */
+    int col_vec;
+    /* block: activation scales (grouped M-major) and weight scales [E, N/128, K/128]. */
+    const float *sfa, *sfb;
+};
+
+struct setup_args {
+    uint32_t E;
+    const int32_t *offsets, *sorted;
+    gemm_arrays g[2];
+    gemm_setup s[2];
+};
+
+__global__ void setup_kernel(const setup_args a)
+{
+    for (uint32_t e = threadIdx.x; e < a.E; e += blockDim.x) {
+        const int off = a.offsets[e], M = a.offsets[e + 1] - off;
+        for (int j = 0; j < 2; j++) {
+            const gemm_arrays &g = a.g[j];
+            const gemm_setup &s = a.s[j];
+            const int N = s.N, K = s.K;
+            g.shape[e] = ProblemMNK(M, N, K);
+            g.a[e] = s.a + (int64_t)off * K * s.esize;
+            g.b[e] = s.w + (int64_t)e * N * K * s.esize;
+            g.d[e] = s.d + (int64_t)off * N;
+            StrideRow sa{}, sb{}, sd{};
+            get<0>(sa) = K;
+            get<0>(sb) = K;
+            get<0>(sd) = N;
+            g.sa[e] = sa;
+            g.sb[e] = sb;
+            g.sd[e] = sd;
+            if (s.sfa) {
+                g.s0[e] = s.sfa + (int64_t)off * (K / GROUP);
+                g.s1[e] = s.sfb + (int64_t)e * (N / GROUP) * (K / GROUP);
+                g.lsfa[e] = BlockScale::tile_atom_to_shape_SFA(make_shape(M, N, K, 1));
+                g.lsfb[e] = BlockScale::tile_atom_to_shape_SFB(make_shape(M, N, K, 1));
+            } else if (s.row_scale) {
+                g.s0[e] = s.row_vec ? s.row_scale + off : s.row_scale;
+                g.s1[e] = s.col_vec ? s.col_scale + (int64_t)e * N : s.col_scale + e;
+            }
+        }
+    }
+}
+
+cudaError_t status_error(cutlass::Status s)
+{
+    if (s == cutlass::Status::kSuccess)
+        return cudaSuccess;
+    cudaError_t e = cudaGetLastError();
+    return e != cudaSuccess ? e : cudaErrorLaunchFailure;
+}
+
+template <class Gemm> size_t workspace_of(const typename Gemm::Arguments &args)
+{
+    return Gemm::get_workspace_size(args);
+}
+
+/* Host-side set-up of one GEMM (TMA descriptor templates, shared-memory
+ * attribute); nothing is enqueued. */
+template <class Gemm> cudaError_t init_gemm(Gemm &gemm, const typename Gemm::Arguments &args, void *workspace,
+                                            cudaStream_t st)
+{
+    if (Gemm::get_workspace_size(args) > FMCU_PF_CUTLASS_WS)
+        return cudaErrorInvalidValue;
+    return status_error(gemm.initialize(args, workspace, st));
+}
+
+template <class Gemm> cudaError_t launch_gemm(Gemm &gemm, cudaStream_t st)
+{
+    cudaError_t e = status_error(gemm.run(st));
+    return e != cudaSuccess ? e : cudaGetLastError();
+}
+
+cutlass::KernelHardwareInfo hw_of(int device, int sms)
+{
+    cutlass::KernelHardwareInfo hw;
+    hw.device_id = device;
+    hw.sm_count = sms;
+    return hw;
+}
+
+typename GemmBF16::Arguments args_bf16(const gemm_arrays &g, uint32_t E, const cutlass::KernelHardwareInfo &hw)
+{
+    typename GemmBF16::Arguments a;
+    a.mode = cutlass::gemm::GemmUniversalMode::kGrouped;
+    a.problem_shape = {(int)E, g.shape, nullptr};
+    a.mainloop = {(const ElemBF16 **)g.a, g.sa, (const ElemBF16 **)g.b, g.sb};
+    a.epilogue.thread.alpha = 1.0f;
+    a.epilogue.thread.beta = 0.0f;
+    a.epilogue.ptr_C = nullptr;
+    a.epilogue.dC = nullptr;
+    a.epilogue.ptr_D = (ElemBF16 **)g.d;
+    a.epilogue.dD = g.sd;
+    a.hw_info = hw;
+    return a;
+}
+
+typename GemmFP8::Arguments args_fp8(const gemm_arrays &g, uint32_t E, bool vec, const cutlass::KernelHardwareInfo &hw)
+{
+    typename GemmFP8::Arguments a;
+    a.mode = cutlass::gemm::GemmUniversalMode::kGrouped;
+    a.problem_shape = {(int)E, g.shape, nullptr};
+    a.mainloop = {(const ElemFP8 **)g.a, g.sa, (const ElemFP8 **)g.b, g.sb};
+    a.epilogue.thread = {
+        {},                                                          /* accumulator */
+        {{(const float *const *)g.s0, 0.0f, {vec, _0{}, 0}},         /* row (token) scale */
+         {(const float *const *)g.s1, 0.0f, {_0{}, vec, 0}},         /* column (channel) scale */
+         {}},
+        {}};
+    a.epilogue.ptr_C = nullptr;
+    a.epilogue.dC = nullptr;
+    a.epilogue.ptr_D = (ElemBF16 **)g.d;
+    a.epilogue.dD = g.sd;
+    a.hw_info = hw;
+    return a;
+}
+
+typename GemmBlock::Arguments args_block(const gemm_arrays &g, uint32_t E, const cutlass::KernelHardwareInfo &hw)
+{
+    typename GemmBlock::Arguments a;
+    a.mode = cutlass::gemm::GemmUniversalMode::kGrouped;
+    a.problem_shape = {(int)E, g.shape, nullptr};
+    a.mainloop = {(const ElemFP8 **)g.a, g.sa,     (const ElemFP8 **)g.b, g.sb,
+                  (const float **)g.s0,  g.lsfa, (const float **)g.s1,  g.lsfb};
+    a.epilogue.thread.alpha = 1.0f;
+    a.epilogue.thread.beta = 0.0f;
+    a.epilogue.ptr_C = nullptr;
+    a.epilogue.dC = nullptr;
+    a.epilogue.ptr_D = (ElemBF16 **)g.d;
+    a.epilogue.dD = g.sd;
+    a.hw_info = hw;
+    return a;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Host side                                                                 */
+/* ------------------------------------------------------------------------ */
+
+constexpr int MAX_DEVICES = 64;
+std::atomic<int> g_major[MAX_DEVICES], g_sms[MAX_DEVICES]; /* 0: not read yet */
+
+bool device_info(int device, int *major, int *sms)
+{
+    if (device < 0 || device >= MAX_DEVICES)
+        return false;
+    int mj = g_major[device].load(std::memory_order_relaxed), n = g_sms[device].load(std::memory_order_relaxed);
+    if (mj == 0 || n == 0) {
+        if (cudaDeviceGetAttribute(&mj, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+            cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+            cudaGetLastError();
+            return false;
+        }
+        g_major[device].store(mj, std::memory_order_relaxed);
+        g_sms[device].store(n, std::memory_order_relaxed);
+    }
+    *major = mj;
+    *sms = n;
+    return true;
+}
+
+template <typename T> T *ws_at(const fmcu_layer *L, size_t off)
+{
+    return (T *)((char *)L->workspace + off);
+}
+
+int quant_mode(int32_t quant)
+{
+    switch (quant) {
+    case FMCU_Q_TENSOR: return QM_TENSOR;
+    case FMCU_Q_CHANNEL: return QM_TOKEN;
+    case FMCU_Q_BLOCK: return QM_GROUP;
+    default: return QM_BF16;
+    }
+}
+
+/* Scalars in pf_scalars: amax of the GEMM1 / GEMM2 inputs, their dynamic per-tensor scales. */
+enum { SC_AMAX1, SC_AMAX2, SC_SCALE1, SC_SCALE2, SC_COUNT };
+static_assert(SC_COUNT * sizeof(float) <= FMCU_PF_SCALARS, "pf_scalars too small");
+
+#define PF_CK(call)                                                                                                 \
+    do {                                                                                                            \
+        cudaError_t e_ = (call);                                                                                    \
+        if (e_ != cudaSuccess)                                                                                      \
+            return e_;                                                                                              \
+    } while (0)
+#define PF_EVENT(n)                                                                                                 \
+    do {                                                                                                            \
+        if (ev)                                                                                                     \
+            PF_CK(cudaEventRecord(ev[n], st));                                                                      \
+    } while (0)
+
+/* Enqueue the whole pipeline; both GEMMs are initialized already. */
+template <class Gemm>
+cudaError_t launch(Gemm g[2], int64_t m, const void *x, int64_t x_ld, const setup_args &sa, const gather_args &ga,
+                   const act_args &aa, unsigned act_threads, size_t act_smem, const combine_args &cb, bool dyn_tensor,
+                   cudaStream_t st, cudaEvent_t *ev)
+{
+    const unsigned grid = (unsigned)(m * (int64_t)ga.k);
+    uint32_t *amax = (uint32_t *)ga.amax; /* the first of the SC_COUNT scalars */
+    PF_EVENT(0);
+    setup_kernel<<<1, 256, 0, st>>>(sa);
+    PF_CK(cudaGetLastError());
+    if (dyn_tensor) {
+        PF_CK(cudaMemsetAsync(amax, 0, SC_COUNT * sizeof(uint32_t), st));
+        amax_rows_kernel<<<(unsigned)m, 256, 0, st>>>((const bf16 *)x, x_ld, ga.H, amax);
+        PF_CK(cudaGetLastError());
+    }
+    pos_kernel<<<(grid + 255) / 256, 256, 0, st>>>(sa.sorted, ga.offsets + sa.E, (int32_t *)ga.pos);
+    PF_CK(cudaGetLastError());
+    gather_kernel<<<(unsigned)m, 256, 0, st>>>(ga);
+    PF_CK(cudaGetLastError());
+    PF_EVENT(1);
+    PF_CK(launch_gemm(g[0], st));
+    PF_EVENT(2);
+    act_kernel<<<grid, act_threads, act_smem, st>>>(aa);
+    PF_CK(cudaGetLastError());
+    if (dyn_tensor) {
+        quant_staged_kernel<<<grid, act_threads, 0, st>>>(aa.stage, aa.I, ga.offsets + sa.E, aa.amax, aa.tensor_scale,
+                                                  (uint8_t *)aa.dst);
+        PF_CK(cudaGetLastError());
+    }
+    PF_EVENT(3);
+    PF_CK(launch_gemm(g[1], st));
+    PF_EVENT(4);
+    combine_kernel<<<(unsigned)m, 256, 0, st>>>(cb);
+    PF_CK(cudaGetLastError());
+    PF_EVENT(5);
+    return cudaSuccess;
+}
+
+#undef PF_CK
+#undef PF_EVENT
+
+cudaError_t forward(const fmcu_layer *L, int64_t m, const void *x, int64_t x_ld, const float *topk_w,
+                    const int32_t *pair_local, const int32_t *offsets, const int32_t *sorted, void *out,
+                    int64_t out_ld, cudaStream_t st, cudaEvent_t *ev)
+{
+    const uint32_t E = L->local_experts, H = L->hidden, I = L->inter, k = L->top_k;
+    if (m <= 0)
+        return cudaSuccess;
+    int major = 0, sms = 0;
+    if (!device_info(L->device, &major, &sms))
+        return cudaErrorInvalidDevice;
+    const int mode = quant_mode(L->quant);
+    const bool fp8 = L->quant != FMCU_Q_NONE, block = L->quant == FMCU_Q_BLOCK;
+    const bool dyn_tensor = L->quant == FMCU_Q_TENSOR && L->a_dynamic;
+    const int esize = fp8 ? 1 : 2;
+    uint32_t *scal = ws_at<uint32_t>(L, L->ws.pf_scalars);
+    float *scal_f = (float *)scal;
+    void *a1 = ws_at<void>(L, L->ws.pf_a1);
+    float *a1_scale = ws_at<float>(L, L->ws.pf_a1_scale);
+    bf16 *h = ws_at<bf16>(L, L->ws.pf_h);
+    int32_t *pos = ws_at<int32_t>(L, L->ws.pf_pos);
+    void *a2 = fp8 ? ws_at<void>(L, L->ws.a2) : ws_at<void>(L, L->ws.act);
+    float *a2_scale = ws_at<float>(L, L->ws.a2_scale);
+    bf16 *stage = ws_at<bf16>(L, L->ws.act);
+    bf16 *y = ws_at<bf16>(L, L->ws.y);
+
+    /* Host-side GEMM arguments first, so that nothing waits between launches. */
+    setup_args sa = {};
+    sa.E = E;
+    sa.offsets = offsets;
+    sa.sorted = sorted;
+    size_t used = carve(ws_at<uint8_t>(L, L->ws.pf_args), E, sa.g);
+    if (used > (size_t)E * FMCU_PF_ARGS_PER_EXPERT + FMCU_PF_ARGS_FIXED)
+        return cudaErrorInvalidValue;
+    const float *in_scale[2] = {nullptr, nullptr};
+    if (L->quant == FMCU_Q_TENSOR)
+        for (int j = 0; j < 2; j++)
+            in_scale[j] = L->a_dynamic ? scal_f + SC_SCALE1 + j : L->in_scales + j;
+    for (int j = 0; j < 2; j++) {
+        gemm_setup &s = sa.s[j];
+        s.N = j ? (int)H : (int)L->rows13;
+        s.K = j ? (int)I : (int)H;
+        s.a = (const uint8_t *)(j ? a2 : a1);
+        s.w = (const uint8_t *)(j ? L->w2 : L->w13);
+        s.d = j ? y : h;
+        s.esize = esize;
+        const float *wscale = j ? L->w2_scale : L->w13_scale;
+        if (L->quant == FMCU_Q_TENSOR) {
+            s.row_scale = in_scale[j];
+            s.col_scale = wscale;
+        } else if (L->quant == FMCU_Q_CHANNEL) {
+            s.row_scale = j ? a2_scale : a1_scale;
+            s.row_vec = 1;
+            s.col_scale = wscale;
+            s.col_vec = 1;
+        } else if (block) {
+            s.sfa = j ? a2_scale : a1_scale;
+            s.sfb = wscale;
+        }
+    }
+    const cutlass::KernelHardwareInfo hw = hw_of(L->device, sms);
+    void *cws = ws_at<void>(L, L->ws.pf_cutlass);
+    const bool vec_scale = L->quant == FMCU_Q_CHANNEL;
+
+    gather_args ga = {};
+    ga.x = (const bf16 *)x;
+    ga.x_ld = x_ld;
+    ga.H = H;
+    ga.k = k;
+    ga.vec = ((uintptr_t)x % 16 == 0) && (x_ld % 8 == 0);
+    ga.offsets = offsets;
+    ga.pair_local = pair_local;
+    ga.pos = pos;
+    ga.mode = mode;
+    ga.ue8m0 = L->ue8m0;
+    ga.static_scale = L->quant == FMCU_Q_TENSOR && !L->a_dynamic ? L->in_scales : nullptr;
+    ga.amax = scal + SC_AMAX1;
+    ga.tensor_scale = scal_f + SC_SCALE1;
+    ga.dst = a1;
+    ga.scale = a1_scale;
+
+    act_args aa = {};
+    aa.h = h;
+    aa.I = I;
+    aa.rows13 = L->rows13;
+    aa.E = E;
+    aa.fn = {L->activation, L->gated, L->swiglu_alpha, L->swiglu_limit};
+    aa.offsets = offsets;
+    aa.mode = mode;
+    aa.ue8m0 = L->ue8m0;
+    aa.dynamic = dyn_tensor;
+    aa.static_scale = L->quant == FMCU_Q_TENSOR && !L->a_dynamic ? L->in_scales + 1 : nullptr;
+    aa.dst = a2;
+    aa.scale = a2_scale;
+    aa.stage = stage;
+    aa.amax = scal + SC_AMAX2;
+    aa.tensor_scale = scal_f + SC_SCALE2;
+    const size_t act_smem = mode == QM_TOKEN ? (size_t)I * sizeof(bf16) : 0;
+    /* A row per block: as many threads as the row has 8-column chunks (or 128-column groups). */
+    unsigned act_threads = mode == QM_GROUP ? 32 * std::min(8u, I / GROUP) : std::min(256u, (I / 8 + 31) / 32 * 32);
+    act_threads = std::max(act_threads, 64u);
+
+    combine_args cb = {};
+    cb.y = y;
+    cb.w = topk_w;
+    cb.pair_local = pair_local;
+    cb.pos = pos;
+    cb.k = k;
+    cb.H = H;
+    cb.vec = ((uintptr_t)out % 16 == 0) && (out_ld % 8 == 0);
+    cb.out = (bf16 *)out;
+    cb.ldo = out_ld;
+
+    if (L->quant == FMCU_Q_NONE) {
+        GemmBF16 g[2];
+        for (int j = 0; j < 2; j++) {
+            cudaError_t e = init_gemm(g[j], args_bf16(sa.g[j], E, hw), cws, st);
+            if (e != cudaSuccess)
+                return e;
+        }
+        return launch(g, m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, dyn_tensor, st, ev);
+    }
+    if (block) {
+        GemmBlock g[2];
+        for (int j = 0; j < 2; j++) {
+            cudaError_t e = init_gemm(g[j], args_block(sa.g[j], E, hw), cws, st);
+            if (e != cudaSuccess)
+                return e;
+        }
+        return launch(g, m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, dyn_tensor, st, ev);
+    }
+    GemmFP8 g[2];
+    for (int j = 0; j < 2; j++) {
+        cudaError_t e = init_gemm(g[j], args_fp8(sa.g[j], E, vec_scale, hw), cws, st);
+        if (e != cudaSuccess)
+            return e;
+    }
+    return launch(g, m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, dyn_tensor, st, ev);
+}
+
+/* The CUTLASS workspace of the layer's largest call fits pf_cutlass. */
+bool cutlass_workspace_fits(const fmcu_layer *L, int sms)
+{
+    gemm_arrays g[2] = {};
+    const cutlass::KernelHardwareInfo hw = hw_of(L->device, sms);
+    size_t need;
+    if (L->quant == FMCU_Q_NONE)
+        need = workspace_of<GemmBF16>(args_bf16(g[0], L->local_experts, hw));
+    else if (L->quant == FMCU_Q_BLOCK)
+        need = workspace_of<GemmBlock>(args_block(g[0], L->local_experts, hw));
+    else
+        need = workspace_of<GemmFP8>(args_fp8(g[0], L->local_experts, true, hw));
+    return need <= FMCU_PF_CUTLASS_WS;
+}
+
+} // namespace fmcu_pf
+
+using namespace fmcu_pf;
+
+bool fmcu_prefill_supported_why(const fmcu_layer *L, char *why, size_t cap)
+{
+    int major = 0, sms = 0;
+    if (!device_info(L->device, &major, &sms))
+        return refuse(why, cap, "cannot read the device's compute capability");
+    if (major != 9)
+        return refuse(why, cap, "sm_90a kernels only (this device is not compute capability 9.x)");
+    if (L->act_dtype != FMOE_DTYPE_BF16)
+        return refuse(why, cap, "bf16 activations only");
+    if (L->on_input)
+        return refuse(why, cap, "router weight on the input is not served");
+    if (L->b13 || (L->add_b2 && L->b2))
+        return refuse(why, cap, "biases are not served");
+    if (L->hidden % 16 || L->inter % 16)
+        return refuse(why, cap, "H and I must be multiples of 16");
+    if (L->quant == FMCU_Q_BLOCK &&
+        (L->block_n != GROUP || L->block_k != GROUP || L->hidden % GROUP || L->inter % GROUP))
+        return refuse(why, cap, "fp8 block: 128x128 blocks with H and I multiples of 128 only");
+    if (L->quant == FMCU_Q_CHANNEL && (size_t)L->inter * sizeof(bf16) > MAX_ACT_SMEM)
+        return refuse(why, cap, "fp8 channel: I > 24576");
+    if ((int64_t)L->max_tokens * L->top_k > INT32_MAX / 2)
+        return refuse(why, cap, "max_num_tokens * top_k too large");
+    if (L->ws.pf_cutlass == 0 || !cutlass_workspace_fits(L, sms))
+        return refuse(why, cap, "the CUTLASS workspace does not fit pf_cutlass");
+    return true;
+}
+
+bool fmcu_prefill_supported(const fmcu_layer *L)
+{
+    return fmcu_prefill_supported_why(L, nullptr, 0);
+}
+
+cudaError_t fmcu_prefill_forward(const fmcu_layer *L, int64_t m, const void *x, int64_t x_ld, const float *topk_w,
+                                 const int32_t *pair_local, const int32_t *offsets, const int32_t *sorted, void *out,
+                                 int64_t out_ld, cudaStream_t st)
+{
+    return forward(L, m, x, x_ld, topk_w, pair_local, offsets, sorted, out, out_ld, st, nullptr);
+}
+
+cudaError_t fmcu_prefill_forward_events(const fmcu_layer *L, int64_t m, const void *x, int64_t x_ld,
+                                        const float *topk_w, const int32_t *pair_local, const int32_t *offsets,
+                                        const int32_t *sorted, void *out, int64_t out_ld, cudaStream_t st,
+                                        cudaEvent_t events[FMCU_PREFILL_EVENTS])
+{
+    return forward(L, m, x, x_ld, topk_w, pair_local, offsets, sorted, out, out_ld, st, events);
+}
+
+#else /* !PF_ENABLED */
+
+bool fmcu_prefill_supported_why(const fmcu_layer *, char *why, size_t cap)
+{
+    return refuse(why, cap, "built without CUTLASS headers (the Hopper prefill path is compiled out)");
+}
+
+bool fmcu_prefill_supported(const fmcu_layer *L)
+{
+    return fmcu_prefill_supported_why(L, nullptr, 0);
+}
+
+cudaError_t fmcu_prefill_forward(const fmcu_layer *, int64_t, const void *, int64_t, const float *, const int32_t *,
+                                 const int32_t *, const int32_t *, void *, int64_t, cudaStream_t)
+{
+    return cudaErrorNotSupported;
+}
+
+cudaError_t fmcu_prefill_forward_events(const fmcu_layer *, int64_t, const void *, int64_t, const float *,
+                                        const int32_t *, const int32_t *, const int32_t *, void *, int64_t,
+                                        cudaStream_t, cudaEvent_t *)
+{
+    return cudaErrorNotSupported;
+}
+
+#endif

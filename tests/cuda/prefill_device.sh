@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The Hopper prefill path (plugins/cuda/prefill.h) on the workplace's GPU
+# machine, from a build carried as .devrun-prefill/ (git-ignored: add
+# `/.devrun-prefill/` to .git/info/exclude).
+#
+#   here:   meson setup /tmp/b-prefill -Dwerror=true
+#           flock -s /tmp/fmoe-quiet.lock ninja -C /tmp/b-prefill
+#           bash tests/cuda/prefill_device.sh pack [BUILD]
+#   there:  bash tests/cuda/prefill_device.sh [all|check|cuda_check|sanitize|bench [SHAPE]|bench-variants]
+#
+# check: prefill_check against the reference; cuda_check: the plugin's own
+# checks (packed with PREFILL_CUDA_CHECK=1); sanitize: compute-sanitizer
+# memcheck on two small cases and the wgmma count of the SASS; bench: the
+# model shapes (PREFILL_BENCH_M=8192: one M). Logs go to $OUT (or ./out).
+set -uo pipefail
+D=$PWD/.devrun-prefill
+step=${1:-all}
+
+if [ "$step" = pack ]; then
+  # Only what the runs need, compressed (the tree that travels is limited to
+  # 64 MiB). Extra prefill_check builds (tuning variants) ride along as
+  # PREFILL_VARIANTS="NAME=PATH ...", run by `bench-variants`.
+  B=${2:-/tmp/b-prefill}
+  S=$(mktemp -d)
+  mkdir -p "$S/b/tests/cuda" "$S/b/plugins/reference" "$S/b/plugins/cuda" "$S/lib"
+  find "$B" -maxdepth 1 -name "libfusedmoe.so*" ! -type d -exec cp -a {} "$S/b/" \;
+  cp -a "$B/tests/cuda/prefill_check" "$S/b/tests/cuda/"
+  [ -n "${PREFILL_CUDA_CHECK:-}" ] && cp -a "$B/tests/cuda/cuda_check" "$S/b/tests/cuda/" &&
+    cp -a "$B"/plugins/cuda/*.so "$B/plugins/cuda/cuda.toml" "$S/b/plugins/cuda/"
+  cp -a "$B"/plugins/reference/*.so "$B/plugins/reference/reference.toml" "$S/b/plugins/reference/"
+  for v in ${PREFILL_VARIANTS:-}; do cp -a "${v#*=}" "$S/b/tests/cuda/prefill_check_${v%%=*}"; done
+  for l in libjansson.so.4 libtomlplusplus.so.3; do
+    cp -L "$(ldconfig -p | awk -v l=$l '$1 == l {print $NF; exit}')" "$S/lib/$l"
+  done
+  rm -rf "$D" && mkdir -p "$D"
+  tar -C "$S" -cf - b lib | xz -6 -T2 > "$D/bundle.tar.xz"
+  rm -rf "$S"
+  du -sh "$D"
+  exit 0
+fi
+
+OUT=${OUT:-$PWD/out}
+mkdir -p "$OUT"
+U=/tmp/prefill-devrun
+rm -rf "$U" && mkdir -p "$U"
+xz -dc "$D/bundle.tar.xz" 2>/dev/null | tar -C "$U" -xf - ||
+  python3 -c 'import lzma,sys,tarfile; tarfile.open(fileobj=lzma.open(sys.argv[1])).extractall(sys.argv[2])' \
+    "$D/bundle.tar.xz" "$U"
+B=$U/b
+export LD_LIBRARY_PATH=$B:$U/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+R=$B/plugins/reference/reference.toml
+E=$PWD/tests/conformance/empty.toml
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>&1 | tee "$OUT/gpu.txt"
+if [ "$step" = all ] || [ "$step" = check ]; then
+  echo "== prefill_check"
+  timeout 200 "$B/tests/cuda/prefill_check" "$R" "$E" 2>&1 | tee "$OUT/prefill_check.txt"
+fi
+if [ "$step" = all ] && [ -x "$B/tests/cuda/cuda_check" ] || [ "$step" = cuda_check ]; then
+  echo "== cuda_check"
+  timeout 120 "$B/tests/cuda/cuda_check" "$R" "$B/plugins/cuda/cuda.toml" "$E" 2>&1 | tail -22 | tee "$OUT/cuda_check.txt"
+fi
+if [ "$step" = all ] || [ "$step" = bench ]; then
+  echo "== prefill_check --bench"
+  timeout 400 "$B/tests/cuda/prefill_check" "$R" "$E" --bench ${2:-} 2>&1 | tee "$OUT/prefill_bench.txt"
+fi
+if [ "$step" = bench-variants ]; then
+  for v in "$B"/tests/cuda/prefill_check_*; do
+    echo "== $(basename "$v") --bench (M: ${PREFILL_BENCH_M:-4096 and 8192})"
+    timeout 300 "$v" "$R" "$E" --bench ${2:-} 2>&1 | tee "$OUT/bench_$(basename "$v").txt"
+  done
+fi
+if [ "$step" = all ] || [ "$step" = sanitize ]; then
+  echo "== compute-sanitizer memcheck"
+  for c in "bf16 M=7" "fp8 block half"; do
+    timeout 90 compute-sanitizer --tool memcheck --print-limit 5 "$B/tests/cuda/prefill_check" "$R" "$E" --check "$c" 2>&1 \
+      | tail -6
+  done | tee "$OUT/sanitize.txt"
+  echo "== wgmma in the SASS (QGMMA fp8, HGMMA bf16)"
+  cuobjdump --dump-sass "$B/tests/cuda/prefill_check" 2>/dev/null | grep -oE "QGMMA|HGMMA" | sort | uniq -c | tee -a "$OUT/sanitize.txt"
+fi
