@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Copy what run_device.sh needs from a build directory into .devrun/ (git-ignored),
+# Pack what run_device.sh / run_grid.sh need from a build directory into
+# .devrun/b.tar.gz (git-ignored),
 # the folder the device tool carries to the GPU machine:
 #   bash bench/cuda/pack.sh BUILD_DIR
 # Binaries find libfusedmoe through $ORIGIN rpaths; the Debian libraries the
@@ -8,12 +9,17 @@ set -euo pipefail
 B=${1:?usage: pack.sh BUILD_DIR}
 D=.devrun/b
 rm -rf "$D" && mkdir -p "$D"/cli "$D"/tests/cuda "$D"/plugins/reference "$D"/plugins/cuda .devrun/lib
-cp -a "$B"/libfusedmoe.so* "$D"/
+find "$B" -maxdepth 1 -name "libfusedmoe.so*" ! -type d -exec cp -a {} "$D"/ \;
 cp "$B"/cli/fusedmoe "$D"/cli/
 cp "$B"/tests/cuda/cuda_check "$B"/tests/cuda/test_cuda_layout "$D"/tests/cuda/
+[ -x "$B"/tests/cuda/prefill_check ] && cp "$B"/tests/cuda/prefill_check "$D"/tests/cuda/
 cp "$B"/plugins/reference/libfmoe-reference.so "$B"/plugins/reference/reference.toml "$D"/plugins/reference/
 cp "$B"/plugins/cuda/libfmoe-cuda.so "$B"/plugins/cuda/cuda.toml "$D"/plugins/cuda/
 for lib in libjansson.so.4 libtomlplusplus.so.3 libsubunit.so.0; do
   cp -L "/lib/x86_64-linux-gnu/$lib" .devrun/lib/ 2>/dev/null || true
 done
+# Debug info is most of the size, and the carried tree is limited to 64 MiB.
+find "$D" -type f \( -name "*.so*" -o -perm -u+x \) -exec strip --strip-debug {} + 2>/dev/null || true
+# Compressed: the fatbins (sm_90a + sm_100a code) would not fit the carried tree otherwise.
+tar -C .devrun -czf .devrun/b.tar.gz b && rm -rf "$D"
 du -sh .devrun

@@ -6,7 +6,7 @@
 set -uo pipefail
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT" /tmp/bI
-rm -rf /tmp/bI/b && cp -a .devrun/b /tmp/bI/b  # any path: binaries use $ORIGIN rpaths
+rm -rf /tmp/bI/b && tar -C /tmp/bI -xzf .devrun/b.tar.gz  # any path: binaries use $ORIGIN rpaths
 export LD_LIBRARY_PATH=/tmp/bI/b:$PWD/.devrun/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 B=/tmp/bI/b
 E=$PWD/tests/conformance/empty.toml

@@ -37,6 +37,7 @@
 #include "plugins/cuda/cuda_api.h"
 #include "plugins/cuda/device_math.cuh"
 #include "plugins/cuda/gemm.h"
+#include "plugins/cuda/prefill.h"
 #include "plugins/cuda/tier.h"
 
 namespace {
@@ -669,6 +670,19 @@ void weight_scales(const fmcu_layer *L, const float *scale, uint32_t n_rows, uin
 
 } // namespace
 
+/* After the last kernel: a host `out` gets the staged result, and host
+ * outputs are waited for. */
+static int finish(const fmcu_layer *L, const fmcu_call *c, const void *staged, cudaStream_t st, char *err, size_t cap)
+{
+    const size_t row = (size_t)L->hidden * 2;
+    if (c->out_host)
+        CK(cudaMemcpy2DAsync(c->out, (size_t)c->out_ld * 2, staged, row, row, (size_t)c->m, cudaMemcpyDeviceToHost, st),
+           "copying out to the host");
+    if (c->out_host || (c->logits && c->topk_out_host))
+        CK(cudaStreamSynchronize(st), "cudaStreamSynchronize");
+    return 0;
+}
+
 extern "C" int fmcu_prepare_kernels(int device, char *err, size_t cap)
 {
     CK(cudaSetDevice(device), "cudaSetDevice");
@@ -752,7 +766,12 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
     }
 
     /* Plan: row tiles as the GEMM tier wants them. */
-    const int tier = fmcu_gemm_tier(m, L->top_k, L->local_experts, L->tier, 0);
+    /* The prefill path takes bf16 by default; fp8 only when forced: wgmma's
+     * fp8 accumulation keeps fewer bits than f32, and a few elements per
+     * thousand leave the conformance bound (docs/CUDA.md). */
+    const bool prefill_ok =
+        fmcu_prefill_supported(L) && (L->quant == FMCU_Q_NONE || L->tier == FMCU_TIER_PREFILL);
+    const int tier = fmcu_gemm_tier(m, L->top_k, L->local_experts, L->tier, prefill_ok);
     const uint32_t bm = tier == FMCU_TIER_STREAM ? FMCU_STREAM_ROW_TILE : fmcu_row_tile(m, L->top_k, L->local_experts);
     auto gemm = tier == FMCU_TIER_STREAM ? fmcu_stream_gemm_launch : fmcu_gemm_launch;
     plan_args pl = {};
@@ -770,6 +789,15 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
     CK(fmcu_dev::launch_overlapped(plan_kernel, dim3(1), dim3(1024), (2 * (size_t)L->local_experts + 1) * sizeof(int),
                                    st, pl),
        "plan kernel");
+
+    if (tier == FMCU_TIER_PREFILL) {
+        /* CUTLASS sm90 grouped GEMMs (prefill.h), combine included. */
+        void *out = c->out_host ? at<void>(L, L->ws.out_stage) : c->out;
+        const int64_t ldo = c->out_host ? H : c->out_ld;
+        CK(fmcu_prefill_forward(L, m, x, x_ld, topk_w, pl.pair_local, pl.offsets, pl.sorted, out, ldo, st),
+           "prefill path");
+        return finish(L, c, out, st, err, cap);
+    }
 
     /* GEMM1 input. */
     fmcu_gemm_args g = {};
@@ -800,7 +828,11 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
     q.static_scale = L->quant == FMCU_Q_TENSOR && !L->a_dynamic ? L->in_scales : nullptr;
     q.dst = at<void>(L, L->ws.a1);
     q.scale = at<float>(L, L->ws.a1_scale);
-    if (L->quant != FMCU_Q_NONE || L->on_input) {
+    /* The GEMMs read x with 16-byte loads: rows not 16-byte aligned are
+     * copied into the workspace first (as the unquantized method does when
+     * the router weight goes on the input). */
+    const bool x_aligned = ((uintptr_t)x % 16 == 0) && ((size_t)x_ld * act_size) % 16 == 0;
+    if (L->quant != FMCU_Q_NONE || L->on_input || !x_aligned) {
         if (quantize(L, q, m, 0, st, err, cap) != 0)
             return -1;
         g.a = q.dst;
@@ -871,12 +903,5 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
     CK(fmcu_dev::launch_overlapped(combine_kernel, dim3((unsigned)m, (H + COMBINE_COLS - 1) / COMBINE_COLS),
                                    dim3(COMBINE_THREADS), 0, st, cb),
        "combine kernel");
-    if (c->out_host) {
-        CK(cudaMemcpy2DAsync(c->out, (size_t)c->out_ld * act_size, cb.out, H * act_size, H * act_size, (size_t)m,
-                             cudaMemcpyDeviceToHost, st),
-           "copying out to the host");
-    }
-    if (c->out_host || (c->logits && c->topk_out_host))
-        CK(cudaStreamSynchronize(st), "cudaStreamSynchronize");
-    return 0;
+    return finish(L, c, cb.out, st, err, cap);
 }

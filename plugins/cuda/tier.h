@@ -7,7 +7,7 @@
  *           average (decode and small batches: the weights are the cost);
  *   TILED   gemm.cu: mma.sync tiles of 16-64 rows, any size;
  *   PREFILL the wgmma/TMA grouped GEMM path (prefill.h) where it serves the
- *           layer, else TILED.
+ *           layer (bf16; fp8 only when forced, see kernels.cu), else TILED.
  *
  * FMOE_CUDA_TIER=stream|tiled|prefill|auto forces a tier for testing and
  * benchmarking; it is read once, at layer create.
