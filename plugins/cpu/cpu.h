@@ -12,6 +12,8 @@
  *   method_int.c        INT8 W8A8 and Arm-style W4A8 through qgemm
  *   qgemm.h, qgemm_*.c  the int8 dot-product kernels, one file per ISA
  *   qprep.c             weight repacking and activation quantization
+ *   bgemm.h, bgemm_*.c  the bf16 small-M (decode) kernels, one file per ISA
+ *   bprep.c             their weight layout (oneDNN's BA16a64b2a)
  *
  * The math is the reference plugin's (docs/REFERENCE-METHODS.md): the same
  * rounding points (h, act(h), y rounded to the activation dtype), routing
@@ -26,17 +28,20 @@
 
 #include "fusedmoe/plugin.h"
 
-/* SIMD paths, lowest first; a higher value needs everything below. */
+/* SIMD paths, lowest first; a higher value needs everything below. The
+ * int8 kernels have no AVX-512 BF16 variant: at that level they are the
+ * VNNI ones, the bf16 kernels use vdpbf16ps (bgemm.h). */
 #define CPU_ISA_PORTABLE    0
 #define CPU_ISA_AVX2        1
 #define CPU_ISA_AVX512_VNNI 2
-#define CPU_ISA_COUNT       3
+#define CPU_ISA_AVX512_BF16 3
+#define CPU_ISA_COUNT       4
 
 /* The best path this CPU and OS support (CPUID feature bits and, for the
  * AVX state, XCR0 through XGETBV). CPU_ISA_PORTABLE off x86-64. */
 int cpu_isa_detect(void);
 
-/* "portable", "avx2", "avx512_vnni". */
+/* "portable", "avx2", "avx512_vnni", "avx512_bf16". */
 const char *cpu_isa_name(int isa);
 
 /* The path to use given the FMOE_CPU_ISA value `request` (NULL or "" for
@@ -44,6 +49,10 @@ const char *cpu_isa_name(int isa);
  * an unknown one ignored; either way `note` (cap bytes) says so, else it is
  * set to "". */
 int cpu_isa_choose(const char *request, int detected, char *note, size_t cap);
+
+/* Allocation callbacks for the weight repacking (the host's in the plugin,
+ * posix_memalign in tests). */
+typedef void *(*cpu_alloc_fn)(void *ctx, size_t size, size_t alignment);
 
 /* Per-context state from init. */
 typedef struct cpu_state {

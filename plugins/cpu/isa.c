@@ -6,13 +6,16 @@
  * hypervisor or kernel may hide AVX-512 state even on a CPU that has it,
  * and executing such an instruction then faults.
  *
- *   avx2         CPUID.7.0:EBX.AVX2, XCR0 bits 1-2 (SSE, AVX)
+ *   avx2         CPUID.7.0:EBX.AVX2 and CPUID.1:ECX.FMA (the bf16
+ *                kernels' widening path multiplies with FMA; every AVX2
+ *                CPU has it), XCR0 bits 1-2 (SSE, AVX)
  *   avx512_vnni  CPUID.7.0:EBX.AVX512F/BW/VL, ECX.AVX512_VNNI,
  *                XCR0 bits 1-2 and 5-7 (opmask, ZMM_Hi256, Hi16_ZMM)
+ *   avx512_bf16  and CPUID.7.1:EAX.AVX512_BF16 (vdpbf16ps)
  *
- * FMOE_CPU_ISA=portable|avx2|avx512_vnni forces a lower path (tests, or to
- * compare); a request above what the machine has is clamped, with a note
- * the plugin logs.
+ * FMOE_CPU_ISA=portable|avx2|avx512_vnni|avx512_bf16 forces a lower path
+ * (tests, or to compare); a request above what the machine has is clamped,
+ * with a note the plugin logs.
  */
 #include <stdio.h>
 #include <string.h>
@@ -34,16 +37,23 @@ int cpu_isa_detect(void)
     unsigned a, b, c, d;
     if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) /* OSXSAVE */
         return CPU_ISA_PORTABLE;
+    int fma = (c & (1u << 12)) != 0;
     uint64_t xcr0 = xgetbv0();
     if ((xcr0 & 0x6) != 0x6 || __get_cpuid_max(0, NULL) < 7)
         return CPU_ISA_PORTABLE;
-    __cpuid_count(7, 0, a, b, c, d);
-    if (!(b & (1u << 5))) /* AVX2 */
+    unsigned max7;
+    __cpuid_count(7, 0, max7, b, c, d);
+    if (!(b & (1u << 5)) || !fma) /* AVX2, FMA */
         return CPU_ISA_PORTABLE;
     int avx512 = (b & (1u << 16)) && (b & (1u << 30)) && (b & (1u << 31)) && (c & (1u << 11));
-    if (avx512 && (xcr0 & 0xE0) == 0xE0)
-        return CPU_ISA_AVX512_VNNI;
-    return CPU_ISA_AVX2;
+    if (!avx512 || (xcr0 & 0xE0) != 0xE0)
+        return CPU_ISA_AVX2;
+    if (max7 >= 1) {
+        __cpuid_count(7, 1, a, b, c, d);
+        if (a & (1u << 5)) /* AVX512_BF16 */
+            return CPU_ISA_AVX512_BF16;
+    }
+    return CPU_ISA_AVX512_VNNI;
 }
 #else
 int cpu_isa_detect(void)
@@ -52,7 +62,7 @@ int cpu_isa_detect(void)
 }
 #endif
 
-static const char *const isa_names[CPU_ISA_COUNT] = {"portable", "avx2", "avx512_vnni"};
+static const char *const isa_names[CPU_ISA_COUNT] = {"portable", "avx2", "avx512_vnni", "avx512_bf16"};
 
 const char *cpu_isa_name(int isa)
 {
@@ -75,7 +85,7 @@ int cpu_isa_choose(const char *request, int detected, char *note, size_t cap)
         snprintf(note, cap, "FMOE_CPU_ISA=%s: using %s (machine: %s)", request, isa_names[i], isa_names[detected]);
         return i;
     }
-    snprintf(note, cap, "FMOE_CPU_ISA=%s: unknown (expected portable, avx2 or avx512_vnni); using %s", request,
+    snprintf(note, cap, "FMOE_CPU_ISA=%s: unknown (expected portable, avx2, avx512_vnni or avx512_bf16); using %s", request,
              isa_names[detected]);
     return detected;
 }

@@ -21,7 +21,7 @@
 #include "plugins/cpu/cpu.h"
 
 /* Device-level score per ISA: above the reference's 1. */
-static const uint32_t isa_score[CPU_ISA_COUNT] = {10, 20, 30};
+static const uint32_t isa_score[CPU_ISA_COUNT] = {10, 20, 30, 40};
 
 void cpu_log(const fmoe_host *h, int32_t level, const char *fmt, ...)
 {
@@ -103,7 +103,7 @@ static fmoe_status cpu_probe(fmoe_probe_args *a)
     snprintf(r->id, sizeof r->id, "cpu");
     const dnnl_version_t *v = dnnl_version();
     snprintf(r->driver, sizeof r->driver, "oneDNN %d.%d.%d", v->major, v->minor, v->patch);
-    snprintf(r->reason, sizeof r->reason, "int8 kernels: %s (machine and OS: %s)%s%.120s, %u thread(s) per layer",
+    snprintf(r->reason, sizeof r->reason, "kernels: %s (machine and OS: %s)%s%.120s, %u thread(s) per layer",
              cpu_isa_name(st->isa), cpu_isa_name(st->isa_detected), st->isa_note[0] ? "; " : "", st->isa_note,
              st->threads);
     a->count = 1;

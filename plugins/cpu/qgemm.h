@@ -45,6 +45,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "plugins/cpu/cpu.h"
+
 #define CPU_NR 16
 #define CPU_MR_MAX 4
 
@@ -94,9 +96,6 @@ typedef struct cpu_qweights {
     float *gscale;           /* [experts][tiles][groups][16] */
     int32_t *wsum;           /* [experts][tiles][groups][16] */
 } cpu_qweights;
-
-/* Allocation callbacks (the host's, in the plugin; malloc in tests). */
-typedef void *(*cpu_alloc_fn)(void *ctx, size_t size, size_t alignment);
 
 /* int8 weights [E, N, K] with one f32 scale per row [E, N]. 0, or -1 (no memory). */
 int cpu_qweights_int8(cpu_qweights *q, uint32_t E, uint32_t N, uint32_t K, const int8_t *w, const float *row_scale,

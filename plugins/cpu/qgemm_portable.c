@@ -55,7 +55,7 @@ const cpu_kernels cpu_kernels_portable = {.name = "portable", .mr = 4, .i8 = por
 const cpu_kernels *cpu_kernels_for(int isa)
 {
 #if defined(__x86_64__)
-    if (isa == CPU_ISA_AVX512_VNNI)
+    if (isa >= CPU_ISA_AVX512_VNNI) /* avx512_bf16 adds nothing for int8 */
         return &cpu_kernels_avx512_vnni;
     if (isa == CPU_ISA_AVX2)
         return &cpu_kernels_avx2;
