@@ -14,6 +14,7 @@
  *   qprep.c             weight repacking and activation quantization
  *   bgemm.h, bgemm_*.c  the bf16 small-M (decode) kernels, one file per ISA
  *   bprep.c             their weight layout (oneDNN's BA16a64b2a)
+ *   bgemv.c             running them over the experts with the pool
  *
  * The math is the reference plugin's (docs/REFERENCE-METHODS.md): the same
  * rounding points (h, act(h), y rounded to the activation dtype), routing

@@ -202,5 +202,5 @@ static void combine_token(void *ctx, uint32_t item, uint32_t worker)
 void cpu_layer_combine(cpu_layer *L, const float *topk_w, int64_t t0, int64_t t1, fmoe_tensor *out)
 {
     combine_ctx c = {.L = L, .topk_w = topk_w, .t0 = t0, .out = out};
-    cpu_pool_run(L->pool, (uint32_t)(t1 - t0), combine_token, &c);
+    cpu_pool_run_elems(L->pool, (uint32_t)(t1 - t0), (size_t)L->k * L->H, combine_token, &c);
 }

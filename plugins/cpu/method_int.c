@@ -415,10 +415,10 @@ static fmoe_status q_apply(fmoe_apply_args *a)
         q->t0 = t0;
         uint32_t n = cpu_layer_group(L, a->topk_ids->data, t0, t1);
         if (n > 0) {
-            cpu_pool_run(L->pool, (uint32_t)(t1 - t0), quant1_task, q);
+            cpu_pool_run_elems(L->pool, (uint32_t)(t1 - t0), L->H, quant1_task, q);
             q->gemm = 1;
             cpu_pool_run(L->pool, build_items(q, &q->w13), gemm_task, q);
-            cpu_pool_run(L->pool, n, quant2_task, q);
+            cpu_pool_run_elems(L->pool, n, L->rI, quant2_task, q);
             q->gemm = 2;
             cpu_pool_run(L->pool, build_items(q, &q->w2), gemm_task, q);
         }

@@ -1,11 +1,21 @@
 /*
  * plugins/cpu/method_unquantized.c - f32 / bf16 / f16 experts through
- * oneDNN matmul.
+ * oneDNN matmul, and bf16 decode through the plugin's own kernels.
  *
  * Compute type: bf16 when both the weights and the activations are bf16
- * (oneDNN multiplies bf16 and accumulates in f32, exactly the reference's
- * products); f32 otherwise (bf16 or f16 weights are widened to f32 at
- * finalize, which is exact).
+ * (bf16 products accumulated in f32, exactly the reference's products);
+ * f32 otherwise (bf16 or f16 weights are widened to f32 at finalize, which
+ * is exact).
+ *
+ * bf16: the weights are repacked once into bgemm.h's tiles, which are
+ * oneDNN's BA16a64b2a, so one copy serves both paths: an expert with at
+ * most BGEMV_ROWS rows in a chunk (decode) runs through bgemv.c (the pool,
+ * the ISA's kernel), a larger one through oneDNN's primitives on the same
+ * memory. oneDNN's per-call overhead and its OpenMP scheduling cost more
+ * than the whole GEMV of a small expert; for prefill its AMX/brgemm
+ * kernels win. Where oneDNN has no optimized bf16 matmul (it would fall
+ * back to its reference code, or has none: AVX2-only CPUs) every expert
+ * takes the kernels.
  *
  * finalize creates, per GEMM, matmul primitives for row counts 1, 2, 4, ...
  * up to the largest an expert can get in a chunk (at most 1024): src
@@ -22,14 +32,19 @@
  *
  *   group pairs by expert (layer.c)
  *   gather   xg[p] = x[t(p)] (x w[t,0] on input) in the compute type   (pool)
- *   GEMM1    h = xg . W13[l]^T per expert                               (oneDNN)
+ *   GEMM1    h = xg . W13[l]^T per expert                (bgemv / oneDNN)
  *   act      a[p] = round(act(round(h + b13)))                          (pool)
- *   GEMM2    y = a . W2[l]^T per expert                                 (oneDNN)
+ *   GEMM2    y = a . W2[l]^T per expert                  (bgemv / oneDNN)
  *   epilogue y = round(y + b2) (b2 on TP rank 0)                        (pool)
  *   combine  (layer.c)
  *
+ * Both GEMM paths round at the same points with the same float steps, so
+ * which path ran an expert changes only the summation order. The kernels
+ * path applies round(. + b13) and round(. + b2) as it writes h and y (act
+ * and epilogue skip its positions), and when no expert of the chunk needs
+ * oneDNN and x is bf16 as is, it reads x's rows in place of the gather.
  * oneDNN threads each matmul itself (its OpenMP runtime); the plugin's
- * pool runs the element-wise steps.
+ * pool runs the element-wise steps and the bgemv items.
  */
 #include <dnnl.h>
 #include <stdio.h>
@@ -37,9 +52,12 @@
 
 #include "core/activation.h"
 #include "core/half.h"
+#include "plugins/cpu/bgemv.h"
 #include "plugins/cpu/layer.h"
 
 #define MAX_BUCKETS 11 /* 1, 2, 4, ..., 1024 rows */
+/* bf16: experts with at most this many rows in a chunk run the kernels. */
+#define BGEMV_ROWS 16
 
 /* One GEMM's primitives, by row count. */
 typedef struct uq_gemm {
@@ -62,11 +80,16 @@ typedef struct uq_layer {
     void *wbuf[2];
     dnnl_memory_t scratch_mem;
     void *scratch;
+    /* bf16 compute type only. */
+    cpu_bweights bw[2];     /* W13, W2 in bgemm.h's tiles (= BA16a64b2a) */
+    cpu_bgemv bg;
+    int dnnl_ok;            /* oneDNN serves the larger experts; 0: bgemv runs all */
     void *xg;               /* [chunk*k][H] compute type */
     float *h;               /* [chunk*k][rI] */
     void *act;              /* [chunk*k][I] compute type */
     float *y2;              /* [chunk*k][H] GEMM2 outputs */
     float *rows;            /* [threads][rI] */
+    const uint16_t **xrows; /* bf16: [chunk*k] x's row of each position (no gather) */
     /* The current call, for the pool tasks. */
     const fmoe_tensor *x;
     const float *topk_w;
@@ -108,6 +131,10 @@ static void uq_free(uq_layer *u)
     if (u->eng)
         dnnl_engine_destroy(u->eng);
     h->free(h->ctx, u->wmem);
+    h->free(h->ctx, u->bw[0].w);
+    h->free(h->ctx, u->bw[1].w);
+    h->free(h->ctx, u->bg.items);
+    h->free(h->ctx, (void *)u->xrows);
     h->free(h->ctx, u->wbuf[0]);
     h->free(h->ctx, u->wbuf[1]);
     h->free(h->ctx, u->scratch);
@@ -150,7 +177,15 @@ static fmoe_status uq_create(fmoe_create_args *a)
     u->y2 = cpu_alloc(h, rows * H * sizeof(float));
     u->rows = cpu_alloc(h, (size_t)cpu_pool_size(L->pool) * (rI > H ? rI : H) * sizeof(float));
     u->wmem = cpu_alloc(h, 2 * (size_t)L->local_experts * sizeof(dnnl_memory_t));
-    if (!u->xg || !u->h || !u->act || !u->y2 || !u->rows || !u->wmem) {
+    if (bf16) {
+        uint32_t tiles = ((rI > H ? rI : H) + CPU_BNR - 1) / CPU_BNR;
+        uint32_t active = pairs < L->local_experts ? (uint32_t)pairs : L->local_experts;
+        u->bg.kern = cpu_bkernels_for(L->isa);
+        u->bg.items_cap = cpu_bgemv_items_cap(active, tiles);
+        u->bg.items = cpu_alloc(h, (size_t)u->bg.items_cap * sizeof(cpu_bgemv_item));
+        u->xrows = cpu_alloc(h, pairs * sizeof *u->xrows);
+    }
+    if (!u->xg || !u->h || !u->act || !u->y2 || !u->rows || !u->wmem || (bf16 && (!u->bg.items || !u->xrows))) {
         uq_free(u);
         return h->error_set(a->err, FMOE_STATUS_OUT_OF_MEMORY, "out of memory");
     }
@@ -183,9 +218,11 @@ static fmoe_status uq_declare(fmoe_declare_params_args *a)
 
 /* A matmul primitive src [rows, K] x weights [K, N] -> dst f32 [rows, N],
  * weights in layout *wmd, or (want_any) the layout oneDNN prefers, which
- * goes to *wmd; the scratchpad size goes to *scratch (the largest so far). */
-static dnnl_status_t make_matmul(uq_layer *u, int64_t rows, int64_t K, int64_t N, int want_any, dnnl_primitive_t *prim,
-                                 dnnl_memory_desc_t *wmd, size_t *scratch)
+ * goes to *wmd; the scratchpad size goes to *scratch (the largest so far).
+ * With no_ref, an implementation that is oneDNN's reference code (its
+ * fallback when nothing optimized takes the layout) is refused. */
+static dnnl_status_t make_matmul(uq_layer *u, int64_t rows, int64_t K, int64_t N, int want_any, int no_ref,
+                                 dnnl_primitive_t *prim, dnnl_memory_desc_t *wmd, size_t *scratch)
 {
     dnnl_memory_desc_t src, wei, dst;
     dnnl_dims_t sd = {rows, K}, wd = {K, N}, dd = {rows, N};
@@ -209,6 +246,12 @@ static dnnl_status_t make_matmul(uq_layer *u, int64_t rows, int64_t K, int64_t N
     dnnl_primitive_attr_destroy(attr);
     if (s != dnnl_success)
         return s;
+    const char *impl = NULL;
+    if (no_ref && dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl &&
+        strncmp(impl, "ref", 3) == 0) {
+        dnnl_primitive_desc_destroy(pd);
+        return dnnl_unimplemented;
+    }
     if (want_any)
         *wmd = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     const dnnl_memory_desc_t *sp = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
@@ -221,13 +264,15 @@ static dnnl_status_t make_matmul(uq_layer *u, int64_t rows, int64_t K, int64_t N
 }
 
 /* The primitives of one GEMM for 1, 2, 4, ... rows up to u->slack, all on
- * the weights layout chosen for one row (*wmd out); a row count oneDNN
+ * the weights layout chosen for one row (*wmd out), or with `fixed` on the
+ * layout *wmd holds (no reference-code fallbacks then); a row count oneDNN
  * cannot serve on that layout ends the list. -1 if even one row fails. */
-static int make_gemm(uq_layer *u, uq_gemm *g, int64_t K, int64_t N, dnnl_memory_desc_t *wmd, size_t *scratch)
+static int make_gemm(uq_layer *u, uq_gemm *g, int64_t K, int64_t N, int fixed, dnnl_memory_desc_t *wmd,
+                     size_t *scratch)
 {
     for (uint32_t rows = 1; rows <= u->slack && g->n < MAX_BUCKETS; rows *= 2) {
         uint32_t b = g->n;
-        if (make_matmul(u, rows, K, N, b == 0, &g->prim[b], wmd, scratch) != dnnl_success)
+        if (make_matmul(u, rows, K, N, !fixed && b == 0, fixed, &g->prim[b], wmd, scratch) != dnnl_success)
             break;
         dnnl_memory_desc_t smd, dmd;
         dnnl_dims_t sd = {rows, K}, dd = {rows, N};
@@ -294,6 +339,70 @@ static fmoe_status load_weights(uq_layer *u, int slot, const fmoe_tensor *t, int
     return rc;
 }
 
+/* f32 compute: the primitives on oneDNN's layout for one row, each
+ * expert's weights reordered (and widened) into it. */
+static fmoe_status finalize_f32(uq_layer *u, fmoe_finalize_args *a, size_t *scratch)
+{
+    cpu_layer *L = &u->L;
+    dnnl_memory_desc_t wmd13, wmd2;
+    if (make_gemm(u, &u->g13, L->H, L->rI, 0, &wmd13, scratch) != 0 ||
+        make_gemm(u, &u->g2, L->I, L->H, 0, &wmd2, scratch) != 0)
+        return L->host->error_set(a->err, FMOE_STATUS_INTERNAL, "oneDNN: cannot create the f32 matmul primitives");
+    fmoe_status s = load_weights(u, 0, a->params[0], L->rI, L->H, &wmd13, a->err);
+    return s == FMOE_STATUS_OK ? load_weights(u, 1, a->params[1], L->H, L->I, &wmd2, a->err) : s;
+}
+
+/* Drop a GEMM's primitives (the kernels will run all of it). */
+static void gemm_release(uq_gemm *g)
+{
+    for (uint32_t b = 0; b < g->n; b++) {
+        dnnl_primitive_destroy(g->prim[b]);
+        if (g->src[b])
+            dnnl_memory_destroy(g->src[b]);
+        if (g->dst[b])
+            dnnl_memory_destroy(g->dst[b]);
+    }
+    memset(g, 0, sizeof *g);
+}
+
+static void *bw_alloc(void *ctx, size_t size, size_t alignment)
+{
+    const fmoe_host *h = ctx;
+    return h->alloc(h->ctx, size, alignment);
+}
+
+/* bf16 compute: the weights repacked into bgemm.h's tiles for the kernels;
+ * oneDNN primitives on that same memory (BA16a64b2a) where oneDNN has an
+ * optimized bf16 matmul for it, else the kernels run every expert. */
+static fmoe_status finalize_bf16(uq_layer *u, fmoe_finalize_args *a, size_t *scratch)
+{
+    cpu_layer *L = &u->L;
+    const fmoe_host *h = L->host;
+    uint32_t E = L->local_experts;
+    if (cpu_bweights_pack(&u->bw[0], E, L->rI, L->H, a->params[0]->data, bw_alloc, (void *)h) != 0 ||
+        cpu_bweights_pack(&u->bw[1], E, L->H, L->I, a->params[1]->data, bw_alloc, (void *)h) != 0)
+        return h->error_set(a->err, FMOE_STATUS_OUT_OF_MEMORY, "out of memory repacking the bf16 weights");
+    dnnl_memory_desc_t wmd[2];
+    dnnl_dims_t d13 = {L->H, L->rI}, d2 = {L->I, L->H};
+    u->dnnl_ok = dnnl_memory_desc_init_by_tag(&wmd[0], 2, d13, dnnl_bf16, dnnl_BA16a64b2a) == dnnl_success &&
+                 dnnl_memory_desc_init_by_tag(&wmd[1], 2, d2, dnnl_bf16, dnnl_BA16a64b2a) == dnnl_success &&
+                 dnnl_memory_desc_get_size(&wmd[0]) == u->bw[0].expert_elems * 2 &&
+                 dnnl_memory_desc_get_size(&wmd[1]) == u->bw[1].expert_elems * 2 &&
+                 make_gemm(u, &u->g13, L->H, L->rI, 1, &wmd[0], scratch) == 0 &&
+                 make_gemm(u, &u->g2, L->I, L->H, 1, &wmd[1], scratch) == 0;
+    for (uint32_t i = 0; u->dnnl_ok && i < 2 * E; i++)
+        u->dnnl_ok = dnnl_memory_create(&u->wmem[i], &wmd[i / E], u->eng, cpu_bweights_expert(&u->bw[i / E], i % E)) ==
+                     dnnl_success;
+    if (!u->dnnl_ok) {
+        gemm_release(&u->g13);
+        gemm_release(&u->g2);
+        *scratch = 0;
+    }
+    cpu_log(h, FMOE_PLUGIN_LOG_DEBUG, "bf16: %s kernels for experts with up to %u rows%s", u->bg.kern->name,
+            BGEMV_ROWS, u->dnnl_ok ? ", oneDNN matmul above" : "; no optimized oneDNN bf16 matmul: kernels for all");
+    return FMOE_STATUS_OK;
+}
+
 static fmoe_status uq_finalize(fmoe_finalize_args *a)
 {
     uq_layer *u = a->instance;
@@ -302,15 +411,8 @@ static fmoe_status uq_finalize(fmoe_finalize_args *a)
     if (a->n_params != L->n_params)
         return h->error_set(a->err, FMOE_STATUS_INTERNAL, "finalize got %u params, declared %u", a->n_params,
                             L->n_params);
-    dnnl_memory_desc_t wmd13, wmd2;
     size_t scratch = 0;
-    if (make_gemm(u, &u->g13, L->H, L->rI, &wmd13, &scratch) != 0 ||
-        make_gemm(u, &u->g2, L->I, L->H, &wmd2, &scratch) != 0)
-        return h->error_set(a->err, FMOE_STATUS_INTERNAL, "oneDNN: cannot create the %s matmul primitives",
-                            u->cdt == dnnl_bf16 ? "bf16" : "f32");
-    fmoe_status s = load_weights(u, 0, a->params[0], L->rI, L->H, &wmd13, a->err);
-    if (s == FMOE_STATUS_OK)
-        s = load_weights(u, 1, a->params[1], L->H, L->I, &wmd2, a->err);
+    fmoe_status s = u->cdt == dnnl_bf16 ? finalize_bf16(u, a, &scratch) : finalize_f32(u, a, &scratch);
     if (s != FMOE_STATUS_OK)
         return s;
     dnnl_memory_desc_t spmd;
@@ -346,6 +448,23 @@ static void gather_task(void *ctx, uint32_t p, uint32_t worker)
     store_row(u, (char *)u->xg + (size_t)p * L->H * u->celt, row, L->H);
 }
 
+/* The experts the kernels run: at most this many rows in the chunk. */
+static uint32_t kernel_rows(const uq_layer *u)
+{
+    return u->cdt != dnnl_bf16 ? 0 : u->dnnl_ok ? BGEMV_ROWS : UINT32_MAX;
+}
+
+/* The local expert of position p, and whether the kernels ran it. */
+static uint32_t expert_of(const uq_layer *u, uint32_t p, int *on_kernels)
+{
+    const cpu_layer *L = &u->L;
+    uint32_t l = 0;
+    while (L->start[l + 1] <= p)
+        l++;
+    *on_kernels = L->start[l + 1] - L->start[l] <= kernel_rows(u);
+    return l;
+}
+
 static void act_task(void *ctx, uint32_t p, uint32_t worker)
 {
     uq_layer *u = ctx;
@@ -353,10 +472,9 @@ static void act_task(void *ctx, uint32_t p, uint32_t worker)
     fmoe_dtype act = L->cfg.act_dtype;
     float *h = u->h + (size_t)p * L->rI;
     float *a = u->rows + (size_t)worker * (L->rI > L->H ? L->rI : L->H);
-    uint32_t l = 0;
-    while (L->start[l + 1] <= p)
-        l++;
-    for (uint32_t n = 0; n < L->rI; n++) {
+    int done;
+    uint32_t l = expert_of(u, p, &done);
+    for (uint32_t n = 0; n < L->rI && !done; n++) {
         float b = L->b13 ? fmoe_load_float(L->b13, u->w_dtype, (int64_t)l * L->rI + n) : 0.0f;
         h[n] = fmoe_round_to(act, h[n] + b);
     }
@@ -374,9 +492,10 @@ static void y_task(void *ctx, uint32_t p, uint32_t worker)
     fmoe_dtype act = L->cfg.act_dtype;
     float *y = L->y + (size_t)p * L->H;
     const float *y2 = u->y2 + (size_t)p * L->H;
-    uint32_t l = 0;
-    while (L->start[l + 1] <= p)
-        l++;
+    int done;
+    uint32_t l = expert_of(u, p, &done);
+    if (done)
+        return; /* the kernels wrote y */
     int add_b2 = L->b2 && L->cfg.tp_rank == 0;
     for (uint32_t n = 0; n < L->H; n++) {
         float b = add_b2 ? fmoe_load_float(L->b2, u->w_dtype, (int64_t)l * L->H + n) : 0.0f;
@@ -409,6 +528,68 @@ static int run_gemm(uq_layer *u, const uq_gemm *g, dnnl_memory_t w, int64_t K, i
     return 0;
 }
 
+/* One GEMM (slot 0: W13, K = H; 1: W2, K = I) of every expert with rows:
+ * bf16 experts with few rows through the kernels (all of them without
+ * oneDNN), which write round(. + bias) to kout, the others through oneDNN
+ * into out. oneDNN goes first: a primitive for more rows than the expert
+ * has writes the rows after it (run_gemm), which may be a small expert's
+ * that the kernels then write. -1 when oneDNN fails. */
+static int gemm_phase(uq_layer *u, int slot, char *in, float *out, float *kout, uint32_t K, uint32_t N,
+                      const void *bias)
+{
+    cpu_layer *L = &u->L;
+    uint32_t E = L->local_experts, small = kernel_rows(u);
+    for (uint32_t l = 0; l < E; l++) {
+        uint32_t p0 = L->start[l], rows = L->start[l + 1] - p0;
+        if (rows > small && run_gemm(u, slot ? &u->g2 : &u->g13, u->wmem[(size_t)slot * E + l], K, N,
+                                     in + (size_t)p0 * K * u->celt, out + (size_t)p0 * N, rows) != 0)
+            return -1;
+    }
+    if (small) {
+        cpu_bgemv *g = &u->bg;
+        g->w = &u->bw[slot];
+        g->start = L->start;
+        g->in = (const uint16_t *)in;
+        g->in_stride = K;
+        g->out = kout;
+        g->out_stride = N;
+        g->bias = bias;
+        g->bias_dtype = u->w_dtype;
+        g->round = L->cfg.act_dtype;
+        g->max_rows = small == UINT32_MAX ? 0 : small;
+        cpu_bgemv_run(g, L->pool);
+    }
+    return 0;
+}
+
+/* Experts of the chunk that oneDNN runs. */
+static uint32_t dnnl_experts(const uq_layer *u)
+{
+    const cpu_layer *L = &u->L;
+    uint32_t n = 0, small = kernel_rows(u);
+    for (uint32_t l = 0; l < L->local_experts; l++)
+        n += L->start[l + 1] - L->start[l] > small;
+    return n;
+}
+
+/* GEMM1's input: x's rows themselves when every expert of the chunk is on
+ * the kernels and x is the compute type as is (bf16, no router weight on
+ * the input); else the gather. */
+static void gemm1_input(uq_layer *u, uint32_t n, uint32_t big)
+{
+    cpu_layer *L = &u->L;
+    const fmoe_tensor *x = u->x;
+    u->bg.in_rows = NULL;
+    if (u->cdt == dnnl_bf16 && big == 0 && !L->cfg.apply_router_weight_on_input && x->dtype == FMOE_DTYPE_BF16 &&
+        x->strides[1] == 1) {
+        for (uint32_t p = 0; p < n; p++)
+            u->xrows[p] = (const uint16_t *)x->data + (u->t0 + L->order[p] / (int32_t)L->k) * x->strides[0];
+        u->bg.in_rows = u->xrows;
+        return;
+    }
+    cpu_pool_run_elems(L->pool, n, L->H, gather_task, u);
+}
+
 static fmoe_status uq_apply(fmoe_apply_args *a)
 {
     uq_layer *u = a->instance;
@@ -416,26 +597,19 @@ static fmoe_status uq_apply(fmoe_apply_args *a)
     int64_t M = a->x->shape[0];
     u->x = a->x;
     u->topk_w = a->topk_weights->data;
-    uint32_t E = L->local_experts;
     for (int64_t t0 = 0; t0 < M; t0 += L->chunk) {
         int64_t t1 = t0 + L->chunk < M ? t0 + L->chunk : M;
         u->t0 = t0;
-        uint32_t n = cpu_layer_group(L, a->topk_ids->data, t0, t1);
-        cpu_pool_run(L->pool, n, gather_task, u);
-        for (uint32_t l = 0; l < E; l++) {
-            uint32_t p0 = L->start[l], rows = L->start[l + 1] - p0;
-            if (rows && run_gemm(u, &u->g13, u->wmem[l], L->H, L->rI, (char *)u->xg + (size_t)p0 * L->H * u->celt,
-                                 u->h + (size_t)p0 * L->rI, rows) != 0)
-                return L->host->error_set(a->err, FMOE_STATUS_INTERNAL, "oneDNN matmul (GEMM1) failed");
-        }
-        cpu_pool_run(L->pool, n, act_task, u);
-        for (uint32_t l = 0; l < E; l++) {
-            uint32_t p0 = L->start[l], rows = L->start[l + 1] - p0;
-            if (rows && run_gemm(u, &u->g2, u->wmem[E + l], L->I, L->H, (char *)u->act + (size_t)p0 * L->I * u->celt,
-                                 u->y2 + (size_t)p0 * L->H, rows) != 0)
-                return L->host->error_set(a->err, FMOE_STATUS_INTERNAL, "oneDNN matmul (GEMM2) failed");
-        }
-        cpu_pool_run(L->pool, n, y_task, u);
+        uint32_t n = cpu_layer_group(L, a->topk_ids->data, t0, t1), big = dnnl_experts(u);
+        gemm1_input(u, n, big);
+        if (gemm_phase(u, 0, u->xg, u->h, u->h, L->H, L->rI, L->b13) != 0)
+            return L->host->error_set(a->err, FMOE_STATUS_INTERNAL, "oneDNN matmul (GEMM1) failed");
+        u->bg.in_rows = NULL;
+        cpu_pool_run_elems(L->pool, n, L->rI, act_task, u);
+        if (gemm_phase(u, 1, u->act, u->y2, L->y, L->I, L->H, L->cfg.tp_rank == 0 ? L->b2 : NULL) != 0)
+            return L->host->error_set(a->err, FMOE_STATUS_INTERNAL, "oneDNN matmul (GEMM2) failed");
+        if (big)
+            cpu_pool_run_elems(L->pool, n, L->H, y_task, u);
         cpu_layer_combine(L, u->topk_w, t0, t1, a->out);
     }
     return FMOE_STATUS_OK;

@@ -138,10 +138,12 @@ static fmoe_status cpu_query(fmoe_query_args *a)
     }
     a->method = m;
     a->score = isa_score[st->isa];
-    if (m == &cpu_method_unquantized)
-        snprintf(a->reason, sizeof a->reason, "oneDNN matmul (%s), %u thread(s)",
-                 s->w_dtype == FMOE_DTYPE_BF16 && a->config->act_dtype == FMOE_DTYPE_BF16 ? "bf16" : "f32",
-                 st->threads);
+    if (m == &cpu_method_unquantized && s->w_dtype == FMOE_DTYPE_BF16 && a->config->act_dtype == FMOE_DTYPE_BF16)
+        snprintf(a->reason, sizeof a->reason,
+                 "bf16 kernels (%s) for experts with few rows, oneDNN matmul (bf16) above, %u thread(s)",
+                 cpu_isa_name(st->isa), st->threads);
+    else if (m == &cpu_method_unquantized)
+        snprintf(a->reason, sizeof a->reason, "oneDNN matmul (f32), %u thread(s)", st->threads);
     else
         snprintf(a->reason, sizeof a->reason, "%s int8 dot-product kernels (%s), %u thread(s)", m->name,
                  cpu_isa_name(st->isa), st->threads);

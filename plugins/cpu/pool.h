@@ -10,6 +10,7 @@
 #ifndef FMOE_PLUGIN_CPU_POOL_H
 #define FMOE_PLUGIN_CPU_POOL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "fusedmoe/plugin.h"
@@ -22,5 +23,10 @@ cpu_pool *cpu_pool_create(const fmoe_host *h, uint32_t threads);
 void cpu_pool_destroy(cpu_pool *p);
 uint32_t cpu_pool_size(const cpu_pool *p);
 void cpu_pool_run(cpu_pool *p, uint32_t n_items, cpu_task_fn fn, void *ctx);
+
+/* The same for element-wise steps of `elems` values per item: run on the
+ * caller alone when the whole step is small (a decode step's few rows),
+ * where waking the workers would cost more than the work. */
+void cpu_pool_run_elems(cpu_pool *p, uint32_t n_items, size_t elems, cpu_task_fn fn, void *ctx);
 
 #endif

@@ -1,0 +1,86 @@
+/*
+ * plugins/cpu/bgemv.c - the bf16 small-M GEMMs of bgemv.h over the pool.
+ */
+#include "plugins/cpu/bgemv.h"
+
+#include <string.h>
+
+#include "core/half.h"
+
+/* Items per thread: enough to even out experts of different row counts,
+ * few enough that an item streams hundreds of KiB (and runs CPU_BNT tiles
+ * per kernel call). */
+#define ITEMS_PER_THREAD 8
+
+uint32_t cpu_bgemv_items_cap(uint32_t active, uint32_t tiles)
+{
+    return active * tiles;
+}
+
+/* dst = round(sums + bias) for nn outputs from n0 of expert e. */
+static void epilogue(const cpu_bgemv *g, uint32_t e, uint32_t n0, uint32_t nn, const float *sums, float *dst)
+{
+    if (!g->bias && g->round == FMOE_DTYPE_F32) {
+        memcpy(dst, sums, nn * sizeof(float));
+        return;
+    }
+    int64_t b0 = (int64_t)e * g->w->n + n0;
+    for (uint32_t r = 0; r < nn; r++)
+        dst[r] = fmoe_round_to(g->round, sums[r] + (g->bias ? fmoe_load_float(g->bias, g->bias_dtype, b0 + r) : 0.0f));
+}
+
+static void item_task(void *ctx, uint32_t item, uint32_t worker)
+{
+    (void)worker;
+    const cpu_bgemv *g = ctx;
+    cpu_bgemv_item it = g->items[item];
+    uint32_t p0 = g->start[it.expert], p1 = g->start[it.expert + 1], N = g->w->n;
+    cpu_btile t;
+    t.k = g->w->k;
+    /* Tiles per call: 4 streams for one row; with more rows the kernels'
+     * registers hold fewer tiles, and the rows' compute overlaps memory. */
+    uint32_t rows = p1 - p0, per_call = rows >= 3 ? 1 : rows == 2 ? 2 : CPU_BNT;
+    for (uint32_t tile = it.t0; tile < it.t1; tile += t.nt) {
+        t.nt = it.t1 - tile < per_call ? it.t1 - tile : per_call;
+        for (uint32_t i = 0; i < t.nt; i++)
+            t.w[i] = cpu_bweights_tile(g->w, it.expert, tile + i);
+        /* The next call's first tile, while it is this item's: one more stream. */
+        t.ahead = tile + t.nt < it.t1 ? cpu_bweights_tile(g->w, it.expert, tile + t.nt) : NULL;
+        for (uint32_t p = p0; p < p1; p += CPU_BMR) {
+            t.mr = p1 - p < CPU_BMR ? p1 - p : CPU_BMR;
+            for (uint32_t m = 0; m < t.mr; m++)
+                t.a[m] = g->in_rows ? g->in_rows[p + m] : g->in + (size_t)(p + m) * g->in_stride;
+            g->kern->tile(&t);
+            for (uint32_t i = 0; i < t.nt; i++) {
+                uint32_t n0 = (tile + i) * CPU_BNR, nn = N - n0 < CPU_BNR ? N - n0 : CPU_BNR;
+                for (uint32_t m = 0; m < t.mr; m++)
+                    epilogue(g, it.expert, n0, nn, t.out[i][m], g->out + (size_t)(p + m) * g->out_stride + n0);
+            }
+        }
+    }
+}
+
+uint32_t cpu_bgemv_run(cpu_bgemv *g, cpu_pool *pool)
+{
+    uint32_t E = g->w->experts, tiles = g->w->tiles, active = 0;
+    for (uint32_t e = 0; e < E; e++) {
+        uint32_t rows = g->start[e + 1] - g->start[e];
+        active += rows > 0 && (g->max_rows == 0 || rows <= g->max_rows);
+    }
+    if (active == 0)
+        return 0;
+    uint64_t want = (uint64_t)cpu_pool_size(pool) * ITEMS_PER_THREAD, total = (uint64_t)active * tiles;
+    uint32_t piece = cpu_pool_size(pool) == 1 ? tiles : (uint32_t)((total + want - 1) / want);
+    piece = (piece + CPU_BNT - 1) / CPU_BNT * CPU_BNT; /* whole kernel calls */
+    piece = piece > tiles ? tiles : piece;
+    uint32_t n = 0;
+    for (uint32_t e = 0; e < E; e++) {
+        uint32_t rows = g->start[e + 1] - g->start[e];
+        if (rows == 0 || (g->max_rows && rows > g->max_rows))
+            continue;
+        for (uint32_t t = 0; t < tiles && n < g->items_cap; t += piece)
+            g->items[n++] = (cpu_bgemv_item){e, t, t + piece < tiles ? t + piece : tiles};
+    }
+    cpu_pool_run(pool, n, item_task, g);
+    return active;
+}
