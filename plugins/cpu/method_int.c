@@ -34,6 +34,10 @@
 
 /* Target number of GEMM items per thread (load balance vs. per-item cost). */
 #define ITEMS_PER_THREAD 8
+/* How far ahead (in tiles of the item) the kernels prefetch a second stream. */
+#ifndef AHEAD_TILES
+#define AHEAD_TILES 4
+#endif
 
 typedef struct q_item {
     uint32_t expert, t0, t1;
@@ -347,6 +351,9 @@ static void gemm_task(void *ctx, uint32_t i, uint32_t worker)
     t.groups = w->groups;
     for (uint32_t tile = it.t0; tile < it.t1; tile++) {
         t.w = cpu_qweights_tile(w, it.expert, tile);
+        /* A second stream for the kernels' prefetch: the tile AHEAD_TILES on,
+         * while it is still this item's. */
+        t.ahead = tile + AHEAD_TILES < it.t1 ? cpu_qweights_tile(w, it.expert, tile + AHEAD_TILES) : NULL;
         t.gscale = cpu_qweights_gscale(w, it.expert, tile);
         t.wsum = cpu_qweights_wsum(w, it.expert, tile);
         uint32_t n0 = tile * CPU_NR, nn = N - n0 < CPU_NR ? N - n0 : CPU_NR;

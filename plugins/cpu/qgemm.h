@@ -61,6 +61,9 @@ typedef struct cpu_qtile {
     const int8_t *a[CPU_MR_MAX];      /* activation rows, kp values */
     int32_t off[CPU_MR_MAX];          /* int4: added to every activation of the row */
     const int32_t *qsum[CPU_MR_MAX];  /* int4: [groups] sums of the row's activations */
+    const uint8_t *ahead;    /* NULL, or a later tile of the same size: the SIMD
+                                kernels prefetch it into L2 as they go, a second
+                                memory stream besides their own (qgemm_*.c) */
     float out[CPU_MR_MAX][CPU_NR];    /* out */
 } cpu_qtile;
 

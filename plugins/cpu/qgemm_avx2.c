@@ -13,7 +13,8 @@
  *         high nibble halves are added in s16 (<= 7680) before widening;
  *         the correction -8*qsum + off*wsum is applied per group.
  * mr = 2 rows per call: four int32 accumulators, the float sums and the
- * unpacked weights fit the 16 ymm registers.
+ * unpacked weights fit the 16 ymm registers. Prefetch as in
+ * qgemm_avx512.c (own stream into L1, t->ahead into L2).
  */
 #include <immintrin.h>
 #include <string.h>
@@ -21,6 +22,14 @@
 #include "plugins/cpu/qgemm.h"
 
 #define INLINE static inline __attribute__((always_inline))
+#define PF_BYTES 2048
+
+INLINE void prefetch_step(const cpu_qtile *t, size_t off)
+{
+    _mm_prefetch((const char *)(t->w + off + PF_BYTES), _MM_HINT_T0);
+    if (t->ahead)
+        _mm_prefetch((const char *)(t->ahead + off), _MM_HINT_T1);
+}
 #define AVX2_MR 2
 
 INLINE __m256i bcast4(const int8_t *p)
@@ -38,6 +47,7 @@ INLINE void i8_body(cpu_qtile *t, const uint32_t mr)
         acc[m][0] = acc[m][1] = _mm256_setzero_si256();
     uint32_t steps = t->kp / 4;
     for (uint32_t s = 0; s < steps; s++) {
+        prefetch_step(t, (size_t)s * 64);
         __m256i w0 = _mm256_loadu_si256((const __m256i *)(t->w + (size_t)s * 64));
         __m256i w1 = _mm256_loadu_si256((const __m256i *)(t->w + (size_t)s * 64 + 32));
         __m256i aw0 = _mm256_abs_epi8(w0), aw1 = _mm256_abs_epi8(w1);
@@ -69,6 +79,7 @@ INLINE void i4_body(cpu_qtile *t, const uint32_t mr)
         for (uint32_t m = 0; m < mr; m++)
             acc[m][0] = acc[m][1] = _mm256_setzero_si256();
         for (uint32_t s = g * steps; s < (g + 1) * steps; s++) {
+            prefetch_step(t, (size_t)s * 64);
             __m256i v0 = _mm256_loadu_si256((const __m256i *)(t->w + (size_t)s * 64));
             __m256i v1 = _mm256_loadu_si256((const __m256i *)(t->w + (size_t)s * 64 + 32));
             __m256i lo0 = _mm256_and_si256(v0, mask), hi0 = _mm256_and_si256(_mm256_srli_epi16(v0, 4), mask);
