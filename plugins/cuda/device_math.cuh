@@ -10,6 +10,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
@@ -70,6 +71,32 @@ template <bool FP8> __device__ __forceinline__ void mma(float c[4], const uint32
                      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
     }
+}
+
+/* Activation quantization to e4m3, as include/fusedmoe/formats.h defines it
+ * and the reference does: scale = amax / 448 (at least 1/(448*512)), or its
+ * UE8M0 power of two (DeepGEMM: 2^ceil(log2), amax at least 1e-4); code =
+ * e4m3(saturate(v / scale)) with IEEE division. */
+constexpr float FP8_MAX = 448.0f;
+
+__device__ __forceinline__ float scale_f32(float amax)
+{
+    float s = amax / FP8_MAX, floor = 1.0f / (FP8_MAX * 512.0f);
+    return s > floor ? s : floor;
+}
+
+__device__ __forceinline__ float scale_ue8m0(float amax)
+{
+    float a = amax > 1e-4f ? amax : 1e-4f;
+    uint32_t u = __float_as_uint(a / FP8_MAX);
+    uint32_t e = ((u >> 23) & 0xFFu) + ((u & 0x7FFFFFu) != 0);
+    e = e < 1 ? 1 : e > 254 ? 254 : e;
+    return __uint_as_float(e << 23);
+}
+
+__device__ __forceinline__ uint8_t to_e4m3(float v, float s)
+{
+    return (uint8_t)__nv_cvt_float_to_fp8(v / s, __NV_SATFINITE, __NV_E4M3);
 }
 
 __device__ __forceinline__ float round_act(int32_t dtype, float v)

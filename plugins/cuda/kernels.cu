@@ -42,7 +42,6 @@
 
 namespace {
 
-constexpr float FP8_MAX = 448.0f;
 
 __device__ __forceinline__ float load_val(int32_t dtype, const void *p, int64_t i)
 {
@@ -414,25 +413,9 @@ __device__ __forceinline__ float input_value(const quant_args &a, int64_t row, u
     return a.row_weight ? round_act(a.dtype, v * a.row_weight[row]) : v;
 }
 
-__device__ __forceinline__ float scale_f32(float amax)
-{
-    float s = amax / FP8_MAX, floor = 1.0f / (FP8_MAX * 512.0f);
-    return s > floor ? s : floor;
-}
-
-__device__ __forceinline__ float scale_ue8m0(float amax)
-{
-    float a = amax > 1e-4f ? amax : 1e-4f;
-    uint32_t u = __float_as_uint(a / FP8_MAX);
-    uint32_t e = ((u >> 23) & 0xFFu) + ((u & 0x7FFFFFu) != 0);
-    e = e < 1 ? 1 : e > 254 ? 254 : e;
-    return __uint_as_float(e << 23);
-}
-
-__device__ __forceinline__ uint8_t to_e4m3(float v, float s)
-{
-    return (uint8_t)__nv_cvt_float_to_fp8(v / s, __NV_SATFINITE, __NV_E4M3);
-}
+using fmcu_dev::scale_f32;
+using fmcu_dev::scale_ue8m0;
+using fmcu_dev::to_e4m3;
 
 __device__ float block_max(float v, float *red)
 {

@@ -52,6 +52,7 @@
  * Compiled for sm_90a only (meson.build); without CUTLASS headers
  * (FMCU_HAVE_CUTLASS undefined) only the refusal is compiled.
  */
+#include "plugins/cuda/device_math.cuh"
 #include "plugins/cuda/prefill.h"
 
 #include <cuda_bf16.h>
@@ -102,7 +103,6 @@ int refuse(char *why, size_t cap, const char *text)
 namespace fmcu_pf {
 
 using bf16 = __nv_bfloat16;
-constexpr float FP8_MAX = 448.0f;
 constexpr int GROUP = 128;        /* block scheme: activation group and weight block (both dimensions) */
 constexpr int MAX_ACT_SMEM = 48 * 1024;
 
@@ -110,24 +110,13 @@ constexpr int MAX_ACT_SMEM = 48 * 1024;
 /* Arithmetic shared with kernels.cu / gemm.cu (same expressions)            */
 /* ------------------------------------------------------------------------ */
 
-__device__ __forceinline__ float scale_f32(float amax)
-{
-    float s = amax / FP8_MAX, floor = 1.0f / (FP8_MAX * 512.0f);
-    return s > floor ? s : floor;
-}
+using fmcu_dev::scale_f32;
+using fmcu_dev::scale_ue8m0;
 
-__device__ __forceinline__ float scale_ue8m0(float amax)
-{
-    float a = amax > 1e-4f ? amax : 1e-4f;
-    uint32_t u = __float_as_uint(a / FP8_MAX);
-    uint32_t e = ((u >> 23) & 0xFFu) + ((u & 0x7FFFFFu) != 0);
-    e = e < 1 ? 1 : e > 254 ? 254 : e;
-    return __uint_as_float(e << 23);
-}
-
+/* The e4m3 code of v / s, widened for packing four into a word. */
 __device__ __forceinline__ uint32_t to_e4m3(float v, float s)
 {
-    return (uint32_t)(uint8_t)__nv_cvt_float_to_fp8(v / s, __NV_SATFINITE, __NV_E4M3);
+    return fmcu_dev::to_e4m3(v, s);
 }
 
 __device__ __forceinline__ float amax_step(float m, float v)
