@@ -10,7 +10,7 @@
 /* Items per thread: enough to even out experts of different row counts,
  * few enough that an item streams hundreds of KiB (and runs CPU_BNT tiles
  * per kernel call). */
-#define ITEMS_PER_THREAD 8
+#define ITEMS_PER_THREAD 16
 
 uint32_t cpu_bgemv_items_cap(uint32_t active, uint32_t tiles)
 {
@@ -73,13 +73,21 @@ uint32_t cpu_bgemv_run(cpu_bgemv *g, cpu_pool *pool)
     uint32_t piece = cpu_pool_size(pool) == 1 ? tiles : (uint32_t)((total + want - 1) / want);
     piece = (piece + CPU_BNT - 1) / CPU_BNT * CPU_BNT; /* whole kernel calls */
     piece = piece > tiles ? tiles : piece;
+    /* Experts with the most rows (the most compute per byte) first, so the
+     * last items of the run are the quick ones: the threads finish close
+     * together. Pass r takes the experts of r rows, pass 0 those above
+     * CPU_BMR. */
     uint32_t n = 0;
-    for (uint32_t e = 0; e < E; e++) {
-        uint32_t rows = g->start[e + 1] - g->start[e];
-        if (rows == 0 || (g->max_rows && rows > g->max_rows))
-            continue;
-        for (uint32_t t = 0; t < tiles && n < g->items_cap; t += piece)
-            g->items[n++] = (cpu_bgemv_item){e, t, t + piece < tiles ? t + piece : tiles};
+    for (uint32_t r = 0; r <= CPU_BMR; r = r == 0 ? CPU_BMR : r - 1) {
+        for (uint32_t e = 0; e < E; e++) {
+            uint32_t rows = g->start[e + 1] - g->start[e];
+            if (rows == 0 || (g->max_rows && rows > g->max_rows) || (r ? rows != r : rows <= CPU_BMR))
+                continue;
+            for (uint32_t t = 0; t < tiles && n < g->items_cap; t += piece)
+                g->items[n++] = (cpu_bgemv_item){e, t, t + piece < tiles ? t + piece : tiles};
+        }
+        if (r == 1)
+            break;
     }
     cpu_pool_run(pool, n, item_task, g);
     return active;
