@@ -119,6 +119,7 @@ static void q_free(q_layer *q)
     for (int i = 0; i < 2; i++) {
         h->free(h->ctx, ws[i]->w);
         h->free(h->ctx, ws[i]->gscale);
+        h->free(h->ctx, ws[i]->gscale16);
         h->free(h->ctx, ws[i]->wsum);
         h->free(h->ctx, q->row_scales[i]);
     }
@@ -355,6 +356,7 @@ static void gemm_task(void *ctx, uint32_t i, uint32_t worker)
          * while it is still this item's. */
         t.ahead = tile + AHEAD_TILES < it.t1 ? cpu_qweights_tile(w, it.expert, tile + AHEAD_TILES) : NULL;
         t.gscale = cpu_qweights_gscale(w, it.expert, tile);
+        t.gscale16 = cpu_qweights_gscale16(w, it.expert, tile);
         t.wsum = cpu_qweights_wsum(w, it.expert, tile);
         uint32_t n0 = tile * CPU_NR, nn = N - n0 < CPU_NR ? N - n0 : CPU_NR;
         float b[CPU_NR];

@@ -34,6 +34,9 @@
  *     sum (a + off)*w = sum u*a - 8*qsum[m][g] + off[m]*wsum[g][n]
  *     (qsum: the activation row's sum per group, computed when quantizing).
  *     With vpmaddubsw a pair is at most 2*15*128 < 32767: no saturation.
+ *     (The VNNI kernel computes wsum itself from the nibbles, sum(u) -
+ *     8 * group, and reads bf16 scales when gscale16 is set: it streams
+ *     nibbles and bf16 scales only, as the checkpoint stores them.)
  *   - int8, VNNI: vpdpbusd wants u8 x s8: a + 128 in [1, 255] times w,
  *     minus 128*wsum[n]; vpdpbusd (not ...ds) never saturates.
  *   - int8, AVX2: vpmaddubsw(|w|, sign(a, w)): |w| <= 128 and
@@ -54,6 +57,8 @@
 typedef struct cpu_qtile {
     const uint8_t *w;        /* the tile: kp*16 bytes (int8) or kp*8 (int4) */
     const float *gscale;     /* [groups][16] */
+    const uint16_t *gscale16; /* NULL, or the same scales as bf16 (exact), [groups][16]:
+                                 half the bytes for a kernel to stream */
     const int32_t *wsum;     /* [groups][16] */
     uint32_t kp;             /* padded K */
     uint32_t group, groups;  /* int4: K values per group (multiple of 8), count; int8: kp, 1 */
@@ -97,6 +102,7 @@ typedef struct cpu_qweights {
     size_t tile_bytes;
     uint8_t *w;              /* [experts][tiles][tile_bytes] */
     float *gscale;           /* [experts][tiles][groups][16] */
+    uint16_t *gscale16;      /* the same as bf16 when every scale is one exactly (int4 groups), else NULL */
     int32_t *wsum;           /* [experts][tiles][groups][16] */
 } cpu_qweights;
 
@@ -111,6 +117,7 @@ int cpu_qweights_int4(cpu_qweights *q, uint32_t E, uint32_t N, uint32_t K, uint3
 /* The tile of expert e, tile t. */
 const uint8_t *cpu_qweights_tile(const cpu_qweights *q, uint32_t e, uint32_t t);
 const float *cpu_qweights_gscale(const cpu_qweights *q, uint32_t e, uint32_t t);
+const uint16_t *cpu_qweights_gscale16(const cpu_qweights *q, uint32_t e, uint32_t t); /* NULL without */
 const int32_t *cpu_qweights_wsum(const cpu_qweights *q, uint32_t e, uint32_t t);
 
 /* Per-token symmetric int8 (vLLM dynamic_scaled_int8_quant, as the

@@ -28,7 +28,12 @@
 #include "plugins/cpu/qgemm.h"
 
 #define INLINE static inline __attribute__((always_inline))
+/* The register-blocked loops must be unrolled (GCC at -O2 keeps their
+ * accumulators in memory otherwise). */
+#define UNROLL _Pragma("GCC unroll 16")
+#ifndef PF_BYTES
 #define PF_BYTES 2048
+#endif
 
 INLINE void prefetch_step(const cpu_qtile *t, size_t off)
 {
@@ -63,35 +68,53 @@ INLINE void i8_body(cpu_qtile *t, const uint32_t mr)
         _mm512_storeu_ps(t->out[m], _mm512_mul_ps(sc, _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[m], corr))));
 }
 
-INLINE void i4_body(cpu_qtile *t, const uint32_t mr)
+/* int4: per row a low-nibble and a high-nibble accumulator (two
+ * independent vpdpbusd chains instead of one; integer sums, so the split
+ * changes nothing), summed at the group's end, then the float steps of
+ * qgemm.h in order. What it streams is only the nibbles and the scales
+ * (their bf16 copy when the tile has one, s16): the group's weight sum is
+ * computed here instead of read from wsum, as sum(u) - 8 * group with u the
+ * unsigned nibbles (padding nibbles are 8, weight 0), by one more vpdpbusd
+ * per step of lo + hi against ones, shared by the rows - compute this
+ * kernel has to spare, bytes it has not. */
+INLINE void i4_body(cpu_qtile *t, const uint32_t mr, const int s16)
 {
-    const __m512i mask = _mm512_set1_epi8(0x0F);
+    const __m512i mask = _mm512_set1_epi8(0x0F), ones = _mm512_set1_epi8(1);
     __m512 f[CPU_MR_MAX];
-    __m512i acc[CPU_MR_MAX];
+    __m512i alo[CPU_MR_MAX], ahi[CPU_MR_MAX];
+    UNROLL
     for (uint32_t m = 0; m < mr; m++)
         f[m] = _mm512_setzero_ps();
     uint32_t steps = t->group / 8;
     for (uint32_t g = 0; g < t->groups; g++) {
+        __m512i us = _mm512_setzero_si512();
+        UNROLL
         for (uint32_t m = 0; m < mr; m++)
-            acc[m] = _mm512_setzero_si512();
+            alo[m] = ahi[m] = _mm512_setzero_si512();
         for (uint32_t s = g * steps; s < (g + 1) * steps; s++) {
             prefetch_step(t, (size_t)s * 64);
             __m512i v = _mm512_loadu_si512((const void *)(t->w + (size_t)s * 64));
             __m512i lo = _mm512_and_si512(v, mask);
             __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), mask);
+            us = _mm512_dpbusd_epi32(us, _mm512_add_epi8(lo, hi), ones); /* bytes <= 30 */
+            UNROLL
             for (uint32_t m = 0; m < mr; m++) {
-                acc[m] = _mm512_dpbusd_epi32(acc[m], lo, bcast4(t->a[m] + 8 * s));
-                acc[m] = _mm512_dpbusd_epi32(acc[m], hi, bcast4(t->a[m] + 8 * s + 4));
+                alo[m] = _mm512_dpbusd_epi32(alo[m], lo, bcast4(t->a[m] + 8 * s));
+                ahi[m] = _mm512_dpbusd_epi32(ahi[m], hi, bcast4(t->a[m] + 8 * s + 4));
             }
         }
-        __m512i ws = _mm512_loadu_si512((const void *)(t->wsum + g * CPU_NR));
-        __m512 sc = _mm512_loadu_ps(t->gscale + g * CPU_NR);
+        __m512i ws = _mm512_sub_epi32(us, _mm512_set1_epi32(8 * (int32_t)t->group));
+        __m512 sc = s16 ? _mm512_castsi512_ps(_mm512_slli_epi32(
+                              _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(t->gscale16 + g * CPU_NR))), 16))
+                        : _mm512_loadu_ps(t->gscale + g * CPU_NR);
+        UNROLL
         for (uint32_t m = 0; m < mr; m++) {
-            __m512i dot = _mm512_sub_epi32(acc[m], _mm512_set1_epi32(8 * t->qsum[m][g]));
+            __m512i dot = _mm512_sub_epi32(_mm512_add_epi32(alo[m], ahi[m]), _mm512_set1_epi32(8 * t->qsum[m][g]));
             dot = _mm512_add_epi32(dot, _mm512_mullo_epi32(_mm512_set1_epi32(t->off[m]), ws));
             f[m] = _mm512_add_ps(f[m], _mm512_mul_ps(sc, _mm512_cvtepi32_ps(dot)));
         }
     }
+    UNROLL
     for (uint32_t m = 0; m < mr; m++)
         _mm512_storeu_ps(t->out[m], f[m]);
 }
@@ -108,11 +131,20 @@ static void vnni_i8(cpu_qtile *t)
 
 static void vnni_i4(cpu_qtile *t)
 {
+    if (t->gscale16) {
+        switch (t->mr) {
+        case 1: i4_body(t, 1, 1); break;
+        case 2: i4_body(t, 2, 1); break;
+        case 3: i4_body(t, 3, 1); break;
+        default: i4_body(t, 4, 1); break;
+        }
+        return;
+    }
     switch (t->mr) {
-    case 1: i4_body(t, 1); break;
-    case 2: i4_body(t, 2); break;
-    case 3: i4_body(t, 3); break;
-    default: i4_body(t, 4); break;
+    case 1: i4_body(t, 1, 0); break;
+    case 2: i4_body(t, 2, 0); break;
+    case 3: i4_body(t, 3, 0); break;
+    default: i4_body(t, 4, 0); break;
     }
 }
 

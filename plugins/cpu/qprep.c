@@ -43,6 +43,11 @@ const uint8_t *cpu_qweights_tile(const cpu_qweights *q, uint32_t e, uint32_t t)
     return q->w + ((size_t)e * q->tiles + t) * q->tile_bytes;
 }
 
+const uint16_t *cpu_qweights_gscale16(const cpu_qweights *q, uint32_t e, uint32_t t)
+{
+    return q->gscale16 ? q->gscale16 + ((size_t)e * q->tiles + t) * q->groups * CPU_NR : NULL;
+}
+
 const float *cpu_qweights_gscale(const cpu_qweights *q, uint32_t e, uint32_t t)
 {
     return q->gscale + ((size_t)e * q->tiles + t) * q->groups * CPU_NR;
@@ -76,6 +81,32 @@ int cpu_qweights_int8(cpu_qweights *q, uint32_t E, uint32_t N, uint32_t K, const
                 gs[r] = n < N ? row_scale[(size_t)e * N + n] : 0.0f;
             }
         }
+    return 0;
+}
+
+/* Group-wise int4 scales stream as much as the weights' nibbles per group
+ * over 4 (f32) or 8 (bf16): when every scale is a bf16 exactly (the
+ * scheme's bf16 group scales), keep a bf16 copy for the kernels to read.
+ * 0, or -1 (no memory). */
+static int group_scales_bf16(cpu_qweights *q, cpu_alloc_fn alloc, void *ctx)
+{
+    size_t n = (size_t)q->experts * q->tiles * q->groups * CPU_NR;
+    if (q->groups < 2)
+        return 0; /* per channel: one scale per row, nothing to save */
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &q->gscale[i], sizeof u);
+        if (u & 0xFFFFu)
+            return 0;
+    }
+    q->gscale16 = alloc(ctx, n * sizeof(uint16_t) + 64, 64);
+    if (!q->gscale16)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &q->gscale[i], sizeof u);
+        q->gscale16[i] = (uint16_t)(u >> 16);
+    }
     return 0;
 }
 
@@ -113,7 +144,7 @@ int cpu_qweights_int4(cpu_qweights *q, uint32_t E, uint32_t N, uint32_t K, uint3
                 }
             }
         }
-    return 0;
+    return group_scales_bf16(q, alloc, ctx);
 }
 
 void cpu_quant_sym(const float *x, uint32_t n, uint32_t kp, int8_t *q, float *scale)

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/half.h"
 #include "fusedmoe/formats.h"
 #include "plugins/cpu/cpu.h"
 #include "plugins/cpu/qgemm.h"
@@ -29,6 +30,7 @@ static void qw_free(cpu_qweights *q)
 {
     free(q->w);
     free(q->gscale);
+    free(q->gscale16);
     free(q->wsum);
 }
 
@@ -72,13 +74,20 @@ static void check_shape(int int4, uint32_t E, uint32_t N, uint32_t K, uint32_t g
         int v = draw == DRAW_EXTREME ? (fmoe_rng_u64(&r) & 1 ? lo : hi) : lo + (int)(fmoe_rng_u64(&r) % (hi - lo + 1));
         w[i] = (int8_t)v;
     }
-    for (size_t i = 0; i < (size_t)E * N * G; i++)
+    /* Odd streams: bf16 group scales (the scheme's), which the repacking
+     * also keeps as bf16 for the kernels that stream those. */
+    int bf16_scales = int4 && G > 1 && (stream & 1);
+    for (size_t i = 0; i < (size_t)E * N * G; i++) {
         sc[i] = fmoe_rng_uniform(&r, 0.001f, 0.1f);
+        if (bf16_scales)
+            sc[i] = fmoe_bf16_to_f32(fmoe_f32_to_bf16(sc[i]));
+    }
     cpu_qweights q;
     int rc = int4 ? cpu_qweights_int4(&q, E, N, K, group, w, sc, test_alloc, NULL)
                   : cpu_qweights_int8(&q, E, N, K, w, sc, test_alloc, NULL);
     ck_assert_int_eq(rc, 0);
     ck_assert_uint_eq(q.kp % (int4 ? 8 : 4), 0);
+    ck_assert_int_eq(q.gscale16 != NULL, bf16_scales);
 
     /* Activation rows, padded with zeros, and their per-group sums. */
     int8_t *a = calloc((size_t)M * q.kp, 1);
@@ -111,6 +120,8 @@ static void check_shape(int int4, uint32_t E, uint32_t N, uint32_t K, uint32_t g
                     tile.w = cpu_qweights_tile(&q, e, t);
                     tile.gscale = cpu_qweights_gscale(&q, e, t);
                     tile.wsum = cpu_qweights_wsum(&q, e, t);
+                    tile.gscale16 = cpu_qweights_gscale16(&q, e, t);
+                    tile.ahead = t + 1 < q.tiles ? cpu_qweights_tile(&q, e, t + 1) : NULL;
                     tile.kp = q.kp;
                     tile.group = q.group;
                     tile.groups = q.groups;
@@ -164,6 +175,9 @@ START_TEST(int4_groups_random)
     check_shape(1, 2, 48, 256, 32, 5, DRAW_RANDOM, 7);
     check_shape(1, 1, 20, 192, 64, 3, DRAW_RANDOM, 8);
     check_shape(1, 1, 16, 64, 8, 2, DRAW_RANDOM, 9);
+    /* More tiles, and rows off the kernels' blocks of 2 and 4. */
+    check_shape(1, 2, 100, 256, 32, 7, DRAW_RANDOM, 13);
+    check_shape(1, 1, 72, 128, 32, 1, DRAW_RANDOM, 14);
 }
 END_TEST
 
