@@ -33,7 +33,9 @@
 #include "plugins/cpu/qgemm.h"
 
 /* Target number of GEMM items per thread (load balance vs. per-item cost). */
-#define ITEMS_PER_THREAD 8
+#define ITEMS_PER_THREAD 16
+/* build_items orders experts by rows up to this many (more: first, as they come). */
+#define MAX_SORTED_ROWS 16
 /* How far ahead (in tiles of the item) the kernels prefetch a second stream. */
 #ifndef AHEAD_TILES
 #define AHEAD_TILES 4
@@ -402,12 +404,20 @@ static uint32_t build_items(q_layer *q, const cpu_qweights *w)
     uint64_t total = (uint64_t)active * w->tiles;
     uint32_t piece = cpu_pool_size(L->pool) == 1 ? w->tiles : (uint32_t)((total + want - 1) / want);
     piece = piece < 1 ? 1 : piece > w->tiles ? w->tiles : piece;
+    /* Experts with the most rows (the most compute per byte) first, so the
+     * last items are quick ones and the threads finish together: pass r
+     * takes the experts of r rows, pass 0 those above MAX_SORTED_ROWS. */
     uint32_t n = 0;
-    for (uint32_t l = 0; l < L->local_experts; l++) {
-        if (L->start[l + 1] == L->start[l])
-            continue;
-        for (uint32_t t = 0; t < w->tiles && n < q->items_cap; t += piece)
-            q->items[n++] = (q_item){l, t, t + piece < w->tiles ? t + piece : w->tiles};
+    for (uint32_t r = 0;; r = r == 0 ? MAX_SORTED_ROWS : r - 1) {
+        for (uint32_t l = 0; l < L->local_experts; l++) {
+            uint32_t rows = L->start[l + 1] - L->start[l];
+            if (rows == 0 || (r ? rows != r : rows <= MAX_SORTED_ROWS))
+                continue;
+            for (uint32_t t = 0; t < w->tiles && n < q->items_cap; t += piece)
+                q->items[n++] = (q_item){l, t, t + piece < w->tiles ? t + piece : w->tiles};
+        }
+        if (r == 1)
+            break;
     }
     return n;
 }
@@ -424,6 +434,7 @@ static fmoe_status q_apply(fmoe_apply_args *a)
         q->t0 = t0;
         uint32_t n = cpu_layer_group(L, a->topk_ids->data, t0, t1);
         if (n > 0) {
+            cpu_pool_wake(L->pool); /* for GEMM1, while this thread quantizes */
             cpu_pool_run_elems(L->pool, (uint32_t)(t1 - t0), L->H, quant1_task, q);
             q->gemm = 1;
             cpu_pool_run(L->pool, build_items(q, &q->w13), gemm_task, q);

@@ -601,6 +601,8 @@ static fmoe_status uq_apply(fmoe_apply_args *a)
         int64_t t1 = t0 + L->chunk < M ? t0 + L->chunk : M;
         u->t0 = t0;
         uint32_t n = cpu_layer_group(L, a->topk_ids->data, t0, t1), big = dnnl_experts(u);
+        if (u->cdt == dnnl_bf16)
+            cpu_pool_wake(L->pool); /* for the kernels, while this thread gathers */
         gemm1_input(u, n, big);
         if (gemm_phase(u, 0, u->xg, u->h, u->h, L->H, L->rI, L->b13) != 0)
             return L->host->error_set(a->err, FMOE_STATUS_INTERNAL, "oneDNN matmul (GEMM1) failed");

@@ -9,6 +9,9 @@
  * on a VM an IPI to a halted vCPU) cost ~100 us per run on the CI machine,
  * more than a decode step's element-wise phases take. SPIN_NS bounds the
  * spin, so an idle layer's threads sleep and a busy machine loses little.
+ * cpu_pool_wake starts the workers spinning ahead of a run, so their
+ * wake-up overlaps the caller's own work before it (a forward's first
+ * steps).
  */
 #include "plugins/cpu/pool.h"
 
@@ -17,10 +20,12 @@
 #include <string.h>
 #include <time.h>
 
-#define SPIN_NS 100000 /* 100 us */
+#define SPIN_NS 250000 /* 250 us: covers a decode step's element-wise gaps */
 /* cpu_pool_run_elems: at most this many values run on the caller alone
- * (~20 us of conversion; a wake-up costs more). */
-#define INLINE_ELEMS 65536
+ * (a token's row: its quantization or gather). More are worth the pool even
+ * in decode: the workers are awake (spinning) by then, and an activation
+ * costs ~10 ns a value (exp in double). */
+#define INLINE_ELEMS 4096
 
 struct cpu_pool {
     const fmoe_host *host;
@@ -30,6 +35,7 @@ struct cpu_pool {
     pthread_mutex_t mu;
     pthread_cond_t wake, done;
     atomic_uint_fast64_t generation; /* written under mu, read anywhere */
+    uint64_t pokes;           /* cpu_pool_wake calls (under mu) */
     atomic_int quit;
     atomic_uint busy;         /* workers still in the current run */
     /* The current run (published before generation moves). */
@@ -102,13 +108,14 @@ static void *worker_main(void *arg)
     worker_arg *w = arg;
     cpu_pool *p = w->pool;
     uint32_t id = w->id;
-    uint64_t seen = 0;
+    uint64_t seen = 0, pokes = 0;
     p->host->free(p->host->ctx, w);
     for (;;) {
-        if (!spin_until(p, new_run, seen)) {
+        while (!spin_until(p, new_run, seen)) {
             pthread_mutex_lock(&p->mu);
-            while (!atomic_load(&p->quit) && atomic_load(&p->generation) == seen)
+            while (!atomic_load(&p->quit) && atomic_load(&p->generation) == seen && p->pokes == pokes)
                 pthread_cond_wait(&p->wake, &p->mu);
+            pokes = p->pokes; /* woken early (cpu_pool_wake): spin again */
             pthread_mutex_unlock(&p->mu);
         }
         if (atomic_load(&p->quit))
@@ -181,6 +188,16 @@ void cpu_pool_destroy(cpu_pool *p)
     const fmoe_host *h = p->host;
     h->free(h->ctx, p->threads);
     h->free(h->ctx, p);
+}
+
+void cpu_pool_wake(cpu_pool *p)
+{
+    if (p->started == 0)
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->pokes++;
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->mu);
 }
 
 uint32_t cpu_pool_size(const cpu_pool *p)

@@ -24,6 +24,10 @@ void cpu_pool_destroy(cpu_pool *p);
 uint32_t cpu_pool_size(const cpu_pool *p);
 void cpu_pool_run(cpu_pool *p, uint32_t n_items, cpu_task_fn fn, void *ctx);
 
+/* Get sleeping workers spinning for a run that comes soon (they sleep
+ * again if none does): their wake-up overlaps the caller's work meanwhile. */
+void cpu_pool_wake(cpu_pool *p);
+
 /* The same for element-wise steps of `elems` values per item: run on the
  * caller alone when the whole step is small (a decode step's few rows),
  * where waking the workers would cost more than the work. */
