@@ -63,11 +63,21 @@ def timed_replays(graphs, reps):
 
 
 def capture(fn, sets):
+    """One CUDA graph per argument tuple of `sets`.
+
+    The eager warm-up runs on a side stream, which does not wait for the
+    current stream by itself: without wait_stream it read the routing ids
+    (and x) before the current stream had written them - memory the caching
+    allocator had just handed back, still holding the previous shape's ids.
+    A DeepSeek layer (97 experts) built after a gpt-oss one (128) then
+    counted an id >= 97 in index_add_ (`dstIndex < dstAddDimSize`)."""
     graphs = []
     stream = torch.cuda.Stream()
     for s in sets:
+        stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):
             fn(*s)  # eager warm-up on the capture stream
+        torch.cuda.current_stream().wait_stream(stream)
         torch.cuda.synchronize()
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g, stream=stream):
@@ -173,6 +183,11 @@ def routing_sets(shape, m, seed):
         w, ids = torch.topk(torch.softmax(logits, -1), k, dim=-1)
         w = w / w.sum(-1, keepdim=True)
         sets.append((ids.to(torch.int64), w.float()))
+    torch.cuda.synchronize()
+    for ids, _ in sets:  # what index_add_ into [E] counts relies on
+        lo, hi = int(ids.min()), int(ids.max())
+        if lo < 0 or hi >= e:
+            raise RuntimeError("routing ids in [%d, %d], outside [0, %d)" % (lo, hi, e))
     return sets
 
 
