@@ -13,9 +13,13 @@
 
 #include "cli/halfconv.h"
 #include "cli/rng.h"
+#include "cli/synth/normal.h"
+#include "cli/synth/parallel.h"
 
 #define DEAD_SCALE 1e-23f
 #define CALIB_TOKENS 16 /* tokens per expert in the calibration batch */
+#define TOKEN_GROUP 4   /* divides CALIB_TOKENS */
+#define MIN_WORK 262144.0 /* weights per worker at least (a few ms): a small layer starts fewer threads */
 
 typedef struct synth_tensor {
     uint32_t expert;
@@ -118,10 +122,16 @@ fmoe_status synth_add_scalar(synth_ckpt *ck, uint32_t expert, int32_t shard, int
 
 float synth_amax(const float *x, size_t n)
 {
-    float a = 0.0f;
-    for (size_t i = 0; i < n; i++)
-        a = fabsf(x[i]) > a ? fabsf(x[i]) : a;
-    return a;
+    /* Four independent maxima: one chain waited on each compare. */
+    float a[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        for (int l = 0; l < 4; l++)
+            a[l] = fabsf(x[i + l]) > a[l] ? fabsf(x[i + l]) : a[l];
+    for (; i < n; i++)
+        a[0] = fabsf(x[i]) > a[0] ? fabsf(x[i]) : a[0];
+    float m01 = a[0] > a[1] ? a[0] : a[1], m23 = a[2] > a[3] ? a[2] : a[3];
+    return m01 > m23 ? m01 : m23;
 }
 
 float synth_round_to(fmoe_dtype dt, float v)
@@ -156,38 +166,12 @@ void synth_gidx(uint64_t seed, const char *name, uint32_t expert, int32_t *gidx,
 
 /* --- float weights -------------------------------------------------------- */
 
-/* out[i] = scale * N(0,1) from the stream (seed, stream, index): Marsaglia's
- * polar method in f32 over the stream's 64-bit draws (two uniforms in
- * (-1, 1) per draw), a few times cheaper than cli/rng's double Box-Muller,
- * which dominated building large layers. */
-static void fill_normal(float *out, size_t n, float scale, uint64_t seed, const char *stream, uint64_t index)
-{
-    cli_rng r;
-    cli_rng_init(&r, seed, stream, index);
-    size_t i = 0;
-    while (i < n) {
-        uint64_t b = cli_rng_next(&r);
-        float u = ((float)(uint32_t)b - 0x1.0p31f) * 0x1.0p-31f;
-        float v = ((float)(uint32_t)(b >> 32) - 0x1.0p31f) * 0x1.0p-31f;
-        float q = u * u + v * v;
-        if (q >= 1.0f || q == 0.0f)
-            continue;
-        float m = scale * sqrtf(-2.0f * logf(q) / q);
-        out[i++] = u * m;
-        if (i < n)
-            out[i++] = v * m;
-    }
-}
-
+/* out[i] = scale * N(0,1) from the stream (seed, stream, e), never zero (a
+ * zero weight would hide a missing scale); a dead expert's values scaled by
+ * DEAD_SCALE, still not zero. */
 static void draw(float *out, size_t n, float scale, uint64_t seed, const char *stream, uint32_t e, int dead)
 {
-    fill_normal(out, n, scale, seed, stream, e);
-    for (size_t i = 0; i < n; i++) {
-        if (out[i] == 0.0f)
-            out[i] = scale; /* never zero: a zero weight hides a missing scale */
-        if (dead)
-            out[i] *= DEAD_SCALE;
-    }
+    synth_fill_normal(out, n, dead ? scale * DEAD_SCALE : scale, seed, stream, e);
 }
 
 void synth_expert_floats(const synth_spec *spec, uint32_t e, float *w1, float *w3, float *w2, float *b13, float *b2)
@@ -258,20 +242,35 @@ static int calibrate(const synth_spec *spec, uint32_t e, const float *w1, const 
     float *xs = malloc((size_t)CALIB_TOKENS * h * sizeof *xs);
     if (!xs)
         return -1;
-    fill_normal(xs, (size_t)CALIB_TOKENS * h, 1.0f, spec->seed, "calib_x", e);
+    synth_fill_normal(xs, (size_t)CALIB_TOKENS * h, 1.0f, spec->seed, "calib_x", e);
     x->x_amax = synth_amax(xs, (size_t)CALIB_TOKENS * h);
+    /* Each weight row is read once for a group of TOKEN_GROUP tokens (their
+     * sums independent, each still added in k order). */
     float a_amax = 0.0f;
-    for (uint32_t t = 0; t < CALIB_TOKENS; t++) {
-        const float *row = xs + (size_t)t * h;
-        for (uint32_t n = 0; n < i; n++) {
-            float g = b13 ? b13[n] : 0.0f, u = c->gated && b13 ? b13[i + n] : 0.0f;
-            for (uint32_t k = 0; k < h; k++) {
-                g += row[k] * w1[(size_t)n * h + k];
-                if (c->gated)
-                    u += row[k] * w3[(size_t)n * h + k];
+    for (uint32_t n = 0; n < i; n++) {
+        const float *r1 = w1 + (size_t)n * h, *r3 = c->gated ? w3 + (size_t)n * h : NULL;
+        for (uint32_t t0 = 0; t0 < CALIB_TOKENS; t0 += TOKEN_GROUP) {
+            const float *row = xs + (size_t)t0 * h;
+            float g[TOKEN_GROUP], u[TOKEN_GROUP];
+            for (int l = 0; l < TOKEN_GROUP; l++) {
+                g[l] = b13 ? b13[n] : 0.0f;
+                u[l] = r3 && b13 ? b13[i + n] : 0.0f;
             }
-            float a = fabsf(activation(c, g, u));
-            a_amax = a > a_amax ? a : a_amax;
+            if (r3) {
+                for (uint32_t k = 0; k < h; k++)
+                    for (int l = 0; l < TOKEN_GROUP; l++) {
+                        g[l] += row[(size_t)l * h + k] * r1[k];
+                        u[l] += row[(size_t)l * h + k] * r3[k];
+                    }
+            } else {
+                for (uint32_t k = 0; k < h; k++)
+                    for (int l = 0; l < TOKEN_GROUP; l++)
+                        g[l] += row[(size_t)l * h + k] * r1[k];
+            }
+            for (int l = 0; l < TOKEN_GROUP; l++) {
+                float a = fabsf(activation(c, g[l], u[l]));
+                a_amax = a > a_amax ? a : a_amax;
+            }
         }
     }
     x->a_amax = a_amax;
@@ -308,49 +307,146 @@ static fmoe_status add_biases(synth_ckpt *ck, uint32_t e, const float *b13, cons
     return FMOE_STATUS_OK;
 }
 
-static fmoe_status build_experts(synth_ckpt *ck, const synth_spec *spec)
+/* Float weights of one expert, reused for every expert a worker builds. */
+typedef struct floats {
+    float *w1, *w3, *w2, *b13, *b2;
+} floats;
+
+static void floats_free(floats *f)
+{
+    free(f->w1);
+    free(f->w3);
+    free(f->w2);
+    free(f->b13);
+    free(f->b2);
+}
+
+/* The experts, built in parallel: each into its own part (a checkpoint
+ * holding that expert's tensors), the parts appended to the checkpoint in
+ * expert order afterwards. An expert's tensors depend only on the seed and
+ * the expert, so the checkpoint is the same for any number of workers. */
+typedef struct build_job {
+    const synth_spec *spec;
+    const synth_ckpt *ck;
+    const uint32_t *experts;
+    synth_ckpt *parts;    /* per item */
+    fmoe_status *st;      /* per item */
+    unsigned char *ran;   /* per item */
+    floats *scratch;      /* per worker */
+} build_job;
+
+static fmoe_status build_expert(synth_ckpt *part, const synth_spec *spec, uint32_t e, floats *f)
 {
     const fmoe_layer_config *c = spec->cfg;
     size_t h = c->hidden_size, i = c->intermediate_size;
-    float *w1 = malloc(i * h * sizeof *w1), *w3 = malloc(i * h * sizeof *w3), *w2 = malloc(h * i * sizeof *w2);
-    float *b13 = malloc(2 * i * sizeof *b13), *b2 = malloc(h * sizeof *b2);
-    fmoe_status st = FMOE_STATUS_OK;
-    if (!w1 || !w3 || !w2 || !b13 || !b2)
-        st = synth_why(ck, FMOE_STATUS_OUT_OF_MEMORY, "out of memory for the float weights");
+    if (!f->w1) {
+        f->w1 = malloc(i * h * sizeof *f->w1);
+        f->w3 = c->gated ? malloc(i * h * sizeof *f->w3) : NULL;
+        f->w2 = malloc(h * i * sizeof *f->w2);
+        f->b13 = malloc(2 * i * sizeof *f->b13);
+        f->b2 = malloc(h * sizeof *f->b2);
+        if (!f->w1 || (c->gated && !f->w3) || !f->w2 || !f->b13 || !f->b2) {
+            floats_free(f);
+            *f = (floats){0};
+            return synth_why(part, FMOE_STATUS_OUT_OF_MEMORY, "out of memory for the float weights");
+        }
+    }
+    synth_expert_floats(spec, e, f->w1, f->w3, f->w2, c->has_bias ? f->b13 : NULL, c->has_bias ? f->b2 : NULL);
+    synth_expert x = {.e = e, .h = (uint32_t)h, .i = (uint32_t)i, .r = c->gated ? 2 : 1, .w1 = f->w1,
+                      .w3 = c->gated ? f->w3 : NULL, .w2 = f->w2};
+    if (part->family->calibrates && part->family->calibrates(&part->scheme) &&
+        calibrate(spec, e, f->w1, f->w3, c->has_bias ? f->b13 : NULL, &x) != 0)
+        return synth_why(part, FMOE_STATUS_OUT_OF_MEMORY, "out of memory for the calibration batch");
+    fmoe_status st = part->family->quantize(part, &x, FMOE_SHARD_W1, f->w1, (uint32_t)i, (uint32_t)h);
+    if (st == FMOE_STATUS_OK && c->gated)
+        st = part->family->quantize(part, &x, FMOE_SHARD_W3, f->w3, (uint32_t)i, (uint32_t)h);
+    if (st == FMOE_STATUS_OK)
+        st = part->family->quantize(part, &x, FMOE_SHARD_W2, f->w2, (uint32_t)h, (uint32_t)i);
+    if (st == FMOE_STATUS_OK && c->has_bias)
+        st = add_biases(part, e, f->b13, f->b2);
+    if (st == FMOE_STATUS_OUT_OF_MEMORY && !part->why[0])
+        synth_why(part, st, "out of memory");
+    return st;
+}
+
+static int build_item(void *ctx, size_t item, uint32_t worker)
+{
+    build_job *j = ctx;
+    synth_ckpt *part = &j->parts[item];
+    *part = *j->ck; /* the scheme, seed and sizes; no tensors */
+    part->correction_bias = NULL;
+    part->t = NULL;
+    part->n = part->cap = 0;
+    part->why[0] = '\0';
+    j->st[item] = build_expert(part, j->spec, j->experts[item], &j->scratch[worker]);
+    j->ran[item] = 1;
+    return j->st[item] != FMOE_STATUS_OK;
+}
+
+static fmoe_status build_experts(synth_ckpt *ck, const synth_spec *spec)
+{
+    const fmoe_layer_config *c = spec->cfg;
     int32_t *map = NULL;
     uint32_t global = fmoe_layer_config_global_experts(c);
-    if (st == FMOE_STATUS_OK && spec->local_only && c->ep_size > 1 && global == c->num_experts) {
+    if (spec->local_only && c->ep_size > 1 && global == c->num_experts) {
         map = malloc(global * sizeof *map);
         if (map && fmoe_layer_config_expert_map(c, map, global) != FMOE_STATUS_OK) {
             free(map);
             map = NULL; /* build every expert */
         }
     }
-    for (uint32_t e = 0; e < c->num_experts && st == FMOE_STATUS_OK; e++) {
-        if (map && map[e] < 0)
-            continue; /* another rank's expert */
-        synth_expert_floats(spec, e, w1, w3, w2, c->has_bias ? b13 : NULL, c->has_bias ? b2 : NULL);
-        synth_expert x = {.e = e, .h = (uint32_t)h, .i = (uint32_t)i, .r = c->gated ? 2 : 1, .w1 = w1,
-                          .w3 = c->gated ? w3 : NULL, .w2 = w2};
-        if (ck->family->calibrates && ck->family->calibrates(&ck->scheme) &&
-            calibrate(spec, e, w1, w3, c->has_bias ? b13 : NULL, &x) != 0) {
-            st = synth_why(ck, FMOE_STATUS_OUT_OF_MEMORY, "out of memory for the calibration batch");
+    uint32_t *experts = malloc((c->num_experts + 1) * sizeof *experts);
+    size_t items = 0;
+    for (uint32_t e = 0; experts && e < c->num_experts; e++)
+        if (!map || map[e] >= 0) /* else another rank's expert */
+            experts[items++] = e;
+    free(map);
+    double per_expert = 3.0 * (double)c->hidden_size * (double)c->intermediate_size;
+    uint32_t workers = synth_workers(spec->threads, items, per_expert, MIN_WORK);
+    build_job j = {.spec = spec, .ck = ck, .experts = experts, .parts = calloc(items + 1, sizeof *j.parts),
+                   .st = calloc(items + 1, sizeof *j.st), .ran = calloc(items + 1, 1),
+                   .scratch = calloc(workers, sizeof *j.scratch)};
+    fmoe_status st = FMOE_STATUS_OK;
+    if (!experts || !j.parts || !j.st || !j.ran || !j.scratch)
+        st = synth_why(ck, FMOE_STATUS_OUT_OF_MEMORY, "out of memory");
+    if (st == FMOE_STATUS_OK)
+        synth_parallel_for(workers, items, build_item, &j);
+    for (uint32_t w = 0; j.scratch && w < workers; w++)
+        floats_free(&j.scratch[w]);
+    /* The first failure in expert order is the one reported. */
+    size_t total = 0;
+    for (size_t it = 0; st == FMOE_STATUS_OK && it < items; it++) {
+        if (j.ran[it] && j.st[it] != FMOE_STATUS_OK) {
+            st = synth_why(ck, j.st[it], "expert %u: %s", experts[it], j.parts[it].why);
             break;
         }
-        st = ck->family->quantize(ck, &x, FMOE_SHARD_W1, w1, (uint32_t)i, (uint32_t)h);
-        if (st == FMOE_STATUS_OK && c->gated)
-            st = ck->family->quantize(ck, &x, FMOE_SHARD_W3, w3, (uint32_t)i, (uint32_t)h);
-        if (st == FMOE_STATUS_OK)
-            st = ck->family->quantize(ck, &x, FMOE_SHARD_W2, w2, (uint32_t)h, (uint32_t)i);
-        if (st == FMOE_STATUS_OK && c->has_bias)
-            st = add_biases(ck, e, b13, b2);
+        total += j.parts[it].n;
     }
-    free(map);
-    free(w1);
-    free(w3);
-    free(w2);
-    free(b13);
-    free(b2);
+    if (st == FMOE_STATUS_OK && total > ck->cap - ck->n) {
+        synth_tensor *t = realloc(ck->t, (ck->n + total) * sizeof *t);
+        if (t) {
+            ck->t = t;
+            ck->cap = ck->n + total;
+        } else {
+            st = synth_why(ck, FMOE_STATUS_OUT_OF_MEMORY, "out of memory");
+        }
+    }
+    for (size_t it = 0; j.parts && it < items; it++) {
+        synth_ckpt *part = &j.parts[it];
+        if (st == FMOE_STATUS_OK) {
+            memcpy(ck->t + ck->n, part->t, part->n * sizeof *part->t);
+            ck->n += part->n;
+        } else {
+            for (size_t k = 0; k < part->n; k++)
+                free(part->t[k].data);
+        }
+        free(part->t);
+    }
+    free(j.parts);
+    free(j.st);
+    free(j.ran);
+    free(j.scratch);
+    free(experts);
     return st;
 }
 
@@ -389,6 +485,20 @@ fmoe_status synth_build(const synth_spec *spec, synth_ckpt **out, char *why, siz
     }
     *out = ck;
     return FMOE_STATUS_OK;
+}
+
+size_t synth_tensor_count(const synth_ckpt *ck)
+{
+    return ck->n;
+}
+
+void synth_tensor_get(const synth_ckpt *ck, size_t i, synth_tensor_info *out)
+{
+    const synth_tensor *t = &ck->t[i];
+    size_t numel = t->ndim == 0 ? 1 : (size_t)t->shape[0] * (t->ndim == 2 ? (size_t)t->shape[1] : 1);
+    *out = (synth_tensor_info){.expert = t->expert, .shard = t->shard, .role = t->role, .dtype = t->dtype,
+                               .ndim = t->ndim, .shape = {t->shape[0], t->shape[1]}, .data = t->data,
+                               .bytes = numel * fmoe_dtype_size(t->dtype)};
 }
 
 /* --- loading ------------------------------------------------------------------- */
@@ -521,7 +631,7 @@ static fmoe_status load_whole(fmoe_layer *layer, const synth_ckpt *ck, const fmo
     if (p->role == FMOE_ROLE_ROUTING_BIAS && ck->correction_bias && n == (int64_t)ck->cfg.num_experts)
         memcpy(f, ck->correction_bias, (size_t)n * sizeof(float));
     else
-        fill_normal(f, (size_t)n, 1.0f, ck->seed, p->name, 0);
+        synth_fill_normal(f, (size_t)n, 1.0f, ck->seed, p->name, 0);
     void *dst = f + n + 1;
     cli_store_floats(p->dtype, dst, f, (size_t)n);
     t.data = dst;

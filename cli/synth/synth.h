@@ -16,13 +16,16 @@
  *
  * Float values: every weight N(0,1)/sqrt(fan_in) and never exactly zero,
  * each tensor from its own stream keyed by (seed, tensor, expert)
- * (cli/rng.h), so a value depends only on the seed and what it is. Static
+ * (cli/rng.h; normal.h draws the values), so a value depends only on the
+ * seed and what it is - not on how many threads build the experts
+ * (parallel.h), each expert on one of them. Static
  * activation scales are calibrated per expert on a random batch of
  * activations run through that expert's float weights, as a producer's
  * calibration pass does.
  *
  * One file per scheme family (float.c, fp8.c, mx.c, nvfp4.c, wna16.c,
- * int8.c, w4a8.c) behind the dispatcher synth.c; a scheme without one is
+ * int8.c, w4a8.c) behind the dispatcher synth.c, whose families are called
+ * from several threads at once, each on its own expert; a scheme without one is
  * UNSUPPORTED, with a reason. Only the public codecs of
  * include/fusedmoe/formats.h quantize.
  */
@@ -51,6 +54,10 @@ typedef struct synth_spec {
      * ignored with EPLB), so layers of other ranks cannot load from it.
      * 0: every expert. */
     uint32_t local_only;
+    /* Workers building experts in parallel: at most this many, one per
+     * online CPU (0: one per online CPU), fewer for a small layer. The
+     * checkpoint is the same for any number. */
+    uint32_t threads;
 } synth_spec;
 
 typedef struct synth_ckpt synth_ckpt;
@@ -71,6 +78,22 @@ void synth_free(synth_ckpt *ck);
  * another non-float dtype, is UNSUPPORTED naming it; a load the library
  * refuses returns its status. The reason in why. */
 fmoe_status synth_load(fmoe_layer *layer, const synth_ckpt *ck, char *why, size_t cap);
+
+/* The checkpoint's tensors in the order synth_load meets them (expert by
+ * expert, each expert's as its family added them): for tests and tools
+ * that look at the bytes. i < synth_tensor_count(ck). */
+typedef struct synth_tensor_info {
+    uint32_t expert;
+    int32_t shard, role; /* FMOE_SHARD_*, FMOE_ROLE_* */
+    fmoe_dtype dtype;
+    uint32_t ndim; /* 0: a scalar */
+    int64_t shape[2];
+    const void *data;
+    size_t bytes;
+} synth_tensor_info;
+
+size_t synth_tensor_count(const synth_ckpt *ck);
+void synth_tensor_get(const synth_ckpt *ck, size_t i, synth_tensor_info *out);
 
 /* The float weights expert e of `spec` is quantized from (dead-expert
  * scaling included; every expert, local_only notwithstanding): w1, w3 [I, H] (w3 untouched when not gated), w2 [H, I],

@@ -37,10 +37,18 @@ fmoe_status synth_int_quantize(uint32_t n, uint32_t k, uint32_t g, const int32_t
         const float *row = w + (size_t)r * k;
         for (uint32_t j = 0; j < G; j++)
             lo[j] = hi[j] = 0.0f; /* the range always holds 0 */
-        for (uint32_t c = 0; c < k; c++) {
-            uint32_t j = gidx ? (uint32_t)gidx[c] : c / g;
-            lo[j] = row[c] < lo[j] ? row[c] : lo[j];
-            hi[j] = row[c] > hi[j] ? row[c] : hi[j];
+        if (gidx) {
+            for (uint32_t c = 0; c < k; c++) {
+                uint32_t j = (uint32_t)gidx[c];
+                lo[j] = row[c] < lo[j] ? row[c] : lo[j];
+                hi[j] = row[c] > hi[j] ? row[c] : hi[j];
+            }
+        } else {
+            for (uint32_t j = 0; j < G; j++) /* contiguous groups: no division per column */
+                for (uint32_t c = j * g; c < (j + 1) * g; c++) {
+                    lo[j] = row[c] < lo[j] ? row[c] : lo[j];
+                    hi[j] = row[c] > hi[j] ? row[c] : hi[j];
+                }
         }
         for (uint32_t j = 0; j < G; j++) {
             float s = asym ? (hi[j] - lo[j]) / (float)(qmax - qmin) : fmaxf(-lo[j], hi[j]) / (float)qmax;
@@ -56,10 +64,14 @@ fmoe_status synth_int_quantize(uint32_t n, uint32_t k, uint32_t g, const int32_t
             if (zp)
                 zp[(size_t)r * G + j] = (int8_t)zj;
         }
-        for (uint32_t c = 0; c < k; c++) {
-            uint32_t j = gidx ? (uint32_t)gidx[c] : c / g;
-            int v = (int)rintf(row[c] / scales[(size_t)r * G + j]) + z[j];
-            q[(size_t)r * k + c] = (int8_t)(v < qmin ? qmin : v > qmax ? qmax : v);
+        for (uint32_t c0 = 0, j0 = 0; c0 < k; c0 += gidx ? k : g, j0++) {
+            /* One contiguous group at a time, or every column by its g_idx. */
+            uint32_t c1 = gidx ? k : c0 + g;
+            for (uint32_t c = c0; c < c1; c++) {
+                uint32_t j = gidx ? (uint32_t)gidx[c] : j0;
+                int v = (int)rintf(row[c] / scales[(size_t)r * G + j]) + z[j];
+                q[(size_t)r * k + c] = (int8_t)(v < qmin ? qmin : v > qmax ? qmax : v);
+            }
         }
     }
     free(lo);
