@@ -262,13 +262,19 @@ static int make_routing(const fmoe_layer_config *cfg, uint32_t m, uint64_t seed,
     return st == FMOE_STATUS_OK ? CLI_EXIT_OK : cli_fail(st, "routing");
 }
 
-/* Caches are flushed before every timed forward by writing a buffer twice
+/* Caches are flushed before every timed forward by reading a buffer twice
  * the last-level cache (outside the timed region): a model has dozens of
  * layers, so a layer's experts are never cache-resident when it runs, but a
  * benchmark that reruns one layer would otherwise read them from a large
- * L3 (480 MiB on the CI machine) and beat the DRAM floor. */
+ * L3 (480 MiB on the CI machine) and beat the DRAM floor. Read, not
+ * written: what evicts a layer's weights in a model is the other layers'
+ * weights, read, so the cache holds clean lines. A written buffer leaves
+ * the cache full of dirty lines that the timed forward would then pay to
+ * write back, and glibc's memset of this size uses non-temporal stores,
+ * which may evict nothing. The buffer is written once, with a nonzero pattern. */
 static unsigned char *flush_buf;
 static size_t flush_bytes;
+static volatile uint64_t flush_sink;
 
 static void flush_caches(void)
 {
@@ -276,10 +282,21 @@ static void flush_caches(void)
         long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
         flush_bytes = 2 * (size_t)(llc > (64l << 20) ? llc : (64l << 20));
         flush_buf = malloc(flush_bytes);
+        if (flush_buf)
+            memset(flush_buf, 0x5A, flush_bytes);
     }
     if (flush_buf) {
-        static unsigned char v;
-        memset(flush_buf, ++v, flush_bytes);
+        /* One word of every cache line, four independent chains. */
+        const uint64_t *p = (const uint64_t *)flush_buf;
+        size_t lines = flush_bytes / 64 / 4 * 4;
+        uint64_t a = 0, b = 0, c = 0, d = 0;
+        for (size_t i = 0; i < lines; i += 4) {
+            a += p[8 * i];
+            b += p[8 * (i + 1)];
+            c += p[8 * (i + 2)];
+            d += p[8 * (i + 3)];
+        }
+        flush_sink = a ^ b ^ c ^ d;
     }
 }
 

@@ -60,6 +60,10 @@ typedef struct cpu_btile {
     const uint16_t *ahead;          /* NULL, or a later tile: the SIMD kernels
                                        prefetch it into L2 in step with their
                                        reads, one more stream in flight */
+    const uint16_t *apk;            /* AMX kernel only (nt = 1): the mr rows packed
+                                       apk_stride values apart, K zero-padded to a
+                                       multiple of 32 (the others read a[]) */
+    uint32_t apk_stride;            /* a multiple of 32 */
     float out[CPU_BNT][CPU_BMR][CPU_BNR]; /* out: every tile's 64 rows (padding rows give 0) */
 } cpu_btile;
 
@@ -75,6 +79,9 @@ extern const cpu_bkernels cpu_bkernels_portable;
 extern const cpu_bkernels cpu_bkernels_avx2;
 extern const cpu_bkernels cpu_bkernels_avx512;
 extern const cpu_bkernels cpu_bkernels_avx512_bf16;
+/* AMX-BF16 (bgemm_amx.c): one tile per call, 1..16 rows packed in apk;
+ * only where cpu_amx_enable() succeeded. */
+extern const cpu_bkernels cpu_bkernels_amx;
 #endif
 
 /* The kernel set of an ISA (CPU_ISA_*): avx512_vnni widens with AVX-512F,

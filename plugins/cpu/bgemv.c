@@ -29,12 +29,48 @@ static void epilogue(const cpu_bgemv *g, uint32_t e, uint32_t n0, uint32_t nn, c
         dst[r] = fmoe_round_to(g->round, sums[r] + (g->bias ? fmoe_load_float(g->bias, g->bias_dtype, b0 + r) : 0.0f));
 }
 
+/* The row of position p. */
+static const uint16_t *in_row(const cpu_bgemv *g, uint32_t p)
+{
+    return g->in_rows ? g->in_rows[p] : g->in + (size_t)p * g->in_stride;
+}
+
+/* The AMX path: the rows (at most CPU_BMR) packed once for the item into
+ * the worker's buffer, K zero-padded to the 32-value block; one tile per
+ * call, the next tile prefetched into L2 as it goes. */
+static void item_amx(const cpu_bgemv *g, cpu_bgemv_item it, uint32_t p0, uint32_t rows, uint32_t worker)
+{
+    uint32_t K = g->w->k, kp = (K + 31) / 32 * 32, N = g->w->n;
+    cpu_btile t;
+    t.k = K;
+    t.nt = 1;
+    t.mr = rows;
+    t.apk_stride = g->apk_stride;
+    uint16_t *pk = g->apack + (size_t)worker * CPU_BMR * g->apk_stride;
+    for (uint32_t m = 0; m < rows; m++) {
+        memcpy(pk + (size_t)m * g->apk_stride, in_row(g, p0 + m), K * sizeof(uint16_t));
+        memset(pk + (size_t)m * g->apk_stride + K, 0, (kp - K) * sizeof(uint16_t));
+    }
+    t.apk = pk;
+    for (uint32_t tile = it.t0; tile < it.t1; tile++) {
+        t.w[0] = cpu_bweights_tile(g->w, it.expert, tile);
+        t.ahead = tile + 1 < it.t1 ? cpu_bweights_tile(g->w, it.expert, tile + 1) : NULL;
+        g->amx->tile(&t);
+        uint32_t n0 = tile * CPU_BNR, nn = N - n0 < CPU_BNR ? N - n0 : CPU_BNR;
+        for (uint32_t m = 0; m < rows; m++)
+            epilogue(g, it.expert, n0, nn, t.out[0][m], g->out + (size_t)(p0 + m) * g->out_stride + n0);
+    }
+}
+
 static void item_task(void *ctx, uint32_t item, uint32_t worker)
 {
-    (void)worker;
     const cpu_bgemv *g = ctx;
     cpu_bgemv_item it = g->items[item];
     uint32_t p0 = g->start[it.expert], p1 = g->start[it.expert + 1], N = g->w->n;
+    if (g->amx && p1 - p0 >= CPU_BAMX_MIN_ROWS && p1 - p0 <= CPU_BMR) {
+        item_amx(g, it, p0, p1 - p0, worker);
+        return;
+    }
     cpu_btile t;
     t.k = g->w->k;
     /* Tiles per call: 4 streams for one row; with more rows the kernels'
@@ -49,7 +85,7 @@ static void item_task(void *ctx, uint32_t item, uint32_t worker)
         for (uint32_t p = p0; p < p1; p += CPU_BMR) {
             t.mr = p1 - p < CPU_BMR ? p1 - p : CPU_BMR;
             for (uint32_t m = 0; m < t.mr; m++)
-                t.a[m] = g->in_rows ? g->in_rows[p + m] : g->in + (size_t)(p + m) * g->in_stride;
+                t.a[m] = in_row(g, p + m);
             g->kern->tile(&t);
             for (uint32_t i = 0; i < t.nt; i++) {
                 uint32_t n0 = (tile + i) * CPU_BNR, nn = N - n0 < CPU_BNR ? N - n0 : CPU_BNR;

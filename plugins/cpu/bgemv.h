@@ -35,7 +35,19 @@ typedef struct cpu_bgemv {
     fmoe_dtype bias_dtype;
     fmoe_dtype round;         /* out rounded to this dtype (FMOE_DTYPE_F32: the f32 sums) */
     uint32_t max_rows;        /* experts with more rows are left out (another path's) */
+    /* AMX (set at create where the kernel may run, else amx = NULL): experts
+     * of CPU_BAMX_MIN_ROWS or more rows take it; their rows are packed into
+     * the worker's apack ([pool size][CPU_BMR][apk_stride] bf16, apk_stride
+     * >= the padded K of every GEMM run through it, a multiple of 32). */
+    const cpu_bkernels *amx;
+    uint16_t *apack;
+    uint32_t apk_stride;
 } cpu_bgemv;
+
+/* From this many rows an expert runs the AMX kernel when there is one: at
+ * one or two rows the vdpbf16ps kernels stream as fast and read more
+ * tiles at once; from three they are compute-bound on a core. */
+#define CPU_BAMX_MIN_ROWS 3
 
 /* Items needed for experts of up to `tiles` tiles when at most `active`
  * experts have rows. */

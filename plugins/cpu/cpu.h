@@ -42,6 +42,11 @@
  * AVX state, XCR0 through XGETBV). CPU_ISA_PORTABLE off x86-64. */
 int cpu_isa_detect(void);
 
+/* 1 if the AMX-BF16 kernel may run: the CPU has AMX-BF16, the OS saves
+ * the tile state and granted this process the tile data; 0 otherwise (and
+ * off x86-64 Linux, or when the compiler could not build the kernel). */
+int cpu_amx_enable(void);
+
 /* "portable", "avx2", "avx512_vnni", "avx512_bf16". */
 const char *cpu_isa_name(int isa);
 
@@ -60,6 +65,8 @@ typedef struct cpu_state {
     const fmoe_host *host;
     int isa_detected;  /* what the machine has */
     int isa;           /* what the kernels use (after FMOE_CPU_ISA) */
+    int amx;           /* AMX-BF16 kernel for bf16 experts of 3..16 rows (isa avx512_bf16
+                          and cpu_amx_enable(); FMOE_CPU_AMX=0 turns it off) */
     uint32_t threads;  /* threads per layer (option `threads`, or the CPUs we may run on) */
     char isa_note[160];
 } cpu_state;

@@ -17,6 +17,7 @@
  * (tests, or to compare); a request above what the machine has is clamped,
  * with a note the plugin logs.
  */
+#define _DEFAULT_SOURCE /* syscall under strict C11 */
 #include <stdio.h>
 #include <string.h>
 
@@ -24,6 +25,10 @@
 
 #if defined(__x86_64__)
 #include <cpuid.h>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 static uint64_t xgetbv0(void)
 {
@@ -59,6 +64,31 @@ int cpu_isa_detect(void)
 int cpu_isa_detect(void)
 {
     return CPU_ISA_PORTABLE;
+}
+#endif
+
+#if defined(__x86_64__) && defined(__linux__) && defined(SYS_arch_prctl) && defined(FMOE_CPU_HAVE_AMX)
+/* AMX-BF16 needs the CPU (CPUID.7.0:EDX bits 22 AMX-BF16, 24 AMX-TILE),
+ * the OS saving the tile state (XCR0 bits 17-18) and, on Linux, this
+ * process's permission to use the tile data (arch_prctl
+ * ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA; granted once, for every
+ * thread; oneDNN asks the same). */
+int cpu_amx_enable(void)
+{
+    unsigned a, b, c, d;
+    if (cpu_isa_detect() < CPU_ISA_AVX512_BF16)
+        return 0;
+    __cpuid_count(7, 0, a, b, c, d);
+    if (!(d & (1u << 22)) || !(d & (1u << 24)))
+        return 0;
+    if ((xgetbv0() & 0x60000) != 0x60000)
+        return 0;
+    return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) == 0;
+}
+#else
+int cpu_amx_enable(void)
+{
+    return 0;
 }
 #endif
 

@@ -2,9 +2,13 @@
  * plugins/cpu/layer.c - the instance head, pair grouping and combine that
  * every CPU method shares (contract in layer.h).
  */
+#define _DEFAULT_SOURCE /* madvise, MADV_HUGEPAGE under strict C11 */
 #include "plugins/cpu/layer.h"
 
 #include <string.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #include "core/half.h"
 
@@ -16,6 +20,23 @@
 void *cpu_alloc(const fmoe_host *h, size_t n)
 {
     return h->alloc(h->ctx, n ? n : 1, 64);
+}
+
+#define HUGE_PAGE ((size_t)2 << 20)
+
+void *cpu_alloc_weights(void *ctx, size_t size, size_t alignment)
+{
+    const fmoe_host *h = ctx;
+    if (size < 2 * HUGE_PAGE)
+        return h->alloc(h->ctx, size ? size : 1, alignment);
+    void *p = h->alloc(h->ctx, size, alignment > HUGE_PAGE ? alignment : HUGE_PAGE);
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    /* Before the repacking writes it, so the first touch faults in huge
+     * pages rather than khugepaged collapsing them later. */
+    if (p)
+        (void)madvise(p, size / HUGE_PAGE * HUGE_PAGE, MADV_HUGEPAGE);
+#endif
+    return p;
 }
 
 fmoe_status cpu_layer_init(cpu_layer *L, const fmoe_create_args *a, size_t per_token_bytes)

@@ -70,4 +70,13 @@ void cpu_layer_combine(cpu_layer *L, const float *topk_w, int64_t t0, int64_t t1
 /* Host allocation (64-byte aligned), n may be 0. */
 void *cpu_alloc(const fmoe_host *h, size_t n);
 
+/* A cpu_alloc_fn for repacked weights (ctx: the fmoe_host): the host's
+ * allocator, but a buffer of 4 MiB or more is aligned to 2 MiB and asked
+ * to be backed by transparent huge pages (madvise, Linux; advisory, so a
+ * refusal changes nothing but speed). Why: decode streams each weight byte
+ * once from DRAM, after the other layers have evicted the TLB; with 4 KiB
+ * pages every 4 KiB of a stream costs a page walk and the hardware
+ * prefetchers stop at each page boundary. Freed with the host's free. */
+void *cpu_alloc_weights(void *ctx, size_t size, size_t alignment);
+
 #endif

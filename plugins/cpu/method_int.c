@@ -108,12 +108,6 @@ int cpu_w4a8_serves(const fmoe_scheme *s, const fmoe_layer_config *c, char *reas
     return 1;
 }
 
-static void *q_alloc_cb(void *ctx, size_t size, size_t alignment)
-{
-    const fmoe_host *h = ctx;
-    return h->alloc(h->ctx, size ? size : 1, alignment);
-}
-
 static void q_free(q_layer *q)
 {
     const fmoe_host *h = q->L.host;
@@ -278,11 +272,11 @@ static fmoe_status q_finalize(fmoe_finalize_args *a)
             const float *s = p[2 + i]->data;
             if (L->scheme.w_strategy == FMOE_QSTRATEGY_TENSOR)
                 s = tensor_row_scales(q, i, s, rows[i], i == 0 && L->cfg.gated ? 2 : 1);
-            rc = s ? cpu_qweights_int8(ws[i], E, rows[i], cols[i], p[i]->data, s, q_alloc_cb, (void *)h) : -1;
+            rc = s ? cpu_qweights_int8(ws[i], E, rows[i], cols[i], p[i]->data, s, cpu_alloc_weights, (void *)h) : -1;
         } else {
             float *s = scales_f32(q, p[2 + i]);
             uint32_t g = L->scheme.w_strategy == FMOE_QSTRATEGY_GROUP ? L->scheme.w_group_size : cols[i];
-            rc = s ? cpu_qweights_int4(ws[i], E, rows[i], cols[i], g, p[i]->data, s, q_alloc_cb, (void *)h) : -1;
+            rc = s ? cpu_qweights_int4(ws[i], E, rows[i], cols[i], g, p[i]->data, s, cpu_alloc_weights, (void *)h) : -1;
             h->free(h->ctx, s);
         }
         if (rc == -2)

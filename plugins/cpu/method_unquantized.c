@@ -57,7 +57,9 @@
 
 #define MAX_BUCKETS 11 /* 1, 2, 4, ..., 1024 rows */
 /* bf16: experts with at most this many rows in a chunk run the kernels. */
+#ifndef BGEMV_ROWS
 #define BGEMV_ROWS 16
+#endif
 
 /* One GEMM's primitives, by row count. */
 typedef struct uq_gemm {
@@ -134,6 +136,7 @@ static void uq_free(uq_layer *u)
     h->free(h->ctx, u->bw[0].w);
     h->free(h->ctx, u->bw[1].w);
     h->free(h->ctx, u->bg.items);
+    h->free(h->ctx, u->bg.apack);
     h->free(h->ctx, (void *)u->xrows);
     h->free(h->ctx, u->wbuf[0]);
     h->free(h->ctx, u->wbuf[1]);
@@ -184,8 +187,17 @@ static fmoe_status uq_create(fmoe_create_args *a)
         u->bg.items_cap = cpu_bgemv_items_cap(active, tiles);
         u->bg.items = cpu_alloc(h, (size_t)u->bg.items_cap * sizeof(cpu_bgemv_item));
         u->xrows = cpu_alloc(h, pairs * sizeof *u->xrows);
+#if defined(FMOE_CPU_HAVE_AMX)
+        if (st->amx) {
+            uint32_t kmax = H > I ? H : I;
+            u->bg.amx = &cpu_bkernels_amx;
+            u->bg.apk_stride = (kmax + 31) / 32 * 32;
+            u->bg.apack = cpu_alloc(h, (size_t)cpu_pool_size(L->pool) * CPU_BMR * u->bg.apk_stride * sizeof(uint16_t));
+        }
+#endif
     }
-    if (!u->xg || !u->h || !u->act || !u->y2 || !u->rows || !u->wmem || (bf16 && (!u->bg.items || !u->xrows))) {
+    if (!u->xg || !u->h || !u->act || !u->y2 || !u->rows || !u->wmem ||
+        (bf16 && (!u->bg.items || !u->xrows || (u->bg.amx && !u->bg.apack)))) {
         uq_free(u);
         return h->error_set(a->err, FMOE_STATUS_OUT_OF_MEMORY, "out of memory");
     }
@@ -365,12 +377,6 @@ static void gemm_release(uq_gemm *g)
     memset(g, 0, sizeof *g);
 }
 
-static void *bw_alloc(void *ctx, size_t size, size_t alignment)
-{
-    const fmoe_host *h = ctx;
-    return h->alloc(h->ctx, size, alignment);
-}
-
 /* bf16 compute: the weights repacked into bgemm.h's tiles for the kernels;
  * oneDNN primitives on that same memory (BA16a64b2a) where oneDNN has an
  * optimized bf16 matmul for it, else the kernels run every expert. */
@@ -379,8 +385,8 @@ static fmoe_status finalize_bf16(uq_layer *u, fmoe_finalize_args *a, size_t *scr
     cpu_layer *L = &u->L;
     const fmoe_host *h = L->host;
     uint32_t E = L->local_experts;
-    if (cpu_bweights_pack(&u->bw[0], E, L->rI, L->H, a->params[0]->data, bw_alloc, (void *)h) != 0 ||
-        cpu_bweights_pack(&u->bw[1], E, L->H, L->I, a->params[1]->data, bw_alloc, (void *)h) != 0)
+    if (cpu_bweights_pack(&u->bw[0], E, L->rI, L->H, a->params[0]->data, cpu_alloc_weights, (void *)h) != 0 ||
+        cpu_bweights_pack(&u->bw[1], E, L->H, L->I, a->params[1]->data, cpu_alloc_weights, (void *)h) != 0)
         return h->error_set(a->err, FMOE_STATUS_OUT_OF_MEMORY, "out of memory repacking the bf16 weights");
     dnnl_memory_desc_t wmd[2];
     dnnl_dims_t d13 = {L->H, L->rI}, d2 = {L->I, L->H};
@@ -398,8 +404,8 @@ static fmoe_status finalize_bf16(uq_layer *u, fmoe_finalize_args *a, size_t *scr
         gemm_release(&u->g2);
         *scratch = 0;
     }
-    cpu_log(h, FMOE_PLUGIN_LOG_DEBUG, "bf16: %s kernels for experts with up to %u rows%s", u->bg.kern->name,
-            BGEMV_ROWS, u->dnnl_ok ? ", oneDNN matmul above" : "; no optimized oneDNN bf16 matmul: kernels for all");
+    cpu_log(h, FMOE_PLUGIN_LOG_DEBUG, "bf16: %s kernels%s for experts with up to %u rows%s", u->bg.kern->name,
+            u->bg.amx ? " (amx_bf16 from 3 rows)" : "", BGEMV_ROWS, u->dnnl_ok ? ", oneDNN matmul above" : "; no optimized oneDNN bf16 matmul: kernels for all");
     return FMOE_STATUS_OK;
 }
 

@@ -72,8 +72,10 @@ static fmoe_status cpu_init(fmoe_init_args *a)
         int ignored = strstr(st->isa_note, "only enables") || strstr(st->isa_note, "unknown");
         cpu_log(h, ignored ? FMOE_PLUGIN_LOG_WARN : FMOE_PLUGIN_LOG_INFO, "%s", st->isa_note);
     }
-    cpu_log(h, FMOE_PLUGIN_LOG_INFO, "kernels: %s (machine: %s), %u thread(s) per layer", cpu_isa_name(st->isa),
-            cpu_isa_name(st->isa_detected), st->threads);
+    const char *amx_env = getenv("FMOE_CPU_AMX");
+    st->amx = st->isa >= CPU_ISA_AVX512_BF16 && !(amx_env && strcmp(amx_env, "0") == 0) && cpu_amx_enable();
+    cpu_log(h, FMOE_PLUGIN_LOG_INFO, "kernels: %s%s (machine: %s), %u thread(s) per layer", cpu_isa_name(st->isa),
+            st->amx ? " + amx_bf16" : "", cpu_isa_name(st->isa_detected), st->threads);
     a->state = st;
     return FMOE_STATUS_OK;
 }
@@ -103,9 +105,9 @@ static fmoe_status cpu_probe(fmoe_probe_args *a)
     snprintf(r->id, sizeof r->id, "cpu");
     const dnnl_version_t *v = dnnl_version();
     snprintf(r->driver, sizeof r->driver, "oneDNN %d.%d.%d", v->major, v->minor, v->patch);
-    snprintf(r->reason, sizeof r->reason, "kernels: %s (machine and OS: %s)%s%.120s, %u thread(s) per layer",
-             cpu_isa_name(st->isa), cpu_isa_name(st->isa_detected), st->isa_note[0] ? "; " : "", st->isa_note,
-             st->threads);
+    snprintf(r->reason, sizeof r->reason, "kernels: %s%s (machine and OS: %s)%s%.120s, %u thread(s) per layer",
+             cpu_isa_name(st->isa), st->amx ? " + amx_bf16" : "", cpu_isa_name(st->isa_detected),
+             st->isa_note[0] ? "; " : "", st->isa_note, st->threads);
     a->count = 1;
     return FMOE_STATUS_OK;
 }

@@ -11,6 +11,8 @@
  *   - every ISA, with 1 to 4 tiles per call, bit for bit against the
  *     portable kernel (bgemm.h: the same additions in the same order; the
  *     inputs here are never subnormal);
+ *   - the AMX-BF16 kernel, where the machine and OS enable it, against the
+ *     same model (its order of additions differs, so not bit for bit);
  *   - the repacking byte for byte against oneDNN's reorder into
  *     BA16a64b2a, the layout its matmul reads from the same memory.
  */
@@ -40,6 +42,66 @@ static uint16_t *random_bf16(fmoe_rng *r, size_t n, float scale)
         v[i] = fmoe_f32_to_bf16(scale * fmoe_rng_normal(r));
     return v;
 }
+
+/* One output against the float64 model: padding rows (n >= N) give 0,
+ * the rest are inside the bound of K sequential f32 additions of exact
+ * products, and never 0 where the products are not. */
+static void check_value(const char *name, const uint16_t *w, const uint16_t *a, uint32_t N, uint32_t K, uint32_t M,
+                        uint32_t e, uint32_t n, uint32_t row, float got)
+{
+    if (n >= N) {
+        ck_assert_msg(got == 0.0f, "%s: padding row %u gives %g", name, n, got);
+        return;
+    }
+    double exact = 0, mag = 0;
+    for (uint32_t k = 0; k < K; k++) {
+        double p = (double)fmoe_bf16_to_f32(w[((size_t)e * N + n) * K + k]) * fmoe_bf16_to_f32(a[(size_t)row * K + k]);
+        exact += p;
+        mag += fabs(p);
+    }
+    double bound = (K + 1) * ldexp(1.0, -24) * mag + 1e-30;
+    ck_assert_msg(fabs(got - exact) <= bound,
+                  "%s N%u K%u M%u: expert %u row %u act %u: got %.9g, exact %.12g, bound %.3g (seed %llu)", name, N,
+                  K, M, e, n, row, got, exact, bound, (unsigned long long)fmoe_test_seed());
+    ck_assert_msg(mag == 0 || got != 0.0f, "%s: a zero where %g was due", name, exact);
+}
+
+#if defined(FMOE_CPU_HAVE_AMX)
+/* The AMX kernel (one tile a call, the rows packed K-padded to 32 with a
+ * stride wider than that, as bgemv.c packs them) against the model. Its
+ * order of additions is not the others', so no bit comparison. */
+static void check_amx(const cpu_bweights *b, const uint16_t *w, const uint16_t *a, uint32_t E, uint32_t N, uint32_t K,
+                      uint32_t M)
+{
+    uint32_t stride = (K + 31) / 32 * 32 + 32;
+    uint16_t *pk = malloc(sizeof(uint16_t) * CPU_BMR * stride);
+    ck_assert_ptr_nonnull(pk);
+    for (uint32_t e = 0; e < E; e++)
+        for (uint32_t m0 = 0; m0 < M; m0 += CPU_BMR) {
+            static cpu_btile tile;
+            memset(&tile, 0xFF, sizeof tile); /* out starts as NaN */
+            tile.nt = 1;
+            tile.k = K;
+            tile.mr = M - m0 < CPU_BMR ? M - m0 : CPU_BMR;
+            memset(pk, 0xFF, sizeof(uint16_t) * CPU_BMR * stride); /* NaN past the padding */
+            for (uint32_t m = 0; m < tile.mr; m++) {
+                memcpy(pk + (size_t)m * stride, a + (size_t)(m0 + m) * K, K * sizeof(uint16_t));
+                memset(pk + (size_t)m * stride + K, 0, ((K + 31) / 32 * 32 - K) * sizeof(uint16_t));
+            }
+            tile.apk = pk;
+            tile.apk_stride = stride;
+            for (uint32_t t = 0; t < b->tiles; t++) {
+                tile.w[0] = cpu_bweights_tile(b, e, t);
+                tile.ahead = t + 1 < b->tiles ? cpu_bweights_tile(b, e, t + 1) : NULL;
+                cpu_bkernels_amx.tile(&tile);
+                for (uint32_t m = 0; m < tile.mr; m++)
+                    for (uint32_t rr = 0; rr < CPU_BNR; rr++)
+                        check_value("amx_bf16", w, a, N, K, M, e, t * CPU_BNR + rr, m0 + m, tile.out[0][m][rr]);
+            }
+        }
+    free(pk);
+}
+#endif
 
 /* One (E, N, K, M) case through every enabled ISA. */
 static void check_shape(uint32_t E, uint32_t N, uint32_t K, uint32_t M, uint64_t stream)
@@ -88,28 +150,14 @@ static void check_shape(uint32_t E, uint32_t N, uint32_t K, uint32_t M, uint64_t
                                               "%.9g != %.9g (seed %llu)",
                                               kern->name, tile.nt, N, K, M, e, n, m0 + m, got, *keep,
                                               (unsigned long long)fmoe_test_seed());
-                            if (n >= N) {
-                                ck_assert_msg(got == 0.0f, "%s: padding row %u gives %g", kern->name, n, got);
-                                continue;
-                            }
-                            double exact = 0, mag = 0;
-                            for (uint32_t k = 0; k < K; k++) {
-                                double p = (double)fmoe_bf16_to_f32(w[((size_t)e * N + n) * K + k]) *
-                                           fmoe_bf16_to_f32(a[(size_t)(m0 + m) * K + k]);
-                                exact += p;
-                                mag += fabs(p);
-                            }
-                            /* K sequential f32 additions of exact products. */
-                            double bound = (K + 1) * ldexp(1.0, -24) * mag + 1e-30;
-                            ck_assert_msg(fabs(got - exact) <= bound,
-                                          "%s N%u K%u M%u: expert %u row %u act %u: got %.9g, exact %.12g, "
-                                          "bound %.3g (seed %llu)",
-                                          kern->name, N, K, M, e, n, m0 + m, got, exact, bound,
-                                          (unsigned long long)fmoe_test_seed());
-                            ck_assert_msg(mag == 0 || got != 0.0f, "%s: a zero where %g was due", kern->name, exact);
+                            check_value(kern->name, w, a, N, K, M, e, n, m0 + m, got);
                         }
                 }
     }
+#if defined(FMOE_CPU_HAVE_AMX)
+    if (cpu_amx_enable())
+        check_amx(&b, w, a, E, N, K, M);
+#endif
     free(first), free(w), free(a), free(b.w);
 }
 
