@@ -560,7 +560,12 @@ static int check_case(fmoe_context *ctx, const shape &s)
     CUDA_OK(cudaMemcpy(dtw, tw.data(), M * K * 4, cudaMemcpyHostToDevice));
     CUDA_OK(cudaMemcpy(dtid, tid.data(), M * K * 4, cudaMemcpyHostToDevice));
     const double atol = s.scheme[0] == 'b' ? 2e-2 : 5e-2, rtol = s.scheme[0] == 'b' ? 2e-2 : 1e-2;
-    const double gate = s.scheme[0] == 'b' ? 1e-4 : 5e-4;
+    /* A dynamic per-tensor GEMM2 input scale is the amax of all activations: where wgmma's
+     * GEMM1 moves the largest one by a bf16 step, every GEMM2 input is requantized with a scale
+     * ~0.4% off and the NMSE reaches ~5e-4 (H200, fast accumulation: 2.9e-4 at M=4096; H100,
+     * GEMM1 promoted: 5.7e-4 at M=1000, 4.9e-4 at M=4096). The gate doubles for it. */
+    const bool dyn_tensor = sc.a_strategy == FMOE_QSTRATEGY_TENSOR && sc.a_dynamic;
+    const double gate = s.scheme[0] == 'b' ? 1e-4 : dyn_tensor ? 1e-3 : 5e-4;
     int pass = 1;
     /* fmcu_forward reads x and writes out with 16-byte accesses: aligned rows only. */
     const int paths = (xld % 8 == 0 && old % 8 == 0) ? 2 : 1;
@@ -864,7 +869,8 @@ static const shape checks[] = {
     {"bf16 swigluoai limit 7", "bf16", 8, 2, 256, 128, 1000, FMOE_ACT_SWIGLUOAI, 1, 0, 0, 0, 0, 0, 0},
     {"fp8 channel non-gated gelu_tanh", CHANNEL, 8, 2, 256, 128, 1000, FMOE_ACT_GELU_TANH, 0, 0, 0, 0, 0, 0, 0},
     /* relu2's heavy tail sets a coarse dynamic per-tensor GEMM2 input scale: 662 of 256000 elements
-     * (0.26%) past the bound on an H200, NMSE 4.1e-5 (bench/cuda/RESULTS.md). */
+     * (0.26%) past the bound on an H200 with fast accumulation, 134 with GEMM1 promoted every 128 K
+     * (H100), NMSE 1.1e-5 (bench/cuda/RESULTS.md). */
     {"fp8 tensor dyn non-gated relu2", TENSOR_D, 8, 2, 256, 128, 1000, FMOE_ACT_RELU2, 0, 0, 0, 0, 0, 0, 5},
     {"bf16 strided x/out (unaligned rows)", "bf16", 8, 2, 256, 128, 1000, SILU, 1, 0, 0, 0, 4, 12, 0},
     {"fp8 block strided x/out", BLOCK, 8, 2, 256, 128, 1000, SILU, 1, 0, 0, 0, 4, 12, 0},

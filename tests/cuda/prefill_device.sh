@@ -6,12 +6,16 @@
 #   here:   meson setup /tmp/b-prefill -Dwerror=true
 #           flock -s /tmp/fmoe-quiet.lock ninja -C /tmp/b-prefill
 #           bash tests/cuda/prefill_device.sh pack [BUILD]
-#   there:  bash tests/cuda/prefill_device.sh [all|check|cuda_check|sanitize|bench [SHAPE]|bench-variants]
+#   there:  bash tests/cuda/prefill_device.sh [all|check|cuda_check|sanitize|bench [SHAPE]|bench-variants|conform|regs]
 #
 # check: prefill_check against the reference; cuda_check: the plugin's own
 # checks (packed with PREFILL_CUDA_CHECK=1); sanitize: compute-sanitizer
 # memcheck on two small cases and the wgmma count of the SASS; bench: the
-# model shapes (PREFILL_BENCH_M=8192: one M). Logs go to $OUT (or ./out).
+# model shapes (PREFILL_BENCH_M=8192: one M); conform: `fusedmoe conform` on
+# the plugin, the fp8 schemes forced onto the prefill tier
+# (FMOE_CUDA_TIER=prefill, CONFORM_SEEDS seeds) then everything under auto;
+# regs: registers, stack and local memory of the GEMM kernels (spills).
+# Logs go to $OUT (or ./out).
 set -uo pipefail
 D=$PWD/.devrun-prefill
 step=${1:-all}
@@ -22,12 +26,15 @@ if [ "$step" = pack ]; then
   # PREFILL_VARIANTS="NAME=PATH ...", run by `bench-variants`.
   B=${2:-/tmp/b-prefill}
   S=$(mktemp -d)
-  mkdir -p "$S/b/tests/cuda" "$S/b/plugins/reference" "$S/b/plugins/cuda" "$S/lib"
+  mkdir -p "$S/b/tests/cuda" "$S/b/plugins/reference" "$S/b/plugins/cuda" "$S/b/cli" "$S/lib"
   find "$B" -maxdepth 1 -name "libfusedmoe.so*" ! -type d -exec cp -a {} "$S/b/" \;
   cp -a "$B/tests/cuda/prefill_check" "$S/b/tests/cuda/"
-  [ -n "${PREFILL_CUDA_CHECK:-}" ] && cp -a "$B/tests/cuda/cuda_check" "$S/b/tests/cuda/" &&
-    cp -a "$B"/plugins/cuda/*.so "$B/plugins/cuda/cuda.toml" "$S/b/plugins/cuda/"
+  [ -n "${PREFILL_CUDA_CHECK:-}" ] && cp -a "$B/tests/cuda/cuda_check" "$S/b/tests/cuda/"
+  cp -a "$B"/plugins/cuda/*.so "$B/plugins/cuda/cuda.toml" "$S/b/plugins/cuda/"
+  cp -a "$B/cli/fusedmoe" "$S/b/cli/"
   cp -a "$B"/plugins/reference/*.so "$B/plugins/reference/reference.toml" "$S/b/plugins/reference/"
+  # Debug info is most of the size (the carried tree is limited to 64 MiB).
+  find "$S/b" -type f \( -name "*.so*" -o -perm -u+x \) -exec strip --strip-debug {} + 2>/dev/null || true
   for v in ${PREFILL_VARIANTS:-}; do cp -a "${v#*=}" "$S/b/tests/cuda/prefill_check_${v%%=*}"; done
   for l in libjansson.so.4 libtomlplusplus.so.3; do
     cp -L "$(ldconfig -p | awk -v l=$l '$1 == l {print $NF; exit}')" "$S/lib/$l"
@@ -68,6 +75,29 @@ if [ "$step" = bench-variants ]; then
     echo "== $(basename "$v") --bench (M: ${PREFILL_BENCH_M:-4096 and 8192})"
     timeout 300 "$v" "$R" "$E" --bench ${2:-} 2>&1 | tee "$OUT/bench_$(basename "$v").txt"
   done
+fi
+if [ "$step" = all ] || [ "$step" = conform ]; then
+  C=$B/plugins/cuda/cuda.toml
+  for seed in ${CONFORM_SEEDS:-1 2 3}; do
+    echo "== conform, fp8 schemes on the prefill tier, seed $seed"
+    FMOE_CONFIG=$E FMOE_CUDA_TIER=prefill timeout 120 "$B/cli/fusedmoe" --plugin "$R" conform --plugin "$C" \
+      --scheme 'fp8e4m3*' --mode test --seed "$seed" 2>&1 | grep -E "^(FAIL|cuda |result)" | tail -12
+  done 2>&1 | tee "$OUT/conform_prefill.txt"
+  echo "== conform, auto tier"
+  FMOE_CONFIG=$E timeout 120 "$B/cli/fusedmoe" --plugin "$R" conform --plugin "$C" 2>&1 \
+    | grep -E "^(FAIL|cuda |result|PLUGIN)" | tail -12 | tee "$OUT/conform.txt"
+fi
+if [ "$step" = regs ]; then
+  echo "== GEMM kernels: registers, stack, local memory"
+  F=$(command -v cu++filt || command -v c++filt || echo cat)
+  cuobjdump --dump-resource-usage "$B/tests/cuda/prefill_check" 2>/dev/null |
+    awk '/Function/ {f = $2} /REG:/ && f ~ /device_kernel/ {sub(":$", "", f); print f; print $0}' |
+    while read -r f && read -r r; do
+      n=$(echo "$f" | "$F")
+      echo "$(echo "$n" | grep -oE "Kernel[A-Za-z0-9]*(Pingpong|Cooperative)[A-Za-z0-9]*" | head -1)" \
+        "$(echo "$n" | grep -oE "C<[0-9]+>, cute::C<[0-9]+>, cute::C<[0-9]+>" | sort -u | tr "\n" " ")" \
+        "$(echo "$r" | grep -oE "REG:[0-9]+ STACK:[0-9]+ SHARED:[0-9]+ LOCAL:[0-9]+")"
+    done | tee "$OUT/regs.txt"
 fi
 if [ "$step" = all ] || [ "$step" = sanitize ]; then
   echo "== compute-sanitizer memcheck"
