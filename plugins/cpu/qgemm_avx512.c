@@ -68,29 +68,42 @@ INLINE void i8_body(cpu_qtile *t, const uint32_t mr)
         _mm512_storeu_ps(t->out[m], _mm512_mul_ps(sc, _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[m], corr))));
 }
 
-/* int4: per row a low-nibble and a high-nibble accumulator (two
- * independent vpdpbusd chains instead of one; integer sums, so the split
- * changes nothing), summed at the group's end, then the float steps of
- * qgemm.h in order. What it streams is only the nibbles and the scales
- * (their bf16 copy when the tile has one, s16): the group's weight sum is
- * computed here instead of read from wsum, as sum(u) - 8 * group with u the
+/* int4. What it streams is only the nibbles and the scales (their bf16
+ * copy when the tile has one, s16): the group's weight sum is computed
+ * here instead of read from wsum, as sum(u) - 8 * group with u the
  * unsigned nibbles (padding nibbles are 8, weight 0), by one more vpdpbusd
  * per step of lo + hi against ones, shared by the rows - compute this
- * kernel has to spare, bytes it has not. */
+ * kernel has to spare, bytes it has not.
+ *
+ * The group's integer dot, qgemm.h's sum u*a - 8 qsum + off (sum(u) - 8
+ * group), is gathered as: the accumulator starts at the row's constant
+ * -8 qsum - 8 group off (scalar arithmetic), the vpdpbusd add sum u*a, and
+ * the end adds off * sum(u). One or two rows keep a low-nibble and a
+ * high-nibble chain each (vpdpbusd's latency would bound one chain); from
+ * three rows one chain per row, as many independent chains as before and
+ * fewer vector operations per group, which at those row counts is what
+ * limits the kernel. Integer sums are exact, so the result is the same
+ * bits as the portable kernel's. */
 INLINE void i4_body(cpu_qtile *t, const uint32_t mr, const int s16)
 {
     const __m512i mask = _mm512_set1_epi8(0x0F), ones = _mm512_set1_epi8(1);
+    const int two = mr <= 2;
     __m512 f[CPU_MR_MAX];
-    __m512i alo[CPU_MR_MAX], ahi[CPU_MR_MAX];
+    __m512i alo[CPU_MR_MAX], ahi[CPU_MR_MAX], offv[CPU_MR_MAX];
     UNROLL
-    for (uint32_t m = 0; m < mr; m++)
+    for (uint32_t m = 0; m < mr; m++) {
         f[m] = _mm512_setzero_ps();
+        offv[m] = _mm512_set1_epi32(t->off[m]);
+    }
     uint32_t steps = t->group / 8;
     for (uint32_t g = 0; g < t->groups; g++) {
         __m512i us = _mm512_setzero_si512();
         UNROLL
-        for (uint32_t m = 0; m < mr; m++)
-            alo[m] = ahi[m] = _mm512_setzero_si512();
+        for (uint32_t m = 0; m < mr; m++) {
+            alo[m] = _mm512_set1_epi32(-8 * t->qsum[m][g] - 8 * (int32_t)t->group * t->off[m]);
+            if (two)
+                ahi[m] = _mm512_setzero_si512();
+        }
         for (uint32_t s = g * steps; s < (g + 1) * steps; s++) {
             prefetch_step(t, (size_t)s * 64);
             __m512i v = _mm512_loadu_si512((const void *)(t->w + (size_t)s * 64));
@@ -100,17 +113,19 @@ INLINE void i4_body(cpu_qtile *t, const uint32_t mr, const int s16)
             UNROLL
             for (uint32_t m = 0; m < mr; m++) {
                 alo[m] = _mm512_dpbusd_epi32(alo[m], lo, bcast4(t->a[m] + 8 * s));
-                ahi[m] = _mm512_dpbusd_epi32(ahi[m], hi, bcast4(t->a[m] + 8 * s + 4));
+                if (two)
+                    ahi[m] = _mm512_dpbusd_epi32(ahi[m], hi, bcast4(t->a[m] + 8 * s + 4));
+                else
+                    alo[m] = _mm512_dpbusd_epi32(alo[m], hi, bcast4(t->a[m] + 8 * s + 4));
             }
         }
-        __m512i ws = _mm512_sub_epi32(us, _mm512_set1_epi32(8 * (int32_t)t->group));
         __m512 sc = s16 ? _mm512_castsi512_ps(_mm512_slli_epi32(
                               _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(t->gscale16 + g * CPU_NR))), 16))
                         : _mm512_loadu_ps(t->gscale + g * CPU_NR);
         UNROLL
         for (uint32_t m = 0; m < mr; m++) {
-            __m512i dot = _mm512_sub_epi32(_mm512_add_epi32(alo[m], ahi[m]), _mm512_set1_epi32(8 * t->qsum[m][g]));
-            dot = _mm512_add_epi32(dot, _mm512_mullo_epi32(_mm512_set1_epi32(t->off[m]), ws));
+            __m512i dot = two ? _mm512_add_epi32(alo[m], ahi[m]) : alo[m];
+            dot = _mm512_add_epi32(dot, _mm512_mullo_epi32(offv[m], us));
             f[m] = _mm512_add_ps(f[m], _mm512_mul_ps(sc, _mm512_cvtepi32_ps(dot)));
         }
     }
