@@ -13,6 +13,7 @@
 
 #include "core/context.h"
 #include "core/error.h"
+#include "registry/glob.h"
 #include "fusedmoe/fusedmoe.h"
 #include "fusedmoe/plugin.h"
 
@@ -197,6 +198,32 @@ fmoe_status fmoe_context_plugin(const fmoe_context *ctx, uint32_t index, fmoe_pl
     };
     FILL_UPTO(info, v);
     return FMOE_STATUS_OK;
+}
+
+fmoe_status fmoe_context_plugin_tolerance(const fmoe_context *ctx, uint32_t index, const char *scheme_key,
+                                          fmoe_plugin_tolerance *out)
+{
+    fmoe_error_clear();
+    fmoe_status st = check_out(out, out ? out->struct_size : 0, sizeof(size_t) + sizeof(double),
+                               "fmoe_context_plugin_tolerance");
+    if (st != FMOE_STATUS_OK)
+        return st;
+    if (!ctx || index >= ctx->registry.n_plugins || !scheme_key)
+        return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT,
+                              "fmoe_context_plugin_tolerance: index %u out of range (%u plugins), or no scheme key",
+                              index, fmoe_context_plugin_count(ctx));
+    const fmoe_plugin_record *r = &ctx->registry.plugins[index];
+    for (size_t i = 0; i < r->n_tolerances; i++) {
+        const fmoe_manifest_tolerance *t = &r->tolerances[i];
+        if (fmoe_glob_find(t->schemes, t->n_schemes, scheme_key) < 0)
+            continue;
+        fmoe_plugin_tolerance v = {.struct_size = out->struct_size, .mismatch = t->mismatch, .schemes = t->joined,
+                                   .reason = t->reason, .link = t->link};
+        FILL_UPTO(out, v);
+        return FMOE_STATUS_OK;
+    }
+    return fmoe_error_set(FMOE_STATUS_NOT_FOUND, "plugin '%s' declares no tolerance for %s", r->name ? r->name : "?",
+                          scheme_key);
 }
 
 uint32_t fmoe_context_device_count(const fmoe_context *ctx)

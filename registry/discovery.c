@@ -238,6 +238,12 @@ static int add_manifest(fmoe_registry *reg, const char *path)
         return 1;
     }
     int ok = record_from_manifest(rec, m);
+    /* The tolerances move to the record (conform reads them through
+     * fmoe_context_plugin_tolerance). */
+    rec->tolerances = m->tolerances;
+    rec->n_tolerances = m->n_tolerances;
+    m->tolerances = NULL;
+    m->n_tolerances = 0;
     if (ok)
         admit_manifest(reg, rec, m);
     fmoe_manifest_free(m);
@@ -453,6 +459,7 @@ void fmoe_registry_release(fmoe_registry *reg)
         free(r->manifest_path);
         free(r->schemes);
         free_strings(r->scheme_globs, r->n_scheme_globs);
+        fmoe_manifest_tolerances_free(r->tolerances, r->n_tolerances);
         free(r->reason);
         free(r->devices);
     }

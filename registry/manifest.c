@@ -9,6 +9,7 @@
 #include "registry/manifest.h"
 
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,7 +18,9 @@
 #include "registry/toml_wrap.h"
 
 static const char *const manifest_keys[] = {"name",      "library",   "version", "vendor",  "description", "abi_major",
-                                            "abi_minor", "arch",      "devices", "schemes", "requires",    NULL};
+                                            "abi_minor", "arch",      "devices", "schemes", "requires",    "tolerance",
+                                            NULL};
+static const char *const tolerance_keys[] = {"schemes", "mismatch", "reason", "link", NULL};
 static const char *const device_names[] = {"cpu", "cuda", "rocm", NULL};
 
 #define PLUGIN_NAME_CHARS "only a-z, 0-9, '_' and '-'"
@@ -146,6 +149,85 @@ static fmoe_status read_devices(const manifest_reader *r)
     return FMOE_STATUS_OK;
 }
 
+/* One [[tolerance]] table (manifest.h). */
+static fmoe_status read_tolerance(const manifest_reader *r, const fmoe_toml_node *t, size_t i,
+                                  fmoe_manifest_tolerance *out)
+{
+    char where[64];
+    snprintf(where, sizeof where, "in tolerance[%zu]", i);
+    fmoe_status st = fmoe_toml_check_keys(r->doc, t, where, tolerance_keys);
+    if (st != FMOE_STATUS_OK)
+        return st;
+    const char *req[] = {"schemes", "mismatch", "reason", "link"};
+    for (size_t k = 0; k < 4; k++)
+        if (!fmoe_toml_get(t, req[k]))
+            return fmoe_toml_error_at(r->doc, fmoe_toml_pos_of(t), "tolerance[%zu]: missing required key '%s'", i,
+                                      req[k]);
+    st = fmoe_toml_copy_string_array(r->doc, fmoe_toml_get(t, "schemes"), "schemes",
+                                     "a non-empty array of scheme-key globs", "a scheme-key glob", 1, &out->schemes,
+                                     &out->n_schemes);
+    if (st != FMOE_STATUS_OK)
+        return st;
+    size_t len = 1;
+    for (size_t j = 0; j < out->n_schemes; j++)
+        len += strlen(out->schemes[j]) + 2;
+    out->joined = malloc(len);
+    if (!out->joined)
+        return out_of_memory();
+    out->joined[0] = '\0';
+    for (size_t j = 0; j < out->n_schemes; j++) {
+        if (j)
+            strcat(out->joined, ", ");
+        strcat(out->joined, out->schemes[j]);
+    }
+    const fmoe_toml_node *v = fmoe_toml_get(t, "mismatch");
+    const char *want = "a fraction of elements in (0, 0.01]";
+    if (!fmoe_toml_get_float(v, &out->mismatch))
+        return fmoe_toml_expect(r->doc, v, FMOE_TOML_FLOAT, "mismatch", want);
+    if (!(out->mismatch > 0 && out->mismatch <= FMOE_MANIFEST_MAX_MISMATCH))
+        return fmoe_toml_error_at(r->doc, fmoe_toml_pos_of(v), "tolerance[%zu]: mismatch = %g (expected %s)", i,
+                                  out->mismatch, want);
+    const char *keys[] = {"reason", "link"};
+    char **dst[] = {&out->reason, &out->link};
+    for (size_t k = 0; k < 2; k++) {
+        v = fmoe_toml_get(t, keys[k]);
+        st = fmoe_toml_copy_string(r->doc, v, keys[k], k ? "the issue or paper that shows it (an http(s) URL)"
+                                                           : "why the plugin needs it (a non-empty string)",
+                                   dst[k]);
+        if (st != FMOE_STATUS_OK)
+            return st;
+        if (!(*dst[k])[0] || (k == 1 && strncmp(*dst[k], "https://", 8) != 0 && strncmp(*dst[k], "http://", 7) != 0))
+            return fmoe_toml_error_at(r->doc, fmoe_toml_pos_of(v), "tolerance[%zu]: %s = \"%s\" (expected %s)", i,
+                                      keys[k], *dst[k], k ? "an http(s) URL" : "a non-empty string");
+    }
+    return FMOE_STATUS_OK;
+}
+
+static fmoe_status read_tolerances(const manifest_reader *r)
+{
+    const fmoe_toml_node *v = fmoe_toml_get(r->root, "tolerance");
+    if (!v)
+        return FMOE_STATUS_OK;
+    fmoe_status st = fmoe_toml_expect(r->doc, v, FMOE_TOML_ARRAY, "tolerance", "an array of tables ([[tolerance]])");
+    if (st != FMOE_STATUS_OK)
+        return st;
+    size_t n = fmoe_toml_size(v);
+    r->m->tolerances = calloc(n ? n : 1, sizeof *r->m->tolerances);
+    if (!r->m->tolerances)
+        return out_of_memory();
+    for (size_t i = 0; i < n; i++) {
+        const fmoe_toml_node *t = fmoe_toml_at(v, i);
+        st = fmoe_toml_expect(r->doc, t, FMOE_TOML_TABLE, "tolerance", "an array of tables ([[tolerance]])");
+        if (st == FMOE_STATUS_OK) {
+            r->m->n_tolerances++;
+            st = read_tolerance(r, t, i, &r->m->tolerances[i]);
+        }
+        if (st != FMOE_STATUS_OK)
+            return st;
+    }
+    return FMOE_STATUS_OK;
+}
+
 /* Every key, in the order of the schema in manifest.h. */
 static fmoe_status read_manifest(const manifest_reader *r)
 {
@@ -176,6 +258,8 @@ static fmoe_status read_manifest(const manifest_reader *r)
     if (st == FMOE_STATUS_OK)
         st = read_list(r, "requires", "an array of requirement strings", "a requirement such as \"cuda>=12.8\"", 0,
                        &m->requires, &m->n_requires);
+    if (st == FMOE_STATUS_OK)
+        st = read_tolerances(r);
     return st;
 }
 
@@ -219,7 +303,19 @@ void fmoe_manifest_free(fmoe_manifest *m)
     fmoe_toml_free_strings(m->devices, m->n_devices);
     fmoe_toml_free_strings(m->schemes, m->n_schemes);
     fmoe_toml_free_strings(m->requires, m->n_requires);
+    fmoe_manifest_tolerances_free(m->tolerances, m->n_tolerances);
     free(m);
+}
+
+void fmoe_manifest_tolerances_free(fmoe_manifest_tolerance *t, size_t n)
+{
+    for (size_t i = 0; t && i < n; i++) {
+        fmoe_toml_free_strings(t[i].schemes, t[i].n_schemes);
+        free(t[i].joined);
+        free(t[i].reason);
+        free(t[i].link);
+    }
+    free(t);
 }
 
 int fmoe_manifest_matches_arch(const fmoe_manifest *m, const char *machine)

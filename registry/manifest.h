@@ -15,6 +15,16 @@
  *   devices = ["cpu"]                  # required; cpu|cuda|rocm
  *   schemes = ["bf16", "f16", "f32"]   # required; scheme-key globs served
  *   requires = ["cuda>=12.8"]          # optional; free text shown to users
+ *
+ *   [[tolerance]]                      # optional, repeatable: a looser conformance
+ *   schemes = ["fp8e4m3:*"]            #   tolerance for these scheme globs
+ *   mismatch = 0.001                   #   fraction of output elements allowed past the
+ *                                      #   suite's per-element bound, in (0, 0.01]
+ *   reason = "..."                     #   why the hardware needs it (non-empty)
+ *   link = "https://..."               #   the issue or paper that shows it
+ * (spec/testing.md: "where a plugin needs a looser tolerance, record the
+ * tolerance and the issue link in the plugin's manifest"; the suite's own
+ * table does not move for one plugin, docs/CONFORMANCE.md.)
  */
 #ifndef FMOE_REGISTRY_MANIFEST_H
 #define FMOE_REGISTRY_MANIFEST_H
@@ -23,6 +33,18 @@
 #include <stdint.h>
 
 #include "fusedmoe/common.h"
+
+typedef struct fmoe_manifest_tolerance {
+    char **schemes; size_t n_schemes;
+    char *joined;            /* the globs, ", "-separated (for messages) */
+    double mismatch;
+    char *reason;
+    char *link;
+} fmoe_manifest_tolerance;
+
+/* At most this fraction of elements may be declared past the bound: a
+ * manifest cannot turn the per-element check off. */
+#define FMOE_MANIFEST_MAX_MISMATCH 0.01
 
 typedef struct fmoe_manifest {
     char *path;          /* the manifest file */
@@ -37,12 +59,14 @@ typedef struct fmoe_manifest {
     char **devices;  size_t n_devices;
     char **schemes;  size_t n_schemes;
     char **requires; size_t n_requires;
+    fmoe_manifest_tolerance *tolerances; size_t n_tolerances;
 } fmoe_manifest;
 
 /* Strict like the config: unknown keys, wrong types, missing required keys
  * are PARSE_ERROR "<file>:<line>:<column>: ...". */
 fmoe_status fmoe_manifest_load(const char *path, fmoe_manifest **out);
 void fmoe_manifest_free(fmoe_manifest *m);
+void fmoe_manifest_tolerances_free(fmoe_manifest_tolerance *t, size_t n);
 
 /* 1 if the manifest's arch list contains `machine` (uname -m) or "any". */
 int fmoe_manifest_matches_arch(const fmoe_manifest *m, const char *machine);

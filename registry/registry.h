@@ -23,6 +23,7 @@
 #include "fusedmoe/plugin.h"
 #include "registry/config.h"
 #include "registry/log.h"
+#include "registry/manifest.h"
 
 struct fmoe_error {
     fmoe_status status;
@@ -38,6 +39,8 @@ typedef struct fmoe_plugin_record {
     char *schemes;             /* comma-separated globs, for display */
     char **scheme_globs;       /* from the manifest; {"*"} without one */
     size_t n_scheme_globs;
+    fmoe_manifest_tolerance *tolerances; /* the manifest's [[tolerance]] entries (owned) */
+    size_t n_tolerances;
     int32_t state;             /* FMOE_PLUGIN_STATE_* */
     char *reason;              /* why not loaded; "" when loaded */
     uint32_t abi_major;

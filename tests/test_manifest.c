@@ -52,6 +52,13 @@ START_TEST(test_valid)
     assert_strings(m->schemes, m->n_schemes, schemes, 2);
     const char *requires[] = {"cuda>=12.8", "sm>=90"};
     assert_strings(m->requires, m->n_requires, requires, 2);
+    ck_assert_uint_eq(m->n_tolerances, 1);
+    const char *tol_schemes[] = {"fp8-*"};
+    assert_strings(m->tolerances[0].schemes, m->tolerances[0].n_schemes, tol_schemes, 1);
+    ck_assert_str_eq(m->tolerances[0].joined, "fp8-*");
+    ck_assert(m->tolerances[0].mismatch == 0.001);
+    ck_assert_str_eq(m->tolerances[0].reason, "fp8 tensor cores accumulate with fewer bits than f32");
+    ck_assert_str_eq(m->tolerances[0].link, "https://arxiv.org/abs/2412.19437");
     fmoe_manifest_free(m);
 }
 END_TEST
@@ -67,6 +74,7 @@ START_TEST(test_minimal)
     ck_assert_uint_eq(m->abi_minor, 2147483647u);
     ck_assert_uint_eq(m->n_requires, 0);
     ck_assert_ptr_null(m->requires);
+    ck_assert_uint_eq(m->n_tolerances, 0);
     fmoe_manifest_free(m);
     fmoe_manifest_free(NULL);
 }
@@ -282,6 +290,38 @@ START_TEST(test_optional_keys)
 }
 END_TEST
 
+/* [[tolerance]] entries: each key checked, the allowance capped at 1%. */
+static const struct {
+    const char *table; /* appended after the valid lines */
+    const char *error; /* after "<path>:" */
+} bad_tolerances[] = {
+    {"tolerance = 1\n", "12:13: tolerance is an integer (expected an array of tables ([[tolerance]]))"},
+    {"[[tolerance]]\nschemes = [\"bf16\"]\nmismatch = 0.5\nreason = \"r\"\nlink = \"https://x.org/1\"\n",
+     "14:12: tolerance[0]: mismatch = 0.5 (expected a fraction of elements in (0, 0.01])"},
+    {"[[tolerance]]\nschemes = [\"bf16\"]\nmismatch = 0.0\nreason = \"r\"\nlink = \"https://x.org/1\"\n",
+     "14:12: tolerance[0]: mismatch = 0 (expected a fraction of elements in (0, 0.01])"},
+    {"[[tolerance]]\nschemes = [\"bf16\"]\nmismatch = 1\nreason = \"r\"\nlink = \"https://x.org/1\"\n",
+     "14:12: mismatch is an integer (expected a fraction of elements in (0, 0.01])"},
+    {"[[tolerance]]\nschemes = [\"bf16\"]\nmismatch = 0.001\nreason = \"r\"\n",
+     "12:1: tolerance[0]: missing required key 'link'"},
+    {"[[tolerance]]\nschemes = [\"bf16\"]\nmismatch = 0.001\nreason = \"r\"\nlink = \"see the issue\"\n",
+     "16:8: tolerance[0]: link = \"see the issue\" (expected an http(s) URL)"},
+    {"[[tolerance]]\nschemes = []\nmismatch = 0.001\nreason = \"r\"\nlink = \"https://x.org/1\"\n",
+     "13:11: schemes is empty (expected a non-empty array of scheme-key globs)"},
+    {"[[tolerance]]\nschemes = [\"bf16\"]\nmismatch = 0.001\nreason = \"r\"\nlink = \"https://x.org/1\"\nnmse = 1\n",
+     "17:1: unknown key 'nmse' in tolerance[0] (expected one of: schemes, mismatch, reason, link)"},
+};
+
+START_TEST(test_bad_tolerance)
+{
+    char text[1024];
+    manifest_text(text, sizeof text, N_LINES, bad_tolerances[_i].table);
+    char rest[512];
+    snprintf(rest, sizeof rest, ":%s", bad_tolerances[_i].error);
+    assert_text_error(text, rest);
+}
+END_TEST
+
 /* Replace line `line` of the valid manifest (it becomes the last line, so
  * the expected position is on line N_LINES). */
 static const struct {
@@ -331,10 +371,10 @@ START_TEST(test_unknown_key)
     char text[1024];
     manifest_text(text, sizeof text, N_LINES, "[build]\ncompiler = \"nvcc\"\n");
     assert_text_error(text, ":12:2: unknown key 'build' in a plugin manifest (expected one of: name, library, "
-                            "version, vendor, description, abi_major, abi_minor, arch, devices, schemes, requires)");
+                            "version, vendor, description, abi_major, abi_minor, arch, devices, schemes, requires, tolerance)");
     manifest_text(text, sizeof text, N_LINES, "licence = \"MIT\"\n");
     assert_text_error(text, ":12:1: unknown key 'licence' in a plugin manifest (expected one of: name, library, "
-                            "version, vendor, description, abi_major, abi_minor, arch, devices, schemes, requires)");
+                            "version, vendor, description, abi_major, abi_minor, arch, devices, schemes, requires, tolerance)");
 }
 END_TEST
 
@@ -360,6 +400,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_generated_text_is_valid);
     tcase_add_loop_test(tc, test_missing_required_key, 0, (int)(sizeof required / sizeof required[0]));
     tcase_add_test(tc, test_optional_keys);
+    tcase_add_loop_test(tc, test_bad_tolerance, 0, (int)(sizeof bad_tolerances / sizeof bad_tolerances[0]));
     tcase_add_loop_test(tc, test_bad_value, 0, (int)(sizeof bad_values / sizeof bad_values[0]));
     tcase_add_test(tc, test_unknown_key);
     tcase_add_test(tc, test_syntax_error);

@@ -420,9 +420,15 @@ int cf_compare(const float *got, const float *ref, int64_t m, uint32_t h, const 
                  (double)ref[first_bad]);
         return 0;
     }
-    if (outside) {
-        snprintf(why, cap, "%lld element(s) outside %g + %g*|ref|; worst token %lld col %lld: got %.6g ref %.6g; "
-                 "nmse %.3g", (long long)outside, tol->atol, tol->rtol, (long long)(worst / h),
+    int64_t counted = 0;
+    for (int64_t t = 0; t < m; t++)
+        counted += !(skip_row && skip_row[t]);
+    /* The manifest's allowance: a whole number of elements, rounded down. */
+    int64_t allowed = (int64_t)floor(tol->mismatch * (double)(counted * (int64_t)h));
+    if (outside > allowed) {
+        snprintf(why, cap, "%lld element(s) outside %g + %g*|ref|%s; worst token %lld col %lld: got %.6g ref %.6g; "
+                 "nmse %.3g", (long long)outside, tol->atol, tol->rtol,
+                 tol->mismatch > 0 ? " (more than the manifest's mismatch allows)" : "", (long long)(worst / h),
                  (long long)(worst % h), (double)got[worst], (double)ref[worst], nmse);
         return 0;
     }
@@ -430,6 +436,11 @@ int cf_compare(const float *got, const float *ref, int64_t m, uint32_t h, const 
         snprintf(why, cap, "nmse %.3g above the gate %.3g (a scale or sign error)", nmse, tol->nmse);
         return 0;
     }
-    snprintf(why, cap, "nmse %.2e", nmse);
+    if (outside)
+        snprintf(why, cap, "nmse %.2e; %lld of %lld element(s) outside %g + %g*|ref|, within the manifest's mismatch "
+                 "%g (%s: %s)", nmse, (long long)outside, (long long)(counted * (int64_t)h), tol->atol, tol->rtol,
+                 tol->mismatch, tol->reason ? tol->reason : "", tol->link ? tol->link : "");
+    else
+        snprintf(why, cap, "nmse %.2e", nmse);
     return 1;
 }

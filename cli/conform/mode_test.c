@@ -328,6 +328,27 @@ static fmoe_status forward_sum(fmoe_layer **lay, uint32_t n, const cf_inputs *in
     return FMOE_STATUS_OK;
 }
 
+
+/* The plugin's manifest may loosen the suite's tolerance for a scheme
+ * ([[tolerance]]: a fraction of elements allowed past the per-element
+ * bound, with the reason and link; docs/CONFORMANCE.md, Tolerances). */
+static void manifest_tolerance(const cf_run *r, const char *key, cf_tolerance *tol)
+{
+    uint32_t n = fmoe_context_plugin_count(r->ctx);
+    for (uint32_t i = 0; i < n; i++) {
+        fmoe_plugin_info info = {.struct_size = sizeof info};
+        if (fmoe_context_plugin(r->ctx, i, &info) != FMOE_STATUS_OK || strcmp(info.name, r->plugin->name) != 0)
+            continue;
+        fmoe_plugin_tolerance t = {.struct_size = sizeof t};
+        if (fmoe_context_plugin_tolerance(r->ctx, i, key, &t) == FMOE_STATUS_OK) {
+            tol->mismatch = t.mismatch;
+            tol->reason = t.reason;
+            tol->link = t.link;
+        }
+        return;
+    }
+}
+
 static void run_case(cf_run *r, const cf_scheme *cs, const fmoe_scheme *scheme, const tcase *tc, outcome *o)
 {
     const char *plugin = r->plugin->name;
@@ -452,6 +473,7 @@ static void run_case(cf_run *r, const cf_scheme *cs, const fmoe_scheme *scheme, 
         goto done;
     }
     cf_tolerance tol = cf_tolerance_for(cs, full.act_dtype);
+    manifest_tolerance(r, cs->key, &tol);
     if (shards > 1)
         tol.atol *= shards; /* each shard's output was rounded to the activation dtype */
     if (tc->kind == K_DEAD)

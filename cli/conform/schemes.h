@@ -18,6 +18,11 @@
  * that an all-zero or wrongly scaled output cannot pass). */
 typedef struct cf_tolerance {
     double atol, rtol, nmse;
+    /* From the plugin's manifest ([[tolerance]]), else 0 and NULL: the
+     * fraction of elements allowed past atol + rtol*|ref| (the NMSE gate
+     * still holds), and the entry's reason and link for the report. */
+    double mismatch;
+    const char *reason, *link;
 } cf_tolerance;
 
 /* The weight generator: builds the synthetic checkpoint of a layer

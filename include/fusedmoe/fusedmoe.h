@@ -329,6 +329,24 @@ FMOE_API uint32_t fmoe_context_plugin_count(const fmoe_context *ctx);
 /* Fill `info` (set info->struct_size first). Strings live as long as ctx. */
 FMOE_API fmoe_status fmoe_context_plugin(const fmoe_context *ctx, uint32_t index, fmoe_plugin_info *info);
 
+/* A looser conformance tolerance a plugin's manifest declares for a scheme
+ * (its [[tolerance]] tables, docs/PLUGIN-ABI.md "Manifest"): what the
+ * hardware needs beyond the suite's per-element bound, with the reason and
+ * the issue or paper that shows it. `fusedmoe conform` applies and prints it. */
+typedef struct fmoe_plugin_tolerance {
+    size_t struct_size;
+    double mismatch;        /* fraction of output elements allowed past the per-element bound, (0, 0.01] */
+    const char *schemes;    /* the entry's scheme globs, comma-separated */
+    const char *reason;
+    const char *link;
+} fmoe_plugin_tolerance;
+
+/* The first entry of plugin `index` whose globs match `scheme_key`: OK, or
+ * NOT_FOUND when the manifest declares none for it (the suite's table
+ * applies unchanged). Strings live as long as ctx. */
+FMOE_API fmoe_status fmoe_context_plugin_tolerance(const fmoe_context *ctx, uint32_t index, const char *scheme_key,
+                                                   fmoe_plugin_tolerance *out);
+
 /* --- Devices as each loaded plugin reported them (for `fusedmoe probe`) --- */
 
 typedef struct fmoe_device_info {

@@ -9,9 +9,14 @@
  *                         host gave the report (an older host's is shorter)
  *   BROKEN_OVERCLAIM      query accepts every layer, create refuses all but silu
  *   BROKEN_EXPORTS        exports a second symbol (built without the version script)
+ *   BROKEN_ONE_ELEMENT    one element of every output of >= 2048 elements is
+ *                         3x the suite's bound off, the rest exact (caught
+ *                         without a manifest [[tolerance]], passed with one:
+ *                         test_tolerance.py)
  *
  * Otherwise it is the reference method (plugins/reference), served on the CPU.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +65,24 @@ static fmoe_status broken_apply(fmoe_apply_args *a)
 }
 #endif
 
+#ifdef BROKEN_ONE_ELEMENT
+#include "core/half.h"
+
+static fmoe_status broken_apply(fmoe_apply_args *a)
+{
+    fmoe_status st = ref_method_unquantized.apply(a);
+    const fmoe_tensor *o = a->out;
+    if (st != FMOE_STATUS_OK || o->shape[0] * o->shape[1] < 2048)
+        return st;
+    /* 3x the suite's bound for the output dtype (atol = rtol: f32 1e-4,
+     * f16 3e-3, bf16 2e-2): one element only, so the NMSE gate still holds. */
+    double bound = o->dtype == FMOE_DTYPE_F32 ? 1e-4 : o->dtype == FMOE_DTYPE_F16 ? 3e-3 : 2e-2;
+    float x = fmoe_load_float(o->data, o->dtype, 0);
+    fmoe_store_float(o->data, o->dtype, 0, (float)(x + 3.0 * bound * (1.0 + fabs(x))));
+    return st;
+}
+#endif
+
 #ifdef BROKEN_OVERCLAIM
 static fmoe_status broken_create(fmoe_create_args *a)
 {
@@ -77,7 +100,7 @@ static fmoe_status br_init(fmoe_init_args *a)
     memset(st, 0, sizeof *st);
     st->host = a->host;
     broken_method = ref_method_unquantized;
-#if defined(BROKEN_WRONG_RESULTS) || defined(BROKEN_WRITE_PAST)
+#if defined(BROKEN_WRONG_RESULTS) || defined(BROKEN_WRITE_PAST) || defined(BROKEN_ONE_ELEMENT)
     broken_method.apply = broken_apply;
 #endif
 #ifdef BROKEN_OVERCLAIM
