@@ -255,8 +255,10 @@ static int make_routing(const fmoe_layer_config *cfg, uint32_t m, uint64_t seed,
     fmoe_status st = fmoe_reference_route(cfg, &tl, NULL, &rs->w, &rs->ids);
     size_t d = 0;
     for (size_t i = 0; st == FMOE_STATUS_OK && i < (size_t)m * k; i++)
-        if (!seen[rs->ibuf[i]]++)
+        if (!seen[rs->ibuf[i]]) { /* a flag, not a count: a char count wraps at 256 ids */
+            seen[rs->ibuf[i]] = 1;
             d++;
+        }
     rs->distinct = (double)d;
     free(logits), free(seen);
     return st == FMOE_STATUS_OK ? CLI_EXIT_OK : cli_fail(st, "routing");

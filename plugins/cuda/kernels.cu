@@ -749,11 +749,13 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
     }
 
     /* Plan: row tiles as the GEMM tier wants them. */
-    /* The prefill path takes bf16 by default; fp8 only when forced: wgmma's
-     * fp8 accumulation keeps fewer bits than f32, and a few elements per
-     * thousand leave the conformance bound (docs/CUDA.md). */
-    const bool prefill_ok =
-        fmcu_prefill_supported(L) && (L->quant == FMCU_Q_NONE || L->tier == FMCU_TIER_PREFILL);
+    /* The prefill path serves bf16 and fp8. wgmma's fp8 accumulation keeps
+     * fewer bits than f32 (GEMM1 promotes to f32 every 128 K), so across
+     * the fp8 requantization of act(h) a GEMM2 input may round to the
+     * neighbouring code: a few elements in 100k leave the conformance
+     * suite's per-element bound, which the manifest's [[tolerance]]
+     * declares (docs/CUDA.md, "FP8 accuracy"). */
+    const bool prefill_ok = fmcu_prefill_supported(L);
     const int tier = fmcu_gemm_tier(m, L->top_k, L->local_experts, L->tier, prefill_ok);
     const uint32_t bm = tier == FMCU_TIER_STREAM ? FMCU_STREAM_ROW_TILE : fmcu_row_tile(m, L->top_k, L->local_experts);
     auto gemm = tier == FMCU_TIER_STREAM ? fmcu_stream_gemm_launch : fmcu_gemm_launch;
