@@ -32,6 +32,8 @@
 #define MAX_SHAPES 8
 #define MAX_TOKENS 16
 #define ROUTING_SETS 4
+/* Seconds of warm-up forwards (flushes included) before a point is timed. */
+#define WARMUP_S 1.0
 
 typedef struct bench_opts {
     const char *backend;
@@ -302,8 +304,8 @@ static void flush_caches(void)
     }
 }
 
-/* Median time of `iters` forwards rotating the routing sets (one warm-up
- * pass over every set first), caches flushed before each. Returns
+/* Median time of `iters` forwards rotating the routing sets (after a
+ * warm-up, below), caches flushed before each. Returns
  * seconds, or < 0 after an error. */
 static double time_layer(fmoe_layer *layer, const fmoe_tensor *x, fmoe_tensor *out, routing_set *sets, uint32_t iters,
                          int device)
@@ -320,8 +322,28 @@ static double time_layer(fmoe_layer *layer, const fmoe_tensor *x, fmoe_tensor *o
     if (!t)
         return -1;
     fmoe_forward_args a = {.struct_size = sizeof a, .x = x, .out = out};
-    for (uint32_t i = 0; i < ROUTING_SETS + iters; i++) {
-        routing_set *rs = &sets[i % ROUTING_SETS];
+    /* Warm-up: every routing set at least once and at least WARMUP_S of
+     * forwards, so a point starts in steady state (threads spinning, the
+     * kernel done with whatever the previous layer's setup freed: the first
+     * point of a run measured up to 40% slower after a one-set pass). */
+    double warm_t0 = now_s();
+    uint32_t warm = 0;
+    for (; warm < ROUTING_SETS || now_s() - warm_t0 < WARMUP_S; warm++) {
+        routing_set *rs = &sets[warm % ROUTING_SETS];
+        a.topk_weights = device ? &rs->dw : &rs->w;
+        a.topk_ids = device ? &rs->dids : &rs->ids;
+        flush_caches();
+        fmoe_status st = fmoe_layer_forward(layer, &a);
+        if (st == FMOE_STATUS_OK)
+            st = fmoe_layer_synchronize(layer, NULL);
+        if (st != FMOE_STATUS_OK) {
+            cli_fail(st, "forward");
+            free(t);
+            return -1;
+        }
+    }
+    for (uint32_t i = 0; i < iters; i++) {
+        routing_set *rs = &sets[(warm + i) % ROUTING_SETS];
         a.topk_weights = device ? &rs->dw : &rs->w;
         a.topk_ids = device ? &rs->dids : &rs->ids;
         flush_caches();
@@ -335,8 +357,7 @@ static double time_layer(fmoe_layer *layer, const fmoe_tensor *x, fmoe_tensor *o
             free(t);
             return -1;
         }
-        if (i >= ROUTING_SETS)
-            t[i - ROUTING_SETS] = dt;
+        t[i] = dt;
     }
     qsort(t, iters, sizeof *t, cmp_double);
     double med = iters % 2 ? t[iters / 2] : 0.5 * (t[iters / 2 - 1] + t[iters / 2]);
