@@ -383,11 +383,12 @@ fmoe_status cf_forward(fmoe_layer *layer, const fmoe_layer_config *cfg, const cf
 int cf_compare(const float *got, const float *ref, int64_t m, uint32_t h, const unsigned char *skip_row,
                const cf_tolerance *tol, char *why, size_t cap)
 {
-    int64_t unwritten = 0, nonfinite = 0, outside = 0, worst = -1, first_bad = -1;
+    int64_t unwritten = 0, nonfinite = 0, outside = 0, worst = -1, first_bad = -1, counted = 0;
     double worst_excess = 0, sq_err = 0, sq_ref = 0;
     for (int64_t t = 0; t < m; t++) {
         if (skip_row && skip_row[t])
             continue;
+        counted += h;
         for (uint32_t c = 0; c < h; c++) {
             int64_t i = t * (int64_t)h + c;
             double a = got[i], b = ref[i];
@@ -420,11 +421,8 @@ int cf_compare(const float *got, const float *ref, int64_t m, uint32_t h, const 
                  (double)ref[first_bad]);
         return 0;
     }
-    int64_t counted = 0;
-    for (int64_t t = 0; t < m; t++)
-        counted += !(skip_row && skip_row[t]);
     /* The manifest's allowance: a whole number of elements, rounded down. */
-    int64_t allowed = (int64_t)floor(tol->mismatch * (double)(counted * (int64_t)h));
+    int64_t allowed = (int64_t)floor(tol->mismatch * (double)counted);
     if (outside > allowed) {
         snprintf(why, cap, "%lld element(s) outside %g + %g*|ref|%s; worst token %lld col %lld: got %.6g ref %.6g; "
                  "nmse %.3g", (long long)outside, tol->atol, tol->rtol,
@@ -438,7 +436,7 @@ int cf_compare(const float *got, const float *ref, int64_t m, uint32_t h, const 
     }
     if (outside)
         snprintf(why, cap, "nmse %.2e; %lld of %lld element(s) outside %g + %g*|ref|, within the manifest's mismatch "
-                 "%g (%s: %s)", nmse, (long long)outside, (long long)(counted * (int64_t)h), tol->atol, tol->rtol,
+                 "%g (%s: %s)", nmse, (long long)outside, (long long)counted, tol->atol, tol->rtol,
                  tol->mismatch, tol->reason ? tol->reason : "", tol->link ? tol->link : "");
     else
         snprintf(why, cap, "nmse %.2e", nmse);
