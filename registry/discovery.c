@@ -35,23 +35,6 @@ static char *join_path(const char *dir, const char *name)
     return p;
 }
 
-static char *join_list(char *const *items, size_t n)
-{
-    size_t len = 1;
-    for (size_t i = 0; i < n; i++)
-        len += strlen(items[i]) + 2;
-    char *s = malloc(len);
-    if (!s)
-        return NULL;
-    s[0] = '\0';
-    for (size_t i = 0; i < n; i++) {
-        if (i)
-            strcat(s, ", ");
-        strcat(s, items[i]);
-    }
-    return s;
-}
-
 static fmoe_plugin_record *add_record(fmoe_registry *reg)
 {
     if (reg->n_plugins == reg->cap_plugins) {
@@ -89,7 +72,7 @@ static int record_from_manifest(fmoe_plugin_record *rec, const fmoe_manifest *m)
     rec->vendor = strdup(m->vendor);
     rec->library = strdup(m->library);
     rec->manifest_path = strdup(m->path);
-    rec->schemes = join_list(m->schemes, m->n_schemes);
+    rec->schemes = fmoe_join_list(m->schemes, m->n_schemes);
     rec->scheme_globs = calloc(m->n_schemes, sizeof *rec->scheme_globs);
     rec->abi_major = m->abi_major;
     if (!rec->name || !rec->version || !rec->vendor || !rec->library || !rec->manifest_path || !rec->schemes ||
@@ -185,7 +168,7 @@ static void admit_manifest(fmoe_registry *reg, fmoe_plugin_record *rec, const fm
     struct utsname u;
     const char *machine = uname(&u) == 0 ? u.machine : "unknown";
     if (!fmoe_manifest_matches_arch(m, machine)) {
-        char *arches = join_list(m->arch, m->n_arch);
+        char *arches = fmoe_join_list(m->arch, m->n_arch);
         fmoe_plugin_record_set_state(rec, FMOE_PLUGIN_STATE_SKIPPED, "built for %s, this machine is %s", arches ? arches : "?", machine);
         free(arches);
         fmoe_log(reg->logger, FMOE_LOG_INFO, "loader", "plugin '%s': %s", rec->name, rec->reason);

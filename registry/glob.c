@@ -67,3 +67,20 @@ char **fmoe_split_list(const char *text, char sep, size_t *count)
         *count = n;
     return items;
 }
+
+char *fmoe_join_list(char *const *items, size_t n)
+{
+    size_t len = 1;
+    for (size_t i = 0; i < n; i++)
+        len += strlen(items[i]) + 2;
+    char *s = malloc(len);
+    if (!s)
+        return NULL;
+    s[0] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            strcat(s, ", ");
+        strcat(s, items[i]);
+    }
+    return s;
+}

@@ -23,4 +23,8 @@ int fmoe_is_plugin_name(const char *s);
  * stored in one allocation: free the result with free(). NULL on OOM. */
 char **fmoe_split_list(const char *text, char sep, size_t *count);
 
+/* The `n` strings joined with ", " (a glob list for display), malloc'd;
+ * NULL on OOM. */
+char *fmoe_join_list(char *const *items, size_t n);
+
 #endif

@@ -168,18 +168,9 @@ static fmoe_status read_tolerance(const manifest_reader *r, const fmoe_toml_node
                                      &out->n_schemes);
     if (st != FMOE_STATUS_OK)
         return st;
-    size_t len = 1;
-    for (size_t j = 0; j < out->n_schemes; j++)
-        len += strlen(out->schemes[j]) + 2;
-    out->joined = malloc(len);
+    out->joined = fmoe_join_list(out->schemes, out->n_schemes);
     if (!out->joined)
         return out_of_memory();
-    out->joined[0] = '\0';
-    for (size_t j = 0; j < out->n_schemes; j++) {
-        if (j)
-            strcat(out->joined, ", ");
-        strcat(out->joined, out->schemes[j]);
-    }
     const fmoe_toml_node *v = fmoe_toml_get(t, "mismatch");
     const char *want = "a fraction of elements in (0, 0.01]";
     if (!fmoe_toml_get_float(v, &out->mismatch))

@@ -304,6 +304,27 @@ static void flush_caches(void)
     }
 }
 
+/* One forward on routing set rs, caches flushed first (outside the time):
+ * 1 with its seconds in *dt, or 0 after reporting the error. */
+static int one_forward(fmoe_layer *layer, const fmoe_tensor *x, fmoe_tensor *out, routing_set *rs, int device,
+                       double *dt)
+{
+    fmoe_forward_args a = {.struct_size = sizeof a, .x = x, .out = out};
+    a.topk_weights = device ? &rs->dw : &rs->w;
+    a.topk_ids = device ? &rs->dids : &rs->ids;
+    flush_caches();
+    double t0 = now_s();
+    fmoe_status st = fmoe_layer_forward(layer, &a);
+    if (st == FMOE_STATUS_OK) /* a device layer queues: wait for it */
+        st = fmoe_layer_synchronize(layer, NULL);
+    *dt = now_s() - t0;
+    if (st != FMOE_STATUS_OK) {
+        cli_fail(st, "forward");
+        return 0;
+    }
+    return 1;
+}
+
 /* Median time of `iters` forwards rotating the routing sets (after a
  * warm-up, below), caches flushed before each. Returns
  * seconds, or < 0 after an error. */
@@ -321,43 +342,22 @@ static double time_layer(fmoe_layer *layer, const fmoe_tensor *x, fmoe_tensor *o
     double *t = malloc(iters * sizeof *t);
     if (!t)
         return -1;
-    fmoe_forward_args a = {.struct_size = sizeof a, .x = x, .out = out};
     /* Warm-up: every routing set at least once and at least WARMUP_S of
      * forwards, so a point starts in steady state (threads spinning, the
      * kernel done with whatever the previous layer's setup freed: the first
      * point of a run measured up to 40% slower after a one-set pass). */
-    double warm_t0 = now_s();
+    double warm_t0 = now_s(), dt = 0;
     uint32_t warm = 0;
-    for (; warm < ROUTING_SETS || now_s() - warm_t0 < WARMUP_S; warm++) {
-        routing_set *rs = &sets[warm % ROUTING_SETS];
-        a.topk_weights = device ? &rs->dw : &rs->w;
-        a.topk_ids = device ? &rs->dids : &rs->ids;
-        flush_caches();
-        fmoe_status st = fmoe_layer_forward(layer, &a);
-        if (st == FMOE_STATUS_OK)
-            st = fmoe_layer_synchronize(layer, NULL);
-        if (st != FMOE_STATUS_OK) {
-            cli_fail(st, "forward");
+    for (; warm < ROUTING_SETS || now_s() - warm_t0 < WARMUP_S; warm++)
+        if (!one_forward(layer, x, out, &sets[warm % ROUTING_SETS], device, &dt)) {
             free(t);
             return -1;
         }
-    }
     for (uint32_t i = 0; i < iters; i++) {
-        routing_set *rs = &sets[(warm + i) % ROUTING_SETS];
-        a.topk_weights = device ? &rs->dw : &rs->w;
-        a.topk_ids = device ? &rs->dids : &rs->ids;
-        flush_caches();
-        double t0 = now_s();
-        fmoe_status st = fmoe_layer_forward(layer, &a);
-        if (st == FMOE_STATUS_OK) /* a device layer queues: wait for it */
-            st = fmoe_layer_synchronize(layer, NULL);
-        double dt = now_s() - t0;
-        if (st != FMOE_STATUS_OK) {
-            cli_fail(st, "forward");
+        if (!one_forward(layer, x, out, &sets[(warm + i) % ROUTING_SETS], device, &t[i])) {
             free(t);
             return -1;
         }
-        t[i] = dt;
     }
     qsort(t, iters, sizeof *t, cmp_double);
     double med = iters % 2 ? t[iters / 2] : 0.5 * (t[iters / 2 - 1] + t[iters / 2]);
