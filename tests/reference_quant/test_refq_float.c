@@ -47,6 +47,11 @@ START_TEST(fp8_tensor_dynamic_weight_on_input)
     qcase c = qcase_init("fp8e4m3:tensor/fp8e4m3:tensor:dynamic");
     c.topk = 1;
     c.on_input = 1;
+    /* The routing weight scales each token before the per-tensor amax is
+     * taken, so a token with a small weight is quantized with steps set by
+     * the largest one: coarser, as with a static scale (0.15). With 0.1,
+     * 2 seeds in 400 measured 0.103 and 0.109 and failed CI at random. */
+    c.loose = 0.15;
     qcase_run(&c, 4);
 }
 END_TEST
