@@ -60,6 +60,9 @@ static void configure(uint32_t mr)
         c.rows[i] = 16;
         c.colsb[i] = 64;
     }
+    /* GCC's _tile_loadconfig tells the compiler it reads 8 bytes only; once
+     * this is inlined the other stores would be dead without the barrier. */
+    __asm__ volatile("" : : "r"(&c) : "memory");
     _tile_loadconfig(&c);
 }
 

@@ -31,6 +31,7 @@
 #include "core/half.h"
 #include "plugins/cpu/layer.h"
 #include "plugins/cpu/qgemm.h"
+#include "plugins/cpu/rowops.h"
 
 /* Target number of GEMM items per thread (load balance vs. per-item cost). */
 #define ITEMS_PER_THREAD 16
@@ -49,6 +50,12 @@ typedef struct q_layer {
     cpu_layer L;
     int w4;                      /* 1: W4A8, 0: W8A8 */
     const cpu_kernels *kern;
+    /* The row steps: AVX-512 versions where the path has them (rowops.h),
+     * the same bits as the portable code. act_bf16: NULL unless the
+     * activation is gated SiLU rounded to bf16. */
+    uint32_t (*act_bf16)(const fmoe_layer_config *cfg, const float *h, uint32_t I, float *out);
+    void (*quant_asym)(const float *x, uint32_t n, uint32_t kp, uint32_t group, int8_t *q, int32_t *off,
+                       float *scale, int32_t *qsum);
     cpu_qweights w13, w2;
     float *row_scales[2];        /* W8A8 per-tensor: per-row scales built at finalize */
     /* GEMM1 inputs, per token of the chunk. */
@@ -193,6 +200,14 @@ static fmoe_status q_create(fmoe_create_args *a)
     }
     cpu_layer *L = &q->L;
     q->kern = cpu_kernels_for(L->isa);
+    q->quant_asym = cpu_quant_asym;
+#if defined(__x86_64__)
+    if (L->isa >= CPU_ISA_AVX512_VNNI) {
+        q->quant_asym = cpu_quant_asym_avx512;
+        if (L->cfg.gated && L->cfg.activation == FMOE_ACT_SILU && L->cfg.act_dtype == FMOE_DTYPE_BF16)
+            q->act_bf16 = cpu_silu_bf16_avx512;
+    }
+#endif
     size_t T = L->chunk, P = (size_t)L->chunk * L->k;
     q->q1 = cpu_alloc(h, T * kp1);
     q->s1 = cpu_alloc(h, T * sizeof(float));
@@ -304,7 +319,7 @@ static void quant_row(q_layer *q, const cpu_qweights *w, const float *x, uint32_
                       int32_t *qs)
 {
     if (q->w4)
-        cpu_quant_asym(x, n, w->kp, w->group, dst, o, s, qs);
+        q->quant_asym(x, n, w->kp, w->group, dst, o, s, qs);
     else
         cpu_quant_sym(x, n, w->kp, dst, s);
 }
@@ -323,9 +338,13 @@ static void quant2_task(void *ctx, uint32_t p, uint32_t worker)
     q_layer *q = ctx;
     cpu_layer *L = &q->L;
     float *a = worker_row(q, worker);
-    fmoe_activation_row(&L->cfg, q->h + (size_t)p * L->rI, L->I, a);
-    for (uint32_t i = 0; i < L->I; i++)
-        a[i] = fmoe_round_to(L->cfg.act_dtype, a[i]);
+    if (q->act_bf16) {
+        (void)q->act_bf16(&L->cfg, q->h + (size_t)p * L->rI, L->I, a);
+    } else {
+        fmoe_activation_row(&L->cfg, q->h + (size_t)p * L->rI, L->I, a);
+        for (uint32_t i = 0; i < L->I; i++)
+            a[i] = fmoe_round_to(L->cfg.act_dtype, a[i]);
+    }
     quant_row(q, &q->w2, a, L->I, q->q2 + (size_t)p * q->w2.kp, &q->s2[p], &q->o2[p], q->qs2 + (size_t)p * q->w2.groups);
 }
 

@@ -51,7 +51,7 @@
 #include "plugins/cpu/cpu.h"
 
 #define CPU_NR 16
-#define CPU_MR_MAX 4
+#define CPU_MR_MAX 8
 
 /* One kernel call: a tile of 16 weight rows against mr activation rows. */
 typedef struct cpu_qtile {

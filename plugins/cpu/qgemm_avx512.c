@@ -88,13 +88,15 @@ INLINE void i4_body(cpu_qtile *t, const uint32_t mr, const int s16)
 {
     const __m512i mask = _mm512_set1_epi8(0x0F), ones = _mm512_set1_epi8(1);
     const int two = mr <= 2;
+    /* off * sum(u) in one vpdpwssd where sum(u) fits 16 bits (groups of up
+     * to 2048 values: 2048 * 15 < 32768): the lane's upper half is zero and
+     * so is off's (off16), so the word pairs add only off * sum(u). */
+    const int narrow = t->group <= 2048;
     __m512 f[CPU_MR_MAX];
-    __m512i alo[CPU_MR_MAX], ahi[CPU_MR_MAX], offv[CPU_MR_MAX];
+    __m512i alo[CPU_MR_MAX], ahi[CPU_MR_MAX];
     UNROLL
-    for (uint32_t m = 0; m < mr; m++) {
+    for (uint32_t m = 0; m < mr; m++)
         f[m] = _mm512_setzero_ps();
-        offv[m] = _mm512_set1_epi32(t->off[m]);
-    }
     uint32_t steps = t->group / 8;
     for (uint32_t g = 0; g < t->groups; g++) {
         __m512i us = _mm512_setzero_si512();
@@ -125,7 +127,10 @@ INLINE void i4_body(cpu_qtile *t, const uint32_t mr, const int s16)
         UNROLL
         for (uint32_t m = 0; m < mr; m++) {
             __m512i dot = two ? _mm512_add_epi32(alo[m], ahi[m]) : alo[m];
-            dot = _mm512_add_epi32(dot, _mm512_mullo_epi32(offv[m], us));
+            if (narrow)
+                dot = _mm512_dpwssd_epi32(dot, us, _mm512_set1_epi32((int32_t)(uint16_t)t->off[m]));
+            else
+                dot = _mm512_add_epi32(dot, _mm512_mullo_epi32(_mm512_set1_epi32(t->off[m]), us));
             f[m] = _mm512_add_ps(f[m], _mm512_mul_ps(sc, _mm512_cvtepi32_ps(dot)));
         }
     }
@@ -140,7 +145,11 @@ static void vnni_i8(cpu_qtile *t)
     case 1: i8_body(t, 1); break;
     case 2: i8_body(t, 2); break;
     case 3: i8_body(t, 3); break;
-    default: i8_body(t, 4); break;
+    case 4: i8_body(t, 4); break;
+    case 5: i8_body(t, 5); break;
+    case 6: i8_body(t, 6); break;
+    case 7: i8_body(t, 7); break;
+    default: i8_body(t, 8); break;
     }
 }
 
@@ -151,7 +160,11 @@ static void vnni_i4(cpu_qtile *t)
         case 1: i4_body(t, 1, 1); break;
         case 2: i4_body(t, 2, 1); break;
         case 3: i4_body(t, 3, 1); break;
-        default: i4_body(t, 4, 1); break;
+        case 4: i4_body(t, 4, 1); break;
+        case 5: i4_body(t, 5, 1); break;
+        case 6: i4_body(t, 6, 1); break;
+        case 7: i4_body(t, 7, 1); break;
+        default: i4_body(t, 8, 1); break;
         }
         return;
     }
@@ -159,8 +172,12 @@ static void vnni_i4(cpu_qtile *t)
     case 1: i4_body(t, 1, 0); break;
     case 2: i4_body(t, 2, 0); break;
     case 3: i4_body(t, 3, 0); break;
-    default: i4_body(t, 4, 0); break;
+    case 4: i4_body(t, 4, 0); break;
+    case 5: i4_body(t, 5, 0); break;
+    case 6: i4_body(t, 6, 0); break;
+    case 7: i4_body(t, 7, 0); break;
+    default: i4_body(t, 8, 0); break;
     }
 }
 
-const cpu_kernels cpu_kernels_avx512_vnni = {.name = "avx512_vnni", .mr = 4, .i8 = vnni_i8, .i4 = vnni_i4};
+const cpu_kernels cpu_kernels_avx512_vnni = {.name = "avx512_vnni", .mr = 8, .i8 = vnni_i8, .i4 = vnni_i4};

@@ -153,6 +153,8 @@ START_TEST(int8_random_shapes)
     check_shape(0, 2, 40, 130, 130, 7, DRAW_RANDOM, 1);
     check_shape(0, 1, 16, 4, 4, 1, DRAW_RANDOM, 2);
     check_shape(0, 3, 33, 257, 257, 5, DRAW_RANDOM, 3);
+    /* More rows than any kernel's mr (8): full calls and a remainder. */
+    check_shape(0, 1, 24, 96, 96, 11, DRAW_RANDOM, 17);
 }
 END_TEST
 
@@ -178,6 +180,7 @@ START_TEST(int4_groups_random)
     /* More tiles, and rows off the kernels' blocks of 2 and 4. */
     check_shape(1, 2, 100, 256, 32, 7, DRAW_RANDOM, 13);
     check_shape(1, 1, 72, 128, 32, 1, DRAW_RANDOM, 14);
+    check_shape(1, 1, 40, 256, 32, 11, DRAW_RANDOM, 15);
 }
 END_TEST
 
@@ -185,6 +188,10 @@ START_TEST(int4_extremes)
 {
     check_shape(1, 1, 32, 1024, 32, 4, DRAW_EXTREME, 10);
     check_shape(1, 1, 32, 1024, 1024, 4, DRAW_EXTREME, 11);
+    /* Groups above 2048 values: the nibble sum no longer fits the 16 bits
+     * the VNNI kernel's vpdpwssd takes, so it multiplies in 32 bits. */
+    check_shape(1, 1, 16, 4096, 4096, 8, DRAW_EXTREME, 12);
+    check_shape(1, 1, 16, 2048, 2048, 8, DRAW_EXTREME, 16);
 }
 END_TEST
 

@@ -5,8 +5,8 @@
  * plugin's manifest in place of the reference's): checkpoint tensors in
  * the reference's parameter names and layouts, TP and EP shards summed,
  * biases, weights on the input, invalid ids. meson runs this once per
- * kernel path, FMOE_CPU_ISA=portable|avx2|avx512_vnni (a path this machine
- * lacks is clamped by the plugin and the run repeats the best one).
+ * kernel path, FMOE_CPU_ISA=portable|avx2|avx512_vnni|avx512_bf16 (a path this
+ * machine lacks is clamped by the plugin and the run repeats the best one).
  */
 #include <string.h>
 
@@ -72,15 +72,26 @@ START_TEST(decode_many_experts)
 }
 END_TEST
 
+START_TEST(experts_of_several_rows)
+{
+    /* ~7 rows an expert: more than the kernels' mr, so each tile is run
+     * by two calls (the second from L1), and rows left over after them. */
+    qcase c = make(_i);
+    c.E = 4, c.topk = 3, c.M = 10, c.H = 128, c.I = 192;
+    qcase_run(&c, 900 + (uint64_t)_i);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cpu_quant");
     TCase *tc = tcase_create("methods");
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, basic, 0, N_KEYS);
+    tcase_add_loop_test(tc, experts_of_several_rows, 0, N_KEYS);
     tcase_add_loop_test(tc, odd_sizes_bias_nongated, 0, N_KEYS);
     tcase_add_loop_test(tc, sharded_and_on_input, 0, N_KEYS);
     tcase_add_loop_test(tc, decode_many_experts, 0, N_KEYS);
     suite_add_tcase(s, tc);
-    return fmoe_test_main(s, 4 * N_KEYS);
+    return fmoe_test_main(s, 5 * N_KEYS);
 }
