@@ -68,6 +68,7 @@ typedef struct cpu_state {
     int amx;           /* AMX-BF16 kernel for bf16 experts of 3..16 rows (isa avx512_bf16
                           and cpu_amx_enable(); FMOE_CPU_AMX=0 turns it off) */
     uint32_t threads;  /* threads per layer (option `threads`, or the CPUs we may run on) */
+    uint32_t spin_ms;  /* idle pool threads spin this long before sleeping (option `spin_ms`) */
     char isa_note[160];
 } cpu_state;
 

@@ -33,6 +33,12 @@ void cpu_log(const fmoe_host *h, int32_t level, const char *fmt, ...)
     h->log(h->ctx, level, text);
 }
 
+/* How long idle pool threads spin before they sleep: Intel OpenMP's
+ * KMP_BLOCKTIME default. An engine calls its MoE layers every few ms; a
+ * thread that slept costs a wake-up, which on a VM (the other vCPU halted)
+ * measured 50 us to 1.6 ms on the CI machine - a whole decode step. */
+#define DEFAULT_SPIN_MS 200
+
 static uint32_t cpu_count(void)
 {
     cpu_set_t set;
@@ -51,20 +57,30 @@ static fmoe_status cpu_init(fmoe_init_args *a)
     memset(st, 0, sizeof *st);
     st->host = h;
     st->threads = cpu_count();
+    st->spin_ms = DEFAULT_SPIN_MS;
     for (uint32_t i = 0; i < a->n_options; i++) {
         const fmoe_option *o = a->options[i];
+        int threads = strcmp(o->key, "threads") == 0, spin = strcmp(o->key, "spin_ms") == 0;
         char *end = NULL;
-        long v = strcmp(o->key, "threads") == 0 ? strtol(o->value, &end, 10) : 0;
-        if (end && end != o->value && *end == '\0' && v >= 1 && v <= 1024) {
+        long v = threads || spin ? strtol(o->value, &end, 10) : 0;
+        int ok = end && end != o->value && *end == '\0';
+        if (threads && ok && v >= 1 && v <= 1024) {
             st->threads = (uint32_t)v;
             continue;
         }
+        if (spin && ok && v >= 0 && v <= 60000) {
+            st->spin_ms = (uint32_t)v;
+            continue;
+        }
         h->free(h->ctx, st);
-        if (strcmp(o->key, "threads") == 0)
+        if (threads)
             return h->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT,
                                 "option threads = \"%s\": expected an integer from 1 to 1024", o->value);
+        if (spin)
+            return h->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT,
+                                "option spin_ms = \"%s\": expected an integer from 0 to 60000 (milliseconds)", o->value);
         return h->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT,
-                            "unknown option '%s' (the cpu plugin takes: threads)", o->key);
+                            "unknown option '%s' (the cpu plugin takes: threads, spin_ms)", o->key);
     }
     st->isa_detected = cpu_isa_detect();
     st->isa = cpu_isa_choose(getenv("FMOE_CPU_ISA"), st->isa_detected, st->isa_note, sizeof st->isa_note);
@@ -74,8 +90,9 @@ static fmoe_status cpu_init(fmoe_init_args *a)
     }
     const char *amx_env = getenv("FMOE_CPU_AMX");
     st->amx = st->isa >= CPU_ISA_AVX512_BF16 && !(amx_env && strcmp(amx_env, "0") == 0) && cpu_amx_enable();
-    cpu_log(h, FMOE_PLUGIN_LOG_INFO, "kernels: %s%s (machine: %s), %u thread(s) per layer", cpu_isa_name(st->isa),
-            st->amx ? " + amx_bf16" : "", cpu_isa_name(st->isa_detected), st->threads);
+    cpu_log(h, FMOE_PLUGIN_LOG_INFO, "kernels: %s%s (machine: %s), %u thread(s) per layer, idle spin %u ms",
+            cpu_isa_name(st->isa), st->amx ? " + amx_bf16" : "", cpu_isa_name(st->isa_detected), st->threads,
+            st->spin_ms);
     a->state = st;
     return FMOE_STATUS_OK;
 }

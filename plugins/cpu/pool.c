@@ -1,26 +1,37 @@
 /*
  * plugins/cpu/pool.c - the fork/join pool of pool.h. A run publishes the
- * task with a new generation number and wakes the workers; everyone (the
- * caller included) takes items from an atomic counter; the last one to
- * finish its share signals the caller.
+ * task, then a new generation number together with the next item to take
+ * (one 64-bit word: generation << 32 | item), and wakes the workers;
+ * everyone (the caller included) takes items by compare-and-swap on that
+ * word, and the run is over when as many items are finished as it has.
  *
- * Waiting spins briefly before it sleeps, on both sides: a forward is a
- * handful of runs back to back, and waking a sleeping thread (a futex wake,
- * on a VM an IPI to a halted vCPU) cost ~100 us per run on the CI machine,
- * more than a decode step's element-wise phases take. SPIN_NS bounds the
- * spin, so an idle layer's threads sleep and a busy machine loses little.
- * cpu_pool_wake starts the workers spinning ahead of a run, so their
- * wake-up overlaps the caller's own work before it (a forward's first
- * steps).
+ * Why the items and not the workers are counted: waking a sleeping thread
+ * on the CI machine's VM takes anywhere from 50 us to 1.6 ms (the other
+ * vCPU has to be resumed by the host). Had a run waited for every worker
+ * to check in, a decode step's caller would finish GEMM1's items alone and
+ * then sit idle until the sleeper arrived; now a late worker finds the
+ * word of a newer run (or no items left), takes nothing, and nobody waits
+ * for it. The generation in the word is what keeps a straggler from taking
+ * an item of the next run under the previous run's view.
+ *
+ * Waiting spins before it sleeps, on both sides: a forward is a handful of
+ * runs back to back, and an engine calls its layers every few ms, while a
+ * thread that went to sleep costs that wake-up (the plugin's option
+ * spin_ms, default 200 ms as Intel OpenMP's KMP_BLOCKTIME; docs/CPU.md).
+ * The spin bounds it, so an idle layer's threads sleep, and it yields the
+ * CPU every ~1000 pauses, so a spinning thread that the kernel placed on a
+ * busy CPU does not keep that CPU's other thread from running.
+ * cpu_pool_wake starts sleeping workers spinning ahead of a run, so their
+ * wake-up overlaps the caller's own work before it.
  */
 #include "plugins/cpu/pool.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <time.h>
 
-#define SPIN_NS 250000 /* 250 us: covers a decode step's element-wise gaps */
 /* cpu_pool_run_elems: at most this many values run on the caller alone
  * (a token's row: its quantization or gather). More are worth the pool even
  * in decode: the workers are awake (spinning) by then, and an activation
@@ -34,15 +45,17 @@ struct cpu_pool {
     pthread_t *threads;
     pthread_mutex_t mu;
     pthread_cond_t wake, done;
-    atomic_uint_fast64_t generation; /* written under mu, read anywhere */
+    int64_t spin_ns;          /* how long waiting threads spin before they sleep */
+    atomic_uint_fast64_t word; /* generation << 32 | next item of the current run */
     uint64_t pokes;           /* cpu_pool_wake calls (under mu) */
     atomic_int quit;
-    atomic_uint busy;         /* workers still in the current run */
-    /* The current run (published before generation moves). */
+    atomic_uint finished;     /* items of the current run done */
+    /* The current run (published before the word moves to its generation;
+     * n_items is atomic because a straggler may read it while the next run
+     * is published, and then fails its compare-and-swap). */
     cpu_task_fn fn;
     void *ctx;
-    uint32_t n_items;
-    atomic_uint next;
+    atomic_uint n_items;
 };
 
 typedef struct worker_arg {
@@ -64,7 +77,7 @@ static int64_t now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* Spin until done(p, arg) or SPIN_NS pass; 1 if it came true. */
+/* Spin until done(p, arg) or p->spin_ns pass; 1 if it came true. */
 static int spin_until(cpu_pool *p, int (*done)(cpu_pool *, uint64_t), uint64_t arg)
 {
     int64_t end = 0;
@@ -75,31 +88,52 @@ static int spin_until(cpu_pool *p, int (*done)(cpu_pool *, uint64_t), uint64_t a
         if ((i & 63) == 63) { /* the clock every 64 pauses: cheap enough */
             int64_t t = now_ns();
             if (end == 0)
-                end = t + SPIN_NS;
+                end = t + p->spin_ns;
             else if (t > end)
                 return 0;
         }
+        /* Every ~1000 pauses (some 10-40 us), let another thread of this CPU
+         * run: the kernel often wakes a worker on the waker's own CPU (the
+         * other one is idle, halted), and a spinning worker there would keep
+         * the caller it waits for off the CPU until the spin ends. */
+        if ((i & 1023) == 1023)
+            sched_yield();
     }
+}
+
+static uint64_t generation(cpu_pool *p)
+{
+    return atomic_load(&p->word) >> 32;
 }
 
 static int new_run(cpu_pool *p, uint64_t seen)
 {
-    return atomic_load(&p->generation) != seen || atomic_load(&p->quit);
+    return generation(p) != seen || atomic_load(&p->quit);
 }
 
-static int all_done(cpu_pool *p, uint64_t unused)
+static int all_done(cpu_pool *p, uint64_t n)
 {
-    (void)unused;
-    return atomic_load(&p->busy) == 0;
+    return atomic_load(&p->finished) >= n;
 }
 
-static void drain(cpu_pool *p, uint32_t id)
+/* Take and run items of run `gen` until it has none left (or is over). */
+static void drain(cpu_pool *p, uint64_t gen, uint32_t id)
 {
     for (;;) {
-        uint32_t i = atomic_fetch_add(&p->next, 1u);
-        if (i >= p->n_items)
+        uint64_t w = atomic_load(&p->word);
+        if (w >> 32 != gen || (uint32_t)w >= atomic_load(&p->n_items))
             return;
-        p->fn(p->ctx, i, id);
+        if (!atomic_compare_exchange_weak(&p->word, &w, w + 1))
+            continue;
+        /* Item (uint32_t)w of run gen: fn, ctx and n_items stay as they
+         * are until it is finished. */
+        p->fn(p->ctx, (uint32_t)w, id);
+        if (atomic_fetch_add(&p->finished, 1u) + 1 == atomic_load(&p->n_items)) {
+            /* Under the mutex: the caller checks under it before it sleeps. */
+            pthread_mutex_lock(&p->mu);
+            pthread_cond_signal(&p->done);
+            pthread_mutex_unlock(&p->mu);
+        }
     }
 }
 
@@ -113,26 +147,20 @@ static void *worker_main(void *arg)
     for (;;) {
         while (!spin_until(p, new_run, seen)) {
             pthread_mutex_lock(&p->mu);
-            while (!atomic_load(&p->quit) && atomic_load(&p->generation) == seen && p->pokes == pokes)
+            while (!atomic_load(&p->quit) && generation(p) == seen && p->pokes == pokes)
                 pthread_cond_wait(&p->wake, &p->mu);
             pokes = p->pokes; /* woken early (cpu_pool_wake): spin again */
             pthread_mutex_unlock(&p->mu);
         }
         if (atomic_load(&p->quit))
             break;
-        seen = atomic_load(&p->generation);
-        drain(p, id);
-        if (atomic_fetch_sub(&p->busy, 1u) == 1u) {
-            /* Under the mutex: the caller checks busy under it before it sleeps. */
-            pthread_mutex_lock(&p->mu);
-            pthread_cond_signal(&p->done);
-            pthread_mutex_unlock(&p->mu);
-        }
+        seen = generation(p);
+        drain(p, seen, id);
     }
     return NULL;
 }
 
-cpu_pool *cpu_pool_create(const fmoe_host *h, uint32_t threads)
+cpu_pool *cpu_pool_create(const fmoe_host *h, uint32_t threads, uint64_t spin_ns)
 {
     cpu_pool *p = h->alloc(h->ctx, sizeof *p, 0);
     if (!p)
@@ -140,10 +168,11 @@ cpu_pool *cpu_pool_create(const fmoe_host *h, uint32_t threads)
     memset(p, 0, sizeof *p);
     p->host = h;
     p->size = threads ? threads : 1;
-    atomic_init(&p->next, 0u);
-    atomic_init(&p->busy, 0u);
+    p->spin_ns = spin_ns > INT64_MAX / 2 ? INT64_MAX / 2 : (int64_t)spin_ns;
+    atomic_init(&p->word, 0u);
+    atomic_init(&p->finished, 0u);
+    atomic_init(&p->n_items, 0u);
     atomic_init(&p->quit, 0);
-    atomic_init(&p->generation, 0u);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->wake, NULL);
     pthread_cond_init(&p->done, NULL);
@@ -214,21 +243,22 @@ void cpu_pool_run(cpu_pool *p, uint32_t n_items, cpu_task_fn fn, void *ctx)
             fn(ctx, i, 0);
         return;
     }
-    /* Publish the run, then move the generation (seq_cst atomics order the
-     * plain fields before it for the spinning workers). */
+    /* Publish the run, then its generation with item 0 (seq_cst atomics
+     * order the task fields before it for the spinning workers). The
+     * previous run is over: every item finished, so nobody runs its task. */
     p->fn = fn;
     p->ctx = ctx;
-    p->n_items = n_items;
-    atomic_store(&p->next, 0u);
-    atomic_store(&p->busy, p->started);
+    atomic_store(&p->n_items, n_items);
+    atomic_store(&p->finished, 0u);
+    uint64_t gen = (uint32_t)(generation(p) + 1); /* wraps after 2^32 runs: only != matters */
     pthread_mutex_lock(&p->mu);
-    atomic_fetch_add(&p->generation, 1u);
+    atomic_store(&p->word, gen << 32);
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->mu);
-    drain(p, 0);
-    if (!spin_until(p, all_done, 0)) {
+    drain(p, gen, 0);
+    if (!spin_until(p, all_done, n_items)) {
         pthread_mutex_lock(&p->mu);
-        while (atomic_load(&p->busy) > 0)
+        while (atomic_load(&p->finished) < n_items)
             pthread_cond_wait(&p->done, &p->mu);
         pthread_mutex_unlock(&p->mu);
     }

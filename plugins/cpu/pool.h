@@ -18,8 +18,10 @@
 typedef struct cpu_pool cpu_pool;
 typedef void (*cpu_task_fn)(void *ctx, uint32_t item, uint32_t worker);
 
-/* A pool of `threads` (>= 1; 1 = no extra thread); NULL on failure. */
-cpu_pool *cpu_pool_create(const fmoe_host *h, uint32_t threads);
+/* A pool of `threads` (>= 1; 1 = no extra thread) whose idle threads spin
+ * up to spin_ns before they sleep (waiting workers, and the caller waiting
+ * for the last item); NULL on failure. */
+cpu_pool *cpu_pool_create(const fmoe_host *h, uint32_t threads, uint64_t spin_ns);
 void cpu_pool_destroy(cpu_pool *p);
 uint32_t cpu_pool_size(const cpu_pool *p);
 void cpu_pool_run(cpu_pool *p, uint32_t n_items, cpu_task_fn fn, void *ctx);

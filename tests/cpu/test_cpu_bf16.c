@@ -20,6 +20,7 @@
  * weight, row or scale cannot meet; the output must not be zero.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -91,11 +92,15 @@ static void model_token(const blayer *L, const uint16_t *x, const float *w, cons
     free(h), free(a), free(acc);
 }
 
+/* A TOML file for the next contexts (plugin options), or NULL. */
+static const char *config_path;
+
 static fmoe_context *cpu_context(void)
 {
     const char *files[] = {CPU_MANIFEST};
     fmoe_context_options o;
     fmoe_context_options_init(&o);
+    o.config_path = config_path;
     o.plugin_files = files;
     o.n_plugin_files = 1;
     o.ignore_environment = 1; /* FMOE_*; the plugin still reads FMOE_CPU_ISA */
@@ -225,6 +230,68 @@ START_TEST(odd_sizes_bias_nongated)
 }
 END_TEST
 
+/* Write `text` to a fresh temporary file; its path in buf. */
+static void write_config(char *buf, size_t cap, const char *text)
+{
+    const char *dir = getenv("TMPDIR");
+    snprintf(buf, cap, "%s/fmoe-cpu-options-XXXXXX", dir && dir[0] ? dir : "/tmp");
+    int fd = mkstemp(buf);
+    ck_assert_int_ge(fd, 0);
+    FILE *f = fdopen(fd, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* The cpu plugin's state and reason in a context made with `text` as config. */
+static int32_t plugin_state(const char *text, char *reason, size_t cap)
+{
+    char path[256];
+    write_config(path, sizeof path, text);
+    config_path = path;
+    fmoe_context *ctx = cpu_context();
+    config_path = NULL;
+    int32_t state = -1;
+    for (uint32_t i = 0; i < fmoe_context_plugin_count(ctx); i++) {
+        fmoe_plugin_info info;
+        memset(&info, 0, sizeof info);
+        info.struct_size = sizeof info;
+        ck_assert_int_eq(fmoe_context_plugin(ctx, i, &info), FMOE_STATUS_OK);
+        if (strcmp(info.name, "cpu") == 0) {
+            state = info.state;
+            snprintf(reason, cap, "%s", info.reason);
+        }
+    }
+    fmoe_context_destroy(ctx);
+    remove(path);
+    return state;
+}
+
+START_TEST(pool_options)
+{
+    char reason[512];
+    ck_assert_int_eq(plugin_state("[plugins.cpu.options]\nspin_ms = \"-1\"\n", reason, sizeof reason),
+                     FMOE_PLUGIN_STATE_FAILED);
+    ck_assert_str_eq(reason, "init failed (invalid-argument): option spin_ms = \"-1\": expected an integer from 0 to "
+                             "60000 (milliseconds)");
+    ck_assert_int_eq(plugin_state("[plugins.cpu.options]\nspin = \"3\"\n", reason, sizeof reason),
+                     FMOE_PLUGIN_STATE_FAILED);
+    ck_assert_str_eq(reason,
+                     "init failed (invalid-argument): unknown option 'spin' (the cpu plugin takes: threads, spin_ms)");
+    /* Workers that sleep at once (spin_ms 0): every run starts with them
+     * asleep and ends when its items are done, whoever took them. */
+    char path[256];
+    write_config(path, sizeof path, "[plugins.cpu.options]\nspin_ms = \"0\"\nthreads = \"2\"\n");
+    config_path = path;
+    bcase c = {.E = 32, .H = 256, .I = 128, .k = 4, .M = 4, .gated = 1};
+    run_case(&c, 30);
+    c.M = 16;
+    run_case(&c, 31);
+    config_path = NULL;
+    remove(path);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cpu_bf16");
@@ -233,6 +300,7 @@ int main(void)
     tcase_add_test(tc, decode);
     tcase_add_test(tc, experts_on_both_paths);
     tcase_add_test(tc, odd_sizes_bias_nongated);
+    tcase_add_test(tc, pool_options);
     suite_add_tcase(s, tc);
-    return fmoe_test_main(s, 3);
+    return fmoe_test_main(s, 4);
 }
