@@ -103,6 +103,12 @@ typedef struct fmcu_layer {
     const float *correction_bias;         /* [logical] or NULL */
     const int32_t *expert_map;            /* [global] local or -1, or NULL (identity) */
     float *in_scales;                     /* [2]: TENSOR's GEMM1/GEMM2 input scales (static: set at finalize) */
+    /* The prefill path's fused GEMM1 (prefill.h): W13 with gate and up rows
+     * interleaved (row 2j = gate j, 2j + 1 = up j) and, for CHANNEL, its
+     * scales likewise; NULL when that path is not used (then it runs the
+     * separate activation kernel on the rows of w13). */
+    const void *pf_w13;
+    const float *pf_w13_scale;
 
     /* Workspace: one allocation, buffers at the offsets of `ws`. */
     void *workspace;
@@ -131,6 +137,20 @@ int fmcu_forward(const fmcu_layer *layer, const fmcu_call *call, char *err, size
 
 /* Make the GEMM kernels take their shared memory (once per process). */
 int fmcu_prepare_kernels(int device, char *err, size_t cap);
+
+/* The prefill path's fused GEMM1 (prefill_sm90.cu): device bytes of the
+ * interleaved copy of W13 (and CHANNEL's W13 scales) that it reads, or 0
+ * when the fused epilogue does not serve the layer: not gated SiLU (limit
+ * allowed), fp8 block scales, I not a multiple of 32 or above 16 H, the
+ * prefill path itself not served, or FMCU_PF_FUSE: 0 none, 1 (default)
+ * bf16 only, 2 bf16 and fp8 tensor/channel. Call after the weights are set
+ * (finalize); method.c skips it when a tier without that path is forced. */
+size_t fmcu_prefill_fused_bytes(const fmcu_layer *layer);
+
+/* Fill `dst` (fmcu_prefill_fused_bytes bytes of device memory, owned by the
+ * caller) from layer->w13 / w13_scale and point pf_w13 / pf_w13_scale at
+ * it. Synchronous (finalize only). */
+int fmcu_prefill_interleave(fmcu_layer *layer, void *dst, char *err, size_t cap);
 
 #ifdef __cplusplus
 }

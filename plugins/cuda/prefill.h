@@ -15,6 +15,13 @@
  *            (tensor/channel) or per 128-K block in the main loop (block).
  *   act      a = round(act(h_gate, h_up)) as GEMM1's epilogue in gemm.cu
  *            does, then the GEMM2 input (bf16, or e4m3 with its scales).
+ *   fused    (gated SiLU, bf16; fp8 tensor/channel too with FMCU_PF_FUSE=2;
+ *            when finalize made the interleaved W13, fmcu_layer.pf_w13)
+ *            GEMM1's epilogue computes a from its registers and writes the
+ *            [rows, I] bf16 activations itself, no h; the act stage is then
+ *            the fixup of the ~1/1000 pairs f32 cannot round exactly (+ for
+ *            fp8 a quantize pass reading them once).
+ *            fmcu_prefill_fused_bytes / fmcu_prefill_interleave (cuda_api.h).
  *   GEMM2    grouped -> y [rows, H] bf16 in sorted order.
  *   combine  out[t] = round(sum_j y[pos(t, j)] * w[t, j]) in slot order, f32
  *            without FMA; pairs with no local expert are skipped.
@@ -59,7 +66,8 @@ cudaError_t fmcu_prefill_forward(const fmcu_layer *L, int64_t m, const void *x, 
 
 /* Profiling (tests/cuda/prefill_check): the same forward with events
  * recorded on `st` before the gather and after each of the five stages
- * (gather, GEMM1, act, GEMM2, combine). */
+ * (gather, GEMM1, act, GEMM2, combine; fused: act is the fixup and, for
+ * fp8, the quantize pass). */
 #define FMCU_PREFILL_EVENTS 6
 cudaError_t fmcu_prefill_forward_events(const fmcu_layer *L, int64_t m, const void *x, int64_t x_ld,
                                         const float *topk_w, const int32_t *pair_local, const int32_t *offsets,

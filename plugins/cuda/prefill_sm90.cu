@@ -9,6 +9,20 @@
  *   --GEMM1--> pf_h [R, r*I] bf16 --act--> act/a2 [R, I] (+ a2_scale)
  *   --GEMM2--> y [R, H] bf16 --combine--> out [m, H]
  * Row i of every sorted buffer is the pair sorted[i]; pf_pos[p] = i.
+ * Fused GEMM1 (gated SiLU; bf16 by default, fp8 tensor/channel with
+ * FMCU_PF_FUSE=2; layer.pf_w13 set at finalize):
+ *   pf_a1 --GEMM1 on pf_w13 (gate/up rows interleaved, act_column), epilogue
+ *   GatedActStore--> act [R, I] bf16 (+ slow pairs: gate/up in pf_h, a bit
+ *   in a mask over y) --fixup--> act (--quantize--> a2 + scales for fp8)
+ *   --GEMM2--> ...
+ * The epilogue evaluates SiLU in f32 without branches or calls and keeps
+ * the values that provably round as act_bf16's double path does; the rest
+ * (about 1 pair in 1000) fixup_kernel computes with act_bf16. An fp8 GEMM2
+ * input is not quantized in the epilogue: its per-token or dynamic scale
+ * needs an amax over all of I, and e4m3(a / s) needs IEEE division, whose
+ * called slow path makes the kernel save its accumulators to the stack.
+ * The fp8 block scheme is never fused (its 128-row weight scale blocks
+ * would mix gate and up rows once interleaved).
  *
  * Grouped GEMMs. One group per local expert; its problem (M_e, N, K), the
  * A/B/D pointers and strides, and the scale pointers (or block-scale
@@ -69,6 +83,7 @@
 #include <string.h>
 
 #include <algorithm>
+#include <type_traits>
 #include <atomic>
 
 #include "fusedmoe/common.h"
@@ -244,6 +259,28 @@ __device__ __forceinline__ float act_bf16(const act_fn &p, float g, float u)
             return round_bf16(f);
     }
     return round_bf16(activate(p, g, u));
+}
+
+/* act_bf16's SiLU fast path alone, for GEMM1's fused epilogue: branch-free
+ * (the epilogue runs on one warp per scheduler, so its speed is the
+ * instruction-level parallelism across a fragment's pairs) and call-free
+ * (a call saves the live accumulators to the stack: the fp8 kernel spilled
+ * in its main loop and ran 5x slower). IEEE division has a called slow
+ * path, so this divides with __fdividef (2 ulps for divisors in [1, 2^126];
+ * larger ones give 0, which falls back): the f32 value stays well inside
+ * act_bf16's 32-ulp margin, so an accepted value rounds to the same bf16 as
+ * act_bf16's. Exact zeros of either input are exact here too (0 * x in f32
+ * as in double). lim: the SiLU limit, or +inf for none. Returns the f32
+ * value, not rounded; ok = false: the caller must take act_bf16. */
+__device__ __forceinline__ float act_bf16_fast(float lim, float g, float u, bool &ok)
+{
+    const float gg = g > lim ? lim : g;
+    const float uu = u < -lim ? -lim : u > lim ? lim : u;
+    const float f = __fdividef(gg, 1.0f + expf(-gg)) * uu;
+    const int low = (int)(__float_as_uint(f) & 0xFFFFu);
+    ok = ((int)isfinite(f) & (int)(fabsf(f) >= 1e-30f) & (int)(abs(low - 0x8000) > 32)) |
+         ((int)(gg == 0.0f) & (int)isfinite(uu)) | ((int)(uu == 0.0f) & (int)isfinite(gg));
+    return f;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -572,21 +609,119 @@ __global__ void __launch_bounds__(256) act_kernel(const act_args a)
     }
 }
 
-/* Per-tensor dynamic GEMM2 input: quantize the staged activations. */
+/* Per-tensor GEMM2 input: quantize the staged activations with the static
+ * scale, or the dynamic one from their amax (written to tensor_scale). */
 __global__ void __launch_bounds__(256) quant_staged_kernel(const bf16 *stage, uint32_t I, const int32_t *total,
-                                                           const uint32_t *amax, float *tensor_scale, uint8_t *dst)
+                                                           const float *static_scale, const uint32_t *amax,
+                                                           float *tensor_scale, uint8_t *dst)
 {
     const int i = blockIdx.x;
     if (i >= *total)
         return;
-    const float s = scale_f32(__uint_as_float(*amax));
-    if (i == 0 && threadIdx.x == 0)
+    const float s = static_scale ? *static_scale : scale_f32(__uint_as_float(*amax));
+    if (!static_scale && i == 0 && threadIdx.x == 0)
         *tensor_scale = s;
     for (uint32_t c = threadIdx.x * 8; c < I; c += blockDim.x * 8) {
         float v[8];
         load8(stage + (int64_t)i * I + c, true, v);
         store_q8(dst + (int64_t)i * I + c, v, s);
     }
+}
+
+/* Per-token GEMM2 input after the fused GEMM1 (channel scheme): its
+ * epilogue wrote the activations in bf16 (a row's amax spans all of I,
+ * which no GEMM1 tile sees); each block quantizes one row as act_kernel's
+ * QM_TOKEN branch does, from shared memory. */
+__global__ void __launch_bounds__(256) quant_token_kernel(const bf16 *stage, uint32_t I, const int32_t *total,
+                                                          float *scale, uint8_t *dst)
+{
+    extern __shared__ __align__(16) uint8_t act_smem[];
+    __shared__ float red[32];
+    const int i = blockIdx.x;
+    if (i >= *total)
+        return;
+    bf16 *sv = (bf16 *)act_smem;
+    const bf16 *row = stage + (int64_t)i * I;
+    float m = 0.0f;
+    for (uint32_t c = threadIdx.x * 8; c < I; c += blockDim.x * 8) {
+        float v[8];
+        load8(row + c, true, v);
+        store8(sv + c, true, v);
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            m = amax_step(m, v[j]);
+    }
+    const float s = scale_f32(block_max(m, red)); /* block_max's barriers also publish sv */
+    if (threadIdx.x == 0)
+        scale[i] = s;
+    for (uint32_t c = threadIdx.x * 8; c < I; c += blockDim.x * 8) {
+        float v[8];
+        load8(sv + c, true, v);
+        store_q8(dst + (int64_t)i * I + c, v, s);
+    }
+}
+
+/* The pairs GEMM1's fused epilogue left (act_epi's gu and slow): one
+ * thread per mask word, act_bf16 as act_kernel computes it. */
+struct fixup_args {
+    const uint32_t *slow;
+    const bf16 *gu;                /* [R, 2I] */
+    uint32_t I;
+    const int32_t *total;          /* R */
+    act_fn fn;
+    bf16 *out;                     /* [R, I] */
+    uint32_t *amax;                /* dynamic per-tensor: amax of these outputs too */
+};
+
+__global__ void __launch_bounds__(256) fixup_kernel(const fixup_args a)
+{
+    const int64_t w = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (w * 32 >= (int64_t)*a.total * a.I)
+        return;
+    uint32_t bits = a.slow[w];
+    float m = 0.0f;
+    while (bits) {
+        const int b = __ffs(bits) - 1;
+        bits &= bits - 1;
+        const int64_t e = w * 32 + b;
+        const float g = __bfloat162float(a.gu[2 * e]), u = __bfloat162float(a.gu[2 * e + 1]);
+        const float v = act_bf16(a.fn, g, u);
+        a.out[e] = __float2bfloat16_rn(v);
+        m = amax_step(m, v);
+    }
+    if (a.amax && m > 0.0f)
+        atomicMax(a.amax, __float_as_uint(m));
+}
+
+/* ------------------------------------------------------------------------ */
+/* Interleaved W13 for the fused GEMM1 (finalize)                            */
+/* ------------------------------------------------------------------------ */
+
+/* The activation column j whose gate (n even) or up (n odd) is row n of an
+ * expert's interleaved W13. Within each 64 rows, row 8b + 2c + s is column
+ * 8c + b: GEMM1's accumulator gives a thread columns 2c and 2c + 1 of every
+ * 8-column block b, so a thread holds gate and up of each of its columns,
+ * and the 4 blocks of a 32-column epilogue subtile are 4 adjacent columns
+ * (one 8-byte store per row). I must be a multiple of 32. */
+__host__ __device__ constexpr int64_t act_column(int64_t n)
+{
+    return (n >> 6) * 32 + ((n >> 1) & 3) * 8 + ((n >> 3) & 7);
+}
+
+/* Row n of each expert's copy is gate or up row act_column(n): one block
+ * per copied row, rows of `row_bytes` (a multiple of 16); per-row scales
+ * (channel) follow the rows. */
+__global__ void interleave_kernel(const uint8_t *w, const float *w_scale, uint32_t I, uint32_t row_bytes,
+                                  uint8_t *dst, float *dst_scale)
+{
+    const int64_t R = 2 * (int64_t)I, r = blockIdx.x, e = r / R, n = r % R;
+    const int64_t from = e * R + ((n & 1) ? I : 0) + act_column(n);
+    const uint4 *src = (const uint4 *)(w + from * row_bytes);
+    uint4 *d = (uint4 *)(dst + r * row_bytes);
+    for (uint32_t c = threadIdx.x; c < row_bytes / 16; c += blockDim.x)
+        d[c] = src[c];
+    if (dst_scale && threadIdx.x == 0)
+        dst_scale[r] = w_scale[from];
 }
 
 /* ------------------------------------------------------------------------ */
@@ -657,13 +792,14 @@ using BlockScale = cutlass::detail::Sm90BlockwiseScaleConfig<1, GROUP, GROUP, cu
 using LayoutSFA = decltype(BlockScale::deduce_layoutSFA());
 using LayoutSFB = decltype(BlockScale::deduce_layoutSFB());
 
-/* The GEMM: A/B element, tile, main-loop schedule, fusion; void C, bf16 D. */
+/* The GEMM: A/B element, tile, main-loop schedule, fusion; void C, bf16 D
+ * (void D: the fusion stores its own output, GEMM1's fused activation). */
 template <class Elem, class LayoutPairA, class LayoutPairB, class Tile, class ClusterShape, class Schedule,
-          class EpiSchedule, class Fusion>
+          class EpiSchedule, class Fusion, class ElemD = ElemBF16>
 struct grouped {
     using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
         cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Tile, ClusterShape,
-        cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, LayoutD *, 8, ElemBF16, LayoutD *, 8,
+        cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, LayoutD *, 8, ElemD, LayoutD *, 8,
         EpiSchedule, Fusion>::CollectiveOp;
     using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
         cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Elem, LayoutPairA, 16 / sizeof(Elem), Elem, LayoutPairB,
@@ -685,8 +821,217 @@ using CoopEpi = cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative;
 using GemmBF16 = grouped<ElemBF16, LayoutA *, LayoutB *, TileBF16, Cluster,
                          cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpong, PingpongEpi, PlainOut>::Gemm;
 
+/* ------------------------------------------------------------------------ */
+/* GEMM1's fused epilogue: the gated activation from registers               */
+/* ------------------------------------------------------------------------ */
+
+namespace cef = cutlass::epilogue::fusion;
+
+/* What the fused epilogue writes: a = act_bf16(round(gate), round(up)) of
+ * each (gate, up) column pair (2m, 2m + 1) of the interleaved GEMM1 output,
+ * stored in bf16 at [row, act_column(2m)] of an [R, I] buffer:
+ * the GEMM2 input itself (bf16), or the activations a quantize pass reads
+ * (fp8 tensor and channel). Quantizing here would take e4m3(a / s) with
+ * IEEE division, whose called slow path costs what act_bf16_fast avoids;
+ * per-token and dynamic scales need amaxes no tile sees anyway. */
+struct act_epi {
+    bf16 *out;                     /* [R, I] */
+    const int32_t *offsets;        /* group (local expert) l's rows start at row offsets[l] */
+    int64_t ld;                    /* I */
+    act_fn fn;                     /* gated SiLU (limit optional) */
+    uint32_t *amax;                /* non-NULL: atomicMax of max |a| (f32 bits, NaN ignored) */
+    /* Pairs the f32 fast path cannot round exactly (act_bf16_fast): their
+     * rounded gate and up go to gu [R, 2I] at (row, 2j), their bit to slow
+     * (bit e of the [R * I] mask, e = row * I + j, zeroed before GEMM1);
+     * fixup_kernel computes them as act_bf16 does. */
+    bf16 *gu;
+    uint32_t *slow;
+};
+
+/* An epilogue visitor node (the root of GEMM1's tree, D void): its child
+ * gives GEMM1's output per accumulator element (f32 acc for bf16, already
+ * rounded bf16 for fp8); the node rounds it to bf16, pairs gate and up and
+ * stores the activation with plain global stores (about 1 pair in 1000
+ * goes to fixup_kernel instead, see act_epi). The pairs lie in one
+ * thread: wgmma's accumulator gives each thread columns 2c and 2c+1 of
+ * every 8-column block, adjacent in the fragments the epilogue visits (it
+ * retiles them for 32-bit stmatrix stores, a pair per register), which
+ * visit checks on the coordinates (compile-time constants, folded). */
+struct GatedActStore {
+    /* With D void the builder still sizes its (unused) register-to-smem
+     * atoms by the tree's aux element. */
+    using ElementAux = ElemBF16;
+    struct SharedStorage {};
+    using Arguments = act_epi;
+    using Params = act_epi;
+
+    template <class PS> static constexpr Params to_underlying_arguments(PS const &, Arguments const &a, void *)
+    {
+        return a;
+    }
+    template <class PS> static bool can_implement(PS const &, Arguments const &)
+    {
+        return true;
+    }
+    template <class PS> static size_t get_workspace_size(PS const &, Arguments const &)
+    {
+        return 0;
+    }
+    template <class PS>
+    static cutlass::Status initialize_workspace(PS const &, Arguments const &, void *, cudaStream_t,
+                                                cutlass::CudaHostAdapter * = nullptr)
+    {
+        return cutlass::Status::kSuccess;
+    }
+    CUTLASS_DEVICE bool is_producer_load_needed() const
+    {
+        return false;
+    }
+    CUTLASS_DEVICE bool is_C_load_needed() const
+    {
+        return false;
+    }
+    CUTLASS_HOST_DEVICE GatedActStore() {}
+    CUTLASS_HOST_DEVICE GatedActStore(Params const &p, SharedStorage const &) : params(p) {}
+
+    Params params;
+
+    template <class... Args> CUTLASS_DEVICE auto get_producer_load_callbacks(cef::ProducerLoadArgs<Args...> const &)
+    {
+        return cef::EmptyProducerLoadCallbacks{};
+    }
+
+    template <class CTensor> struct ConsumerStoreCallbacks : cef::EmptyConsumerStoreCallbacks {
+        CUTLASS_DEVICE ConsumerStoreCallbacks(CTensor c, int rows_, int cols_, Params const &p, int64_t row0_)
+            : tCc(c), rows(rows_), cols(cols_), params(p), row0(row0_), want_amax(p.amax != nullptr),
+              lim(p.fn.limit > 0.0f ? p.fn.limit : INFINITY)
+        {
+        }
+
+        CTensor tCc;               /* (CPY,CPY_M,CPY_N,EPI_M,EPI_N): (row, column, group) of each element */
+        int rows, cols;            /* the group's M and N (2I) */
+        Params const &params;
+        int64_t row0;              /* the group's first row */
+        bool want_amax;
+        float lim;                 /* SiLU limit, +inf for none */
+        float vmax = 0.0f;         /* amax of this thread's outputs */
+
+        /* A thread's fragment of a 32-column subtile: rows r0 and r0 + 8,
+         * gate/up pairs in the 4 blocks of 8 columns, at compile-time offsets
+         * (dr, dn) from its first element (the coordinate tensor's layout is
+         * static; the checks below fold away). Their 4 activation columns
+         * per row are adjacent (act_column), so each row is one 8-byte
+         * store; the slow pairs' placeholders there are rewritten by
+         * fixup_kernel. The arithmetic of all 8 pairs comes first, without
+         * branches, for the scheduler to interleave. */
+        template <class ElementAcc, class ElementIn, int F>
+        CUTLASS_DEVICE cutlass::Array<float, F> visit(cutlass::Array<ElementAcc, F> const &, int epi_v, int epi_m,
+                                                      int epi_n, cutlass::Array<ElementIn, F> const &in)
+        {
+            static_assert(F == 16, "a 32-column epilogue subtile per fragment (EpilogueTileAuto)");
+            constexpr int P = F / 2;
+            Tensor c = tCc(_, _, _, epi_m, epi_n);
+            const auto c0 = c(epi_v * F);
+            const int r0 = get<0>(c0), n0 = get<1>(c0);
+            if ((n0 & 1) || ((n0 >> 3) & 3))
+                __trap();
+            float g[P], u[P], f[P];
+            bool ok[P];
+            int slot[P];
+            unsigned seen = 0;
+            CUTLASS_PRAGMA_UNROLL
+            for (int i = 0; i < P; i++) {
+                const auto cg = c(epi_v * F + 2 * i), cu = c(epi_v * F + 2 * i + 1);
+                const int dr = get<0>(cg) - r0, dn = get<1>(cg) - n0;
+                if (get<0>(cu) != get<0>(cg) || get<1>(cu) != get<1>(cg) + 1 || (dr != 0 && dr != 8) ||
+                    (dn & 7) || dn < 0 || dn > 24)
+                    __trap();
+                slot[i] = (dr >> 3) * 4 + (dn >> 3); /* row (0, 1) x block (0..3) */
+                seen |= 1u << slot[i];
+                if constexpr (std::is_same_v<ElementIn, float>) {
+                    const __nv_bfloat162 gu2 = __floats2bfloat162_rn(in[2 * i], in[2 * i + 1]);
+                    g[i] = __low2float(gu2);
+                    u[i] = __high2float(gu2);
+                } else {
+                    g[i] = float(in[2 * i]);
+                    u[i] = float(in[2 * i + 1]);
+                }
+                f[i] = act_bf16_fast(lim, g[i], u[i], ok[i]);
+            }
+            if (seen != 0xFFu)
+                __trap();
+            /* The subtile's columns are all in or all out (N is a multiple of 64). */
+            const bool cols_in = n0 < cols;
+            const int64_t ld = params.ld;
+            bf16 *const p0 = params.out + (row0 + r0) * ld + act_column(n0);
+            bool any_slow = false;
+            CUTLASS_PRAGMA_UNROLL
+            for (int h = 0; h < 2; h++) {
+                __nv_bfloat16 v[4];
+                CUTLASS_PRAGMA_UNROLL
+                for (int i = 0; i < P; i++) {
+                    if (slot[i] / 4 != h)
+                        continue;
+                    v[slot[i] % 4] = __float2bfloat16_rn(f[i]);
+                    const bool use = ok[i] && want_amax && cols_in && r0 + 8 * h < rows;
+                    vmax = use ? amax_step(vmax, __bfloat162float(v[slot[i] % 4])) : vmax;
+                    any_slow |= !ok[i] && cols_in && r0 + 8 * h < rows;
+                }
+                if (cols_in && r0 + 8 * h < rows) {
+                    uint2 w;
+                    w.x = (uint32_t)__bfloat16_as_ushort(v[0]) | (uint32_t)__bfloat16_as_ushort(v[1]) << 16;
+                    w.y = (uint32_t)__bfloat16_as_ushort(v[2]) | (uint32_t)__bfloat16_as_ushort(v[3]) << 16;
+                    *(uint2 *)(p0 + 8 * h * ld) = w;
+                }
+            }
+            if (any_slow) {
+                CUTLASS_PRAGMA_UNROLL
+                for (int i = 0; i < P; i++) {
+                    const int h = slot[i] / 4;
+                    if (ok[i] || !cols_in || r0 + 8 * h >= rows)
+                        continue;
+                    const int64_t at = (p0 - params.out) + 8 * h * ld + slot[i] % 4;
+                    __nv_bfloat162 pair;
+                    pair.x = __float2bfloat16_rn(g[i]);
+                    pair.y = __float2bfloat16_rn(u[i]);
+                    *(__nv_bfloat162 *)(params.gu + 2 * at) = pair;
+                    atomicOr(params.slow + (at >> 5), 1u << (at & 31));
+                }
+            }
+            return cutlass::Array<float, F>{};
+        }
+
+        /* Every thread of the epilogue's warp groups runs end(). */
+        CUTLASS_DEVICE void end()
+        {
+            if (!want_amax)
+                return;
+            const float w = warp_max(vmax);
+            if ((threadIdx.x & 31) == 0)
+                atomicMax(params.amax, __float_as_uint(w));
+        }
+    };
+
+    template <bool RefSrc, class... Args>
+    CUTLASS_DEVICE auto get_consumer_store_callbacks(cef::ConsumerStoreArgs<Args...> const &args)
+    {
+        auto [M, N, K, L] = args.problem_shape_mnkl;
+        const int l = get<3>(args.tile_coord_mnkl);
+        Tensor tCc = cef::sm90_partition_for_epilogue<RefSrc>(make_identity_tensor(make_shape(M, N, L)),
+                                                               args.tile_shape_mnk, args.tile_coord_mnkl,
+                                                               args.epi_tile, args.tiled_copy, args.thread_idx);
+        return ConsumerStoreCallbacks<decltype(tCc)>(tCc, (int)M, (int)N, params, params.offsets[l]);
+    }
+};
+
+using ActBF16 = cef::Sm90EVT<GatedActStore, cef::Sm90AccFetch>;
+using GemmBF16Act = grouped<ElemBF16, LayoutA *, LayoutB *, TileBF16, Cluster,
+                            cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpong, PingpongEpi, ActBF16,
+                            void>::Gemm;
+
 /* FP8 tensor/channel: D = round(acc * (s_row * s_col)) through an epilogue
- * visitor tree, per-group pointers, vector or scalar by the stride flags. */
+ * visitor tree, per-group pointers, vector or scalar by the stride flags;
+ * GemmAct: that tree under GatedActStore, D void (the fused GEMM1). */
 template <class Tile, class ClusterShape, class Schedule, class EpiSchedule> struct scaled_fp8 {
     using RowScale = cutlass::epilogue::fusion::Sm90ColBroadcast<0, Tile, float *, float, Stride<bool, _0, int64_t>, 1>;
     using ColScale = cutlass::epilogue::fusion::Sm90RowBroadcast<0, Tile, float *, float, Stride<_0, bool, int64_t>, 1>;
@@ -697,6 +1042,8 @@ template <class Tile, class ClusterShape, class Schedule, class EpiSchedule> str
         cutlass::epilogue::fusion::Sm90AccFetch, ScaleProduct>;
     using Gemm = typename grouped<ElemFP8, LayoutA *, LayoutB *, Tile, ClusterShape, Schedule, EpiSchedule,
                                   ScaledOut>::Gemm;
+    using GemmAct = typename grouped<ElemFP8, LayoutA *, LayoutB *, Tile, ClusterShape, Schedule, EpiSchedule,
+                                     cef::Sm90EVT<GatedActStore, ScaledOut>, void>::Gemm;
 };
 
 /* FP8 accumulation. wgmma keeps fewer bits than f32 in its FP8 accumulator
@@ -732,14 +1079,17 @@ using PtrPingpong = cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpong;
 using PtrCoop = cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative;
 template <int V> struct fp8_variant_of;
 template <> struct fp8_variant_of<0> {
-    using Gemm = scaled_fp8<Shape<_64, _256, _128>, Cluster,
-                            cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpongFP8FastAccum, PingpongEpi>::Gemm;
+    using Kind = scaled_fp8<Shape<_64, _256, _128>, Cluster,
+                            cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpongFP8FastAccum, PingpongEpi>;
+    using Gemm = Kind::Gemm;
 };
 template <> struct fp8_variant_of<1> {
-    using Gemm = scaled_fp8<Shape<_64, _128, _128>, Cluster, PtrPingpong, PingpongEpi>::Gemm;
+    using Kind = scaled_fp8<Shape<_64, _128, _128>, Cluster, PtrPingpong, PingpongEpi>;
+    using Gemm = Kind::Gemm;
 };
 template <> struct fp8_variant_of<2> {
-    using Gemm = scaled_fp8<Shape<_128, _128, _128>, Cluster, PtrCoop, CoopEpi>::Gemm;
+    using Kind = scaled_fp8<Shape<_128, _128, _128>, Cluster, PtrCoop, CoopEpi>;
+    using Gemm = Kind::Gemm;
 };
 constexpr int FP8_VARIANTS = 3;
 static_assert(FMCU_PF_FP8_G1 >= 0 && FMCU_PF_FP8_G1 < FP8_VARIANTS && FMCU_PF_FP8_G2 >= 0 &&
@@ -747,6 +1097,8 @@ static_assert(FMCU_PF_FP8_G1 >= 0 && FMCU_PF_FP8_G1 < FP8_VARIANTS && FMCU_PF_FP
               "FMCU_PF_FP8_G1/G2: 0, 1 or 2");
 using GemmFP8G1 = fp8_variant_of<FMCU_PF_FP8_G1>::Gemm;
 using GemmFP8G2 = fp8_variant_of<FMCU_PF_FP8_G2>::Gemm;
+/* GEMM1 with the fused activation: the same kernel (tile, schedule, promotion). */
+using GemmFP8G1Act = fp8_variant_of<FMCU_PF_FP8_G1>::Kind::GemmAct;
 
 /* Block scales: 128x128 cooperative with cluster 1x2 (vLLM's choice; each
  * warp group holds a 64x128 f32 accumulator and its per-block partial):
@@ -925,6 +1277,23 @@ typename GemmBF16::Arguments args_bf16(const gemm_arrays &g, uint32_t E, const c
     return a;
 }
 
+/* The fused GEMM1 (D void: GatedActStore writes the activation). */
+typename GemmBF16Act::Arguments args_bf16_act(const gemm_arrays &g, uint32_t E, const cutlass::KernelHardwareInfo &hw,
+                                              const act_epi &ae)
+{
+    typename GemmBF16Act::Arguments a;
+    a.mode = cutlass::gemm::GemmUniversalMode::kGrouped;
+    a.problem_shape = {(int)E, g.shape, nullptr};
+    a.mainloop = {(const ElemBF16 **)g.a, g.sa, (const ElemBF16 **)g.b, g.sb};
+    a.epilogue.thread = {{}, ae};
+    a.epilogue.ptr_C = nullptr;
+    a.epilogue.dC = nullptr;
+    a.epilogue.ptr_D = nullptr;
+    a.epilogue.dD = nullptr;
+    a.hw_info = hw;
+    return a;
+}
+
 /* The promoted FP8 main loop's interval, in wgmma instructions (K = 32
  * each): one K tile. Fast accumulation has no such field. */
 template <class Mainloop>
@@ -953,6 +1322,28 @@ typename Gemm::Arguments args_fp8(const gemm_arrays &g, uint32_t E, bool vec, co
     a.epilogue.dC = nullptr;
     a.epilogue.ptr_D = (ElemBF16 **)g.d;
     a.epilogue.dD = g.sd;
+    a.hw_info = hw;
+    return a;
+}
+
+typename GemmFP8G1Act::Arguments args_fp8_act(const gemm_arrays &g, uint32_t E, bool vec,
+                                              const cutlass::KernelHardwareInfo &hw, const act_epi &ae)
+{
+    typename GemmFP8G1Act::Arguments a;
+    a.mode = cutlass::gemm::GemmUniversalMode::kGrouped;
+    a.problem_shape = {(int)E, g.shape, nullptr};
+    a.mainloop = {(const ElemFP8 **)g.a, g.sa, (const ElemFP8 **)g.b, g.sb};
+    set_promotion(a.mainloop, (uint32_t)size<2>(typename GemmFP8G1Act::GemmKernel::TileShape{}) / 32, 0);
+    a.epilogue.thread = {{{},                                                  /* accumulator */
+                          {{(const float *const *)g.s0, 0.0f, {vec, _0{}, 0}}, /* row (token) scale */
+                           {(const float *const *)g.s1, 0.0f, {_0{}, vec, 0}}, /* column (channel) scale */
+                           {}},
+                          {}},
+                         ae};
+    a.epilogue.ptr_C = nullptr;
+    a.epilogue.dC = nullptr;
+    a.epilogue.ptr_D = nullptr;
+    a.epilogue.dD = nullptr;
     a.hw_info = hw;
     return a;
 }
@@ -1031,12 +1422,16 @@ static_assert(SC_COUNT * sizeof(float) <= FMCU_PF_SCALARS, "pf_scalars too small
             PF_CK(cudaEventRecord(ev[n], st));                                                                      \
     } while (0)
 
-/* Enqueue the whole pipeline; both GEMMs are initialized already. */
+/* Enqueue the whole pipeline; both GEMMs are initialized already. fused
+ * (NULL: act_kernel runs): GEMM1's epilogue writes the activations, the
+ * GEMM2 input itself for bf16, bf16 in aa.stage for fp8 (quantized here),
+ * and leaves the pairs of fused->slow for fixup_kernel. */
 template <class Gemm1, class Gemm2>
 cudaError_t launch(Gemm1 &g1, Gemm2 &g2, int64_t m, const void *x, int64_t x_ld, const setup_args &sa, const gather_args &ga,
                    const act_args &aa, unsigned act_threads, size_t act_smem, const combine_args &cb, bool dyn_tensor,
-                   cudaStream_t st, cudaEvent_t *ev)
+                   const fixup_args *fused, cudaStream_t st, cudaEvent_t *ev)
 {
+    const int64_t mask_words = (m * (int64_t)ga.k * aa.I + 31) / 32;
     const unsigned grid = (unsigned)(m * (int64_t)ga.k);
     uint32_t *amax = (uint32_t *)ga.amax; /* the first of the SC_COUNT scalars */
     PF_EVENT(0);
@@ -1051,14 +1446,27 @@ cudaError_t launch(Gemm1 &g1, Gemm2 &g2, int64_t m, const void *x, int64_t x_ld,
     PF_CK(cudaGetLastError());
     gather_kernel<<<(unsigned)m, 256, 0, st>>>(ga);
     PF_CK(cudaGetLastError());
+    if (fused)
+        PF_CK(cudaMemsetAsync((void *)fused->slow, 0, (size_t)mask_words * sizeof(uint32_t), st));
     PF_EVENT(1);
     PF_CK(launch_gemm(g1, st));
     PF_EVENT(2);
-    act_kernel<<<grid, act_threads, act_smem, st>>>(aa);
-    PF_CK(cudaGetLastError());
-    if (dyn_tensor) {
-        quant_staged_kernel<<<grid, act_threads, 0, st>>>(aa.stage, aa.I, ga.offsets + sa.E, aa.amax, aa.tensor_scale,
-                                                  (uint8_t *)aa.dst);
+    if (!fused) {
+        act_kernel<<<grid, act_threads, act_smem, st>>>(aa);
+        PF_CK(cudaGetLastError());
+    } else {
+        fixup_kernel<<<(unsigned)((mask_words + 255) / 256), 256, 0, st>>>(*fused);
+        PF_CK(cudaGetLastError());
+    }
+    if (fused && aa.mode == QM_TOKEN) {
+        quant_token_kernel<<<grid, act_threads, act_smem, st>>>(aa.stage, aa.I, ga.offsets + sa.E, aa.scale,
+                                                                (uint8_t *)aa.dst);
+        PF_CK(cudaGetLastError());
+    }
+    if (dyn_tensor || (fused && aa.mode == QM_TENSOR)) {
+        quant_staged_kernel<<<grid, act_threads, 0, st>>>(aa.stage, aa.I, ga.offsets + sa.E,
+                                                          dyn_tensor ? nullptr : aa.static_scale, aa.amax,
+                                                          aa.tensor_scale, (uint8_t *)aa.dst);
         PF_CK(cudaGetLastError());
     }
     PF_EVENT(3);
@@ -1088,7 +1496,7 @@ cudaError_t forward_fp8(int64_t m, const void *x, int64_t x_ld, const setup_args
         e = init_gemm(g2, args_fp8<Gemm2>(sa.g[1], sa.E, vec_scale, hw, promote), cws, st);
     if (e != cudaSuccess)
         return e;
-    return launch(g1, g2, m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, dyn_tensor, st, ev);
+    return launch(g1, g2, m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, dyn_tensor, nullptr, st, ev);
 }
 
 #if defined(FMCU_PF_FP8_TUNING)
@@ -1149,6 +1557,15 @@ cudaError_t forward(const fmcu_layer *L, int64_t m, const void *x, int64_t x_ld,
     const bool fp8 = L->quant != FMCU_Q_NONE, block = L->quant == FMCU_Q_BLOCK;
     const bool dyn_tensor = L->quant == FMCU_Q_TENSOR && L->a_dynamic;
     const int esize = fp8 ? 1 : 2;
+    /* GEMM1 with the activation in its epilogue, reading the interleaved
+     * W13 (fmcu_prefill_interleave); the block scheme's 128-row weight
+     * scales do not survive the interleave, and tuning builds time the
+     * separate kernels. */
+#if defined(FMCU_PF_FP8_TUNING)
+    const bool fuse = L->pf_w13 && L->quant == FMCU_Q_NONE;
+#else
+    const bool fuse = L->pf_w13 && L->quant != FMCU_Q_BLOCK;
+#endif
     uint32_t *scal = ws_at<uint32_t>(L, L->ws.pf_scalars);
     float *scal_f = (float *)scal;
     void *a1 = ws_at<void>(L, L->ws.pf_a1);
@@ -1177,10 +1594,10 @@ cudaError_t forward(const fmcu_layer *L, int64_t m, const void *x, int64_t x_ld,
         s.N = j ? (int)H : (int)L->rows13;
         s.K = j ? (int)I : (int)H;
         s.a = (const uint8_t *)(j ? a2 : a1);
-        s.w = (const uint8_t *)(j ? L->w2 : L->w13);
+        s.w = (const uint8_t *)(j ? L->w2 : fuse ? L->pf_w13 : L->w13);
         s.d = j ? y : h;
         s.esize = esize;
-        const float *wscale = j ? L->w2_scale : L->w13_scale;
+        const float *wscale = j ? L->w2_scale : fuse && L->quant == FMCU_Q_CHANNEL ? L->pf_w13_scale : L->w13_scale;
         if (L->quant == FMCU_Q_TENSOR) {
             s.row_scale = in_scale[j];
             s.col_scale = wscale;
@@ -1236,6 +1653,28 @@ cudaError_t forward(const fmcu_layer *L, int64_t m, const void *x, int64_t x_ld,
     unsigned act_threads = mode == QM_GROUP ? 32 * std::min(8u, I / GROUP) : std::min(256u, (I / 8 + 31) / 32 * 32);
     act_threads = std::max(act_threads, 64u);
 
+    /* The fused epilogue's output: the GEMM2 input (bf16) or the bf16
+     * activations a quantize pass reads (fp8). */
+    act_epi ae = {};
+    ae.offsets = offsets;
+    ae.ld = I;
+    ae.fn = aa.fn;
+    ae.out = L->quant == FMCU_Q_NONE ? (bf16 *)a2 : stage;
+    ae.amax = dyn_tensor ? aa.amax : nullptr;
+    /* The slow pairs' gate and up take h's place (unused when fused), their
+     * mask y's (free until GEMM2; R*I/8 <= 2*R*H bytes, checked by
+     * fmcu_prefill_fused_bytes). */
+    ae.gu = h;
+    ae.slow = (uint32_t *)y;
+    fixup_args fx = {};
+    fx.slow = ae.slow;
+    fx.gu = h;
+    fx.I = I;
+    fx.total = offsets + E;
+    fx.fn = ae.fn;
+    fx.out = ae.out;
+    fx.amax = ae.amax;
+
     combine_args cb = {};
     cb.y = y;
     cb.w = topk_w;
@@ -1247,6 +1686,28 @@ cudaError_t forward(const fmcu_layer *L, int64_t m, const void *x, int64_t x_ld,
     cb.out = (bf16 *)out;
     cb.ldo = out_ld;
 
+    if (fuse && L->quant == FMCU_Q_NONE) {
+        GemmBF16Act g1;
+        GemmBF16 g2;
+        cudaError_t e = init_gemm(g1, args_bf16_act(sa.g[0], E, hw, ae), cws, st);
+        if (e == cudaSuccess)
+            e = init_gemm(g2, args_bf16(sa.g[1], E, hw), cws, st);
+        if (e != cudaSuccess)
+            return e;
+        return launch(g1, g2, m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, dyn_tensor, &fx, st, ev);
+    }
+#if !defined(FMCU_PF_FP8_TUNING)
+    if (fuse) {
+        GemmFP8G1Act g1;
+        GemmFP8G2 g2;
+        cudaError_t e = init_gemm(g1, args_fp8_act(sa.g[0], E, vec_scale, hw, ae), cws, st);
+        if (e == cudaSuccess)
+            e = init_gemm(g2, args_fp8<GemmFP8G2>(sa.g[1], E, vec_scale, hw), cws, st);
+        if (e != cudaSuccess)
+            return e;
+        return launch(g1, g2, m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, dyn_tensor, &fx, st, ev);
+    }
+#endif
     if (L->quant == FMCU_Q_NONE) {
         GemmBF16 g[2];
         for (int j = 0; j < 2; j++) {
@@ -1254,7 +1715,7 @@ cudaError_t forward(const fmcu_layer *L, int64_t m, const void *x, int64_t x_ld,
             if (e != cudaSuccess)
                 return e;
         }
-        return launch(g[0], g[1], m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, dyn_tensor, st, ev);
+        return launch(g[0], g[1], m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, dyn_tensor, nullptr, st, ev);
     }
     if (block) {
         GemmBlock g[2];
@@ -1263,7 +1724,7 @@ cudaError_t forward(const fmcu_layer *L, int64_t m, const void *x, int64_t x_ld,
             if (e != cudaSuccess)
                 return e;
         }
-        return launch(g[0], g[1], m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, dyn_tensor, st, ev);
+        return launch(g[0], g[1], m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, dyn_tensor, nullptr, st, ev);
     }
 #if defined(FMCU_PF_FP8_TUNING)
     switch (fp8_variant(0)) {
@@ -1290,15 +1751,17 @@ bool cutlass_workspace_fits(const fmcu_layer *L, int sms)
     const cutlass::KernelHardwareInfo hw = hw_of(L->device, sms);
     size_t need;
     if (L->quant == FMCU_Q_NONE)
-        need = workspace_of<GemmBF16>(args_bf16(g[0], L->local_experts, hw));
+        need = std::max(workspace_of<GemmBF16>(args_bf16(g[0], L->local_experts, hw)),
+                        workspace_of<GemmBF16Act>(args_bf16_act(g[0], L->local_experts, hw, act_epi{})));
     else if (L->quant == FMCU_Q_BLOCK)
         need = workspace_of<GemmBlock>(args_block(g[0], L->local_experts, hw));
     else
 #if defined(FMCU_PF_FP8_TUNING)
         need = fp8_workspace_max(g[0], L->local_experts, hw);
 #else
-        need = std::max(workspace_of<GemmFP8G1>(args_fp8<GemmFP8G1>(g[0], L->local_experts, true, hw)),
-                        workspace_of<GemmFP8G2>(args_fp8<GemmFP8G2>(g[0], L->local_experts, true, hw)));
+        need = std::max({workspace_of<GemmFP8G1>(args_fp8<GemmFP8G1>(g[0], L->local_experts, true, hw)),
+                         workspace_of<GemmFP8G1Act>(args_fp8_act(g[0], L->local_experts, true, hw, act_epi{})),
+                         workspace_of<GemmFP8G2>(args_fp8<GemmFP8G2>(g[0], L->local_experts, true, hw))});
 #endif
     return need <= FMCU_PF_CUTLASS_WS;
 }
@@ -1354,6 +1817,65 @@ cudaError_t fmcu_prefill_forward_events(const fmcu_layer *L, int64_t m, const vo
     return forward(L, m, x, x_ld, topk_w, pair_local, offsets, sorted, out, out_ld, st, events);
 }
 
+/* The channel scales follow the weights, 256-byte aligned. */
+static size_t fused_weight_bytes(const fmcu_layer *L)
+{
+    return ((size_t)L->local_experts * L->rows13 * L->hidden * (L->quant == FMCU_Q_NONE ? 2 : 1) + 255) &
+           ~(size_t)255;
+}
+
+size_t fmcu_prefill_fused_bytes(const fmcu_layer *L)
+{
+    /* The epilogue's fast path is SiLU's; the slow-pair mask lives in y. */
+    if (!L->gated || L->activation != FMOE_ACT_SILU || !L->w13 || L->quant == FMCU_Q_BLOCK || L->inter % 32 ||
+        L->inter > 16 * L->hidden)
+        return 0;
+#if defined(FMCU_PF_FP8_TUNING)
+    if (L->quant != FMCU_Q_NONE)
+        return 0;
+#endif
+    /* FMCU_PF_FUSE: 0 none, 1 (default) bf16, 2 bf16 and fp8 tensor/channel.
+     * The fp8 GEMM1 is a cooperative kernel, whose epilogue does not overlap
+     * the next tile's main loop: fused it lost more than the activation
+     * kernel cost (bench/cuda/RESULTS.md, 2026-11-22 "Fused GEMM1"). */
+    const char *v = getenv("FMCU_PF_FUSE");
+    const int fuse = v && *v ? atoi(v) : 1;
+    if (fuse <= 0 || (L->quant != FMCU_Q_NONE && fuse < 2))
+        return 0;
+    if (!fmcu_prefill_supported(L))
+        return 0;
+    size_t n = fused_weight_bytes(L);
+    if (L->quant == FMCU_Q_CHANNEL)
+        n += (size_t)L->local_experts * L->rows13 * sizeof(float);
+    return n;
+}
+
+int fmcu_prefill_interleave(fmcu_layer *L, void *dst, char *err, size_t cap)
+{
+    const uint32_t row_bytes = L->hidden * (L->quant == FMCU_Q_NONE ? 2 : 1);
+    const bool channel = L->quant == FMCU_Q_CHANNEL;
+    uint8_t *w = (uint8_t *)dst;
+    float *scale = channel ? (float *)(w + fused_weight_bytes(L)) : nullptr;
+    const unsigned rows = L->local_experts * L->rows13;
+    cudaError_t e = cudaSetDevice(L->device);
+    if (e == cudaSuccess && rows) {
+        interleave_kernel<<<rows, 128>>>((const uint8_t *)L->w13, channel ? L->w13_scale : nullptr, L->inter,
+                                         row_bytes, w, scale);
+        e = cudaGetLastError();
+        if (e == cudaSuccess)
+            e = cudaDeviceSynchronize();
+    }
+    if (e != cudaSuccess) {
+        if (err && cap)
+            snprintf(err, cap, "interleaving W13 for the fused prefill GEMM1: %s (%s)", cudaGetErrorString(e),
+                     cudaGetErrorName(e));
+        return -1;
+    }
+    L->pf_w13 = w;
+    L->pf_w13_scale = scale;
+    return 0;
+}
+
 #else /* !PF_ENABLED */
 
 bool fmcu_prefill_supported_why(const fmcu_layer *, char *why, size_t cap)
@@ -1377,6 +1899,17 @@ cudaError_t fmcu_prefill_forward_events(const fmcu_layer *, int64_t, const void 
                                         cudaStream_t, cudaEvent_t *)
 {
     return cudaErrorNotSupported;
+}
+
+size_t fmcu_prefill_fused_bytes(const fmcu_layer *)
+{
+    return 0;
+}
+
+int fmcu_prefill_interleave(fmcu_layer *, void *, char *err, size_t cap)
+{
+    refuse(err, cap, "built without CUTLASS headers (the Hopper prefill path is compiled out)");
+    return -1;
 }
 
 #endif

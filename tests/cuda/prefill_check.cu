@@ -321,6 +321,19 @@ static size_t numel(const fmoe_param_info &i)
     return n;
 }
 
+/* The interleaved W13 of the fused GEMM1, as method.c's finalize adds it
+ * (FMCU_PF_FUSE=0: none, the separate activation kernel runs). */
+static int glayer_fused(glayer &g)
+{
+    const size_t n = fmcu_prefill_fused_bytes(&g.L);
+    char err[256];
+    if (n && fmcu_prefill_interleave(&g.L, dalloc(g, n), err, sizeof err) != 0) {
+        printf("FAIL %s\n", err);
+        return 0;
+    }
+    return 1;
+}
+
 /* The weights as method.c's finalize leaves them. */
 static int glayer_weights(glayer &g, const std::vector<host_param> &ps)
 {
@@ -368,7 +381,7 @@ static int glayer_weights(glayer &g, const std::vector<host_param> &ps)
         }
     }
     L.w2 = dupload(g, w2->data, w2->bytes);
-    return 1;
+    return glayer_fused(g);
 }
 
 typedef struct cmp {
@@ -637,7 +650,7 @@ static float median(std::vector<float> v)
 }
 
 /* Random weights on the device, finalized layout (one W13 scale per expert). */
-static void glayer_random(glayer &g)
+static int glayer_random(glayer &g)
 {
     fmcu_layer &L = g.L;
     const size_t E = L.local_experts, H = L.hidden, I = L.inter, R = L.rows13;
@@ -665,6 +678,7 @@ static void glayer_random(glayer &g)
         const float in[2] = {4.5f / 448.0f, 0.05f / 448.0f};
         CUDA_OK(cudaMemcpy(L.in_scales, in, sizeof in, cudaMemcpyHostToDevice));
     }
+    return glayer_fused(g);
 }
 
 static int bench_case(const shape &s, const fmoe_scheme &sc, const uint32_t *ms, int n_m)
@@ -681,7 +695,10 @@ static int bench_case(const shape &s, const fmoe_scheme &sc, const uint32_t *ms,
         glayer_free(g);
         return 1;
     }
-    glayer_random(g);
+    if (!glayer_random(g)) {
+        glayer_free(g);
+        return 0;
+    }
     const size_t H = s.H, K = s.k;
     void *dx, *dout, *dout2, *dtw, *dtid;
     CUDA_OK(cudaMalloc(&dx, (size_t)maxm * H * 2));
@@ -934,9 +951,14 @@ int main(int argc, char **argv)
     if (bench) {
         uint32_t ms[2] = {4096, 8192};
         int n_m = 2;
-        if (getenv("PREFILL_BENCH_M")) { /* one M only (tuning runs) */
-            ms[0] = (uint32_t)atoi(getenv("PREFILL_BENCH_M"));
+        if (getenv("PREFILL_BENCH_M")) { /* one M, or two as "M1,M2" */
+            const char *v = getenv("PREFILL_BENCH_M"), *comma = strchr(v, ',');
+            ms[0] = (uint32_t)atoi(v);
             n_m = 1;
+            if (comma) {
+                ms[1] = (uint32_t)atoi(comma + 1);
+                n_m = 2;
+            }
         }
         for (const shape &s : benches) {
             if (only && strcmp(only, s.name))
