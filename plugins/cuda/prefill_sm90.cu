@@ -1097,8 +1097,15 @@ static_assert(FMCU_PF_FP8_G1 >= 0 && FMCU_PF_FP8_G1 < FP8_VARIANTS && FMCU_PF_FP
               "FMCU_PF_FP8_G1/G2: 0, 1 or 2");
 using GemmFP8G1 = fp8_variant_of<FMCU_PF_FP8_G1>::Gemm;
 using GemmFP8G2 = fp8_variant_of<FMCU_PF_FP8_G2>::Gemm;
-/* GEMM1 with the fused activation: the same kernel (tile, schedule, promotion). */
-using GemmFP8G1Act = fp8_variant_of<FMCU_PF_FP8_G1>::Kind::GemmAct;
+/* GEMM1 with the fused activation (FMCU_PF_FUSE=2), by default the same
+ * kernel as GEMM1's. Kernel 1 (ping-pong, the epilogue under the other
+ * warp group's main loop) was faster at Qwen3-30B-A3B M=1024 (353 vs 424 us
+ * forward, unfused) but slower at M=8192 and on Mixtral (H100,
+ * bench/cuda/RESULTS.md "Fused GEMM1"). */
+#ifndef FMCU_PF_FP8_G1_ACT
+#define FMCU_PF_FP8_G1_ACT FMCU_PF_FP8_G1
+#endif
+using GemmFP8G1Act = fp8_variant_of<FMCU_PF_FP8_G1_ACT>::Kind::GemmAct;
 
 /* Block scales: 128x128 cooperative with cluster 1x2 (vLLM's choice; each
  * warp group holds a 64x128 f32 accumulator and its per-block partial):
