@@ -32,11 +32,13 @@
 #include <string.h>
 #include <time.h>
 
-/* cpu_pool_run_elems: at most this many values run on the caller alone
- * (a token's row: its quantization or gather). More are worth the pool even
- * in decode: the workers are awake (spinning) by then, and an activation
- * costs ~10 ns a value (exp in double). */
-#define INLINE_ELEMS 4096
+/* cpu_pool_run_elems: a step of at most this many units (about 1 ns each:
+ * a value of a vectorized step) runs on the caller alone, ~16 us. Why not
+ * more threads for it: a worker that the host preempts while it holds an
+ * item keeps the whole step waiting (on the CI machine's VM, 50-200 us
+ * outliers in one decode step of three), and a decode step's activation or
+ * combine is a few thousand values. */
+#define INLINE_ELEMS 16384
 
 struct cpu_pool {
     const fmoe_host *host;

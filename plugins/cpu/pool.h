@@ -30,9 +30,10 @@ void cpu_pool_run(cpu_pool *p, uint32_t n_items, cpu_task_fn fn, void *ctx);
  * again if none does): their wake-up overlaps the caller's work meanwhile. */
 void cpu_pool_wake(cpu_pool *p);
 
-/* The same for element-wise steps of `elems` values per item: run on the
- * caller alone when the whole step is small (a decode step's few rows),
- * where waking the workers would cost more than the work. */
+/* The same for element-wise steps of `elems` work units per item (about a
+ * nanosecond each: a value of a vectorized step; count a costlier value as
+ * several): run on the caller alone when the whole step is small (a decode
+ * step's few rows), where handing it out would cost more than the work. */
 void cpu_pool_run_elems(cpu_pool *p, uint32_t n_items, size_t elems, cpu_task_fn fn, void *ctx);
 
 #endif

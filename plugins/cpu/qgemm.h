@@ -66,6 +66,9 @@ typedef struct cpu_qtile {
     const int8_t *a[CPU_MR_MAX];      /* activation rows, kp values */
     int32_t off[CPU_MR_MAX];          /* int4: added to every activation of the row */
     const int32_t *qsum[CPU_MR_MAX];  /* int4: [groups] sums of the row's activations */
+    const int32_t *qcorr[CPU_MR_MAX]; /* int4, optional (all mr or none): the rows' cpu_qcorr
+                                         words, which let the VNNI kernel apply the group
+                                         correction in one vpdpwssd */
     const uint8_t *ahead;    /* NULL, or a later tile of the same size: the SIMD
                                 kernels prefetch it into L2 as they go, a second
                                 memory stream besides their own (qgemm_*.c) */
@@ -125,6 +128,17 @@ const int32_t *cpu_qweights_wsum(const cpu_qweights *q, uint32_t e, uint32_t t);
  * A row with a non-finite value gets q = 0 and scale NaN (its outputs are
  * NaN, as the reference's). */
 void cpu_quant_sym(const float *x, uint32_t n, uint32_t kp, int8_t *q, float *scale);
+/* The int4 group correction of qgemm.h, -8 qsum[g] - 8 group off + off sum(u),
+ * as two 16-bit factors the VNNI kernel multiplies with (sum(u), 8) in one
+ * vpdpwssd: qcorr[g] = off (low half) | (-qsum[g] - group off) (high half).
+ * Exact where both fit 16 bits, which cpu_qcorr_fits(group) guarantees
+ * (|qsum| <= 128 group, |off| <= 128: groups of at most 64 values). */
+static inline int cpu_qcorr_fits(uint32_t group)
+{
+    return group <= 64;
+}
+void cpu_qcorr(int32_t off, const int32_t *qsum, uint32_t groups, uint32_t group, int32_t *qcorr);
+
 /* KleidiAI qai8dx per row (fmoe_w4a8_quantize_activations): x ~ (q + off) * scale;
  * q[n..kp) = 0; qsum[g] = sum of q over each group of `group` values. */
 void cpu_quant_asym(const float *x, uint32_t n, uint32_t kp, uint32_t group, int8_t *q, int32_t *off, float *scale,

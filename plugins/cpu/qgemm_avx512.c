@@ -84,13 +84,17 @@ INLINE void i8_body(cpu_qtile *t, const uint32_t mr)
  * fewer vector operations per group, which at those row counts is what
  * limits the kernel. Integer sums are exact, so the result is the same
  * bits as the portable kernel's. */
-INLINE void i4_body(cpu_qtile *t, const uint32_t mr, const int s16)
+INLINE void i4_body(cpu_qtile *t, const uint32_t mr, const int s16, const int packed)
 {
-    const __m512i mask = _mm512_set1_epi8(0x0F), ones = _mm512_set1_epi8(1);
+    const __m512i mask = _mm512_set1_epi8(0x0F), ones = _mm512_set1_epi8(1), eight_hi = _mm512_set1_epi32(8 << 16);
     const int two = mr <= 2;
-    /* off * sum(u) in one vpdpwssd where sum(u) fits 16 bits (groups of up
-     * to 2048 values: 2048 * 15 < 32768): the lane's upper half is zero and
-     * so is off's (off16), so the word pairs add only off * sum(u). */
+    /* The group correction -8 qsum - 8 group off + off sum(u):
+     *   packed: one vpdpwssd of (sum(u), 8) by the row's cpu_qcorr word
+     *           (off, -qsum - group off) onto an accumulator that starts at 0;
+     *   else, where sum(u) fits 16 bits (groups up to 2048 values): the
+     *           constant part starts the accumulator and one vpdpwssd adds
+     *           off * sum(u) (zero upper halves);
+     *   else a 32-bit multiply. */
     const int narrow = t->group <= 2048;
     __m512 f[CPU_MR_MAX];
     __m512i alo[CPU_MR_MAX], ahi[CPU_MR_MAX];
@@ -102,7 +106,8 @@ INLINE void i4_body(cpu_qtile *t, const uint32_t mr, const int s16)
         __m512i us = _mm512_setzero_si512();
         UNROLL
         for (uint32_t m = 0; m < mr; m++) {
-            alo[m] = _mm512_set1_epi32(-8 * t->qsum[m][g] - 8 * (int32_t)t->group * t->off[m]);
+            alo[m] = packed ? _mm512_setzero_si512()
+                            : _mm512_set1_epi32(-8 * t->qsum[m][g] - 8 * (int32_t)t->group * t->off[m]);
             if (two)
                 ahi[m] = _mm512_setzero_si512();
         }
@@ -124,10 +129,13 @@ INLINE void i4_body(cpu_qtile *t, const uint32_t mr, const int s16)
         __m512 sc = s16 ? _mm512_castsi512_ps(_mm512_slli_epi32(
                               _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(t->gscale16 + g * CPU_NR))), 16))
                         : _mm512_loadu_ps(t->gscale + g * CPU_NR);
+        __m512i us8 = _mm512_add_epi32(us, eight_hi);
         UNROLL
         for (uint32_t m = 0; m < mr; m++) {
             __m512i dot = two ? _mm512_add_epi32(alo[m], ahi[m]) : alo[m];
-            if (narrow)
+            if (packed)
+                dot = _mm512_dpwssd_epi32(dot, us8, _mm512_set1_epi32(t->qcorr[m][g]));
+            else if (narrow)
                 dot = _mm512_dpwssd_epi32(dot, us, _mm512_set1_epi32((int32_t)(uint16_t)t->off[m]));
             else
                 dot = _mm512_add_epi32(dot, _mm512_mullo_epi32(_mm512_set1_epi32(t->off[m]), us));
@@ -153,31 +161,33 @@ static void vnni_i8(cpu_qtile *t)
     }
 }
 
+/* One instantiation per row count, scale copy and correction form. */
+#define I4_ROWS(S16, P)                                                                                                \
+    switch (t->mr) {                                                                                                   \
+    case 1: i4_body(t, 1, S16, P); break;                                                                              \
+    case 2: i4_body(t, 2, S16, P); break;                                                                              \
+    case 3: i4_body(t, 3, S16, P); break;                                                                              \
+    case 4: i4_body(t, 4, S16, P); break;                                                                              \
+    case 5: i4_body(t, 5, S16, P); break;                                                                              \
+    case 6: i4_body(t, 6, S16, P); break;                                                                              \
+    case 7: i4_body(t, 7, S16, P); break;                                                                              \
+    default: i4_body(t, 8, S16, P); break;                                                                             \
+    }
+
 static void vnni_i4(cpu_qtile *t)
 {
+    int packed = t->qcorr[0] != NULL && cpu_qcorr_fits(t->group);
     if (t->gscale16) {
-        switch (t->mr) {
-        case 1: i4_body(t, 1, 1); break;
-        case 2: i4_body(t, 2, 1); break;
-        case 3: i4_body(t, 3, 1); break;
-        case 4: i4_body(t, 4, 1); break;
-        case 5: i4_body(t, 5, 1); break;
-        case 6: i4_body(t, 6, 1); break;
-        case 7: i4_body(t, 7, 1); break;
-        default: i4_body(t, 8, 1); break;
-        }
+        if (packed)
+            I4_ROWS(1, 1)
+        else
+            I4_ROWS(1, 0)
         return;
     }
-    switch (t->mr) {
-    case 1: i4_body(t, 1, 0); break;
-    case 2: i4_body(t, 2, 0); break;
-    case 3: i4_body(t, 3, 0); break;
-    case 4: i4_body(t, 4, 0); break;
-    case 5: i4_body(t, 5, 0); break;
-    case 6: i4_body(t, 6, 0); break;
-    case 7: i4_body(t, 7, 0); break;
-    default: i4_body(t, 8, 0); break;
-    }
+    if (packed)
+        I4_ROWS(0, 1)
+    else
+        I4_ROWS(0, 0)
 }
 
 const cpu_kernels cpu_kernels_avx512_vnni = {.name = "avx512_vnni", .mr = 8, .i8 = vnni_i8, .i4 = vnni_i4};

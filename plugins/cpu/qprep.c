@@ -192,3 +192,11 @@ void cpu_quant_asym(const float *x, uint32_t n, uint32_t kp, uint32_t group, int
         qsum[g] = s;
     }
 }
+
+void cpu_qcorr(int32_t off, const int32_t *qsum, uint32_t groups, uint32_t group, int32_t *qcorr)
+{
+    for (uint32_t g = 0; g < groups; g++) {
+        uint32_t hi = (uint32_t)(-qsum[g] - (int32_t)group * off) & 0xFFFFu, lo = (uint32_t)off & 0xFFFFu;
+        qcorr[g] = (int32_t)(hi << 16 | lo);
+    }
+}

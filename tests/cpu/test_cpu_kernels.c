@@ -92,6 +92,7 @@ static void check_shape(int int4, uint32_t E, uint32_t N, uint32_t K, uint32_t g
     /* Activation rows, padded with zeros, and their per-group sums. */
     int8_t *a = calloc((size_t)M * q.kp, 1);
     int32_t *off = calloc(M, sizeof(int32_t)), *qsum = calloc((size_t)M * q.groups, sizeof(int32_t));
+    int32_t *qcorr = calloc((size_t)M * q.groups, sizeof(int32_t));
     for (uint32_t m = 0; m < M; m++) {
         for (uint32_t k = 0; k < K; k++) {
             /* int8 weights need |a| <= 127 (symmetric per-token quantization). */
@@ -103,7 +104,11 @@ static void check_shape(int int4, uint32_t E, uint32_t N, uint32_t K, uint32_t g
         for (uint32_t g = 0; g < q.groups; g++)
             for (uint32_t k = g * q.group; k < (g + 1) * q.group; k++)
                 qsum[(size_t)m * q.groups + g] += a[(size_t)m * q.kp + k];
+        cpu_qcorr(off[m], qsum + (size_t)m * q.groups, q.groups, q.group, qcorr + (size_t)m * q.groups);
     }
+    /* int4 with small groups: each call also with the correction words
+     * (the VNNI kernel's one-vpdpwssd form; the others ignore them). */
+    int forms = int4 && cpu_qcorr_fits(q.group) ? 2 : 1;
 
     int best = cpu_isa_detect();
     /* avx512_bf16 has no int8 kernels of its own: the VNNI ones serve it. */
@@ -112,6 +117,7 @@ static void check_shape(int int4, uint32_t E, uint32_t N, uint32_t K, uint32_t g
     for (int isa = CPU_ISA_PORTABLE; isa <= top; isa++) {
         const cpu_kernels *kern = cpu_kernels_for(isa);
         ck_assert_str_eq(kern->name, cpu_isa_name(isa));
+        for (int form = 0; form < forms; form++)
         for (uint32_t e = 0; e < E; e++)
             for (uint32_t t = 0; t < q.tiles; t++)
                 for (uint32_t m0 = 0; m0 < M; m0 += kern->mr) {
@@ -130,6 +136,7 @@ static void check_shape(int int4, uint32_t E, uint32_t N, uint32_t K, uint32_t g
                         tile.a[m] = a + (size_t)(m0 + m) * q.kp;
                         tile.off[m] = off[m0 + m];
                         tile.qsum[m] = qsum + (size_t)(m0 + m) * q.groups;
+                        tile.qcorr[m] = form ? qcorr + (size_t)(m0 + m) * q.groups : NULL;
                     }
                     (int4 ? kern->i4 : kern->i8)(&tile);
                     for (uint32_t m = 0; m < tile.mr; m++)
@@ -137,14 +144,15 @@ static void check_shape(int int4, uint32_t E, uint32_t N, uint32_t K, uint32_t g
                             float want;
                             model_row(&q, w, sc, e, t * CPU_NR + rr, a + (size_t)(m0 + m) * q.kp, off[m0 + m], &want);
                             ck_assert_msg(tile.out[m][rr] == want,
-                                          "%s %s N%u K%u g%u: expert %u row %u token %u: got %.9g want %.9g (seed %llu)",
-                                          kern->name, int4 ? "int4" : "int8", N, K, group, e, t * CPU_NR + rr,
+                                          "%s %s%s N%u K%u g%u: expert %u row %u token %u: got %.9g want %.9g (seed %llu)",
+                                          kern->name, int4 ? "int4" : "int8", form ? " qcorr" : "", N, K, group, e,
+                                          t * CPU_NR + rr,
                                           m0 + m, tile.out[m][rr], want, (unsigned long long)fmoe_test_seed());
                         }
                 }
     }
     qw_free(&q);
-    free(w), free(sc), free(a), free(off), free(qsum);
+    free(w), free(sc), free(a), free(off), free(qsum), free(qcorr);
 }
 
 START_TEST(int8_random_shapes)
@@ -187,6 +195,9 @@ END_TEST
 START_TEST(int4_extremes)
 {
     check_shape(1, 1, 32, 1024, 32, 4, DRAW_EXTREME, 10);
+    /* The largest groups the correction words take (64: both halves at
+     * their widest, |-qsum - group off| up to 16384). */
+    check_shape(1, 1, 32, 512, 64, 4, DRAW_EXTREME, 18);
     check_shape(1, 1, 32, 1024, 1024, 4, DRAW_EXTREME, 11);
     /* Groups above 2048 values: the nibble sum no longer fits the 16 bits
      * the VNNI kernel's vpdpwssd takes, so it multiplies in 32 bits. */
