@@ -1,7 +1,7 @@
 /*
  * plugins/cpu/pool.c - the fork/join pool of pool.h. A run publishes the
- * task, then a new generation number together with the next item to take
- * (one 64-bit word: generation << 32 | item), and wakes the workers;
+ * task, then one 64-bit word holding a new generation number, the run's
+ * item count and the next item to take, and wakes the workers;
  * everyone (the caller included) takes items by compare-and-swap on that
  * word, and the run is over when as many items are finished as it has.
  *
@@ -11,8 +11,12 @@
  * to check in, a decode step's caller would finish GEMM1's items alone and
  * then sit idle until the sleeper arrived; now a late worker finds the
  * word of a newer run (or no items left), takes nothing, and nobody waits
- * for it. The generation in the word is what keeps a straggler from taking
- * an item of the next run under the previous run's view.
+ * for it. Count and next item share the word with the generation so that
+ * a straggler's compare-and-swap succeeds only on a view that is entirely
+ * the current run's: with the count read separately, a straggler that saw
+ * the old word but the new count took an item of the new run before its
+ * word was published, and that item then ran twice (a wrong result in
+ * about one conformance run in ten).
  *
  * Waiting spins before it sleeps, on both sides: a forward is a handful of
  * runs back to back, and an engine calls its layers every few ms, while a
@@ -48,17 +52,34 @@ struct cpu_pool {
     pthread_mutex_t mu;
     pthread_cond_t wake, done;
     int64_t spin_ns;          /* how long waiting threads spin before they sleep */
-    atomic_uint_fast64_t word; /* generation << 32 | next item of the current run */
+    atomic_uint_fast64_t word; /* run word: generation | item count | next item (below) */
     uint64_t pokes;           /* cpu_pool_wake calls (under mu) */
     atomic_int quit;
     atomic_uint finished;     /* items of the current run done */
-    /* The current run (published before the word moves to its generation;
-     * n_items is atomic because a straggler may read it while the next run
-     * is published, and then fails its compare-and-swap). */
+    /* The current run's task (published before its word; read only by a
+     * thread holding one of its items, which the next run waits for). */
     cpu_task_fn fn;
     void *ctx;
-    atomic_uint n_items;
+    uint32_t base;            /* item index of this part of a cpu_pool_run */
 };
+
+/* The run word: generation (16 bits, wraps; only "changed" matters), item
+ * count (24 bits), next item (24 bits). A run of more items is handed out
+ * in parts of RUN_MAX. */
+#define RUN_BITS 24
+#define RUN_MAX ((1u << RUN_BITS) - 1)
+static uint64_t word_gen(uint64_t w)
+{
+    return w >> (2 * RUN_BITS);
+}
+static uint32_t word_count(uint64_t w)
+{
+    return (uint32_t)(w >> RUN_BITS) & RUN_MAX;
+}
+static uint32_t word_next(uint64_t w)
+{
+    return (uint32_t)w & RUN_MAX;
+}
 
 typedef struct worker_arg {
     cpu_pool *pool;
@@ -105,7 +126,7 @@ static int spin_until(cpu_pool *p, int (*done)(cpu_pool *, uint64_t), uint64_t a
 
 static uint64_t generation(cpu_pool *p)
 {
-    return atomic_load(&p->word) >> 32;
+    return word_gen(atomic_load(&p->word));
 }
 
 static int new_run(cpu_pool *p, uint64_t seen)
@@ -123,14 +144,15 @@ static void drain(cpu_pool *p, uint64_t gen, uint32_t id)
 {
     for (;;) {
         uint64_t w = atomic_load(&p->word);
-        if (w >> 32 != gen || (uint32_t)w >= atomic_load(&p->n_items))
+        uint32_t n = word_count(w), i = word_next(w);
+        if (word_gen(w) != gen || i >= n)
             return;
         if (!atomic_compare_exchange_weak(&p->word, &w, w + 1))
             continue;
-        /* Item (uint32_t)w of run gen: fn, ctx and n_items stay as they
-         * are until it is finished. */
-        p->fn(p->ctx, (uint32_t)w, id);
-        if (atomic_fetch_add(&p->finished, 1u) + 1 == atomic_load(&p->n_items)) {
+        /* Item i of the run whose word this was: its task stays as it is
+         * until the item is finished. */
+        p->fn(p->ctx, p->base + i, id);
+        if (atomic_fetch_add(&p->finished, 1u) + 1 == n) {
             /* Under the mutex: the caller checks under it before it sleeps. */
             pthread_mutex_lock(&p->mu);
             pthread_cond_signal(&p->done);
@@ -173,7 +195,6 @@ cpu_pool *cpu_pool_create(const fmoe_host *h, uint32_t threads, uint64_t spin_ns
     p->spin_ns = spin_ns > INT64_MAX / 2 ? INT64_MAX / 2 : (int64_t)spin_ns;
     atomic_init(&p->word, 0u);
     atomic_init(&p->finished, 0u);
-    atomic_init(&p->n_items, 0u);
     atomic_init(&p->quit, 0);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->wake, NULL);
@@ -236,6 +257,30 @@ uint32_t cpu_pool_size(const cpu_pool *p)
     return p->started + 1;
 }
 
+/* Items base .. base + n - 1 (n <= RUN_MAX) as one run. */
+static void run_part(cpu_pool *p, uint32_t base, uint32_t n, cpu_task_fn fn, void *ctx)
+{
+    /* Publish the task, then the word (seq_cst atomics order the task before
+     * it). The previous part is over: every item finished, so no thread
+     * still runs its task. */
+    p->fn = fn;
+    p->ctx = ctx;
+    p->base = base;
+    atomic_store(&p->finished, 0u);
+    uint64_t gen = (generation(p) + 1) & 0xFFFF;
+    pthread_mutex_lock(&p->mu);
+    atomic_store(&p->word, gen << (2 * RUN_BITS) | (uint64_t)n << RUN_BITS);
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->mu);
+    drain(p, gen, 0);
+    if (!spin_until(p, all_done, n)) {
+        pthread_mutex_lock(&p->mu);
+        while (atomic_load(&p->finished) < n)
+            pthread_cond_wait(&p->done, &p->mu);
+        pthread_mutex_unlock(&p->mu);
+    }
+}
+
 void cpu_pool_run(cpu_pool *p, uint32_t n_items, cpu_task_fn fn, void *ctx)
 {
     if (n_items == 0)
@@ -245,25 +290,8 @@ void cpu_pool_run(cpu_pool *p, uint32_t n_items, cpu_task_fn fn, void *ctx)
             fn(ctx, i, 0);
         return;
     }
-    /* Publish the run, then its generation with item 0 (seq_cst atomics
-     * order the task fields before it for the spinning workers). The
-     * previous run is over: every item finished, so nobody runs its task. */
-    p->fn = fn;
-    p->ctx = ctx;
-    atomic_store(&p->n_items, n_items);
-    atomic_store(&p->finished, 0u);
-    uint64_t gen = (uint32_t)(generation(p) + 1); /* wraps after 2^32 runs: only != matters */
-    pthread_mutex_lock(&p->mu);
-    atomic_store(&p->word, gen << 32);
-    pthread_cond_broadcast(&p->wake);
-    pthread_mutex_unlock(&p->mu);
-    drain(p, gen, 0);
-    if (!spin_until(p, all_done, n_items)) {
-        pthread_mutex_lock(&p->mu);
-        while (atomic_load(&p->finished) < n_items)
-            pthread_cond_wait(&p->done, &p->mu);
-        pthread_mutex_unlock(&p->mu);
-    }
+    for (uint64_t base = 0; base < n_items; base += RUN_MAX)
+        run_part(p, (uint32_t)base, n_items - base < RUN_MAX ? (uint32_t)(n_items - base) : RUN_MAX, fn, ctx);
 }
 
 void cpu_pool_run_elems(cpu_pool *p, uint32_t n_items, size_t elems, cpu_task_fn fn, void *ctx)
