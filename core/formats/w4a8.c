@@ -22,7 +22,27 @@
 #include <string.h>
 #include <math.h>
 
+#include "core/formats/w4a8_row.h"
 #include "core/half.h"
+
+void fmoe_w4a8_row_params(float mn, float mx, float *s0_out, int32_t *nzp)
+{
+    float rmin = mn < 0.0f ? mn : 0.0f;
+    float rmax = mx > 0.0f ? mx : 0.0f;
+    float s0 = rmin == rmax ? 1.0f : 255.0f / (rmax - rmin);
+    float dmin = rmin * s0;
+    float dmax = rmax * s0;
+    /* Pick the zero point from whichever end loses less to the clamp. */
+    float from_min = -128.0f + dmin;
+    float from_max = 127.0f + dmax;
+    float zp = from_min + from_max > 0.0f ? -128.0f - dmin : 127.0f - dmax;
+    if (zp < -128.0f)
+        zp = -128.0f;
+    if (zp > 127.0f)
+        zp = 127.0f;
+    *s0_out = s0;
+    *nzp = (int32_t)rintf(zp);
+}
 
 static void quantize_row(const float *x, int64_t k, int8_t *q, int32_t *offset, float *scale)
 {
@@ -43,20 +63,9 @@ static void quantize_row(const float *x, int64_t k, int8_t *q, int32_t *offset, 
         *scale = NAN;
         return;
     }
-    float rmin = mn < 0.0f ? mn : 0.0f;
-    float rmax = mx > 0.0f ? mx : 0.0f;
-    float s0 = rmin == rmax ? 1.0f : 255.0f / (rmax - rmin);
-    float dmin = rmin * s0;
-    float dmax = rmax * s0;
-    /* Pick the zero point from whichever end loses less to the clamp. */
-    float from_min = -128.0f + dmin;
-    float from_max = 127.0f + dmax;
-    float zp = from_min + from_max > 0.0f ? -128.0f - dmin : 127.0f - dmax;
-    if (zp < -128.0f)
-        zp = -128.0f;
-    if (zp > 127.0f)
-        zp = 127.0f;
-    int32_t nzp = (int32_t)rintf(zp);
+    float s0;
+    int32_t nzp;
+    fmoe_w4a8_row_params(mn, mx, &s0, &nzp);
     for (int64_t i = 0; i < k; i++) {
         /* In float, clamped before the conversion: exact for these small
          * integers, and never an out-of-range float-to-int conversion. */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/activation.h"
+#include "core/formats/w4a8_row.h"
 #include "core/half.h"
 #include "plugins/cpu/rowops.h"
 
@@ -116,8 +117,8 @@ static inline __m512 round_half_away(__m512 y)
 }
 
 /* fmoe_w4a8_quantize_activations' arithmetic (core/formats/w4a8.c), step
- * for step: the range, the scale and zero point in the same scalar code,
- * then q = clamp(roundf(x * s0) + zp) in 16 lanes. */
+ * for step: the range, the scale and zero point from the same function
+ * (fmoe_w4a8_row_params), then q = clamp(roundf(x * s0) + zp) in 16 lanes. */
 void cpu_quant_asym_avx512(const float *x, uint32_t n, uint32_t kp, uint32_t group, int8_t *q, int32_t *off,
                            float *scale, int32_t *qsum)
 {
@@ -136,19 +137,9 @@ void cpu_quant_asym_avx512(const float *x, uint32_t n, uint32_t kp, uint32_t gro
         *scale = NAN;
     } else {
         float mn = _mm512_reduce_min_ps(vmn), mx = _mm512_reduce_max_ps(vmx);
-        float rmin = mn < 0.0f ? mn : 0.0f;
-        float rmax = mx > 0.0f ? mx : 0.0f;
-        float s0 = rmin == rmax ? 1.0f : 255.0f / (rmax - rmin);
-        float dmin = rmin * s0;
-        float dmax = rmax * s0;
-        float from_min = -128.0f + dmin;
-        float from_max = 127.0f + dmax;
-        float zp = from_min + from_max > 0.0f ? -128.0f - dmin : 127.0f - dmax;
-        if (zp < -128.0f)
-            zp = -128.0f;
-        if (zp > 127.0f)
-            zp = 127.0f;
-        int32_t nzp = (int32_t)rintf(zp);
+        float s0;
+        int32_t nzp;
+        fmoe_w4a8_row_params(mn, mx, &s0, &nzp);
         const __m512 vs = _mm512_set1_ps(s0), vz = _mm512_set1_ps((float)nzp), lo = _mm512_set1_ps(-128.0f),
                      hi = _mm512_set1_ps(127.0f);
         for (uint32_t i = 0; i < n; i += 16) {
