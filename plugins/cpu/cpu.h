@@ -25,6 +25,7 @@
 #define FMOE_PLUGIN_CPU_H
 
 #include <stddef.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "fusedmoe/plugin.h"
@@ -69,6 +70,7 @@ typedef struct cpu_state {
                           and cpu_amx_enable(); FMOE_CPU_AMX=0 turns it off) */
     uint32_t threads;  /* threads per layer (option `threads`, or the CPUs we may run on) */
     uint32_t spin_ms;  /* idle pool threads spin this long before sleeping (option `spin_ms`) */
+    atomic_uintptr_t last_pool; /* the layers' pools: which one ran last (pool.h) */
     char isa_note[160];
 } cpu_state;
 

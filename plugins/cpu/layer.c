@@ -70,7 +70,8 @@ fmoe_status cpu_layer_init(cpu_layer *L, const fmoe_create_args *a, size_t per_t
         if (L->expert_map)
             memcpy(L->expert_map, a->expert_map, L->global_experts * sizeof(int32_t));
     }
-    L->pool = cpu_pool_create(h, st->threads, (uint64_t)st->spin_ms * 1000000u);
+    /* cpu_state is the context's, shared by its layers (the pools' marker). */
+    L->pool = cpu_pool_create(h, st->threads, (uint64_t)st->spin_ms * 1000000u, (atomic_uintptr_t *)&st->last_pool);
     if (!L->order || !L->pos || !L->start || !L->y || (a->expert_map && !L->expert_map) || !L->pool)
         return h->error_set(a->err, FMOE_STATUS_OUT_OF_MEMORY, "out of memory (or no threads) creating the layer");
     return FMOE_STATUS_OK;

@@ -58,6 +58,7 @@ static fmoe_status cpu_init(fmoe_init_args *a)
     st->host = h;
     st->threads = cpu_count();
     st->spin_ms = DEFAULT_SPIN_MS;
+    atomic_init(&st->last_pool, 0);
     for (uint32_t i = 0; i < a->n_options; i++) {
         const fmoe_option *o = a->options[i];
         int threads = strcmp(o->key, "threads") == 0, spin = strcmp(o->key, "spin_ms") == 0;

@@ -52,6 +52,7 @@ struct cpu_pool {
     pthread_mutex_t mu;
     pthread_cond_t wake, done;
     int64_t spin_ns;          /* how long waiting threads spin before they sleep */
+    atomic_uintptr_t *last_used; /* shared by a context's pools: the pool that ran last */
     atomic_uint_fast64_t word; /* run word: generation | item count | next item (below) */
     uint64_t pokes;           /* cpu_pool_wake calls (under mu) */
     atomic_int quit;
@@ -101,7 +102,7 @@ static int64_t now_ns(void)
 }
 
 /* Spin until done(p, arg) or p->spin_ns pass; 1 if it came true. */
-static int spin_until(cpu_pool *p, int (*done)(cpu_pool *, uint64_t), uint64_t arg)
+static int spin_until(cpu_pool *p, int (*done)(cpu_pool *, uint64_t), uint64_t arg, int worker)
 {
     int64_t end = 0;
     for (uint32_t i = 0;; i++) {
@@ -113,6 +114,10 @@ static int spin_until(cpu_pool *p, int (*done)(cpu_pool *, uint64_t), uint64_t a
             if (end == 0)
                 end = t + p->spin_ns;
             else if (t > end)
+                return 0;
+            /* Another pool of the context ran since: its layer is the one
+             * being called, leave the CPU to it. */
+            if (worker && p->last_used && atomic_load(p->last_used) != (uintptr_t)p)
                 return 0;
         }
         /* Every ~1000 pauses (some 10-40 us), let another thread of this CPU
@@ -169,7 +174,7 @@ static void *worker_main(void *arg)
     uint64_t seen = 0, pokes = 0;
     p->host->free(p->host->ctx, w);
     for (;;) {
-        while (!spin_until(p, new_run, seen)) {
+        while (!spin_until(p, new_run, seen, 1)) {
             pthread_mutex_lock(&p->mu);
             while (!atomic_load(&p->quit) && generation(p) == seen && p->pokes == pokes)
                 pthread_cond_wait(&p->wake, &p->mu);
@@ -184,7 +189,7 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-cpu_pool *cpu_pool_create(const fmoe_host *h, uint32_t threads, uint64_t spin_ns)
+cpu_pool *cpu_pool_create(const fmoe_host *h, uint32_t threads, uint64_t spin_ns, atomic_uintptr_t *last_used)
 {
     cpu_pool *p = h->alloc(h->ctx, sizeof *p, 0);
     if (!p)
@@ -193,6 +198,7 @@ cpu_pool *cpu_pool_create(const fmoe_host *h, uint32_t threads, uint64_t spin_ns
     p->host = h;
     p->size = threads ? threads : 1;
     p->spin_ns = spin_ns > INT64_MAX / 2 ? INT64_MAX / 2 : (int64_t)spin_ns;
+    p->last_used = last_used;
     atomic_init(&p->word, 0u);
     atomic_init(&p->finished, 0u);
     atomic_init(&p->quit, 0);
@@ -246,6 +252,8 @@ void cpu_pool_wake(cpu_pool *p)
 {
     if (p->started == 0)
         return;
+    if (p->last_used)
+        atomic_store(p->last_used, (uintptr_t)p);
     pthread_mutex_lock(&p->mu);
     p->pokes++;
     pthread_cond_broadcast(&p->wake);
@@ -273,7 +281,7 @@ static void run_part(cpu_pool *p, uint32_t base, uint32_t n, cpu_task_fn fn, voi
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->mu);
     drain(p, gen, 0);
-    if (!spin_until(p, all_done, n)) {
+    if (!spin_until(p, all_done, n, 0)) {
         pthread_mutex_lock(&p->mu);
         while (atomic_load(&p->finished) < n)
             pthread_cond_wait(&p->done, &p->mu);
@@ -285,6 +293,8 @@ void cpu_pool_run(cpu_pool *p, uint32_t n_items, cpu_task_fn fn, void *ctx)
 {
     if (n_items == 0)
         return;
+    if (p->last_used && p->started)
+        atomic_store(p->last_used, (uintptr_t)p);
     if (p->started == 0 || n_items == 1) {
         for (uint32_t i = 0; i < n_items; i++)
             fn(ctx, i, 0);

@@ -10,6 +10,7 @@
 #ifndef FMOE_PLUGIN_CPU_POOL_H
 #define FMOE_PLUGIN_CPU_POOL_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -20,8 +21,12 @@ typedef void (*cpu_task_fn)(void *ctx, uint32_t item, uint32_t worker);
 
 /* A pool of `threads` (>= 1; 1 = no extra thread) whose idle threads spin
  * up to spin_ns before they sleep (waiting workers, and the caller waiting
- * for the last item); NULL on failure. */
-cpu_pool *cpu_pool_create(const fmoe_host *h, uint32_t threads, uint64_t spin_ns);
+ * for the last item); NULL on failure. last_used (may be NULL) is shared
+ * by the pools of one plugin context: each run marks its pool there, and a
+ * pool's idle workers stop spinning once another pool ran - a model has a
+ * layer (and a pool) per MoE block, and only the latest one's workers are
+ * worth keeping awake. */
+cpu_pool *cpu_pool_create(const fmoe_host *h, uint32_t threads, uint64_t spin_ns, atomic_uintptr_t *last_used);
 void cpu_pool_destroy(cpu_pool *p);
 uint32_t cpu_pool_size(const cpu_pool *p);
 void cpu_pool_run(cpu_pool *p, uint32_t n_items, cpu_task_fn fn, void *ctx);

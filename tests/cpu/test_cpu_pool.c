@@ -61,7 +61,7 @@ static void stress(uint32_t threads, uint64_t spin_ns, uint64_t stream)
     memset(&h, 0, sizeof h);
     h.alloc = test_alloc;
     h.free = test_free;
-    cpu_pool *p = cpu_pool_create(&h, threads, spin_ns);
+    cpu_pool *p = cpu_pool_create(&h, threads, spin_ns, NULL);
     ck_assert_ptr_nonnull(p);
     ck_assert_uint_eq(cpu_pool_size(p), threads);
     fmoe_rng r = fmoe_rng_for(stream);
@@ -106,6 +106,40 @@ START_TEST(every_item_once_sleeping)
 }
 END_TEST
 
+/* Two pools of one context (a shared last-used marker) taking turns, as a
+ * model's layers do: the idle pool's workers stop spinning, and both
+ * pools' runs still do every item once. */
+START_TEST(pools_taking_turns)
+{
+    fmoe_host h;
+    memset(&h, 0, sizeof h);
+    h.alloc = test_alloc;
+    h.free = test_free;
+    atomic_uintptr_t last;
+    atomic_init(&last, 0);
+    cpu_pool *p[2] = {cpu_pool_create(&h, 2, 200000000ull, &last), cpu_pool_create(&h, 2, 200000000ull, &last)};
+    ck_assert(p[0] && p[1]);
+    run_state *s = calloc(1, sizeof *s);
+    fmoe_rng r = fmoe_rng_for(7);
+    for (uint32_t run = 0; run < 2000; run++) {
+        uint32_t n = 1 + (uint32_t)(fmoe_rng_u64(&r) % MAX_ITEMS), which = (uint32_t)(fmoe_rng_u64(&r) & 1);
+        for (uint32_t i = 0; i < MAX_ITEMS; i++)
+            atomic_store(&s->count[i], 0);
+        s->expect = n;
+        s->threads = 2;
+        cpu_pool_run(p[which], n, task, s);
+        ck_assert_uint_eq(atomic_load(&last), (uintptr_t)p[which]);
+        for (uint32_t i = 0; i < n; i++)
+            ck_assert_msg(atomic_load(&s->count[i]) == 1, "run %u on pool %u: item %u ran %d times", run, which, i,
+                          atomic_load(&s->count[i]));
+        ck_assert_int_eq(atomic_load(&s->wrong_run), 0);
+    }
+    free(s);
+    cpu_pool_destroy(p[0]);
+    cpu_pool_destroy(p[1]);
+}
+END_TEST
+
 START_TEST(single_thread_and_elems)
 {
     stress(1, 0, 6);
@@ -113,7 +147,7 @@ START_TEST(single_thread_and_elems)
     memset(&h, 0, sizeof h);
     h.alloc = test_alloc;
     h.free = test_free;
-    cpu_pool *p = cpu_pool_create(&h, 2, 0);
+    cpu_pool *p = cpu_pool_create(&h, 2, 0, NULL);
     run_state *s = calloc(1, sizeof *s);
     s->expect = 5;
     s->threads = 2;
@@ -133,7 +167,8 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, every_item_once_spinning);
     tcase_add_test(tc, every_item_once_sleeping);
+    tcase_add_test(tc, pools_taking_turns);
     tcase_add_test(tc, single_thread_and_elems);
     suite_add_tcase(s, tc);
-    return fmoe_test_main(s, 3);
+    return fmoe_test_main(s, 4);
 }
