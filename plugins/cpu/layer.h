@@ -37,6 +37,9 @@ typedef struct cpu_layer {
     const fmoe_param_desc *desc_ptrs[CPU_MAX_PARAMS];
     uint32_t n_params;
     int32_t bias13, bias2;              /* param indices, or -1 */
+    /* The gated SiLU rounded to bf16 in AVX-512 (rowops.h) where the path
+     * has it and the layer's activation is that; else NULL. */
+    uint32_t (*act_bf16)(const fmoe_layer_config *cfg, const float *h, uint32_t I, float *out);
     const void *b13, *b2;               /* after finalize (act dtype) */
     /* Per chunk of tokens. */
     uint32_t chunk;                     /* tokens per chunk */
@@ -63,6 +66,13 @@ uint32_t cpu_layer_group(cpu_layer *L, const int32_t *topk_ids, int64_t t0, int6
 
 /* GEMM1 input of token t (absolute) as f32. */
 void cpu_layer_input_row(const cpu_layer *L, const fmoe_tensor *x, const float *topk_w, int64_t t, float *dst);
+
+/* out[I] = round_act(act(h)) for one pair's GEMM1 output h (gate | up, or
+ * I values): L->act_bf16 where set, else core/activation.c in double and
+ * the rounding; the same bits either way. */
+void cpu_layer_activate(const cpu_layer *L, const float *h, float *out);
+/* Its cost per pair in cpu_pool_run_elems units (~1 ns). */
+size_t cpu_layer_activate_units(const cpu_layer *L);
 
 /* Write out rows [t0, t1) from L->y (in parallel over tokens). */
 void cpu_layer_combine(cpu_layer *L, const float *topk_w, int64_t t0, int64_t t1, fmoe_tensor *out);

@@ -50,11 +50,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/activation.h"
 #include "core/half.h"
 #include "plugins/cpu/bgemv.h"
 #include "plugins/cpu/layer.h"
-#include "plugins/cpu/rowops.h"
 
 #define MAX_BUCKETS 11 /* 1, 2, 4, ..., 1024 rows */
 /* bf16: experts with at most this many rows in a chunk run the kernels. */
@@ -72,9 +70,6 @@ typedef struct uq_gemm {
 
 typedef struct uq_layer {
     cpu_layer L;
-    /* The gated SiLU rounded to bf16 in AVX-512 (rowops.h, the same bits),
-     * where the path has it and the activation is that; else NULL. */
-    uint32_t (*act_bf16)(const fmoe_layer_config *cfg, const float *h, uint32_t I, float *out);
     fmoe_dtype w_dtype;
     dnnl_data_type_t cdt;   /* compute type: dnnl_bf16 or dnnl_f32 */
     size_t celt;            /* its size in bytes */
@@ -188,11 +183,6 @@ static fmoe_status uq_create(fmoe_create_args *a)
         uint32_t tiles = ((rI > H ? rI : H) + CPU_BNR - 1) / CPU_BNR;
         uint32_t active = pairs < L->local_experts ? (uint32_t)pairs : L->local_experts;
         u->bg.kern = cpu_bkernels_for(L->isa);
-#if defined(__x86_64__)
-        if (L->isa >= CPU_ISA_AVX512_VNNI && L->cfg.gated && L->cfg.activation == FMOE_ACT_SILU &&
-            L->cfg.act_dtype == FMOE_DTYPE_BF16)
-            u->act_bf16 = cpu_silu_bf16_avx512;
-#endif
         u->bg.items_cap = cpu_bgemv_items_cap(active, tiles);
         u->bg.items = cpu_alloc(h, (size_t)u->bg.items_cap * sizeof(cpu_bgemv_item));
         u->xrows = cpu_alloc(h, pairs * sizeof *u->xrows);
@@ -493,13 +483,7 @@ static void act_task(void *ctx, uint32_t p, uint32_t worker)
         float b = L->b13 ? fmoe_load_float(L->b13, u->w_dtype, (int64_t)l * L->rI + n) : 0.0f;
         h[n] = fmoe_round_to(act, h[n] + b);
     }
-    if (u->act_bf16) {
-        (void)u->act_bf16(&L->cfg, h, L->I, a);
-    } else {
-        fmoe_activation_row(&L->cfg, h, L->I, a);
-        for (uint32_t i = 0; i < L->I; i++)
-            a[i] = fmoe_round_to(act, a[i]);
-    }
+    cpu_layer_activate(L, h, a);
     store_row(u, (char *)u->act + (size_t)p * L->I * u->celt, a, L->I);
 }
 
@@ -626,9 +610,8 @@ static fmoe_status uq_apply(fmoe_apply_args *a)
         if (gemm_phase(u, 0, u->xg, u->h, u->h, L->H, L->rI, L->b13) != 0)
             return L->host->error_set(a->err, FMOE_STATUS_INTERNAL, "oneDNN matmul (GEMM1) failed");
         u->bg.in_rows = NULL;
-        /* Per pair: 2I values rounded (bias), I activations: ~1.5 ns a value
-         * with the AVX-512 SiLU, ~8 in double. */
-        cpu_pool_run_elems(L->pool, n, (size_t)L->I * (u->act_bf16 ? 3 : 8), act_task, u);
+        /* Per pair: 2I values rounded (bias), then the activation. */
+        cpu_pool_run_elems(L->pool, n, L->rI + cpu_layer_activate_units(L), act_task, u);
         if (gemm_phase(u, 1, u->act, u->y2, L->y, L->I, L->H, L->cfg.tp_rank == 0 ? L->b2 : NULL) != 0)
             return L->host->error_set(a->err, FMOE_STATUS_INTERNAL, "oneDNN matmul (GEMM2) failed");
         if (big)
