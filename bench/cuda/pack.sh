@@ -3,12 +3,15 @@
 # .devrun/b.tar.gz (git-ignored),
 # the folder the device tool carries to the GPU machine:
 #   bash bench/cuda/pack.sh BUILD_DIR
+# DEVRUN=.devrun-x (here and on the device, for the run scripts) names another
+# folder, so that two builds can be carried in turn without repacking.
 # Binaries find libfusedmoe through $ORIGIN rpaths; the Debian libraries the
 # GPU machine lacks go into .devrun/lib.
 set -euo pipefail
 B=${1:?usage: pack.sh BUILD_DIR}
-D=.devrun/b
-rm -rf "$D" && mkdir -p "$D"/cli "$D"/tests/cuda "$D"/plugins/reference "$D"/plugins/cuda .devrun/lib
+R=${DEVRUN:-.devrun}
+D=$R/b
+rm -rf "$D" && mkdir -p "$D"/cli "$D"/tests/cuda "$D"/plugins/reference "$D"/plugins/cuda "$R"/lib
 find "$B" -maxdepth 1 -name "libfusedmoe.so*" ! -type d -exec cp -a {} "$D"/ \;
 cp "$B"/cli/fusedmoe "$D"/cli/
 cp "$B"/tests/cuda/cuda_check "$B"/tests/cuda/test_cuda_layout "$D"/tests/cuda/
@@ -16,10 +19,10 @@ cp "$B"/tests/cuda/cuda_check "$B"/tests/cuda/test_cuda_layout "$D"/tests/cuda/
 cp "$B"/plugins/reference/libfmoe-reference.so "$B"/plugins/reference/reference.toml "$D"/plugins/reference/
 cp "$B"/plugins/cuda/libfmoe-cuda.so "$B"/plugins/cuda/cuda.toml "$D"/plugins/cuda/
 for lib in libjansson.so.4 libtomlplusplus.so.3 libsubunit.so.0; do
-  cp -L "/lib/x86_64-linux-gnu/$lib" .devrun/lib/ 2>/dev/null || true
+  cp -L "/lib/x86_64-linux-gnu/$lib" "$R"/lib/ 2>/dev/null || true
 done
 # Debug info is most of the size, and the carried tree is limited to 64 MiB.
 find "$D" -type f \( -name "*.so*" -o -perm -u+x \) -exec strip --strip-debug {} + 2>/dev/null || true
 # Compressed: the fatbins (sm_90a + sm_100a code) would not fit the carried tree otherwise.
-tar -C .devrun -czf .devrun/b.tar.gz b && rm -rf "$D"
-du -sh .devrun
+tar -C "$R" -czf "$R"/b.tar.gz b && rm -rf "$D"
+du -sh "$R"

@@ -6,8 +6,8 @@
 set -uo pipefail
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT" /tmp/bI
-rm -rf /tmp/bI/b && tar -C /tmp/bI -xzf .devrun/b.tar.gz  # any path: binaries use $ORIGIN rpaths
-export LD_LIBRARY_PATH=/tmp/bI/b:$PWD/.devrun/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+rm -rf /tmp/bI/b && tar -C /tmp/bI -xzf "${DEVRUN:-.devrun}"/b.tar.gz  # any path: binaries use $ORIGIN rpaths
+export LD_LIBRARY_PATH=/tmp/bI/b:$PWD/${DEVRUN:-.devrun}/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 B=/tmp/bI/b
 E=$PWD/tests/conformance/empty.toml
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>&1 | tee "$OUT/gpu.txt"

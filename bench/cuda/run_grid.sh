@@ -18,8 +18,8 @@
 set -uo pipefail
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT" /tmp/bI
-rm -rf /tmp/bI/b && tar -C /tmp/bI -xzf .devrun/b.tar.gz  # any path: binaries use $ORIGIN rpaths
-export LD_LIBRARY_PATH=/tmp/bI/b:$PWD/.devrun/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+rm -rf /tmp/bI/b && tar -C /tmp/bI -xzf "${DEVRUN:-.devrun}"/b.tar.gz  # any path: binaries use $ORIGIN rpaths
+export LD_LIBRARY_PATH=/tmp/bI/b:$PWD/${DEVRUN:-.devrun}/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 B=/tmp/bI/b
 export FMOE_CONFIG=$PWD/tests/conformance/empty.toml
 SHAPES=${SHAPES:-"qwen3-30b-a3b mixtral-8x7b gpt-oss-120b deepseek-v3"}
