@@ -32,14 +32,18 @@
  * persistent group scheduler launches one CTA per SM, walks each expert's
  * tiles along M first (the CTAs working at once share the expert's weight
  * tiles in L2) and rewrites the TMA descriptors in its workspace
- * (pf_cutlass) when it moves to the next group. Four kernels, each
- * instantiated once:
- *   bf16       64x256x64 ping-pong, cluster 2x1 (the two CTAs of a cluster
- *              take the same weight tile by TMA multicast), D = round(acc);
- *              GEMM1 and GEMM2
- *   fp8        GEMM1: 128x128x128 cooperative, wgmma's accumulator promoted
- *              to f32 every 128 K; GEMM2: 64x256x128 ping-pong, fast
- *              accumulation (see "FP8 accumulation" below); both cluster 2x1,
+ * (pf_cutlass) when it moves to the next group. Tile shapes are chosen per
+ * call from the average rows per local expert (m * k / E, host-known):
+ * 64-row tiles below 128 rows, 128-row tiles from there (less operand
+ * traffic per flop; FMCU_PF_LARGE_ROWS, bf16_large_rule):
+ *   bf16       64x256x64 ping-pong or 128x256x64 cooperative, cluster 2x1
+ *              (the two CTAs of a cluster take the same weight tile by TMA
+ *              multicast), D = round(acc); GEMM1 (with the fused activation
+ *              when gated SiLU) and GEMM2
+ *   fp8        GEMM1: 64x128x128 ping-pong or 128x128x128 cooperative,
+ *              wgmma's accumulator promoted to f32 every 128 K; GEMM2:
+ *              64x256x128 ping-pong or 128x256x128 cooperative, fast
+ *              accumulation (see "FP8 accumulation" below); all cluster 2x1,
  *              epilogue D = round(acc * (s_row * s_col)) through an epilogue
  *              visitor tree: s_row = per-token activation scale (channel) or
  *              the per-tensor one, s_col = per-output-channel weight scale or
@@ -530,6 +534,33 @@ template <int N> __device__ __forceinline__ void act_values(const act_args &a, c
         v[q] = act_bf16(a.fn, g[q], a.fn.gated ? u[q] : 0.0f);
 }
 
+/* One row of a per-token (QM_TOKEN) GEMM2 input, by the whole block:
+ * values(c, v) gives the row's 8 values from column c (multiples of 8 below
+ * I); they wait in shared memory sv [I] for the row's amax, then go out as
+ * e4m3 to q [I] with the scale, which is also written to *scale. */
+template <class Values>
+__device__ __forceinline__ void quant_token_row(Values values, uint32_t I, bf16 *sv, float *red, float *scale,
+                                                uint8_t *q)
+{
+    float m = 0.0f;
+    for (uint32_t c = threadIdx.x * 8; c < I; c += blockDim.x * 8) {
+        float v[8];
+        values(c, v);
+        store8(sv + c, true, v);
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            m = amax_step(m, v[j]);
+    }
+    const float s = scale_f32(block_max(m, red)); /* block_max's barriers also publish sv */
+    if (threadIdx.x == 0)
+        *scale = s;
+    for (uint32_t c = threadIdx.x * 8; c < I; c += blockDim.x * 8) {
+        float v[8];
+        load8(sv + c, true, v);
+        store_q8(q + c, v, s);
+    }
+}
+
 __global__ void __launch_bounds__(256) act_kernel(const act_args a)
 {
     extern __shared__ __align__(16) uint8_t act_smem[];
@@ -588,25 +619,8 @@ __global__ void __launch_bounds__(256) act_kernel(const act_args a)
         }
         return;
     }
-    /* QM_TOKEN: the row's activations wait in shared memory for its amax. */
-    bf16 *sv = (bf16 *)act_smem;
-    float m = 0.0f;
-    for (uint32_t c = threadIdx.x * 8; c < I; c += blockDim.x * 8) {
-        float v[8];
-        act_values<8>(a, hrow, c, v);
-        store8(sv + c, true, v);
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-            m = amax_step(m, v[j]);
-    }
-    const float s = scale_f32(block_max(m, red)); /* block_max's barriers also publish sv */
-    if (threadIdx.x == 0)
-        a.scale[i] = s;
-    for (uint32_t c = threadIdx.x * 8; c < I; c += blockDim.x * 8) {
-        float v[8];
-        load8(sv + c, true, v);
-        store_q8(q + c, v, s);
-    }
+    quant_token_row([&](uint32_t c, float v[8]) { act_values<8>(a, hrow, c, v); }, I, (bf16 *)act_smem, red,
+                    a.scale + i, q);
 }
 
 /* Per-tensor GEMM2 input: quantize the staged activations with the static
@@ -631,7 +645,7 @@ __global__ void __launch_bounds__(256) quant_staged_kernel(const bf16 *stage, ui
 /* Per-token GEMM2 input after the fused GEMM1 (channel scheme): its
  * epilogue wrote the activations in bf16 (a row's amax spans all of I,
  * which no GEMM1 tile sees); each block quantizes one row as act_kernel's
- * QM_TOKEN branch does, from shared memory. */
+ * QM_TOKEN branch does. */
 __global__ void __launch_bounds__(256) quant_token_kernel(const bf16 *stage, uint32_t I, const int32_t *total,
                                                           float *scale, uint8_t *dst)
 {
@@ -640,25 +654,9 @@ __global__ void __launch_bounds__(256) quant_token_kernel(const bf16 *stage, uin
     const int i = blockIdx.x;
     if (i >= *total)
         return;
-    bf16 *sv = (bf16 *)act_smem;
     const bf16 *row = stage + (int64_t)i * I;
-    float m = 0.0f;
-    for (uint32_t c = threadIdx.x * 8; c < I; c += blockDim.x * 8) {
-        float v[8];
-        load8(row + c, true, v);
-        store8(sv + c, true, v);
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-            m = amax_step(m, v[j]);
-    }
-    const float s = scale_f32(block_max(m, red)); /* block_max's barriers also publish sv */
-    if (threadIdx.x == 0)
-        scale[i] = s;
-    for (uint32_t c = threadIdx.x * 8; c < I; c += blockDim.x * 8) {
-        float v[8];
-        load8(sv + c, true, v);
-        store_q8(dst + (int64_t)i * I + c, v, s);
-    }
+    quant_token_row([&](uint32_t c, float v[8]) { load8(row + c, true, v); }, I, (bf16 *)act_smem, red, scale + i,
+                    dst + (int64_t)i * I);
 }
 
 /* The pairs GEMM1's fused epilogue left (act_epi's gu and slow): one
@@ -811,15 +809,14 @@ struct grouped {
     using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
 };
 
-using TileBF16 = Shape<_64, _256, _64>;
 using TileBlock = Shape<_64, _128, _128>;
 
 using PlainOut = cutlass::epilogue::fusion::LinearCombination<ElemBF16, float>;
 
 using PingpongEpi = cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong;
 using CoopEpi = cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative;
-using GemmBF16 = grouped<ElemBF16, LayoutA *, LayoutB *, TileBF16, Cluster,
-                         cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpong, PingpongEpi, PlainOut>::Gemm;
+using PtrPingpong = cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpong;
+using PtrCoop = cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative;
 
 /* ------------------------------------------------------------------------ */
 /* GEMM1's fused epilogue: the gated activation from registers               */
@@ -1025,9 +1022,25 @@ struct GatedActStore {
 };
 
 using ActBF16 = cef::Sm90EVT<GatedActStore, cef::Sm90AccFetch>;
-using GemmBF16Act = grouped<ElemBF16, LayoutA *, LayoutB *, TileBF16, Cluster,
-                            cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpong, PingpongEpi, ActBF16,
-                            void>::Gemm;
+
+/* BF16 kernels, a pair per tile shape: Gemm (D = round(acc)) and GemmAct
+ * (GEMM1 with the fused activation, D void). Both cluster 2x1.
+ *   small  64x256x64 ping-pong: one warp group's epilogue runs under the
+ *          other's main loop; a 64-row tile wastes little where experts
+ *          see few rows;
+ *   large  128x256x64 cooperative: both warp groups share each weight
+ *          tile, half the operand traffic per flop of the 64-row tile.
+ * bf16_large picks one per call from the average rows per local expert. */
+template <class Tile, class Schedule, class EpiSchedule> struct bf16_kind {
+    using Gemm = typename grouped<ElemBF16, LayoutA *, LayoutB *, Tile, Cluster, Schedule, EpiSchedule,
+                                  PlainOut>::Gemm;
+    using GemmAct = typename grouped<ElemBF16, LayoutA *, LayoutB *, Tile, Cluster, Schedule, EpiSchedule, ActBF16,
+                                     void>::Gemm;
+};
+using BF16Small = bf16_kind<Shape<_64, _256, _64>, PtrPingpong, PingpongEpi>;
+using BF16Large = bf16_kind<Shape<_128, _256, _64>, PtrCoop, CoopEpi>;
+using GemmBF16 = BF16Small::Gemm;
+using GemmBF16Act = BF16Small::GemmAct;
 
 /* FP8 tensor/channel: D = round(acc * (s_row * s_col)) through an epilogue
  * visitor tree, per-group pointers, vector or scalar by the stride flags;
@@ -1057,26 +1070,37 @@ template <class Tile, class ClusterShape, class Schedule, class EpiSchedule> str
  * output is rounded to bf16, activated and quantized to e4m3, where a small
  * error moves an element to the neighbouring code; GEMM2's output is only
  * rounded to bf16 (its fast-accumulation error: NMSE ~1e-5 at K = 14336).
- * Kernels (GEMM1 FMCU_PF_FP8_G1, GEMM2 FMCU_PF_FP8_G2; cluster 2x1):
- *   0  64x256x128 ping-pong, fast accumulation
- *   1  64x128x128 ping-pong, promoted
- *   2  128x128x128 cooperative, promoted
+ * Kernels (cluster 2x1), chosen per call by the average rows per local
+ * expert (FMCU_PF_LARGE_ROWS): GEMM1 FMCU_PF_FP8_G1_SMALL below, else
+ * FMCU_PF_FP8_G1; GEMM2 FMCU_PF_FP8_G2 below, else FMCU_PF_FP8_G2_LARGE:
+ *   0  64x256x128 ping-pong, fast accumulation           GEMM2, few rows
+ *   1  64x128x128 ping-pong, promoted                     GEMM1, few rows
+ *   2  128x128x128 cooperative, promoted                  GEMM1, many rows
+ *   3  128x256x128 cooperative, fast accumulation         GEMM2, many rows
  * H100, M=8192 (bench/cuda/RESULTS.md): 2 for GEMM1 is 80-89% of 0's
- * TFLOP/s (1 is 70-73%), 2+0 for the pair 87-91% of 0+0. Even promoted,
+ * TFLOP/s (1 is 70-73%), 2+0 for the pair 87-91% of 0+0. With 32-64 rows
+ * per expert (M=1024 of Qwen3-30B-A3B, gpt-oss-120b, DeepSeek-V3) 1 takes
+ * 64-70% of 2's time for GEMM1 and 0 75-88% of 3's for GEMM2; with 256 and
+ * more 3 takes 86-96% of 0's, 1 104-141% of 2's
+ * (bench/cuda/prefill-2026-11-22). Even promoted,
  * wgmma's sum of 128 products is not f32's: at K = 128 it is the same as
  * fast accumulation, and conformance's per-element bound still misses an
  * element in some layers (promoting every 64 or 32 K, measured, is 1.3-2.3x
  * slower and not exact either), so kernels.cu takes this tier for fp8 only
- * when forced. Tuning builds (-DFMCU_PF_FP8_TUNING) compile all three and
+ * when forced. Tuning builds (-DFMCU_PF_TUNING) compile all four and
  * read FMCU_PF_FP8 and FMCU_PF_FP8_PROMOTE at run time (fp8_variant). */
 #ifndef FMCU_PF_FP8_G1
 #define FMCU_PF_FP8_G1 2
 #endif
+#ifndef FMCU_PF_FP8_G1_SMALL
+#define FMCU_PF_FP8_G1_SMALL 1
+#endif
 #ifndef FMCU_PF_FP8_G2
 #define FMCU_PF_FP8_G2 0
 #endif
-using PtrPingpong = cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpong;
-using PtrCoop = cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative;
+#ifndef FMCU_PF_FP8_G2_LARGE
+#define FMCU_PF_FP8_G2_LARGE 3
+#endif
 template <int V> struct fp8_variant_of;
 template <> struct fp8_variant_of<0> {
     using Kind = scaled_fp8<Shape<_64, _256, _128>, Cluster,
@@ -1091,12 +1115,21 @@ template <> struct fp8_variant_of<2> {
     using Kind = scaled_fp8<Shape<_128, _128, _128>, Cluster, PtrCoop, CoopEpi>;
     using Gemm = Kind::Gemm;
 };
-constexpr int FP8_VARIANTS = 3;
-static_assert(FMCU_PF_FP8_G1 >= 0 && FMCU_PF_FP8_G1 < FP8_VARIANTS && FMCU_PF_FP8_G2 >= 0 &&
-                  FMCU_PF_FP8_G2 < FP8_VARIANTS,
-              "FMCU_PF_FP8_G1/G2: 0, 1 or 2");
+template <> struct fp8_variant_of<3> {
+    using Kind = scaled_fp8<Shape<_128, _256, _128>, Cluster,
+                            cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperativeFP8FastAccum, CoopEpi>;
+    using Gemm = Kind::Gemm;
+};
+constexpr int FP8_VARIANTS = 4;
+static_assert(FMCU_PF_FP8_G1 >= 0 && FMCU_PF_FP8_G1 < FP8_VARIANTS && FMCU_PF_FP8_G1_SMALL >= 0 &&
+                  FMCU_PF_FP8_G1_SMALL < FP8_VARIANTS && FMCU_PF_FP8_G2 >= 0 &&
+                  FMCU_PF_FP8_G2 < FP8_VARIANTS && FMCU_PF_FP8_G2_LARGE >= 0 &&
+                  FMCU_PF_FP8_G2_LARGE < FP8_VARIANTS,
+              "FMCU_PF_FP8_G1/G2 variants: 0 to 3");
 using GemmFP8G1 = fp8_variant_of<FMCU_PF_FP8_G1>::Gemm;
+using GemmFP8G1Small = fp8_variant_of<FMCU_PF_FP8_G1_SMALL>::Gemm;
 using GemmFP8G2 = fp8_variant_of<FMCU_PF_FP8_G2>::Gemm;
+using GemmFP8G2Large = fp8_variant_of<FMCU_PF_FP8_G2_LARGE>::Gemm;
 /* GEMM1 with the fused activation (FMCU_PF_FUSE=2), by default the same
  * kernel as GEMM1's. Kernel 1 (ping-pong, the epilogue under the other
  * warp group's main loop) was faster at Qwen3-30B-A3B M=1024 (353 vs 424 us
@@ -1268,9 +1301,10 @@ cutlass::KernelHardwareInfo hw_of(int device, int sms)
     return hw;
 }
 
-typename GemmBF16::Arguments args_bf16(const gemm_arrays &g, uint32_t E, const cutlass::KernelHardwareInfo &hw)
+template <class Gemm = GemmBF16>
+typename Gemm::Arguments args_bf16(const gemm_arrays &g, uint32_t E, const cutlass::KernelHardwareInfo &hw)
 {
-    typename GemmBF16::Arguments a;
+    typename Gemm::Arguments a;
     a.mode = cutlass::gemm::GemmUniversalMode::kGrouped;
     a.problem_shape = {(int)E, g.shape, nullptr};
     a.mainloop = {(const ElemBF16 **)g.a, g.sa, (const ElemBF16 **)g.b, g.sb};
@@ -1285,10 +1319,11 @@ typename GemmBF16::Arguments args_bf16(const gemm_arrays &g, uint32_t E, const c
 }
 
 /* The fused GEMM1 (D void: GatedActStore writes the activation). */
-typename GemmBF16Act::Arguments args_bf16_act(const gemm_arrays &g, uint32_t E, const cutlass::KernelHardwareInfo &hw,
-                                              const act_epi &ae)
+template <class Gemm = GemmBF16Act>
+typename Gemm::Arguments args_bf16_act(const gemm_arrays &g, uint32_t E, const cutlass::KernelHardwareInfo &hw,
+                                       const act_epi &ae)
 {
-    typename GemmBF16Act::Arguments a;
+    typename Gemm::Arguments a;
     a.mode = cutlass::gemm::GemmUniversalMode::kGrouped;
     a.problem_shape = {(int)E, g.shape, nullptr};
     a.mainloop = {(const ElemBF16 **)g.a, g.sa, (const ElemBF16 **)g.b, g.sb};
@@ -1506,16 +1541,81 @@ cudaError_t forward_fp8(int64_t m, const void *x, int64_t x_ld, const setup_args
     return launch(g1, g2, m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, dyn_tensor, nullptr, st, ev);
 }
 
-#if defined(FMCU_PF_FP8_TUNING)
+/* The bf16 pipeline with GEMM1 of kind K1 (its GemmAct when fused: the
+ * activation in the epilogue, fx the fixup) and GEMM2 of kind K2. */
+template <class K1, class K2>
+cudaError_t forward_bf16(int64_t m, const void *x, int64_t x_ld, const setup_args &sa, const gather_args &ga,
+                         const act_args &aa, unsigned act_threads, size_t act_smem, const combine_args &cb,
+                         const act_epi &ae, const fixup_args *fx, const cutlass::KernelHardwareInfo &hw, void *cws,
+                         cudaStream_t st, cudaEvent_t *ev)
+{
+    typename K2::Gemm g2;
+    cudaError_t e = init_gemm(g2, args_bf16<typename K2::Gemm>(sa.g[1], sa.E, hw), cws, st);
+    if (e != cudaSuccess)
+        return e;
+    if (fx) {
+        typename K1::GemmAct g1;
+        e = init_gemm(g1, args_bf16_act<typename K1::GemmAct>(sa.g[0], sa.E, hw, ae), cws, st);
+        if (e != cudaSuccess)
+            return e;
+        return launch(g1, g2, m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, false, fx, st, ev);
+    }
+    typename K1::Gemm g1;
+    e = init_gemm(g1, args_bf16<typename K1::Gemm>(sa.g[0], sa.E, hw), cws, st);
+    if (e != cudaSuccess)
+        return e;
+    return launch(g1, g2, m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, false, nullptr, st, ev);
+}
+
+/* Average rows per local expert from which the kernels with 128-row tiles
+ * run (bf16 and fp8): below it most of their tiles would be half empty.
+ * The bf16 GEMM1 (with the fused activation) also needs K = H of at least
+ * FMCU_PF_BF16_G1_LARGE_K: the cooperative kernel's epilogue does not
+ * overlap the main loop, and at M=8192 it lost 5% at K = 2048 (Qwen3),
+ * about even at 4096 (Mixtral), won 5% at 2880 (gpt-oss, 256 rows) and 12%
+ * at 7168 (DeepSeek-V3); the GEMM2 won 5-19% wherever rows >= 256 and lost
+ * 11-13% at 32-64 rows (H100, bench/cuda/prefill-2026-11-22). */
+#ifndef FMCU_PF_LARGE_ROWS
+#define FMCU_PF_LARGE_ROWS 128
+#endif
+#ifndef FMCU_PF_BF16_G1_LARGE_K
+#define FMCU_PF_BF16_G1_LARGE_K 2560
+#endif
+
+bool bf16_large_rule(int gemm, int64_t rows, uint32_t H)
+{
+    return rows >= FMCU_PF_LARGE_ROWS && (gemm == 1 || H >= FMCU_PF_BF16_G1_LARGE_K);
+}
+
+#if defined(FMCU_PF_TUNING)
+/* Tuning builds: FMCU_PF_BF16=AB picks the bf16 GEMM1's kind A and GEMM2's
+ * kind B (0 small, 1 large; default bf16_large_rule). */
+bool bf16_large(int gemm, int64_t rows, uint32_t H)
+{
+    const char *v = getenv("FMCU_PF_BF16");
+    if (v && strlen(v) == 2 && (v[gemm] == '0' || v[gemm] == '1'))
+        return v[gemm] == '1';
+    return bf16_large_rule(gemm, rows, H);
+}
+#else
+bool bf16_large(int gemm, int64_t rows, uint32_t H)
+{
+    return bf16_large_rule(gemm, rows, H);
+}
+#endif
+
+#if defined(FMCU_PF_TUNING)
 /* Tuning builds: FMCU_PF_FP8=AB picks GEMM1's kernel A and GEMM2's kernel B
- * (digits 0..2; default FMCU_PF_FP8_G1/G2), FMCU_PF_FP8_PROMOTE=n the
+ * (digits 0..3; default the production choice), FMCU_PF_FP8_PROMOTE=n the
  * promotion interval in wgmma instructions (a multiple of the K tile's). */
-int fp8_variant(int gemm)
+int fp8_variant(int gemm, bool large)
 {
     const char *v = getenv("FMCU_PF_FP8");
     if (v && strlen(v) == 2 && v[gemm] >= '0' && v[gemm] < '0' + FP8_VARIANTS)
         return v[gemm] - '0';
-    return gemm ? FMCU_PF_FP8_G2 : FMCU_PF_FP8_G1;
+    if (gemm)
+        return large ? FMCU_PF_FP8_G2_LARGE : FMCU_PF_FP8_G2;
+    return large ? FMCU_PF_FP8_G1 : FMCU_PF_FP8_G1_SMALL;
 }
 
 template <int V1>
@@ -1533,6 +1633,9 @@ cudaError_t forward_fp8_v1(int v2, int64_t m, const void *x, int64_t x_ld, const
                                                         vec_scale, hw, cws, st, ev, promote);
     case 1:
         return forward_fp8<G1, fp8_variant_of<1>::Gemm>(m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, dyn_tensor,
+                                                        vec_scale, hw, cws, st, ev, promote);
+    case 3:
+        return forward_fp8<G1, fp8_variant_of<3>::Gemm>(m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, dyn_tensor,
                                                         vec_scale, hw, cws, st, ev, promote);
     default:
         return forward_fp8<G1, fp8_variant_of<2>::Gemm>(m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, dyn_tensor,
@@ -1568,7 +1671,7 @@ cudaError_t forward(const fmcu_layer *L, int64_t m, const void *x, int64_t x_ld,
      * W13 (fmcu_prefill_interleave); the block scheme's 128-row weight
      * scales do not survive the interleave, and tuning builds time the
      * separate kernels. */
-#if defined(FMCU_PF_FP8_TUNING)
+#if defined(FMCU_PF_TUNING)
     const bool fuse = L->pf_w13 && L->quant == FMCU_Q_NONE;
 #else
     const bool fuse = L->pf_w13 && L->quant != FMCU_Q_BLOCK;
@@ -1693,37 +1796,41 @@ cudaError_t forward(const fmcu_layer *L, int64_t m, const void *x, int64_t x_ld,
     cb.out = (bf16 *)out;
     cb.ldo = out_ld;
 
-    if (fuse && L->quant == FMCU_Q_NONE) {
-        GemmBF16Act g1;
-        GemmBF16 g2;
-        cudaError_t e = init_gemm(g1, args_bf16_act(sa.g[0], E, hw, ae), cws, st);
-        if (e == cudaSuccess)
-            e = init_gemm(g2, args_bf16(sa.g[1], E, hw), cws, st);
-        if (e != cudaSuccess)
-            return e;
-        return launch(g1, g2, m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, dyn_tensor, &fx, st, ev);
+    /* Tile kinds from the average rows per local expert (host-known: a
+     * captured graph does not depend on the routing). */
+    const int64_t rows = m * (int64_t)k / (E ? E : 1);
+    const bool fp8_large = rows >= FMCU_PF_LARGE_ROWS;
+    if (L->quant == FMCU_Q_NONE) {
+        const fixup_args *f = fuse ? &fx : nullptr;
+        const bool l1 = bf16_large(0, rows, H), l2 = bf16_large(1, rows, H);
+        if (l1 && l2)
+            return forward_bf16<BF16Large, BF16Large>(m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, ae, f, hw,
+                                                      cws, st, ev);
+        if (l1)
+            return forward_bf16<BF16Large, BF16Small>(m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, ae, f, hw,
+                                                      cws, st, ev);
+        if (l2)
+            return forward_bf16<BF16Small, BF16Large>(m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, ae, f, hw,
+                                                      cws, st, ev);
+        return forward_bf16<BF16Small, BF16Small>(m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, ae, f, hw, cws,
+                                                  st, ev);
     }
-#if !defined(FMCU_PF_FP8_TUNING)
+#if !defined(FMCU_PF_TUNING)
     if (fuse) {
         GemmFP8G1Act g1;
         GemmFP8G2 g2;
+        GemmFP8G2Large g2l;
         cudaError_t e = init_gemm(g1, args_fp8_act(sa.g[0], E, vec_scale, hw, ae), cws, st);
         if (e == cudaSuccess)
-            e = init_gemm(g2, args_fp8<GemmFP8G2>(sa.g[1], E, vec_scale, hw), cws, st);
+            e = fp8_large ? init_gemm(g2l, args_fp8<GemmFP8G2Large>(sa.g[1], E, vec_scale, hw), cws, st)
+                          : init_gemm(g2, args_fp8<GemmFP8G2>(sa.g[1], E, vec_scale, hw), cws, st);
         if (e != cudaSuccess)
             return e;
+        if (fp8_large)
+            return launch(g1, g2l, m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, dyn_tensor, &fx, st, ev);
         return launch(g1, g2, m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, dyn_tensor, &fx, st, ev);
     }
 #endif
-    if (L->quant == FMCU_Q_NONE) {
-        GemmBF16 g[2];
-        for (int j = 0; j < 2; j++) {
-            cudaError_t e = init_gemm(g[j], args_bf16(sa.g[j], E, hw), cws, st);
-            if (e != cudaSuccess)
-                return e;
-        }
-        return launch(g[0], g[1], m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, dyn_tensor, nullptr, st, ev);
-    }
     if (block) {
         GemmBlock g[2];
         for (int j = 0; j < 2; j++) {
@@ -1733,21 +1840,25 @@ cudaError_t forward(const fmcu_layer *L, int64_t m, const void *x, int64_t x_ld,
         }
         return launch(g[0], g[1], m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, dyn_tensor, nullptr, st, ev);
     }
-#if defined(FMCU_PF_FP8_TUNING)
-    switch (fp8_variant(0)) {
+#if defined(FMCU_PF_TUNING)
+    switch (fp8_variant(0, fp8_large)) {
 #define PF_VARIANT(v)                                                                                               \
     case v:                                                                                                         \
-        return forward_fp8_v1<v>(fp8_variant(1), m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, dyn_tensor,     \
+        return forward_fp8_v1<v>(fp8_variant(1, fp8_large), m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, dyn_tensor,     \
                                  vec_scale, hw, cws, st, ev);
         PF_VARIANT(0)
         PF_VARIANT(1)
         PF_VARIANT(2)
+        PF_VARIANT(3)
 #undef PF_VARIANT
     default: return cudaErrorInvalidValue;
     }
 #else
-    return forward_fp8<GemmFP8G1, GemmFP8G2>(m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, dyn_tensor, vec_scale,
-                                             hw, cws, st, ev);
+    if (fp8_large)
+        return forward_fp8<GemmFP8G1, GemmFP8G2Large>(m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, dyn_tensor,
+                                                      vec_scale, hw, cws, st, ev);
+    return forward_fp8<GemmFP8G1Small, GemmFP8G2>(m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, dyn_tensor,
+                                                  vec_scale, hw, cws, st, ev);
 #endif
 }
 
@@ -1757,18 +1868,23 @@ bool cutlass_workspace_fits(const fmcu_layer *L, int sms)
     gemm_arrays g[2] = {};
     const cutlass::KernelHardwareInfo hw = hw_of(L->device, sms);
     size_t need;
+    const uint32_t E = L->local_experts;
     if (L->quant == FMCU_Q_NONE)
-        need = std::max(workspace_of<GemmBF16>(args_bf16(g[0], L->local_experts, hw)),
-                        workspace_of<GemmBF16Act>(args_bf16_act(g[0], L->local_experts, hw, act_epi{})));
+        need = std::max({workspace_of<BF16Small::Gemm>(args_bf16<BF16Small::Gemm>(g[0], E, hw)),
+                         workspace_of<BF16Small::GemmAct>(args_bf16_act<BF16Small::GemmAct>(g[0], E, hw, act_epi{})),
+                         workspace_of<BF16Large::Gemm>(args_bf16<BF16Large::Gemm>(g[0], E, hw)),
+                         workspace_of<BF16Large::GemmAct>(args_bf16_act<BF16Large::GemmAct>(g[0], E, hw, act_epi{}))});
     else if (L->quant == FMCU_Q_BLOCK)
         need = workspace_of<GemmBlock>(args_block(g[0], L->local_experts, hw));
     else
-#if defined(FMCU_PF_FP8_TUNING)
+#if defined(FMCU_PF_TUNING)
         need = fp8_workspace_max(g[0], L->local_experts, hw);
 #else
         need = std::max({workspace_of<GemmFP8G1>(args_fp8<GemmFP8G1>(g[0], L->local_experts, true, hw)),
+                         workspace_of<GemmFP8G1Small>(args_fp8<GemmFP8G1Small>(g[0], L->local_experts, true, hw)),
                          workspace_of<GemmFP8G1Act>(args_fp8_act(g[0], L->local_experts, true, hw, act_epi{})),
-                         workspace_of<GemmFP8G2>(args_fp8<GemmFP8G2>(g[0], L->local_experts, true, hw))});
+                         workspace_of<GemmFP8G2>(args_fp8<GemmFP8G2>(g[0], L->local_experts, true, hw)),
+                         workspace_of<GemmFP8G2Large>(args_fp8<GemmFP8G2Large>(g[0], L->local_experts, true, hw))});
 #endif
     return need <= FMCU_PF_CUTLASS_WS;
 }
@@ -1837,7 +1953,7 @@ size_t fmcu_prefill_fused_bytes(const fmcu_layer *L)
     if (!L->gated || L->activation != FMOE_ACT_SILU || !L->w13 || L->quant == FMCU_Q_BLOCK || L->inter % 32 ||
         L->inter > 16 * L->hidden)
         return 0;
-#if defined(FMCU_PF_FP8_TUNING)
+#if defined(FMCU_PF_TUNING)
     if (L->quant != FMCU_Q_NONE)
         return 0;
 #endif

@@ -17,7 +17,9 @@
  *   of the prefill path (CUDA events, median of eager runs) with each GEMM's
  *   TFLOP/s, the whole forward as a CUDA graph replay (which also proves it
  *   capturable), fmcu_forward's time on the same layer, and the NMSE
- *   between the two paths.
+ *   between the two paths. PREFILL_BENCH_M="M1[,M2]" picks the token
+ *   counts (default 4096,8192), PREFILL_BENCH_SCHEMES="bf16,channel" the
+ *   schemes (parts of their keys).
  *
  * Exit 0 all pass, 1 a failure, 77 no sm_90 device or the path compiled out.
  * Usage: prefill_check REFERENCE_TOML EMPTY_TOML [--check NAME_PART | --bench [SHAPE]]
@@ -903,11 +905,32 @@ static const shape benches[] = {
     {"mixtral", TENSOR_D, 8, 2, 4096, 14336, 0, SILU, 1, 0, 0, 0, 0, 0, 0},
     {"mixtral", CHANNEL, 8, 2, 4096, 14336, 0, SILU, 1, 0, 0, 0, 0, 0, 0},
     {"mixtral", BLOCK, 8, 2, 4096, 14336, 0, SILU, 1, 0, 0, 0, 0, 0, 0},
+    {"gpt-oss", "bf16", 128, 4, 2880, 2880, 0, SILU, 1, 0, 0, 0, 0, 0, 0},
+    {"gpt-oss", TENSOR_D, 128, 4, 2880, 2880, 0, SILU, 1, 0, 0, 0, 0, 0, 0},
+    {"gpt-oss", CHANNEL, 128, 4, 2880, 2880, 0, SILU, 1, 0, 0, 0, 0, 0, 0},
     {"deepseek", "bf16", 256, 8, 7168, 2048, 0, SILU, 1, 0, 0, 0, 0, 0, 0},
     {"deepseek", TENSOR_D, 256, 8, 7168, 2048, 0, SILU, 1, 0, 0, 0, 0, 0, 0},
     {"deepseek", CHANNEL, 256, 8, 7168, 2048, 0, SILU, 1, 0, 0, 0, 0, 0, 0},
     {"deepseek", BLOCK, 256, 8, 7168, 2048, 0, SILU, 1, 0, 0, 0, 0, 0, 0},
 };
+
+/* Is a comma-separated part of `list` part of the scheme key? */
+static bool scheme_listed(const char *list, const char *key)
+{
+    char part[64];
+    for (const char *p = list; *p;) {
+        const char *end = strchr(p, ',');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        if (n > 0 && n < sizeof part) {
+            memcpy(part, p, n);
+            part[n] = 0;
+            if (strstr(key, part))
+                return true;
+        }
+        p += n + (end ? 1 : 0);
+    }
+    return false;
+}
 
 int main(int argc, char **argv)
 {
@@ -960,8 +983,12 @@ int main(int argc, char **argv)
                 n_m = 2;
             }
         }
+        /* PREFILL_BENCH_SCHEMES: comma-separated parts of scheme keys ("bf16,channel"). */
+        const char *schemes = getenv("PREFILL_BENCH_SCHEMES");
         for (const shape &s : benches) {
             if (only && strcmp(only, s.name))
+                continue;
+            if (schemes && *schemes && !scheme_listed(schemes, s.scheme))
                 continue;
             fmoe_scheme sc;
             if (fmoe_scheme_parse(s.scheme, &sc) != FMOE_STATUS_OK)
