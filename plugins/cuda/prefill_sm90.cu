@@ -346,6 +346,33 @@ __device__ __forceinline__ void store_q8(uint8_t *p, const float v[8], float s)
     *(uint2 *)p = u;
 }
 
+/* e4m3(v / s) for |v| <= 448 s (s from the amax of the values quantized
+ * with it), r = 1 / s with IEEE division, s finite: the quotient from
+ * v * r and one Markstein correction, fma(v - q0 * s, r, q0), which is the
+ * correctly rounded v / s (Markstein's theorem: r the rounded reciprocal,
+ * q0 within an ulp, the residual exact) wherever the e4m3 code depends on
+ * it; only quotients far below e4m3's smallest subnormal (residual
+ * underflow) differ, and the sign of a zero, which copysignf restores.
+ * Without IEEE division's range check and slow-path branch per value.
+ * Checked against e4m3(v / s) for every finite bf16 v and 2^20 scales on an
+ * H100 (bench/cuda/prefill-2026-11-22). */
+__device__ __forceinline__ uint32_t to_e4m3_r(float v, float s, float r)
+{
+    const float q0 = __fmul_rn(v, r);
+    const float q = copysignf(__fmaf_rn(__fmaf_rn(-q0, s, v), r, q0), v);
+    return (uint8_t)__nv_cvt_float_to_fp8(q, __NV_SATFINITE, __NV_E4M3);
+}
+
+__device__ __forceinline__ void store_q8_r(uint8_t *p, const float v[8], float s, float r)
+{
+    uint2 u;
+    u.x = to_e4m3_r(v[0], s, r) | to_e4m3_r(v[1], s, r) << 8 | to_e4m3_r(v[2], s, r) << 16 |
+          to_e4m3_r(v[3], s, r) << 24;
+    u.y = to_e4m3_r(v[4], s, r) | to_e4m3_r(v[5], s, r) << 8 | to_e4m3_r(v[6], s, r) << 16 |
+          to_e4m3_r(v[7], s, r) << 24;
+    *(uint2 *)p = u;
+}
+
 __device__ __forceinline__ void store_q4(uint8_t *p, const float v[4], float s)
 {
     *(uint32_t *)p = to_e4m3(v[0], s) | to_e4m3(v[1], s) << 8 | to_e4m3(v[2], s) << 16 | to_e4m3(v[3], s) << 24;
@@ -529,6 +556,24 @@ template <int N> __device__ __forceinline__ void act_values(const act_args &a, c
         if (a.fn.gated)
             load4(hrow + a.I + c, true, u);
     }
+    if (a.fn.gated && a.fn.activation == FMOE_ACT_SILU) {
+        /* The fused epilogue's branch-free f32 path for all N, act_bf16
+         * (double) for the few it cannot round exactly. */
+        const float lim = a.fn.limit > 0.0f ? a.fn.limit : INFINITY;
+        bool ok[N], all = true;
+#pragma unroll
+        for (int q = 0; q < N; q++) {
+            v[q] = round_bf16(act_bf16_fast(lim, g[q], u[q], ok[q]));
+            all &= ok[q];
+        }
+        if (!all) {
+#pragma unroll
+            for (int q = 0; q < N; q++)
+                if (!ok[q])
+                    v[q] = act_bf16(a.fn, g[q], u[q]);
+        }
+        return;
+    }
 #pragma unroll
     for (int q = 0; q < N; q++)
         v[q] = act_bf16(a.fn, g[q], a.fn.gated ? u[q] : 0.0f);
@@ -554,6 +599,15 @@ __device__ __forceinline__ void quant_token_row(Values values, uint32_t I, bf16 
     const float s = scale_f32(block_max(m, red)); /* block_max's barriers also publish sv */
     if (threadIdx.x == 0)
         *scale = s;
+    if (isfinite(s)) {
+        const float r = 1.0f / s;
+        for (uint32_t c = threadIdx.x * 8; c < I; c += blockDim.x * 8) {
+            float v[8];
+            load8(sv + c, true, v);
+            store_q8_r(q + c, v, s, r);
+        }
+        return;
+    }
     for (uint32_t c = threadIdx.x * 8; c < I; c += blockDim.x * 8) {
         float v[8];
         load8(sv + c, true, v);
@@ -1571,15 +1625,17 @@ cudaError_t forward_bf16(int64_t m, const void *x, int64_t x_ld, const setup_arg
  * run (bf16 and fp8): below it most of their tiles would be half empty.
  * The bf16 GEMM1 (with the fused activation) also needs K = H of at least
  * FMCU_PF_BF16_G1_LARGE_K: the cooperative kernel's epilogue does not
- * overlap the main loop, and at M=8192 it lost 5% at K = 2048 (Qwen3),
- * about even at 4096 (Mixtral), won 5% at 2880 (gpt-oss, 256 rows) and 12%
- * at 7168 (DeepSeek-V3); the GEMM2 won 5-19% wherever rows >= 256 and lost
- * 11-13% at 32-64 rows (H100, bench/cuda/prefill-2026-11-22). */
+ * overlap the main loop, so the K loop must be long. Forward as a CUDA
+ * graph at M=8192 with the large GEMM1 (GEMM2 large either way): K = 2880
+ * (gpt-oss-120b, 256 rows) +3%, 4096 (Mixtral, 2048 rows) -5%, 7168
+ * (DeepSeek-V3, 256 rows) -9%; its GEMM1 alone at K = 2048 (Qwen3) +5%.
+ * The GEMM2 won 5-19% wherever rows >= 256 and lost 11-13% at 32-64 rows
+ * (H100, bench/cuda/prefill-2026-11-22). */
 #ifndef FMCU_PF_LARGE_ROWS
 #define FMCU_PF_LARGE_ROWS 128
 #endif
 #ifndef FMCU_PF_BF16_G1_LARGE_K
-#define FMCU_PF_BF16_G1_LARGE_K 2560
+#define FMCU_PF_BF16_G1_LARGE_K 4096
 #endif
 
 bool bf16_large_rule(int gemm, int64_t rows, uint32_t H)
