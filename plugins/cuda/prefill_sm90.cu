@@ -1134,9 +1134,9 @@ template <class Tile, class ClusterShape, class Schedule, class EpiSchedule> str
  * H100, M=8192 (bench/cuda/RESULTS.md): 2 for GEMM1 is 80-89% of 0's
  * TFLOP/s (1 is 70-73%), 2+0 for the pair 87-91% of 0+0. With 32-64 rows
  * per expert (M=1024 of Qwen3-30B-A3B, gpt-oss-120b, DeepSeek-V3) 1 takes
- * 64-70% of 2's time for GEMM1 and 0 75-88% of 3's for GEMM2; with 256 and
- * more 3 takes 86-96% of 0's, 1 104-141% of 2's
- * (bench/cuda/prefill-2026-11-22). Even promoted,
+ * 64-70% of 2's time for GEMM1 and 0 76-88% of 3's for GEMM2; with 256 and
+ * more 3 takes 86-96% of 0's (102% at gpt-oss-120b M=8192), 1 102-141% of
+ * 2's (bench/cuda/prefill-2026-11-22). Even promoted,
  * wgmma's sum of 128 products is not f32's: at K = 128 it is the same as
  * fast accumulation, and conformance's per-element bound still misses an
  * element in some layers (promoting every 64 or 32 K, measured, is 1.3-2.3x
