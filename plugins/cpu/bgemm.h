@@ -57,9 +57,10 @@ typedef struct cpu_btile {
     uint32_t k;                     /* K (the pairs read: ceil(K/2)) */
     uint32_t mr;                    /* 1 .. CPU_BMR */
     const uint16_t *a[CPU_BMR];     /* activation rows, K bf16 values each */
-    const uint16_t *ahead;          /* NULL, or a later tile: the SIMD kernels
-                                       prefetch it into L2 in step with their
-                                       reads, one more stream in flight */
+    const uint16_t *ahead;          /* NULL, or the tile the next call reads
+                                       first: the SIMD kernels prefetch its
+                                       start as this call ends (AVX2: in step,
+                                       into L2), so the stream runs on warm */
     const uint16_t *apk;            /* AMX kernel only (nt = 1): the mr rows packed
                                        apk_stride values apart, K zero-padded to a
                                        multiple of 32 (the others read a[]) */

@@ -15,8 +15,13 @@
  * streamed by the first group and rerun from L1 by the others, the
  * partial sums kept in t->out between blocks; the first group then also
  * prefetches the next block into L2, so memory keeps streaming while the
- * other groups compute. t->ahead (a later tile) is prefetched into L2 in
- * step: one more stream, for calls with few tiles.
+ * other groups compute. t->ahead (the next call's first tile) is
+ * prefetched over this call's last PF_STEPS steps, as if it continued
+ * tile 0's stream: the next call starts warm. It used to be prefetched in
+ * step from the first step, a fifth stream nt tiles (2 MiB at K = 4096)
+ * ahead, which is the size of L2: the lines were evicted before use and
+ * streaming at one row fell from ~30 to ~17 GB/s on two threads of the CI
+ * machine (docs/CPU.md, "bf16 decode").
  */
 #include <immintrin.h>
 #include <string.h>
@@ -47,6 +52,7 @@ INLINE __m512i apair(const uint16_t *a, uint32_t s, uint32_t k)
 INLINE void block(cpu_btile *t, uint32_t s0, uint32_t s1, uint32_t m0, uint32_t far, const uint32_t nt,
                   const uint32_t g)
 {
+    const uint32_t pairs = (t->k + 1) / 2;
     __m512 acc[4][4][4]; /* [tile][row][16-row strip]; nt * g <= 4 used */
     UNROLL
     for (uint32_t i = 0; i < nt; i++)
@@ -71,10 +77,11 @@ INLINE void block(cpu_btile *t, uint32_t s0, uint32_t s1, uint32_t m0, uint32_t 
                     UNROLL
                     for (int l = 0; l < 4; l++)
                         _mm_prefetch((const char *)(w + (size_t)far * 2 * CPU_BNR + 32 * l), _MM_HINT_T1);
-                if (i == 0 && t->ahead)
+                if (i == 0 && t->ahead && s + PF_STEPS >= pairs)
                     UNROLL
                     for (int l = 0; l < 4; l++)
-                        _mm_prefetch((const char *)(t->ahead + (size_t)s * 2 * CPU_BNR + 32 * l), _MM_HINT_T1);
+                        _mm_prefetch((const char *)(t->ahead + (size_t)(s + PF_STEPS - pairs) * 2 * CPU_BNR + 32 * l),
+                                     PF_HINT);
             }
             UNROLL
             for (int j = 0; j < 4; j++) {

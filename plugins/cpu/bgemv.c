@@ -83,7 +83,8 @@ static void item_task(void *ctx, uint32_t item, uint32_t worker)
         t.nt = it.t1 - tile < per_call ? it.t1 - tile : per_call;
         for (uint32_t i = 0; i < t.nt; i++)
             t.w[i] = cpu_bweights_tile(g->w, it.expert, tile + i);
-        /* The next call's first tile, while it is this item's: one more stream. */
+        /* The next call's first tile, while it is this item's: its start is
+         * prefetched as this call ends. */
         t.ahead = tile + t.nt < it.t1 ? cpu_bweights_tile(g->w, it.expert, tile + t.nt) : NULL;
         for (uint32_t p = p0; p < p1; p += CPU_BMR) {
             t.mr = p1 - p < CPU_BMR ? p1 - p : CPU_BMR;
