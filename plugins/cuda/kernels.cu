@@ -32,6 +32,7 @@
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "fusedmoe/common.h"
 #include "plugins/cuda/cuda_api.h"
@@ -267,120 +268,7 @@ __global__ void route_kernel(const route_args a)
     }
 }
 
-/* ------------------------------------------------------------------------ */
-/* Plan: pairs by local expert, and the row tiles                            */
-/* ------------------------------------------------------------------------ */
 
-struct plan_args {
-    const int32_t *ids;
-    int64_t pairs;
-    uint32_t global_experts, local_experts;
-    const int32_t *expert_map;
-    uint32_t row_tile;
-    int32_t *pair_local, *offsets, *sorted, *n_tiles;
-    int2 *tiles;
-};
-
-/* Exclusive prefix sums of two per-thread values over the block (blockDim
- * a multiple of 32, at most 1024); the totals go to *total_a / *total_b. */
-__device__ void block_scan2(int a, int b, int *ex_a, int *ex_b, int *total_a, int *total_b)
-{
-    __shared__ int wa[32], wb[32];
-    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    int ia = a, ib = b;
-    for (int o = 1; o < 32; o <<= 1) {
-        int xa = __shfl_up_sync(0xffffffffu, ia, o), xb = __shfl_up_sync(0xffffffffu, ib, o);
-        if (lane >= o) {
-            ia += xa;
-            ib += xb;
-        }
-    }
-    if (lane == 31) {
-        wa[w] = ia;
-        wb[w] = ib;
-    }
-    __syncthreads();
-    if (w == 0) {
-        int va = lane < nw ? wa[lane] : 0, vb = lane < nw ? wb[lane] : 0;
-        for (int o = 1; o < 32; o <<= 1) {
-            int xa = __shfl_up_sync(0xffffffffu, va, o), xb = __shfl_up_sync(0xffffffffu, vb, o);
-            if (lane >= o) {
-                va += xa;
-                vb += xb;
-            }
-        }
-        if (lane < nw) {
-            wa[lane] = va; /* inclusive prefix over warps */
-            wb[lane] = vb;
-        }
-    }
-    __syncthreads();
-    const int base_a = w ? wa[w - 1] : 0, base_b = w ? wb[w - 1] : 0;
-    *ex_a = base_a + ia - a;
-    *ex_b = base_b + ib - b;
-    *total_a = wa[nw - 1];
-    *total_b = wb[nw - 1];
-}
-
-/* One block. Every step is parallel over pairs or experts (a serial loop
- * over experts costs a global-memory latency per expert, which at decode
- * sizes is most of the kernel). */
-__global__ void plan_kernel(const plan_args a)
-{
-    extern __shared__ int cnt[]; /* [E_local] counts, then [E_local + 1] offsets */
-    const int E = (int)a.local_experts;
-    int *off = cnt + E;
-    fmcu_dev::pdl_trigger();
-    for (int i = threadIdx.x; i < E; i += blockDim.x)
-        cnt[i] = 0;
-    fmcu_dev::pdl_wait();
-    __syncthreads();
-    for (int64_t p = threadIdx.x; p < a.pairs; p += blockDim.x) {
-        int32_t id = a.ids[p];
-        int l = -1;
-        if (id >= 0 && (uint32_t)id < a.global_experts) {
-            l = a.expert_map ? a.expert_map[id] : id;
-            if (l < 0 || l >= E)
-                l = -1;
-        }
-        a.pair_local[p] = l;
-        if (l >= 0)
-            atomicAdd(&cnt[l], 1);
-    }
-    __syncthreads();
-    /* Each thread scans a contiguous run of experts. */
-    const int rt = (int)a.row_tile;
-    const int per = (E + (int)blockDim.x - 1) / (int)blockDim.x;
-    const int l0 = min(E, (int)threadIdx.x * per), l1 = min(E, l0 + per);
-    int rows = 0, tiles = 0;
-    for (int l = l0; l < l1; l++) {
-        rows += cnt[l];
-        tiles += (cnt[l] + rt - 1) / rt;
-    }
-    int row0, tile0, total_rows, total_tiles;
-    block_scan2(rows, tiles, &row0, &tile0, &total_rows, &total_tiles);
-    for (int l = l0; l < l1; l++) {
-        off[l] = row0;
-        a.offsets[l] = row0;
-        for (int r = 0; r < cnt[l]; r += rt)
-            a.tiles[tile0++] = make_int2(l, row0 + r);
-        row0 += cnt[l];
-    }
-    if (threadIdx.x == 0) {
-        off[E] = total_rows;
-        a.offsets[E] = total_rows;
-        *a.n_tiles = total_tiles;
-    }
-    __syncthreads();
-    for (int i = threadIdx.x; i < E; i += blockDim.x)
-        cnt[i] = 0;
-    __syncthreads();
-    for (int64_t p = threadIdx.x; p < a.pairs; p += blockDim.x) {
-        int l = a.pair_local[p];
-        if (l >= 0)
-            a.sorted[off[l] + atomicAdd(&cnt[l], 1)] = (int32_t)p;
-    }
-}
 
 /* ------------------------------------------------------------------------ */
 /* Activation quantization                                                   */
@@ -434,13 +322,9 @@ __device__ float block_max(float v, float *red)
     return m;
 }
 
-/* One block per row. */
-__global__ void quant_kernel(const quant_args a)
+/* One row by one block (blockDim a multiple of 32); `red` holds 32 floats. */
+__device__ void quant_row(const quant_args &a, int64_t row, float *red)
 {
-    __shared__ float red[32];
-    const int64_t row = blockIdx.x;
-    fmcu_dev::pdl_trigger();
-    fmcu_dev::pdl_wait();
     if (a.row_valid && a.row_valid[row] < 0)
         return;
     const uint32_t n = a.cols;
@@ -494,6 +378,15 @@ __global__ void quant_kernel(const quant_args a)
         q[c] = to_e4m3(input_value(a, row, c), s);
 }
 
+/* One block per row. */
+__global__ void quant_kernel(const quant_args a)
+{
+    __shared__ float red[32];
+    fmcu_dev::pdl_trigger();
+    fmcu_dev::pdl_wait();
+    quant_row(a, blockIdx.x, red);
+}
+
 __global__ void amax_kernel(const quant_args a, uint32_t *amax)
 {
     __shared__ float red[32];
@@ -510,6 +403,132 @@ __global__ void amax_kernel(const quant_args a, uint32_t *amax)
     m = block_max(m, red);
     if (threadIdx.x == 0)
         atomicMax(amax, __float_as_uint(m));
+}
+
+/* ------------------------------------------------------------------------ */
+/* Plan: pairs by local expert, and the row tiles                            */
+/* ------------------------------------------------------------------------ */
+
+struct plan_args {
+    const int32_t *ids;
+    int64_t pairs;
+    uint32_t global_experts, local_experts;
+    const int32_t *expert_map;
+    uint32_t row_tile;
+    int32_t *pair_local, *offsets, *sorted, *n_tiles;
+    int2 *tiles;
+    uint32_t *zero;             /* n_zero words set to 0: the amaxes of a quantizing stream GEMM2 */
+    int64_t n_zero;
+    quant_args q;               /* blocks 1..: quantize row blockIdx.x - 1 of the GEMM1 input */
+};
+
+/* Exclusive prefix sums of two per-thread values over the block (blockDim
+ * a multiple of 32, at most 1024); the totals go to *total_a / *total_b. */
+__device__ void block_scan2(int a, int b, int *ex_a, int *ex_b, int *total_a, int *total_b)
+{
+    __shared__ int wa[32], wb[32];
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    int ia = a, ib = b;
+    for (int o = 1; o < 32; o <<= 1) {
+        int xa = __shfl_up_sync(0xffffffffu, ia, o), xb = __shfl_up_sync(0xffffffffu, ib, o);
+        if (lane >= o) {
+            ia += xa;
+            ib += xb;
+        }
+    }
+    if (lane == 31) {
+        wa[w] = ia;
+        wb[w] = ib;
+    }
+    __syncthreads();
+    if (w == 0) {
+        int va = lane < nw ? wa[lane] : 0, vb = lane < nw ? wb[lane] : 0;
+        for (int o = 1; o < 32; o <<= 1) {
+            int xa = __shfl_up_sync(0xffffffffu, va, o), xb = __shfl_up_sync(0xffffffffu, vb, o);
+            if (lane >= o) {
+                va += xa;
+                vb += xb;
+            }
+        }
+        if (lane < nw) {
+            wa[lane] = va; /* inclusive prefix over warps */
+            wb[lane] = vb;
+        }
+    }
+    __syncthreads();
+    const int base_a = w ? wa[w - 1] : 0, base_b = w ? wb[w - 1] : 0;
+    *ex_a = base_a + ia - a;
+    *ex_b = base_b + ib - b;
+    *total_a = wa[nw - 1];
+    *total_b = wb[nw - 1];
+}
+
+/* One block. Every step is parallel over pairs or experts (a serial loop
+ * over experts costs a global-memory latency per expert, which at decode
+ * sizes is most of the kernel). */
+__global__ void plan_kernel(const plan_args a)
+{
+    extern __shared__ int cnt[]; /* [E_local] counts, then [E_local + 1] offsets */
+    __shared__ float red[32];
+    const int E = (int)a.local_experts;
+    int *off = cnt + E;
+    fmcu_dev::pdl_trigger();
+    if (blockIdx.x > 0) { /* the GEMM1 input, one row per block */
+        fmcu_dev::pdl_wait();
+        quant_row(a.q, blockIdx.x - 1, red);
+        return;
+    }
+    for (int i = threadIdx.x; i < E; i += blockDim.x)
+        cnt[i] = 0;
+    fmcu_dev::pdl_wait();
+    for (int64_t i = threadIdx.x; i < a.n_zero; i += blockDim.x)
+        a.zero[i] = 0;
+    __syncthreads();
+    for (int64_t p = threadIdx.x; p < a.pairs; p += blockDim.x) {
+        int32_t id = a.ids[p];
+        int l = -1;
+        if (id >= 0 && (uint32_t)id < a.global_experts) {
+            l = a.expert_map ? a.expert_map[id] : id;
+            if (l < 0 || l >= E)
+                l = -1;
+        }
+        a.pair_local[p] = l;
+        if (l >= 0)
+            atomicAdd(&cnt[l], 1);
+    }
+    __syncthreads();
+    /* Each thread scans a contiguous run of experts. */
+    const int rt = (int)a.row_tile;
+    const int per = (E + (int)blockDim.x - 1) / (int)blockDim.x;
+    const int l0 = min(E, (int)threadIdx.x * per), l1 = min(E, l0 + per);
+    int rows = 0, tiles = 0;
+    for (int l = l0; l < l1; l++) {
+        rows += cnt[l];
+        tiles += (cnt[l] + rt - 1) / rt;
+    }
+    int row0, tile0, total_rows, total_tiles;
+    block_scan2(rows, tiles, &row0, &tile0, &total_rows, &total_tiles);
+    for (int l = l0; l < l1; l++) {
+        off[l] = row0;
+        a.offsets[l] = row0;
+        for (int r = 0; r < cnt[l]; r += rt)
+            a.tiles[tile0++] = make_int2(l, row0 + r);
+        row0 += cnt[l];
+    }
+    if (threadIdx.x == 0) {
+        off[E] = total_rows;
+        a.offsets[E] = total_rows;
+        *a.n_tiles = total_tiles;
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < E; i += blockDim.x)
+        cnt[i] = 0;
+    __syncthreads();
+    for (int64_t p = threadIdx.x; p < a.pairs; p += blockDim.x) {
+        int l = a.pair_local[p];
+        if (l >= 0)
+            a.sorted[off[l] + atomicAdd(&cnt[l], 1)] = (int32_t)p;
+    }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -673,6 +692,17 @@ extern "C" int fmcu_prepare_kernels(int device, char *err, size_t cap)
     return 0;
 }
 
+/* FMCU_STREAM_AQ=1: the stream GEMM2 quantizes its own input (measured,
+ * bench/cuda/decode-2026-11-22); read once. */
+static bool stream_aq(void)
+{
+    static const bool on = [] {
+        const char *v = getenv("FMCU_STREAM_AQ");
+        return v && *v == '1';
+    }();
+    return on;
+}
+
 extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, size_t cap)
 {
     cudaStream_t st = (cudaStream_t)c->stream;
@@ -759,48 +789,12 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
     const int tier = fmcu_gemm_tier(m, L->top_k, L->local_experts, L->tier, prefill_ok);
     const uint32_t bm = tier == FMCU_TIER_STREAM ? FMCU_STREAM_ROW_TILE : fmcu_row_tile(m, L->top_k, L->local_experts);
     auto gemm = tier == FMCU_TIER_STREAM ? fmcu_stream_gemm_launch : fmcu_gemm_launch;
-    plan_args pl = {};
-    pl.ids = topk_ids;
-    pl.pairs = pairs;
-    pl.global_experts = L->global_experts;
-    pl.local_experts = L->local_experts;
-    pl.expert_map = L->expert_map;
-    pl.row_tile = bm;
-    pl.pair_local = at<int32_t>(L, L->ws.pair_local);
-    pl.offsets = at<int32_t>(L, L->ws.offsets);
-    pl.sorted = at<int32_t>(L, L->ws.sorted);
-    pl.n_tiles = at<int32_t>(L, L->ws.n_tiles);
-    pl.tiles = at<int2>(L, L->ws.tiles);
-    CK(fmcu_dev::launch_overlapped(plan_kernel, dim3(1), dim3(1024), (2 * (size_t)L->local_experts + 1) * sizeof(int),
-                                   st, pl),
-       "plan kernel");
+    const bool stream = tier == FMCU_TIER_STREAM;
 
-    if (tier == FMCU_TIER_PREFILL) {
-        /* CUTLASS sm90 grouped GEMMs (prefill.h), combine included. */
-        void *out = c->out_host ? at<void>(L, L->ws.out_stage) : c->out;
-        const int64_t ldo = c->out_host ? H : c->out_ld;
-        CK(fmcu_prefill_forward(L, m, x, x_ld, topk_w, pl.pair_local, pl.offsets, pl.sorted, out, ldo, st),
-           "prefill path");
-        return finish(L, c, out, st, err, cap);
-    }
-
-    /* GEMM1 input. */
-    fmcu_gemm_args g = {};
-    g.fp8 = L->quant != FMCU_Q_NONE;
-    g.block_scaled = L->quant == FMCU_Q_BLOCK;
-    g.row_tile = bm;
-    g.split_k = pairs <= (int64_t)FMCU_STREAM_SPLITK_ROWS * L->local_experts;
-    g.grid_tiles = fmcu_max_tiles(pairs, L->local_experts, bm);
-    g.sorted = pl.sorted;
-    g.tiles = pl.tiles;
-    g.n_tiles = pl.n_tiles;
-    g.offsets = pl.offsets;
-    g.act_dtype = L->act_dtype;
-    g.activation = L->activation;
-    g.swiglu_alpha = L->swiglu_alpha;
-    g.swiglu_limit = L->swiglu_limit;
-    g.gated = L->gated;
-
+    /* GEMM1 input: quantized (or copied to bf16: router weight on the
+     * input, or rows not 16-byte aligned, which the GEMMs' 16-byte loads
+     * need) into the workspace, by the plan kernel's extra blocks unless a
+     * dynamic per-tensor scale needs an amax pass over all rows first. */
     quant_args q = {};
     q.src = x;
     q.ld = x_ld;
@@ -813,12 +807,66 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
     q.static_scale = L->quant == FMCU_Q_TENSOR && !L->a_dynamic ? L->in_scales : nullptr;
     q.dst = at<void>(L, L->ws.a1);
     q.scale = at<float>(L, L->ws.a1_scale);
-    /* The GEMMs read x with 16-byte loads: rows not 16-byte aligned are
-     * copied into the workspace first (as the unquantized method does when
-     * the router weight goes on the input). */
     const bool x_aligned = ((uintptr_t)x % 16 == 0) && ((size_t)x_ld * act_size) % 16 == 0;
-    if (L->quant != FMCU_Q_NONE || L->on_input || !x_aligned) {
-        if (quantize(L, q, m, 0, st, err, cap) != 0)
+    const bool stage_x = tier != FMCU_TIER_PREFILL && (L->quant != FMCU_Q_NONE || L->on_input || !x_aligned);
+    const bool quant_in_plan = stage_x && !(q.mode == QM_TENSOR && !q.static_scale);
+
+    plan_args pl = {};
+    pl.ids = topk_ids;
+    pl.pairs = pairs;
+    pl.global_experts = L->global_experts;
+    pl.local_experts = L->local_experts;
+    pl.expert_map = L->expert_map;
+    pl.row_tile = bm;
+    pl.pair_local = at<int32_t>(L, L->ws.pair_local);
+    pl.offsets = at<int32_t>(L, L->ws.offsets);
+    pl.sorted = at<int32_t>(L, L->ws.sorted);
+    pl.n_tiles = at<int32_t>(L, L->ws.n_tiles);
+    pl.tiles = at<int2>(L, L->ws.tiles);
+    /* The stream tier's GEMM2 quantizes its input itself when it splits K
+     * (few rows per expert: each CTA converts only the rows and K range it
+     * reads, a lane per 8 values); GEMM1 gathers the amax of each pair's
+     * row (or 1 x block_k group, or of all rows: per tensor) with atomics,
+     * into a2_scale's memory (or amax[1]), zeroed by the plan. */
+    const bool split_k = pairs <= (int64_t)FMCU_STREAM_SPLITK_ROWS * L->local_experts;
+    const bool quant2_fused = stream && split_k && L->quant != FMCU_Q_NONE && stream_aq();
+    const bool amax2_tensor = L->quant == FMCU_Q_TENSOR && L->a_dynamic;
+    const bool amax2_needed = quant2_fused && !(L->quant == FMCU_Q_TENSOR && !L->a_dynamic);
+    const uint32_t groups_i = L->quant == FMCU_Q_BLOCK ? (I + L->block_k - 1) / L->block_k : 1;
+    uint32_t *amax2 = amax2_tensor ? at<uint32_t>(L, L->ws.amax) + 1 : at<uint32_t>(L, L->ws.a2_scale);
+    pl.zero = amax2_needed ? amax2 : nullptr;
+    pl.n_zero = amax2_needed ? (amax2_tensor ? 1 : pairs * groups_i) : 0;
+    pl.q = q;
+    CK(fmcu_dev::launch_overlapped(plan_kernel, dim3(1 + (quant_in_plan ? (unsigned)m : 0u)), dim3(1024),
+                                   (2 * (size_t)L->local_experts + 1) * sizeof(int), st, pl),
+       "plan kernel");
+
+    if (tier == FMCU_TIER_PREFILL) {
+        /* CUTLASS sm90 grouped GEMMs (prefill.h), combine included. */
+        void *out = c->out_host ? at<void>(L, L->ws.out_stage) : c->out;
+        const int64_t ldo = c->out_host ? H : c->out_ld;
+        CK(fmcu_prefill_forward(L, m, x, x_ld, topk_w, pl.pair_local, pl.offsets, pl.sorted, out, ldo, st),
+           "prefill path");
+        return finish(L, c, out, st, err, cap);
+    }
+
+    fmcu_gemm_args g = {};
+    g.fp8 = L->quant != FMCU_Q_NONE;
+    g.block_scaled = L->quant == FMCU_Q_BLOCK;
+    g.row_tile = bm;
+    g.split_k = split_k;
+    g.grid_tiles = fmcu_max_tiles(pairs, L->local_experts, bm);
+    g.sorted = pl.sorted;
+    g.tiles = pl.tiles;
+    g.n_tiles = pl.n_tiles;
+    g.offsets = pl.offsets;
+    g.act_dtype = L->act_dtype;
+    g.activation = L->activation;
+    g.swiglu_alpha = L->swiglu_alpha;
+    g.swiglu_limit = L->swiglu_limit;
+    g.gated = L->gated;
+    if (stage_x) {
+        if (!quant_in_plan && quantize(L, q, m, 0, st, err, cap) != 0)
             return -1;
         g.a = q.dst;
         g.lda = H;
@@ -838,10 +886,24 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
     void *act = at<void>(L, L->ws.act);
     g.out = act;
     g.ldo = I;
+    if (amax2_needed) {
+        g.amax_out = amax2;
+        g.amax_ld = amax2_tensor ? 0 : groups_i;
+        g.amax_group = L->quant == FMCU_Q_BLOCK ? L->block_k : I;
+    }
     CK(gemm(g, st), "GEMM1");
+    g.amax_out = nullptr;
 
     /* GEMM2 input. */
-    if (L->quant != FMCU_Q_NONE) {
+    if (quant2_fused) {
+        g.a = act;
+        g.a_quant = 1;
+        g.a_ue8m0 = L->ue8m0;
+        g.a_amax = amax2;
+        g.a_static = amax2_needed ? nullptr : L->in_scales + 1;
+        g.a_scale = nullptr;
+        g.a_scale_ld = amax2_tensor ? 0 : groups_i;
+    } else if (L->quant != FMCU_Q_NONE) {
         quant_args q2 = q;
         q2.src = act;
         q2.ld = I;

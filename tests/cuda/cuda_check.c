@@ -619,6 +619,18 @@ static const tcase checks[] = {
     {"fp8 block ue8m0 deepseek", "fp8e4m3:block128x128:scale-ue8m0/fp8e4m3:group128:dynamic", BF16, 64, 6, 512,
      256, 200, SILU, 1, 0, SIGMOID, 1, 8, 3, 1, 1, 2.5f},
     {"fp8 block decode m1", BLOCK, BF16, 32, 8, 1024, 512, 1, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0, 1, 1.0f},
+    /* Decode sizes (the stream tier splits K, quantizes GEMM2's input and
+     * combines in GEMM2) for every activation scale kind. */
+    {"fp8 channel decode m3 f16 bias", CHANNEL, F16, 8, 2, 256, 128, 3, SILU, 1, 1, SOFTMAX, 0, 0, 0, 0, 1, 1.0f},
+    {"fp8 tensor static decode m2", TENSOR_S, BF16, 8, 2, 256, 128, 2, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0, 1, 1.0f},
+    {"fp8 tensor dynamic decode m4", TENSOR_D, BF16, 8, 2, 256, 192, 4, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0, 1, 1.0f},
+    {"fp8 channel decode m32 e16", CHANNEL, BF16, 16, 2, 512, 256, 32, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0, 1, 1.0f},
+    {"fp8 block ue8m0 decode m16", "fp8e4m3:block128x128:scale-ue8m0/fp8e4m3:group128:dynamic", BF16, 64, 6, 512,
+     256, 16, SILU, 1, 0, SIGMOID, 1, 8, 3, 1, 1, 2.5f},
+    /* EP with one token and one slot: one of the two ranks has no local pair (output all zeros). */
+    {"bf16 ep decode 2/0", "bf16", BF16, 16, 1, 128, 64, 1, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0, 1, 1.0f, 0, 2, 0},
+    {"fp8 ep decode 2/1", CHANNEL, BF16, 16, 1, 128, 64, 1, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0, 1, 1.0f, 0, 2, 1},
+    {"fp8 ep decode 2/0", CHANNEL, BF16, 16, 1, 128, 64, 1, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0, 1, 1.0f, 0, 2, 0},
 };
 
 /* Shapes of spec/performance.md's grid (DeepSeek-V3 at E256 k8 H7168 I2048
