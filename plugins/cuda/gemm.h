@@ -53,20 +53,6 @@ struct fmcu_gemm_args {
     const int32_t *offsets;      /* [E + 1] sorted positions of each expert */
     void *out;                   /* [pairs, n_out] act dtype */
     int64_t ldo;
-
-    /* Stream tier only (stream_gemm.cu); zero / NULL elsewhere. */
-    /* GEMM1: max |output| of each pair's K group of GEMM2's input, atomically
-     * (float bits, zeroed before): amax_out[pair * amax_ld + col / amax_group]. */
-    uint32_t *amax_out;
-    int64_t amax_ld;
-    uint32_t amax_group;
-    /* GEMM2 (split K, fp8): A holds act-dtype values that the GEMM quantizes
-     * as it reads them, q = e4m3(sat(v / s)), s = *a_static, or from the amax
-     * GEMM1 gathered: a_amax[row * a_scale_ld + k / block_k (0 unless block
-     * scaled)], f32 or UE8M0 (a_ue8m0) as formats.h; a_scale is unused. */
-    int a_quant, a_ue8m0;
-    const uint32_t *a_amax;
-    const float *a_static;
 };
 
 /* Launch on `stream`; cudaSuccess or the launch error. */

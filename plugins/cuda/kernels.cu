@@ -8,9 +8,11 @@
  *             every number), renormalization and scaling; maps logical ids to
  *             EPLB replicas (core/eplb.h) for the experts and keeps the
  *             logical ones for topk_ids_out.
- *   plan      one block: local expert of every (token, slot) pair through the
+ *   plan      block 0: local expert of every (token, slot) pair through the
  *             expert map (ids out of range or not local: -1, no contribution),
- *             counts, offsets, pairs sorted by expert, the row-tile list.
+ *             counts, offsets, pairs sorted by expert, the row-tile list;
+ *             blocks 1..M: the GEMM1 input quantization below, a row each
+ *             (the decode chain's separate quant launch, folded in).
  *   amax      dynamic per-tensor scales: max |x| over the GEMM input (atomicMax
  *             on the float bits, which order like the non-negative floats).
  *   quant     GEMM input rows to fp8 e4m3 (or bf16 for the unquantized method
@@ -32,7 +34,6 @@
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 
 #include "fusedmoe/common.h"
 #include "plugins/cuda/cuda_api.h"
@@ -268,8 +269,6 @@ __global__ void route_kernel(const route_args a)
     }
 }
 
-
-
 /* ------------------------------------------------------------------------ */
 /* Activation quantization                                                   */
 /* ------------------------------------------------------------------------ */
@@ -417,8 +416,6 @@ struct plan_args {
     uint32_t row_tile;
     int32_t *pair_local, *offsets, *sorted, *n_tiles;
     int2 *tiles;
-    uint32_t *zero;             /* n_zero words set to 0: the amaxes of a quantizing stream GEMM2 */
-    int64_t n_zero;
     quant_args q;               /* blocks 1..: quantize row blockIdx.x - 1 of the GEMM1 input */
 };
 
@@ -463,9 +460,11 @@ __device__ void block_scan2(int a, int b, int *ex_a, int *ex_b, int *total_a, in
     *total_b = wb[nw - 1];
 }
 
-/* One block. Every step is parallel over pairs or experts (a serial loop
- * over experts costs a global-memory latency per expert, which at decode
- * sizes is most of the kernel). */
+/* Block 0 plans; every step is parallel over pairs or experts (a serial
+ * loop over experts costs a global-memory latency per expert, which at
+ * decode sizes is most of the kernel). Blocks 1.. (when the forward asks)
+ * quantize one row of the GEMM1 input each, as quant_kernel would: one
+ * launch less in the decode chain. */
 __global__ void plan_kernel(const plan_args a)
 {
     extern __shared__ int cnt[]; /* [E_local] counts, then [E_local + 1] offsets */
@@ -481,8 +480,6 @@ __global__ void plan_kernel(const plan_args a)
     for (int i = threadIdx.x; i < E; i += blockDim.x)
         cnt[i] = 0;
     fmcu_dev::pdl_wait();
-    for (int64_t i = threadIdx.x; i < a.n_zero; i += blockDim.x)
-        a.zero[i] = 0;
     __syncthreads();
     for (int64_t p = threadIdx.x; p < a.pairs; p += blockDim.x) {
         int32_t id = a.ids[p];
@@ -692,17 +689,6 @@ extern "C" int fmcu_prepare_kernels(int device, char *err, size_t cap)
     return 0;
 }
 
-/* FMCU_STREAM_AQ=1: the stream GEMM2 quantizes its own input (measured,
- * bench/cuda/decode-2026-11-22); read once. */
-static bool stream_aq(void)
-{
-    static const bool on = [] {
-        const char *v = getenv("FMCU_STREAM_AQ");
-        return v && *v == '1';
-    }();
-    return on;
-}
-
 extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, size_t cap)
 {
     cudaStream_t st = (cudaStream_t)c->stream;
@@ -789,7 +775,6 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
     const int tier = fmcu_gemm_tier(m, L->top_k, L->local_experts, L->tier, prefill_ok);
     const uint32_t bm = tier == FMCU_TIER_STREAM ? FMCU_STREAM_ROW_TILE : fmcu_row_tile(m, L->top_k, L->local_experts);
     auto gemm = tier == FMCU_TIER_STREAM ? fmcu_stream_gemm_launch : fmcu_gemm_launch;
-    const bool stream = tier == FMCU_TIER_STREAM;
 
     /* GEMM1 input: quantized (or copied to bf16: router weight on the
      * input, or rows not 16-byte aligned, which the GEMMs' 16-byte loads
@@ -823,19 +808,6 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
     pl.sorted = at<int32_t>(L, L->ws.sorted);
     pl.n_tiles = at<int32_t>(L, L->ws.n_tiles);
     pl.tiles = at<int2>(L, L->ws.tiles);
-    /* The stream tier's GEMM2 quantizes its input itself when it splits K
-     * (few rows per expert: each CTA converts only the rows and K range it
-     * reads, a lane per 8 values); GEMM1 gathers the amax of each pair's
-     * row (or 1 x block_k group, or of all rows: per tensor) with atomics,
-     * into a2_scale's memory (or amax[1]), zeroed by the plan. */
-    const bool split_k = pairs <= (int64_t)FMCU_STREAM_SPLITK_ROWS * L->local_experts;
-    const bool quant2_fused = stream && split_k && L->quant != FMCU_Q_NONE && stream_aq();
-    const bool amax2_tensor = L->quant == FMCU_Q_TENSOR && L->a_dynamic;
-    const bool amax2_needed = quant2_fused && !(L->quant == FMCU_Q_TENSOR && !L->a_dynamic);
-    const uint32_t groups_i = L->quant == FMCU_Q_BLOCK ? (I + L->block_k - 1) / L->block_k : 1;
-    uint32_t *amax2 = amax2_tensor ? at<uint32_t>(L, L->ws.amax) + 1 : at<uint32_t>(L, L->ws.a2_scale);
-    pl.zero = amax2_needed ? amax2 : nullptr;
-    pl.n_zero = amax2_needed ? (amax2_tensor ? 1 : pairs * groups_i) : 0;
     pl.q = q;
     CK(fmcu_dev::launch_overlapped(plan_kernel, dim3(1 + (quant_in_plan ? (unsigned)m : 0u)), dim3(1024),
                                    (2 * (size_t)L->local_experts + 1) * sizeof(int), st, pl),
@@ -854,7 +826,7 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
     g.fp8 = L->quant != FMCU_Q_NONE;
     g.block_scaled = L->quant == FMCU_Q_BLOCK;
     g.row_tile = bm;
-    g.split_k = split_k;
+    g.split_k = pairs <= (int64_t)FMCU_STREAM_SPLITK_ROWS * L->local_experts;
     g.grid_tiles = fmcu_max_tiles(pairs, L->local_experts, bm);
     g.sorted = pl.sorted;
     g.tiles = pl.tiles;
@@ -886,24 +858,10 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
     void *act = at<void>(L, L->ws.act);
     g.out = act;
     g.ldo = I;
-    if (amax2_needed) {
-        g.amax_out = amax2;
-        g.amax_ld = amax2_tensor ? 0 : groups_i;
-        g.amax_group = L->quant == FMCU_Q_BLOCK ? L->block_k : I;
-    }
     CK(gemm(g, st), "GEMM1");
-    g.amax_out = nullptr;
 
     /* GEMM2 input. */
-    if (quant2_fused) {
-        g.a = act;
-        g.a_quant = 1;
-        g.a_ue8m0 = L->ue8m0;
-        g.a_amax = amax2;
-        g.a_static = amax2_needed ? nullptr : L->in_scales + 1;
-        g.a_scale = nullptr;
-        g.a_scale_ld = amax2_tensor ? 0 : groups_i;
-    } else if (L->quant != FMCU_Q_NONE) {
+    if (L->quant != FMCU_Q_NONE) {
         quant_args q2 = q;
         q2.src = act;
         q2.ld = I;

@@ -78,54 +78,15 @@ __device__ __forceinline__ float block_w_scale(const fmcu_gemm_args &p, int e, i
     return p.w_scale[(int64_t)e * p.w_scale_e + (int64_t)(r / (int)p.block_n) * kgroups + kg];
 }
 
-template <bool FP8, bool BLOCK, bool SPLITK, bool AQ>
-__device__ __forceinline__ void stream_tile(const fmcu_gemm_args &p, int tile);
-
-/* Weight rows of a slab: the thread's two rows (gate/up or lo/hi halves). */
-__device__ __forceinline__ int2 slab_rows(const fmcu_gemm_args &p, int slab, int g)
-{
-    const bool gated1 = p.gemm1 && p.gated;
-    const int r_lo = gated1 ? slab * 8 + g : slab * 16 + g;
-    return make_int2(r_lo, gated1 ? (int)p.n_out + slab * 8 + g : r_lo + 8);
-}
-
-template <bool FP8, bool BLOCK, bool SPLITK, bool AQ>
+template <bool FP8, bool BLOCK, bool SPLITK>
 __global__ void __launch_bounds__(WARPS * 32) stream_gemm(const fmcu_gemm_args p)
 {
+    __shared__ float red[SPLITK ? WARPS - 1 : 1][NT * 4][32];
     fmcu_dev::pdl_trigger();
     fmcu_dev::pdl_wait(); /* the plan and this GEMM's input come from the kernels before */
     const int tile = blockIdx.x;
     if (tile >= *p.n_tiles)
         return; /* uniform over the CTA */
-    stream_tile<FP8, BLOCK, SPLITK, AQ>(p, tile);
-}
-
-/* The scale of GEMM input row `row`, K group kg (0 unless block scaled). */
-template <bool AQ> __device__ __forceinline__ float act_scale(const fmcu_gemm_args &p, int64_t row, int kg)
-{
-    if constexpr (AQ) {
-        if (p.a_static)
-            return *p.a_static;
-        const float amax = __uint_as_float(p.a_amax[row * p.a_scale_ld + kg]);
-        return p.a_ue8m0 ? fmcu_dev::scale_ue8m0(amax) : fmcu_dev::scale_f32(amax);
-    } else {
-        return p.a_scale ? p.a_scale[row * p.a_scale_ld + kg] : 1.0f;
-    }
-}
-
-/* Quantizing B (AQ): a warp turns 8 token rows x U chunks into e4m3 codes in
- * its own shared-memory stage, every lane 8 values of each row, then reads
- * its B fragments from there. Rows padded by 64 bytes: the fragment reads
- * (row g, bytes 16 * c4) of a quarter warp hit distinct banks. */
-constexpr int STAGE_ROW = U * CHUNK + 64;
-
-/* One row tile x one slab of 16 weight rows (SPLITK) or four (one per warp). */
-template <bool FP8, bool BLOCK, bool SPLITK, bool AQ>
-__device__ __forceinline__ void stream_tile(const fmcu_gemm_args &p, int tile)
-{
-    static_assert(!AQ || (FP8 && SPLITK && U * 8 == 32), "AQ: fp8, split K, a lane per 8 values of a row");
-    __shared__ float red[SPLITK ? WARPS - 1 : 1][NT * 4][32];
-    __shared__ __align__(16) uint8_t stage[AQ ? WARPS : 1][AQ ? 8 * STAGE_ROW : 16];
     const int2 t = p.tiles[tile];
     const int e = t.x, pos0 = t.y;
     const int rows = min(NT * 8, p.offsets[e + 1] - pos0);
@@ -139,8 +100,8 @@ __device__ __forceinline__ void stream_tile(const fmcu_gemm_args &p, int tile)
         return; /* no barrier in this mode */
 
     /* This thread's two weight rows. */
-    const int2 rr = slab_rows(p, slab, g);
-    const int r_lo = rr.x, r_hi = rr.y;
+    const int r_lo = gated1 ? slab * 8 + g : slab * 16 + g;
+    const int r_hi = gated1 ? (int)p.n_out + slab * 8 + g : r_lo + 8;
     const int64_t kbytes = (int64_t)p.k * (FP8 ? 1 : 2);
     const uint8_t *W = (const uint8_t *)p.w + (size_t)e * p.n_rows * (size_t)kbytes;
     const uint8_t *w_lo = W + (int64_t)r_lo * kbytes + c4 * 16;
@@ -170,19 +131,6 @@ __device__ __forceinline__ void stream_tile(const fmcu_gemm_args &p, int tile)
             c_pair[j][q] = r < rows ? p.sorted[pos0 + r] : -1;
         }
 
-    /* AQ: the tile's pairs and (unless block scaled) their scales, once. */
-    __shared__ int s_pair[AQ ? NT * 8 : 1];
-    __shared__ float s_scale[AQ ? NT * 8 : 1];
-    if constexpr (AQ) {
-        if (threadIdx.x < NT * 8) {
-            const int r = threadIdx.x, pair = r < rows ? p.sorted[pos0 + r] : -1;
-            s_pair[r] = pair;
-            if constexpr (!BLOCK)
-                s_scale[r] = pair < 0 ? 1.0f : act_scale<AQ>(p, pair, 0);
-        }
-        __syncthreads(); /* split K: every warp gets here */
-    }
-
     float acc[NT][4], part[BLOCK ? NT : 1][4];
 #pragma unroll
     for (int j = 0; j < NT; j++)
@@ -195,36 +143,6 @@ __device__ __forceinline__ void stream_tile(const fmcu_gemm_args &p, int tile)
     const int group_chunks = BLOCK ? (int)(p.block_k / CHUNK) : 1;
     const int kgroups = BLOCK ? (int)((p.k + p.block_k - 1) / p.block_k) : 1;
 
-    /* Two MMAs of token tile j over chunk ck (batch slot u); block scales:
-     * promote at the end of a K group, and at the end of this warp's batch
-     * (the group's next chunks may be another warp's). Token tiles are
-     * independent, so the order of j and u does not change the sums. */
-    auto mma_step = [&](int j, int u, int ck, const uint32_t(&a0)[4], const uint32_t(&a1)[4], const uint32_t(&b0)[2],
-                        const uint32_t(&b1)[2]) {
-        if constexpr (BLOCK) {
-            fmcu_dev::mma<FP8>(part[j], a0, b0);
-            fmcu_dev::mma<FP8>(part[j], a1, b1);
-            const bool group_end = (ck + 1) % group_chunks == 0 || ck == nk - 1;
-            if (group_end || u == U - 1) {
-                const int kg = ck / group_chunks;
-                const float sw_lo = block_w_scale(p, e, r_lo, kg, kgroups);
-                const float sw_hi = block_w_scale(p, e, r_hi, kg, kgroups);
-#pragma unroll
-                for (int q = 0; q < 2; q++) {
-                    const int pair = c_pair[j][q];
-                    const float sa = pair < 0 ? 0.0f : act_scale<AQ>(p, pair / p.a_row_div, kg);
-                    acc[j][q] += part[j][q] * (sa * sw_lo);
-                    acc[j][2 + q] += part[j][2 + q] * (sa * sw_hi);
-                    part[j][q] = 0.0f;
-                    part[j][2 + q] = 0.0f;
-                }
-            }
-        } else {
-            fmcu_dev::mma<FP8>(acc[j], a0, b0);
-            fmcu_dev::mma<FP8>(acc[j], a1, b1);
-        }
-    };
-
     for (int kc = SPLITK ? warp * U : 0; kc < nk; kc += SPLITK ? WARPS * U : U) {
         uint4 wl[U], wh[U];
 #pragma unroll
@@ -234,78 +152,52 @@ __device__ __forceinline__ void stream_tile(const fmcu_gemm_args &p, int tile)
             wl[u] = ok ? load_stream(w_lo + off) : make_uint4(0, 0, 0, 0);
             wh[u] = ok ? load_stream(w_hi + off) : make_uint4(0, 0, 0, 0);
         }
-        if constexpr (AQ) {
-            uint8_t *stg = stage[warp];
-            const int us = lane >> 3, seg = lane & 7; /* this lane's chunk and 8 values of it */
-            const int64_t kel = (int64_t)(kc + us) * CHUNK + seg * 8;
-            const bool k_ok = kc + us < nk && kel < (int64_t)p.k;
-            const int kg_q = BLOCK ? (int)(kel / p.block_k) : 0;
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int ck = kc + u;
+            if (ck >= nk)
+                break;
+            const int64_t off = (int64_t)ck * CHUNK;
+            const bool in_k = off + c4 * 16 < kbytes;
+            const uint32_t a0[4] = {wl[u].x, wh[u].x, wl[u].y, wh[u].y};
+            const uint32_t a1[4] = {wl[u].z, wh[u].z, wl[u].w, wh[u].w};
 #pragma unroll
             for (int j = 0; j < NT; j++) {
                 if (j >= ntiles)
                     break;
-                /* All loads of the 8 rows first (one latency), then convert. */
-                uint4 raw[8];
-                float amax[8];
-#pragma unroll
-                for (int i = 0; i < 8; i++) {
-                    const int pair = s_pair[j * 8 + i];
-                    const bool ok = pair >= 0 && k_ok;
-                    raw[i] = ok ? load_shared_use(A + ((int64_t)pair * p.lda + kel) * 2) : make_uint4(0, 0, 0, 0);
-                    if constexpr (BLOCK)
-                        amax[i] = ok && !p.a_static ? __uint_as_float(p.a_amax[(int64_t)pair * p.a_scale_ld + kg_q]) : 0.0f;
-                }
-                __syncwarp();
-#pragma unroll
-                for (int i = 0; i < 8; i++) {
-                    if (s_pair[j * 8 + i] < 0)
-                        continue; /* the same for every lane; the stage row keeps stale codes, unused */
-                    float sc;
-                    if constexpr (BLOCK)
-                        sc = p.a_static ? *p.a_static
-                                        : (p.a_ue8m0 ? fmcu_dev::scale_ue8m0(amax[i]) : fmcu_dev::scale_f32(amax[i]));
-                    else
-                        sc = s_scale[j * 8 + i];
-                    const uint16_t *h = (const uint16_t *)&raw[i];
-                    uint32_t c[2] = {0, 0};
-#pragma unroll
-                    for (int q = 0; q < 8; q++) {
-                        const float v = p.act_dtype == FMOE_DTYPE_F16 ? __half2float(__ushort_as_half(h[q]))
-                                                                      : __bfloat162float(__ushort_as_bfloat16(h[q]));
-                        c[q >> 2] |= (uint32_t)fmcu_dev::to_e4m3(v, sc) << (8 * (q & 3));
-                    }
-                    *(uint2 *)(stg + i * STAGE_ROW + us * CHUNK + seg * 8) = make_uint2(c[0], c[1]);
-                }
-                __syncwarp();
-#pragma unroll
-                for (int u = 0; u < U; u++) {
-                    const int ck = kc + u;
-                    if (ck >= nk)
-                        break;
-                    const uint32_t a0[4] = {wl[u].x, wh[u].x, wl[u].y, wh[u].y};
-                    const uint32_t a1[4] = {wl[u].z, wh[u].z, wl[u].w, wh[u].w};
-                    const uint4 b = *(const uint4 *)(stg + g * STAGE_ROW + u * CHUNK + c4 * 16);
-                    const uint32_t b0[2] = {b.x, b.y}, b1[2] = {b.z, b.w};
-                    mma_step(j, u, ck, a0, a1, b0, b1);
+                uint4 b = b_src[j] && in_k ? load_shared_use(b_src[j] + off) : make_uint4(0, 0, 0, 0);
+                const uint32_t b0[2] = {b.x, b.y}, b1[2] = {b.z, b.w};
+                if constexpr (BLOCK) {
+                    fmcu_dev::mma<FP8>(part[j], a0, b0);
+                    fmcu_dev::mma<FP8>(part[j], a1, b1);
+                } else {
+                    fmcu_dev::mma<FP8>(acc[j], a0, b0);
+                    fmcu_dev::mma<FP8>(acc[j], a1, b1);
                 }
             }
-        } else {
+            if constexpr (BLOCK) {
+                /* Promote at the end of a K group, and at the end of this
+                 * warp's batch (the group's next chunks may be another warp's). */
+                const bool group_end = (ck + 1) % group_chunks == 0 || ck == nk - 1;
+                if (group_end || u == U - 1) {
+                    const int kg = ck / group_chunks;
+                    const float sw_lo = block_w_scale(p, e, r_lo, kg, kgroups);
+                    const float sw_hi = block_w_scale(p, e, r_hi, kg, kgroups);
 #pragma unroll
-            for (int u = 0; u < U; u++) {
-                const int ck = kc + u;
-                if (ck >= nk)
-                    break;
-                const int64_t off = (int64_t)ck * CHUNK;
-                const bool in_k = off + c4 * 16 < kbytes;
-                const uint32_t a0[4] = {wl[u].x, wh[u].x, wl[u].y, wh[u].y};
-                const uint32_t a1[4] = {wl[u].z, wh[u].z, wl[u].w, wh[u].w};
+                    for (int j = 0; j < NT; j++) {
+                        if (j >= ntiles)
+                            break;
 #pragma unroll
-                for (int j = 0; j < NT; j++) {
-                    if (j >= ntiles)
-                        break;
-                    const uint4 b = b_src[j] && in_k ? load_shared_use(b_src[j] + off) : make_uint4(0, 0, 0, 0);
-                    const uint32_t b0[2] = {b.x, b.y}, b1[2] = {b.z, b.w};
-                    mma_step(j, u, ck, a0, a1, b0, b1);
+                        for (int q = 0; q < 2; q++) {
+                            int pair = c_pair[j][q];
+                            float sa = pair < 0 ? 0.0f
+                                                : p.a_scale[(int64_t)(pair / p.a_row_div) * p.a_scale_ld + kg];
+                            acc[j][q] += part[j][q] * (sa * sw_lo);
+                            acc[j][2 + q] += part[j][2 + q] * (sa * sw_hi);
+                            part[j][q] = 0.0f;
+                            part[j][2 + q] = 0.0f;
+                        }
+                    }
                 }
             }
         }
@@ -336,7 +228,6 @@ __device__ __forceinline__ void stream_tile(const fmcu_gemm_args &p, int tile)
     const int32_t dt = p.act_dtype;
     const fmcu_dev::act_params ap = {p.activation, p.gated, p.swiglu_alpha, p.swiglu_limit};
     const int wrow[2] = {r_lo, r_hi};
-    float mx[NT][2] = {}; /* max |output| per token column (GEMM2's input amax) */
 #pragma unroll
     for (int j = 0; j < NT; j++) {
         if (j >= ntiles)
@@ -351,7 +242,7 @@ __device__ __forceinline__ void stream_tile(const fmcu_gemm_args &p, int tile)
             for (int h = 0; h < 2; h++) {
                 float x = acc[j][2 * h + q];
                 if constexpr (!BLOCK) {
-                    float sa = act_scale<AQ>(p, pair / p.a_row_div, 0);
+                    float sa = p.a_scale ? p.a_scale[(int64_t)(pair / p.a_row_div) * p.a_scale_ld] : 1.0f;
                     if (p.w_scale)
                         x *= sa * p.w_scale[(int64_t)e * p.w_scale_e + (int64_t)wrow[h] * p.w_scale_n];
                     else
@@ -362,63 +253,29 @@ __device__ __forceinline__ void stream_tile(const fmcu_gemm_args &p, int tile)
                 v[h] = fmcu_dev::round_act(dt, x);
             }
             const int64_t orow = (int64_t)pair * p.ldo;
-            float o0 = v[0], o1 = v[1];
             if (gated1) {
-                o0 = fmcu_dev::round_act(dt, fmcu_dev::activate(ap, v[0], v[1]));
-                fmcu_dev::store_act(dt, p.out, orow + slab * 8 + g, o0);
-                o1 = 0.0f;
+                fmcu_dev::store_act(dt, p.out, orow + slab * 8 + g,
+                                    fmcu_dev::round_act(dt, fmcu_dev::activate(ap, v[0], v[1])));
             } else if (p.gemm1) {
-                o0 = fmcu_dev::round_act(dt, fmcu_dev::activate(ap, v[0], 0.0f));
-                o1 = fmcu_dev::round_act(dt, fmcu_dev::activate(ap, v[1], 0.0f));
-                fmcu_dev::store_act(dt, p.out, orow + r_lo, o0);
-                fmcu_dev::store_act(dt, p.out, orow + r_hi, o1);
+                fmcu_dev::store_act(dt, p.out, orow + r_lo, fmcu_dev::round_act(dt, fmcu_dev::activate(ap, v[0], 0.0f)));
+                fmcu_dev::store_act(dt, p.out, orow + r_hi, fmcu_dev::round_act(dt, fmcu_dev::activate(ap, v[1], 0.0f)));
             } else {
                 fmcu_dev::store_act(dt, p.out, orow + r_lo, v[0]);
                 fmcu_dev::store_act(dt, p.out, orow + r_hi, v[1]);
             }
-            /* As the quant kernel's amax: NaN never wins. */
-            const float a0 = fabsf(o0), a1 = fabsf(o1);
-            mx[j][q] = a0 > mx[j][q] ? a0 : mx[j][q];
-            mx[j][q] = a1 > mx[j][q] ? a1 : mx[j][q];
-        }
-    }
-    /* GEMM1 feeding a quantizing GEMM2: the 8 (or 16) output columns of a
-     * token column share one K group of GEMM2's input; one atomic each. */
-    if (p.amax_out) {
-        const int col = gated1 ? slab * 8 : slab * 16;
-#pragma unroll
-        for (int j = 0; j < NT; j++) {
-#pragma unroll
-            for (int q = 0; q < 2; q++) {
-                float m = mx[j][q];
-#pragma unroll
-                for (int o = 4; o < 32; o <<= 1) {
-                    const float x = __shfl_xor_sync(0xffffffffu, m, o);
-                    m = x > m ? x : m;
-                }
-                const int pair = c_pair[j][q];
-                if (g == 0 && pair >= 0)
-                    atomicMax(p.amax_out + (int64_t)pair * p.amax_ld + col / (int)p.amax_group, __float_as_uint(m));
-            }
         }
     }
 }
 
-template <bool FP8, bool BLOCK, bool SPLITK, bool AQ> cudaError_t launch(const fmcu_gemm_args &a, cudaStream_t stream)
+template <bool FP8, bool BLOCK> cudaError_t launch(const fmcu_gemm_args &a, cudaStream_t stream)
 {
     const unsigned slabs = a.gemm1 && a.gated ? a.n_out / 8 : a.n_rows / 16;
-    const dim3 grid((unsigned)a.grid_tiles, SPLITK ? slabs : (slabs + WARPS - 1) / WARPS);
-    return fmcu_dev::launch_overlapped(stream_gemm<FP8, BLOCK, SPLITK, AQ>, grid, dim3(WARPS * 32), 0, stream, a);
-}
-
-template <bool FP8, bool BLOCK> cudaError_t launch_fp(const fmcu_gemm_args &a, cudaStream_t stream)
-{
-    if (!a.split_k)
-        return launch<FP8, BLOCK, false, false>(a, stream);
-    if constexpr (FP8)
-        if (a.a_quant)
-            return launch<FP8, BLOCK, true, true>(a, stream);
-    return launch<FP8, BLOCK, true, false>(a, stream);
+    if (a.split_k)
+        return fmcu_dev::launch_overlapped(stream_gemm<FP8, BLOCK, true>, dim3((unsigned)a.grid_tiles, slabs),
+                                           dim3(WARPS * 32), 0, stream, a);
+    return fmcu_dev::launch_overlapped(stream_gemm<FP8, BLOCK, false>,
+                                       dim3((unsigned)a.grid_tiles, (slabs + WARPS - 1) / WARPS), dim3(WARPS * 32), 0,
+                                       stream, a);
 }
 
 } // namespace
@@ -429,9 +286,7 @@ cudaError_t fmcu_stream_gemm_launch(const fmcu_gemm_args &a, cudaStream_t stream
         return cudaSuccess;
     if (a.row_tile != FMCU_STREAM_ROW_TILE)
         return cudaErrorInvalidValue; /* the plan must cut tiles of at most 32 rows */
-    if (a.a_quant && (!a.fp8 || !a.split_k))
-        return cudaErrorInvalidValue; /* quantizing B: fp8, split K only */
     if (!a.fp8)
-        return launch_fp<false, false>(a, stream);
-    return a.block_scaled ? launch_fp<true, true>(a, stream) : launch_fp<true, false>(a, stream);
+        return launch<false, false>(a, stream);
+    return a.block_scaled ? launch<true, true>(a, stream) : launch<true, false>(a, stream);
 }
