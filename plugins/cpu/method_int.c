@@ -36,9 +36,11 @@
 #define ITEMS_PER_THREAD 16
 /* build_items orders experts by rows up to this many (more: first, as they come). */
 #define MAX_SORTED_ROWS 16
-/* How far ahead (in tiles of the item) the kernels prefetch a second stream. */
+/* How far ahead (in tiles of the item) the kernels prefetch a second stream:
+ * the next tile (32-112 KiB on) streamed 5-12% faster than four on at every
+ * decode point of bench/cpu, and than no second stream (docs/CPU.md). */
 #ifndef AHEAD_TILES
-#define AHEAD_TILES 4
+#define AHEAD_TILES 1
 #endif
 
 typedef struct q_item {
