@@ -40,9 +40,12 @@ PY
   fi
 fi
 
-# --- cpu_arm: aarch64 builds of the libraries, for the cross build run under
-# qemu-user (tools/cross/aarch64-linux-gnu.ini, docs/CPU_ARM.md) ------------
+# --- cpu_arm and cpu on aarch64: aarch64 builds of the libraries, for the
+# cross build run under qemu-user (tools/cross/aarch64-linux-gnu.ini,
+# docs/CPU_ARM.md, docs/CPU.md). oneDNN's runtime only: libdnnl-dev:arm64
+# cannot be installed beside libdnnl-dev (tools/cross/dnnl_arm64.sh unpacks
+# its headers into a cache folder instead) ---------------------------------
 $sudo_cmd dpkg --add-architecture arm64
 $sudo_cmd apt-get update -qq
 $sudo_cmd apt-get install -y -qq --no-install-recommends \
-  libjansson-dev:arm64 libtomlplusplus-dev:arm64 check:arm64 libsubunit-dev:arm64 >/dev/null
+  libjansson-dev:arm64 libtomlplusplus-dev:arm64 check:arm64 libsubunit-dev:arm64 libdnnl2:arm64 >/dev/null

@@ -5,8 +5,10 @@
 #   2. the same under AddressSanitizer + UndefinedBehaviorSanitizer;
 #   3. install to a prefix, build examples/vendor-plugin out of tree against
 #      the installed SDK, and check the registry serves it through a TOML file;
-#   4. cross-build for aarch64 and run the cpu_arm plugin's tests and conform
-#      under qemu-user on three emulated CPUs (docs/CPU_ARM.md).
+#   4. cross-build for aarch64 (everything, warnings are errors) and run under
+#      qemu-user the cpu_arm plugin's tests and conform on three emulated CPUs
+#      (docs/CPU_ARM.md), then plugins/cpu's tests and conform and the choice
+#      between the two (docs/CPU.md, "aarch64").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -29,10 +31,13 @@ echo "== install + out-of-tree vendor plugin"
 meson install -C build --quiet
 bash tests/example_vendor.sh "$root/_install"
 
-echo "== aarch64 cross build + cpu_arm under qemu-user (docs/CPU_ARM.md)"
+echo "== aarch64 cross build + cpu_arm and cpu under qemu-user (docs/CPU_ARM.md, docs/CPU.md)"
 rm -rf build-arm
-meson setup build-arm --cross-file tools/cross/aarch64-linux-gnu.ini -Dwerror=true -Dtests=true \
-  -Dcpu_arm=enabled -Dcpu=disabled -Dcuda=disabled >/dev/null
-meson compile -C build-arm -j "$jobs" cli/fusedmoe fmoe-reference fmoe-cpu_arm test_cpu_arm_kernels test_cpu_arm_plugin
+# The second machine file points the build at oneDNN's aarch64 headers.
+meson setup build-arm --cross-file tools/cross/aarch64-linux-gnu.ini \
+  --cross-file "$(bash tools/cross/dnnl_arm64.sh)" -Dwerror=true -Dtests=true \
+  -Dcpu_arm=enabled -Dcpu=enabled -Dcuda=disabled >/dev/null
+meson compile -C build-arm -j "$jobs"
 bash tools/cross/test_cpu_arm.sh build-arm
+bash tools/cross/test_cpu.sh build-arm
 echo "all tests passed"

@@ -70,6 +70,8 @@ typedef struct cpu_state {
                           and cpu_amx_enable(); FMOE_CPU_AMX=0 turns it off) */
     uint32_t threads;  /* threads per layer (option `threads`, or the CPUs we may run on) */
     uint32_t spin_ms;  /* idle pool threads spin this long before sleeping (option `spin_ms`) */
+    int onednn_bf16;   /* oneDNN has an optimized bf16 matmul on the kernels' weight
+                          layout (cpu_onednn_bf16_optimized; not on aarch64 without ACL) */
     atomic_uintptr_t last_pool; /* the layers' pools: which one ran last (pool.h) */
     char isa_note[160];
 } cpu_state;
@@ -81,6 +83,12 @@ void cpu_log(const fmoe_host *h, int32_t level, const char *fmt, ...) FMOE_PRINT
 extern const fmoe_method cpu_method_unquantized;
 extern const fmoe_method cpu_method_int8;
 extern const fmoe_method cpu_method_w4a8;
+
+/* Does this oneDNN have a bf16 matmul that is not its reference code for
+ * bgemm.h's weight layout (BA16a64b2a)? Decides whether bf16 experts above
+ * the kernels' row limit go to oneDNN (each layer checks its own shapes
+ * again at finalize) and what the query says. */
+int cpu_onednn_bf16_optimized(void);
 
 /* Does a method serve `s` on a layer `c`? 1, or 0 with reason written. */
 int cpu_unquantized_serves(const fmoe_scheme *s, const fmoe_layer_config *c, char *reason, size_t cap);

@@ -84,6 +84,7 @@ typedef struct uq_layer {
     /* bf16 compute type only. */
     cpu_bweights bw[2];     /* W13, W2 in bgemm.h's tiles (= BA16a64b2a) */
     cpu_bgemv bg;
+    int onednn_bf16;        /* cpu_state's: oneDNN has an optimized bf16 matmul at all */
     int dnnl_ok;            /* oneDNN serves the larger experts; 0: bgemv runs all */
     void *xg;               /* [chunk*k][H] compute type */
     float *h;               /* [chunk*k][rI] */
@@ -160,6 +161,7 @@ static fmoe_status uq_create(fmoe_create_args *a)
     u->w_dtype = a->scheme->w_dtype;
     int bf16 = u->w_dtype == FMOE_DTYPE_BF16 && a->config->act_dtype == FMOE_DTYPE_BF16;
     u->cdt = bf16 ? dnnl_bf16 : dnnl_f32;
+    u->onednn_bf16 = st->onednn_bf16;
     u->celt = bf16 ? 2 : 4;
     uint32_t H = a->hidden_size, I = a->intermediate_per_rank, rI = (a->config->gated ? 2 : 1) * I;
     size_t per_token = (size_t)a->config->top_k * (H * u->celt + rI * sizeof(float) + I * u->celt);
@@ -376,6 +378,29 @@ static void gemm_release(uq_gemm *g)
     memset(g, 0, sizeof *g);
 }
 
+int cpu_onednn_bf16_optimized(void)
+{
+    dnnl_engine_t eng = NULL;
+    if (dnnl_engine_create(&eng, dnnl_cpu, 0) != dnnl_success)
+        return 0;
+    dnnl_memory_desc_t src, wei, dst;
+    dnnl_dims_t sd = {1, 64}, wd = {64, 64};
+    dnnl_matmul_desc_t md;
+    dnnl_primitive_desc_t pd = NULL;
+    const char *impl = NULL;
+    int ok = dnnl_memory_desc_init_by_tag(&src, 2, sd, dnnl_bf16, dnnl_ab) == dnnl_success &&
+             dnnl_memory_desc_init_by_tag(&wei, 2, wd, dnnl_bf16, dnnl_BA16a64b2a) == dnnl_success &&
+             dnnl_memory_desc_init_by_tag(&dst, 2, sd, dnnl_f32, dnnl_ab) == dnnl_success &&
+             dnnl_matmul_desc_init(&md, &src, &wei, NULL, &dst) == dnnl_success &&
+             dnnl_primitive_desc_create(&pd, &md, NULL, eng, NULL) == dnnl_success &&
+             dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl &&
+             strncmp(impl, "ref", 3) != 0;
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    dnnl_engine_destroy(eng);
+    return ok;
+}
+
 /* bf16 compute: the weights repacked into bgemm.h's tiles for the kernels;
  * oneDNN primitives on that same memory (BA16a64b2a) where oneDNN has an
  * optimized bf16 matmul for it, else the kernels run every expert. */
@@ -389,7 +414,8 @@ static fmoe_status finalize_bf16(uq_layer *u, fmoe_finalize_args *a, size_t *scr
         return h->error_set(a->err, FMOE_STATUS_OUT_OF_MEMORY, "out of memory repacking the bf16 weights");
     dnnl_memory_desc_t wmd[2];
     dnnl_dims_t d13 = {L->H, L->rI}, d2 = {L->I, L->H};
-    u->dnnl_ok = dnnl_memory_desc_init_by_tag(&wmd[0], 2, d13, dnnl_bf16, dnnl_BA16a64b2a) == dnnl_success &&
+    u->dnnl_ok = u->onednn_bf16 &&
+                 dnnl_memory_desc_init_by_tag(&wmd[0], 2, d13, dnnl_bf16, dnnl_BA16a64b2a) == dnnl_success &&
                  dnnl_memory_desc_init_by_tag(&wmd[1], 2, d2, dnnl_bf16, dnnl_BA16a64b2a) == dnnl_success &&
                  dnnl_memory_desc_get_size(&wmd[0]) == u->bw[0].expert_elems * 2 &&
                  dnnl_memory_desc_get_size(&wmd[1]) == u->bw[1].expert_elems * 2 &&

@@ -22,6 +22,11 @@
 
 /* Device-level score per ISA: above the reference's 1. */
 static const uint32_t isa_score[CPU_ISA_COUNT] = {10, 20, 30, 40};
+/* The integer methods on the portable kernels: below any plugin with SIMD
+ * kernels for the scheme (on aarch64, cpu_arm scores 10-30 for W4A8, and
+ * would otherwise tie at 10 and lose on the name), still above the
+ * reference. */
+#define PORTABLE_INT_SCORE 5
 
 void cpu_log(const fmoe_host *h, int32_t level, const char *fmt, ...)
 {
@@ -89,6 +94,7 @@ static fmoe_status cpu_init(fmoe_init_args *a)
         int ignored = strstr(st->isa_note, "only enables") || strstr(st->isa_note, "unknown");
         cpu_log(h, ignored ? FMOE_PLUGIN_LOG_WARN : FMOE_PLUGIN_LOG_INFO, "%s", st->isa_note);
     }
+    st->onednn_bf16 = cpu_onednn_bf16_optimized();
     const char *amx_env = getenv("FMOE_CPU_AMX");
     st->amx = st->isa >= CPU_ISA_AVX512_BF16 && !(amx_env && strcmp(amx_env, "0") == 0) && cpu_amx_enable();
     cpu_log(h, FMOE_PLUGIN_LOG_INFO, "kernels: %s%s (machine: %s), %u thread(s) per layer, idle spin %u ms",
@@ -157,11 +163,12 @@ static fmoe_status cpu_query(fmoe_query_args *a)
         return FMOE_STATUS_UNSUPPORTED;
     }
     a->method = m;
-    a->score = isa_score[st->isa];
+    a->score = m != &cpu_method_unquantized && st->isa == CPU_ISA_PORTABLE ? PORTABLE_INT_SCORE : isa_score[st->isa];
     if (m == &cpu_method_unquantized && s->w_dtype == FMOE_DTYPE_BF16 && a->config->act_dtype == FMOE_DTYPE_BF16)
-        snprintf(a->reason, sizeof a->reason,
-                 "bf16 kernels (%s) for experts with few rows, oneDNN matmul (bf16) above, %u thread(s)",
-                 cpu_isa_name(st->isa), st->threads);
+        snprintf(a->reason, sizeof a->reason, "bf16 kernels (%s) for %s, %u thread(s)", cpu_isa_name(st->isa),
+                 st->onednn_bf16 ? "experts with few rows, oneDNN matmul (bf16) above"
+                                 : "every expert (this oneDNN has no optimized bf16 matmul)",
+                 st->threads);
     else if (m == &cpu_method_unquantized)
         snprintf(a->reason, sizeof a->reason, "oneDNN matmul (f32), %u thread(s)", st->threads);
     else

@@ -8,6 +8,7 @@
  * kernel path, FMOE_CPU_ISA=portable|avx2|avx512_vnni|avx512_bf16 (a path this
  * machine lacks is clamped by the plugin and the run repeats the best one).
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "tests/reference_quant/harness.h"
@@ -82,6 +83,54 @@ START_TEST(experts_of_several_rows)
 }
 END_TEST
 
+/* The cpu candidate's score for `key` (explain, no layer created). */
+static uint32_t cpu_score(fmoe_context *ctx, const char *key)
+{
+    fmoe_layer_config cfg;
+    fmoe_layer_config_init(&cfg);
+    cfg.num_experts = 8, cfg.top_k = 2, cfg.hidden_size = 128, cfg.intermediate_size = 64;
+    cfg.act_dtype = strcmp(key, "bf16") == 0 ? FMOE_DTYPE_BF16 : FMOE_DTYPE_F32;
+    fmoe_scheme s;
+    ck_assert_int_eq(fmoe_scheme_parse(key, &s), FMOE_STATUS_OK);
+    fmoe_selection *sel = NULL;
+    ck_assert_msg(fmoe_context_explain(ctx, &cfg, &s, &sel) == FMOE_STATUS_OK, "explain %s: %s", key,
+                  fmoe_last_error());
+    int32_t chosen = fmoe_selection_chosen(sel);
+    ck_assert_msg(chosen >= 0, "%s: nothing selected: %s", key, fmoe_selection_summary(sel));
+    fmoe_candidate c = {.struct_size = sizeof c};
+    ck_assert_int_eq(fmoe_selection_candidate(sel, (uint32_t)chosen, &c), FMOE_STATUS_OK);
+    ck_assert_msg(strcmp(c.plugin, "cpu") == 0, "%s: selected %s, not cpu", key, c.plugin);
+    uint32_t score = c.score;
+    fmoe_selection_destroy(sel);
+    return score;
+}
+
+/* Query scores: the unquantized method scores by kernel path (10 portable
+ * .. 40 avx512_bf16); the integer methods score the same, except on the
+ * portable kernels, where they score 5 so that a plugin with SIMD kernels
+ * for the scheme (cpu_arm on aarch64) wins over them. */
+START_TEST(query_scores)
+{
+    const char *files[] = {REFERENCE_MANIFEST};
+    fmoe_context_options o;
+    fmoe_context_options_init(&o);
+    o.plugin_files = files;
+    o.n_plugin_files = 1;
+    o.ignore_environment = 1; /* FMOE_*; the plugin still reads FMOE_CPU_ISA */
+    fmoe_context *ctx = NULL;
+    ck_assert_msg(fmoe_context_create(&o, &ctx) == FMOE_STATUS_OK, "context: %s", fmoe_last_error());
+    uint32_t path = cpu_score(ctx, "bf16");
+    ck_assert_msg(path == 10 || path == 20 || path == 30 || path == 40, "bf16 score %u", path);
+    const char *forced = getenv("FMOE_CPU_ISA");
+    if (forced && strcmp(forced, "portable") == 0)
+        ck_assert_uint_eq(path, 10);
+    for (size_t i = 0; i < N_KEYS; i++)
+        ck_assert_msg(cpu_score(ctx, keys[i]) == (path == 10 ? 5u : path), "%s: score %u, bf16 path scores %u",
+                      keys[i], cpu_score(ctx, keys[i]), path);
+    fmoe_context_destroy(ctx);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cpu_quant");
@@ -92,6 +141,7 @@ int main(void)
     tcase_add_loop_test(tc, odd_sizes_bias_nongated, 0, N_KEYS);
     tcase_add_loop_test(tc, sharded_and_on_input, 0, N_KEYS);
     tcase_add_loop_test(tc, decode_many_experts, 0, N_KEYS);
+    tcase_add_test(tc, query_scores);
     suite_add_tcase(s, tc);
-    return fmoe_test_main(s, 5 * N_KEYS);
+    return fmoe_test_main(s, 5 * N_KEYS + 1);
 }

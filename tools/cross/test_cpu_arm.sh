@@ -12,27 +12,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:?usage: $0 BUILD_DIR}
-qemu=(qemu-aarch64 -L /)
-
-# `fusedmoe conform --plugin cpu_arm` in the suite's clean configuration
-# (tests/conformance/meson.build). Every case except abi/probe-no-device,
-# which re-executes the program: qemu-user cannot exec an aarch64 binary
-# without binfmt_misc, which CI machines do not register.
-conform() {
-  local common=("$build/cli/fusedmoe" --plugin "$build/plugins/reference/reference.toml"
-                conform --plugin "$build/plugins/cpu_arm/cpu_arm.toml")
-  FMOE_CONFIG="$PWD/tests/conformance/empty.toml" FMOE_PLUGIN_PATH= FMOE_PLUGIN_FILES= FMOE_BACKENDS= \
-    "${qemu[@]}" "${common[@]}" --mode support --mode test --mode stress | tail -n 8
-  local f
-  for f in abi/exports abi/no-libfusedmoe abi/entry- abi/init abi/probe-twice abi/probe-no-room \
-           abi/probe-report-small abi/query abi/method-slots abi/method-guarded abi/host-memory; do
-    FMOE_CONFIG="$PWD/tests/conformance/empty.toml" FMOE_PLUGIN_PATH= FMOE_PLUGIN_FILES= FMOE_BACKENDS= \
-      "${qemu[@]}" "${common[@]}" --mode abi --filter "$f" >/dev/null ||
-      { echo "conform $f failed:"; FMOE_CONFIG="$PWD/tests/conformance/empty.toml" FMOE_PLUGIN_PATH= \
-        FMOE_PLUGIN_FILES= FMOE_BACKENDS= "${qemu[@]}" "${common[@]}" --mode abi --filter "$f"; return 1; }
-  done
-  echo "conform abi: every case but probe-no-device passed"
-}
+# shellcheck source=tools/cross/conform_qemu.sh
+. tools/cross/conform_qemu.sh
+conform() { conform_qemu "$build" "$build/plugins/cpu_arm/cpu_arm.toml"; }
 
 # run CPU EXPECTED_HWCAP_LEVEL yes|no(conform) [VAR=value ...]
 run() {
