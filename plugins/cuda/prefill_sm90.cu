@@ -1355,20 +1355,42 @@ cutlass::KernelHardwareInfo hw_of(int device, int sms)
     return hw;
 }
 
-template <class Gemm = GemmBF16>
-typename Gemm::Arguments args_bf16(const gemm_arrays &g, uint32_t E, const cutlass::KernelHardwareInfo &hw)
+/* What the grouped GEMMs' arguments share: E problems whose shapes the
+ * device wrote (g.shape), no C operand, this device's SMs. Each args_*
+ * below adds its main loop, its epilogue's parameters and D. */
+template <class Gemm>
+typename Gemm::Arguments grouped_args(const gemm_arrays &g, uint32_t E, const cutlass::KernelHardwareInfo &hw)
 {
     typename Gemm::Arguments a;
     a.mode = cutlass::gemm::GemmUniversalMode::kGrouped;
     a.problem_shape = {(int)E, g.shape, nullptr};
+    a.epilogue.ptr_C = nullptr;
+    a.epilogue.dC = nullptr;
+    a.hw_info = hw;
+    return a;
+}
+
+/* D: the bf16 rows of g, or none (the fused GEMM1's epilogue stores the
+ * activation itself). */
+template <class Args> void set_d(Args &a, const gemm_arrays &g)
+{
+    a.epilogue.ptr_D = (ElemBF16 **)g.d;
+    a.epilogue.dD = g.sd;
+}
+template <class Args> void no_d(Args &a)
+{
+    a.epilogue.ptr_D = nullptr;
+    a.epilogue.dD = nullptr;
+}
+
+template <class Gemm = GemmBF16>
+typename Gemm::Arguments args_bf16(const gemm_arrays &g, uint32_t E, const cutlass::KernelHardwareInfo &hw)
+{
+    auto a = grouped_args<Gemm>(g, E, hw);
     a.mainloop = {(const ElemBF16 **)g.a, g.sa, (const ElemBF16 **)g.b, g.sb};
     a.epilogue.thread.alpha = 1.0f;
     a.epilogue.thread.beta = 0.0f;
-    a.epilogue.ptr_C = nullptr;
-    a.epilogue.dC = nullptr;
-    a.epilogue.ptr_D = (ElemBF16 **)g.d;
-    a.epilogue.dD = g.sd;
-    a.hw_info = hw;
+    set_d(a, g);
     return a;
 }
 
@@ -1377,16 +1399,10 @@ template <class Gemm = GemmBF16Act>
 typename Gemm::Arguments args_bf16_act(const gemm_arrays &g, uint32_t E, const cutlass::KernelHardwareInfo &hw,
                                        const act_epi &ae)
 {
-    typename Gemm::Arguments a;
-    a.mode = cutlass::gemm::GemmUniversalMode::kGrouped;
-    a.problem_shape = {(int)E, g.shape, nullptr};
+    auto a = grouped_args<Gemm>(g, E, hw);
     a.mainloop = {(const ElemBF16 **)g.a, g.sa, (const ElemBF16 **)g.b, g.sb};
     a.epilogue.thread = {{}, ae};
-    a.epilogue.ptr_C = nullptr;
-    a.epilogue.dC = nullptr;
-    a.epilogue.ptr_D = nullptr;
-    a.epilogue.dD = nullptr;
-    a.hw_info = hw;
+    no_d(a);
     return a;
 }
 
@@ -1403,9 +1419,7 @@ template <class Gemm>
 typename Gemm::Arguments args_fp8(const gemm_arrays &g, uint32_t E, bool vec, const cutlass::KernelHardwareInfo &hw,
                                   uint32_t promote = 0)
 {
-    typename Gemm::Arguments a;
-    a.mode = cutlass::gemm::GemmUniversalMode::kGrouped;
-    a.problem_shape = {(int)E, g.shape, nullptr};
+    auto a = grouped_args<Gemm>(g, E, hw);
     a.mainloop = {(const ElemFP8 **)g.a, g.sa, (const ElemFP8 **)g.b, g.sb};
     set_promotion(a.mainloop, promote ? promote : (uint32_t)size<2>(typename Gemm::GemmKernel::TileShape{}) / 32, 0);
     a.epilogue.thread = {
@@ -1414,20 +1428,14 @@ typename Gemm::Arguments args_fp8(const gemm_arrays &g, uint32_t E, bool vec, co
          {(const float *const *)g.s1, 0.0f, {_0{}, vec, 0}},         /* column (channel) scale */
          {}},
         {}};
-    a.epilogue.ptr_C = nullptr;
-    a.epilogue.dC = nullptr;
-    a.epilogue.ptr_D = (ElemBF16 **)g.d;
-    a.epilogue.dD = g.sd;
-    a.hw_info = hw;
+    set_d(a, g);
     return a;
 }
 
 typename GemmFP8G1Act::Arguments args_fp8_act(const gemm_arrays &g, uint32_t E, bool vec,
                                               const cutlass::KernelHardwareInfo &hw, const act_epi &ae)
 {
-    typename GemmFP8G1Act::Arguments a;
-    a.mode = cutlass::gemm::GemmUniversalMode::kGrouped;
-    a.problem_shape = {(int)E, g.shape, nullptr};
+    auto a = grouped_args<GemmFP8G1Act>(g, E, hw);
     a.mainloop = {(const ElemFP8 **)g.a, g.sa, (const ElemFP8 **)g.b, g.sb};
     set_promotion(a.mainloop, (uint32_t)size<2>(typename GemmFP8G1Act::GemmKernel::TileShape{}) / 32, 0);
     a.epilogue.thread = {{{},                                                  /* accumulator */
@@ -1436,28 +1444,18 @@ typename GemmFP8G1Act::Arguments args_fp8_act(const gemm_arrays &g, uint32_t E, 
                            {}},
                           {}},
                          ae};
-    a.epilogue.ptr_C = nullptr;
-    a.epilogue.dC = nullptr;
-    a.epilogue.ptr_D = nullptr;
-    a.epilogue.dD = nullptr;
-    a.hw_info = hw;
+    no_d(a);
     return a;
 }
 
 typename GemmBlock::Arguments args_block(const gemm_arrays &g, uint32_t E, const cutlass::KernelHardwareInfo &hw)
 {
-    typename GemmBlock::Arguments a;
-    a.mode = cutlass::gemm::GemmUniversalMode::kGrouped;
-    a.problem_shape = {(int)E, g.shape, nullptr};
+    auto a = grouped_args<GemmBlock>(g, E, hw);
     a.mainloop = {(const ElemFP8 **)g.a, g.sa,     (const ElemFP8 **)g.b, g.sb,
                   (const float **)g.s0,  g.lsfa, (const float **)g.s1,  g.lsfb};
     a.epilogue.thread.alpha = 1.0f;
     a.epilogue.thread.beta = 0.0f;
-    a.epilogue.ptr_C = nullptr;
-    a.epilogue.dC = nullptr;
-    a.epilogue.ptr_D = (ElemBF16 **)g.d;
-    a.epilogue.dD = g.sd;
-    a.hw_info = hw;
+    set_d(a, g);
     return a;
 }
 
