@@ -40,7 +40,8 @@
  *              (the two CTAs of a cluster take the same weight tile by TMA
  *              multicast), D = round(acc); GEMM1 (with the fused activation
  *              when gated SiLU) and GEMM2
- *   fp8        GEMM1: 64x128x128 ping-pong or 128x128x128 cooperative,
+ *   fp8        GEMM1: 64x128x128 ping-pong, 64x192x128 ping-pong (128 to
+ *              511 rows) or 128x128x128 cooperative (from 512 rows),
  *              wgmma's accumulator promoted to f32 every 128 K; GEMM2:
  *              64x256x128 ping-pong or 128x256x128 cooperative, fast
  *              accumulation (see "FP8 accumulation" below); all cluster 2x1,
@@ -1125,29 +1126,43 @@ template <class Tile, class ClusterShape, class Schedule, class EpiSchedule> str
  * error moves an element to the neighbouring code; GEMM2's output is only
  * rounded to bf16 (its fast-accumulation error: NMSE ~1e-5 at K = 14336).
  * Kernels (cluster 2x1), chosen per call by the average rows per local
- * expert (FMCU_PF_LARGE_ROWS): GEMM1 FMCU_PF_FP8_G1_SMALL below, else
- * FMCU_PF_FP8_G1; GEMM2 FMCU_PF_FP8_G2 below, else FMCU_PF_FP8_G2_LARGE:
+ * expert: GEMM1 FMCU_PF_FP8_G1_SMALL below FMCU_PF_LARGE_ROWS,
+ * FMCU_PF_FP8_G1_MID from there below FMCU_PF_FP8_G1_LARGE_ROWS, else
+ * FMCU_PF_FP8_G1 (fp8_g1_kind); GEMM2 FMCU_PF_FP8_G2 below
+ * FMCU_PF_LARGE_ROWS, else FMCU_PF_FP8_G2_LARGE:
  *   0  64x256x128 ping-pong, fast accumulation           GEMM2, few rows
  *   1  64x128x128 ping-pong, promoted                     GEMM1, few rows
  *   2  128x128x128 cooperative, promoted                  GEMM1, many rows
  *   3  128x256x128 cooperative, fast accumulation         GEMM2, many rows
+ *   4  64x192x128 ping-pong, promoted                     GEMM1, 128-511 rows
  * H100, M=8192 (bench/cuda/RESULTS.md): 2 for GEMM1 is 80-89% of 0's
  * TFLOP/s (1 is 70-73%), 2+0 for the pair 87-91% of 0+0. With 32-64 rows
  * per expert (M=1024 of Qwen3-30B-A3B, gpt-oss-120b, DeepSeek-V3) 1 takes
  * 64-70% of 2's time for GEMM1 and 0 76-88% of 3's for GEMM2; with 256 and
  * more 3 takes 86-96% of 0's (102% at gpt-oss-120b M=8192), 1 102-141% of
- * 2's (bench/cuda/prefill-2026-11-22). Even promoted,
+ * 2's (bench/cuda/prefill-2026-11-22). 4 (96 + 96 accumulator registers
+ * per thread, no spills; the epilogue under the other warp group's main
+ * loop) against 2 for GEMM1: 256 rows 94% at gpt-oss-120b M=8192 (graph
+ * -5%), 94% at Mixtral M=1024, 100% at DeepSeek-V3 M=8192; 512 rows
+ * (Qwen3-30B-A3B M=8192) 100%, 2048 rows (Mixtral M=8192) 117%
+ * (bench/cuda/prefill-2026-11-22b). Even promoted,
  * wgmma's sum of 128 products is not f32's: at K = 128 it is the same as
  * fast accumulation, and conformance's per-element bound still misses an
  * element in some layers (promoting every 64 or 32 K, measured, is 1.3-2.3x
  * slower and not exact either), so kernels.cu takes this tier for fp8 only
- * when forced. Tuning builds (-DFMCU_PF_TUNING) compile all four and
+ * when forced. Tuning builds (-DFMCU_PF_TUNING) compile all five and
  * read FMCU_PF_FP8 and FMCU_PF_FP8_PROMOTE at run time (fp8_variant). */
 #ifndef FMCU_PF_FP8_G1
 #define FMCU_PF_FP8_G1 2
 #endif
 #ifndef FMCU_PF_FP8_G1_SMALL
 #define FMCU_PF_FP8_G1_SMALL 1
+#endif
+#ifndef FMCU_PF_FP8_G1_MID
+#define FMCU_PF_FP8_G1_MID 4
+#endif
+#ifndef FMCU_PF_FP8_G1_LARGE_ROWS
+#define FMCU_PF_FP8_G1_LARGE_ROWS 512
 #endif
 #ifndef FMCU_PF_FP8_G2
 #define FMCU_PF_FP8_G2 0
@@ -1174,21 +1189,28 @@ template <> struct fp8_variant_of<3> {
                             cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperativeFP8FastAccum, CoopEpi>;
     using Gemm = Kind::Gemm;
 };
-constexpr int FP8_VARIANTS = 4;
+template <> struct fp8_variant_of<4> {
+    using Kind = scaled_fp8<Shape<_64, _192, _128>, Cluster, PtrPingpong, PingpongEpi>;
+    using Gemm = Kind::Gemm;
+};
+constexpr int FP8_VARIANTS = 5;
 static_assert(FMCU_PF_FP8_G1 >= 0 && FMCU_PF_FP8_G1 < FP8_VARIANTS && FMCU_PF_FP8_G1_SMALL >= 0 &&
-                  FMCU_PF_FP8_G1_SMALL < FP8_VARIANTS && FMCU_PF_FP8_G2 >= 0 &&
-                  FMCU_PF_FP8_G2 < FP8_VARIANTS && FMCU_PF_FP8_G2_LARGE >= 0 &&
-                  FMCU_PF_FP8_G2_LARGE < FP8_VARIANTS,
-              "FMCU_PF_FP8_G1/G2 variants: 0 to 3");
+                  FMCU_PF_FP8_G1_SMALL < FP8_VARIANTS && FMCU_PF_FP8_G1_MID >= 0 &&
+                  FMCU_PF_FP8_G1_MID < FP8_VARIANTS && FMCU_PF_FP8_G2 >= 0 && FMCU_PF_FP8_G2 < FP8_VARIANTS &&
+                  FMCU_PF_FP8_G2_LARGE >= 0 && FMCU_PF_FP8_G2_LARGE < FP8_VARIANTS,
+              "FMCU_PF_FP8_G1/G2 variants: 0 to 4");
 using GemmFP8G1 = fp8_variant_of<FMCU_PF_FP8_G1>::Gemm;
 using GemmFP8G1Small = fp8_variant_of<FMCU_PF_FP8_G1_SMALL>::Gemm;
+using GemmFP8G1Mid = fp8_variant_of<FMCU_PF_FP8_G1_MID>::Gemm;
 using GemmFP8G2 = fp8_variant_of<FMCU_PF_FP8_G2>::Gemm;
 using GemmFP8G2Large = fp8_variant_of<FMCU_PF_FP8_G2_LARGE>::Gemm;
 /* GEMM1 with the fused activation (FMCU_PF_FUSE=2), by default the same
  * kernel as GEMM1's. Kernel 1 (ping-pong, the epilogue under the other
  * warp group's main loop) was faster at Qwen3-30B-A3B M=1024 (353 vs 424 us
  * forward, unfused) but slower at M=8192 and on Mixtral (H100,
- * bench/cuda/RESULTS.md "Fused GEMM1"). */
+ * bench/cuda/RESULTS.md "Fused GEMM1"); kernel 4 spills with the fused
+ * epilogue (1.2 KB of spill stores) and was 2-4x slower than unfused
+ * (bench/cuda/prefill-2026-11-22b). */
 #ifndef FMCU_PF_FP8_G1_ACT
 #define FMCU_PF_FP8_G1_ACT FMCU_PF_FP8_G1
 #endif
@@ -1658,18 +1680,26 @@ bool bf16_large(int gemm, int64_t rows, uint32_t H)
 }
 #endif
 
+/* The fp8 GEMM1 for an average of `rows` rows per local expert: 0 small
+ * (FMCU_PF_FP8_G1_SMALL), 1 mid (FMCU_PF_FP8_G1_MID), 2 large (FMCU_PF_FP8_G1). */
+int fp8_g1_kind(int64_t rows)
+{
+    return rows < FMCU_PF_LARGE_ROWS ? 0 : rows < FMCU_PF_FP8_G1_LARGE_ROWS ? 1 : 2;
+}
+
 #if defined(FMCU_PF_TUNING)
 /* Tuning builds: FMCU_PF_FP8=AB picks GEMM1's kernel A and GEMM2's kernel B
- * (digits 0..3; default the production choice), FMCU_PF_FP8_PROMOTE=n the
+ * (digits 0..4; default the production choice), FMCU_PF_FP8_PROMOTE=n the
  * promotion interval in wgmma instructions (a multiple of the K tile's). */
-int fp8_variant(int gemm, bool large)
+int fp8_variant(int gemm, int64_t rows)
 {
     const char *v = getenv("FMCU_PF_FP8");
     if (v && strlen(v) == 2 && v[gemm] >= '0' && v[gemm] < '0' + FP8_VARIANTS)
         return v[gemm] - '0';
     if (gemm)
-        return large ? FMCU_PF_FP8_G2_LARGE : FMCU_PF_FP8_G2;
-    return large ? FMCU_PF_FP8_G1 : FMCU_PF_FP8_G1_SMALL;
+        return rows >= FMCU_PF_LARGE_ROWS ? FMCU_PF_FP8_G2_LARGE : FMCU_PF_FP8_G2;
+    const int kind = fp8_g1_kind(rows);
+    return kind == 0 ? FMCU_PF_FP8_G1_SMALL : kind == 1 ? FMCU_PF_FP8_G1_MID : FMCU_PF_FP8_G1;
 }
 
 template <int V1>
@@ -1895,19 +1925,23 @@ cudaError_t forward(const fmcu_layer *L, int64_t m, const void *x, int64_t x_ld,
         return launch(g[0], g[1], m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, dyn_tensor, nullptr, st, ev);
     }
 #if defined(FMCU_PF_TUNING)
-    switch (fp8_variant(0, fp8_large)) {
+    switch (fp8_variant(0, rows)) {
 #define PF_VARIANT(v)                                                                                               \
     case v:                                                                                                         \
-        return forward_fp8_v1<v>(fp8_variant(1, fp8_large), m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, dyn_tensor,     \
+        return forward_fp8_v1<v>(fp8_variant(1, rows), m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, dyn_tensor,     \
                                  vec_scale, hw, cws, st, ev);
         PF_VARIANT(0)
         PF_VARIANT(1)
         PF_VARIANT(2)
         PF_VARIANT(3)
+        PF_VARIANT(4)
 #undef PF_VARIANT
     default: return cudaErrorInvalidValue;
     }
 #else
+    if (fp8_large && fp8_g1_kind(rows) == 1)
+        return forward_fp8<GemmFP8G1Mid, GemmFP8G2Large>(m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb,
+                                                         dyn_tensor, vec_scale, hw, cws, st, ev);
     if (fp8_large)
         return forward_fp8<GemmFP8G1, GemmFP8G2Large>(m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, dyn_tensor,
                                                       vec_scale, hw, cws, st, ev);
@@ -1936,6 +1970,7 @@ bool cutlass_workspace_fits(const fmcu_layer *L, int sms)
 #else
         need = std::max({workspace_of<GemmFP8G1>(args_fp8<GemmFP8G1>(g[0], L->local_experts, true, hw)),
                          workspace_of<GemmFP8G1Small>(args_fp8<GemmFP8G1Small>(g[0], L->local_experts, true, hw)),
+                         workspace_of<GemmFP8G1Mid>(args_fp8<GemmFP8G1Mid>(g[0], L->local_experts, true, hw)),
                          workspace_of<GemmFP8G1Act>(args_fp8_act(g[0], L->local_experts, true, hw, act_epi{})),
                          workspace_of<GemmFP8G2>(args_fp8<GemmFP8G2>(g[0], L->local_experts, true, hw)),
                          workspace_of<GemmFP8G2Large>(args_fp8<GemmFP8G2Large>(g[0], L->local_experts, true, hw))});

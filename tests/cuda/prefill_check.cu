@@ -16,8 +16,10 @@
  *   --bench: model shapes with device-filled random weights: the stage times
  *   of the prefill path (CUDA events, median of eager runs) with each GEMM's
  *   TFLOP/s, the whole forward as a CUDA graph replay (which also proves it
- *   capturable), fmcu_forward's time on the same layer, and the NMSE
- *   between the two paths. PREFILL_BENCH_M="M1[,M2]" picks the token
+ *   capturable), fmcu_forward's time on the same layer, the NMSE
+ *   between the two paths and a hash of the prefill output's bits (equal
+ *   hashes: two builds or settings computed the same bits from the same
+ *   random data). PREFILL_BENCH_M="M1[,M2]" picks the token
  *   counts (default 4096,8192), PREFILL_BENCH_SCHEMES="bf16,channel" the
  *   schemes (parts of their keys).
  *
@@ -813,6 +815,9 @@ static int bench_case(const shape &s, const fmoe_scheme &sc, const uint32_t *ms,
         CUDA_OK(cudaMemcpy(b.data(), dout2, b.size() * 2, cudaMemcpyDeviceToHost));
         double se = 0, sr = 0;
         int64_t nan = 0;
+        uint64_t hash = 0xcbf29ce484222325ull; /* FNV-1a of the forward's output bits: same bits, same hash */
+        for (size_t i = 0; i < a.size(); i++)
+            hash = (hash ^ a[i]) * 0x100000001b3ull;
         for (size_t i = 0; i < a.size(); i++) {
             double x = from_bf16(a[i]), y = from_bf16(b[i]);
             if (isnan(x) || isnan(y)) {
@@ -836,9 +841,9 @@ static int bench_case(const shape &s, const fmoe_scheme &sc, const uint32_t *ms,
                median(stage[2]) * 1e3, t2 * 1e6, f2 / t2 / 1e12, 100 * f2 / t2 / 1e12 / peak, median(stage[4]) * 1e3,
                median(total) * 1e3);
         printf("      forward (graph, plan included) %8.1f us %6.1f TF | mma.sync fmcu_forward %8.1f us %6.1f TF | "
-               "x%.2f | nmse vs mma.sync %.2e nan %lld\n",
+               "x%.2f | nmse vs mma.sync %.2e nan %lld | out %016llx\n",
                fw * 1e6, (f1 + f2) / fw / 1e12, fmma * 1e6, (f1 + f2) / fmma / 1e12, fmma / fw, sr > 0 ? se / sr : se,
-               (long long)nan);
+               (long long)nan, (unsigned long long)hash);
         if (nan || !(sr > 0 && se / sr < 1e-3)) {
             printf("FAIL bench %s %s M=%u: outputs of the two paths differ\n", s.name, s.scheme, m);
             ok = 0;
