@@ -27,6 +27,17 @@
  * blockIdx.x walks the row tiles (a host-side bound; tiles past the
  * device-side count exit), blockIdx.y the slabs.
  *
+ * Latency, not bytes, decides the split-K case (decode: a CTA streams 12-46
+ * KB and is gone), so the schedule keeps the dependent round trips short and
+ * the CTAs many. The tile count and record are read together, and a warp's
+ * first weight batch goes out as soon as the expert is known, before the
+ * tile's rows and token rows are looked up. A split-K CTA holds one token
+ * tile (8 columns) at a time and walks its tile's token tiles in turn,
+ * streaming the slab again for each (from L2; at split-K sizes a tile rarely
+ * has more than 8 rows): 80-90 registers instead of 112-146, so 5-6 CTAs fit
+ * on an SM instead of 3-4 (Qwen3-30B-A3B's GEMM1 at M=1, 768 CTAs, now runs
+ * in one wave). bench/cuda/decode-2026-11-22b has the measurements.
+ *
  * Fragment trick. The dot product over K does not care in which order K is
  * visited, as long as A and B agree. A thread loads 16 contiguous bytes of
  * weight rows g and g+8 (g = lane / 4) at byte offset 16 * (lane % 4) of the
@@ -78,18 +89,42 @@ __device__ __forceinline__ float block_w_scale(const fmcu_gemm_args &p, int e, i
     return p.w_scale[(int64_t)e * p.w_scale_e + (int64_t)(r / (int)p.block_n) * kgroups + kg];
 }
 
-template <bool FP8, bool BLOCK, bool SPLITK>
-__global__ void __launch_bounds__(WARPS * 32) stream_gemm(const fmcu_gemm_args p)
+/* Resident CTAs per SM that the split-K kernel is compiled for: 6 (80
+ * registers), 5 with block scales (their partial sums need more). */
+template <bool BLOCK> constexpr int splitk_ctas()
 {
-    __shared__ float red[SPLITK ? WARPS - 1 : 1][NT * 4][32];
+    return BLOCK ? 5 : 6;
+}
+
+/* One batch: U chunks of both weight rows of this thread (zeros past K). */
+template <int U>
+__device__ __forceinline__ void load_batch(uint4 (&wl)[U], uint4 (&wh)[U], const uint8_t *w_lo, const uint8_t *w_hi,
+                                           int kc, int nk, int64_t kbytes, int c4)
+{
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        int64_t off = (int64_t)(kc + u) * CHUNK;
+        bool ok = kc + u < nk && off + c4 * 16 < kbytes;
+        wl[u] = ok ? load_stream(w_lo + off) : make_uint4(0, 0, 0, 0);
+        wh[u] = ok ? load_stream(w_hi + off) : make_uint4(0, 0, 0, 0);
+    }
+}
+
+template <bool FP8, bool BLOCK, bool SPLITK>
+__global__ void __launch_bounds__(WARPS * 32, SPLITK ? splitk_ctas<BLOCK>() : 4)
+    stream_gemm(const fmcu_gemm_args p)
+{
+    constexpr int NTT = SPLITK ? 1 : NT; /* token tiles held at once */
+    __shared__ float red[SPLITK ? WARPS - 1 : 1][NTT * 4][32];
     fmcu_dev::pdl_trigger();
-    fmcu_dev::pdl_wait(); /* the plan and this GEMM's input come from the kernels before */
+    fmcu_dev::pdl_wait();
     const int tile = blockIdx.x;
-    if (tile >= *p.n_tiles)
-        return; /* uniform over the CTA */
+    /* Count and record in flight together (tile < grid_tiles: inside the list). */
+    const int n_tiles = *(const volatile int32_t *)p.n_tiles;
     const int2 t = p.tiles[tile];
+    if (tile >= n_tiles)
+        return; /* uniform over the CTA */
     const int e = t.x, pos0 = t.y;
-    const int rows = min(NT * 8, p.offsets[e + 1] - pos0);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int g = lane >> 2, c4 = lane & 3;
     const bool gated1 = p.gemm1 && p.gated;
@@ -99,7 +134,7 @@ __global__ void __launch_bounds__(WARPS * 32) stream_gemm(const fmcu_gemm_args p
     if (!SPLITK && slab >= (gated1 ? (int)p.n_out / 8 : (int)p.n_rows / 16))
         return; /* no barrier in this mode */
 
-    /* This thread's two weight rows. */
+    /* This thread's two weight rows, and its first batch of them. */
     const int r_lo = gated1 ? slab * 8 + g : slab * 16 + g;
     const int r_hi = gated1 ? (int)p.n_out + slab * 8 + g : r_lo + 8;
     const int64_t kbytes = (int64_t)p.k * (FP8 ? 1 : 2);
@@ -107,163 +142,176 @@ __global__ void __launch_bounds__(WARPS * 32) stream_gemm(const fmcu_gemm_args p
     const uint8_t *w_lo = W + (int64_t)r_lo * kbytes + c4 * 16;
     const uint8_t *w_hi = W + (int64_t)r_hi * kbytes + c4 * 16;
     const int nk = (int)((kbytes + CHUNK - 1) / CHUNK);
-    const int ntiles = (rows + 7) / 8;
+    const int kc0 = SPLITK ? warp * U : 0;
+    const int kstep = SPLITK ? WARPS * U : U;
+    uint4 wl[U], wh[U];
+    load_batch<U>(wl, wh, w_lo, w_hi, kc0, nk, kbytes, c4);
 
-    /* B operand: token g of each token tile (its activation row). */
+    /* The tile's rows: split K takes them 8 at a time (passes), else all
+     * NT token tiles at once. */
+    const int rows = min(NT * 8, p.offsets[e + 1] - pos0);
+    const int passes = SPLITK ? (rows + 7) / 8 : 1;
+    const int ntiles = SPLITK ? 1 : (rows + 7) / 8;
     const uint8_t *A = (const uint8_t *)p.a;
-    const uint8_t *b_src[NT];
-#pragma unroll
-    for (int j = 0; j < NT; j++) {
-        int r = j * 8 + g;
-        b_src[j] = nullptr;
-        if (r < rows) {
-            int64_t src = p.sorted[pos0 + r] / p.a_row_div;
-            b_src[j] = A + src * p.lda * (FP8 ? 1 : 2) + c4 * 16;
-        }
-    }
-    /* Accumulator columns: tokens 2*c4 and 2*c4 + 1 of each tile. */
-    int c_pair[NT][2];
-#pragma unroll
-    for (int j = 0; j < NT; j++)
-#pragma unroll
-        for (int q = 0; q < 2; q++) {
-            int r = j * 8 + 2 * c4 + q;
-            c_pair[j][q] = r < rows ? p.sorted[pos0 + r] : -1;
-        }
-
-    float acc[NT][4], part[BLOCK ? NT : 1][4];
-#pragma unroll
-    for (int j = 0; j < NT; j++)
-#pragma unroll
-        for (int q = 0; q < 4; q++) {
-            acc[j][q] = 0.0f;
-            if constexpr (BLOCK)
-                part[j][q] = 0.0f;
-        }
+    const int32_t dt = p.act_dtype;
+    const int wrow[2] = {r_lo, r_hi};
+    const fmcu_dev::act_params ap = {p.activation, p.gated, p.swiglu_alpha, p.swiglu_limit};
     const int group_chunks = BLOCK ? (int)(p.block_k / CHUNK) : 1;
     const int kgroups = BLOCK ? (int)((p.k + p.block_k - 1) / p.block_k) : 1;
 
-    for (int kc = SPLITK ? warp * U : 0; kc < nk; kc += SPLITK ? WARPS * U : U) {
-        uint4 wl[U], wh[U];
+    for (int pass = 0; pass < passes; pass++) {
+        const int r0 = pass * 8; /* first row of this pass's token tiles */
+        /* B operand: token g of each token tile (its activation row). */
+        const uint8_t *b_src[NTT];
 #pragma unroll
-        for (int u = 0; u < U; u++) {
-            int64_t off = (int64_t)(kc + u) * CHUNK;
-            bool ok = kc + u < nk && off + c4 * 16 < kbytes;
-            wl[u] = ok ? load_stream(w_lo + off) : make_uint4(0, 0, 0, 0);
-            wh[u] = ok ? load_stream(w_hi + off) : make_uint4(0, 0, 0, 0);
-        }
-#pragma unroll
-        for (int u = 0; u < U; u++) {
-            const int ck = kc + u;
-            if (ck >= nk)
-                break;
-            const int64_t off = (int64_t)ck * CHUNK;
-            const bool in_k = off + c4 * 16 < kbytes;
-            const uint32_t a0[4] = {wl[u].x, wh[u].x, wl[u].y, wh[u].y};
-            const uint32_t a1[4] = {wl[u].z, wh[u].z, wl[u].w, wh[u].w};
-#pragma unroll
-            for (int j = 0; j < NT; j++) {
-                if (j >= ntiles)
-                    break;
-                uint4 b = b_src[j] && in_k ? load_shared_use(b_src[j] + off) : make_uint4(0, 0, 0, 0);
-                const uint32_t b0[2] = {b.x, b.y}, b1[2] = {b.z, b.w};
-                if constexpr (BLOCK) {
-                    fmcu_dev::mma<FP8>(part[j], a0, b0);
-                    fmcu_dev::mma<FP8>(part[j], a1, b1);
-                } else {
-                    fmcu_dev::mma<FP8>(acc[j], a0, b0);
-                    fmcu_dev::mma<FP8>(acc[j], a1, b1);
-                }
+        for (int j = 0; j < NTT; j++) {
+            int r = r0 + j * 8 + g;
+            b_src[j] = nullptr;
+            if (r < rows) {
+                int64_t src = p.sorted[pos0 + r] / p.a_row_div;
+                b_src[j] = A + src * p.lda * (FP8 ? 1 : 2) + c4 * 16;
             }
-            if constexpr (BLOCK) {
-                /* Promote at the end of a K group, and at the end of this
-                 * warp's batch (the group's next chunks may be another warp's). */
-                const bool group_end = (ck + 1) % group_chunks == 0 || ck == nk - 1;
-                if (group_end || u == U - 1) {
-                    const int kg = ck / group_chunks;
-                    const float sw_lo = block_w_scale(p, e, r_lo, kg, kgroups);
-                    const float sw_hi = block_w_scale(p, e, r_hi, kg, kgroups);
+        }
+        /* Accumulator columns: tokens 2*c4 and 2*c4 + 1 of each tile. */
+        int c_pair[NTT][2];
 #pragma unroll
-                    for (int j = 0; j < NT; j++) {
-                        if (j >= ntiles)
-                            break;
+        for (int j = 0; j < NTT; j++)
 #pragma unroll
-                        for (int q = 0; q < 2; q++) {
-                            int pair = c_pair[j][q];
-                            float sa = pair < 0 ? 0.0f
-                                                : p.a_scale[(int64_t)(pair / p.a_row_div) * p.a_scale_ld + kg];
-                            acc[j][q] += part[j][q] * (sa * sw_lo);
-                            acc[j][2 + q] += part[j][2 + q] * (sa * sw_hi);
-                            part[j][q] = 0.0f;
-                            part[j][2 + q] = 0.0f;
+            for (int q = 0; q < 2; q++) {
+                int r = r0 + j * 8 + 2 * c4 + q;
+                c_pair[j][q] = r < rows ? p.sorted[pos0 + r] : -1;
+            }
+        float acc[NTT][4], part[BLOCK ? NTT : 1][4];
+#pragma unroll
+        for (int j = 0; j < NTT; j++)
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                acc[j][q] = 0.0f;
+                if constexpr (BLOCK)
+                    part[j][q] = 0.0f;
+            }
+        int kc = kc0;
+        if (pass > 0) /* the slab again, for the next 8 rows */
+            load_batch<U>(wl, wh, w_lo, w_hi, kc, nk, kbytes, c4);
+        for (;;) {
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                const int ck = kc + u;
+                if (ck >= nk)
+                    break;
+                const int64_t off = (int64_t)ck * CHUNK;
+                const bool in_k = off + c4 * 16 < kbytes;
+                const uint32_t a0[4] = {wl[u].x, wh[u].x, wl[u].y, wh[u].y};
+                const uint32_t a1[4] = {wl[u].z, wh[u].z, wl[u].w, wh[u].w};
+#pragma unroll
+                for (int j = 0; j < NTT; j++) {
+                    if (j >= ntiles)
+                        break;
+                    uint4 b = b_src[j] && in_k ? load_shared_use(b_src[j] + off) : make_uint4(0, 0, 0, 0);
+                    const uint32_t b0[2] = {b.x, b.y}, b1[2] = {b.z, b.w};
+                    if constexpr (BLOCK) {
+                        fmcu_dev::mma<FP8>(part[j], a0, b0);
+                        fmcu_dev::mma<FP8>(part[j], a1, b1);
+                    } else {
+                        fmcu_dev::mma<FP8>(acc[j], a0, b0);
+                        fmcu_dev::mma<FP8>(acc[j], a1, b1);
+                    }
+                }
+                if constexpr (BLOCK) {
+                    /* Promote at the end of a K group, and at the end of this
+                     * warp's batch (the group's next chunks may be another warp's). */
+                    const bool group_end = (ck + 1) % group_chunks == 0 || ck == nk - 1;
+                    if (group_end || u == U - 1) {
+                        const int kg = ck / group_chunks;
+                        const float sw_lo = block_w_scale(p, e, r_lo, kg, kgroups);
+                        const float sw_hi = block_w_scale(p, e, r_hi, kg, kgroups);
+#pragma unroll
+                        for (int j = 0; j < NTT; j++) {
+                            if (j >= ntiles)
+                                break;
+#pragma unroll
+                            for (int q = 0; q < 2; q++) {
+                                int pair = c_pair[j][q];
+                                float sa = pair < 0 ? 0.0f
+                                                    : p.a_scale[(int64_t)(pair / p.a_row_div) * p.a_scale_ld + kg];
+                                acc[j][q] += part[j][q] * (sa * sw_lo);
+                                acc[j][2 + q] += part[j][2 + q] * (sa * sw_hi);
+                                part[j][q] = 0.0f;
+                                part[j][2 + q] = 0.0f;
+                            }
                         }
                     }
                 }
             }
+            kc += kstep;
+            if (kc >= nk)
+                break;
+            load_batch<U>(wl, wh, w_lo, w_hi, kc, nk, kbytes, c4);
         }
-    }
 
-    /* Split K: the warps' partial sums meet in warp 0, in warp order. */
-    if constexpr (SPLITK) {
-        if (warp > 0) {
-#pragma unroll
-            for (int j = 0; j < NT; j++)
+        /* Split K: the warps' partial sums meet in warp 0, in warp order. */
+        bool store = true;
+        if constexpr (SPLITK) {
+            if (warp > 0) {
 #pragma unroll
                 for (int q = 0; q < 4; q++)
-                    red[warp - 1][j * 4 + q][lane] = acc[j][q];
+                    red[warp - 1][q][lane] = acc[0][q];
+            }
+            __syncthreads();
+            store = warp == 0;
+            /* Epilogue: accumulator q of tile j is (row r_lo or r_hi, token 2*c4 + q % 2). */
+        if (store) {
+#pragma unroll
+                for (int w = 0; w < WARPS - 1; w++)
+#pragma unroll
+                    for (int q = 0; q < 4; q++)
+                        acc[0][q] += red[w][q][lane];
+            }
         }
-        __syncthreads();
-        if (warp > 0)
-            return;
+        /* Epilogue: accumulator q of tile j is (row r_lo or r_hi, token 2*c4 + q % 2). */
+        if (store) {
 #pragma unroll
-        for (int w = 0; w < WARPS - 1; w++)
+            for (int j = 0; j < NTT; j++) {
+                if (j >= ntiles)
+                    break;
 #pragma unroll
-            for (int j = 0; j < NT; j++)
+                for (int q = 0; q < 2; q++) {
+                    const int pair = c_pair[j][q];
+                    if (pair < 0)
+                        continue;
+                    float v[2];
 #pragma unroll
-                for (int q = 0; q < 4; q++)
-                    acc[j][q] += red[w][j * 4 + q][lane];
-    }
-
-    /* Epilogue: accumulator q of tile j is (row r_lo or r_hi, token 2*c4 + q % 2). */
-    const int32_t dt = p.act_dtype;
-    const fmcu_dev::act_params ap = {p.activation, p.gated, p.swiglu_alpha, p.swiglu_limit};
-    const int wrow[2] = {r_lo, r_hi};
-#pragma unroll
-    for (int j = 0; j < NT; j++) {
-        if (j >= ntiles)
-            break;
-#pragma unroll
-        for (int q = 0; q < 2; q++) {
-            const int pair = c_pair[j][q];
-            if (pair < 0)
-                continue;
-            float v[2];
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                float x = acc[j][2 * h + q];
-                if constexpr (!BLOCK) {
-                    float sa = p.a_scale ? p.a_scale[(int64_t)(pair / p.a_row_div) * p.a_scale_ld] : 1.0f;
-                    if (p.w_scale)
-                        x *= sa * p.w_scale[(int64_t)e * p.w_scale_e + (int64_t)wrow[h] * p.w_scale_n];
-                    else
-                        x *= sa;
+                    for (int h = 0; h < 2; h++) {
+                        float x = acc[j][2 * h + q];
+                        if constexpr (!BLOCK) {
+                            float sa = p.a_scale ? p.a_scale[(int64_t)(pair / p.a_row_div) * p.a_scale_ld] : 1.0f;
+                            if (p.w_scale)
+                                x *= sa * p.w_scale[(int64_t)e * p.w_scale_e + (int64_t)wrow[h] * p.w_scale_n];
+                            else
+                                x *= sa;
+                        }
+                        if (p.bias)
+                            x += fmcu_dev::load_act(dt, p.bias, (int64_t)e * p.n_rows + wrow[h]);
+                        v[h] = fmcu_dev::round_act(dt, x);
+                    }
+                    const int64_t orow = (int64_t)pair * p.ldo;
+                    if (gated1) {
+                        fmcu_dev::store_act(dt, p.out, orow + slab * 8 + g,
+                                            fmcu_dev::round_act(dt, fmcu_dev::activate(ap, v[0], v[1])));
+                    } else if (p.gemm1) {
+                        fmcu_dev::store_act(dt, p.out, orow + r_lo,
+                                            fmcu_dev::round_act(dt, fmcu_dev::activate(ap, v[0], 0.0f)));
+                        fmcu_dev::store_act(dt, p.out, orow + r_hi,
+                                            fmcu_dev::round_act(dt, fmcu_dev::activate(ap, v[1], 0.0f)));
+                    } else {
+                        fmcu_dev::store_act(dt, p.out, orow + r_lo, v[0]);
+                        fmcu_dev::store_act(dt, p.out, orow + r_hi, v[1]);
+                    }
                 }
-                if (p.bias)
-                    x += fmcu_dev::load_act(dt, p.bias, (int64_t)e * p.n_rows + wrow[h]);
-                v[h] = fmcu_dev::round_act(dt, x);
-            }
-            const int64_t orow = (int64_t)pair * p.ldo;
-            if (gated1) {
-                fmcu_dev::store_act(dt, p.out, orow + slab * 8 + g,
-                                    fmcu_dev::round_act(dt, fmcu_dev::activate(ap, v[0], v[1])));
-            } else if (p.gemm1) {
-                fmcu_dev::store_act(dt, p.out, orow + r_lo, fmcu_dev::round_act(dt, fmcu_dev::activate(ap, v[0], 0.0f)));
-                fmcu_dev::store_act(dt, p.out, orow + r_hi, fmcu_dev::round_act(dt, fmcu_dev::activate(ap, v[1], 0.0f)));
-            } else {
-                fmcu_dev::store_act(dt, p.out, orow + r_lo, v[0]);
-                fmcu_dev::store_act(dt, p.out, orow + r_hi, v[1]);
             }
         }
+        if (SPLITK && pass + 1 < passes)
+            __syncthreads(); /* warp 0 has read red before it is written again */
     }
 }
 

@@ -151,6 +151,7 @@ typedef struct tcase {
     uint32_t ep_size, ep_rank;
     uint32_t redundant;
     int host_tensors;
+    uint32_t skew;              /* expert 0's logit raised for every token: it gets all M rows */
 } tcase;
 
 static void config_of(const tcase *t, fmoe_layer_config *c)
@@ -357,7 +358,7 @@ static int run_case(fmoe_context *ctx, const tcase *t)
     for (size_t i = 0; i < xs; i++)
         store_act(t->act, x, i, normal());
     for (size_t i = 0; i < M * E; i++)
-        logits[i] = normal();
+        logits[i] = normal() + (t->skew && i % E == 0 ? 8.0f : 0.0f);
     fmoe_tensor tx, tl, ttw, ttid, tout;
     const int64_t xsh[2] = {(int64_t)M, (int64_t)H}, lsh[2] = {(int64_t)M, (int64_t)E}, ksh[2] = {(int64_t)M, (int64_t)K};
     fmoe_tensor_init(&tx, t->act, 2, xsh, x);
@@ -631,6 +632,14 @@ static const tcase checks[] = {
     {"bf16 ep decode 2/0", "bf16", BF16, 16, 1, 128, 64, 1, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0, 1, 1.0f, 0, 2, 0},
     {"fp8 ep decode 2/1", CHANNEL, BF16, 16, 1, 128, 64, 1, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0, 1, 1.0f, 0, 2, 1},
     {"fp8 ep decode 2/0", CHANNEL, BF16, 16, 1, 128, 64, 1, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0, 1, 1.0f, 0, 2, 0},
+    /* Split K with one expert on every token: a 20-24 row tile, which the
+     * split-K stream GEMM walks 8 token columns at a time. */
+    {"fp8 channel split-k skew m24", CHANNEL, BF16, 16, 2, 256, 128, 24, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0, 1, 1.0f, 0,
+     0, 0, 0, 0, 1},
+    {"fp8 block split-k skew m24", BLOCK, BF16, 16, 2, 512, 256, 24, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0, 1, 1.0f, 0, 0,
+     0, 0, 0, 1},
+    {"bf16 split-k skew m20 bias", "bf16", BF16, 16, 2, 256, 128, 20, SILU, 1, 1, SOFTMAX, 0, 0, 0, 0, 1, 1.0f, 0, 0,
+     0, 0, 0, 1},
 };
 
 /* Shapes of spec/performance.md's grid (DeepSeek-V3 at E256 k8 H7168 I2048
