@@ -25,9 +25,8 @@ OMP_NUM_THREADS=1 conform_qemu "$build" "$build/plugins/cpu/cpu.toml"
 # rather than plugins/cpu's portable ones (5); bf16, which cpu_arm does not
 # serve, to plugins/cpu.
 explain() {
-  FMOE_CONFIG="$PWD/tests/conformance/empty.toml" FMOE_PLUGIN_PATH= FMOE_PLUGIN_FILES= FMOE_BACKENDS= \
-    qemu-aarch64 -L / "$build/cli/fusedmoe" --plugin "$build/plugins/reference/reference.toml" \
-    --plugin "$build/plugins/cpu/cpu.toml" --plugin "$build/plugins/cpu_arm/cpu_arm.toml" explain "$@"
+  fusedmoe_qemu "$build" --plugin "$build/plugins/reference/reference.toml" --plugin "$build/plugins/cpu/cpu.toml" \
+    --plugin "$build/plugins/cpu_arm/cpu_arm.toml" explain "$@"
 }
 expect_chosen() {
   local want=$1 scheme=$2 out
