@@ -77,7 +77,9 @@
  * Compiled for sm_90a only (meson.build); without CUTLASS headers
  * (FMCU_HAVE_CUTLASS undefined) only the refusal is compiled.
  */
+#include "plugins/cuda/act_fast.cuh"
 #include "plugins/cuda/device_math.cuh"
+#include "plugins/cuda/fp8_grouped.h"
 #include "plugins/cuda/prefill.h"
 
 #include <cuda_bf16.h>
@@ -146,20 +148,9 @@ __device__ __forceinline__ uint32_t to_e4m3(float v, float s)
     return fmcu_dev::to_e4m3(v, s);
 }
 
-__device__ __forceinline__ float amax_step(float m, float v)
-{
-    float x = fabsf(v);
-    return x > m ? x : m;
-}
-
-__device__ __forceinline__ float warp_max(float v)
-{
-    for (int o = 16; o; o >>= 1) {
-        float x = __shfl_xor_sync(0xffffffffu, v, o);
-        v = x > v ? x : v;
-    }
-    return v;
-}
+using fmcu_act::amax_step;
+using fmcu_act::warp_max;
+using fmcu_act::act_bf16_fast;
 
 /* Max over the block (every thread gets it). */
 __device__ float block_max(float v, float *red)
@@ -264,28 +255,6 @@ __device__ __forceinline__ float act_bf16(const act_fn &p, float g, float u)
             return round_bf16(f);
     }
     return round_bf16(activate(p, g, u));
-}
-
-/* act_bf16's SiLU fast path alone, for GEMM1's fused epilogue: branch-free
- * (the epilogue runs on one warp per scheduler, so its speed is the
- * instruction-level parallelism across a fragment's pairs) and call-free
- * (a call saves the live accumulators to the stack: the fp8 kernel spilled
- * in its main loop and ran 5x slower). IEEE division has a called slow
- * path, so this divides with __fdividef (2 ulps for divisors in [1, 2^126];
- * larger ones give 0, which falls back): the f32 value stays well inside
- * act_bf16's 32-ulp margin, so an accepted value rounds to the same bf16 as
- * act_bf16's. Exact zeros of either input are exact here too (0 * x in f32
- * as in double). lim: the SiLU limit, or +inf for none. Returns the f32
- * value, not rounded; ok = false: the caller must take act_bf16. */
-__device__ __forceinline__ float act_bf16_fast(float lim, float g, float u, bool &ok)
-{
-    const float gg = g > lim ? lim : g;
-    const float uu = u < -lim ? -lim : u > lim ? lim : u;
-    const float f = __fdividef(gg, 1.0f + expf(-gg)) * uu;
-    const int low = (int)(__float_as_uint(f) & 0xFFFFu);
-    ok = ((int)isfinite(f) & (int)(fabsf(f) >= 1e-30f) & (int)(abs(low - 0x8000) > 32)) |
-         ((int)(gg == 0.0f) & (int)isfinite(uu)) | ((int)(uu == 0.0f) & (int)isfinite(gg));
-    return f;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1369,6 +1338,40 @@ template <class Gemm> cudaError_t launch_gemm(Gemm &gemm, cudaStream_t st)
     return e != cudaSuccess ? e : cudaGetLastError();
 }
 
+/* One GEMM of our own kernel (fp8_grouped.h) in the place of a CUTLASS one:
+ * the same operands, scales and D as the setup kernel gives CUTLASS. */
+struct OwnFP8 {
+    fmcu_fp8g_args a;
+    fmcu_fp8g_kind kind;
+    int sms;
+};
+
+OwnFP8 own_fp8(const gemm_setup &s, const int32_t *offsets, uint32_t E, int64_t rows_cap, fmcu_fp8g_kind kind, int sms)
+{
+    OwnFP8 g;
+    g.a.a = s.a;
+    g.a.b = s.w;
+    g.a.d = s.d;
+    g.a.s_row = s.row_scale;
+    g.a.s_col = s.col_scale;
+    g.a.offsets = offsets;
+    g.a.row_vec = s.row_vec;
+    g.a.col_vec = s.col_vec;
+    g.a.E = E;
+    g.a.N = (uint32_t)s.N;
+    g.a.K = (uint32_t)s.K;
+    g.a.rows_cap = rows_cap;
+    g.a.act = nullptr;
+    g.kind = kind;
+    g.sms = sms;
+    return g;
+}
+
+cudaError_t launch_gemm(OwnFP8 &g, cudaStream_t st)
+{
+    return fmcu_fp8g_launch(&g.a, g.kind, g.sms, st);
+}
+
 cutlass::KernelHardwareInfo hw_of(int device, int sms)
 {
     cutlass::KernelHardwareInfo hw;
@@ -1613,6 +1616,64 @@ cudaError_t forward_fp8(int64_t m, const void *x, int64_t x_ld, const setup_args
     if (e != cudaSuccess)
         return e;
     return launch(g1, g2, m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, dyn_tensor, nullptr, st, ev);
+}
+
+/* The tensor/channel pipeline with our grouped FP8 GEMM (fp8_grouped.h) for
+ * GEMM1 (kind k1) and/or GEMM2 (k2); a negative kind keeps that GEMM on
+ * CUTLASS kernel Gemm1 / Gemm2. */
+template <class Gemm1, class Gemm2>
+cudaError_t forward_own(int k1, int k2, int sms, int64_t m, const void *x, int64_t x_ld, const setup_args &sa,
+                        const gather_args &ga, const act_args &aa, unsigned act_threads, size_t act_smem,
+                        const combine_args &cb, bool dyn_tensor, bool vec_scale, const cutlass::KernelHardwareInfo &hw,
+                        void *cws, const fmcu_fp8g_act *gated, const fixup_args *fx, cudaStream_t st,
+                        cudaEvent_t *ev)
+{
+    const int64_t rows_cap = m * (int64_t)ga.k;
+    OwnFP8 o1 = own_fp8(sa.s[0], sa.offsets, sa.E, rows_cap, (fmcu_fp8g_kind)(k1 < 0 ? 0 : k1), sms);
+    OwnFP8 o2 = own_fp8(sa.s[1], sa.offsets, sa.E, rows_cap, (fmcu_fp8g_kind)(k2 < 0 ? 0 : k2), sms);
+    /* gated (GEMM1 ours): the activation in GEMM1's epilogue, then fixup and quantize. */
+    const fixup_args *fused = k1 >= 0 && gated ? fx : nullptr;
+    if (fused)
+        o1.a.act = gated;
+    if (k1 >= 0 && k2 >= 0)
+        return launch(o1, o2, m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, dyn_tensor, fused, st, ev);
+    if (k1 >= 0) {
+        Gemm2 g2;
+        cudaError_t e = init_gemm(g2, args_fp8<Gemm2>(sa.g[1], sa.E, vec_scale, hw), cws, st);
+        return e != cudaSuccess ? e
+                                : launch(o1, g2, m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, dyn_tensor,
+                                         fused, st, ev);
+    }
+    Gemm1 g1;
+    cudaError_t e = init_gemm(g1, args_fp8<Gemm1>(sa.g[0], sa.E, vec_scale, hw), cws, st);
+    return e != cudaSuccess
+               ? e
+               : launch(g1, o2, m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, dyn_tensor, nullptr, st, ev);
+}
+
+/* Our grouped FP8 kernels' kinds for an average of `rows` rows per local
+ * expert: *k1 for GEMM1, *k2 for GEMM2, -1 where CUTLASS's kernel runs.
+ * GEMM1 is promoted (its output is quantized again), GEMM2 not, as with
+ * CUTLASS's kernels. H100, fp8 channel, forward as a CUDA graph against
+ * CUTLASS's kernels, the same output bits (bench/cuda/own-fp8-2026-11-22):
+ * M=8192 -3% (Mixtral, 2048 rows) to -14% (DeepSeek-V3); M=1024 -5%
+ * (32-64 rows) to -12% (Mixtral, 256 rows); GEMM2 on 256-column tiles from
+ * 128 rows, 128-column ones below (fewer half-empty tiles).
+ * FMCU_PF_FP8_OWN="AB" overrides: digit = kind (fmcu_fp8g_kind), c =
+ * CUTLASS, for measurements. */
+void own_kinds(int64_t rows, int *k1, int *k2)
+{
+    *k1 = FMCU_FP8G_N192_PROMOTED;
+    *k2 = rows >= 128 ? FMCU_FP8G_N256_FAST : FMCU_FP8G_N128_FAST;
+    const char *v = getenv("FMCU_PF_FP8_OWN");
+    if (v && strlen(v) == 2)
+        for (int j = 0; j < 2; j++) {
+            int *k = j ? k2 : k1;
+            if (v[j] == 'c')
+                *k = -1;
+            else if (v[j] >= '0' && v[j] < '0' + FMCU_FP8G_KINDS)
+                *k = v[j] - '0';
+        }
 }
 
 /* The bf16 pipeline with GEMM1 of kind K1 (its GemmAct when fused: the
@@ -1939,6 +2000,33 @@ cudaError_t forward(const fmcu_layer *L, int64_t m, const void *x, int64_t x_ld,
     default: return cudaErrorInvalidValue;
     }
 #else
+    int k1, k2;
+    own_kinds(rows, &k1, &k2);
+    if (k1 >= 0 || k2 >= 0) {
+        /* FMCU_PF_FP8_OWN_ACT=1, gated SiLU: GEMM1's epilogue writes the
+         * activations (act_epi's buffers: bf16 in stage, slow pairs in h and
+         * y) from the weights as loaded (no interleaved copy); fixup and
+         * quantize follow. Same bits, but not the default: the epilogue
+         * does not overlap the next tile's main loop, and its SiLU cost
+         * GEMM1 what the act stage saved (H100: Qwen3-30B-A3B M=8192 GEMM1
+         * 422 -> 525 us, act 173 -> 79, forward +1%; gpt-oss-120b -1.5%,
+         * Mixtral +2-3%; bench/cuda/own-fp8-2026-11-22). */
+        fmcu_fp8g_act gated = {ae.out, L->swiglu_limit > 0.0f ? L->swiglu_limit : INFINITY, ae.amax, ae.gu,
+                               ae.slow};
+        const char *oa = getenv("FMCU_PF_FP8_OWN_ACT");
+        const bool own_act = L->gated && L->activation == FMOE_ACT_SILU && L->rows13 == 2 * I && I % 16 == 0 &&
+                             oa && !strcmp(oa, "1");
+        const fmcu_fp8g_act *g = own_act ? &gated : nullptr;
+        if (fp8_large && fp8_g1_kind(rows) == 1)
+            return forward_own<GemmFP8G1Mid, GemmFP8G2Large>(k1, k2, sms, m, x, x_ld, sa, ga, aa, act_threads,
+                                                             act_smem, cb, dyn_tensor, vec_scale, hw, cws, g, &fx, st,
+                                                             ev);
+        if (fp8_large)
+            return forward_own<GemmFP8G1, GemmFP8G2Large>(k1, k2, sms, m, x, x_ld, sa, ga, aa, act_threads, act_smem,
+                                                          cb, dyn_tensor, vec_scale, hw, cws, g, &fx, st, ev);
+        return forward_own<GemmFP8G1Small, GemmFP8G2>(k1, k2, sms, m, x, x_ld, sa, ga, aa, act_threads, act_smem,
+                                                      cb, dyn_tensor, vec_scale, hw, cws, g, &fx, st, ev);
+    }
     if (fp8_large && fp8_g1_kind(rows) == 1)
         return forward_fp8<GemmFP8G1Mid, GemmFP8G2Large>(m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb,
                                                          dyn_tensor, vec_scale, hw, cws, st, ev);
