@@ -9,8 +9,8 @@
  *   --GEMM1--> pf_h [R, r*I] bf16 --act--> act/a2 [R, I] (+ a2_scale)
  *   --GEMM2--> y [R, H] bf16 --combine--> out [m, H]
  * Row i of every sorted buffer is the pair sorted[i]; pf_pos[p] = i.
- * Fused GEMM1 (gated SiLU; bf16 by default, fp8 tensor/channel with
- * FMCU_PF_FUSE=2; layer.pf_w13 set at finalize):
+ * Fused GEMM1 (gated SiLU; bf16 with FMCU_PF_FUSE=1, fp8 tensor/channel
+ * too with FMCU_PF_FUSE=2; layer.pf_w13 set at finalize):
  *   pf_a1 --GEMM1 on pf_w13 (gate/up rows interleaved, act_column), epilogue
  *   GatedActStore--> act [R, I] bf16 (+ slow pairs: gate/up in pf_h, a bit
  *   in a mask over y) --fixup--> act (--quantize--> a2 + scales for fp8)
@@ -24,7 +24,13 @@
  * The fp8 block scheme is never fused (its 128-row weight scale blocks
  * would mix gate and up rows once interleaved).
  *
- * Grouped GEMMs. One group per local expert; its problem (M_e, N, K), the
+ * Our grouped GEMM (grouped_gemm.h: TMA + wgmma, one tensor map over all
+ * sorted rows, no per-expert descriptors) runs both GEMMs of bf16 and of the
+ * fp8 tensor/channel schemes (own_kinds; FMCU_PF_OWN=cc puts the CUTLASS
+ * kernels below back); the fp8 block scheme and the fused GEMM1 stay on
+ * CUTLASS.
+ *
+ * Grouped GEMMs (CUTLASS). One group per local expert; its problem (M_e, N, K), the
  * A/B/D pointers and strides, and the scale pointers (or block-scale
  * layouts) are written by a one-block setup kernel from the plan's offsets,
  * so the host never reads device data and the launch is graph capturable.
@@ -77,9 +83,8 @@
  * Compiled for sm_90a only (meson.build); without CUTLASS headers
  * (FMCU_HAVE_CUTLASS undefined) only the refusal is compiled.
  */
-#include "plugins/cuda/act_fast.cuh"
 #include "plugins/cuda/device_math.cuh"
-#include "plugins/cuda/fp8_grouped.h"
+#include "plugins/cuda/grouped_gemm.h"
 #include "plugins/cuda/prefill.h"
 
 #include <cuda_bf16.h>
@@ -148,9 +153,20 @@ __device__ __forceinline__ uint32_t to_e4m3(float v, float s)
     return fmcu_dev::to_e4m3(v, s);
 }
 
-using fmcu_act::amax_step;
-using fmcu_act::warp_max;
-using fmcu_act::act_bf16_fast;
+__device__ __forceinline__ float amax_step(float m, float v)
+{
+    float x = fabsf(v);
+    return x > m ? x : m;
+}
+
+__device__ __forceinline__ float warp_max(float v)
+{
+    for (int o = 16; o; o >>= 1) {
+        float x = __shfl_xor_sync(0xffffffffu, v, o);
+        v = x > v ? x : v;
+    }
+    return v;
+}
 
 /* Max over the block (every thread gets it). */
 __device__ float block_max(float v, float *red)
@@ -255,6 +271,28 @@ __device__ __forceinline__ float act_bf16(const act_fn &p, float g, float u)
             return round_bf16(f);
     }
     return round_bf16(activate(p, g, u));
+}
+
+/* act_bf16's SiLU fast path alone, for GEMM1's fused epilogue: branch-free
+ * (the epilogue runs on one warp per scheduler, so its speed is the
+ * instruction-level parallelism across a fragment's pairs) and call-free
+ * (a call saves the live accumulators to the stack: the fp8 kernel spilled
+ * in its main loop and ran 5x slower). IEEE division has a called slow
+ * path, so this divides with __fdividef (2 ulps for divisors in [1, 2^126];
+ * larger ones give 0, which falls back): the f32 value stays well inside
+ * act_bf16's 32-ulp margin, so an accepted value rounds to the same bf16 as
+ * act_bf16's. Exact zeros of either input are exact here too (0 * x in f32
+ * as in double). lim: the SiLU limit, or +inf for none. Returns the f32
+ * value, not rounded; ok = false: the caller must take act_bf16. */
+__device__ __forceinline__ float act_bf16_fast(float lim, float g, float u, bool &ok)
+{
+    const float gg = g > lim ? lim : g;
+    const float uu = u < -lim ? -lim : u > lim ? lim : u;
+    const float f = __fdividef(gg, 1.0f + expf(-gg)) * uu;
+    const int low = (int)(__float_as_uint(f) & 0xFFFFu);
+    ok = ((int)isfinite(f) & (int)(fabsf(f) >= 1e-30f) & (int)(abs(low - 0x8000) > 32)) |
+         ((int)(gg == 0.0f) & (int)isfinite(uu)) | ((int)(uu == 0.0f) & (int)isfinite(gg));
+    return f;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1338,17 +1376,17 @@ template <class Gemm> cudaError_t launch_gemm(Gemm &gemm, cudaStream_t st)
     return e != cudaSuccess ? e : cudaGetLastError();
 }
 
-/* One GEMM of our own kernel (fp8_grouped.h) in the place of a CUTLASS one:
+/* One GEMM of our own kernel (grouped_gemm.h) in the place of a CUTLASS one:
  * the same operands, scales and D as the setup kernel gives CUTLASS. */
-struct OwnFP8 {
-    fmcu_fp8g_args a;
-    fmcu_fp8g_kind kind;
+struct OwnGemm {
+    fmcu_gg_args a;
+    fmcu_gg_kind kind;
     int sms;
 };
 
-OwnFP8 own_fp8(const gemm_setup &s, const int32_t *offsets, uint32_t E, int64_t rows_cap, fmcu_fp8g_kind kind, int sms)
+OwnGemm own_gemm(const gemm_setup &s, const int32_t *offsets, uint32_t E, int64_t rows_cap, fmcu_gg_kind kind, int sms)
 {
-    OwnFP8 g;
+    OwnGemm g;
     g.a.a = s.a;
     g.a.b = s.w;
     g.a.d = s.d;
@@ -1361,15 +1399,17 @@ OwnFP8 own_fp8(const gemm_setup &s, const int32_t *offsets, uint32_t E, int64_t 
     g.a.N = (uint32_t)s.N;
     g.a.K = (uint32_t)s.K;
     g.a.rows_cap = rows_cap;
-    g.a.act = nullptr;
+    g.a.bf16 = s.esize == 2;
+    if (g.a.bf16)
+        g.a.s_row = g.a.s_col = nullptr;
     g.kind = kind;
     g.sms = sms;
     return g;
 }
 
-cudaError_t launch_gemm(OwnFP8 &g, cudaStream_t st)
+cudaError_t launch_gemm(OwnGemm &g, cudaStream_t st)
 {
-    return fmcu_fp8g_launch(&g.a, g.kind, g.sms, st);
+    return fmcu_gg_launch(&g.a, g.kind, g.sms, st);
 }
 
 cutlass::KernelHardwareInfo hw_of(int device, int sms)
@@ -1618,31 +1658,26 @@ cudaError_t forward_fp8(int64_t m, const void *x, int64_t x_ld, const setup_args
     return launch(g1, g2, m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, dyn_tensor, nullptr, st, ev);
 }
 
-/* The tensor/channel pipeline with our grouped FP8 GEMM (fp8_grouped.h) for
+/* The tensor/channel pipeline with our grouped FP8 GEMM (grouped_gemm.h) for
  * GEMM1 (kind k1) and/or GEMM2 (k2); a negative kind keeps that GEMM on
  * CUTLASS kernel Gemm1 / Gemm2. */
 template <class Gemm1, class Gemm2>
 cudaError_t forward_own(int k1, int k2, int sms, int64_t m, const void *x, int64_t x_ld, const setup_args &sa,
                         const gather_args &ga, const act_args &aa, unsigned act_threads, size_t act_smem,
                         const combine_args &cb, bool dyn_tensor, bool vec_scale, const cutlass::KernelHardwareInfo &hw,
-                        void *cws, const fmcu_fp8g_act *gated, const fixup_args *fx, cudaStream_t st,
-                        cudaEvent_t *ev)
+                        void *cws, cudaStream_t st, cudaEvent_t *ev)
 {
     const int64_t rows_cap = m * (int64_t)ga.k;
-    OwnFP8 o1 = own_fp8(sa.s[0], sa.offsets, sa.E, rows_cap, (fmcu_fp8g_kind)(k1 < 0 ? 0 : k1), sms);
-    OwnFP8 o2 = own_fp8(sa.s[1], sa.offsets, sa.E, rows_cap, (fmcu_fp8g_kind)(k2 < 0 ? 0 : k2), sms);
-    /* gated (GEMM1 ours): the activation in GEMM1's epilogue, then fixup and quantize. */
-    const fixup_args *fused = k1 >= 0 && gated ? fx : nullptr;
-    if (fused)
-        o1.a.act = gated;
+    OwnGemm o1 = own_gemm(sa.s[0], sa.offsets, sa.E, rows_cap, (fmcu_gg_kind)(k1 < 0 ? 0 : k1), sms);
+    OwnGemm o2 = own_gemm(sa.s[1], sa.offsets, sa.E, rows_cap, (fmcu_gg_kind)(k2 < 0 ? 0 : k2), sms);
     if (k1 >= 0 && k2 >= 0)
-        return launch(o1, o2, m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, dyn_tensor, fused, st, ev);
+        return launch(o1, o2, m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, dyn_tensor, nullptr, st, ev);
     if (k1 >= 0) {
         Gemm2 g2;
         cudaError_t e = init_gemm(g2, args_fp8<Gemm2>(sa.g[1], sa.E, vec_scale, hw), cws, st);
         return e != cudaSuccess ? e
                                 : launch(o1, g2, m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, dyn_tensor,
-                                         fused, st, ev);
+                                         nullptr, st, ev);
     }
     Gemm1 g1;
     cudaError_t e = init_gemm(g1, args_fp8<Gemm1>(sa.g[0], sa.E, vec_scale, hw), cws, st);
@@ -1651,28 +1686,30 @@ cudaError_t forward_own(int k1, int k2, int sms, int64_t m, const void *x, int64
                : launch(g1, o2, m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, dyn_tensor, nullptr, st, ev);
 }
 
-/* Our grouped FP8 kernels' kinds for an average of `rows` rows per local
- * expert: *k1 for GEMM1, *k2 for GEMM2, -1 where CUTLASS's kernel runs.
- * GEMM1 is promoted (its output is quantized again), GEMM2 not, as with
- * CUTLASS's kernels. H100, fp8 channel, forward as a CUDA graph against
- * CUTLASS's kernels, the same output bits (bench/cuda/own-fp8-2026-11-22):
- * M=8192 -3% (Mixtral, 2048 rows) to -14% (DeepSeek-V3); M=1024 -5%
- * (32-64 rows) to -12% (Mixtral, 256 rows); GEMM2 on 256-column tiles from
- * 128 rows, 128-column ones below (fewer half-empty tiles).
- * FMCU_PF_FP8_OWN="AB" overrides: digit = kind (fmcu_fp8g_kind), c =
- * CUTLASS, for measurements. */
-void own_kinds(int64_t rows, int *k1, int *k2)
+/* Our grouped kernels' kinds (grouped_gemm.h) for an average of `rows` rows
+ * per local expert: *k1 for GEMM1, *k2 for GEMM2, -1 where CUTLASS's kernel
+ * runs. fp8: GEMM1 promoted (its output is quantized again), GEMM2 not, as
+ * with CUTLASS's kernels; bf16: both 256 columns (f32 accumulation). GEMM2
+ * takes 128-column tiles below 128 rows (fewer half-empty tiles). H100,
+ * forward as a CUDA graph against CUTLASS's kernels, the same output bits
+ * (bench/cuda/own-fp8-2026-11-22): fp8 channel M=8192 -3% (Mixtral, 2048
+ * rows) to -14% (DeepSeek-V3), M=1024 -5% (32-64 rows) to -12% (Mixtral,
+ * 256 rows). FMCU_PF_OWN="AB" overrides (read per call, for measurements):
+ * a digit is a kind (fmcu_gg_kind; bf16 takes the fast ones), c CUTLASS. */
+void own_kinds(bool bf16, int64_t rows, int *k1, int *k2)
 {
-    *k1 = FMCU_FP8G_N192_PROMOTED;
-    *k2 = rows >= 128 ? FMCU_FP8G_N256_FAST : FMCU_FP8G_N128_FAST;
-    const char *v = getenv("FMCU_PF_FP8_OWN");
+    *k1 = bf16 ? FMCU_GG_N256_FAST : FMCU_GG_N192_PROMOTED;
+    *k2 = rows >= 128 ? FMCU_GG_N256_FAST : FMCU_GG_N128_FAST;
+    const char *v = getenv("FMCU_PF_OWN");
     if (v && strlen(v) == 2)
         for (int j = 0; j < 2; j++) {
             int *k = j ? k2 : k1;
+            const int d = v[j] - '0';
             if (v[j] == 'c')
                 *k = -1;
-            else if (v[j] >= '0' && v[j] < '0' + FMCU_FP8G_KINDS)
-                *k = v[j] - '0';
+            else if (d == FMCU_GG_N256_FAST || d == FMCU_GG_N128_FAST ||
+                     (!bf16 && (d == FMCU_GG_N128_PROMOTED || d == FMCU_GG_N192_PROMOTED)))
+                *k = d;
         }
 }
 
@@ -1946,6 +1983,16 @@ cudaError_t forward(const fmcu_layer *L, int64_t m, const void *x, int64_t x_ld,
     const int64_t rows = m * (int64_t)k / (E ? E : 1);
     const bool fp8_large = rows >= FMCU_PF_LARGE_ROWS;
     if (L->quant == FMCU_Q_NONE) {
+        /* Ours for both GEMMs unless the interleaved W13 of CUTLASS's fused
+         * GEMM1 was made (FMCU_PF_FUSE=1 at finalize) or FMCU_PF_OWN asks
+         * for CUTLASS; the activation kernel runs between them. */
+        int k1, k2;
+        own_kinds(true, rows, &k1, &k2);
+        if (!fuse && k1 >= 0 && k2 >= 0) {
+            OwnGemm o1 = own_gemm(sa.s[0], offsets, E, m * (int64_t)k, (fmcu_gg_kind)k1, sms);
+            OwnGemm o2 = own_gemm(sa.s[1], offsets, E, m * (int64_t)k, (fmcu_gg_kind)k2, sms);
+            return launch(o1, o2, m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, false, nullptr, st, ev);
+        }
         const fixup_args *f = fuse ? &fx : nullptr;
         const bool l1 = bf16_large(0, rows, H), l2 = bf16_large(1, rows, H);
         if (l1 && l2)
@@ -2001,31 +2048,16 @@ cudaError_t forward(const fmcu_layer *L, int64_t m, const void *x, int64_t x_ld,
     }
 #else
     int k1, k2;
-    own_kinds(rows, &k1, &k2);
+    own_kinds(false, rows, &k1, &k2);
     if (k1 >= 0 || k2 >= 0) {
-        /* FMCU_PF_FP8_OWN_ACT=1, gated SiLU: GEMM1's epilogue writes the
-         * activations (act_epi's buffers: bf16 in stage, slow pairs in h and
-         * y) from the weights as loaded (no interleaved copy); fixup and
-         * quantize follow. Same bits, but not the default: the epilogue
-         * does not overlap the next tile's main loop, and its SiLU cost
-         * GEMM1 what the act stage saved (H100: Qwen3-30B-A3B M=8192 GEMM1
-         * 422 -> 525 us, act 173 -> 79, forward +1%; gpt-oss-120b -1.5%,
-         * Mixtral +2-3%; bench/cuda/own-fp8-2026-11-22). */
-        fmcu_fp8g_act gated = {ae.out, L->swiglu_limit > 0.0f ? L->swiglu_limit : INFINITY, ae.amax, ae.gu,
-                               ae.slow};
-        const char *oa = getenv("FMCU_PF_FP8_OWN_ACT");
-        const bool own_act = L->gated && L->activation == FMOE_ACT_SILU && L->rows13 == 2 * I && I % 16 == 0 &&
-                             oa && !strcmp(oa, "1");
-        const fmcu_fp8g_act *g = own_act ? &gated : nullptr;
         if (fp8_large && fp8_g1_kind(rows) == 1)
             return forward_own<GemmFP8G1Mid, GemmFP8G2Large>(k1, k2, sms, m, x, x_ld, sa, ga, aa, act_threads,
-                                                             act_smem, cb, dyn_tensor, vec_scale, hw, cws, g, &fx, st,
-                                                             ev);
+                                                             act_smem, cb, dyn_tensor, vec_scale, hw, cws, st, ev);
         if (fp8_large)
             return forward_own<GemmFP8G1, GemmFP8G2Large>(k1, k2, sms, m, x, x_ld, sa, ga, aa, act_threads, act_smem,
-                                                          cb, dyn_tensor, vec_scale, hw, cws, g, &fx, st, ev);
+                                                          cb, dyn_tensor, vec_scale, hw, cws, st, ev);
         return forward_own<GemmFP8G1Small, GemmFP8G2>(k1, k2, sms, m, x, x_ld, sa, ga, aa, act_threads, act_smem,
-                                                      cb, dyn_tensor, vec_scale, hw, cws, g, &fx, st, ev);
+                                                      cb, dyn_tensor, vec_scale, hw, cws, st, ev);
     }
     if (fp8_large && fp8_g1_kind(rows) == 1)
         return forward_fp8<GemmFP8G1Mid, GemmFP8G2Large>(m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb,
@@ -2134,12 +2166,17 @@ size_t fmcu_prefill_fused_bytes(const fmcu_layer *L)
     if (L->quant != FMCU_Q_NONE)
         return 0;
 #endif
-    /* FMCU_PF_FUSE: 0 none, 1 (default) bf16, 2 bf16 and fp8 tensor/channel.
-     * The fp8 GEMM1 is a cooperative kernel, whose epilogue does not overlap
-     * the next tile's main loop: fused it lost more than the activation
-     * kernel cost (bench/cuda/RESULTS.md, 2026-11-22 "Fused GEMM1"). */
+    /* FMCU_PF_FUSE: 0 (default) none, 1 bf16, 2 bf16 and fp8 tensor/channel:
+     * CUTLASS's GEMM1 with the activation in its epilogue, on a second,
+     * interleaved copy of W13. Off by default since our grouped GEMM
+     * (grouped_gemm.h) with the activation kernel between the GEMMs is
+     * faster without the copy: bf16 forward -3% to -13% on 7 of the 8
+     * M=1024/8192 points, +3% at Mixtral M=8192 (H100,
+     * bench/cuda/own-fp8-2026-11-22); the fp8 fused GEMM1 lost more than
+     * the activation kernel cost (bench/cuda/RESULTS.md, 2026-11-22 "Fused
+     * GEMM1"). */
     const char *v = getenv("FMCU_PF_FUSE");
-    const int fuse = v && *v ? atoi(v) : 1;
+    const int fuse = v && *v ? atoi(v) : 0;
     if (fuse <= 0 || (L->quant != FMCU_Q_NONE && fuse < 2))
         return 0;
     if (!fmcu_prefill_supported(L))

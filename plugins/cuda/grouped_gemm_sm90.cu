@@ -1,6 +1,6 @@
 /*
- * plugins/cuda/fp8_grouped_sm90.cu - our grouped FP8 GEMM for Hopper
- * (contract in fp8_grouped.h).
+ * plugins/cuda/grouped_gemm_sm90.cu - our grouped GEMM for Hopper, e4m3 or
+ * bf16 operands (contract in grouped_gemm.h).
  *
  * One persistent CTA per SM, three warp groups:
  *   WG0  producer: one thread walks the CTA's tiles and issues two TMA
@@ -8,12 +8,13 @@
  *        128-byte swizzle) into a ring of STAGES shared-memory stages,
  *        each guarded by a full and an empty mbarrier;
  *   WG1, WG2  consumers: rows 0-63 and 64-127 of the tile, four wgmma
- *        m64nBNk32 per stage from shared memory, then release the stage.
+ *        m64nBNk32 (e4m3) or m64nBNk16 (bf16) per stage from shared
+ *        memory, then release the stage.
  * The producer runs ahead by up to STAGES blocks, across tile boundaries,
  * so the next tile's operands arrive while the consumers store this one.
  *
  * Tiles. Expert e has mt_e = ceil(M_e / 128) row blocks and nt = ceil(N /
- * BN) column blocks (gated: ceil(I / (BN/2))); tiles are numbered expert by expert, and inside an
+ * BN) column blocks; tiles are numbered expert by expert, and inside an
  * expert column block by column block, row block fastest: the CTAs that
  * run at the same time share each weight tile through L2. Every CTA builds
  * the prefix of tile counts from the offsets in shared memory and finds a
@@ -29,19 +30,18 @@
  *
  * Epilogue. D = bf16_rn(acc * (s_row * s_col)), the CUTLASS epilogue
  * tree's arithmetic (outputs bit-identical to CUTLASS's kernels: H100, all
- * eight fp8 M=1024/8192 bench points, bench/cuda/own-fp8-2026-11-22), or
- * with a gated tile the SiLU of each gate/up pair. Each consumer warp
- * group writes its 64 rows to a staging buffer in shared memory, and each
- * valid row leaves as one bulk copy (rows past the expert's end are not
- * stored), which runs while the warp group starts the next tile. Storing
+ * eight fp8 and eight bf16 M=1024/8192 bench points,
+ * bench/cuda/own-fp8-2026-11-22). Each consumer warp group writes its 64
+ * rows to a staging buffer in shared memory, and each valid row leaves as
+ * one bulk copy (rows past the expert's end are not stored), which runs
+ * while the warp group starts the next tile. Storing
  * straight from registers (4-byte stores, 8 rows per warp instruction)
  * left the tensor cores idle so long that the GEMMs ran at half the speed
  * (Qwen3-30B-A3B GEMM2 at M=8192: 599 us, 273 us staged, 160 us without
  * stores).
  */
-#include "plugins/cuda/fp8_grouped.h"
-#include "plugins/cuda/act_fast.cuh"
-#include "plugins/cuda/wgmma_fp8.cuh"
+#include "plugins/cuda/grouped_gemm.h"
+#include "plugins/cuda/wgmma_ops.cuh"
 
 #include <cuda.h> /* CUtensorMap and the encoder's signature; the function comes from the runtime */
 #include <cuda_bf16.h>
@@ -52,7 +52,7 @@
 namespace {
 
 constexpr int BM = 128;          /* rows per tile: two warp groups of 64 */
-constexpr int BK = 128;          /* K per stage: one 128-byte swizzle row of e4m3 */
+constexpr int BK = 128;          /* bytes of K per stage: one 128-byte swizzle row (128 e4m3 or 64 bf16) */
 constexpr int THREADS = 384;     /* producer + two consumer warp groups */
 constexpr int A_BYTES = BM * BK; /* 16 KB */
 
@@ -64,8 +64,7 @@ template <int BN, bool PROMOTE> struct kind_cfg {
     static constexpr int STAGES = BN == 128 ? 5 : BN == 192 ? 4 : 3;
     static constexpr int B_BYTES = BN * BK;
     static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
-    static constexpr int PITCH = BN * 2 + 16;  /* D rows: BN bf16 */
-    static constexpr int APITCH = BN + 16;     /* gated rows: BN/2 bf16 */
+    static constexpr int PITCH = BN * 2 + 16;
     static constexpr int OUT_BYTES = 64 * PITCH;
     static constexpr int EPI_AT = STAGES * STAGE_BYTES;
     static constexpr int SCALE_AT = EPI_AT + 2 * OUT_BYTES;
@@ -170,11 +169,6 @@ __device__ __forceinline__ uint32_t bf16x2_bits(float lo, float hi)
     return *reinterpret_cast<const uint32_t *>(&h);
 }
 
-__device__ __forceinline__ float round_bf16(float v)
-{
-    return __bfloat162float(__float2bfloat16_rn(v));
-}
-
 /* Keep the compiler from moving accumulator reads or writes across the
  * asynchronous wgmma boundary. */
 template <int R> __device__ __forceinline__ void fence_regs(float (&r)[R])
@@ -194,14 +188,25 @@ __device__ __forceinline__ uint64_t sw128_desc(uint32_t addr)
            ((uint64_t)1 << 62);
 }
 
-template <int BN> __device__ __forceinline__ void wgmma_tile(float (&d)[BN / 2], uint64_t da, uint64_t db, int acc)
+/* One wgmma of 32 bytes of K: k32 e4m3 or k16 bf16. */
+template <int BN, bool BF16>
+__device__ __forceinline__ void wgmma_tile(float (&d)[BN / 2], uint64_t da, uint64_t db, int acc)
 {
-    if constexpr (BN == 128)
-        fmcu_wgmma::wgmma_m64n128k32(d, da, db, acc);
-    else if constexpr (BN == 192)
-        fmcu_wgmma::wgmma_m64n192k32(d, da, db, acc);
-    else
-        fmcu_wgmma::wgmma_m64n256k32(d, da, db, acc);
+    if constexpr (BF16) {
+        if constexpr (BN == 128)
+            fmcu_wgmma::wgmma_m64n128k16_bf16(d, da, db, acc);
+        else if constexpr (BN == 192)
+            fmcu_wgmma::wgmma_m64n192k16_bf16(d, da, db, acc);
+        else
+            fmcu_wgmma::wgmma_m64n256k16_bf16(d, da, db, acc);
+    } else {
+        if constexpr (BN == 128)
+            fmcu_wgmma::wgmma_m64n128k32_e4m3(d, da, db, acc);
+        else if constexpr (BN == 192)
+            fmcu_wgmma::wgmma_m64n192k32_e4m3(d, da, db, acc);
+        else
+            fmcu_wgmma::wgmma_m64n256k32_e4m3(d, da, db, acc);
+    }
 }
 
 /* ---- tiles ----------------------------------------------------------- */
@@ -212,13 +217,10 @@ struct kernel_params {
     const int32_t *offsets;
     int row_vec, col_vec;
     uint32_t E, N, K;
-    int gated;                 /* fmcu_fp8g_act given: tiles of BN/2 gate + BN/2 up rows */
-    fmcu_fp8g_act act;
-    int flags; /* tuning builds (FMCU_FP8G_TUNING, FP8G_FLAGS): 1 no stores, 2 columns fastest */
+    int flags; /* tuning builds (FMCU_GG_TUNING, GG_FLAGS): 1 no stores, 2 columns fastest */
 };
 
-/* Tile column block nb covers weight rows c0 .. c0 + BN - 1 of its expert,
- * or with gated, gate rows j0 .. j0 + BN/2 - 1 and up rows I + j0 ... */
+/* Tile column block nb covers weight rows BN * nb .. + BN - 1 of its expert. */
 struct tile_at {
     int e, row0, row_end, nb;
 };
@@ -254,43 +256,31 @@ template <int BN> struct epi_loads {
     float sr0, sr1, sc[(BN + 127) / 128];
 };
 
-/* The expert's weight row of tile column t (-1: past N, or past I for a gated tile). */
-template <int BN> __device__ __forceinline__ int weight_row(const tile_at &at, const kernel_params &p, int t)
-{
-    if (!p.gated) {
-        const int c = at.nb * BN + t;
-        return c < (int)p.N ? c : -1;
-    }
-    const int I = (int)p.N / 2, j = at.nb * (BN / 2) + (t < BN / 2 ? t : t - BN / 2);
-    return j < I ? (t < BN / 2 ? j : I + j) : -1;
-}
-
 template <int BN>
 __device__ __forceinline__ epi_loads<BN> load_scales(const tile_at &at, const kernel_params &p, int w, int tw)
 {
     epi_loads<BN> l;
     const int r0 = at.row0 + w * 64 + (tw / 32) * 16 + (tw % 32) / 4;
-    l.sr0 = r0 < at.row_end ? p.s_row[p.row_vec ? r0 : 0] : 0.0f;
-    l.sr1 = r0 + 8 < at.row_end ? p.s_row[p.row_vec ? r0 + 8 : 0] : 0.0f;
+    l.sr0 = !p.s_row ? 1.0f : r0 < at.row_end ? p.s_row[p.row_vec ? r0 : 0] : 0.0f;
+    l.sr1 = !p.s_row ? 1.0f : r0 + 8 < at.row_end ? p.s_row[p.row_vec ? r0 + 8 : 0] : 0.0f;
 #pragma unroll
     for (int j = 0; j < (BN + 127) / 128; j++) {
-        const int c = tw + 128 * j < BN ? weight_row<BN>(at, p, tw + 128 * j) : -1;
-        l.sc[j] = c >= 0 ? p.s_col[p.col_vec ? (int64_t)at.e * p.N + c : at.e] : 0.0f;
+        const int c = at.nb * BN + tw + 128 * j;
+        l.sc[j] = !p.s_col                             ? 1.0f
+                  : tw + 128 * j < BN && c < (int)p.N ? p.s_col[p.col_vec ? (int64_t)at.e * p.N + c : at.e]
+                                                      : 0.0f;
     }
     return l;
 }
 
-/* Epilogue of one warp group (64 rows): D = bf16(v * (s_row * s_col)), or
- * with gated the activation of each gate/up pair, into the staging buffer;
- * then each valid row goes out as one bulk copy, which runs while the warp
- * group starts its next tile. Fragment i of the m64nBN accumulator is row
- * 16*warp + lane/4 (+8 for i%4 >= 2), column 8*(i/4) + 2*(lane%4) (+1 for
- * odd i); a gated tile's up column t + BN/2 is fragment i + BN/4 of the
- * same thread as gate column t. Returns the max |a| of the valid
- * activations the thread wrote (gated with amax), else 0. */
+/* Epilogue of one warp group (64 rows): D = bf16(v * (s_row * s_col)) into
+ * the staging buffer, then each valid row goes out as one bulk copy, which
+ * runs while the warp group starts its next tile. Fragment i of the
+ * m64nBN accumulator is row 16*warp + lane/4 (+8 for i%4 >= 2), column
+ * 8*(i/4) + 2*(lane%4) (+1 for odd i). */
 template <int BN, bool PROMOTE>
-__device__ __forceinline__ float store_tile(const float (&v)[BN / 2], const epi_loads<BN> &l, const tile_at &at,
-                                            const kernel_params &p, int w, int tw, uint32_t out, float *scale)
+__device__ __forceinline__ void store_tile(const float (&v)[BN / 2], const epi_loads<BN> &l, const tile_at &at,
+                                           const kernel_params &p, int w, int tw, uint32_t out, float *scale)
 {
     using C = kind_cfg<BN, PROMOTE>;
     const int lane = tw % 32, rl = (tw / 32) * 16 + lane / 4;
@@ -301,81 +291,27 @@ __device__ __forceinline__ float store_tile(const float (&v)[BN / 2], const epi_
         if (tw + 128 * j < BN)
             scale[tw + 128 * j] = l.sc[j];
     wg_sync(1 + w);
-    const int row = at.row0 + w * 64 + tw;
-    float vmax = 0.0f;
-    if (!p.gated) {
-        const uint32_t o0 = out + rl * C::PITCH + 4 * (lane % 4), o1 = o0 + 8 * C::PITCH;
+    const uint32_t o0 = out + rl * C::PITCH + 4 * (lane % 4), o1 = o0 + 8 * C::PITCH;
 #pragma unroll
-        for (int b = 0; b < BN / 8; b++) {
-            const float2 sc = *reinterpret_cast<const float2 *>(scale + 8 * b + 2 * (lane % 4));
-            st_shared_b32(o0 + 16 * b, bf16x2_bits(__fmul_rn(v[4 * b], __fmul_rn(l.sr0, sc.x)),
-                                                   __fmul_rn(v[4 * b + 1], __fmul_rn(l.sr0, sc.y))));
-            st_shared_b32(o1 + 16 * b, bf16x2_bits(__fmul_rn(v[4 * b + 2], __fmul_rn(l.sr1, sc.x)),
-                                                   __fmul_rn(v[4 * b + 3], __fmul_rn(l.sr1, sc.y))));
-        }
-        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-        wg_sync(1 + w);
-        if (tw < 64 && row < at.row_end) {
-            const int c0 = at.nb * BN, cols = min(BN, (int)p.N - c0);
-            bulk_store(p.d + (int64_t)row * p.N + c0, out + tw * C::PITCH, (uint32_t)cols * 2);
-        }
-        return 0.0f;
-    }
-    /* Gated: rows r0 = row0 + rl and r0 + 8, activation columns j0 + cc, cc + 1. */
-    constexpr int HALF = BN / 2;
-    const int I = (int)p.N / 2, j0 = at.nb * HALF, r0 = at.row0 + w * 64 + rl;
-    const bool want_amax = p.act.amax != nullptr;
-#pragma unroll
-    for (int b = 0; b < HALF / 8; b++) {
-        const int cc = 8 * b + 2 * (lane % 4);
-        const bool col_ok = j0 + cc < I;
-        const float2 sg = *reinterpret_cast<const float2 *>(scale + cc);
-        const float2 su = *reinterpret_cast<const float2 *>(scale + HALF + cc);
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const float sr = h ? l.sr1 : l.sr0;
-            const int ig = 4 * b + 2 * h, iu = ig + HALF / 2;
-            const float g0 = round_bf16(__fmul_rn(v[ig], __fmul_rn(sr, sg.x)));
-            const float g1 = round_bf16(__fmul_rn(v[ig + 1], __fmul_rn(sr, sg.y)));
-            const float u0 = round_bf16(__fmul_rn(v[iu], __fmul_rn(sr, su.x)));
-            const float u1 = round_bf16(__fmul_rn(v[iu + 1], __fmul_rn(sr, su.y)));
-            bool ok0, ok1;
-            const float f0 = fmcu_act::act_bf16_fast(p.act.limit, g0, u0, ok0);
-            const float f1 = fmcu_act::act_bf16_fast(p.act.limit, g1, u1, ok1);
-            const uint32_t bits = bf16x2_bits(f0, f1);
-            st_shared_b32(out + (rl + 8 * h) * C::APITCH + 2 * cc, bits);
-            const bool valid = col_ok && r0 + 8 * h < at.row_end;
-            if (want_amax && valid) {
-                const __nv_bfloat162 a2 = *reinterpret_cast<const __nv_bfloat162 *>(&bits);
-                vmax = ok0 ? fmcu_act::amax_step(vmax, __low2float(a2)) : vmax;
-                vmax = ok1 ? fmcu_act::amax_step(vmax, __high2float(a2)) : vmax;
-            }
-            if (valid && !(ok0 && ok1)) {
-                const int64_t at0 = (int64_t)(r0 + 8 * h) * I + j0 + cc;
-                const float gs[2] = {g0, g1}, us[2] = {u0, u1};
-                const bool oks[2] = {ok0, ok1};
-#pragma unroll
-                for (int q = 0; q < 2; q++)
-                    if (!oks[q]) {
-                        *reinterpret_cast<__nv_bfloat162 *>(p.act.gu + 2 * (at0 + q)) =
-                            __floats2bfloat162_rn(gs[q], us[q]);
-                        atomicOr(p.act.slow + ((at0 + q) >> 5), 1u << ((at0 + q) & 31));
-                    }
-            }
-        }
+    for (int b = 0; b < BN / 8; b++) {
+        const float2 sc = *reinterpret_cast<const float2 *>(scale + 8 * b + 2 * (lane % 4));
+        st_shared_b32(o0 + 16 * b, bf16x2_bits(__fmul_rn(v[4 * b], __fmul_rn(l.sr0, sc.x)),
+                                               __fmul_rn(v[4 * b + 1], __fmul_rn(l.sr0, sc.y))));
+        st_shared_b32(o1 + 16 * b, bf16x2_bits(__fmul_rn(v[4 * b + 2], __fmul_rn(l.sr1, sc.x)),
+                                               __fmul_rn(v[4 * b + 3], __fmul_rn(l.sr1, sc.y))));
     }
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     wg_sync(1 + w);
+    const int row = at.row0 + w * 64 + tw;
     if (tw < 64 && row < at.row_end) {
-        const int cols = min(HALF, I - j0);
-        bulk_store(p.act.out + (int64_t)row * I + j0, out + tw * C::APITCH, (uint32_t)cols * 2);
+        const int c0 = at.nb * BN, cols = min(BN, (int)p.N - c0);
+        bulk_store(p.d + (int64_t)row * p.N + c0, out + tw * C::PITCH, (uint32_t)cols * 2);
     }
-    return vmax;
 }
 
 /* The four wgmmas of one 128-K stage into a (scale-d 0 on the first unless
  * `add`), committed as one group. */
-template <int BN>
+template <int BN, bool BF16>
 __device__ __forceinline__ void issue_stage(float (&a)[BN / 2], uint32_t stage_addr, int w, bool add)
 {
     const uint64_t da = sw128_desc(stage_addr + w * 64 * BK), db = sw128_desc(stage_addr + A_BYTES);
@@ -383,7 +319,7 @@ __device__ __forceinline__ void issue_stage(float (&a)[BN / 2], uint32_t stage_a
     wgmma_fence();
 #pragma unroll
     for (int k = 0; k < BK / 32; k++)
-        wgmma_tile<BN>(a, da + 2 * k, db + 2 * k, add || k > 0);
+        wgmma_tile<BN, BF16>(a, da + 2 * k, db + 2 * k, add || k > 0);
     wgmma_commit();
 }
 
@@ -408,21 +344,22 @@ struct ring {
     }
 };
 
-template <int BN, bool PROMOTE>
+template <int BN, bool PROMOTE, bool BF16>
 __global__ void __launch_bounds__(THREADS, 1)
-    fp8_grouped_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
+    grouped_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                        const kernel_params p)
 {
     using C = kind_cfg<BN, PROMOTE>;
     constexpr int STAGES = C::STAGES;
     extern __shared__ uint8_t smem_raw[];
     __shared__ __align__(8) uint64_t full[STAGES], empty[STAGES];
-    __shared__ int pre[FMCU_FP8G_MAX_EXPERTS + 1], off[FMCU_FP8G_MAX_EXPERTS + 1];
+    __shared__ int pre[FMCU_GG_MAX_EXPERTS + 1], off[FMCU_GG_MAX_EXPERTS + 1];
 
     /* Stage s: A at base + s * STAGE_BYTES, B after it; both 1024-aligned. */
     const uint32_t base = (smem_addr(smem_raw) + 1023) & ~1023u;
-    const int E = (int)p.E, KB = (int)((p.K + BK - 1) / BK);
-    const int nt = p.gated ? (int)((p.N / 2 + BN / 2 - 1) / (BN / 2)) : (int)((p.N + BN - 1) / BN);
+    constexpr int KE = BF16 ? BK / 2 : BK; /* K elements per stage */
+    const int E = (int)p.E, KB = (int)((p.K + KE - 1) / KE);
+    const int nt = (int)((p.N + BN - 1) / BN);
 
     for (int e = threadIdx.x; e <= E; e += THREADS)
         off[e] = p.offsets[e];
@@ -470,18 +407,14 @@ __global__ void __launch_bounds__(THREADS, 1)
         uint32_t phase = 0;
         for (int t = blockIdx.x; t < total; t += gridDim.x) {
             const tile_at at = find_tile(t, pre, off, E, nt, p.flags);
-            /* B rows: BN from brow, or BN/2 gate rows from brow and BN/2 up rows from brow2. */
-            const int brow = at.e * (int)p.N + at.nb * (p.gated ? BN / 2 : BN);
-            const int brow2 = brow + (int)p.N / 2;
+            const int brow = at.e * (int)p.N + at.nb * BN;
             for (int kb = 0; kb < KB; kb++) {
                 mbar_wait(smem_addr(&empty[stage]), phase ^ 1);
                 const uint32_t fb = smem_addr(&full[stage]);
                 const uint32_t sa = base + stage * C::STAGE_BYTES;
                 mbar_expect_tx(fb, C::STAGE_BYTES);
-                tma_load(sa, &map_a, kb * BK, at.row0, fb);
-                tma_load(sa + A_BYTES, &map_b, kb * BK, brow, fb);
-                if (p.gated)
-                    tma_load(sa + A_BYTES + BN / 2 * BK, &map_b, kb * BK, brow2, fb);
+                tma_load(sa, &map_a, kb * KE, at.row0, fb);
+                tma_load(sa + A_BYTES, &map_b, kb * KE, brow, fb);
                 if (++stage == STAGES) {
                     stage = 0;
                     phase ^= 1;
@@ -502,7 +435,6 @@ __global__ void __launch_bounds__(THREADS, 1)
     };
     float acc[BN / 2];
     float fin[PROMOTE ? BN / 2 : 1];
-    float vmax = 0.0f; /* gated with amax: max |a| of this thread's activations */
     ring r;
     for (int t = blockIdx.x; t < total; t += gridDim.x) {
         const tile_at at = find_tile(t, pre, off, E, nt, p.flags);
@@ -513,7 +445,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                 fin[i] = 0.0f;
             for (int kb = 0; kb < KB; kb++) {
                 mbar_wait(full_of(r.stage), r.phase);
-                issue_stage<BN>(acc, base + r.stage * C::STAGE_BYTES, w, false);
+                issue_stage<BN, BF16>(acc, base + r.stage * C::STAGE_BYTES, w, false);
                 wgmma_wait<0>();
                 release(r.stage);
                 add_into(fin, acc);
@@ -523,7 +455,7 @@ __global__ void __launch_bounds__(THREADS, 1)
             int prev = -1; /* the stage whose wgmmas may still run */
             for (int kb = 0; kb < KB; kb++) {
                 mbar_wait(full_of(r.stage), r.phase);
-                issue_stage<BN>(acc, base + r.stage * C::STAGE_BYTES, w, kb > 0);
+                issue_stage<BN, BF16>(acc, base + r.stage * C::STAGE_BYTES, w, kb > 0);
                 wgmma_wait<1>();
                 if (prev >= 0)
                     release(prev);
@@ -537,20 +469,13 @@ __global__ void __launch_bounds__(THREADS, 1)
         }
         if (p.flags & 1)
             continue;
-        float m;
         if constexpr (PROMOTE)
-            m = store_tile<BN, PROMOTE>(fin, l, at, p, w, tw, out, scale);
+            store_tile<BN, PROMOTE>(fin, l, at, p, w, tw, out, scale);
         else
-            m = store_tile<BN, PROMOTE>(acc, l, at, p, w, tw, out, scale);
-        vmax = m > vmax ? m : vmax;
+            store_tile<BN, PROMOTE>(acc, l, at, p, w, tw, out, scale);
     }
     if (tw < 64)
         bulk_wait_all();
-    if (p.gated && p.act.amax) {
-        vmax = fmcu_act::warp_max(vmax);
-        if (lane == 0 && vmax > 0.0f)
-            atomicMax(p.act.amax, __float_as_uint(vmax));
-    }
 }
 
 /* ---- host ------------------------------------------------------------ */
@@ -579,27 +504,29 @@ encode_tiled_fn encoder()
     return f;
 }
 
-/* A [rows, cols] e4m3 matrix, row-major, loaded in boxes of box_rows x 128 B. */
-bool encode(CUtensorMap *map, const void *base, uint64_t rows, uint64_t cols, uint32_t box_rows)
+/* A [rows, cols] matrix of e4m3 or bf16, row-major, loaded in boxes of
+ * box_rows x 128 B. */
+bool encode(CUtensorMap *map, const void *base, uint64_t rows, uint64_t cols, uint32_t box_rows, bool bf16)
 {
     encode_tiled_fn f = encoder();
     if (!f)
         return false;
+    const uint32_t es = bf16 ? 2 : 1;
     const cuuint64_t dims[2] = {cols, rows};
-    const cuuint64_t strides[1] = {cols};
-    const cuuint32_t box[2] = {(cuuint32_t)BK, box_rows};
+    const cuuint64_t strides[1] = {cols * es};
+    const cuuint32_t box[2] = {(cuuint32_t)BK / es, box_rows};
     const cuuint32_t elem[2] = {1, 1};
-    return f(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void *>(base), dims, strides, box, elem,
-             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+    return f(map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void *>(base),
+             dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <int BN, bool PROMOTE> cudaError_t launch_kind(const fmcu_fp8g_args *a, int sms, cudaStream_t st)
+template <int BN, bool PROMOTE, bool BF16> cudaError_t launch_kind(const fmcu_gg_args *a, int sms, cudaStream_t st)
 {
     using C = kind_cfg<BN, PROMOTE>;
     CUtensorMap map_a, map_b;
-    if (!encode(&map_a, a->a, (uint64_t)a->rows_cap, a->K, BM) ||
-        !encode(&map_b, a->b, (uint64_t)a->E * a->N, a->K, a->act ? BN / 2 : BN))
+    if (!encode(&map_a, a->a, (uint64_t)a->rows_cap, a->K, BM, BF16) ||
+        !encode(&map_b, a->b, (uint64_t)a->E * a->N, a->K, BN, BF16))
         return cudaErrorInvalidValue;
     kernel_params p;
     p.d = a->d;
@@ -611,19 +538,17 @@ template <int BN, bool PROMOTE> cudaError_t launch_kind(const fmcu_fp8g_args *a,
     p.E = a->E;
     p.N = a->N;
     p.K = a->K;
-    p.gated = a->act != nullptr;
-    p.act = a->act ? *a->act : fmcu_fp8g_act{};
     p.flags = 0;
-#if defined(FMCU_FP8G_TUNING)
-    if (const char *f = getenv("FP8G_FLAGS"))
+#if defined(FMCU_GG_TUNING)
+    if (const char *f = getenv("GG_FLAGS"))
         p.flags = atoi(f);
 #endif
-    auto kernel = fp8_grouped_kernel<BN, PROMOTE>;
+    auto kernel = grouped_gemm_kernel<BN, PROMOTE, BF16>;
     cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::SMEM);
     if (e != cudaSuccess)
         return e;
     /* More CTAs than tiles would only wait: at most ceil(rows/128) + E row blocks. */
-    const int64_t tiles = ((a->rows_cap + BM - 1) / BM + a->E) * (int64_t)((a->N + BN - 1) / BN + 1);
+    const int64_t tiles = ((a->rows_cap + BM - 1) / BM + a->E) * (int64_t)((a->N + BN - 1) / BN);
     const unsigned grid = (unsigned)(tiles < sms ? tiles : sms);
     kernel<<<grid, THREADS, C::SMEM, st>>>(map_a, map_b, p);
     return cudaGetLastError();
@@ -631,19 +556,24 @@ template <int BN, bool PROMOTE> cudaError_t launch_kind(const fmcu_fp8g_args *a,
 
 } // namespace
 
-cudaError_t fmcu_fp8g_launch(const fmcu_fp8g_args *a, fmcu_fp8g_kind kind, int sms, cudaStream_t st)
+cudaError_t fmcu_gg_launch(const fmcu_gg_args *a, fmcu_gg_kind kind, int sms, cudaStream_t st)
 {
-    if (!a || a->E == 0 || a->E > FMCU_FP8G_MAX_EXPERTS || a->K == 0 || a->K % 16 || a->N == 0 || a->N % 16 ||
+    if (!a || a->E == 0 || a->E > FMCU_GG_MAX_EXPERTS || a->K == 0 || a->K % 16 || a->N == 0 || a->N % 16 ||
         a->rows_cap <= 0 || a->rows_cap > INT32_MAX || (uint64_t)a->E * a->N > INT32_MAX || sms <= 0 ||
-        ((uintptr_t)a->a | (uintptr_t)a->b) % 16 || (a->col_vec && (uintptr_t)a->s_col % 8) ||
-        (a->act ? a->N % 32 || !a->act->out || !a->act->gu || !a->act->slow || (uintptr_t)a->act->out % 16
-                : !a->d || (uintptr_t)a->d % 16))
+        ((uintptr_t)a->a | (uintptr_t)a->b | (uintptr_t)a->d) % 16 || !a->d ||
+        (a->col_vec && (uintptr_t)a->s_col % 8))
         return cudaErrorInvalidValue;
+    if (a->bf16)
+        switch (kind) { /* f32 accumulation: nothing to promote */
+        case FMCU_GG_N256_FAST: return launch_kind<256, false, true>(a, sms, st);
+        case FMCU_GG_N128_FAST: return launch_kind<128, false, true>(a, sms, st);
+        default: return cudaErrorInvalidValue;
+        }
     switch (kind) {
-    case FMCU_FP8G_N128_PROMOTED: return launch_kind<128, true>(a, sms, st);
-    case FMCU_FP8G_N192_PROMOTED: return launch_kind<192, true>(a, sms, st);
-    case FMCU_FP8G_N256_FAST: return launch_kind<256, false>(a, sms, st);
-    case FMCU_FP8G_N128_FAST: return launch_kind<128, false>(a, sms, st);
+    case FMCU_GG_N128_PROMOTED: return launch_kind<128, true, false>(a, sms, st);
+    case FMCU_GG_N192_PROMOTED: return launch_kind<192, true, false>(a, sms, st);
+    case FMCU_GG_N256_FAST: return launch_kind<256, false, false>(a, sms, st);
+    case FMCU_GG_N128_FAST: return launch_kind<128, false, false>(a, sms, st);
     default: return cudaErrorInvalidValue;
     }
 }

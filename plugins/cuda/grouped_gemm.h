@@ -1,0 +1,68 @@
+/*
+ * plugins/cuda/grouped_gemm.h - our own Hopper grouped GEMM
+ * (grouped_gemm_sm90.cu): D = round_bf16(acc * (s_row * s_col)) over the
+ * expert-sorted rows of the prefill path, e4m3 operands (the fp8 tensor and
+ * channel schemes) or bf16 ones (no scales). Host-callable C++ (the prefill
+ * path and tests/cuda call it).
+ *
+ *   A  [rows_cap, K] e4m3 or bf16, rows sorted by expert: expert e owns rows
+ *      offsets[e] .. offsets[e+1] (device memory, written by the plan)
+ *   B  [E, N, K] e4m3 or bf16 (the expert's weight rows, K contiguous)
+ *   D  [rows, N] bf16; only the rows of some expert are written
+ *   s_row  per row (row_vec) or one value; s_col [E, N] (col_vec) or [E]
+ *
+ * Why not CUTLASS's grouped kernels: they rewrite a TMA descriptor per
+ * expert whenever a persistent CTA moves to another group, and their
+ * promoted FP8 main loop is limited to 128x128 cooperative or 64x192
+ * ping-pong tiles. Here one 2-D descriptor covers all of A and one all of
+ * B ([E*N, K]); a tile is (expert, 128-row block, BN-column block), its A
+ * rows start at offsets[e] + 128*m (any row: TMA does not need alignment
+ * to the tile), rows past the expert's end are computed and not stored,
+ * and TMA zero-fills past K and past rows_cap.
+ *
+ * Accumulation (e4m3): promoted kinds restart wgmma's accumulator every 128 K and
+ * add it into f32 registers (the schedule of CUTLASS's promoted FP8 main
+ * loop, DeepSeek-V3 3.3.2), fast kinds keep one accumulator over all of K.
+ * bf16 takes the fast kinds: wgmma accumulates it in f32.
+ */
+#ifndef FMOE_PLUGIN_CUDA_GROUPED_GEMM_H
+#define FMOE_PLUGIN_CUDA_GROUPED_GEMM_H
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+struct fmcu_gg_args {
+    const uint8_t *a;        /* [rows_cap, K] */
+    const uint8_t *b;        /* [E, N, K] */
+    __nv_bfloat16 *d;        /* [rows_cap, N] */
+    const float *s_row;      /* [rows_cap] when row_vec, else [1]; NULL: 1 */
+    const float *s_col;      /* [E, N] when col_vec, else [E]; NULL: 1 */
+    const int32_t *offsets;  /* [E + 1], device */
+    int row_vec, col_vec;
+    uint32_t E, N, K;        /* K, N multiples of 16 */
+    int64_t rows_cap;
+    int bf16;                 /* A and B bf16, no scales (fast kinds: wgmma accumulates bf16 in f32) */
+};
+
+/* Tile kinds: columns per tile and accumulation. */
+enum fmcu_gg_kind {
+    FMCU_GG_N128_PROMOTED,
+    FMCU_GG_N192_PROMOTED,
+    FMCU_GG_N256_FAST,
+    FMCU_GG_N128_FAST,
+    FMCU_GG_KINDS
+};
+
+/* The largest number of experts the kernel's tile table holds. */
+#define FMCU_GG_MAX_EXPERTS 1024
+
+/* Enqueue the GEMM on `st` on `sms` persistent CTAs (the device's
+ * multiprocessor count). No allocation, no synchronization: graph
+ * capturable. Returns cudaErrorInvalidValue for arguments it cannot
+ * serve (E > FMCU_GG_MAX_EXPERTS, K or N not multiples of 16, misaligned
+ * pointers, promoted kinds with bf16), or the error of encoding the TMA
+ * descriptors or launching. */
+cudaError_t fmcu_gg_launch(const fmcu_gg_args *args, fmcu_gg_kind kind, int sms, cudaStream_t st);
+
+#endif
