@@ -29,14 +29,7 @@
 #include "fusedmoe/formats.h"
 #include "fusedmoe/fusedmoe.h"
 
-#define CUDA_OK(call)                                                                                               \
-    do {                                                                                                            \
-        cudaError_t e_ = (call);                                                                                    \
-        if (e_ != cudaSuccess) {                                                                                    \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));                   \
-            exit(1);                                                                                                \
-        }                                                                                                           \
-    } while (0)
+#include "cuda_ok.h" /* tests/cuda */
 
 /* ------------------------------------------------------------------------ */
 /* Random numbers and dtype conversion                                       */

@@ -39,14 +39,7 @@
 
 #include "plugins/cuda/grouped_gemm.h"
 
-#define CUDA_OK(call)                                                                                               \
-    do {                                                                                                            \
-        cudaError_t e_ = (call);                                                                                    \
-        if (e_ != cudaSuccess) {                                                                                    \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));                   \
-            exit(1);                                                                                                \
-        }                                                                                                           \
-    } while (0)
+#include "cuda_ok.h" /* tests/cuda */
 
 static const char *KIND_NAMES[FMCU_GG_KINDS] = {"n128-promoted", "n192-promoted", "n256-fast", "n128-fast"};
 

@@ -46,14 +46,7 @@ extern "C" {
 #include "plugins/cuda/layout.h"
 #include "plugins/cuda/prefill.h"
 
-#define CUDA_OK(call)                                                                                               \
-    do {                                                                                                            \
-        cudaError_t e_ = (call);                                                                                    \
-        if (e_ != cudaSuccess) {                                                                                    \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));                   \
-            exit(1);                                                                                                \
-        }                                                                                                           \
-    } while (0)
+#include "cuda_ok.h" /* tests/cuda */
 
 /* ------------------------------------------------------------------------ */
 /* Host random numbers and bf16                                              */
