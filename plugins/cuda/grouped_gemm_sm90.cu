@@ -32,13 +32,14 @@
  * tree's arithmetic (outputs bit-identical to CUTLASS's kernels: H100, all
  * eight fp8 and eight bf16 M=1024/8192 bench points,
  * bench/cuda/own-fp8-2026-11-22). Each consumer warp group writes its 64
- * rows to a staging buffer in shared memory, and each valid row leaves as
- * one bulk copy (rows past the expert's end are not stored), which runs
- * while the warp group starts the next tile. Storing
- * straight from registers (4-byte stores, 8 rows per warp instruction)
- * left the tensor cores idle so long that the GEMMs ran at half the speed
- * (Qwen3-30B-A3B GEMM2 at M=8192: 599 us, 273 us staged, 160 us without
- * stores).
+ * rows to a swizzled staging buffer in shared memory, which leaves by
+ * tensor stores that run while the warp group starts the next tile (an
+ * expert's partial last row block is copied out by the threads: rows past
+ * the expert's end are never stored). Storing straight from registers
+ * (4-byte stores, 8 rows per warp instruction) ran the GEMMs at half speed,
+ * and one bulk copy per row was still the bottleneck of short-K GEMMs
+ * (Qwen3-30B-A3B GEMM2 at M=8192: 599 us from registers, 273 us by rows,
+ * 160 us without stores).
  */
 #include "plugins/cuda/grouped_gemm.h"
 #include "plugins/cuda/wgmma_ops.cuh"
@@ -58,14 +59,14 @@ constexpr int A_BYTES = BM * BK; /* 16 KB */
 
 template <int BN, bool PROMOTE> struct kind_cfg {
     /* Shared memory: STAGES operand stages, then per consumer warp group a
-     * staging buffer of its 64 x BN bf16 outputs (rows padded by 16 B, so
-     * the fragment stores of a warp's 8 rows hit distinct banks) and its
-     * BN column scales. Stages are what is left of 227 KB. */
+     * staging buffer of its 64 output rows (BN/64 boxes of 64 rows x 128 B,
+     * 128-byte swizzled: the tensor store's layout, and the fragment
+     * stores of a warp's 8 rows hit distinct banks) and its BN column
+     * scales. Stages are what is left of 227 KB. */
     static constexpr int STAGES = BN == 128 ? 5 : BN == 192 ? 4 : 3;
     static constexpr int B_BYTES = BN * BK;
     static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
-    static constexpr int PITCH = BN * 2 + 16;
-    static constexpr int OUT_BYTES = 64 * PITCH;
+    static constexpr int OUT_BYTES = 64 * BN * 2; /* BN/64 boxes of 64 rows x 128 B */
     static constexpr int EPI_AT = STAGES * STAGE_BYTES;
     static constexpr int SCALE_AT = EPI_AT + 2 * OUT_BYTES;
     static constexpr size_t SMEM = (size_t)SCALE_AT + 2 * BN * sizeof(float) + 1024; /* + alignment of the swizzle atoms */
@@ -138,14 +139,18 @@ __device__ __forceinline__ void wg_sync(int id)
     asm volatile("bar.sync %0, 128;\n" ::"r"(id) : "memory");
 }
 
-/* Row store from shared to global memory by the copy engine (bulk_group
- * completion: the issuing thread waits before the buffer is reused). */
-__device__ __forceinline__ void bulk_store(void *dst, uint32_t src, uint32_t bytes)
+/* 2-D tile store from shared memory (bulk_group completion). */
+__device__ __forceinline__ void tma_store(const CUtensorMap *map, int c0, int c1, uint32_t src)
 {
-    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n"
-                 "cp.async.bulk.commit_group;\n" ::"l"(dst),
-                 "r"(src), "r"(bytes)
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n" ::"l"(
+                     (uint64_t)map),
+                 "r"(c0), "r"(c1), "r"(src)
                  : "memory");
+}
+
+__device__ __forceinline__ void bulk_commit()
+{
+    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
 }
 
 __device__ __forceinline__ void bulk_wait_read()
@@ -274,38 +279,62 @@ __device__ __forceinline__ epi_loads<BN> load_scales(const tile_at &at, const ke
 }
 
 /* Epilogue of one warp group (64 rows): D = bf16(v * (s_row * s_col)) into
- * the staging buffer, then each valid row goes out as one bulk copy, which
- * runs while the warp group starts its next tile. Fragment i of the
- * m64nBN accumulator is row 16*warp + lane/4 (+8 for i%4 >= 2), column
- * 8*(i/4) + 2*(lane%4) (+1 for odd i). */
+ * the staging buffer; when all 64 rows belong to the tile's expert, one
+ * thread sends the BN/64 boxes with tensor stores that run while the warp
+ * group starts its next tile (the map clips columns past N), else the
+ * warp group copies the expert's rows out itself (an expert's last, partial
+ * row block). Fragment i of the m64nBN accumulator is row 16*warp + lane/4
+ * (+8 for i%4 >= 2), column 8*(i/4) + 2*(lane%4) (+1 for odd i). Per-row
+ * bulk copies (64 per warp group and tile) were what the copy engine could
+ * not keep up with: GEMM2 of Qwen3-30B-A3B at M=8192, 273 us against 160
+ * without stores (bench/cuda/own-fp8-2026-11-22). */
 template <int BN, bool PROMOTE>
 __device__ __forceinline__ void store_tile(const float (&v)[BN / 2], const epi_loads<BN> &l, const tile_at &at,
-                                           const kernel_params &p, int w, int tw, uint32_t out, float *scale)
+                                           const kernel_params &p, const CUtensorMap *map_d, int w, int tw,
+                                           uint32_t out, float *scale)
 {
-    using C = kind_cfg<BN, PROMOTE>;
     const int lane = tw % 32, rl = (tw / 32) * 16 + lane / 4;
-    if (tw < 64)
-        bulk_wait_read(); /* this thread's previous row copy has left the buffer */
+    if (tw == 0)
+        bulk_wait_read(); /* the previous tile's tensor stores have left the buffer */
 #pragma unroll
     for (int j = 0; j < (BN + 127) / 128; j++)
         if (tw + 128 * j < BN)
             scale[tw + 128 * j] = l.sc[j];
     wg_sync(1 + w);
-    const uint32_t o0 = out + rl * C::PITCH + 4 * (lane % 4), o1 = o0 + 8 * C::PITCH;
+    /* Rows rl and rl + 8 have the same swizzle (row % 8 = lane / 4). */
+    const uint32_t o0 = out + rl * 128 + 4 * (lane % 4), o1 = o0 + 8 * 128, sw = lane / 4;
 #pragma unroll
     for (int b = 0; b < BN / 8; b++) {
         const float2 sc = *reinterpret_cast<const float2 *>(scale + 8 * b + 2 * (lane % 4));
-        st_shared_b32(o0 + 16 * b, bf16x2_bits(__fmul_rn(v[4 * b], __fmul_rn(l.sr0, sc.x)),
-                                               __fmul_rn(v[4 * b + 1], __fmul_rn(l.sr0, sc.y))));
-        st_shared_b32(o1 + 16 * b, bf16x2_bits(__fmul_rn(v[4 * b + 2], __fmul_rn(l.sr1, sc.x)),
-                                               __fmul_rn(v[4 * b + 3], __fmul_rn(l.sr1, sc.y))));
+        const uint32_t at_b = (b / 8) * 8192 + (((b % 8) ^ sw) << 4);
+        st_shared_b32(o0 + at_b, bf16x2_bits(__fmul_rn(v[4 * b], __fmul_rn(l.sr0, sc.x)),
+                                             __fmul_rn(v[4 * b + 1], __fmul_rn(l.sr0, sc.y))));
+        st_shared_b32(o1 + at_b, bf16x2_bits(__fmul_rn(v[4 * b + 2], __fmul_rn(l.sr1, sc.x)),
+                                             __fmul_rn(v[4 * b + 3], __fmul_rn(l.sr1, sc.y))));
     }
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     wg_sync(1 + w);
-    const int row = at.row0 + w * 64 + tw;
-    if (tw < 64 && row < at.row_end) {
-        const int c0 = at.nb * BN, cols = min(BN, (int)p.N - c0);
-        bulk_store(p.d + (int64_t)row * p.N + c0, out + tw * C::PITCH, (uint32_t)cols * 2);
+    const int r0 = at.row0 + w * 64, rows = min(64, at.row_end - r0), c0 = at.nb * BN;
+    if (rows == 64) {
+        if (tw == 0) {
+#pragma unroll
+            for (int q = 0; q < BN / 64; q++)
+                if (c0 + 64 * q < (int)p.N)
+                    tma_store(map_d, c0 + 64 * q, r0, out + q * 8192);
+            bulk_commit();
+        }
+        return;
+    }
+    /* 16-byte chunks of the valid rows, read back through the swizzle. */
+    for (int i = tw; i < rows * (BN / 8); i += 128) {
+        const int r = i / (BN / 8), cb = i % (BN / 8), c = c0 + 8 * cb;
+        if (c >= (int)p.N)
+            continue;
+        uint4 x;
+        asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(x.x), "=r"(x.y), "=r"(x.z), "=r"(x.w)
+                     : "r"(out + (cb / 8) * 8192 + r * 128 + (((cb % 8) ^ (r % 8)) << 4)));
+        *reinterpret_cast<uint4 *>(p.d + (int64_t)(r0 + r) * p.N + c) = x;
     }
 }
 
@@ -347,7 +376,7 @@ struct ring {
 template <int BN, bool PROMOTE, bool BF16>
 __global__ void __launch_bounds__(THREADS, 1)
     grouped_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
-                       const kernel_params p)
+                        const __grid_constant__ CUtensorMap map_d, const kernel_params p)
 {
     using C = kind_cfg<BN, PROMOTE>;
     constexpr int STAGES = C::STAGES;
@@ -470,11 +499,11 @@ __global__ void __launch_bounds__(THREADS, 1)
         if (p.flags & 1)
             continue;
         if constexpr (PROMOTE)
-            store_tile<BN, PROMOTE>(fin, l, at, p, w, tw, out, scale);
+            store_tile<BN, PROMOTE>(fin, l, at, p, &map_d, w, tw, out, scale);
         else
-            store_tile<BN, PROMOTE>(acc, l, at, p, w, tw, out, scale);
+            store_tile<BN, PROMOTE>(acc, l, at, p, &map_d, w, tw, out, scale);
     }
-    if (tw < 64)
+    if (tw == 0)
         bulk_wait_all();
 }
 
@@ -504,7 +533,7 @@ encode_tiled_fn encoder()
     return f;
 }
 
-/* A [rows, cols] matrix of e4m3 or bf16, row-major, loaded in boxes of
+/* A [rows, cols] matrix of e4m3 or bf16, row-major, moved in boxes of
  * box_rows x 128 B. */
 bool encode(CUtensorMap *map, const void *base, uint64_t rows, uint64_t cols, uint32_t box_rows, bool bf16)
 {
@@ -524,9 +553,10 @@ bool encode(CUtensorMap *map, const void *base, uint64_t rows, uint64_t cols, ui
 template <int BN, bool PROMOTE, bool BF16> cudaError_t launch_kind(const fmcu_gg_args *a, int sms, cudaStream_t st)
 {
     using C = kind_cfg<BN, PROMOTE>;
-    CUtensorMap map_a, map_b;
+    CUtensorMap map_a, map_b, map_d;
     if (!encode(&map_a, a->a, (uint64_t)a->rows_cap, a->K, BM, BF16) ||
-        !encode(&map_b, a->b, (uint64_t)a->E * a->N, a->K, BN, BF16))
+        !encode(&map_b, a->b, (uint64_t)a->E * a->N, a->K, BN, BF16) ||
+        !encode(&map_d, a->d, (uint64_t)a->rows_cap, a->N, 64, true))
         return cudaErrorInvalidValue;
     kernel_params p;
     p.d = a->d;
@@ -550,7 +580,7 @@ template <int BN, bool PROMOTE, bool BF16> cudaError_t launch_kind(const fmcu_gg
     /* More CTAs than tiles would only wait: at most ceil(rows/128) + E row blocks. */
     const int64_t tiles = ((a->rows_cap + BM - 1) / BM + a->E) * (int64_t)((a->N + BN - 1) / BN);
     const unsigned grid = (unsigned)(tiles < sms ? tiles : sms);
-    kernel<<<grid, THREADS, C::SMEM, st>>>(map_a, map_b, p);
+    kernel<<<grid, THREADS, C::SMEM, st>>>(map_a, map_b, map_d, p);
     return cudaGetLastError();
 }
 
