@@ -57,7 +57,7 @@ constexpr int BK = 128;          /* bytes of K per stage: one 128-byte swizzle r
 constexpr int THREADS = 384;     /* producer + two consumer warp groups */
 constexpr int A_BYTES = BM * BK; /* 16 KB */
 
-template <int BN, bool PROMOTE> struct kind_cfg {
+template <int BN> struct kind_cfg {
     /* Shared memory: STAGES operand stages, then per consumer warp group a
      * staging buffer of its 64 output rows (BN/64 boxes of 64 rows x 128 B,
      * 128-byte swizzled: the tensor store's layout, and the fragment
@@ -222,7 +222,7 @@ struct kernel_params {
     const int32_t *offsets;
     int row_vec, col_vec;
     uint32_t E, N, K;
-    int flags; /* tuning builds (FMCU_GG_TUNING, GG_FLAGS): 1 no stores, 2 columns fastest */
+    int flags; /* tuning builds (FMCU_GG_TUNING, GG_FLAGS): 1 no stores (main loop alone) */
 };
 
 /* Tile column block nb covers weight rows BN * nb .. + BN - 1 of its expert. */
@@ -232,7 +232,7 @@ struct tile_at {
 
 /* Tile t's expert (the last e with pre[e] <= t: experts without tiles
  * repeat the prefix), its first and end rows and first column. */
-__device__ __forceinline__ tile_at find_tile(int t, const int *pre, const int *off, int E, int nt, int flags)
+__device__ __forceinline__ tile_at find_tile(int t, const int *pre, const int *off, int E)
 {
     int lo = 0, hi = E;
     while (hi - lo > 1) {
@@ -247,10 +247,9 @@ __device__ __forceinline__ tile_at find_tile(int t, const int *pre, const int *o
     const int mt = (rows + BM - 1) / BM;
     tile_at at;
     at.e = lo;
-    const bool cols_fastest = flags & 2;
-    at.row0 = off[lo] + (cols_fastest ? local / nt : local % mt) * BM;
+    at.row0 = off[lo] + (local % mt) * BM;
     at.row_end = off[lo + 1];
-    at.nb = cols_fastest ? local % nt : local / mt;
+    at.nb = local / mt;
     return at;
 }
 
@@ -284,11 +283,12 @@ __device__ __forceinline__ epi_loads<BN> load_scales(const tile_at &at, const ke
  * group starts its next tile (the map clips columns past N), else the
  * warp group copies the expert's rows out itself (an expert's last, partial
  * row block). Fragment i of the m64nBN accumulator is row 16*warp + lane/4
- * (+8 for i%4 >= 2), column 8*(i/4) + 2*(lane%4) (+1 for odd i). Per-row
- * bulk copies (64 per warp group and tile) were what the copy engine could
- * not keep up with: GEMM2 of Qwen3-30B-A3B at M=8192, 273 us against 160
- * without stores (bench/cuda/own-fp8-2026-11-22). */
-template <int BN, bool PROMOTE>
+ * (+8 for i%4 >= 2), column 8*(i/4) + 2*(lane%4) (+1 for odd i). One bulk
+ * copy per row (64 per warp group and tile) was 5-7% slower at short K
+ * (GEMM2 of Qwen3-30B-A3B at M=8192: 273 us against 258; 160 us without
+ * stores: the rest is both warp groups converting while the tensor cores
+ * wait; bench/cuda/own-fp8-2026-11-22). */
+template <int BN>
 __device__ __forceinline__ void store_tile(const float (&v)[BN / 2], const epi_loads<BN> &l, const tile_at &at,
                                            const kernel_params &p, const CUtensorMap *map_d, int w, int tw,
                                            uint32_t out, float *scale)
@@ -378,7 +378,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     grouped_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                         const __grid_constant__ CUtensorMap map_d, const kernel_params p)
 {
-    using C = kind_cfg<BN, PROMOTE>;
+    using C = kind_cfg<BN>;
     constexpr int STAGES = C::STAGES;
     extern __shared__ uint8_t smem_raw[];
     __shared__ __align__(8) uint64_t full[STAGES], empty[STAGES];
@@ -435,7 +435,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         int stage = 0;
         uint32_t phase = 0;
         for (int t = blockIdx.x; t < total; t += gridDim.x) {
-            const tile_at at = find_tile(t, pre, off, E, nt, p.flags);
+            const tile_at at = find_tile(t, pre, off, E);
             const int brow = at.e * (int)p.N + at.nb * BN;
             for (int kb = 0; kb < KB; kb++) {
                 mbar_wait(smem_addr(&empty[stage]), phase ^ 1);
@@ -466,7 +466,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     float fin[PROMOTE ? BN / 2 : 1];
     ring r;
     for (int t = blockIdx.x; t < total; t += gridDim.x) {
-        const tile_at at = find_tile(t, pre, off, E, nt, p.flags);
+        const tile_at at = find_tile(t, pre, off, E);
         const epi_loads<BN> l = load_scales<BN>(at, p, w, tw);
         if constexpr (PROMOTE) {
 #pragma unroll
@@ -499,9 +499,9 @@ __global__ void __launch_bounds__(THREADS, 1)
         if (p.flags & 1)
             continue;
         if constexpr (PROMOTE)
-            store_tile<BN, PROMOTE>(fin, l, at, p, &map_d, w, tw, out, scale);
+            store_tile<BN>(fin, l, at, p, &map_d, w, tw, out, scale);
         else
-            store_tile<BN, PROMOTE>(acc, l, at, p, &map_d, w, tw, out, scale);
+            store_tile<BN>(acc, l, at, p, &map_d, w, tw, out, scale);
     }
     if (tw == 0)
         bulk_wait_all();
@@ -552,7 +552,7 @@ bool encode(CUtensorMap *map, const void *base, uint64_t rows, uint64_t cols, ui
 
 template <int BN, bool PROMOTE, bool BF16> cudaError_t launch_kind(const fmcu_gg_args *a, int sms, cudaStream_t st)
 {
-    using C = kind_cfg<BN, PROMOTE>;
+    using C = kind_cfg<BN>;
     CUtensorMap map_a, map_b, map_d;
     if (!encode(&map_a, a->a, (uint64_t)a->rows_cap, a->K, BM, BF16) ||
         !encode(&map_b, a->b, (uint64_t)a->E * a->N, a->K, BN, BF16) ||
