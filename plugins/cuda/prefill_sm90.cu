@@ -1694,13 +1694,14 @@ cudaError_t forward_own(int k1, int k2, int sms, int64_t m, const void *x, int64
  * forward as a CUDA graph against CUTLASS's kernels, the same output bits
  * (bench/cuda/own-fp8-2026-11-22): fp8 channel M=8192 -3% (Mixtral, 2048
  * rows) to -14% (DeepSeek-V3), M=1024 -5% (32-64 rows) to -12% (Mixtral,
- * 256 rows). FMCU_PF_OWN="AB" overrides (read per call, for measurements):
- * a digit is a kind (fmcu_gg_kind; bf16 takes the fast ones), c CUTLASS. */
+ * 256 rows). FMCU_PF_OWN="AB" overrides (read once per process, for
+ * measurements): a digit is a kind (fmcu_gg_kind; bf16 takes the fast
+ * ones), c CUTLASS. */
 void own_kinds(bool bf16, int64_t rows, int *k1, int *k2)
 {
     *k1 = bf16 ? FMCU_GG_N256_FAST : FMCU_GG_N192_PROMOTED;
     *k2 = rows >= 128 ? FMCU_GG_N256_FAST : FMCU_GG_N128_FAST;
-    const char *v = getenv("FMCU_PF_OWN");
+    static const char *const v = getenv("FMCU_PF_OWN");
     if (v && strlen(v) == 2)
         for (int j = 0; j < 2; j++) {
             int *k = j ? k2 : k1;
