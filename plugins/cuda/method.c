@@ -297,9 +297,10 @@ static fmoe_status cuda_finalize(fmoe_finalize_args *a)
         if (!L->correction_bias)
             return device_error(in, a->err, why);
     }
-    /* The prefill tier's GEMM1 computes the activation in its epilogue and
-     * reads W13 with gate and up rows interleaved: a second copy of W13, the
-     * other tiers keep reading the first (docs/CUDA.md, "Fused GEMM1"). */
+    /* With FMCU_PF_FUSE=1/2 (off by default) the prefill tier's CUTLASS
+     * GEMM1 computes the activation in its epilogue and reads W13 with gate
+     * and up rows interleaved: a second copy of W13, the other tiers keep
+     * reading the first (docs/CUDA.md, "Fused GEMM1"). */
     size_t fused = L->tier == FMCU_TIER_STREAM || L->tier == FMCU_TIER_TILED ? 0 : fmcu_prefill_fused_bytes(L);
     if (fused) {
         void *d = device_alloc(in, fused, why, sizeof why);
