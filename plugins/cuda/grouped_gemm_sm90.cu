@@ -360,7 +360,7 @@ template <int R> __device__ __forceinline__ void add_into(float (&f)[R], float (
         f[i] += a[i];
 }
 
-/* The consumer's ring position. */
+/* A position in the ring of stages (producer and consumers each keep one). */
 struct ring {
     int stage = 0;
     uint32_t phase = 0;
@@ -427,27 +427,27 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int wg = threadIdx.x / 128;
 
     if (wg == 0) {
+        /* The launch reserves 168 registers per thread (the 64K file over
+         * 384): what the producer group gives back, (168 - 40) x 128, is
+         * what the consumer groups take, (232 - 168) x 256. Asking for more
+         * makes setmaxnreg.inc wait forever. */
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
         if (threadIdx.x != 0)
             return;
         asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&map_a) : "memory");
         asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&map_b) : "memory");
-        int stage = 0;
-        uint32_t phase = 0;
+        ring r;
         for (int t = blockIdx.x; t < total; t += gridDim.x) {
             const tile_at at = find_tile(t, pre, off, E);
             const int brow = at.e * (int)p.N + at.nb * BN;
             for (int kb = 0; kb < KB; kb++) {
-                mbar_wait(smem_addr(&empty[stage]), phase ^ 1);
-                const uint32_t fb = smem_addr(&full[stage]);
-                const uint32_t sa = base + stage * C::STAGE_BYTES;
+                mbar_wait(smem_addr(&empty[r.stage]), r.phase ^ 1);
+                const uint32_t fb = smem_addr(&full[r.stage]);
+                const uint32_t sa = base + r.stage * C::STAGE_BYTES;
                 mbar_expect_tx(fb, C::STAGE_BYTES);
                 tma_load(sa, &map_a, kb * KE, at.row0, fb);
                 tma_load(sa + A_BYTES, &map_b, kb * KE, brow, fb);
-                if (++stage == STAGES) {
-                    stage = 0;
-                    phase ^= 1;
-                }
+                r.next(STAGES);
             }
         }
         return;
