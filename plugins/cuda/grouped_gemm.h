@@ -51,6 +51,7 @@ enum fmcu_gg_kind {
     FMCU_GG_N192_PROMOTED,
     FMCU_GG_N256_FAST,
     FMCU_GG_N128_FAST,
+    FMCU_GG_N192_FAST,
     FMCU_GG_KINDS
 };
 

@@ -597,6 +597,7 @@ cudaError_t fmcu_gg_launch(const fmcu_gg_args *a, fmcu_gg_kind kind, int sms, cu
         switch (kind) { /* f32 accumulation: nothing to promote */
         case FMCU_GG_N256_FAST: return launch_kind<256, false, true>(a, sms, st);
         case FMCU_GG_N128_FAST: return launch_kind<128, false, true>(a, sms, st);
+        case FMCU_GG_N192_FAST: return launch_kind<192, false, true>(a, sms, st);
         default: return cudaErrorInvalidValue;
         }
     switch (kind) {
@@ -604,6 +605,7 @@ cudaError_t fmcu_gg_launch(const fmcu_gg_args *a, fmcu_gg_kind kind, int sms, cu
     case FMCU_GG_N192_PROMOTED: return launch_kind<192, true, false>(a, sms, st);
     case FMCU_GG_N256_FAST: return launch_kind<256, false, false>(a, sms, st);
     case FMCU_GG_N128_FAST: return launch_kind<128, false, false>(a, sms, st);
+    case FMCU_GG_N192_FAST: return launch_kind<192, false, false>(a, sms, st);
     default: return cudaErrorInvalidValue;
     }
 }

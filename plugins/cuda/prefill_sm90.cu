@@ -1689,18 +1689,25 @@ cudaError_t forward_own(int k1, int k2, int sms, int64_t m, const void *x, int64
 /* Our grouped kernels' kinds (grouped_gemm.h) for an average of `rows` rows
  * per local expert: *k1 for GEMM1, *k2 for GEMM2, -1 where CUTLASS's kernel
  * runs. fp8: GEMM1 promoted (its output is quantized again), GEMM2 not, as
- * with CUTLASS's kernels; bf16: both 256 columns (f32 accumulation). GEMM2
- * takes 128-column tiles below 128 rows (fewer half-empty tiles). H100,
+ * with CUTLASS's kernels; bf16: GEMM1 256 columns (f32 accumulation). GEMM2
+ * takes 128-column tiles below 128 rows (fewer half-empty tiles), 256 from
+ * 128, or 192 where that pads its N (= H) less: gpt-oss-120b's H = 2880 is
+ * 15 tiles of 192 and 11.25 of 256 (H100, forward at M=8192, GEMM2 -5.5%
+ * fp8 and -4% bf16, same bits; bench/cuda/pingpong-2026-11-22, where 192
+ * on the other models' H, exact multiples of 256, gained nothing in the
+ * forward). Before, H100,
  * forward as a CUDA graph against CUTLASS's kernels, the same output bits
  * (bench/cuda/own-fp8-2026-11-22): fp8 channel M=8192 -3% (Mixtral, 2048
  * rows) to -14% (DeepSeek-V3), M=1024 -5% (32-64 rows) to -12% (Mixtral,
  * 256 rows). FMCU_PF_OWN="AB" overrides (read once per process, for
  * measurements): a digit is a kind (fmcu_gg_kind; bf16 takes the fast
  * ones), c CUTLASS. */
-void own_kinds(bool bf16, int64_t rows, int *k1, int *k2)
+void own_kinds(bool bf16, int64_t rows, uint32_t H, int *k1, int *k2)
 {
     *k1 = bf16 ? FMCU_GG_N256_FAST : FMCU_GG_N192_PROMOTED;
-    *k2 = rows >= 128 ? FMCU_GG_N256_FAST : FMCU_GG_N128_FAST;
+    const uint32_t width = rows < 128 ? 128 : 256;
+    const auto padded = [H](uint32_t bn) { return (H + bn - 1) / bn * bn; };
+    *k2 = padded(192) < padded(width) ? FMCU_GG_N192_FAST : width == 128 ? FMCU_GG_N128_FAST : FMCU_GG_N256_FAST;
     static const char *const v = getenv("FMCU_PF_OWN");
     if (v && strlen(v) == 2)
         for (int j = 0; j < 2; j++) {
@@ -1708,7 +1715,7 @@ void own_kinds(bool bf16, int64_t rows, int *k1, int *k2)
             const int d = v[j] - '0';
             if (v[j] == 'c')
                 *k = -1;
-            else if (d == FMCU_GG_N256_FAST || d == FMCU_GG_N128_FAST ||
+            else if (d == FMCU_GG_N256_FAST || d == FMCU_GG_N128_FAST || d == FMCU_GG_N192_FAST ||
                      (!bf16 && (d == FMCU_GG_N128_PROMOTED || d == FMCU_GG_N192_PROMOTED)))
                 *k = d;
         }
@@ -1988,7 +1995,7 @@ cudaError_t forward(const fmcu_layer *L, int64_t m, const void *x, int64_t x_ld,
          * GEMM1 was made (FMCU_PF_FUSE=1 at finalize) or FMCU_PF_OWN asks
          * for CUTLASS; the activation kernel runs between them. */
         int k1, k2;
-        own_kinds(true, rows, &k1, &k2);
+        own_kinds(true, rows, H, &k1, &k2);
         if (!fuse && k1 >= 0 && k2 >= 0) {
             OwnGemm o1 = own_gemm(sa.s[0], offsets, E, m * (int64_t)k, (fmcu_gg_kind)k1, sms);
             OwnGemm o2 = own_gemm(sa.s[1], offsets, E, m * (int64_t)k, (fmcu_gg_kind)k2, sms);
@@ -2049,7 +2056,7 @@ cudaError_t forward(const fmcu_layer *L, int64_t m, const void *x, int64_t x_ld,
     }
 #else
     int k1, k2;
-    own_kinds(false, rows, &k1, &k2);
+    own_kinds(false, rows, H, &k1, &k2);
     if (k1 >= 0 || k2 >= 0) {
         if (fp8_large && fp8_g1_kind(rows) == 1)
             return forward_own<GemmFP8G1Mid, GemmFP8G2Large>(k1, k2, sms, m, x, x_ld, sa, ga, aa, act_threads,

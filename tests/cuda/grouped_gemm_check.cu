@@ -41,7 +41,8 @@
 
 #include "cuda_ok.h" /* tests/cuda */
 
-static const char *KIND_NAMES[FMCU_GG_KINDS] = {"n128-promoted", "n192-promoted", "n256-fast", "n128-fast"};
+static const char *KIND_NAMES[FMCU_GG_KINDS] = {"n128-promoted", "n192-promoted", "n256-fast", "n128-fast",
+                                                "n192-fast"};
 
 __device__ __host__ inline uint32_t mix(uint64_t x)
 {
