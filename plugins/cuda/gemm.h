@@ -22,6 +22,8 @@ struct fmcu_gemm_args {
     int gemm1;                   /* epilogue: activation (GEMM1) or plain store (GEMM2) */
     uint32_t row_tile;           /* 16, 32 or 64 (fmcu_row_tile) */
     int split_k;                 /* stream tier: a CTA's warps split K (very few rows per expert) */
+    int wait_first;              /* stream tier: let the next kernel launch only after this one's
+                                  * griddepcontrol.wait (the decode tail reads the plan early) */
     int64_t grid_tiles;          /* upper bound of row tiles (fmcu_max_tiles) */
 
     const void *a;               /* rows of K elements, row stride lda elements */

@@ -42,6 +42,7 @@
  * 160 us without stores).
  */
 #include "plugins/cuda/grouped_gemm.h"
+#include "plugins/cuda/mbarrier.cuh"
 #include "plugins/cuda/wgmma_ops.cuh"
 
 #include <cuda.h> /* CUtensorMap and the encoder's signature; the function comes from the runtime */
@@ -51,6 +52,12 @@
 #include <stdlib.h>
 
 namespace {
+
+using fmcu_async::mbar_arrive;
+using fmcu_async::mbar_expect_tx;
+using fmcu_async::mbar_init;
+using fmcu_async::mbar_wait;
+using fmcu_async::smem_addr;
 
 constexpr int BM = 128;          /* rows per tile: two warp groups of 64 */
 constexpr int BK = 128;          /* bytes of K per stage: one 128-byte swizzle row (128 e4m3 or 64 bf16) */
@@ -73,41 +80,6 @@ template <int BN> struct kind_cfg {
 };
 
 /* ---- PTX wrappers ---------------------------------------------------- */
-
-__device__ __forceinline__ uint32_t smem_addr(const void *p)
-{
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
-
-__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count)
-{
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
-{
-    uint32_t done;
-    do {
-        asm volatile("{\n.reg .pred p;\n"
-                     "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                     "selp.u32 %0, 1, 0, p;\n}\n"
-                     : "=r"(done)
-                     : "r"(bar), "r"(parity)
-                     : "memory");
-    } while (!done);
-}
-
-__device__ __forceinline__ void mbar_arrive(uint32_t bar)
-{
-    asm volatile("{\n.reg .b64 s;\nmbarrier.arrive.shared::cta.b64 s, [%0];\n}\n" ::"r"(bar) : "memory");
-}
-
-__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes)
-{
-    asm volatile("{\n.reg .b64 s;\nmbarrier.arrive.expect_tx.shared::cta.b64 s, [%0], %1;\n}\n" ::"r"(bar),
-                 "r"(bytes)
-                 : "memory");
-}
 
 /* 2-D tile load, completion counted in bytes on `bar`; c0 is the inner (K) coordinate. */
 __device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap *map, int c0, int c1, uint32_t bar)
@@ -312,7 +284,7 @@ __device__ __forceinline__ void store_tile(const float (&v)[BN / 2], const epi_l
         st_shared_b32(o1 + at_b, bf16x2_bits(__fmul_rn(v[4 * b + 2], __fmul_rn(l.sr1, sc.x)),
                                              __fmul_rn(v[4 * b + 3], __fmul_rn(l.sr1, sc.y))));
     }
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    fmcu_async::fence_async_shared();
     wg_sync(1 + w);
     const int r0 = at.row0 + w * 64, rows = min(64, at.row_end - r0), c0 = at.nb * BN;
     if (rows == 64) {
@@ -397,7 +369,7 @@ __global__ void __launch_bounds__(THREADS, 1)
             mbar_init(smem_addr(&full[s]), 1);
             mbar_init(smem_addr(&empty[s]), 8); /* lane 0 of each consumer warp */
         }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        fmcu_async::mbar_init_fence();
     }
     __syncthreads();
     /* Prefix of tile counts by warp 0: lane l scans a contiguous chunk. */

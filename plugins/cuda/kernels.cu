@@ -23,6 +23,9 @@
  *   GEMM2     gemm.cu                     -> y [pairs, H]
  *   combine   out[t] = round(sum_j y[t,j] * w[t,j]) in slot order, f32, no FMA
  *             (the reference's arithmetic), zero for tokens with no local expert.
+ *   tail      decode_tail.cu: quant + GEMM2 + combine in one launch for calls of
+ *             at most 8 pairs whose CTAs fit at once (fmcu_tail_plan); its W2
+ *             copies start before GEMM1 has finished.
  *
  * No allocation and no host synchronization, except that host (CPU) tensors
  * are staged through the workspace and the stream is synchronized before the
@@ -34,9 +37,14 @@
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <atomic>
 
 #include "fusedmoe/common.h"
 #include "plugins/cuda/cuda_api.h"
+#include "plugins/cuda/decode_tail.h"
 #include "plugins/cuda/device_math.cuh"
 #include "plugins/cuda/gemm.h"
 #include "plugins/cuda/prefill.h"
@@ -667,6 +675,33 @@ void weight_scales(const fmcu_layer *L, const float *scale, uint32_t n_rows, uin
     g->block_k = L->block_k;
 }
 
+/* The device's multiprocessor count, read once per device (0 if unknown). */
+int multiprocessors(int device)
+{
+    static std::atomic<int> sms[64];
+    if (device < 0 || device >= 64)
+        return 0;
+    int n = sms[device].load(std::memory_order_relaxed);
+    if (n == 0 && cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) == cudaSuccess)
+        sms[device].store(n, std::memory_order_relaxed);
+    return n > 0 ? n : 0;
+}
+
+/* Whether the fused decode tail (decode_tail.h) runs this call, and its
+ * shape. FMCU_TAIL=0 turns it off (read once per process: A/B timing). */
+bool tail_wanted(const fmcu_layer *L, int tier, int64_t pairs, fmcu_tail_cfg *cfg)
+{
+    static const bool off = [] {
+        const char *v = getenv("FMCU_TAIL");
+        return v && strcmp(v, "0") == 0;
+    }();
+    if (off || (L->quant == FMCU_Q_BLOCK && (L->block_k == 0 || L->block_k % 128 || L->block_n == 0)))
+        return false;
+    const uint32_t kgroups = L->quant == FMCU_Q_BLOCK ? (L->inter + L->block_k - 1) / L->block_k : 1;
+    return fmcu_tail_plan(tier, pairs, L->hidden, L->inter, L->quant != FMCU_Q_NONE, kgroups, multiprocessors(L->device),
+                          cfg) != 0;
+}
+
 } // namespace
 
 /* After the last kernel: a host `out` gets the staged result, and host
@@ -686,6 +721,7 @@ extern "C" int fmcu_prepare_kernels(int device, char *err, size_t cap)
 {
     CK(cudaSetDevice(device), "cudaSetDevice");
     CK(fmcu_gemm_prepare(), "GEMM set-up");
+    CK(fmcu_tail_prepare(), "decode tail set-up");
     return 0;
 }
 
@@ -858,7 +894,40 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
     void *act = at<void>(L, L->ws.act);
     g.out = act;
     g.ldo = I;
+    fmcu_tail_args ta = {};
+    const bool tail = g.grid_tiles > 0 && tail_wanted(L, tier, pairs, &ta.cfg);
+    g.wait_first = tail;
     CK(gemm(g, st), "GEMM1");
+
+    void *out = c->out_host ? at<void>(L, L->ws.out_stage) : c->out;
+    const int64_t ldo = c->out_host ? H : c->out_ld;
+    if (tail) { /* GEMM2-input quantization, GEMM2 and combine in one launch */
+        ta.quant = L->quant;
+        ta.a_dynamic = L->a_dynamic;
+        ta.ue8m0 = L->ue8m0;
+        ta.a_static = L->quant == FMCU_Q_TENSOR && !L->a_dynamic ? L->in_scales + 1 : nullptr;
+        ta.act = act;
+        ta.act_dtype = L->act_dtype;
+        ta.I = I;
+        ta.H = H;
+        ta.pairs = (uint32_t)pairs;
+        ta.top_k = (uint32_t)k;
+        ta.pair_local = pl.pair_local;
+        ta.topk_w = topk_w;
+        ta.on_input = L->on_input;
+        weight_scales(L, L->w2_scale, H, I, &g);
+        ta.w2 = (const uint8_t *)L->w2;
+        ta.w_scale = g.w_scale;
+        ta.w_scale_e = g.w_scale_e;
+        ta.w_scale_n = g.w_scale_n;
+        ta.block_n = L->block_n;
+        ta.block_k = L->block_k;
+        ta.bias = L->add_b2 ? L->b2 : nullptr;
+        ta.out = out;
+        ta.ldo = ldo;
+        CK(fmcu_tail_launch(ta, st), "decode tail");
+        return finish(L, c, out, st, err, cap);
+    }
 
     /* GEMM2 input. */
     if (L->quant != FMCU_Q_NONE) {
@@ -903,8 +972,8 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
     cb.hidden = H;
     cb.on_input = L->on_input;
     cb.dtype = L->act_dtype;
-    cb.out = c->out_host ? at<void>(L, L->ws.out_stage) : c->out;
-    cb.ldo = c->out_host ? H : c->out_ld;
+    cb.out = out;
+    cb.ldo = ldo;
     CK(fmcu_dev::launch_overlapped(combine_kernel, dim3((unsigned)m, (H + COMBINE_COLS - 1) / COMBINE_COLS),
                                    dim3(COMBINE_THREADS), 0, st, cb),
        "combine kernel");

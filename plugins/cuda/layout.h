@@ -88,7 +88,8 @@ void fmcu_workspace_layout(uint32_t max_tokens, uint32_t top_k, uint32_t hidden,
 uint32_t fmcu_row_tile(int64_t m, uint32_t top_k, uint32_t local_experts);
 
 /* Upper bound on the row tiles of a call: every expert's last tile may be
- * partial, and at most min(pairs, E_local) experts hold any. */
+ * partial, and at most min(pairs, E_local) experts hold any. Decreasing in
+ * row_tile: the workspace sized for 16 serves 32 and 64. */
 int64_t fmcu_max_tiles(int64_t pairs, uint32_t local_experts, uint32_t row_tile);
 
 #ifdef __cplusplus

@@ -116,8 +116,13 @@ __global__ void __launch_bounds__(WARPS * 32, SPLITK ? splitk_ctas<BLOCK>() : 4)
 {
     constexpr int NTT = SPLITK ? 1 : NT; /* token tiles held at once */
     __shared__ float red[SPLITK ? WARPS - 1 : 1][NTT * 4][32];
-    fmcu_dev::pdl_trigger();
-    fmcu_dev::pdl_wait();
+    if (p.wait_first) {
+        fmcu_dev::pdl_wait();
+        fmcu_dev::pdl_trigger();
+    } else {
+        fmcu_dev::pdl_trigger();
+        fmcu_dev::pdl_wait();
+    }
     const int tile = blockIdx.x;
     /* Count and record in flight together (tile < grid_tiles: inside the list). */
     const int n_tiles = *(const volatile int32_t *)p.n_tiles;

@@ -21,6 +21,20 @@ int fmcu_gemm_tier(int64_t m, uint32_t top_k, uint32_t local_experts, int forced
     return prefill_ok ? FMCU_TIER_PREFILL : FMCU_TIER_TILED;
 }
 
+int fmcu_tail_plan(int tier, int64_t pairs, uint32_t H, uint32_t I, int fp8, uint32_t kgroups, int sms,
+                   fmcu_tail_cfg *cfg)
+{
+    if (tier != FMCU_TIER_STREAM || pairs <= 0 || pairs > FMCU_TAIL_MAX_PAIRS || H == 0 || I == 0 || kgroups == 0 ||
+        sms <= 0)
+        return 0;
+    cfg->ctas = (H + FMCU_TAIL_ROWS - 1) / FMCU_TAIL_ROWS;
+    cfg->layout = fmcu_tail_layout_of((uint32_t)pairs, I, fp8, kgroups);
+    if (cfg->layout.total > FMCU_TAIL_SMEM_MAX)
+        return 0;
+    const size_t per_sm = FMCU_TAIL_SM_SMEM / (cfg->layout.total + FMCU_TAIL_CTA_EXTRA);
+    return (size_t)cfg->ctas <= per_sm * (size_t)sms;
+}
+
 int fmcu_tier_parse(const char *value, int *tier, char *why, size_t cap)
 {
     static const struct {

@@ -36,6 +36,71 @@ extern "C" {
  * re-reads of the token rows). */
 #define FMCU_STREAM_SPLITK_ROWS 4
 
+/* The fused decode tail (decode_tail.cu): the GEMM2-input quantization,
+ * GEMM2 and the top-k combine of a call of at most FMCU_TAIL_MAX_PAIRS
+ * (token, slot) pairs in one launch. A CTA owns FMCU_TAIL_ROWS rows of
+ * every pair's W2 (output columns of the layer) and all of K, so the combine
+ * is local to it; the rows come into shared memory by one bulk copy each,
+ * issued before the CTA waits for GEMM1 (they depend only on the plan's
+ * expert ids). It serves calls whose CTAs all fit on the device at once
+ * with all of K staged: one wave, each CTA's copies in flight from the
+ * start (bench/cuda/tail-2026-11-22: a ring of stages, or a second wave,
+ * streamed at a third of what the stream GEMM does). */
+#define FMCU_TAIL_MAX_PAIRS 8
+#define FMCU_TAIL_ROWS      16
+#define FMCU_TAIL_ROW_PAD   16                 /* bytes after each staged row: conflict-free 16-byte fragment loads */
+#define FMCU_TAIL_SMEM_MAX  (220u * 1024u)     /* dynamic shared memory of a CTA */
+#define FMCU_TAIL_SM_SMEM   (228u * 1024u)     /* shared memory of an SM (sm_90) */
+#define FMCU_TAIL_CTA_EXTRA 2048u              /* per CTA beyond the dynamic part: static arrays, reserve */
+
+/* Where things are in a tail CTA's dynamic shared memory (bytes). */
+typedef struct fmcu_tail_layout {
+    size_t weights;    /* [pairs][ROWS] rows of I e4m3 or bf16, ROW_PAD bytes apart */
+    size_t act;        /* [pairs][I] GEMM2 input, e4m3 codes or bf16 */
+    size_t a_scale;    /* [pairs][kgroups] f32 */
+    size_t y;          /* [pairs][ROWS] f32: the rounded GEMM2 outputs */
+    size_t bar;        /* the mbarrier of the weight copies */
+    size_t total;
+} fmcu_tail_layout;
+
+static inline size_t fmcu_tail_up(size_t v, size_t a)
+{
+    return (v + a - 1) / a * a;
+}
+
+/* Bytes of one staged weight row (I elements, then the pad). */
+static inline size_t fmcu_tail_row_stride(uint32_t inter, int fp8)
+{
+    return (size_t)inter * (fp8 ? 1 : 2) + FMCU_TAIL_ROW_PAD;
+}
+
+static inline fmcu_tail_layout fmcu_tail_layout_of(uint32_t pairs, uint32_t inter, int fp8, uint32_t kgroups)
+{
+    fmcu_tail_layout l;
+    l.weights = 0;
+    l.act = (size_t)pairs * FMCU_TAIL_ROWS * fmcu_tail_row_stride(inter, fp8);
+    l.a_scale = fmcu_tail_up(l.act + (size_t)pairs * inter * (fp8 ? 1 : 2), 16);
+    l.y = fmcu_tail_up(l.a_scale + (size_t)pairs * kgroups * sizeof(float), 16);
+    l.bar = fmcu_tail_up(l.y + (size_t)pairs * FMCU_TAIL_ROWS * sizeof(float), 16);
+    l.total = l.bar + 8;
+    return l;
+}
+
+/* The tail's shape for a call. */
+typedef struct fmcu_tail_cfg {
+    uint32_t ctas;      /* ceil(H / ROWS) */
+    fmcu_tail_layout layout;
+} fmcu_tail_cfg;
+
+/* 1 and *cfg when the tail serves a call of `pairs` pairs on `tier` with
+ * hidden size H, intermediate size I, fp8 (else bf16) operands and
+ * `kgroups` activation scales per pair (block scales: ceil(I / block_k),
+ * else 1) on a device of `sms` multiprocessors; 0 when GEMM2 and the
+ * combine run as separate kernels (more pairs, another tier, K too long
+ * to stage, or more CTAs than fit at once). */
+int fmcu_tail_plan(int tier, int64_t pairs, uint32_t H, uint32_t I, int fp8, uint32_t kgroups, int sms,
+                   fmcu_tail_cfg *cfg);
+
 /* The tier for m tokens; `forced` is FMCU_TIER_AUTO or a tier, and
  * `prefill_ok` says whether the prefill path serves this layer. */
 int fmcu_gemm_tier(int64_t m, uint32_t top_k, uint32_t local_experts, int forced, int prefill_ok);

@@ -308,10 +308,13 @@ START_TEST(tile_bound)
             seed = seed * 6364136223846793005ull + 1442695040888963407ull;
             counts[(seed >> 33) % ((trial & 1) ? E : (E < 3 ? E : 3))]++;
         }
-        int64_t tiles = 0;
-        for (uint32_t e = 0; e < E; e++)
-            tiles += (counts[e] + bm - 1) / bm;
-        ck_assert_int_le(tiles, fmcu_max_tiles(pairs, E, bm));
+        for (uint32_t t = 16; t <= 64; t *= 2) {
+            int64_t tiles = 0;
+            for (uint32_t e = 0; e < E; e++)
+                tiles += (counts[e] + t - 1) / t;
+            ck_assert_int_le(tiles, fmcu_max_tiles(pairs, E, t));
+            ck_assert_int_le(fmcu_max_tiles(pairs, E, t), fmcu_max_tiles(pairs, E, 16));
+        }
     }
     ck_assert_uint_eq(fmcu_row_tile(1, 8, 128), 16);
     ck_assert_uint_eq(fmcu_row_tile(4096, 8, 128), 64);

@@ -54,6 +54,57 @@ START_TEST(env_values)
 }
 END_TEST
 
+START_TEST(decode_tail_takes_calls_that_fit_in_one_wave)
+{
+    fmcu_tail_cfg c;
+    /* Qwen3-30B-A3B fp8, M = 1: 8 pairs, H 2048, I 768. Shared memory:
+     * 8 x 16 rows of 768 + 16 bytes = 100352, the 8 x 768 input codes to
+     * 106496, 8 scales to 106528, 8 x 16 outputs to 107040, the barrier:
+     * 107048. Two CTAs an SM: 128 CTAs fit on 64 SMs or more. */
+    ck_assert_int_eq(fmcu_tail_plan(FMCU_TIER_STREAM, 8, 2048, 768, 1, 1, 132, &c), 1);
+    ck_assert_uint_eq(c.ctas, 128);
+    ck_assert_uint_eq(c.layout.weights, 0);
+    ck_assert_uint_eq(c.layout.act, 100352);
+    ck_assert_uint_eq(c.layout.a_scale, 106496);
+    ck_assert_uint_eq(c.layout.y, 106528);
+    ck_assert_uint_eq(c.layout.bar, 107040);
+    ck_assert_uint_eq(c.layout.total, 107048);
+    ck_assert_int_eq(fmcu_tail_plan(FMCU_TIER_STREAM, 8, 2048, 768, 1, 1, 64, &c), 1);
+    ck_assert_int_eq(fmcu_tail_plan(FMCU_TIER_STREAM, 8, 2048, 768, 1, 1, 63, &c), 0);
+    /* The same in bf16: 211496 bytes, one CTA an SM: needs 128 SMs. */
+    ck_assert_int_eq(fmcu_tail_plan(FMCU_TIER_STREAM, 8, 2048, 768, 0, 1, 132, &c), 1);
+    ck_assert_uint_eq(c.layout.total, 211496);
+    ck_assert_int_eq(fmcu_tail_plan(FMCU_TIER_STREAM, 8, 2048, 768, 0, 1, 127, &c), 0);
+    /* Block scales: 8 pairs x 6 groups of scales (192 bytes) move the outputs. */
+    ck_assert_int_eq(fmcu_tail_plan(FMCU_TIER_STREAM, 8, 2048, 768, 1, 6, 132, &c), 1);
+    ck_assert_uint_eq(c.layout.y, 106496 + 192);
+}
+END_TEST
+
+START_TEST(decode_tail_refuses_what_does_not_fit)
+{
+    fmcu_tail_cfg c;
+    /* gpt-oss-120b fp8 (top-4, H = I = 2880): 197144 bytes fit one CTA, but
+     * 180 CTAs of one an SM are two waves on 132 SMs. */
+    ck_assert_int_eq(fmcu_tail_plan(FMCU_TIER_STREAM, 4, 2880, 2880, 1, 1, 132, &c), 0);
+    ck_assert_uint_eq(c.ctas, 180);
+    ck_assert_uint_eq(c.layout.total, 197144);
+    ck_assert_int_eq(fmcu_tail_plan(FMCU_TIER_STREAM, 4, 2880, 2880, 1, 1, 180, &c), 1);
+    /* Mixtral (I = 14336) and DeepSeek-V3 (8 pairs of I = 2048) rows do not fit. */
+    ck_assert_int_eq(fmcu_tail_plan(FMCU_TIER_STREAM, 2, 4096, 14336, 1, 1, 132, &c), 0);
+    ck_assert_int_eq(fmcu_tail_plan(FMCU_TIER_STREAM, 8, 7168, 2048, 1, 1, 132, &c), 0);
+    /* One pair of them does (35 KB: six CTAs an SM, 448 CTAs in one wave). */
+    ck_assert_int_eq(fmcu_tail_plan(FMCU_TIER_STREAM, 1, 7168, 2048, 1, 1, 132, &c), 1);
+    ck_assert_uint_eq(c.ctas, 448);
+    /* More pairs than a CTA combines, another tier, nothing to do, no device. */
+    ck_assert_int_eq(fmcu_tail_plan(FMCU_TIER_STREAM, 9, 2048, 768, 1, 1, 132, &c), 0);
+    ck_assert_int_eq(fmcu_tail_plan(FMCU_TIER_TILED, 8, 2048, 768, 1, 1, 132, &c), 0);
+    ck_assert_int_eq(fmcu_tail_plan(FMCU_TIER_PREFILL, 8, 2048, 768, 1, 1, 132, &c), 0);
+    ck_assert_int_eq(fmcu_tail_plan(FMCU_TIER_STREAM, 0, 2048, 768, 1, 1, 132, &c), 0);
+    ck_assert_int_eq(fmcu_tail_plan(FMCU_TIER_STREAM, 8, 2048, 768, 1, 1, 0, &c), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cuda_tier");
@@ -61,6 +112,8 @@ int main(void)
     tcase_add_test(tc, auto_tier_follows_rows_per_expert);
     tcase_add_test(tc, forced_tier_wins_unless_it_cannot_run);
     tcase_add_test(tc, env_values);
+    tcase_add_test(tc, decode_tail_takes_calls_that_fit_in_one_wave);
+    tcase_add_test(tc, decode_tail_refuses_what_does_not_fit);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -1,0 +1,77 @@
+/*
+ * plugins/cuda/mbarrier.cuh - the shared-memory barriers and bulk copies of
+ * the async proxy (sm_90+), as the kernels that stage operands with TMA or
+ * cp.async.bulk use them (grouped_gemm_sm90.cu, decode_tail.cu). A copy
+ * counts its bytes down on an mbarrier; a waiter spins on the barrier's
+ * phase parity. Device-side C++ only.
+ */
+#ifndef FMOE_PLUGIN_CUDA_MBARRIER_CUH
+#define FMOE_PLUGIN_CUDA_MBARRIER_CUH
+
+#include <stdint.h>
+
+namespace fmcu_async {
+
+__device__ __forceinline__ uint32_t smem_addr(const void *p)
+{
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+
+/* Make initialized barriers visible to the async proxy (and the cluster). */
+__device__ __forceinline__ void mbar_init_fence()
+{
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
+{
+    uint32_t done;
+    do {
+        asm volatile("{\n.reg .pred p;\n"
+                     "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                     "selp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(bar), "r"(parity)
+                     : "memory");
+    } while (!done);
+}
+
+__device__ __forceinline__ void mbar_arrive(uint32_t bar)
+{
+    asm volatile("{\n.reg .b64 s;\nmbarrier.arrive.shared::cta.b64 s, [%0];\n}\n" ::"r"(bar) : "memory");
+}
+
+/* Arrive, and expect `bytes` more of asynchronous copies in this phase. */
+__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes)
+{
+    asm volatile("{\n.reg .b64 s;\nmbarrier.arrive.expect_tx.shared::cta.b64 s, [%0], %1;\n}\n" ::"r"(bar),
+                 "r"(bytes)
+                 : "memory");
+}
+
+/* `bytes` (a multiple of 16, both addresses 16-byte aligned) from global
+ * memory into shared memory, counted on `bar`. */
+__device__ __forceinline__ void bulk_load(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar)
+{
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                     dst),
+                 "l"(src), "r"(bytes), "r"(bar)
+                 : "memory");
+}
+
+/* Order this thread's earlier generic-proxy accesses to shared memory
+ * before later async-proxy ones (a slot read by threads, then refilled by
+ * a bulk copy; or written by threads, then stored by TMA). */
+__device__ __forceinline__ void fence_async_shared()
+{
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+} // namespace fmcu_async
+
+#endif
