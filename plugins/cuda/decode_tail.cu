@@ -103,6 +103,20 @@ __device__ __forceinline__ void act8(const fmcu_tail_args &a, int p, uint32_t c,
     unpack8(a.act_dtype, raw, v);
 }
 
+/* max(m, |v|) over this lane's pieces of act row p in columns [c0, c1)
+ * (a warp covers 256 columns per step; c0 a multiple of 8). */
+__device__ __forceinline__ float lane_amax(const fmcu_tail_args &a, int p, uint32_t c0, uint32_t c1, float m)
+{
+    for (uint32_t c = c0 + (threadIdx.x & 31) * 8; c < c1; c += 256) {
+        float v[8];
+        act8(a, p, c, v);
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            m = amax_step(m, v[j]);
+    }
+    return m;
+}
+
 __device__ __forceinline__ void store_codes8(uint8_t *q, const float v[8], float s)
 {
     uint32_t lo = 0, hi = 0;
@@ -140,15 +154,7 @@ __device__ float quantize_pairs(const fmcu_tail_args &a, const int *s_e, uint8_t
             const uint32_t g = i % kgroups, c0 = g * gk, c1 = min(I, c0 + gk);
             if (s_e[p] < 0)
                 continue;
-            float m = 0.0f;
-            for (uint32_t c = c0 + lane * 8; c < c1; c += 256) {
-                float v[8];
-                act8(a, p, c, v);
-#pragma unroll
-                for (int j = 0; j < 8; j++)
-                    m = amax_step(m, v[j]);
-            }
-            m = warp_amax(m);
+            const float m = warp_amax(lane_amax(a, p, c0, c1, 0.0f));
             const float s = a.ue8m0 ? fmcu_dev::scale_ue8m0(m) : fmcu_dev::scale_f32(m);
             if (lane == 0)
                 a_scale[p * kgroups + g] = s;
@@ -169,13 +175,7 @@ __device__ float quantize_pairs(const fmcu_tail_args &a, const int *s_e, uint8_t
             float m = 0.0f;
             for (int p = warp; p < P; p += WARPS)
                 if (s_e[p] >= 0)
-                    for (uint32_t c = lane * 8; c < I; c += 256) {
-                        float v[8];
-                        act8(a, p, c, v);
-#pragma unroll
-                        for (int j = 0; j < 8; j++)
-                            m = amax_step(m, v[j]);
-                    }
+                    m = lane_amax(a, p, 0, I, m);
             m = warp_amax(m);
             if (lane == 0)
                 red[warp] = m;
@@ -211,13 +211,7 @@ __device__ float quantize_pairs(const fmcu_tail_args &a, const int *s_e, uint8_t
                         m = amax_step(m, v[j]);
                 }
             }
-            for (uint32_t c = lane * 8 + 256 * HOLD; c < I; c += 256) {
-                float v[8];
-                act8(a, p, c, v);
-#pragma unroll
-                for (int j = 0; j < 8; j++)
-                    m = amax_step(m, v[j]);
-            }
+            m = lane_amax(a, p, 256 * HOLD, I, m);
             s = fmcu_dev::scale_f32(warp_amax(m));
             if (lane == 0)
                 a_scale[p] = s;
