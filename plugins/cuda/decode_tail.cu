@@ -81,20 +81,7 @@ __device__ __forceinline__ void unpack8(int32_t dtype, const uint4 &raw, float v
                                        : __bfloat162float(__ushort_as_bfloat16(h[q]));
 }
 
-__device__ __forceinline__ float amax_step(float m, float v)
-{
-    const float x = fabsf(v);
-    return x > m ? x : m; /* NaN never wins, as quant_row's comparisons */
-}
-
-__device__ __forceinline__ float warp_amax(float m)
-{
-    for (int o = 16; o; o >>= 1) {
-        const float x = __shfl_xor_sync(0xffffffffu, m, o);
-        m = x > m ? x : m;
-    }
-    return m;
-}
+using fmcu_dev::amax_step;
 
 /* The pair's act row p: its 8 values from column c. */
 __device__ __forceinline__ void act8(const fmcu_tail_args &a, int p, uint32_t c, float v[8])
@@ -154,7 +141,7 @@ __device__ float quantize_pairs(const fmcu_tail_args &a, const int *s_e, uint8_t
             const uint32_t g = i % kgroups, c0 = g * gk, c1 = min(I, c0 + gk);
             if (s_e[p] < 0)
                 continue;
-            const float m = warp_amax(lane_amax(a, p, c0, c1, 0.0f));
+            const float m = fmcu_dev::warp_max(lane_amax(a, p, c0, c1, 0.0f));
             const float s = a.ue8m0 ? fmcu_dev::scale_ue8m0(m) : fmcu_dev::scale_f32(m);
             if (lane == 0)
                 a_scale[p * kgroups + g] = s;
@@ -176,7 +163,7 @@ __device__ float quantize_pairs(const fmcu_tail_args &a, const int *s_e, uint8_t
             for (int p = warp; p < P; p += WARPS)
                 if (s_e[p] >= 0)
                     m = lane_amax(a, p, 0, I, m);
-            m = warp_amax(m);
+            m = fmcu_dev::warp_max(m);
             if (lane == 0)
                 red[warp] = m;
             __syncthreads();
@@ -212,7 +199,7 @@ __device__ float quantize_pairs(const fmcu_tail_args &a, const int *s_e, uint8_t
                 }
             }
             m = lane_amax(a, p, 256 * HOLD, I, m);
-            s = fmcu_dev::scale_f32(warp_amax(m));
+            s = fmcu_dev::scale_f32(fmcu_dev::warp_max(m));
             if (lane == 0)
                 a_scale[p] = s;
         }

@@ -94,6 +94,23 @@ __device__ __forceinline__ float scale_ue8m0(float amax)
     return __uint_as_float(e << 23);
 }
 
+/* max(m, |v|); a NaN v never wins (the reference's amax skips NaN). */
+__device__ __forceinline__ float amax_step(float m, float v)
+{
+    const float x = fabsf(v);
+    return x > m ? x : m;
+}
+
+/* The largest of a warp's 32 values (lane order does not matter: max). */
+__device__ __forceinline__ float warp_max(float v)
+{
+    for (int o = 16; o; o >>= 1) {
+        const float x = __shfl_xor_sync(0xffffffffu, v, o);
+        v = x > v ? x : v;
+    }
+    return v;
+}
+
 __device__ __forceinline__ uint8_t to_e4m3(float v, float s)
 {
     return (uint8_t)__nv_cvt_float_to_fp8(v / s, __NV_SATFINITE, __NV_E4M3);

@@ -153,20 +153,8 @@ __device__ __forceinline__ uint32_t to_e4m3(float v, float s)
     return fmcu_dev::to_e4m3(v, s);
 }
 
-__device__ __forceinline__ float amax_step(float m, float v)
-{
-    float x = fabsf(v);
-    return x > m ? x : m;
-}
-
-__device__ __forceinline__ float warp_max(float v)
-{
-    for (int o = 16; o; o >>= 1) {
-        float x = __shfl_xor_sync(0xffffffffu, v, o);
-        v = x > v ? x : v;
-    }
-    return v;
-}
+using fmcu_dev::amax_step;
+using fmcu_dev::warp_max;
 
 /* Max over the block (every thread gets it). */
 __device__ float block_max(float v, float *red)
