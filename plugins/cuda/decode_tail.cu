@@ -26,7 +26,8 @@
  * once); rows are padded by 16 bytes so that the fragment loads below are
  * conflict-free.
  * Each CTA quantizes the pairs' GEMM1 outputs itself (P rows of I: a few
- * thousand values) exactly as quant_row does, into shared memory.
+ * thousand values) exactly as quant_row does, into shared memory
+ * (stage_rows.cuh).
  *
  * Arithmetic. One warp per pair (pairs w and w + 4), or with fewer than four
  * pairs the warps of a pair split K by 128-byte units and meet in shared
@@ -46,6 +47,7 @@
 #include "plugins/cuda/decode_tail.h"
 #include "plugins/cuda/device_math.cuh"
 #include "plugins/cuda/mbarrier.cuh"
+#include "plugins/cuda/stage_rows.cuh"
 
 namespace {
 
@@ -57,176 +59,20 @@ constexpr int WARPS = THREADS / 32;
 constexpr int SLOTS = FMCU_TAIL_MAX_PAIRS / WARPS; /* pairs a warp may hold */
 constexpr int R = FMCU_TAIL_ROWS;
 constexpr int UNIT = 128; /* K bytes a warp takes at a time */
-constexpr int HOLD = 8;   /* 16-byte pieces of an act row a lane keeps between the amax and the quantization */
+constexpr int HOLD = 8;   /* 16-byte pieces of the GEMM2 input a thread keeps between the amax and the codes */
 /* The dynamic shared memory a CTA may ask for: the plan's largest (the
  * static arrays come on top, within the SM's 227 KiB per block). */
 constexpr uint32_t SMEM_LIMIT = FMCU_TAIL_SMEM_MAX;
 
 using namespace fmcu_async;
 
-__device__ __forceinline__ uint4 lds128(uint32_t addr)
-{
-    uint4 r;
-    asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];\n" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "r"(addr));
-    return r;
-}
-
-/* 8 act-dtype values from 16 bytes. */
-__device__ __forceinline__ void unpack8(int32_t dtype, const uint4 &raw, float v[8])
-{
-    const uint16_t *h = reinterpret_cast<const uint16_t *>(&raw);
-#pragma unroll
-    for (int q = 0; q < 8; q++)
-        v[q] = dtype == FMOE_DTYPE_F16 ? __half2float(__ushort_as_half(h[q]))
-                                       : __bfloat162float(__ushort_as_bfloat16(h[q]));
-}
-
-using fmcu_dev::amax_step;
-
-/* The pair's act row p: its 8 values from column c. */
-__device__ __forceinline__ void act8(const fmcu_tail_args &a, int p, uint32_t c, float v[8])
-{
-    const uint4 raw = __ldg(reinterpret_cast<const uint4 *>((const uint16_t *)a.act + (int64_t)p * a.I + c));
-    unpack8(a.act_dtype, raw, v);
-}
-
-/* max(m, |v|) over this lane's pieces of act row p in columns [c0, c1)
- * (a warp covers 256 columns per step; c0 a multiple of 8). */
-__device__ __forceinline__ float lane_amax(const fmcu_tail_args &a, int p, uint32_t c0, uint32_t c1, float m)
-{
-    for (uint32_t c = c0 + (threadIdx.x & 31) * 8; c < c1; c += 256) {
-        float v[8];
-        act8(a, p, c, v);
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-            m = amax_step(m, v[j]);
-    }
-    return m;
-}
-
-__device__ __forceinline__ void store_codes8(uint8_t *q, const float v[8], float s)
-{
-    uint32_t lo = 0, hi = 0;
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-        lo |= (uint32_t)fmcu_dev::to_e4m3(v[j], s) << (8 * j);
-        hi |= (uint32_t)fmcu_dev::to_e4m3(v[4 + j], s) << (8 * j);
-    }
-    *reinterpret_cast<uint2 *>(q) = make_uint2(lo, hi);
-}
-
-/* The GEMM2 input of the valid pairs into shared memory (act: P rows of I
- * codes or bf16 values; a_scale: per pair, or per pair and K group), as
- * kernels.cu's quant_row computes it; returns the per-tensor scale (1 when
- * there is none). Called by the whole CTA. */
-__device__ float quantize_pairs(const fmcu_tail_args &a, const int *s_e, uint8_t *act, float *a_scale, float *red,
-                                uint32_t kgroups)
-{
-    const int P = (int)a.pairs, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const uint32_t I = a.I;
-    if (a.quant == FMCU_Q_NONE) { /* bf16 rows as they are */
-        const uint32_t per_row = I * 2 / 16;
-        for (uint32_t i = threadIdx.x; i < (uint32_t)P * per_row; i += THREADS) {
-            const int p = (int)(i / per_row);
-            if (s_e[p] >= 0)
-                reinterpret_cast<uint4 *>(act)[i] =
-                    __ldg(reinterpret_cast<const uint4 *>((const uint16_t *)a.act + (int64_t)p * I) + i % per_row);
-        }
-        return 1.0f;
-    }
-    if (a.quant == FMCU_Q_BLOCK) { /* a warp per (pair, group) */
-        const uint32_t gk = a.block_k;
-        for (uint32_t i = warp; i < (uint32_t)P * kgroups; i += WARPS) {
-            const int p = (int)(i / kgroups);
-            const uint32_t g = i % kgroups, c0 = g * gk, c1 = min(I, c0 + gk);
-            if (s_e[p] < 0)
-                continue;
-            const float m = fmcu_dev::warp_max(lane_amax(a, p, c0, c1, 0.0f));
-            const float s = a.ue8m0 ? fmcu_dev::scale_ue8m0(m) : fmcu_dev::scale_f32(m);
-            if (lane == 0)
-                a_scale[p * kgroups + g] = s;
-            for (uint32_t c = c0 + lane * 8; c < c1; c += 256) {
-                float v[8];
-                act8(a, p, c, v);
-                store_codes8(act + (size_t)p * I + c, v, s);
-            }
-        }
-        return 1.0f;
-    }
-    /* Per token (channel scheme) or per tensor: a warp per pair. */
-    float tensor_s = 1.0f;
-    if (a.quant == FMCU_Q_TENSOR) {
-        if (!a.a_dynamic) {
-            tensor_s = *a.a_static;
-        } else {
-            float m = 0.0f;
-            for (int p = warp; p < P; p += WARPS)
-                if (s_e[p] >= 0)
-                    m = lane_amax(a, p, 0, I, m);
-            m = fmcu_dev::warp_max(m);
-            if (lane == 0)
-                red[warp] = m;
-            __syncthreads();
-            m = 0.0f;
-            for (int w = 0; w < WARPS; w++)
-                m = red[w] > m ? red[w] : m;
-            tensor_s = fmcu_dev::scale_f32(m);
-        }
-    }
-    for (int p = warp; p < P; p += WARPS) {
-        if (s_e[p] < 0)
-            continue;
-        /* The row's first HOLD x 256 values stay in registers between the
-         * amax and the codes (one L2 round trip less on the critical path). */
-        const uint16_t *row = (const uint16_t *)a.act + (int64_t)p * I;
-        uint4 raw[HOLD];
-        float m = 0.0f;
-#pragma unroll
-        for (int h = 0; h < HOLD; h++) {
-            const uint32_t c = lane * 8 + 256 * h;
-            raw[h] = c < I ? __ldg(reinterpret_cast<const uint4 *>(row + c)) : make_uint4(0, 0, 0, 0);
-        }
-        float s = tensor_s;
-        if (a.quant == FMCU_Q_CHANNEL) {
-#pragma unroll
-            for (int h = 0; h < HOLD; h++) {
-                if (lane * 8 + 256 * h < I) {
-                    float v[8];
-                    unpack8(a.act_dtype, raw[h], v);
-#pragma unroll
-                    for (int j = 0; j < 8; j++)
-                        m = amax_step(m, v[j]);
-                }
-            }
-            m = lane_amax(a, p, 256 * HOLD, I, m);
-            s = fmcu_dev::scale_f32(fmcu_dev::warp_max(m));
-            if (lane == 0)
-                a_scale[p] = s;
-        }
-#pragma unroll
-        for (int h = 0; h < HOLD; h++) {
-            const uint32_t c = lane * 8 + 256 * h;
-            if (c < I) {
-                float v[8];
-                unpack8(a.act_dtype, raw[h], v);
-                store_codes8(act + (size_t)p * I + c, v, s);
-            }
-        }
-        for (uint32_t c = lane * 8 + 256 * HOLD; c < I; c += 256) {
-            float v[8];
-            act8(a, p, c, v);
-            store_codes8(act + (size_t)p * I + c, v, s);
-        }
-    }
-    return tensor_s;
-}
+using fmcu_dev::lds128;
 
 template <bool FP8, bool BLOCK> __global__ void __launch_bounds__(THREADS) tail_kernel(const fmcu_tail_args a)
 {
     extern __shared__ __align__(128) uint8_t smem[];
     __shared__ int s_e[FMCU_TAIL_MAX_PAIRS];
     __shared__ float red[WARPS][2][32];
-    __shared__ float red_m[WARPS];
     const int P = (int)a.pairs, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int g = lane >> 2, c4 = lane & 3;
     const uint32_t H = a.H, I = a.I, Ib = I * (FP8 ? 1 : 2);
@@ -265,7 +111,10 @@ template <bool FP8, bool BLOCK> __global__ void __launch_bounds__(THREADS) tail_
 
     fmcu_dev::pdl_wait();
     fmcu_dev::pdl_trigger();
-    const float tensor_s = quantize_pairs(a, s_e, act, a_scale, red_m, kgroups);
+    const fmcu_stage::rows_quant q = {a.quant, a.a_dynamic, a.a_static, a.ue8m0, a.block_k};
+    const fmcu_stage::rows_in in = {a.act, a.I, a.act_dtype, a.pairs, a.I, s_e};
+    const float tensor_s = fmcu_stage::stage_rows<THREADS, HOLD>(q, in, act, Ib, a_scale, kgroups,
+                                                                     reinterpret_cast<uint32_t *>(smem + L.amax));
     __syncthreads();
 
     /* This warp's pairs (warp, warp + WARPS, ...) or, with fewer pairs

@@ -55,6 +55,25 @@ cudaError_t launch_overlapped(void (*kernel)(Params...), dim3 grid, dim3 block, 
     return cudaLaunchKernelEx(&cfg, kernel, static_cast<Args &&>(args)...);
 }
 
+/* 16 bytes of weights that are read once: kept out of L1, with whole 256-byte
+ * sectors asked of L2 (the weight-streaming kernels). */
+__device__ __forceinline__ uint4 load_stream(const uint8_t *p)
+{
+    uint4 r;
+    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+                 : "l"(p));
+    return r;
+}
+
+/* 16 bytes of shared memory at a shared-window address. */
+__device__ __forceinline__ uint4 lds128(uint32_t addr)
+{
+    uint4 r;
+    asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];\n" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "r"(addr));
+    return r;
+}
+
 /* D += A·B on one warp: m16n8k32 e4m3 or m16n8k16 bf16, f32 accumulation.
  * Counted in 32-bit registers both fragments have the same layout, so one
  * caller serves both element types. */

@@ -26,6 +26,9 @@
  *   tail      decode_tail.cu: quant + GEMM2 + combine in one launch for calls of
  *             at most 8 pairs whose CTAs fit at once (fmcu_tail_plan); its W2
  *             copies start before GEMM1 has finished.
+ *   fused     decode_fused.cu: everything from the plan to the combine in one
+ *             persistent launch, for calls the tail serves whose W2-owning
+ *             CTAs fit one an SM (fmcu_fused_plan); taken before the tail.
  *
  * No allocation and no host synchronization, except that host (CPU) tensors
  * are staged through the workspace and the stream is synchronized before the
@@ -44,6 +47,7 @@
 
 #include "fusedmoe/common.h"
 #include "plugins/cuda/cuda_api.h"
+#include "plugins/cuda/decode_fused.h"
 #include "plugins/cuda/decode_tail.h"
 #include "plugins/cuda/device_math.cuh"
 #include "plugins/cuda/gemm.h"
@@ -702,6 +706,28 @@ bool tail_wanted(const fmcu_layer *L, int tier, int64_t pairs, fmcu_tail_cfg *cf
                           cfg) != 0;
 }
 
+/* Whether the one-launch decode (decode_fused.h) runs this call, and its
+ * shape. It reads x in place, so x's rows must be 16-byte aligned, and it
+ * stages x once per token, so the router weight must not be applied to the
+ * input. By default it serves the fp8 schemes only: in bf16 (twice the
+ * bytes per SM, W2 rows filling shared memory) it was slower than the plan,
+ * stream GEMM1 and tail chain (H100, Qwen3-30B-A3B M=1: 50-52 against 42
+ * us; bench/cuda/fused-2026-11-23). FMCU_FUSED=0 turns it off, =1 on for
+ * bf16 too (read once per process: A/B timing, and tests of the bf16 path). */
+bool fused_wanted(const fmcu_layer *L, int tier, int64_t pairs, bool x_aligned, fmcu_fused_cfg *cfg)
+{
+    static const int mode = [] {
+        const char *v = getenv("FMCU_FUSED");
+        return !v ? -1 : strcmp(v, "0") == 0 ? 0 : strcmp(v, "1") == 0 ? 1 : -1;
+    }();
+    const bool block = L->quant == FMCU_Q_BLOCK;
+    if (mode == 0 || (mode < 0 && L->quant == FMCU_Q_NONE) || L->on_input || !x_aligned ||
+        (block && (L->block_k == 0 || L->block_k % 128 || L->block_n == 0)))
+        return false;
+    return fmcu_fused_plan(tier, pairs, L->top_k, L->hidden, L->inter, L->quant != FMCU_Q_NONE,
+                           block ? L->block_k : 0, multiprocessors(L->device), cfg) != 0;
+}
+
 } // namespace
 
 /* After the last kernel: a host `out` gets the staged result, and host
@@ -722,6 +748,7 @@ extern "C" int fmcu_prepare_kernels(int device, char *err, size_t cap)
     CK(cudaSetDevice(device), "cudaSetDevice");
     CK(fmcu_gemm_prepare(), "GEMM set-up");
     CK(fmcu_tail_prepare(), "decode tail set-up");
+    CK(fmcu_fused_prepare(), "one-launch decode set-up");
     return 0;
 }
 
@@ -831,6 +858,52 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
     const bool x_aligned = ((uintptr_t)x % 16 == 0) && ((size_t)x_ld * act_size) % 16 == 0;
     const bool stage_x = tier != FMCU_TIER_PREFILL && (L->quant != FMCU_Q_NONE || L->on_input || !x_aligned);
     const bool quant_in_plan = stage_x && !(q.mode == QM_TENSOR && !q.static_scale);
+
+    fmcu_fused_cfg fcfg;
+    if (fused_wanted(L, tier, pairs, x_aligned, &fcfg)) {
+        /* Plan, GEMM1 input quantization, GEMM1, GEMM2 input quantization,
+         * GEMM2 and combine in one launch. */
+        fmcu_fused_args fa = {};
+        fa.topk_ids = topk_ids;
+        fa.topk_w = topk_w;
+        fa.pairs = (uint32_t)pairs;
+        fa.top_k = (uint32_t)k;
+        fa.global_experts = L->global_experts;
+        fa.local_experts = L->local_experts;
+        fa.expert_map = L->expert_map;
+        fa.x = x;
+        fa.ldx = x_ld;
+        fa.act_dtype = L->act_dtype;
+        fa.quant = L->quant;
+        fa.a_dynamic = L->a_dynamic;
+        fa.ue8m0 = L->ue8m0;
+        fa.in_scales = L->quant == FMCU_Q_TENSOR && !L->a_dynamic ? L->in_scales : nullptr;
+        weight_scales(L, L->w13_scale, L->rows13, H, &fa.g1);
+        fa.g1.w = L->w13;
+        fa.g1.n_rows = L->rows13;
+        fa.g1.n_out = I;
+        fa.g1.k = H;
+        fa.g1.gated = L->gated;
+        fa.g1.bias = L->b13;
+        fa.g1.act_dtype = L->act_dtype;
+        fa.g1.activation = L->activation;
+        fa.g1.swiglu_alpha = L->swiglu_alpha;
+        fa.g1.swiglu_limit = L->swiglu_limit;
+        weight_scales(L, L->w2_scale, H, I, &fa.g2);
+        fa.g2.w = L->w2;
+        fa.g2.n_rows = H;
+        fa.g2.n_out = H;
+        fa.g2.k = I;
+        fa.g2.bias = L->add_b2 ? L->b2 : nullptr;
+        fa.g2.act_dtype = L->act_dtype;
+        fa.act = at<void>(L, L->ws.act);
+        fa.sync = at<uint32_t>(L, L->ws.grid_sync);
+        fa.out = c->out_host ? at<void>(L, L->ws.out_stage) : c->out;
+        fa.ldo = c->out_host ? H : c->out_ld;
+        fa.cfg = fcfg;
+        CK(fmcu_fused_launch(fa, st), "one-launch decode");
+        return finish(L, c, fa.out, st, err, cap);
+    }
 
     plan_args pl = {};
     pl.ids = topk_ids;

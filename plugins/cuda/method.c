@@ -131,10 +131,15 @@ static fmoe_status cuda_create(fmoe_create_args *a)
     }
     L->tier = tier;
 
+    /* The one-launch decode's grid barrier counts from zero (its last CTA
+     * resets it after each call). */
+    static const uint32_t zero_sync[2] = {0, 0};
     fmcu_workspace_layout(L->max_tokens, L->top_k, L->hidden, L->inter, L->local_experts, L->logical_experts,
                           L->quant, L->block_k, &L->ws);
     if (fmcu_prepare_kernels(L->device, why, sizeof why) != 0 ||
         !(L->workspace = device_alloc(in, L->ws.total, why, sizeof why)) ||
+        fmcu_upload(L->device, (char *)L->workspace + L->ws.grid_sync, zero_sync, sizeof zero_sync, why,
+                    sizeof why) != 0 ||
         !(L->in_scales = device_alloc(in, 2 * sizeof(float), why, sizeof why)) ||
         (a->expert_map &&
          !(L->expert_map = upload(in, a->expert_map, (size_t)a->num_global_experts * sizeof(int32_t), why,

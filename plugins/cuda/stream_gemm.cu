@@ -67,15 +67,7 @@ constexpr int U = 4;           /* 64-byte K chunks in flight per warp and batch 
 constexpr int NT = 4;          /* token tiles of 8: the row tile is 32 */
 constexpr int CHUNK = 64;      /* K bytes per chunk: 4 lanes x 16 bytes */
 
-/* Weights are read once: keep them out of L1, ask L2 for whole sectors. */
-__device__ __forceinline__ uint4 load_stream(const uint8_t *p)
-{
-    uint4 r;
-    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-                 : "l"(p));
-    return r;
-}
+using fmcu_dev::load_stream;
 
 /* Activations are shared by every warp of the CTA: through L1. */
 __device__ __forceinline__ uint4 load_shared_use(const uint8_t *p)

@@ -35,6 +35,30 @@ int fmcu_tail_plan(int tier, int64_t pairs, uint32_t H, uint32_t I, int fp8, uin
     return (size_t)cfg->ctas <= per_sm * (size_t)sms;
 }
 
+int fmcu_fused_plan(int tier, int64_t pairs, uint32_t top_k, uint32_t H, uint32_t I, int fp8, uint32_t block_k,
+                    int sms, fmcu_fused_cfg *cfg)
+{
+    if (tier != FMCU_TIER_STREAM || pairs <= 0 || pairs > FMCU_TAIL_MAX_PAIRS || top_k == 0 || pairs % top_k ||
+        H == 0 || I == 0 || sms <= 0)
+        return 0;
+    const uint32_t kg1 = block_k ? (H + block_k - 1) / block_k : 1, kg2 = block_k ? (I + block_k - 1) / block_k : 1;
+    const size_t es = fp8 ? 1 : 2;
+    cfg->ctas = (uint32_t)sms;
+    cfg->groups = block_k ? FMCU_FUSED_GROUPS_BLOCK : FMCU_FUSED_GROUPS;
+    cfg->tail_ctas = (H + FMCU_TAIL_ROWS - 1) / FMCU_TAIL_ROWS;
+    cfg->tokens = (uint32_t)(pairs / top_k);
+    fmcu_fused_layout *l = &cfg->layout;
+    l->tail = fmcu_tail_layout_of((uint32_t)pairs, I, fp8, kg2);
+    l->x = fmcu_tail_up(l->tail.total, 16);
+    l->x_scale = l->x + (size_t)cfg->tokens * ((size_t)H * es + FMCU_FUSED_X_PAD);
+    l->x_amax = l->x_scale + (size_t)cfg->tokens * kg1 * sizeof(float);
+    l->red = fmcu_tail_up(l->x_amax + (size_t)cfg->tokens * kg1 * sizeof(uint32_t), 16);
+    /* GEMM1's 3 of 4 warps x 4 accumulators x 32 lanes per group outgrow
+     * GEMM2's 2 x 32 per warp. */
+    l->total = l->red + (size_t)cfg->groups * 3 * 4 * 32 * sizeof(float);
+    return cfg->tail_ctas <= (uint32_t)sms && l->total <= FMCU_TAIL_SMEM_MAX;
+}
+
 int fmcu_tier_parse(const char *value, int *tier, char *why, size_t cap)
 {
     static const struct {

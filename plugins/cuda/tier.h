@@ -60,6 +60,7 @@ typedef struct fmcu_tail_layout {
     size_t a_scale;    /* [pairs][kgroups] f32 */
     size_t y;          /* [pairs][ROWS] f32: the rounded GEMM2 outputs */
     size_t bar;        /* the mbarrier of the weight copies */
+    size_t amax;       /* [pairs][kgroups] u32: the input's amaxes (stage_rows.cuh) */
     size_t total;
 } fmcu_tail_layout;
 
@@ -82,7 +83,8 @@ static inline fmcu_tail_layout fmcu_tail_layout_of(uint32_t pairs, uint32_t inte
     l.a_scale = fmcu_tail_up(l.act + (size_t)pairs * inter * (fp8 ? 1 : 2), 16);
     l.y = fmcu_tail_up(l.a_scale + (size_t)pairs * kgroups * sizeof(float), 16);
     l.bar = fmcu_tail_up(l.y + (size_t)pairs * FMCU_TAIL_ROWS * sizeof(float), 16);
-    l.total = l.bar + 8;
+    l.amax = l.bar + 16;
+    l.total = l.amax + (size_t)pairs * kgroups * sizeof(uint32_t);
     return l;
 }
 
@@ -100,6 +102,45 @@ typedef struct fmcu_tail_cfg {
  * to stage, or more CTAs than fit at once). */
 int fmcu_tail_plan(int tier, int64_t pairs, uint32_t H, uint32_t I, int fp8, uint32_t kgroups, int sms,
                    fmcu_tail_cfg *cfg);
+
+/* The one-launch decode (decode_fused.cu): a call the tail would serve
+ * runs as one persistent launch of one CTA per SM -- the plan of its few
+ * pairs, the GEMM1 input quantization, GEMM1, a grid-wide barrier, then
+ * the tail's work in the CTAs that own W2 rows. Every CTA streams W13 for
+ * GEMM1 while its W2 rows arrive in shared memory, so both weights are in
+ * flight together and no launch waits for another (bench/cuda/fused-2026-11-23).
+ * A CTA runs `groups` GEMM1 units of 4 warps (16 weight rows, K split over
+ * the warps, as the stream tier's split-K CTAs) and a copy warp: 6 groups
+ * (800 threads at 72 registers), 5 with block scales (their partial sums
+ * need more). */
+#define FMCU_FUSED_GROUPS       6
+#define FMCU_FUSED_GROUPS_BLOCK 5
+#define FMCU_FUSED_X_PAD        16    /* bytes after each staged GEMM1 input row: conflict-free fragment loads */
+
+typedef struct fmcu_fused_layout {
+    fmcu_tail_layout tail; /* the GEMM2 side, at the same offsets as the tail's */
+    size_t x;              /* [tokens][H row + X_PAD] GEMM1 input, e4m3 codes or bf16 */
+    size_t x_scale;        /* [tokens][kgroups of H] f32 */
+    size_t x_amax;         /* [tokens][kgroups of H] u32 */
+    size_t red;            /* f32 partial sums: GEMM1 [groups][3][4][32], then GEMM2 [warps][2][32] */
+    size_t total;
+} fmcu_fused_layout;
+
+typedef struct fmcu_fused_cfg {
+    uint32_t ctas;         /* one an SM */
+    uint32_t groups;       /* GEMM1 units a CTA runs at once */
+    uint32_t tail_ctas;    /* ceil(H / FMCU_TAIL_ROWS): the CTAs that own W2 rows */
+    uint32_t tokens;       /* pairs / top_k */
+    fmcu_fused_layout layout;
+} fmcu_fused_cfg;
+
+/* 1 and *cfg when the one-launch decode serves a call of `pairs` pairs of
+ * top-k `top_k` on `tier` (H, I, fp8 as fmcu_tail_plan; `block_k` the
+ * activation group of block scales, 0 for none) on `sms` multiprocessors:
+ * the tail's conditions, every W2-owning CTA on its own SM, and the GEMM1
+ * input beside the W2 rows in one CTA's shared memory. */
+int fmcu_fused_plan(int tier, int64_t pairs, uint32_t top_k, uint32_t H, uint32_t I, int fp8, uint32_t block_k,
+                    int sms, fmcu_fused_cfg *cfg);
 
 /* The tier for m tokens; `forced` is FMCU_TIER_AUTO or a tier, and
  * `prefill_ok` says whether the prefill path serves this layer. */

@@ -627,6 +627,11 @@ static const tcase checks[] = {
     {"fp8 channel decode m32 e16", CHANNEL, BF16, 16, 2, 512, 256, 32, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0, 1, 1.0f},
     {"fp8 block ue8m0 decode m16", "fp8e4m3:block128x128:scale-ue8m0/fp8e4m3:group128:dynamic", BF16, 64, 6, 512,
      256, 16, SILU, 1, 0, SIGMOID, 1, 8, 3, 1, 1, 2.5f},
+    /* Non-gated activations and biases at decode sizes (the one-launch decode, decode_fused.cu). */
+    {"fp8 channel nongated decode m4", CHANNEL, BF16, 8, 2, 256, 128, 4, FMOE_ACT_GELU_TANH, 0, 0, SOFTMAX, 0, 0, 0,
+     0, 1, 1.0f},
+    {"bf16 nongated relu2 decode m3 bias", "bf16", BF16, 8, 2, 128, 64, 3, FMOE_ACT_RELU2, 0, 1, SOFTMAX, 0, 0, 0, 0,
+     1, 1.0f},
     /* EP with one token and one slot: one of the two ranks has no local pair (output all zeros). */
     {"bf16 ep decode 2/0", "bf16", BF16, 16, 1, 128, 64, 1, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0, 1, 1.0f, 0, 2, 0},
     {"fp8 ep decode 2/1", CHANNEL, BF16, 16, 1, 128, 64, 1, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0, 1, 1.0f, 0, 2, 1},

@@ -59,8 +59,9 @@ START_TEST(decode_tail_takes_calls_that_fit_in_one_wave)
     fmcu_tail_cfg c;
     /* Qwen3-30B-A3B fp8, M = 1: 8 pairs, H 2048, I 768. Shared memory:
      * 8 x 16 rows of 768 + 16 bytes = 100352, the 8 x 768 input codes to
-     * 106496, 8 scales to 106528, 8 x 16 outputs to 107040, the barrier:
-     * 107048. Two CTAs an SM: 128 CTAs fit on 64 SMs or more. */
+     * 106496, 8 scales to 106528, 8 x 16 outputs to 107040, the barrier
+     * (16 bytes) to 107056, 8 amaxes: 107088. Two CTAs an SM: 128 CTAs fit
+     * on 64 SMs or more. */
     ck_assert_int_eq(fmcu_tail_plan(FMCU_TIER_STREAM, 8, 2048, 768, 1, 1, 132, &c), 1);
     ck_assert_uint_eq(c.ctas, 128);
     ck_assert_uint_eq(c.layout.weights, 0);
@@ -68,12 +69,15 @@ START_TEST(decode_tail_takes_calls_that_fit_in_one_wave)
     ck_assert_uint_eq(c.layout.a_scale, 106496);
     ck_assert_uint_eq(c.layout.y, 106528);
     ck_assert_uint_eq(c.layout.bar, 107040);
-    ck_assert_uint_eq(c.layout.total, 107048);
+    ck_assert_uint_eq(c.layout.amax, 107056);
+    ck_assert_uint_eq(c.layout.total, 107088);
     ck_assert_int_eq(fmcu_tail_plan(FMCU_TIER_STREAM, 8, 2048, 768, 1, 1, 64, &c), 1);
     ck_assert_int_eq(fmcu_tail_plan(FMCU_TIER_STREAM, 8, 2048, 768, 1, 1, 63, &c), 0);
-    /* The same in bf16: 211496 bytes, one CTA an SM: needs 128 SMs. */
+    /* The same in bf16: rows of 1536 + 16 bytes (198656), inputs to 210944,
+     * scales, outputs, barrier at 211488, amaxes 211504..211536; one CTA an
+     * SM: needs 128 SMs. */
     ck_assert_int_eq(fmcu_tail_plan(FMCU_TIER_STREAM, 8, 2048, 768, 0, 1, 132, &c), 1);
-    ck_assert_uint_eq(c.layout.total, 211496);
+    ck_assert_uint_eq(c.layout.total, 211536);
     ck_assert_int_eq(fmcu_tail_plan(FMCU_TIER_STREAM, 8, 2048, 768, 0, 1, 127, &c), 0);
     /* Block scales: 8 pairs x 6 groups of scales (192 bytes) move the outputs. */
     ck_assert_int_eq(fmcu_tail_plan(FMCU_TIER_STREAM, 8, 2048, 768, 1, 6, 132, &c), 1);
@@ -84,11 +88,13 @@ END_TEST
 START_TEST(decode_tail_refuses_what_does_not_fit)
 {
     fmcu_tail_cfg c;
-    /* gpt-oss-120b fp8 (top-4, H = I = 2880): 197144 bytes fit one CTA, but
-     * 180 CTAs of one an SM are two waves on 132 SMs. */
+    /* gpt-oss-120b fp8 (top-4, H = I = 2880): 4 x 16 rows of 2896 bytes
+     * (185344), inputs to 196864, scales, outputs, barrier at 197136, amaxes
+     * to 197168 fit one CTA, but 180 CTAs of one an SM are two waves on 132
+     * SMs. */
     ck_assert_int_eq(fmcu_tail_plan(FMCU_TIER_STREAM, 4, 2880, 2880, 1, 1, 132, &c), 0);
     ck_assert_uint_eq(c.ctas, 180);
-    ck_assert_uint_eq(c.layout.total, 197144);
+    ck_assert_uint_eq(c.layout.total, 197168);
     ck_assert_int_eq(fmcu_tail_plan(FMCU_TIER_STREAM, 4, 2880, 2880, 1, 1, 180, &c), 1);
     /* Mixtral (I = 14336) and DeepSeek-V3 (8 pairs of I = 2048) rows do not fit. */
     ck_assert_int_eq(fmcu_tail_plan(FMCU_TIER_STREAM, 2, 4096, 14336, 1, 1, 132, &c), 0);
@@ -105,6 +111,66 @@ START_TEST(decode_tail_refuses_what_does_not_fit)
 }
 END_TEST
 
+START_TEST(one_launch_decode_takes_calls_the_tail_takes_on_one_sm_each)
+{
+    fmcu_fused_cfg c;
+    /* Qwen3-30B-A3B fp8 channel, M = 1 (8 pairs of top-8, 1 token): the
+     * tail's 107088 bytes, then x (2048 + 16 bytes) to 109152, its scale and
+     * amax to 109160, the partial sums at 109168: 6 groups x 3 warps x 4 x 32
+     * floats (9216 bytes) to 118384. 132 CTAs, 128 of them own W2 rows. */
+    ck_assert_int_eq(fmcu_fused_plan(FMCU_TIER_STREAM, 8, 8, 2048, 768, 1, 0, 132, &c), 1);
+    ck_assert_uint_eq(c.ctas, 132);
+    ck_assert_uint_eq(c.groups, 6);
+    ck_assert_uint_eq(c.tail_ctas, 128);
+    ck_assert_uint_eq(c.tokens, 1);
+    ck_assert_uint_eq(c.layout.tail.total, 107088);
+    ck_assert_uint_eq(c.layout.x, 107088);
+    ck_assert_uint_eq(c.layout.x_scale, 109152);
+    ck_assert_uint_eq(c.layout.x_amax, 109156);
+    ck_assert_uint_eq(c.layout.red, 109168);
+    ck_assert_uint_eq(c.layout.total, 118384);
+    /* bf16: 211536 + 4112 of x, 8 of scale and amax, 9216: 224880 bytes,
+     * just inside the 225280 a CTA may have. */
+    ck_assert_int_eq(fmcu_fused_plan(FMCU_TIER_STREAM, 8, 8, 2048, 768, 0, 0, 132, &c), 1);
+    ck_assert_uint_eq(c.layout.total, 224880);
+    /* Block scales (128 x 128): 6 groups of I, 16 of H, 5 GEMM1 groups:
+     * tail 107408, x to 109472, 16 scales and 16 amaxes to 109600, then
+     * 5 x 1536: 117280. */
+    ck_assert_int_eq(fmcu_fused_plan(FMCU_TIER_STREAM, 8, 8, 2048, 768, 1, 128, 132, &c), 1);
+    ck_assert_uint_eq(c.groups, 5);
+    ck_assert_uint_eq(c.layout.tail.total, 107408);
+    ck_assert_uint_eq(c.layout.x_scale, 109472);
+    ck_assert_uint_eq(c.layout.red, 109600);
+    ck_assert_uint_eq(c.layout.total, 117280);
+    /* Two tokens of top-4 stage two x rows: 8 pairs still fit in fp8. */
+    ck_assert_int_eq(fmcu_fused_plan(FMCU_TIER_STREAM, 8, 4, 2048, 768, 1, 0, 132, &c), 1);
+    ck_assert_uint_eq(c.tokens, 2);
+    ck_assert_uint_eq(c.layout.x_scale, 107088 + 2 * 2064);
+}
+END_TEST
+
+START_TEST(one_launch_decode_refuses_what_it_cannot_hold)
+{
+    fmcu_fused_cfg c;
+    /* 128 W2-owning CTAs need 128 SMs. */
+    ck_assert_int_eq(fmcu_fused_plan(FMCU_TIER_STREAM, 8, 8, 2048, 768, 1, 0, 127, &c), 0);
+    /* bf16 with two x rows: 211536 + 2 x 4112 + 16 + 9216 = 228992 bytes. */
+    ck_assert_int_eq(fmcu_fused_plan(FMCU_TIER_STREAM, 8, 4, 2048, 768, 0, 0, 132, &c), 0);
+    ck_assert_uint_eq(c.layout.total, 228992);
+    /* gpt-oss-120b (H = 2880): 180 W2-owning CTAs; fits where there are 180 SMs. */
+    ck_assert_int_eq(fmcu_fused_plan(FMCU_TIER_STREAM, 4, 4, 2880, 2880, 1, 0, 132, &c), 0);
+    ck_assert_int_eq(fmcu_fused_plan(FMCU_TIER_STREAM, 4, 4, 2880, 2880, 1, 0, 180, &c), 1);
+    ck_assert_uint_eq(c.tail_ctas, 180);
+    /* Pairs that are not whole tokens, more than 8, another tier, nothing. */
+    ck_assert_int_eq(fmcu_fused_plan(FMCU_TIER_STREAM, 8, 3, 2048, 768, 1, 0, 132, &c), 0);
+    ck_assert_int_eq(fmcu_fused_plan(FMCU_TIER_STREAM, 9, 1, 2048, 768, 1, 0, 132, &c), 0);
+    ck_assert_int_eq(fmcu_fused_plan(FMCU_TIER_TILED, 8, 8, 2048, 768, 1, 0, 132, &c), 0);
+    ck_assert_int_eq(fmcu_fused_plan(FMCU_TIER_STREAM, 0, 8, 2048, 768, 1, 0, 132, &c), 0);
+    ck_assert_int_eq(fmcu_fused_plan(FMCU_TIER_STREAM, 8, 0, 2048, 768, 1, 0, 132, &c), 0);
+    ck_assert_int_eq(fmcu_fused_plan(FMCU_TIER_STREAM, 8, 8, 2048, 768, 1, 0, 0, &c), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cuda_tier");
@@ -114,6 +180,8 @@ int main(void)
     tcase_add_test(tc, env_values);
     tcase_add_test(tc, decode_tail_takes_calls_that_fit_in_one_wave);
     tcase_add_test(tc, decode_tail_refuses_what_does_not_fit);
+    tcase_add_test(tc, one_launch_decode_takes_calls_the_tail_takes_on_one_sm_each);
+    tcase_add_test(tc, one_launch_decode_refuses_what_it_cannot_hold);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
