@@ -563,13 +563,6 @@ cudaError_t fmcu_fused_launch(const fmcu_fused_args &a, cudaStream_t st)
 
 cudaError_t fmcu_fused_prepare(void)
 {
-    cudaError_t e = cudaFuncSetAttribute(fused_kernel<false, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         (int)SMEM_LIMIT);
-    if (e == cudaSuccess)
-        e = cudaFuncSetAttribute(fused_kernel<true, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 (int)SMEM_LIMIT);
-    if (e == cudaSuccess)
-        e = cudaFuncSetAttribute(fused_kernel<true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 (int)SMEM_LIMIT);
-    return e;
+    return fmcu_dev::allow_dynamic_smem((int)SMEM_LIMIT, fused_kernel<false, false>, fused_kernel<true, false>,
+                                        fused_kernel<true, true>);
 }

@@ -256,13 +256,6 @@ cudaError_t fmcu_tail_launch(const fmcu_tail_args &a, cudaStream_t st)
 
 cudaError_t fmcu_tail_prepare(void)
 {
-    cudaError_t e = cudaFuncSetAttribute(tail_kernel<false, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         (int)SMEM_LIMIT);
-    if (e == cudaSuccess)
-        e = cudaFuncSetAttribute(tail_kernel<true, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 (int)SMEM_LIMIT);
-    if (e == cudaSuccess)
-        e = cudaFuncSetAttribute(tail_kernel<true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 (int)SMEM_LIMIT);
-    return e;
+    return fmcu_dev::allow_dynamic_smem((int)SMEM_LIMIT, tail_kernel<false, false>, tail_kernel<true, false>,
+                                        tail_kernel<true, true>);
 }

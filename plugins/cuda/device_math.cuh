@@ -74,6 +74,16 @@ __device__ __forceinline__ uint4 lds128(uint32_t addr)
     return r;
 }
 
+/* Let each kernel ask for up to `bytes` of dynamic shared memory (above the
+ * default 48 KiB); the first error, or cudaSuccess. */
+template <typename... Kernels> cudaError_t allow_dynamic_smem(int bytes, Kernels... kernels)
+{
+    cudaError_t e = cudaSuccess;
+    ((e = e == cudaSuccess ? cudaFuncSetAttribute(kernels, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) : e),
+     ...);
+    return e;
+}
+
 /* D += A·B on one warp: m16n8k32 e4m3 or m16n8k16 bf16, f32 accumulation.
  * Counted in 32-bit registers both fragments have the same layout, so one
  * caller serves both element types. */
