@@ -40,6 +40,7 @@
 #include "plugins/cuda/device_math.cuh"
 #include "plugins/cuda/mbarrier.cuh"
 #include "plugins/cuda/stage_rows.cuh"
+#include "plugins/cuda/tail_ops.cuh"
 
 namespace {
 
@@ -49,7 +50,7 @@ using fmcu_dev::load_stream;
 
 constexpr int U = 4;          /* 64-byte K chunks in flight per warp and batch (stream_gemm.cu) */
 constexpr int CHUNK = 64;
-constexpr int UNIT = 128;     /* GEMM2: K bytes a warp takes at a time (decode_tail.cu) */
+constexpr int UNIT = fmcu_tail_ops::UNIT; /* GEMM2: K bytes a warp takes at a time */
 constexpr int R = FMCU_TAIL_ROWS;
 constexpr int MAXP = FMCU_TAIL_MAX_PAIRS;
 constexpr uint32_t SMEM_LIMIT = FMCU_TAIL_SMEM_MAX;
@@ -444,32 +445,13 @@ __global__ void __launch_bounds__(groups_of<BLOCK>() * 128 + 32, 1) fused_kernel
         const uint32_t wrow = smem_addr(smem + L.tail.weights) + (uint32_t)(pi * R + gl) * rowb;
         const uint32_t arow = smem_addr(act) + (uint32_t)pi * Ib2;
         for (uint32_t u0 = part2 * UNIT; u0 < Ib2; u0 += split * UNIT) {
-#pragma unroll
-            for (int ch = 0; ch < UNIT / 64; ch++) {
-                const uint32_t off = u0 + ch * 64 + c4 * 16;
-                uint4 lo = make_uint4(0, 0, 0, 0), hi = lo, b = lo;
-                if (off < Ib2) {
-                    lo = lds128(wrow + off);
-                    hi = lds128(wrow + 8 * rowb + off);
-                    b = lds128(arow + off);
-                }
-                const uint32_t a0[4] = {lo.x, hi.x, lo.y, hi.y}, a1[4] = {lo.z, hi.z, lo.w, hi.w};
-                const uint32_t b0[2] = {b.x, b.y}, b1[2] = {b.z, b.w};
-                fmcu_dev::mma<FP8>(BLOCK ? prt : acc, a0, b0);
-                fmcu_dev::mma<FP8>(BLOCK ? prt : acc, a1, b1);
-            }
-            if constexpr (BLOCK) { /* promote: a 128-byte unit lies in one K group */
+            fmcu_tail_ops::unit_mma<FP8>(wrow, rowb, arow, u0, Ib2, c4, BLOCK ? prt : acc);
+            if constexpr (BLOCK) { /* a 128-byte unit lies in one K group */
                 const uint32_t kg = u0 / g2.block_k;
-                const float sa = a_scale[pi * kg2 + kg];
                 const int64_t we = (int64_t)e * g2.w_scale_e;
                 const float slo = rlo < (int)H ? g2.w_scale[we + (int64_t)(rlo / (int)g2.block_n) * kg2 + kg] : 0.0f;
                 const float shi = rhi < (int)H ? g2.w_scale[we + (int64_t)(rhi / (int)g2.block_n) * kg2 + kg] : 0.0f;
-#pragma unroll
-                for (int q = 0; q < 2; q++) {
-                    acc[q] += prt[q] * (sa * slo);
-                    acc[2 + q] += prt[2 + q] * (sa * shi);
-                    prt[q] = prt[2 + q] = 0.0f;
-                }
+                fmcu_tail_ops::promote(acc, prt, a_scale[pi * kg2 + kg], slo, shi);
             }
         }
     }
@@ -508,21 +490,9 @@ __global__ void __launch_bounds__(groups_of<BLOCK>() * 128 + 32, 1) fused_kernel
     }
     __syncthreads();
 
-    /* Combine (combine_kernel's arithmetic): (token, row) items over the threads. */
-    const int tokens = P / k;
-    for (int i = tid; i < tokens * R; i += THREADS) {
-        const int t = i / R, r = i % R;
-        if (r >= nrows)
-            continue;
-        float sum = 0.0f;
-        for (int j = 0; j < k; j++) {
-            const int p = t * k + j;
-            if (pl.e[p] < 0)
-                continue;
-            sum = __fadd_rn(sum, __fmul_rn(ybuf[p * R + r], to.topk_w[p]));
-        }
-        fmcu_dev::store_act(dt, a.out, (int64_t)t * a.ldo + c0 + r, sum);
-    }
+    /* Combine. */
+    fmcu_tail_ops::combine_rows(THREADS, P / k, k, nrows, pl.e, ybuf, [&](int p) { return to.topk_w[p]; }, dt, a.out,
+                                a.ldo, c0);
 }
 
 template <bool FP8, bool BLOCK> cudaError_t launch(const fmcu_fused_args &a, cudaStream_t st)

@@ -48,6 +48,7 @@
 #include "plugins/cuda/device_math.cuh"
 #include "plugins/cuda/mbarrier.cuh"
 #include "plugins/cuda/stage_rows.cuh"
+#include "plugins/cuda/tail_ops.cuh"
 
 namespace {
 
@@ -58,15 +59,13 @@ constexpr int THREADS = 128;
 constexpr int WARPS = THREADS / 32;
 constexpr int SLOTS = FMCU_TAIL_MAX_PAIRS / WARPS; /* pairs a warp may hold */
 constexpr int R = FMCU_TAIL_ROWS;
-constexpr int UNIT = 128; /* K bytes a warp takes at a time */
+constexpr int UNIT = fmcu_tail_ops::UNIT; /* K bytes a warp takes at a time */
 constexpr int HOLD = 8;   /* 16-byte pieces of the GEMM2 input a thread keeps between the amax and the codes */
 /* The dynamic shared memory a CTA may ask for: the plan's largest (the
  * static arrays come on top, within the SM's 227 KiB per block). */
 constexpr uint32_t SMEM_LIMIT = FMCU_TAIL_SMEM_MAX;
 
 using namespace fmcu_async;
-
-using fmcu_dev::lds128;
 
 template <bool FP8, bool BLOCK> __global__ void __launch_bounds__(THREADS) tail_kernel(const fmcu_tail_args a)
 {
@@ -145,30 +144,12 @@ template <bool FP8, bool BLOCK> __global__ void __launch_bounds__(THREADS) tail_
         const int p = pair[i];
         const uint32_t wrow = w_sm + (uint32_t)(p * R + g) * rowb;
         for (uint32_t u0 = part * UNIT; u0 < Ib; u0 += split * UNIT) {
-#pragma unroll
-            for (int ch = 0; ch < UNIT / 64; ch++) {
-                const uint32_t off = u0 + ch * 64 + c4 * 16;
-                uint4 lo = make_uint4(0, 0, 0, 0), hi = lo, b = lo;
-                if (off < Ib) {
-                    lo = lds128(wrow + off);
-                    hi = lds128(wrow + 8 * rowb + off);
-                    b = lds128(act_sm + (uint32_t)p * Ib + off);
-                }
-                const uint32_t a0[4] = {lo.x, hi.x, lo.y, hi.y}, a1[4] = {lo.z, hi.z, lo.w, hi.w};
-                const uint32_t b0[2] = {b.x, b.y}, b1[2] = {b.z, b.w};
-                fmcu_dev::mma<FP8>(BLOCK ? prt[BLOCK ? i : 0] : acc[i], a0, b0);
-                fmcu_dev::mma<FP8>(BLOCK ? prt[BLOCK ? i : 0] : acc[i], a1, b1);
-            }
-            if constexpr (BLOCK) { /* promote: a 128-byte unit lies in one K group */
+            fmcu_tail_ops::unit_mma<FP8>(wrow, rowb, act_sm + (uint32_t)p * Ib, u0, Ib, c4,
+                                         BLOCK ? prt[BLOCK ? i : 0] : acc[i]);
+            if constexpr (BLOCK) { /* a 128-byte unit lies in one K group */
                 const uint32_t kg = u0 / a.block_k;
-                const float sa = a_scale[p * kgroups + kg];
-                const float slo = block_scale(p, rlo, kg), shi = block_scale(p, rhi, kg);
-#pragma unroll
-                for (int q = 0; q < 2; q++) {
-                    acc[i][q] += prt[i][q] * (sa * slo);
-                    acc[i][2 + q] += prt[i][2 + q] * (sa * shi);
-                    prt[i][q] = prt[i][2 + q] = 0.0f;
-                }
+                fmcu_tail_ops::promote(acc[i], prt[i], a_scale[p * kgroups + kg], block_scale(p, rlo, kg),
+                                       block_scale(p, rhi, kg));
             }
         }
     }
@@ -215,22 +196,10 @@ template <bool FP8, bool BLOCK> __global__ void __launch_bounds__(THREADS) tail_
     }
     __syncthreads();
 
-    /* Combine: (token, row) items over the threads. */
-    const int k = (int)a.top_k, tokens = P / k;
-    for (int i = tid; i < tokens * R; i += THREADS) {
-        const int t = i / R, r = i % R;
-        if (r >= nrows)
-            continue;
-        float sum = 0.0f;
-        for (int j = 0; j < k; j++) {
-            const int p = t * k + j;
-            if (s_e[p] < 0)
-                continue;
-            const float w = a.on_input ? 1.0f : a.topk_w[p];
-            sum = __fadd_rn(sum, __fmul_rn(ybuf[p * R + r], w));
-        }
-        fmcu_dev::store_act(a.act_dtype, a.out, (int64_t)t * a.ldo + c0 + r, sum);
-    }
+    /* Combine. */
+    fmcu_tail_ops::combine_rows(THREADS, P / (int)a.top_k, (int)a.top_k, nrows, s_e, ybuf,
+                                [&](int p) { return a.on_input ? 1.0f : a.topk_w[p]; }, a.act_dtype, a.out, a.ldo,
+                                c0);
 }
 
 template <bool FP8, bool BLOCK> cudaError_t launch(const fmcu_tail_args &a, cudaStream_t st)
