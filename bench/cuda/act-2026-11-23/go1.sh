@@ -2,12 +2,7 @@
 # Device call 1: what bounds the prefill activation kernel (act_kernel). ncu's speed-of-light,
 # occupancy, launch and warp-state sections for one act_kernel launch per case, M = 8192.
 set -uo pipefail
-E=$PWD/tests/conformance/empty.toml
-D=${DEVRUN:-.devrun-amax}
-mkdir -p /tmp/bA && rm -rf /tmp/bA/b && tar -C /tmp/bA -xzf $D/b.tar.gz
-B=/tmp/bA/b; R=$B/plugins/reference/reference.toml
-export LD_LIBRARY_PATH=$B:$PWD/$D/lib FMOE_CONFIG=$E
-NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+D=.devrun-amax; . bench/cuda/devrun_env.sh
 for c in "qwen3-30b channel" "qwen3-30b bf16" "deepseek channel" "mixtral channel"; do
   set -- $c
   echo "===== $1 $2 M=8192"

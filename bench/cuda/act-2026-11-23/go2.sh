@@ -2,12 +2,7 @@
 # Device call 2: which pipe bounds act_kernel (ncu compute-workload and instruction sections,
 # per-pipe instruction counts), Qwen3-30B-A3B fp8 channel and bf16 at M = 8192.
 set -uo pipefail
-E=$PWD/tests/conformance/empty.toml
-D=${DEVRUN:-.devrun-amax}
-mkdir -p /tmp/bA && rm -rf /tmp/bA/b && tar -C /tmp/bA -xzf $D/b.tar.gz
-B=/tmp/bA/b; R=$B/plugins/reference/reference.toml
-export LD_LIBRARY_PATH=$B:$PWD/$D/lib FMOE_CONFIG=$E
-NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+D=.devrun-amax; . bench/cuda/devrun_env.sh
 for s in channel bf16; do
   echo "===== qwen3-30b $s M=8192"
   PREFILL_BENCH_M=8192 PREFILL_BENCH_SCHEMES=$s timeout 150 $NCU --cache-control none --clock-control none \

@@ -4,11 +4,7 @@
 # per case, cuda_check on the prefill tier, the forward of the scheme at M = 1024 and 8192, and
 # ncu of the new kernel inside those forwards.
 set -uo pipefail
-E=$PWD/tests/conformance/empty.toml
-D=${DEVRUN:-.devrun-amax}
-mkdir -p /tmp/bA && rm -rf /tmp/bA/b && tar -C /tmp/bA -xzf $D/b.tar.gz
-B=/tmp/bA/b; R=$B/plugins/reference/reference.toml; C=$B/plugins/cuda/cuda.toml
-export LD_LIBRARY_PATH=$B:$PWD/$D/lib FMOE_CONFIG=$E
+D=.devrun-amax; . bench/cuda/devrun_env.sh
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
 {
 for r in 1 2 3 4; do
@@ -28,7 +24,6 @@ for s in qwen3-30b deepseek; do
   PREFILL_BENCH_SCHEMES=tensor:dyn timeout 120 $B/tests/cuda/prefill_check $R $E --bench $s 2>&1 | grep -v "^device\|^all passed"
 done
 } 2>&1 | tee $OUT/bench.txt
-NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
 for s in qwen3-30b deepseek; do
   PREFILL_BENCH_M=8192 PREFILL_BENCH_SCHEMES=tensor:dyn timeout 200 $NCU --cache-control none --clock-control none \
     -k regex:"amax_|act_kernel|quant_staged" -c 12 --csv --page raw --metrics gpu__time_duration.sum \

@@ -4,11 +4,7 @@
 # first (grouped_gemm_check with its gathered cases, prefill_check, cuda_check on the prefill
 # tier, conformance), then the GEMM1 alone both ways and the prefill forward at M = 1024 and 8192.
 set -uo pipefail
-E=$PWD/tests/conformance/empty.toml
-D=${DEVRUN:-.devrun-gather}
-mkdir -p /tmp/bG && rm -rf /tmp/bG/b && tar -C /tmp/bG -xzf $D/b.tar.gz
-B=/tmp/bG/b; R=$B/plugins/reference/reference.toml; C=$B/plugins/cuda/cuda.toml
-export LD_LIBRARY_PATH=$B:$PWD/$D/lib FMOE_CONFIG=$E
+D=.devrun-gather; . bench/cuda/devrun_env.sh
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
 {
 echo "== grouped_gemm_check"; timeout 120 $B/tests/cuda/grouped_gemm_check 2>&1 | grep -v "^PASS"

@@ -1,0 +1,12 @@
+# Sourced by the device scripts of bench/cuda/*/go*.sh (from session 12 on): unpacks the build
+# that bench/cuda/pack.sh packed into $DEVRUN (default: the caller's D) and sets
+#   B  the unpacked build, R/C the reference and cuda manifests, E the empty config,
+#   NCU  Nsight Compute's ncu if the machine has one,
+# with LD_LIBRARY_PATH and FMOE_CONFIG exported. usage: D=.devrun-x; . bench/cuda/devrun_env.sh
+D=${DEVRUN:-$D}
+E=$PWD/tests/conformance/empty.toml
+U=/tmp/devrun-$(basename "$D")
+mkdir -p "$U" && rm -rf "$U/b" && tar -C "$U" -xzf "$D/b.tar.gz"
+B=$U/b; R=$B/plugins/reference/reference.toml; C=$B/plugins/cuda/cuda.toml
+export LD_LIBRARY_PATH=$B:$PWD/$D/lib FMOE_CONFIG=$E
+NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
