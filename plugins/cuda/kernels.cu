@@ -472,6 +472,8 @@ __device__ void block_scan2(int a, int b, int *ex_a, int *ex_b, int *total_a, in
     *total_b = wb[nw - 1];
 }
 
+constexpr int PLAN_BATCH = 8;
+
 /* Block 0 plans; every step is parallel over pairs or experts (a serial
  * loop over experts costs a global-memory latency per expert, which at
  * decode sizes is most of the kernel). Blocks 1.. (when the forward asks)
@@ -493,17 +495,36 @@ __global__ void plan_kernel(const plan_args a)
         cnt[i] = 0;
     fmcu_dev::pdl_wait();
     __syncthreads();
-    for (int64_t p = threadIdx.x; p < a.pairs; p += blockDim.x) {
-        int32_t id = a.ids[p];
-        int l = -1;
-        if (id >= 0 && (uint32_t)id < a.global_experts) {
-            l = a.expert_map ? a.expert_map[id] : id;
-            if (l < 0 || l >= E)
-                l = -1;
+    /* PLAN_BATCH pairs a thread per step, their loads first: one block
+     * walks all m*k pairs, so at prefill sizes (65536 pairs) a load latency
+     * per pair and thread was most of the kernel (97 us for Qwen3-30B-A3B
+     * at M=8192 on an H100, bench/cuda/act2-2026-11-23). */
+    const int64_t step = (int64_t)blockDim.x * PLAN_BATCH;
+    for (int64_t p0 = threadIdx.x; p0 < a.pairs; p0 += step) {
+        int32_t id[PLAN_BATCH];
+#pragma unroll
+        for (int j = 0; j < PLAN_BATCH; j++) {
+            const int64_t p = p0 + (int64_t)j * blockDim.x;
+            id[j] = p < a.pairs ? a.ids[p] : -1;
         }
-        a.pair_local[p] = l;
-        if (l >= 0)
-            atomicAdd(&cnt[l], 1);
+        int l[PLAN_BATCH];
+#pragma unroll
+        for (int j = 0; j < PLAN_BATCH; j++) {
+            l[j] = -1;
+            if (id[j] >= 0 && (uint32_t)id[j] < a.global_experts)
+                l[j] = a.expert_map ? a.expert_map[id[j]] : id[j];
+        }
+#pragma unroll
+        for (int j = 0; j < PLAN_BATCH; j++) {
+            const int64_t p = p0 + (int64_t)j * blockDim.x;
+            if (p >= a.pairs)
+                break;
+            if (l[j] < 0 || l[j] >= E)
+                l[j] = -1;
+            a.pair_local[p] = l[j];
+            if (l[j] >= 0)
+                atomicAdd(&cnt[l[j]], 1);
+        }
     }
     __syncthreads();
     /* Each thread scans a contiguous run of experts. */
@@ -533,10 +554,17 @@ __global__ void plan_kernel(const plan_args a)
     for (int i = threadIdx.x; i < E; i += blockDim.x)
         cnt[i] = 0;
     __syncthreads();
-    for (int64_t p = threadIdx.x; p < a.pairs; p += blockDim.x) {
-        int l = a.pair_local[p];
-        if (l >= 0)
-            a.sorted[off[l] + atomicAdd(&cnt[l], 1)] = (int32_t)p;
+    for (int64_t p0 = threadIdx.x; p0 < a.pairs; p0 += step) {
+        int l[PLAN_BATCH];
+#pragma unroll
+        for (int j = 0; j < PLAN_BATCH; j++) {
+            const int64_t p = p0 + (int64_t)j * blockDim.x;
+            l[j] = p < a.pairs ? a.pair_local[p] : -1;
+        }
+#pragma unroll
+        for (int j = 0; j < PLAN_BATCH; j++)
+            if (l[j] >= 0)
+                a.sorted[off[l[j]] + atomicAdd(&cnt[l[j]], 1)] = (int32_t)(p0 + (int64_t)j * blockDim.x);
     }
 }
 

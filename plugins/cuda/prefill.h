@@ -14,7 +14,8 @@
  *            empty groups) -> h [rows, r*I] bf16, scales in the epilogue
  *            (tensor/channel) or per 128-K block in the main loop (block).
  *   act      a = round(act(h_gate, h_up)) as GEMM1's epilogue in gemm.cu
- *            does, then the GEMM2 input (bf16, or e4m3 with its scales).
+ *            does, then the GEMM2 input (bf16, or e4m3 with its scales):
+ *            prefill_act.h.
  *   fused    (gated SiLU, bf16; fp8 tensor/channel too with FMCU_PF_FUSE=2;
  *            when finalize made the interleaved W13, fmcu_layer.pf_w13)
  *            GEMM1's epilogue computes a from its registers and writes the

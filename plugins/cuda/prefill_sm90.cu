@@ -70,7 +70,9 @@
  * activation moved by a bf16 step, until amax_exact_kernel; bench/cuda/
  * amax-2026-11-23); the mma.sync path is within 1e-7.
  *
- * Small kernels. The quantization and activation arithmetic is that of
+ * Small kernels (the activation stage's in prefill_act.cu, prefill_act.h;
+ * their arithmetic in act_math.cuh and pf_vec.cuh). The quantization and
+ * activation arithmetic is that of
  * kernels.cu (quant_kernel, amax_kernel) and gemm.cu (activate): amax as
  * max |v| ignoring NaN, s = max(amax / 448, 1 / (448 * 512)) or UE8M0
  * 2^ceil(log2(max(amax, 1e-4) / 448)), q = e4m3(satfinite(v / s)) with IEEE
@@ -86,6 +88,7 @@
 #include "plugins/cuda/device_math.cuh"
 #include "plugins/cuda/grouped_gemm.h"
 #include "plugins/cuda/prefill.h"
+#include "plugins/cuda/prefill_act.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
@@ -136,260 +139,6 @@ int refuse(char *why, size_t cap, const char *text)
  * to `using namespace cute` (cute has anonymous namespaces of its own). */
 namespace fmcu_pf {
 
-using bf16 = __nv_bfloat16;
-constexpr int GROUP = 128;        /* block scheme: activation group and weight block (both dimensions) */
-constexpr int MAX_ACT_SMEM = 48 * 1024;
-
-/* ------------------------------------------------------------------------ */
-/* Arithmetic shared with kernels.cu / gemm.cu (same expressions)            */
-/* ------------------------------------------------------------------------ */
-
-using fmcu_dev::scale_f32;
-using fmcu_dev::scale_ue8m0;
-
-/* The e4m3 code of v / s, widened for packing four into a word. */
-__device__ __forceinline__ uint32_t to_e4m3(float v, float s)
-{
-    return fmcu_dev::to_e4m3(v, s);
-}
-
-using fmcu_dev::amax_step;
-using fmcu_dev::warp_max;
-
-/* Max over the block (every thread gets it). */
-__device__ float block_max(float v, float *red)
-{
-    v = warp_max(v);
-    int w = threadIdx.x >> 5;
-    __syncthreads();
-    if ((threadIdx.x & 31) == 0)
-        red[w] = v;
-    __syncthreads();
-    float m = 0.0f;
-    for (int i = 0; i < (int)(blockDim.x >> 5); i++)
-        m = red[i] > m ? red[i] : m;
-    return m;
-}
-
-__device__ __forceinline__ float round_bf16(float v)
-{
-    return __bfloat162float(__float2bfloat16_rn(v));
-}
-
-__device__ double silu_d(double x)
-{
-    return x / (1.0 + exp(-x));
-}
-
-__device__ double gate_fn(int32_t act, double g)
-{
-    switch (act) {
-    case FMOE_ACT_SILU: return silu_d(g);
-    case FMOE_ACT_GELU: return 0.5 * g * erfc(-g * 0.70710678118654752440);
-    case FMOE_ACT_GELU_TANH: {
-        double inner = 0.79788456080286535588 * (g + 0.044715 * g * g * g);
-        return 0.5 * g * (1.0 + tanh(inner));
-    }
-    case FMOE_ACT_RELU2: {
-        double r = g > 0.0 ? g : 0.0;
-        return r * r;
-    }
-    default: return nan("");
-    }
-}
-
-__device__ double min_keep_nan(double x, double hi)
-{
-    return x > hi ? hi : x;
-}
-
-__device__ double clamp_keep_nan(double x, double lo, double hi)
-{
-    return x < lo ? lo : x > hi ? hi : x;
-}
-
-struct act_fn {
-    int32_t activation;
-    int gated;
-    float alpha, limit;
-};
-
-__device__ float activate(const act_fn &p, float gf, float uf)
-{
-    double g = gf, u = uf, limit = p.limit;
-    if (!p.gated)
-        return (float)gate_fn(p.activation, g);
-    switch (p.activation) {
-    case FMOE_ACT_SWIGLUOAI:
-        if (limit > 0.0) {
-            g = min_keep_nan(g, limit);
-            u = clamp_keep_nan(u, -limit, limit);
-        }
-        return (float)(g * (1.0 / (1.0 + exp(-((double)p.alpha * g)))) * (u + 1.0));
-    case FMOE_ACT_SWIGLUSTEP:
-        return (float)(min_keep_nan(silu_d(g), 7.0) * clamp_keep_nan(u, -7.0, 7.0));
-    default:
-        if (p.activation == FMOE_ACT_SILU && limit > 0.0) {
-            g = min_keep_nan(g, limit);
-            u = clamp_keep_nan(u, -limit, limit);
-        }
-        return (float)(gate_fn(p.activation, g) * u);
-    }
-}
-
-/* round_bf16(activate(p, g, u)), faster for SiLU: evaluated in f32 (at most
- * ~8 ulps from the double value rounded to f32: expf 2 ulps, then four
- * correctly rounded operations), which gives the same bf16 unless the f32
- * value lies within 32 ulps of a bf16 rounding midpoint, or is tiny or not
- * finite; those (about 1 in 1000) take the double path. Other activations
- * always take it. */
-__device__ __forceinline__ float act_bf16(const act_fn &p, float g, float u)
-{
-    if (p.activation == FMOE_ACT_SILU) {
-        float gg = g, uu = u;
-        if (p.gated && p.limit > 0.0f) {
-            gg = gg > p.limit ? p.limit : gg;
-            uu = uu < -p.limit ? -p.limit : uu > p.limit ? p.limit : uu;
-        }
-        float f = gg / (1.0f + expf(-gg));
-        if (p.gated)
-            f *= uu;
-        const int low = (int)(__float_as_uint(f) & 0xFFFFu);
-        if (isfinite(f) && fabsf(f) >= 1e-30f && abs(low - 0x8000) > 32)
-            return round_bf16(f);
-    }
-    return round_bf16(activate(p, g, u));
-}
-
-/* act_bf16's SiLU fast path alone, for GEMM1's fused epilogue: branch-free
- * (the epilogue runs on one warp per scheduler, so its speed is the
- * instruction-level parallelism across a fragment's pairs) and call-free
- * (a call saves the live accumulators to the stack: the fp8 kernel spilled
- * in its main loop and ran 5x slower). IEEE division has a called slow
- * path, so this divides with __fdividef (2 ulps for divisors in [1, 2^126];
- * larger ones give 0, which falls back): the f32 value stays well inside
- * act_bf16's 32-ulp margin, so an accepted value rounds to the same bf16 as
- * act_bf16's. Exact zeros of either input are exact here too (0 * x in f32
- * as in double). lim: the SiLU limit, or +inf for none. Returns the f32
- * value, not rounded; ok = false: the caller must take act_bf16. */
-__device__ __forceinline__ float act_bf16_fast(float lim, float g, float u, bool &ok)
-{
-    const float gg = g > lim ? lim : g;
-    const float uu = u < -lim ? -lim : u > lim ? lim : u;
-    const float f = __fdividef(gg, 1.0f + expf(-gg)) * uu;
-    const int low = (int)(__float_as_uint(f) & 0xFFFFu);
-    ok = ((int)isfinite(f) & (int)(fabsf(f) >= 1e-30f) & (int)(abs(low - 0x8000) > 32)) |
-         ((int)(gg == 0.0f) & (int)isfinite(uu)) | ((int)(uu == 0.0f) & (int)isfinite(gg));
-    return f;
-}
-
-/* ------------------------------------------------------------------------ */
-/* Vector helpers (8 or 4 bf16 values)                                       */
-/* ------------------------------------------------------------------------ */
-
-__device__ __forceinline__ void load8(const bf16 *p, bool vec, float v[8])
-{
-    if (vec) {
-        uint4 u = *(const uint4 *)p;
-        const bf16 *h = (const bf16 *)&u;
-#pragma unroll
-        for (int q = 0; q < 8; q++)
-            v[q] = __bfloat162float(h[q]);
-    } else {
-#pragma unroll
-        for (int q = 0; q < 8; q++)
-            v[q] = __bfloat162float(p[q]);
-    }
-}
-
-__device__ __forceinline__ void load4(const bf16 *p, bool vec, float v[4])
-{
-    if (vec) {
-        uint2 u = *(const uint2 *)p;
-        const bf16 *h = (const bf16 *)&u;
-#pragma unroll
-        for (int q = 0; q < 4; q++)
-            v[q] = __bfloat162float(h[q]);
-    } else {
-#pragma unroll
-        for (int q = 0; q < 4; q++)
-            v[q] = __bfloat162float(p[q]);
-    }
-}
-
-/* v already representable in bf16 (rounding is exact). */
-__device__ __forceinline__ void store8(bf16 *p, bool vec, const float v[8])
-{
-    if (vec) {
-        uint4 u;
-        bf16 *h = (bf16 *)&u;
-#pragma unroll
-        for (int q = 0; q < 8; q++)
-            h[q] = __float2bfloat16_rn(v[q]);
-        *(uint4 *)p = u;
-    } else {
-#pragma unroll
-        for (int q = 0; q < 8; q++)
-            p[q] = __float2bfloat16_rn(v[q]);
-    }
-}
-
-__device__ __forceinline__ void store_q8(uint8_t *p, const float v[8], float s)
-{
-    uint2 u;
-    u.x = to_e4m3(v[0], s) | to_e4m3(v[1], s) << 8 | to_e4m3(v[2], s) << 16 | to_e4m3(v[3], s) << 24;
-    u.y = to_e4m3(v[4], s) | to_e4m3(v[5], s) << 8 | to_e4m3(v[6], s) << 16 | to_e4m3(v[7], s) << 24;
-    *(uint2 *)p = u;
-}
-
-/* e4m3(v / s) for |v| <= 448 s (s from the amax of the values quantized
- * with it), r = 1 / s with IEEE division, s finite: the quotient from
- * v * r and one Markstein correction, fma(v - q0 * s, r, q0), which is the
- * correctly rounded v / s (Markstein's theorem: r the rounded reciprocal,
- * q0 within an ulp, the residual exact) wherever the e4m3 code depends on
- * it; only quotients far below e4m3's smallest subnormal (residual
- * underflow) differ, and the sign of a zero, which copysignf restores.
- * Without IEEE division's range check and slow-path branch per value.
- * Checked against e4m3(v / s) for every finite bf16 v and 2^20 scales on an
- * H100 (bench/cuda/prefill-2026-11-22). */
-__device__ __forceinline__ uint32_t to_e4m3_r(float v, float s, float r)
-{
-    const float q0 = __fmul_rn(v, r);
-    const float q = copysignf(__fmaf_rn(__fmaf_rn(-q0, s, v), r, q0), v);
-    return (uint8_t)__nv_cvt_float_to_fp8(q, __NV_SATFINITE, __NV_E4M3);
-}
-
-__device__ __forceinline__ void store_q8_r(uint8_t *p, const float v[8], float s, float r)
-{
-    uint2 u;
-    u.x = to_e4m3_r(v[0], s, r) | to_e4m3_r(v[1], s, r) << 8 | to_e4m3_r(v[2], s, r) << 16 |
-          to_e4m3_r(v[3], s, r) << 24;
-    u.y = to_e4m3_r(v[4], s, r) | to_e4m3_r(v[5], s, r) << 8 | to_e4m3_r(v[6], s, r) << 16 |
-          to_e4m3_r(v[7], s, r) << 24;
-    *(uint2 *)p = u;
-}
-
-__device__ __forceinline__ void store_q4(uint8_t *p, const float v[4], float s)
-{
-    *(uint32_t *)p = to_e4m3(v[0], s) | to_e4m3(v[1], s) << 8 | to_e4m3(v[2], s) << 16 | to_e4m3(v[3], s) << 24;
-}
-
-/* Local expert of sorted row i (offsets[e] <= i < offsets[e + 1]). */
-__device__ __forceinline__ int expert_of(const int32_t *offsets, int E, int i)
-{
-    int lo = 0, hi = E;
-    while (hi - lo > 1) {
-        int mid = (lo + hi) >> 1;
-        if (offsets[mid] <= i)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
-/* Activation-quantization modes (the GEMM input of each scheme). */
-enum { QM_BF16, QM_TENSOR, QM_TOKEN, QM_GROUP };
 
 /* ------------------------------------------------------------------------ */
 /* Per-tensor dynamic scale of x: amax over all m rows (kernels.cu)          */
@@ -520,312 +269,6 @@ __global__ void __launch_bounds__(256) gather_kernel(const gather_args a)
     }
 }
 
-/* ------------------------------------------------------------------------ */
-/* Activation (+ quantization of the GEMM2 input)                            */
-/* ------------------------------------------------------------------------ */
-
-struct act_args {
-    const bf16 *h;                 /* [R, rows13] */
-    uint32_t I, rows13, E;
-    act_fn fn;
-    const int32_t *offsets;
-    int mode, ue8m0;
-    int dynamic;                   /* QM_TENSOR: stage to `stage` and take the amax */
-    const float *static_scale;     /* QM_TENSOR static */
-    void *dst;                     /* [R, I] bf16 (QM_BF16) or fp8 */
-    float *scale;                  /* QM_TOKEN [R]; QM_GROUP grouped M-major */
-    bf16 *stage;                   /* QM_TENSOR dynamic: [R, I] bf16 activations */
-    uint32_t *amax;                /* QM_TENSOR dynamic: their amax */
-    float *tensor_scale;           /* QM_TENSOR dynamic: the scale quant_staged_kernel writes */
-    /* QM_TENSOR dynamic, the amax recomputed exactly (amax_exact_kernel): */
-    float *row_max;                /* [R] each row's amax, written by act_kernel */
-    int32_t *cand;                 /* [R] rows to recompute, *n_cand of them (zeroed before) */
-    uint32_t *n_cand;
-    uint32_t *amax_exact;          /* the amax quant_staged_kernel takes (zeroed before) */
-    const uint8_t *a1, *w13;       /* GEMM1's e4m3 operands: [R, H] sorted rows, [E, rows13, H] */
-    const float *s_x, *s_w;        /* GEMM1's scales: x (one), W13 [E] */
-    uint32_t H;
-};
-
-/* a = round(act(h_gate, h_up)) for 8 or 4 consecutive columns from c. */
-template <int N> __device__ __forceinline__ void act_values(const act_args &a, const bf16 *hrow, uint32_t c, float v[N])
-{
-    float g[N], u[N];
-    if constexpr (N == 8) {
-        load8(hrow + c, true, g);
-        if (a.fn.gated)
-            load8(hrow + a.I + c, true, u);
-    } else {
-        load4(hrow + c, true, g);
-        if (a.fn.gated)
-            load4(hrow + a.I + c, true, u);
-    }
-    if (a.fn.gated && a.fn.activation == FMOE_ACT_SILU) {
-        /* The fused epilogue's branch-free f32 path for all N, act_bf16
-         * (double) for the few it cannot round exactly. */
-        const float lim = a.fn.limit > 0.0f ? a.fn.limit : INFINITY;
-        bool ok[N], all = true;
-#pragma unroll
-        for (int q = 0; q < N; q++) {
-            v[q] = round_bf16(act_bf16_fast(lim, g[q], u[q], ok[q]));
-            all &= ok[q];
-        }
-        if (!all) {
-#pragma unroll
-            for (int q = 0; q < N; q++)
-                if (!ok[q])
-                    v[q] = act_bf16(a.fn, g[q], u[q]);
-        }
-        return;
-    }
-#pragma unroll
-    for (int q = 0; q < N; q++)
-        v[q] = act_bf16(a.fn, g[q], a.fn.gated ? u[q] : 0.0f);
-}
-
-/* One row of a per-token (QM_TOKEN) GEMM2 input, by the whole block:
- * values(c, v) gives the row's 8 values from column c (multiples of 8 below
- * I); they wait in shared memory sv [I] for the row's amax, then go out as
- * e4m3 to q [I] with the scale, which is also written to *scale. */
-template <class Values>
-__device__ __forceinline__ void quant_token_row(Values values, uint32_t I, bf16 *sv, float *red, float *scale,
-                                                uint8_t *q)
-{
-    float m = 0.0f;
-    for (uint32_t c = threadIdx.x * 8; c < I; c += blockDim.x * 8) {
-        float v[8];
-        values(c, v);
-        store8(sv + c, true, v);
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-            m = amax_step(m, v[j]);
-    }
-    const float s = scale_f32(block_max(m, red)); /* block_max's barriers also publish sv */
-    if (threadIdx.x == 0)
-        *scale = s;
-    if (isfinite(s)) {
-        const float r = 1.0f / s;
-        for (uint32_t c = threadIdx.x * 8; c < I; c += blockDim.x * 8) {
-            float v[8];
-            load8(sv + c, true, v);
-            store_q8_r(q + c, v, s, r);
-        }
-        return;
-    }
-    for (uint32_t c = threadIdx.x * 8; c < I; c += blockDim.x * 8) {
-        float v[8];
-        load8(sv + c, true, v);
-        store_q8(q + c, v, s);
-    }
-}
-
-__global__ void __launch_bounds__(256) act_kernel(const act_args a)
-{
-    extern __shared__ __align__(16) uint8_t act_smem[];
-    __shared__ float red[32];
-    const int i = blockIdx.x;
-    if (i >= a.offsets[a.E])
-        return;
-    const uint32_t I = a.I;
-    const bf16 *hrow = a.h + (int64_t)i * a.rows13;
-    if (a.mode == QM_BF16 || (a.mode == QM_TENSOR && a.dynamic)) {
-        bf16 *d = a.mode == QM_BF16 ? (bf16 *)a.dst + (int64_t)i * I : a.stage + (int64_t)i * I;
-        float m = 0.0f;
-        for (uint32_t c = threadIdx.x * 8; c < I; c += blockDim.x * 8) {
-            float v[8];
-            act_values<8>(a, hrow, c, v);
-            store8(d + c, true, v);
-#pragma unroll
-            for (int j = 0; j < 8; j++)
-                m = amax_step(m, v[j]);
-        }
-        if (a.mode == QM_TENSOR) {
-            m = block_max(m, red);
-            if (threadIdx.x == 0) {
-                atomicMax(a.amax, __float_as_uint(m));
-                a.row_max[i] = m;
-            }
-        }
-        return;
-    }
-    uint8_t *q = (uint8_t *)a.dst + (int64_t)i * I;
-    if (a.mode == QM_TENSOR) {
-        const float s = *a.static_scale;
-        for (uint32_t c = threadIdx.x * 8; c < I; c += blockDim.x * 8) {
-            float v[8];
-            act_values<8>(a, hrow, c, v);
-            store_q8(q + c, v, s);
-        }
-        return;
-    }
-    if (a.mode == QM_GROUP) {
-        const int e = expert_of(a.offsets, (int)a.E, i);
-        const int off = a.offsets[e], rows = a.offsets[e + 1] - off;
-        const uint32_t groups = I / GROUP;
-        const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
-        for (uint32_t g = warp; g < groups; g += warps) {
-            const uint32_t c = g * GROUP + lane * 4;
-            float v[4];
-            act_values<4>(a, hrow, c, v);
-            float m = 0.0f;
-#pragma unroll
-            for (int j = 0; j < 4; j++)
-                m = amax_step(m, v[j]);
-            m = warp_max(m);
-            float s = a.ue8m0 ? scale_ue8m0(m) : scale_f32(m);
-            if (lane == 0)
-                a.scale[(int64_t)off * groups + (int64_t)g * rows + (i - off)] = s;
-            store_q4(q + c, v, s);
-        }
-        return;
-    }
-    quant_token_row([&](uint32_t c, float v[8]) { act_values<8>(a, hrow, c, v); }, I, (bf16 *)act_smem, red,
-                    a.scale + i, q);
-}
-
-/* The dynamic per-tensor GEMM2 input scale from an exact amax. wgmma's FP8
- * accumulation keeps fewer bits than f32 (DeepSeek-V3 3.3.2), so GEMM1 can
- * move the largest activation by a bf16 step against the reference; the
- * scale, amax / 448, then moves by ~0.4% and every GEMM2 input is
- * requantized with it: NMSE ~5e-4 against the reference, at conformance's
- * gate (fp8 tensor dynamic m1024 failed it in two runs of three,
- * bench/cuda/gather-2026-11-23). So every row whose amax from act_kernel is
- * within 2^-7 of the call's (the row holding the true largest value is
- * among them: GEMM1's error, ~2^-13, plus a bf16 step, 2^-8, stay below
- * 2^-7) is recomputed from GEMM1's
- * e4m3 operands, exact products summed in double and rounded at the
- * reference's points (h to f32, times the scales, to bf16; act_bf16), and
- * the largest |value| of those rows is the amax (bench/cuda/amax-2026-11-23:
- * NMSE 5e-4 -> 2e-5). amax_candidates_kernel lists the rows (usually one to
- * a few), amax_exact_kernel spreads (row, column) tasks over the whole GPU,
- * a warp per task with lanes splitting K. Past EXACT_MAX_ROWS candidates
- * (rows tied at the maximum, e.g. repeated tokens) it keeps GEMM1's amax,
- * as before: each row costs a CUDA-core GEMM1 row. */
-constexpr uint32_t EXACT_MAX_ROWS = 64;
-
-__global__ void __launch_bounds__(256) amax_candidates_kernel(const act_args a)
-{
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    const float amax = __uint_as_float(*a.amax);
-    if (i < a.offsets[a.E] && amax > 0.0f && a.row_max[i] >= amax * (1.0f - 1.0f / 128.0f))
-        a.cand[atomicAdd(a.n_cand, 1u)] = i;
-}
-
-/* Sum over the warp of x[k] * w[k], k < H (a multiple of 16): e4m3 products
- * are exact in f32, their sum is kept in double. */
-__device__ __forceinline__ double dot_e4m3(const uint8_t *x, const uint8_t *w, uint32_t H, int lane)
-{
-    double acc = 0.0;
-    for (uint32_t k = lane * 16; k < H; k += 32 * 16) {
-        const uint4 xv = *reinterpret_cast<const uint4 *>(x + k), wv = *reinterpret_cast<const uint4 *>(w + k);
-        const uint32_t xs[4] = {xv.x, xv.y, xv.z, xv.w}, ws[4] = {wv.x, wv.y, wv.z, wv.w};
-#pragma unroll
-        for (int q = 0; q < 4; q++) {
-            __nv_fp8x4_e4m3 x4, w4;
-            x4.__x = xs[q];
-            w4.__x = ws[q];
-            const float4 xf = float4(x4), wf = float4(w4);
-            acc += (double)(xf.x * wf.x) + (double)(xf.y * wf.y) + (double)(xf.z * wf.z) + (double)(xf.w * wf.w);
-        }
-    }
-#pragma unroll
-    for (int d = 16; d > 0; d >>= 1)
-        acc += __shfl_xor_sync(0xffffffffu, acc, d);
-    return acc;
-}
-
-__global__ void __launch_bounds__(256) amax_exact_kernel(const act_args a)
-{
-    const int lane = threadIdx.x % 32;
-    const uint32_t n = *a.n_cand;
-    if (n > EXACT_MAX_ROWS) {
-        if (blockIdx.x == 0 && threadIdx.x == 0)
-            *a.amax_exact = *a.amax;
-        return;
-    }
-    const int64_t warps = (int64_t)gridDim.x * (blockDim.x / 32), tasks = (int64_t)n * a.I;
-    const float sx = *a.s_x;
-    float m = 0.0f;
-    for (int64_t t = blockIdx.x * (int64_t)(blockDim.x / 32) + threadIdx.x / 32; t < tasks; t += warps) {
-        const int row = a.cand[t / a.I], col = (int)(t % a.I), e = expert_of(a.offsets, (int)a.E, row);
-        const float s = __fmul_rn(sx, a.s_w[e]);
-        const uint8_t *x = a.a1 + (int64_t)row * a.H, *w = a.w13 + ((int64_t)e * a.rows13 + col) * a.H;
-        const float g = round_bf16(__fmul_rn((float)dot_e4m3(x, w, a.H, lane), s));
-        const float u =
-            a.fn.gated ? round_bf16(__fmul_rn((float)dot_e4m3(x, w + (int64_t)a.I * a.H, a.H, lane), s)) : 0.0f;
-        m = amax_step(m, act_bf16(a.fn, g, u));
-    }
-    if (lane == 0 && m > 0.0f)
-        atomicMax(a.amax_exact, __float_as_uint(m));
-}
-
-/* Per-tensor GEMM2 input: quantize the staged activations with the static
- * scale, or the dynamic one from their amax (written to tensor_scale). */
-__global__ void __launch_bounds__(256) quant_staged_kernel(const bf16 *stage, uint32_t I, const int32_t *total,
-                                                           const float *static_scale, const uint32_t *amax,
-                                                           float *tensor_scale, uint8_t *dst)
-{
-    const int i = blockIdx.x;
-    if (i >= *total)
-        return;
-    const float s = static_scale ? *static_scale : scale_f32(__uint_as_float(*amax));
-    if (!static_scale && i == 0 && threadIdx.x == 0)
-        *tensor_scale = s;
-    for (uint32_t c = threadIdx.x * 8; c < I; c += blockDim.x * 8) {
-        float v[8];
-        load8(stage + (int64_t)i * I + c, true, v);
-        store_q8(dst + (int64_t)i * I + c, v, s);
-    }
-}
-
-/* Per-token GEMM2 input after the fused GEMM1 (channel scheme): its
- * epilogue wrote the activations in bf16 (a row's amax spans all of I,
- * which no GEMM1 tile sees); each block quantizes one row as act_kernel's
- * QM_TOKEN branch does. */
-__global__ void __launch_bounds__(256) quant_token_kernel(const bf16 *stage, uint32_t I, const int32_t *total,
-                                                          float *scale, uint8_t *dst)
-{
-    extern __shared__ __align__(16) uint8_t act_smem[];
-    __shared__ float red[32];
-    const int i = blockIdx.x;
-    if (i >= *total)
-        return;
-    const bf16 *row = stage + (int64_t)i * I;
-    quant_token_row([&](uint32_t c, float v[8]) { load8(row + c, true, v); }, I, (bf16 *)act_smem, red, scale + i,
-                    dst + (int64_t)i * I);
-}
-
-/* The pairs GEMM1's fused epilogue left (act_epi's gu and slow): one
- * thread per mask word, act_bf16 as act_kernel computes it. */
-struct fixup_args {
-    const uint32_t *slow;
-    const bf16 *gu;                /* [R, 2I] */
-    uint32_t I;
-    const int32_t *total;          /* R */
-    act_fn fn;
-    bf16 *out;                     /* [R, I] */
-    uint32_t *amax;                /* dynamic per-tensor: amax of these outputs too */
-};
-
-__global__ void __launch_bounds__(256) fixup_kernel(const fixup_args a)
-{
-    const int64_t w = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (w * 32 >= (int64_t)*a.total * a.I)
-        return;
-    uint32_t bits = a.slow[w];
-    float m = 0.0f;
-    while (bits) {
-        const int b = __ffs(bits) - 1;
-        bits &= bits - 1;
-        const int64_t e = w * 32 + b;
-        const float g = __bfloat162float(a.gu[2 * e]), u = __bfloat162float(a.gu[2 * e + 1]);
-        const float v = act_bf16(a.fn, g, u);
-        a.out[e] = __float2bfloat16_rn(v);
-        m = amax_step(m, v);
-    }
-    if (a.amax && m > 0.0f)
-        atomicMax(a.amax, __float_as_uint(m));
-}
 
 /* ------------------------------------------------------------------------ */
 /* Interleaved W13 for the fused GEMM1 (finalize)                            */
@@ -1661,7 +1104,7 @@ static_assert(SC_COUNT * sizeof(float) <= FMCU_PF_SCALARS, "pf_scalars too small
  * and leaves the pairs of fused->slow for fixup_kernel. */
 template <class Gemm1, class Gemm2>
 cudaError_t launch(Gemm1 &g1, Gemm2 &g2, int64_t m, const void *x, int64_t x_ld, const setup_args &sa, const gather_args &ga,
-                   const act_args &aa, unsigned act_threads, size_t act_smem, const combine_args &cb, bool dyn_tensor,
+                   const act_args &aa, const combine_args &cb, bool dyn_tensor,
                    const fixup_args *fused, cudaStream_t st, cudaEvent_t *ev)
 {
     const int64_t mask_words = (m * (int64_t)ga.k * aa.I + 31) / 32;
@@ -1684,32 +1127,7 @@ cudaError_t launch(Gemm1 &g1, Gemm2 &g2, int64_t m, const void *x, int64_t x_ld,
     PF_EVENT(1);
     PF_CK(launch_gemm(g1, st));
     PF_EVENT(2);
-    if (!fused) {
-        act_kernel<<<grid, act_threads, act_smem, st>>>(aa);
-        PF_CK(cudaGetLastError());
-    } else {
-        fixup_kernel<<<(unsigned)((mask_words + 255) / 256), 256, 0, st>>>(*fused);
-        PF_CK(cudaGetLastError());
-    }
-    if (fused && aa.mode == QM_TOKEN) {
-        quant_token_kernel<<<grid, act_threads, act_smem, st>>>(aa.stage, aa.I, ga.offsets + sa.E, aa.scale,
-                                                                (uint8_t *)aa.dst);
-        PF_CK(cudaGetLastError());
-    }
-    const bool exact = dyn_tensor && !fused; /* the fused epilogue keeps no row amax */
-    if (exact) {
-        amax_candidates_kernel<<<(grid + 255) / 256, 256, 0, st>>>(aa);
-        PF_CK(cudaGetLastError());
-        amax_exact_kernel<<<264, 256, 0, st>>>(aa); /* 2112 warps: one task each for a row of I <= 2112 */
-        PF_CK(cudaGetLastError());
-    }
-    if (dyn_tensor || (fused && aa.mode == QM_TENSOR)) {
-        quant_staged_kernel<<<grid, act_threads, 0, st>>>(aa.stage, aa.I, ga.offsets + sa.E,
-                                                          dyn_tensor ? nullptr : aa.static_scale,
-                                                          exact ? aa.amax_exact : aa.amax, aa.tensor_scale,
-                                                          (uint8_t *)aa.dst);
-        PF_CK(cudaGetLastError());
-    }
+    PF_CK(act_stage(aa, fused, grid, dyn_tensor, st));
     PF_EVENT(3);
     PF_CK(launch_gemm(g2, st));
     PF_EVENT(4);
@@ -1726,7 +1144,7 @@ cudaError_t launch(Gemm1 &g1, Gemm2 &g2, int64_t m, const void *x, int64_t x_ld,
  * the promotion interval in wgmma instructions (0: one K tile). */
 template <class Gemm1, class Gemm2>
 cudaError_t forward_fp8(int64_t m, const void *x, int64_t x_ld, const setup_args &sa, const gather_args &ga,
-                        const act_args &aa, unsigned act_threads, size_t act_smem, const combine_args &cb,
+                        const act_args &aa, const combine_args &cb,
                         bool dyn_tensor, bool vec_scale, const cutlass::KernelHardwareInfo &hw, void *cws,
                         cudaStream_t st, cudaEvent_t *ev, uint32_t promote = 0)
 {
@@ -1737,7 +1155,7 @@ cudaError_t forward_fp8(int64_t m, const void *x, int64_t x_ld, const setup_args
         e = init_gemm(g2, args_fp8<Gemm2>(sa.g[1], sa.E, vec_scale, hw, promote), cws, st);
     if (e != cudaSuccess)
         return e;
-    return launch(g1, g2, m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, dyn_tensor, nullptr, st, ev);
+    return launch(g1, g2, m, x, x_ld, sa, ga, aa, cb, dyn_tensor, nullptr, st, ev);
 }
 
 /* The tensor/channel pipeline with our grouped FP8 GEMM (grouped_gemm.h) for
@@ -1745,7 +1163,7 @@ cudaError_t forward_fp8(int64_t m, const void *x, int64_t x_ld, const setup_args
  * CUTLASS kernel Gemm1 / Gemm2. */
 template <class Gemm1, class Gemm2>
 cudaError_t forward_own(int k1, int k2, int sms, int64_t m, const void *x, int64_t x_ld, const setup_args &sa,
-                        const gather_args &ga, const act_args &aa, unsigned act_threads, size_t act_smem,
+                        const gather_args &ga, const act_args &aa,
                         const combine_args &cb, bool dyn_tensor, bool vec_scale, const cutlass::KernelHardwareInfo &hw,
                         void *cws, cudaStream_t st, cudaEvent_t *ev)
 {
@@ -1753,19 +1171,19 @@ cudaError_t forward_own(int k1, int k2, int sms, int64_t m, const void *x, int64
     OwnGemm o1 = own_gemm(sa.s[0], sa.offsets, sa.E, rows_cap, (fmcu_gg_kind)(k1 < 0 ? 0 : k1), sms);
     OwnGemm o2 = own_gemm(sa.s[1], sa.offsets, sa.E, rows_cap, (fmcu_gg_kind)(k2 < 0 ? 0 : k2), sms);
     if (k1 >= 0 && k2 >= 0)
-        return launch(o1, o2, m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, dyn_tensor, nullptr, st, ev);
+        return launch(o1, o2, m, x, x_ld, sa, ga, aa, cb, dyn_tensor, nullptr, st, ev);
     if (k1 >= 0) {
         Gemm2 g2;
         cudaError_t e = init_gemm(g2, args_fp8<Gemm2>(sa.g[1], sa.E, vec_scale, hw), cws, st);
         return e != cudaSuccess ? e
-                                : launch(o1, g2, m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, dyn_tensor,
+                                : launch(o1, g2, m, x, x_ld, sa, ga, aa, cb, dyn_tensor,
                                          nullptr, st, ev);
     }
     Gemm1 g1;
     cudaError_t e = init_gemm(g1, args_fp8<Gemm1>(sa.g[0], sa.E, vec_scale, hw), cws, st);
     return e != cudaSuccess
                ? e
-               : launch(g1, o2, m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, dyn_tensor, nullptr, st, ev);
+               : launch(g1, o2, m, x, x_ld, sa, ga, aa, cb, dyn_tensor, nullptr, st, ev);
 }
 
 /* Our grouped kernels' kinds (grouped_gemm.h) for an average of `rows` rows
@@ -1807,7 +1225,7 @@ void own_kinds(bool bf16, int64_t rows, uint32_t H, int *k1, int *k2)
  * activation in the epilogue, fx the fixup) and GEMM2 of kind K2. */
 template <class K1, class K2>
 cudaError_t forward_bf16(int64_t m, const void *x, int64_t x_ld, const setup_args &sa, const gather_args &ga,
-                         const act_args &aa, unsigned act_threads, size_t act_smem, const combine_args &cb,
+                         const act_args &aa, const combine_args &cb,
                          const act_epi &ae, const fixup_args *fx, const cutlass::KernelHardwareInfo &hw, void *cws,
                          cudaStream_t st, cudaEvent_t *ev)
 {
@@ -1820,13 +1238,13 @@ cudaError_t forward_bf16(int64_t m, const void *x, int64_t x_ld, const setup_arg
         e = init_gemm(g1, args_bf16_act<typename K1::GemmAct>(sa.g[0], sa.E, hw, ae), cws, st);
         if (e != cudaSuccess)
             return e;
-        return launch(g1, g2, m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, false, fx, st, ev);
+        return launch(g1, g2, m, x, x_ld, sa, ga, aa, cb, false, fx, st, ev);
     }
     typename K1::Gemm g1;
     e = init_gemm(g1, args_bf16<typename K1::Gemm>(sa.g[0], sa.E, hw), cws, st);
     if (e != cudaSuccess)
         return e;
-    return launch(g1, g2, m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, false, nullptr, st, ev);
+    return launch(g1, g2, m, x, x_ld, sa, ga, aa, cb, false, nullptr, st, ev);
 }
 
 /* Average rows per local expert from which the kernels with 128-row tiles
@@ -1892,7 +1310,7 @@ int fp8_variant(int gemm, int64_t rows)
 
 template <int V1>
 cudaError_t forward_fp8_v1(int v2, int64_t m, const void *x, int64_t x_ld, const setup_args &sa,
-                           const gather_args &ga, const act_args &aa, unsigned act_threads, size_t act_smem,
+                           const gather_args &ga, const act_args &aa,
                            const combine_args &cb, bool dyn_tensor, bool vec_scale,
                            const cutlass::KernelHardwareInfo &hw, void *cws, cudaStream_t st, cudaEvent_t *ev)
 {
@@ -1901,16 +1319,16 @@ cudaError_t forward_fp8_v1(int v2, int64_t m, const void *x, int64_t x_ld, const
     using G1 = typename fp8_variant_of<V1>::Gemm;
     switch (v2) {
     case 0:
-        return forward_fp8<G1, fp8_variant_of<0>::Gemm>(m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, dyn_tensor,
+        return forward_fp8<G1, fp8_variant_of<0>::Gemm>(m, x, x_ld, sa, ga, aa, cb, dyn_tensor,
                                                         vec_scale, hw, cws, st, ev, promote);
     case 1:
-        return forward_fp8<G1, fp8_variant_of<1>::Gemm>(m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, dyn_tensor,
+        return forward_fp8<G1, fp8_variant_of<1>::Gemm>(m, x, x_ld, sa, ga, aa, cb, dyn_tensor,
                                                         vec_scale, hw, cws, st, ev, promote);
     case 3:
-        return forward_fp8<G1, fp8_variant_of<3>::Gemm>(m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, dyn_tensor,
+        return forward_fp8<G1, fp8_variant_of<3>::Gemm>(m, x, x_ld, sa, ga, aa, cb, dyn_tensor,
                                                         vec_scale, hw, cws, st, ev, promote);
     default:
-        return forward_fp8<G1, fp8_variant_of<2>::Gemm>(m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, dyn_tensor,
+        return forward_fp8<G1, fp8_variant_of<2>::Gemm>(m, x, x_ld, sa, ga, aa, cb, dyn_tensor,
                                                         vec_scale, hw, cws, st, ev, promote);
     }
 }
@@ -2041,11 +1459,6 @@ cudaError_t forward(const fmcu_layer *L, int64_t m, const void *x, int64_t x_ld,
         aa.s_w = L->w13_scale;
         aa.H = H;
     }
-    const size_t act_smem = mode == QM_TOKEN ? (size_t)I * sizeof(bf16) : 0;
-    /* A row per block: as many threads as the row has 8-column chunks (or 128-column groups). */
-    unsigned act_threads = mode == QM_GROUP ? 32 * std::min(8u, I / GROUP) : std::min(256u, (I / 8 + 31) / 32 * 32);
-    act_threads = std::max(act_threads, 64u);
-
     /* The fused epilogue's output: the GEMM2 input (bf16) or the bf16
      * activations a quantize pass reads (fp8). */
     act_epi ae = {};
@@ -2092,20 +1505,20 @@ cudaError_t forward(const fmcu_layer *L, int64_t m, const void *x, int64_t x_ld,
         if (!fuse && k1 >= 0 && k2 >= 0) {
             OwnGemm o1 = own_gemm(sa.s[0], offsets, E, m * (int64_t)k, (fmcu_gg_kind)k1, sms);
             OwnGemm o2 = own_gemm(sa.s[1], offsets, E, m * (int64_t)k, (fmcu_gg_kind)k2, sms);
-            return launch(o1, o2, m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, false, nullptr, st, ev);
+            return launch(o1, o2, m, x, x_ld, sa, ga, aa, cb, false, nullptr, st, ev);
         }
         const fixup_args *f = fuse ? &fx : nullptr;
         const bool l1 = bf16_large(0, rows, H), l2 = bf16_large(1, rows, H);
         if (l1 && l2)
-            return forward_bf16<BF16Large, BF16Large>(m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, ae, f, hw,
+            return forward_bf16<BF16Large, BF16Large>(m, x, x_ld, sa, ga, aa, cb, ae, f, hw,
                                                       cws, st, ev);
         if (l1)
-            return forward_bf16<BF16Large, BF16Small>(m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, ae, f, hw,
+            return forward_bf16<BF16Large, BF16Small>(m, x, x_ld, sa, ga, aa, cb, ae, f, hw,
                                                       cws, st, ev);
         if (l2)
-            return forward_bf16<BF16Small, BF16Large>(m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, ae, f, hw,
+            return forward_bf16<BF16Small, BF16Large>(m, x, x_ld, sa, ga, aa, cb, ae, f, hw,
                                                       cws, st, ev);
-        return forward_bf16<BF16Small, BF16Small>(m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, ae, f, hw, cws,
+        return forward_bf16<BF16Small, BF16Small>(m, x, x_ld, sa, ga, aa, cb, ae, f, hw, cws,
                                                   st, ev);
     }
 #if !defined(FMCU_PF_TUNING)
@@ -2120,8 +1533,8 @@ cudaError_t forward(const fmcu_layer *L, int64_t m, const void *x, int64_t x_ld,
         if (e != cudaSuccess)
             return e;
         if (fp8_large)
-            return launch(g1, g2l, m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, dyn_tensor, &fx, st, ev);
-        return launch(g1, g2, m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, dyn_tensor, &fx, st, ev);
+            return launch(g1, g2l, m, x, x_ld, sa, ga, aa, cb, dyn_tensor, &fx, st, ev);
+        return launch(g1, g2, m, x, x_ld, sa, ga, aa, cb, dyn_tensor, &fx, st, ev);
     }
 #endif
     if (block) {
@@ -2131,13 +1544,13 @@ cudaError_t forward(const fmcu_layer *L, int64_t m, const void *x, int64_t x_ld,
             if (e != cudaSuccess)
                 return e;
         }
-        return launch(g[0], g[1], m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, dyn_tensor, nullptr, st, ev);
+        return launch(g[0], g[1], m, x, x_ld, sa, ga, aa, cb, dyn_tensor, nullptr, st, ev);
     }
 #if defined(FMCU_PF_TUNING)
     switch (fp8_variant(0, rows)) {
 #define PF_VARIANT(v)                                                                                               \
     case v:                                                                                                         \
-        return forward_fp8_v1<v>(fp8_variant(1, rows), m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, dyn_tensor,     \
+        return forward_fp8_v1<v>(fp8_variant(1, rows), m, x, x_ld, sa, ga, aa, cb, dyn_tensor,     \
                                  vec_scale, hw, cws, st, ev);
         PF_VARIANT(0)
         PF_VARIANT(1)
@@ -2152,21 +1565,21 @@ cudaError_t forward(const fmcu_layer *L, int64_t m, const void *x, int64_t x_ld,
     own_kinds(false, rows, H, &k1, &k2);
     if (k1 >= 0 || k2 >= 0) {
         if (fp8_large && fp8_g1_kind(rows) == 1)
-            return forward_own<GemmFP8G1Mid, GemmFP8G2Large>(k1, k2, sms, m, x, x_ld, sa, ga, aa, act_threads,
-                                                             act_smem, cb, dyn_tensor, vec_scale, hw, cws, st, ev);
+            return forward_own<GemmFP8G1Mid, GemmFP8G2Large>(k1, k2, sms, m, x, x_ld, sa, ga, aa, cb, dyn_tensor,
+                                                             vec_scale, hw, cws, st, ev);
         if (fp8_large)
-            return forward_own<GemmFP8G1, GemmFP8G2Large>(k1, k2, sms, m, x, x_ld, sa, ga, aa, act_threads, act_smem,
+            return forward_own<GemmFP8G1, GemmFP8G2Large>(k1, k2, sms, m, x, x_ld, sa, ga, aa,
                                                           cb, dyn_tensor, vec_scale, hw, cws, st, ev);
-        return forward_own<GemmFP8G1Small, GemmFP8G2>(k1, k2, sms, m, x, x_ld, sa, ga, aa, act_threads, act_smem,
+        return forward_own<GemmFP8G1Small, GemmFP8G2>(k1, k2, sms, m, x, x_ld, sa, ga, aa,
                                                       cb, dyn_tensor, vec_scale, hw, cws, st, ev);
     }
     if (fp8_large && fp8_g1_kind(rows) == 1)
-        return forward_fp8<GemmFP8G1Mid, GemmFP8G2Large>(m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb,
+        return forward_fp8<GemmFP8G1Mid, GemmFP8G2Large>(m, x, x_ld, sa, ga, aa, cb,
                                                          dyn_tensor, vec_scale, hw, cws, st, ev);
     if (fp8_large)
-        return forward_fp8<GemmFP8G1, GemmFP8G2Large>(m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, dyn_tensor,
+        return forward_fp8<GemmFP8G1, GemmFP8G2Large>(m, x, x_ld, sa, ga, aa, cb, dyn_tensor,
                                                       vec_scale, hw, cws, st, ev);
-    return forward_fp8<GemmFP8G1Small, GemmFP8G2>(m, x, x_ld, sa, ga, aa, act_threads, act_smem, cb, dyn_tensor,
+    return forward_fp8<GemmFP8G1Small, GemmFP8G2>(m, x, x_ld, sa, ga, aa, cb, dyn_tensor,
                                                   vec_scale, hw, cws, st, ev);
 #endif
 }
@@ -2221,8 +1634,8 @@ bool fmcu_prefill_supported_why(const fmcu_layer *L, char *why, size_t cap)
     if (L->quant == FMCU_Q_BLOCK &&
         (L->block_n != GROUP || L->block_k != GROUP || L->hidden % GROUP || L->inter % GROUP))
         return refuse(why, cap, "fp8 block: 128x128 blocks with H and I multiples of 128 only");
-    if (L->quant == FMCU_Q_CHANNEL && (size_t)L->inter * sizeof(bf16) > MAX_ACT_SMEM)
-        return refuse(why, cap, "fp8 channel: I > 24576");
+    if (L->quant == FMCU_Q_CHANNEL && L->inter > TOKEN_MAX_I)
+        return refuse(why, cap, "fp8 channel: I > 24576 (a row waits for its per-token scale in 48 KiB of smem)");
     if ((int64_t)L->max_tokens * L->top_k > INT32_MAX / 2)
         return refuse(why, cap, "max_num_tokens * top_k too large");
     if (L->ws.pf_cutlass == 0 || !cutlass_workspace_fits(L, sms))

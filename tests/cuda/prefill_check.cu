@@ -195,6 +195,7 @@ typedef struct shape {
     int dead_experts;        /* logits of experts >= E/2 pushed down: those get no rows */
     int x_pad, out_pad;      /* row padding of x / out (elements): misaligned rows */
     int tail_permille;       /* FP8: elements allowed past the per-element bound, per 1000 (0: 1) */
+    float limit;             /* swiglu_limit (0: none; swigluoai takes 7) */
 } shape;
 
 struct glayer {
@@ -225,6 +226,11 @@ static void glayer_free(glayer &g)
     g.bufs.clear();
 }
 
+static float swiglu_limit_of(const shape &s)
+{
+    return s.limit > 0.0f ? s.limit : s.activation == FMOE_ACT_SWIGLUOAI ? 7.0f : 0.0f;
+}
+
 /* Everything but the weights (sizes, function, quantization, workspace). */
 static int glayer_init(glayer &g, const shape &s, const fmoe_scheme &sc, uint32_t local, uint32_t max_tokens)
 {
@@ -244,7 +250,7 @@ static int glayer_init(glayer &g, const shape &s, const fmoe_scheme &sc, uint32_
     L.activation = s.activation;
     L.gated = (int)s.gated;
     L.swiglu_alpha = 1.702f;
-    L.swiglu_limit = s.activation == FMOE_ACT_SWIGLUOAI ? 7.0f : 0.0f;
+    L.swiglu_limit = swiglu_limit_of(s);
     L.quant = fmcu_scheme_quant(&sc, why, sizeof why);
     if (L.quant < 0) {
         printf("FAIL %s: %s\n", s.name, why);
@@ -423,8 +429,7 @@ static void config_of(const shape &s, fmoe_layer_config *c)
     c->ep_size = s.ep_size ? s.ep_size : 1;
     c->ep_rank = s.ep_rank;
     c->max_num_tokens = s.M;
-    if (s.activation == FMOE_ACT_SWIGLUOAI)
-        c->swiglu_limit = 7.0f;
+    c->swiglu_limit = swiglu_limit_of(s);
 }
 
 /* Plan + prefill forward of m tokens (device top-k) into out. */
@@ -866,49 +871,59 @@ static int bench_case(const shape &s, const fmoe_scheme &sc, const uint32_t *ms,
 #define TENSOR_D "fp8e4m3:tensor/fp8e4m3:tensor:dynamic"
 
 static const shape checks[] = {
-    /* name                          scheme    E  k   H    I     M   act gated ep rank dead xpad opad tail */
-    {"bf16", "bf16", 16, 4, 512, 256, 1000, SILU, 1, 0, 0, 0, 0, 0, 0},
-    {"bf16", "bf16", 16, 4, 512, 256, 4096, SILU, 1, 0, 0, 0, 0, 0, 0},
-    {"fp8 tensor static", TENSOR_S, 16, 4, 512, 256, 1000, SILU, 1, 0, 0, 0, 0, 0, 0},
-    {"fp8 tensor static", TENSOR_S, 16, 4, 512, 256, 4096, SILU, 1, 0, 0, 0, 0, 0, 0},
-    {"fp8 tensor dynamic", TENSOR_D, 16, 4, 512, 256, 1000, SILU, 1, 0, 0, 0, 0, 0, 0},
-    {"fp8 tensor dynamic", TENSOR_D, 16, 4, 512, 256, 4096, SILU, 1, 0, 0, 0, 0, 0, 0},
-    {"fp8 channel", CHANNEL, 16, 4, 512, 256, 1000, SILU, 1, 0, 0, 0, 0, 0, 0},
-    {"fp8 channel", CHANNEL, 16, 4, 512, 256, 4096, SILU, 1, 0, 0, 0, 0, 0, 0},
-    {"fp8 block", BLOCK, 16, 4, 512, 256, 1000, SILU, 1, 0, 0, 0, 0, 0, 0},
-    {"fp8 block", BLOCK, 16, 4, 512, 256, 4096, SILU, 1, 0, 0, 0, 0, 0, 0},
-    {"fp8 block ue8m0 E64 k6", BLOCK_UE8M0, 64, 6, 512, 256, 1000, SILU, 1, 0, 0, 0, 0, 0, 0},
-    {"bf16 half the experts empty", "bf16", 64, 2, 256, 128, 1000, SILU, 1, 0, 0, 1, 0, 0, 0},
-    {"fp8 block half the experts empty", BLOCK, 64, 2, 256, 128, 1000, SILU, 1, 0, 0, 1, 0, 0, 0},
-    {"bf16 ep 2/1 (non-local pairs)", "bf16", 16, 4, 256, 128, 1000, SILU, 1, 2, 1, 0, 0, 0, 0},
-    {"fp8 channel ep 2/0", CHANNEL, 16, 4, 256, 128, 1000, SILU, 1, 2, 0, 0, 0, 0, 0},
-    {"bf16 swigluoai limit 7", "bf16", 8, 2, 256, 128, 1000, FMOE_ACT_SWIGLUOAI, 1, 0, 0, 0, 0, 0, 0},
-    {"fp8 channel non-gated gelu_tanh", CHANNEL, 8, 2, 256, 128, 1000, FMOE_ACT_GELU_TANH, 0, 0, 0, 0, 0, 0, 0},
+    /* name                          scheme    E  k   H    I     M   act gated ep rank dead xpad opad tail limit */
+    {"bf16", "bf16", 16, 4, 512, 256, 1000, SILU, 1, 0, 0, 0, 0, 0, 0, 0},
+    {"bf16", "bf16", 16, 4, 512, 256, 4096, SILU, 1, 0, 0, 0, 0, 0, 0, 0},
+    {"fp8 tensor static", TENSOR_S, 16, 4, 512, 256, 1000, SILU, 1, 0, 0, 0, 0, 0, 0, 0},
+    {"fp8 tensor static", TENSOR_S, 16, 4, 512, 256, 4096, SILU, 1, 0, 0, 0, 0, 0, 0, 0},
+    {"fp8 tensor dynamic", TENSOR_D, 16, 4, 512, 256, 1000, SILU, 1, 0, 0, 0, 0, 0, 0, 0},
+    {"fp8 tensor dynamic", TENSOR_D, 16, 4, 512, 256, 4096, SILU, 1, 0, 0, 0, 0, 0, 0, 0},
+    {"fp8 channel", CHANNEL, 16, 4, 512, 256, 1000, SILU, 1, 0, 0, 0, 0, 0, 0, 0},
+    {"fp8 channel", CHANNEL, 16, 4, 512, 256, 4096, SILU, 1, 0, 0, 0, 0, 0, 0, 0},
+    {"fp8 block", BLOCK, 16, 4, 512, 256, 1000, SILU, 1, 0, 0, 0, 0, 0, 0, 0},
+    {"fp8 block", BLOCK, 16, 4, 512, 256, 4096, SILU, 1, 0, 0, 0, 0, 0, 0, 0},
+    {"fp8 block ue8m0 E64 k6", BLOCK_UE8M0, 64, 6, 512, 256, 1000, SILU, 1, 0, 0, 0, 0, 0, 0, 0},
+    {"bf16 half the experts empty", "bf16", 64, 2, 256, 128, 1000, SILU, 1, 0, 0, 1, 0, 0, 0, 0},
+    {"fp8 block half the experts empty", BLOCK, 64, 2, 256, 128, 1000, SILU, 1, 0, 0, 1, 0, 0, 0, 0},
+    {"bf16 ep 2/1 (non-local pairs)", "bf16", 16, 4, 256, 128, 1000, SILU, 1, 2, 1, 0, 0, 0, 0, 0},
+    {"fp8 channel ep 2/0", CHANNEL, 16, 4, 256, 128, 1000, SILU, 1, 2, 0, 0, 0, 0, 0, 0},
+    {"bf16 swigluoai limit 7", "bf16", 8, 2, 256, 128, 1000, FMOE_ACT_SWIGLUOAI, 1, 0, 0, 0, 0, 0, 0, 0},
+    {"fp8 channel non-gated gelu_tanh", CHANNEL, 8, 2, 256, 128, 1000, FMOE_ACT_GELU_TANH, 0, 0, 0, 0, 0, 0, 0, 0},
     /* relu2's heavy tail sets a coarse dynamic per-tensor GEMM2 input scale: 662 of 256000 elements
      * (0.26%) past the bound on an H200 with fast accumulation, 134 with GEMM1 promoted every 128 K
      * (H100), NMSE 1.1e-5 (bench/cuda/RESULTS.md). */
-    {"fp8 tensor dyn non-gated relu2", TENSOR_D, 8, 2, 256, 128, 1000, FMOE_ACT_RELU2, 0, 0, 0, 0, 0, 0, 5},
-    {"bf16 strided x/out (unaligned rows)", "bf16", 8, 2, 256, 128, 1000, SILU, 1, 0, 0, 0, 4, 12, 0},
-    {"fp8 block strided x/out", BLOCK, 8, 2, 256, 128, 1000, SILU, 1, 0, 0, 0, 4, 12, 0},
-    {"bf16 M=7 (mostly empty experts)", "bf16", 16, 4, 256, 128, 7, SILU, 1, 0, 0, 0, 0, 0, 0},
+    {"fp8 tensor dyn non-gated relu2", TENSOR_D, 8, 2, 256, 128, 1000, FMOE_ACT_RELU2, 0, 0, 0, 0, 0, 0, 5, 0},
+    {"bf16 strided x/out (unaligned rows)", "bf16", 8, 2, 256, 128, 1000, SILU, 1, 0, 0, 0, 4, 12, 0, 0},
+    {"fp8 block strided x/out", BLOCK, 8, 2, 256, 128, 1000, SILU, 1, 0, 0, 0, 4, 12, 0, 0},
+    {"bf16 M=7 (mostly empty experts)", "bf16", 16, 4, 256, 128, 7, SILU, 1, 0, 0, 0, 0, 0, 0, 0},
+    /* The activation kernel's launch shapes (plugins/cuda/prefill_act.cu, act_shape): 2, 4 and 8
+     * chunks of 8 columns a thread, rows that do not fill the last chunks, an odd number of
+     * 128-column groups (half-warps), and SiLU with a limit (its own kernel). */
+    {"bf16 silu limit 7 I=1152 (2 chunks a thread)", "bf16", 8, 2, 256, 1152, 300, SILU, 1, 0, 0, 0, 0, 0, 0, 7.0f},
+    {"fp8 channel I=1152", CHANNEL, 8, 2, 256, 1152, 300, SILU, 1, 0, 0, 0, 0, 0, 0, 0},
+    {"fp8 block I=1152 (9 groups)", BLOCK, 8, 2, 256, 1152, 300, SILU, 1, 0, 0, 0, 0, 0, 0, 0},
+    {"fp8 tensor dynamic I=2304 (4 chunks a thread)", TENSOR_D, 8, 2, 256, 2304, 200, SILU, 1, 0, 0, 0, 0, 0, 0, 0},
+    {"fp8 tensor static I=4736 (8 chunks a thread)", TENSOR_S, 8, 2, 256, 4736, 200, SILU, 1, 0, 0, 0, 0, 0, 0, 0},
+    {"fp8 channel silu limit 7 I=4736", CHANNEL, 8, 2, 256, 4736, 200, SILU, 1, 0, 0, 0, 0, 0, 0, 7.0f},
+    {"bf16 swigluoai I=4736", "bf16", 8, 2, 256, 4736, 200, FMOE_ACT_SWIGLUOAI, 1, 0, 0, 0, 0, 0, 0, 0},
 };
 
 static const shape benches[] = {
-    {"qwen3-30b", "bf16", 128, 8, 2048, 768, 0, SILU, 1, 0, 0, 0, 0, 0, 0},
-    {"qwen3-30b", TENSOR_D, 128, 8, 2048, 768, 0, SILU, 1, 0, 0, 0, 0, 0, 0},
-    {"qwen3-30b", CHANNEL, 128, 8, 2048, 768, 0, SILU, 1, 0, 0, 0, 0, 0, 0},
-    {"qwen3-30b", BLOCK, 128, 8, 2048, 768, 0, SILU, 1, 0, 0, 0, 0, 0, 0},
-    {"mixtral", "bf16", 8, 2, 4096, 14336, 0, SILU, 1, 0, 0, 0, 0, 0, 0},
-    {"mixtral", TENSOR_D, 8, 2, 4096, 14336, 0, SILU, 1, 0, 0, 0, 0, 0, 0},
-    {"mixtral", CHANNEL, 8, 2, 4096, 14336, 0, SILU, 1, 0, 0, 0, 0, 0, 0},
-    {"mixtral", BLOCK, 8, 2, 4096, 14336, 0, SILU, 1, 0, 0, 0, 0, 0, 0},
-    {"gpt-oss", "bf16", 128, 4, 2880, 2880, 0, SILU, 1, 0, 0, 0, 0, 0, 0},
-    {"gpt-oss", TENSOR_D, 128, 4, 2880, 2880, 0, SILU, 1, 0, 0, 0, 0, 0, 0},
-    {"gpt-oss", CHANNEL, 128, 4, 2880, 2880, 0, SILU, 1, 0, 0, 0, 0, 0, 0},
-    {"deepseek", "bf16", 256, 8, 7168, 2048, 0, SILU, 1, 0, 0, 0, 0, 0, 0},
-    {"deepseek", TENSOR_D, 256, 8, 7168, 2048, 0, SILU, 1, 0, 0, 0, 0, 0, 0},
-    {"deepseek", CHANNEL, 256, 8, 7168, 2048, 0, SILU, 1, 0, 0, 0, 0, 0, 0},
-    {"deepseek", BLOCK, 256, 8, 7168, 2048, 0, SILU, 1, 0, 0, 0, 0, 0, 0},
+    {"qwen3-30b", "bf16", 128, 8, 2048, 768, 0, SILU, 1, 0, 0, 0, 0, 0, 0, 0},
+    {"qwen3-30b", TENSOR_D, 128, 8, 2048, 768, 0, SILU, 1, 0, 0, 0, 0, 0, 0, 0},
+    {"qwen3-30b", CHANNEL, 128, 8, 2048, 768, 0, SILU, 1, 0, 0, 0, 0, 0, 0, 0},
+    {"qwen3-30b", BLOCK, 128, 8, 2048, 768, 0, SILU, 1, 0, 0, 0, 0, 0, 0, 0},
+    {"mixtral", "bf16", 8, 2, 4096, 14336, 0, SILU, 1, 0, 0, 0, 0, 0, 0, 0},
+    {"mixtral", TENSOR_D, 8, 2, 4096, 14336, 0, SILU, 1, 0, 0, 0, 0, 0, 0, 0},
+    {"mixtral", CHANNEL, 8, 2, 4096, 14336, 0, SILU, 1, 0, 0, 0, 0, 0, 0, 0},
+    {"mixtral", BLOCK, 8, 2, 4096, 14336, 0, SILU, 1, 0, 0, 0, 0, 0, 0, 0},
+    {"gpt-oss", "bf16", 128, 4, 2880, 2880, 0, SILU, 1, 0, 0, 0, 0, 0, 0, 0},
+    {"gpt-oss", TENSOR_D, 128, 4, 2880, 2880, 0, SILU, 1, 0, 0, 0, 0, 0, 0, 0},
+    {"gpt-oss", CHANNEL, 128, 4, 2880, 2880, 0, SILU, 1, 0, 0, 0, 0, 0, 0, 0},
+    {"deepseek", "bf16", 256, 8, 7168, 2048, 0, SILU, 1, 0, 0, 0, 0, 0, 0, 0},
+    {"deepseek", TENSOR_D, 256, 8, 7168, 2048, 0, SILU, 1, 0, 0, 0, 0, 0, 0, 0},
+    {"deepseek", CHANNEL, 256, 8, 7168, 2048, 0, SILU, 1, 0, 0, 0, 0, 0, 0, 0},
+    {"deepseek", BLOCK, 256, 8, 7168, 2048, 0, SILU, 1, 0, 0, 0, 0, 0, 0, 0},
 };
 
 /* Is a comma-separated part of `list` part of the scheme key? */

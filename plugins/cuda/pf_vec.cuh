@@ -1,0 +1,168 @@
+/*
+ * plugins/cuda/pf_vec.cuh - the arithmetic and vector helpers the prefill
+ * tier's small kernels share (prefill_sm90.cu: gather and combine;
+ * prefill_act.cu: the activation stage): quantization as kernels.cu does
+ * it, block reductions, 8 or 4 bf16 values to and from registers.
+ * Device-side C++ only.
+ */
+#ifndef FMOE_PLUGIN_CUDA_PF_VEC_CUH
+#define FMOE_PLUGIN_CUDA_PF_VEC_CUH
+
+#include "plugins/cuda/device_math.cuh"
+
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+#include <stdint.h>
+
+namespace fmcu_pf {
+
+using bf16 = __nv_bfloat16;
+constexpr int GROUP = 128;        /* block scheme: activation group and weight block (both dimensions) */
+
+/* ------------------------------------------------------------------------ */
+/* Arithmetic shared with kernels.cu / gemm.cu (same expressions)            */
+/* ------------------------------------------------------------------------ */
+
+using fmcu_dev::scale_f32;
+using fmcu_dev::scale_ue8m0;
+
+/* The e4m3 code of v / s, widened for packing four into a word. */
+__device__ __forceinline__ uint32_t to_e4m3(float v, float s)
+{
+    return fmcu_dev::to_e4m3(v, s);
+}
+
+using fmcu_dev::amax_step;
+using fmcu_dev::warp_max;
+
+/* Max over the block (every thread gets it). */
+inline __device__ float block_max(float v, float *red)
+{
+    v = warp_max(v);
+    int w = threadIdx.x >> 5;
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0)
+        red[w] = v;
+    __syncthreads();
+    float m = 0.0f;
+    for (int i = 0; i < (int)(blockDim.x >> 5); i++)
+        m = red[i] > m ? red[i] : m;
+    return m;
+}
+
+__device__ __forceinline__ float round_bf16(float v)
+{
+    return __bfloat162float(__float2bfloat16_rn(v));
+}
+
+/* ------------------------------------------------------------------------ */
+/* Vector helpers (8 or 4 bf16 values)                                       */
+/* ------------------------------------------------------------------------ */
+
+__device__ __forceinline__ void load8(const bf16 *p, bool vec, float v[8])
+{
+    if (vec) {
+        uint4 u = *(const uint4 *)p;
+        const bf16 *h = (const bf16 *)&u;
+#pragma unroll
+        for (int q = 0; q < 8; q++)
+            v[q] = __bfloat162float(h[q]);
+    } else {
+#pragma unroll
+        for (int q = 0; q < 8; q++)
+            v[q] = __bfloat162float(p[q]);
+    }
+}
+
+__device__ __forceinline__ void load4(const bf16 *p, bool vec, float v[4])
+{
+    if (vec) {
+        uint2 u = *(const uint2 *)p;
+        const bf16 *h = (const bf16 *)&u;
+#pragma unroll
+        for (int q = 0; q < 4; q++)
+            v[q] = __bfloat162float(h[q]);
+    } else {
+#pragma unroll
+        for (int q = 0; q < 4; q++)
+            v[q] = __bfloat162float(p[q]);
+    }
+}
+
+/* v already representable in bf16 (rounding is exact). */
+__device__ __forceinline__ void store8(bf16 *p, bool vec, const float v[8])
+{
+    if (vec) {
+        uint4 u;
+        bf16 *h = (bf16 *)&u;
+#pragma unroll
+        for (int q = 0; q < 8; q++)
+            h[q] = __float2bfloat16_rn(v[q]);
+        *(uint4 *)p = u;
+    } else {
+#pragma unroll
+        for (int q = 0; q < 8; q++)
+            p[q] = __float2bfloat16_rn(v[q]);
+    }
+}
+
+__device__ __forceinline__ void store_q8(uint8_t *p, const float v[8], float s)
+{
+    uint2 u;
+    u.x = to_e4m3(v[0], s) | to_e4m3(v[1], s) << 8 | to_e4m3(v[2], s) << 16 | to_e4m3(v[3], s) << 24;
+    u.y = to_e4m3(v[4], s) | to_e4m3(v[5], s) << 8 | to_e4m3(v[6], s) << 16 | to_e4m3(v[7], s) << 24;
+    *(uint2 *)p = u;
+}
+
+/* e4m3(v / s) for |v| <= 448 s (s from the amax of the values quantized
+ * with it), r = 1 / s with IEEE division, s finite: the quotient from
+ * v * r and one Markstein correction, fma(v - q0 * s, r, q0), which is the
+ * correctly rounded v / s (Markstein's theorem: r the rounded reciprocal,
+ * q0 within an ulp, the residual exact) wherever the e4m3 code depends on
+ * it; only quotients far below e4m3's smallest subnormal (residual
+ * underflow) differ, and the sign of a zero, which copysignf restores.
+ * Without IEEE division's range check and slow-path branch per value.
+ * Checked against e4m3(v / s) for every finite bf16 v and 2^20 scales on an
+ * H100 (bench/cuda/prefill-2026-11-22). */
+__device__ __forceinline__ uint32_t to_e4m3_r(float v, float s, float r)
+{
+    const float q0 = __fmul_rn(v, r);
+    const float q = copysignf(__fmaf_rn(__fmaf_rn(-q0, s, v), r, q0), v);
+    return (uint8_t)__nv_cvt_float_to_fp8(q, __NV_SATFINITE, __NV_E4M3);
+}
+
+__device__ __forceinline__ void store_q8_r(uint8_t *p, const float v[8], float s, float r)
+{
+    uint2 u;
+    u.x = to_e4m3_r(v[0], s, r) | to_e4m3_r(v[1], s, r) << 8 | to_e4m3_r(v[2], s, r) << 16 |
+          to_e4m3_r(v[3], s, r) << 24;
+    u.y = to_e4m3_r(v[4], s, r) | to_e4m3_r(v[5], s, r) << 8 | to_e4m3_r(v[6], s, r) << 16 |
+          to_e4m3_r(v[7], s, r) << 24;
+    *(uint2 *)p = u;
+}
+
+__device__ __forceinline__ void store_q4(uint8_t *p, const float v[4], float s)
+{
+    *(uint32_t *)p = to_e4m3(v[0], s) | to_e4m3(v[1], s) << 8 | to_e4m3(v[2], s) << 16 | to_e4m3(v[3], s) << 24;
+}
+
+/* Local expert of sorted row i (offsets[e] <= i < offsets[e + 1]). */
+__device__ __forceinline__ int expert_of(const int32_t *offsets, int E, int i)
+{
+    int lo = 0, hi = E;
+    while (hi - lo > 1) {
+        int mid = (lo + hi) >> 1;
+        if (offsets[mid] <= i)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Activation-quantization modes (the GEMM input of each scheme). */
+enum { QM_BF16, QM_TENSOR, QM_TOKEN, QM_GROUP };
+
+} // namespace fmcu_pf
+
+#endif
