@@ -12,7 +12,9 @@
  *             expert map (ids out of range or not local: -1, no contribution),
  *             counts, offsets, pairs sorted by expert, the row-tile list;
  *             blocks 1..M: the GEMM1 input quantization below, a row each
- *             (the decode chain's separate quant launch, folded in).
+ *             (the decode chain's separate quant launch, folded in). From
+ *             PLAN_WIDE_PAIRS pairs: the same over many blocks in two
+ *             launches (count, scatter).
  *   amax      dynamic per-tensor scales: max |x| over the GEMM input (atomicMax
  *             on the float bits, which order like the non-negative floats).
  *   quant     GEMM input rows to fp8 e4m3 (or bf16 for the unquantized method
@@ -474,61 +476,21 @@ __device__ void block_scan2(int a, int b, int *ex_a, int *ex_b, int *total_a, in
 
 constexpr int PLAN_BATCH = 8;
 
-/* Block 0 plans; every step is parallel over pairs or experts (a serial
- * loop over experts costs a global-memory latency per expert, which at
- * decode sizes is most of the kernel). Blocks 1.. (when the forward asks)
- * quantize one row of the GEMM1 input each, as quant_kernel would: one
- * launch less in the decode chain. */
-__global__ void plan_kernel(const plan_args a)
+/* The local expert of a routed id: -1 when out of range or not on this rank. */
+__device__ __forceinline__ int local_of(const plan_args &a, int32_t id)
 {
-    extern __shared__ int cnt[]; /* [E_local] counts, then [E_local + 1] offsets */
-    __shared__ float red[32];
-    const int E = (int)a.local_experts;
-    int *off = cnt + E;
-    fmcu_dev::pdl_trigger();
-    if (blockIdx.x > 0) { /* the GEMM1 input, one row per block */
-        fmcu_dev::pdl_wait();
-        quant_row(a.q, blockIdx.x - 1, red);
-        return;
-    }
-    for (int i = threadIdx.x; i < E; i += blockDim.x)
-        cnt[i] = 0;
-    fmcu_dev::pdl_wait();
-    __syncthreads();
-    /* PLAN_BATCH pairs a thread per step, their loads first: one block
-     * walks all m*k pairs, so at prefill sizes (65536 pairs) a load latency
-     * per pair and thread was most of the kernel (97 us for Qwen3-30B-A3B
-     * at M=8192 on an H100, bench/cuda/act2-2026-11-23). */
-    const int64_t step = (int64_t)blockDim.x * PLAN_BATCH;
-    for (int64_t p0 = threadIdx.x; p0 < a.pairs; p0 += step) {
-        int32_t id[PLAN_BATCH];
-#pragma unroll
-        for (int j = 0; j < PLAN_BATCH; j++) {
-            const int64_t p = p0 + (int64_t)j * blockDim.x;
-            id[j] = p < a.pairs ? a.ids[p] : -1;
-        }
-        int l[PLAN_BATCH];
-#pragma unroll
-        for (int j = 0; j < PLAN_BATCH; j++) {
-            l[j] = -1;
-            if (id[j] >= 0 && (uint32_t)id[j] < a.global_experts)
-                l[j] = a.expert_map ? a.expert_map[id[j]] : id[j];
-        }
-#pragma unroll
-        for (int j = 0; j < PLAN_BATCH; j++) {
-            const int64_t p = p0 + (int64_t)j * blockDim.x;
-            if (p >= a.pairs)
-                break;
-            if (l[j] < 0 || l[j] >= E)
-                l[j] = -1;
-            a.pair_local[p] = l[j];
-            if (l[j] >= 0)
-                atomicAdd(&cnt[l[j]], 1);
-        }
-    }
-    __syncthreads();
-    /* Each thread scans a contiguous run of experts. */
-    const int rt = (int)a.row_tile;
+    if (id < 0 || (uint32_t)id >= a.global_experts)
+        return -1;
+    const int l = a.expert_map ? a.expert_map[id] : id;
+    return l >= 0 && l < (int)a.local_experts ? l : -1;
+}
+
+/* From the per-expert counts in shared memory (cnt[E]): the offsets (to
+ * shared off[E + 1] and global a.offsets), the row-tile list and its
+ * length. Each thread takes a contiguous run of experts; one block. */
+__device__ void plan_layout(const plan_args &a, const int *cnt, int *off)
+{
+    const int E = (int)a.local_experts, rt = (int)a.row_tile;
     const int per = (E + (int)blockDim.x - 1) / (int)blockDim.x;
     const int l0 = min(E, (int)threadIdx.x * per), l1 = min(E, l0 + per);
     int rows = 0, tiles = 0;
@@ -550,6 +512,54 @@ __global__ void plan_kernel(const plan_args a)
         a.offsets[E] = total_rows;
         *a.n_tiles = total_tiles;
     }
+}
+
+/* Block 0 plans; every step is parallel over pairs or experts (a serial
+ * loop over experts costs a global-memory latency per expert, which at
+ * decode sizes is most of the kernel). Blocks 1.. (when the forward asks)
+ * quantize one row of the GEMM1 input each, as quant_kernel would: one
+ * launch less in the decode chain. Calls of PLAN_WIDE_PAIRS pairs or more
+ * take plan_count_kernel and plan_scatter_kernel instead. */
+__global__ void plan_kernel(const plan_args a)
+{
+    extern __shared__ int cnt[]; /* [E_local] counts, then [E_local + 1] offsets */
+    __shared__ float red[32];
+    const int E = (int)a.local_experts;
+    int *off = cnt + E;
+    fmcu_dev::pdl_trigger();
+    if (blockIdx.x > 0) { /* the GEMM1 input, one row per block */
+        fmcu_dev::pdl_wait();
+        quant_row(a.q, blockIdx.x - 1, red);
+        return;
+    }
+    for (int i = threadIdx.x; i < E; i += blockDim.x)
+        cnt[i] = 0;
+    fmcu_dev::pdl_wait();
+    __syncthreads();
+    /* PLAN_BATCH pairs a thread per step, their loads first (a load
+     * latency per pair and thread was most of the kernel: 97 -> 80 us at
+     * 65536 pairs on an H100, bench/cuda/act2-2026-11-23). */
+    const int64_t step = (int64_t)blockDim.x * PLAN_BATCH;
+    for (int64_t p0 = threadIdx.x; p0 < a.pairs; p0 += step) {
+        int32_t id[PLAN_BATCH];
+#pragma unroll
+        for (int j = 0; j < PLAN_BATCH; j++) {
+            const int64_t p = p0 + (int64_t)j * blockDim.x;
+            id[j] = p < a.pairs ? a.ids[p] : -1;
+        }
+#pragma unroll
+        for (int j = 0; j < PLAN_BATCH; j++) {
+            const int64_t p = p0 + (int64_t)j * blockDim.x;
+            if (p >= a.pairs)
+                break;
+            const int l = local_of(a, id[j]);
+            a.pair_local[p] = l;
+            if (l >= 0)
+                atomicAdd(&cnt[l], 1);
+        }
+    }
+    __syncthreads();
+    plan_layout(a, cnt, off);
     __syncthreads();
     for (int i = threadIdx.x; i < E; i += blockDim.x)
         cnt[i] = 0;
@@ -566,6 +576,129 @@ __global__ void plan_kernel(const plan_args a)
             if (l[j] >= 0)
                 a.sorted[off[l[j]] + atomicAdd(&cnt[l[j]], 1)] = (int32_t)(p0 + (int64_t)j * blockDim.x);
     }
+}
+
+/* The plan over many blocks, for prefill-sized calls, where one block
+ * walking every pair twice was 80 us at 65536 pairs (Qwen3-30B-A3B,
+ * M = 8192; bench/cuda/act2-2026-11-23). Two launches over chunks of
+ * PLAN_WIDE_CHUNK pairs:
+ *   count    each block: its pairs' local experts, a shared histogram added
+ *            into wide.counts; the last block to finish (a done counter,
+ *            as CUDA's threadFenceReduction sample) takes the counts (and
+ *            zeroes them and the counter for the next call), then writes
+ *            the offsets and the tile list as plan_kernel does and sets each
+ *            expert's cursor to its offset;
+ *   scatter  each block ranks its pairs per expert in shared memory, takes
+ *            a run of each expert's positions with one atomicAdd on the
+ *            cursor, and writes its pair ids there.
+ * The order of an expert's pairs in `sorted` depends on timing, as in
+ * plan_kernel (shared atomics): the GEMMs compute each row alone, so no
+ * result depends on it. counts and done start at zero (zeroed at create). */
+constexpr int PLAN_WIDE_THREADS = 512, PLAN_WIDE_BATCH = 4;
+constexpr int PLAN_WIDE_CHUNK = PLAN_WIDE_THREADS * PLAN_WIDE_BATCH;
+constexpr int64_t PLAN_WIDE_PAIRS = 8192;
+
+/* Pairs from which the wide plan runs: PLAN_WIDE_PAIRS, or FMCU_PLAN_WIDE
+ * (0: never; 1: every call, which the conformance suite can run to check
+ * it on small cases). */
+int64_t plan_wide_pairs()
+{
+    static const int64_t v = [] {
+        const char *e = getenv("FMCU_PLAN_WIDE");
+        if (!e || !*e)
+            return PLAN_WIDE_PAIRS;
+        const long long n = atoll(e);
+        return n <= 0 ? INT64_MAX : (int64_t)n;
+    }();
+    return v;
+}
+
+struct plan_wide {
+    int32_t *counts;  /* [E_local], zero between calls */
+    int32_t *cursor;  /* [E_local] */
+    uint32_t *done;   /* zero between calls */
+};
+
+__global__ void __launch_bounds__(PLAN_WIDE_THREADS) plan_count_kernel(const plan_args a, const plan_wide w)
+{
+    extern __shared__ int cnt[]; /* [E_local], then [E_local + 1] offsets in the last block */
+    __shared__ int last;
+    const int E = (int)a.local_experts;
+    fmcu_dev::pdl_trigger();
+    for (int i = threadIdx.x; i < E; i += blockDim.x)
+        cnt[i] = 0;
+    fmcu_dev::pdl_wait();
+    __syncthreads();
+    const int64_t p0 = (int64_t)blockIdx.x * PLAN_WIDE_CHUNK + threadIdx.x;
+    int32_t id[PLAN_WIDE_BATCH];
+#pragma unroll
+    for (int j = 0; j < PLAN_WIDE_BATCH; j++) {
+        const int64_t p = p0 + (int64_t)j * PLAN_WIDE_THREADS;
+        id[j] = p < a.pairs ? a.ids[p] : -1;
+    }
+#pragma unroll
+    for (int j = 0; j < PLAN_WIDE_BATCH; j++) {
+        const int64_t p = p0 + (int64_t)j * PLAN_WIDE_THREADS;
+        if (p >= a.pairs)
+            break;
+        const int l = local_of(a, id[j]);
+        a.pair_local[p] = l;
+        if (l >= 0)
+            atomicAdd(&cnt[l], 1);
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < E; i += blockDim.x)
+        if (cnt[i])
+            atomicAdd(&w.counts[i], cnt[i]);
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0)
+        last = atomicAdd(w.done, 1u) == gridDim.x - 1;
+    __syncthreads();
+    if (!last)
+        return;
+    __threadfence();
+    for (int i = threadIdx.x; i < E; i += blockDim.x)
+        cnt[i] = atomicExch(&w.counts[i], 0);
+    if (threadIdx.x == 0)
+        *w.done = 0;
+    __syncthreads();
+    int *off = cnt + E;
+    plan_layout(a, cnt, off);
+    __syncthreads();
+    for (int i = threadIdx.x; i < E; i += blockDim.x)
+        w.cursor[i] = off[i];
+}
+
+__global__ void __launch_bounds__(PLAN_WIDE_THREADS) plan_scatter_kernel(const plan_args a, const plan_wide w)
+{
+    extern __shared__ int cnt[]; /* [E_local] this block's pairs per expert, then [E_local] their first position */
+    const int E = (int)a.local_experts;
+    int *base = cnt + E;
+    fmcu_dev::pdl_trigger();
+    for (int i = threadIdx.x; i < E; i += blockDim.x)
+        cnt[i] = 0;
+    fmcu_dev::pdl_wait();
+    __syncthreads();
+    const int64_t p0 = (int64_t)blockIdx.x * PLAN_WIDE_CHUNK + threadIdx.x;
+    int l[PLAN_WIDE_BATCH], rank[PLAN_WIDE_BATCH];
+#pragma unroll
+    for (int j = 0; j < PLAN_WIDE_BATCH; j++) {
+        const int64_t p = p0 + (int64_t)j * PLAN_WIDE_THREADS;
+        l[j] = p < a.pairs ? a.pair_local[p] : -1;
+    }
+#pragma unroll
+    for (int j = 0; j < PLAN_WIDE_BATCH; j++)
+        rank[j] = l[j] >= 0 ? atomicAdd(&cnt[l[j]], 1) : 0;
+    __syncthreads();
+    for (int i = threadIdx.x; i < E; i += blockDim.x)
+        if (cnt[i])
+            base[i] = atomicAdd(&w.cursor[i], cnt[i]);
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < PLAN_WIDE_BATCH; j++)
+        if (l[j] >= 0)
+            a.sorted[base[l[j]] + rank[j]] = (int32_t)(p0 + (int64_t)j * PLAN_WIDE_THREADS);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -946,9 +1079,22 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
     pl.n_tiles = at<int32_t>(L, L->ws.n_tiles);
     pl.tiles = at<int2>(L, L->ws.tiles);
     pl.q = q;
-    CK(fmcu_dev::launch_overlapped(plan_kernel, dim3(1 + (quant_in_plan ? (unsigned)m : 0u)), dim3(1024),
-                                   (2 * (size_t)L->local_experts + 1) * sizeof(int), st, pl),
-       "plan kernel");
+    const size_t plan_smem = (2 * (size_t)L->local_experts + 1) * sizeof(int);
+    if (pairs >= plan_wide_pairs() && !quant_in_plan) {
+        plan_wide w;
+        w.counts = at<int32_t>(L, L->ws.plan_sync);
+        w.done = at<uint32_t>(L, L->ws.plan_sync + (size_t)L->local_experts * sizeof(int32_t));
+        w.cursor = at<int32_t>(L, L->ws.plan_cursor);
+        const dim3 chunks((unsigned)((pairs + PLAN_WIDE_CHUNK - 1) / PLAN_WIDE_CHUNK));
+        CK(fmcu_dev::launch_overlapped(plan_count_kernel, chunks, dim3(PLAN_WIDE_THREADS), plan_smem, st, pl, w),
+           "plan count kernel");
+        CK(fmcu_dev::launch_overlapped(plan_scatter_kernel, chunks, dim3(PLAN_WIDE_THREADS), plan_smem, st, pl, w),
+           "plan scatter kernel");
+    } else {
+        CK(fmcu_dev::launch_overlapped(plan_kernel, dim3(1 + (quant_in_plan ? (unsigned)m : 0u)), dim3(1024),
+                                       plan_smem, st, pl),
+           "plan kernel");
+    }
 
     if (tier == FMCU_TIER_PREFILL) {
         /* CUTLASS sm90 grouped GEMMs (prefill.h), combine included. */

@@ -194,8 +194,9 @@ void fmcu_workspace_layout(uint32_t max_tokens, uint32_t top_k, uint32_t hidden,
     ws->topk_ids = take(&at, P * 4);
     ws->topk_ids_logical = take(&at, P * 4);
     ws->pair_local = take(&at, P * 4);
-    ws->counts = take(&at, E * 4);
     ws->offsets = take(&at, (E + 1) * 4);
+    ws->plan_sync = take(&at, (E + 1) * 4);
+    ws->plan_cursor = take(&at, E * 4);
     ws->sorted = take(&at, P * 4);
     ws->tiles = take(&at, (size_t)fmcu_max_tiles((int64_t)P, local_experts, 16) * 8);
     ws->n_tiles = take(&at, 4);

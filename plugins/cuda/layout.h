@@ -49,7 +49,9 @@ typedef struct fmcu_ws {
     size_t topk_w, topk_ids;      /* [Mmax*k] f32 / i32: routing of the call (device copy), physical ids */
     size_t topk_ids_logical;      /* [Mmax*k] i32: the router's logical ids (topk_ids_out) */
     size_t pair_local;            /* [Mmax*k] i32: local expert of each (token, slot), or -1 */
-    size_t counts, offsets;       /* [E_local] i32, [E_local + 1] i32 */
+    size_t offsets;               /* [E_local + 1] i32 */
+    size_t plan_sync;             /* [E_local + 1] i32, zeroed at create: the wide plan's counts, then its done counter */
+    size_t plan_cursor;           /* [E_local] i32: the wide plan's next free sorted position per expert */
     size_t sorted;                /* [Mmax*k] i32: pair ids grouped by expert */
     size_t tiles;                 /* [max_tiles] int2: (expert, first sorted position) */
     size_t n_tiles;               /* i32 */

@@ -131,15 +131,25 @@ static fmoe_status cuda_create(fmoe_create_args *a)
     }
     L->tier = tier;
 
-    /* The one-launch decode's grid barrier counts from zero (its last CTA
-     * resets it after each call). */
+    /* The one-launch decode's grid barrier and the wide plan's counts and
+     * done counter start from zero (the last CTA of each resets them after
+     * each call). */
     static const uint32_t zero_sync[2] = {0, 0};
     fmcu_workspace_layout(L->max_tokens, L->top_k, L->hidden, L->inter, L->local_experts, L->logical_experts,
                           L->quant, L->block_k, &L->ws);
-    if (fmcu_prepare_kernels(L->device, why, sizeof why) != 0 ||
-        !(L->workspace = device_alloc(in, L->ws.total, why, sizeof why)) ||
-        fmcu_upload(L->device, (char *)L->workspace + L->ws.grid_sync, zero_sync, sizeof zero_sync, why,
-                    sizeof why) != 0 ||
+    uint32_t *zero_plan = calloc((size_t)L->local_experts + 1, sizeof *zero_plan);
+    if (!zero_plan) {
+        destroy_instance(in);
+        return h->error_set(a->err, FMOE_STATUS_OUT_OF_MEMORY, "out of memory");
+    }
+    int zeroed = fmcu_prepare_kernels(L->device, why, sizeof why) == 0 &&
+                 (L->workspace = device_alloc(in, L->ws.total, why, sizeof why)) != NULL &&
+                 fmcu_upload(L->device, (char *)L->workspace + L->ws.grid_sync, zero_sync, sizeof zero_sync, why,
+                             sizeof why) == 0 &&
+                 fmcu_upload(L->device, (char *)L->workspace + L->ws.plan_sync, zero_plan,
+                             ((size_t)L->local_experts + 1) * sizeof *zero_plan, why, sizeof why) == 0;
+    free(zero_plan);
+    if (!zeroed ||
         !(L->in_scales = device_alloc(in, 2 * sizeof(float), why, sizeof why)) ||
         (a->expert_map &&
          !(L->expert_map = upload(in, a->expert_map, (size_t)a->num_global_experts * sizeof(int32_t), why,

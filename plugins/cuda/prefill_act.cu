@@ -15,7 +15,8 @@
  * limit), its acceptance test is two multiply-adds (rounds_as_double), and
  * the double fallback is one out-of-line call. A thread loads all of its
  * chunks of a row before computing any (act_shape), and a per-token row
- * waits for its amax in registers unless it is longer than 4096 columns.
+ * waits for its amax in registers unless it is longer than 4096 columns
+ * (up to 1024 columns a warp takes the row: act_token_warp_kernel).
  * The output bits are those of the float version (bench/cuda/
  * act2-2026-11-23: same hashes).
  */
@@ -24,6 +25,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 #include <math.h>
+#include <stdlib.h>
 
 #include <algorithm>
 
@@ -207,6 +209,8 @@ template <int CH> struct row_chunks {
     __device__ __forceinline__ explicit row_chunks(uint32_t base = 0) : c0(base + threadIdx.x * 8), step(blockDim.x * 8)
     {
     }
+    /* thread t of n taking the row */
+    __device__ __forceinline__ row_chunks(uint32_t base, uint32_t t, uint32_t n) : c0(base + t * 8), step(n * 8) {}
     __device__ __forceinline__ uint32_t col(int j) const { return c0 + (uint32_t)j * step; }
 };
 
@@ -397,6 +401,34 @@ __global__ void __launch_bounds__(ACT_MAX_THREADS) act_kernel(const act_args a)
     }
 }
 
+/* Per-token (QM_TOKEN) rows of at most 32 * CH chunks, a warp each: the
+ * row's amax by shuffles, no block barrier. With a block per row, the
+ * barrier between a row's amax and its stores left the kernel waiting
+ * (Qwen3-30B-A3B's I = 768: 128 us at M = 8192 against ~84 of memory
+ * traffic, DRAM 59%; bench/cuda/act2-2026-11-23); here a warp's wait
+ * holds up only its own row. Same values as token_row (the amax is a max
+ * of the same values, which no order changes). */
+template <int K, int CH>
+__global__ void __launch_bounds__(ACT_MAX_THREADS) act_token_warp_kernel(const act_args a)
+{
+    const uint32_t lane = threadIdx.x & 31, I = a.I;
+    const int i = (int)(blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5));
+    if (i >= a.offsets[a.E])
+        return;
+    row_chunks<CH> r(0, lane, 32);
+    act_chunks<K, CH>(a, a.h + (int64_t)i * a.rows13, r);
+    const float s = scale_f32(warp_max(amax_of(chunks_amax(r, I))));
+    if (lane == 0)
+        a.scale[i] = s;
+    const bool fast = isfinite(s);
+    const float rcp = 1.0f / s;
+    uint8_t *q = (uint8_t *)a.dst + (int64_t)i * I;
+#pragma unroll
+    for (int j = 0; j < CH; j++)
+        if (r.col(j) < I)
+            quant8(r.w[j], s, rcp, fast, q + r.col(j));
+}
+
 /* The dynamic per-tensor GEMM2 input scale from an exact amax. wgmma's FP8
  * accumulation keeps fewer bits than f32 (DeepSeek-V3 3.3.2), so GEMM1 can
  * move the largest activation by a bf16 step against the reference; the
@@ -568,13 +600,54 @@ static act_launch act_shape(int mode, uint32_t I)
     return {(threads + 31) / 32 * 32, ch, 0};
 }
 
+template <int K> static bool launch_token_warp(const act_args &aa, unsigned rows, cudaStream_t st);
+
 template <int K>
 static void launch_act(const act_args &aa, act_launch sh, unsigned rows, cudaStream_t st)
 {
+    if (aa.mode == QM_TOKEN && launch_token_warp<K>(aa, rows, st))
+        return;
     switch (sh.ch) {
     case 1: act_kernel<K, 1><<<rows, sh.threads, sh.smem, st>>>(aa); break;
     case 2: act_kernel<K, 2><<<rows, sh.threads, sh.smem, st>>>(aa); break;
     default: act_kernel<K, 4><<<rows, sh.threads, sh.smem, st>>>(aa); break;
+    }
+}
+
+/* Chunks a lane takes in act_token_warp_kernel (0: a block per row): up to
+ * WARP_ROW_CH (I <= 1024). H100, M = 8192, same output bits
+ * (bench/cuda/plan-2026-11-23): Qwen3-30B-A3B's I = 768 (3 a lane) 128 ->
+ * 98 us; DeepSeek-V3's 2048 (8 a lane, 100 registers: 2 blocks an SM)
+ * 309 -> 542 us, so longer rows keep a block each. FMCU_PF_ACT_WARP=n
+ * (n <= WARP_ROW_MAX_CH) sets the bound instead, 0 never, for A/B
+ * measurements. */
+constexpr int WARP_ROW_CH = 4, WARP_ROW_MAX_CH = 8;
+constexpr unsigned WARP_ROW_WARPS = ACT_MAX_THREADS / 32;
+
+static int warp_row_ch(uint32_t I)
+{
+    static const int cap = [] {
+        const char *v = getenv("FMCU_PF_ACT_WARP");
+        return v && *v ? std::max(0, std::min(atoi(v), WARP_ROW_MAX_CH)) : WARP_ROW_CH;
+    }();
+    const uint32_t per_lane = ((I + 7) / 8 + 31) / 32;
+    for (int ch : {1, 2, 3, 4, 6, 8})
+        if (per_lane <= (uint32_t)ch)
+            return ch <= cap ? ch : 0;
+    return 0;
+}
+
+template <int K> static bool launch_token_warp(const act_args &aa, unsigned rows, cudaStream_t st)
+{
+    const dim3 grid((rows + WARP_ROW_WARPS - 1) / WARP_ROW_WARPS), block(ACT_MAX_THREADS);
+    switch (warp_row_ch(aa.I)) {
+    case 1: act_token_warp_kernel<K, 1><<<grid, block, 0, st>>>(aa); return true;
+    case 2: act_token_warp_kernel<K, 2><<<grid, block, 0, st>>>(aa); return true;
+    case 3: act_token_warp_kernel<K, 3><<<grid, block, 0, st>>>(aa); return true;
+    case 4: act_token_warp_kernel<K, 4><<<grid, block, 0, st>>>(aa); return true;
+    case 6: act_token_warp_kernel<K, 6><<<grid, block, 0, st>>>(aa); return true;
+    case 8: act_token_warp_kernel<K, 8><<<grid, block, 0, st>>>(aa); return true;
+    default: return false;
     }
 }
 

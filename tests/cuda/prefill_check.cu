@@ -906,6 +906,11 @@ static const shape checks[] = {
     {"fp8 tensor static I=4736 (8 chunks a thread)", TENSOR_S, 8, 2, 256, 4736, 200, SILU, 1, 0, 0, 0, 0, 0, 0, 0},
     {"fp8 channel silu limit 7 I=4736", CHANNEL, 8, 2, 256, 4736, 200, SILU, 1, 0, 0, 0, 0, 0, 0, 7.0f},
     {"bf16 swigluoai I=4736", "bf16", 8, 2, 256, 4736, 200, FMOE_ACT_SWIGLUOAI, 1, 0, 0, 0, 0, 0, 0, 0},
+    /* Per-token rows a warp each (act_token_warp_kernel): 3 chunks a lane with a limit, 4 with
+     * the last lanes' chunk past the row (I = 992: 124 chunks), 4 of another activation. */
+    {"fp8 channel silu limit 7 I=768 (warp rows, 3 chunks a lane)", CHANNEL, 8, 2, 256, 768, 300, SILU, 1, 0, 0, 0, 0, 0, 0, 7.0f},
+    {"fp8 channel I=992 (warp rows, 4 chunks a lane)", CHANNEL, 8, 2, 256, 992, 300, SILU, 1, 0, 0, 0, 0, 0, 0, 0},
+    {"fp8 channel swigluoai I=1024 (warp rows)", CHANNEL, 8, 2, 256, 1024, 300, FMOE_ACT_SWIGLUOAI, 1, 0, 0, 0, 0, 0, 0, 0},
 };
 
 static const shape benches[] = {

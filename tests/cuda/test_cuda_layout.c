@@ -264,6 +264,11 @@ START_TEST(workspace)
         if (quant == FMCU_Q_BLOCK)
             ck_assert_uint_ge(ws.act - ws.a1_scale, 100 * 3 * 4);  /* 320 / 128 -> 3 groups */
     }
+    /* The plan's per-expert buffers with more experts than 256 bytes hold. */
+    fmcu_workspace_layout(100, 8, 320, 256, 300, 300, FMCU_Q_NONE, 128, &ws);
+    ck_assert_uint_ge(ws.plan_sync - ws.offsets, 301 * 4);
+    ck_assert_uint_ge(ws.plan_cursor - ws.plan_sync, 301 * 4);   /* counts [E] + done counter */
+    ck_assert_uint_ge(ws.sorted - ws.plan_cursor, 300 * 4);
 }
 END_TEST
 
