@@ -16,66 +16,9 @@
 
 namespace fmcu_pf {
 
-inline __device__ double silu_d(double x)
-{
-    return x / (1.0 + exp(-x));
-}
-
-inline __device__ double gate_fn(int32_t act, double g)
-{
-    switch (act) {
-    case FMOE_ACT_SILU: return silu_d(g);
-    case FMOE_ACT_GELU: return 0.5 * g * erfc(-g * 0.70710678118654752440);
-    case FMOE_ACT_GELU_TANH: {
-        double inner = 0.79788456080286535588 * (g + 0.044715 * g * g * g);
-        return 0.5 * g * (1.0 + tanh(inner));
-    }
-    case FMOE_ACT_RELU2: {
-        double r = g > 0.0 ? g : 0.0;
-        return r * r;
-    }
-    default: return nan("");
-    }
-}
-
-inline __device__ double min_keep_nan(double x, double hi)
-{
-    return x > hi ? hi : x;
-}
-
-inline __device__ double clamp_keep_nan(double x, double lo, double hi)
-{
-    return x < lo ? lo : x > hi ? hi : x;
-}
-
-struct act_fn {
-    int32_t activation;
-    int gated;
-    float alpha, limit;
-};
-
-inline __device__ float activate(const act_fn &p, float gf, float uf)
-{
-    double g = gf, u = uf, limit = p.limit;
-    if (!p.gated)
-        return (float)gate_fn(p.activation, g);
-    switch (p.activation) {
-    case FMOE_ACT_SWIGLUOAI:
-        if (limit > 0.0) {
-            g = min_keep_nan(g, limit);
-            u = clamp_keep_nan(u, -limit, limit);
-        }
-        return (float)(g * (1.0 / (1.0 + exp(-((double)p.alpha * g)))) * (u + 1.0));
-    case FMOE_ACT_SWIGLUSTEP:
-        return (float)(min_keep_nan(silu_d(g), 7.0) * clamp_keep_nan(u, -7.0, 7.0));
-    default:
-        if (p.activation == FMOE_ACT_SILU && limit > 0.0) {
-            g = min_keep_nan(g, limit);
-            u = clamp_keep_nan(u, -limit, limit);
-        }
-        return (float)(gate_fn(p.activation, g) * u);
-    }
-}
+/* The activations as gemm.cu's epilogue computes them (device_math.cuh). */
+using act_fn = fmcu_dev::act_params;
+using fmcu_dev::activate;
 
 /* round_bf16(activate(p, g, u)), faster for SiLU: evaluated in f32 (at most
  * ~8 ulps from the double value rounded to f32: expf 2 ulps, then four

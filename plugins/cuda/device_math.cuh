@@ -140,6 +140,22 @@ __device__ __forceinline__ float warp_max(float v)
     return v;
 }
 
+/* The largest of the block's values (every thread gets it); red holds one
+ * float per warp. Its barriers also order what the block wrote before it. */
+__device__ __forceinline__ float block_max(float v, float *red)
+{
+    v = warp_max(v);
+    const int w = threadIdx.x >> 5;
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0)
+        red[w] = v;
+    __syncthreads();
+    float m = 0.0f;
+    for (int i = 0; i < (int)(blockDim.x >> 5); i++)
+        m = red[i] > m ? red[i] : m;
+    return m;
+}
+
 __device__ __forceinline__ uint8_t to_e4m3(float v, float s)
 {
     return (uint8_t)__nv_cvt_float_to_fp8(v / s, __NV_SATFINITE, __NV_E4M3);

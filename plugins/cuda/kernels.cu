@@ -318,22 +318,7 @@ using fmcu_dev::scale_f32;
 using fmcu_dev::scale_ue8m0;
 using fmcu_dev::to_e4m3;
 
-__device__ float block_max(float v, float *red)
-{
-    for (int o = 16; o; o >>= 1) {
-        float x = __shfl_xor_sync(0xffffffffu, v, o);
-        v = x > v ? x : v;
-    }
-    int w = threadIdx.x >> 5;
-    __syncthreads();
-    if ((threadIdx.x & 31) == 0)
-        red[w] = v;
-    __syncthreads();
-    float m = 0.0f;
-    for (int i = 0; i < (int)(blockDim.x >> 5); i++)
-        m = red[i] > m ? red[i] : m;
-    return m;
-}
+using fmcu_dev::block_max;
 
 /* One row by one block (blockDim a multiple of 32); `red` holds 32 floats. */
 __device__ void quant_row(const quant_args &a, int64_t row, float *red)
@@ -485,6 +470,29 @@ __device__ __forceinline__ int local_of(const plan_args &a, int32_t id)
     return l >= 0 && l < (int)a.local_experts ? l : -1;
 }
 
+/* Pairs p0 + j * stride (j < N) to their local experts (pair_local), counted
+ * into shared cnt; all N ids are loaded before the first is used. */
+template <int N>
+__device__ __forceinline__ void count_pairs(const plan_args &a, int64_t p0, int64_t stride, int *cnt)
+{
+    int32_t id[N];
+#pragma unroll
+    for (int j = 0; j < N; j++) {
+        const int64_t p = p0 + j * stride;
+        id[j] = p < a.pairs ? a.ids[p] : -1;
+    }
+#pragma unroll
+    for (int j = 0; j < N; j++) {
+        const int64_t p = p0 + j * stride;
+        if (p >= a.pairs)
+            break;
+        const int l = local_of(a, id[j]);
+        a.pair_local[p] = l;
+        if (l >= 0)
+            atomicAdd(&cnt[l], 1);
+    }
+}
+
 /* From the per-expert counts in shared memory (cnt[E]): the offsets (to
  * shared off[E + 1] and global a.offsets), the row-tile list and its
  * length. Each thread takes a contiguous run of experts; one block. */
@@ -540,24 +548,8 @@ __global__ void plan_kernel(const plan_args a)
      * latency per pair and thread was most of the kernel: 97 -> 80 us at
      * 65536 pairs on an H100, bench/cuda/act2-2026-11-23). */
     const int64_t step = (int64_t)blockDim.x * PLAN_BATCH;
-    for (int64_t p0 = threadIdx.x; p0 < a.pairs; p0 += step) {
-        int32_t id[PLAN_BATCH];
-#pragma unroll
-        for (int j = 0; j < PLAN_BATCH; j++) {
-            const int64_t p = p0 + (int64_t)j * blockDim.x;
-            id[j] = p < a.pairs ? a.ids[p] : -1;
-        }
-#pragma unroll
-        for (int j = 0; j < PLAN_BATCH; j++) {
-            const int64_t p = p0 + (int64_t)j * blockDim.x;
-            if (p >= a.pairs)
-                break;
-            const int l = local_of(a, id[j]);
-            a.pair_local[p] = l;
-            if (l >= 0)
-                atomicAdd(&cnt[l], 1);
-        }
-    }
+    for (int64_t p0 = threadIdx.x; p0 < a.pairs; p0 += step)
+        count_pairs<PLAN_BATCH>(a, p0, blockDim.x, cnt);
     __syncthreads();
     plan_layout(a, cnt, off);
     __syncthreads();
@@ -629,23 +621,7 @@ __global__ void __launch_bounds__(PLAN_WIDE_THREADS) plan_count_kernel(const pla
         cnt[i] = 0;
     fmcu_dev::pdl_wait();
     __syncthreads();
-    const int64_t p0 = (int64_t)blockIdx.x * PLAN_WIDE_CHUNK + threadIdx.x;
-    int32_t id[PLAN_WIDE_BATCH];
-#pragma unroll
-    for (int j = 0; j < PLAN_WIDE_BATCH; j++) {
-        const int64_t p = p0 + (int64_t)j * PLAN_WIDE_THREADS;
-        id[j] = p < a.pairs ? a.ids[p] : -1;
-    }
-#pragma unroll
-    for (int j = 0; j < PLAN_WIDE_BATCH; j++) {
-        const int64_t p = p0 + (int64_t)j * PLAN_WIDE_THREADS;
-        if (p >= a.pairs)
-            break;
-        const int l = local_of(a, id[j]);
-        a.pair_local[p] = l;
-        if (l >= 0)
-            atomicAdd(&cnt[l], 1);
-    }
+    count_pairs<PLAN_WIDE_BATCH>(a, (int64_t)blockIdx.x * PLAN_WIDE_CHUNK + threadIdx.x, PLAN_WIDE_THREADS, cnt);
     __syncthreads();
     for (int i = threadIdx.x; i < E; i += blockDim.x)
         if (cnt[i])

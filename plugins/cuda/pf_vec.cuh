@@ -33,22 +33,8 @@ __device__ __forceinline__ uint32_t to_e4m3(float v, float s)
 }
 
 using fmcu_dev::amax_step;
+using fmcu_dev::block_max;
 using fmcu_dev::warp_max;
-
-/* Max over the block (every thread gets it). */
-inline __device__ float block_max(float v, float *red)
-{
-    v = warp_max(v);
-    int w = threadIdx.x >> 5;
-    __syncthreads();
-    if ((threadIdx.x & 31) == 0)
-        red[w] = v;
-    __syncthreads();
-    float m = 0.0f;
-    for (int i = 0; i < (int)(blockDim.x >> 5); i++)
-        m = red[i] > m ? red[i] : m;
-    return m;
-}
 
 __device__ __forceinline__ float round_bf16(float v)
 {
