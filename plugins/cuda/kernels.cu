@@ -13,7 +13,7 @@
  *             counts, offsets, pairs sorted by expert, the row-tile list;
  *             blocks 1..M: the GEMM1 input quantization below, a row each
  *             (the decode chain's separate quant launch, folded in). From
- *             PLAN_WIDE_PAIRS pairs: the same over many blocks in two
+ *             FMCU_PLAN_WIDE_PAIRS pairs: the same over many blocks in two
  *             launches (count, scatter).
  *   amax      dynamic per-tensor scales: max |x| over the GEMM input (atomicMax
  *             on the float bits, which order like the non-negative floats).
@@ -53,6 +53,7 @@
 #include "plugins/cuda/decode_tail.h"
 #include "plugins/cuda/device_math.cuh"
 #include "plugins/cuda/gemm.h"
+#include "plugins/cuda/launch_shape.h"
 #include "plugins/cuda/prefill.h"
 #include "plugins/cuda/tier.h"
 
@@ -526,7 +527,7 @@ __device__ void plan_layout(const plan_args &a, const int *cnt, int *off)
  * loop over experts costs a global-memory latency per expert, which at
  * decode sizes is most of the kernel). Blocks 1.. (when the forward asks)
  * quantize one row of the GEMM1 input each, as quant_kernel would: one
- * launch less in the decode chain. Calls of PLAN_WIDE_PAIRS pairs or more
+ * launch less in the decode chain. Calls of FMCU_PLAN_WIDE_PAIRS pairs or more
  * take plan_count_kernel and plan_scatter_kernel instead. */
 __global__ void plan_kernel(const plan_args a)
 {
@@ -588,20 +589,11 @@ __global__ void plan_kernel(const plan_args a)
  * result depends on it. counts and done start at zero (zeroed at create). */
 constexpr int PLAN_WIDE_THREADS = 512, PLAN_WIDE_BATCH = 4;
 constexpr int PLAN_WIDE_CHUNK = PLAN_WIDE_THREADS * PLAN_WIDE_BATCH;
-constexpr int64_t PLAN_WIDE_PAIRS = 8192;
-
-/* Pairs from which the wide plan runs: PLAN_WIDE_PAIRS, or FMCU_PLAN_WIDE
- * (0: never; 1: every call, which the conformance suite can run to check
- * it on small cases). */
+/* Pairs from which the wide plan runs (launch_shape.h; FMCU_PLAN_WIDE read
+ * once per process). */
 int64_t plan_wide_pairs()
 {
-    static const int64_t v = [] {
-        const char *e = getenv("FMCU_PLAN_WIDE");
-        if (!e || !*e)
-            return PLAN_WIDE_PAIRS;
-        const long long n = atoll(e);
-        return n <= 0 ? INT64_MAX : (int64_t)n;
-    }();
+    static const int64_t v = fmcu_plan_wide_pairs(getenv("FMCU_PLAN_WIDE"));
     return v;
 }
 

@@ -14,13 +14,14 @@
  * two; the SiLU form is chosen at compile time (no clamps without a
  * limit), its acceptance test is two multiply-adds (rounds_as_double), and
  * the double fallback is one out-of-line call. A thread loads all of its
- * chunks of a row before computing any (act_shape), and a per-token row
+ * chunks of a row before computing any (fmcu_act_shape), and a per-token row
  * waits for its amax in registers unless it is longer than 4096 columns
  * (up to 1024 columns a warp takes the row: act_token_warp_kernel).
  * The output bits are those of the float version (bench/cuda/
  * act2-2026-11-23: same hashes).
  */
 #include "plugins/cuda/prefill_act.h"
+#include "plugins/cuda/launch_shape.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
@@ -201,7 +202,7 @@ __device__ __forceinline__ void load_gate_up(const act_args &a, const bf16 *hrow
 /* A thread's chunks of a row: CH chunks of 8 columns, c0 + j * step for
  * j < CH (each warp's 16-byte accesses contiguous), held in registers
  * from the loads to the stores. The launch gives a row enough threads to
- * take it in one pass (act_shape) where the values must wait for the row's
+ * take it in one pass (fmcu_act_shape) where the values must wait for the row's
  * amax (per token), passes of CH * blockDim * 8 columns otherwise. */
 template <int CH> struct row_chunks {
     uint32_t w[CH][4];
@@ -259,7 +260,7 @@ __device__ __forceinline__ void quant8(const uint32_t w[4], float s, float rcp, 
  * thread's chunks (row_chunks r, from column r.c0) as packed bf16; the
  * block's amax gives the scale (also written to *scale), then e4m3 to q
  * [I]. A row of at most CH * blockDim * 8 columns waits for its amax in
- * registers; a longer one (act_shape: more than 512 chunks) in shared
+ * registers; a longer one (fmcu_act_shape: more than 512 chunks) in shared
  * memory sv [I / 8]. */
 template <int CH, class Fill>
 __device__ __forceinline__ void token_row(Fill fill, uint32_t I, uint4 *sv, float *red, float *scale, uint8_t *q)
@@ -572,41 +573,40 @@ __global__ void __launch_bounds__(256) fixup_kernel(const fixup_args a)
 /* The stage                                                                 */
 /* ------------------------------------------------------------------------ */
 
-/* Threads per row and chunks per thread (row_chunks), from measurements
- * (bench/cuda/act2-2026-11-23): one chunk per thread up to 128 chunks
- * (Qwen3-30B-A3B's I = 768: 96 threads), 2 up to 256 (DeepSeek-V3's 2048:
- * 128 threads), 4 up to 512 (gpt-oss's 2880: 96 threads), so that a thread
- * has 2 to 8 loads in flight before its first value and a per-token row
- * waits for its amax in registers. Longer rows (Mixtral's 14336): 256
- * threads of 2 chunks a pass, a per-token row staged in shared memory
- * (smem bytes): 8 chunks a thread, one pass, ran at 2 blocks an SM and
- * half the bandwidth. The block scheme: a half-warp per 128-column group,
- * up to 8 warps. */
-struct act_launch {
-    unsigned threads;
-    int ch;
-    size_t smem;
-};
+/* Why each shape: launch_shape.h (fmcu_act_shape, unit-tested without a
+ * GPU). Each QM_* is the FMCU_ACT_* of the same value. */
+static_assert(QM_BF16 == FMCU_ACT_BF16 && QM_TENSOR == FMCU_ACT_TENSOR && QM_TOKEN == FMCU_ACT_TOKEN &&
+                  QM_GROUP == FMCU_ACT_GROUP && GROUP == FMCU_ACT_GROUP_COLS && ACT_MAX_THREADS == FMCU_ACT_MAX_THREADS,
+              "launch_shape.h's forms and sizes are prefill_act's");
 
-static act_launch act_shape(int mode, uint32_t I)
+/* FMCU_PF_ACT_WARP, read once per process. */
+static int warp_cap()
 {
-    if (mode == QM_GROUP)
-        return {32 * std::max(1u, std::min(8u, (I / GROUP + 1) / 2)), 1, 0};
-    const uint32_t chunks = (I + 7) / 8;
-    if (chunks > 512)
-        return {256, 2, mode == QM_TOKEN ? (size_t)I * sizeof(bf16) : 0};
-    const int ch = chunks <= 128 ? 1 : chunks <= 256 ? 2 : 4;
-    const unsigned threads = (chunks + ch - 1) / ch;
-    return {(threads + 31) / 32 * 32, ch, 0};
+    static const int cap = fmcu_act_warp_cap(getenv("FMCU_PF_ACT_WARP"));
+    return cap;
 }
 
-template <int K> static bool launch_token_warp(const act_args &aa, unsigned rows, cudaStream_t st);
+template <int K> static void launch_token_warp(const act_args &aa, int ch, unsigned rows, cudaStream_t st)
+{
+    constexpr unsigned warps = ACT_MAX_THREADS / 32;
+    const dim3 grid((rows + warps - 1) / warps), block(ACT_MAX_THREADS);
+    switch (ch) {
+    case 1: act_token_warp_kernel<K, 1><<<grid, block, 0, st>>>(aa); break;
+    case 2: act_token_warp_kernel<K, 2><<<grid, block, 0, st>>>(aa); break;
+    case 3: act_token_warp_kernel<K, 3><<<grid, block, 0, st>>>(aa); break;
+    case 4: act_token_warp_kernel<K, 4><<<grid, block, 0, st>>>(aa); break;
+    case 6: act_token_warp_kernel<K, 6><<<grid, block, 0, st>>>(aa); break;
+    default: act_token_warp_kernel<K, 8><<<grid, block, 0, st>>>(aa); break;
+    }
+}
 
 template <int K>
-static void launch_act(const act_args &aa, act_launch sh, unsigned rows, cudaStream_t st)
+static void launch_act(const act_args &aa, const fmcu_act_launch &sh, unsigned rows, cudaStream_t st)
 {
-    if (aa.mode == QM_TOKEN && launch_token_warp<K>(aa, rows, st))
+    if (sh.warp_rows) {
+        launch_token_warp<K>(aa, sh.ch, rows, st);
         return;
+    }
     switch (sh.ch) {
     case 1: act_kernel<K, 1><<<rows, sh.threads, sh.smem, st>>>(aa); break;
     case 2: act_kernel<K, 2><<<rows, sh.threads, sh.smem, st>>>(aa); break;
@@ -614,44 +614,7 @@ static void launch_act(const act_args &aa, act_launch sh, unsigned rows, cudaStr
     }
 }
 
-/* Chunks a lane takes in act_token_warp_kernel (0: a block per row): up to
- * WARP_ROW_CH (I <= 1024). H100, M = 8192, same output bits
- * (bench/cuda/plan-2026-11-23): Qwen3-30B-A3B's I = 768 (3 a lane) 128 ->
- * 98 us; DeepSeek-V3's 2048 (8 a lane, 100 registers: 2 blocks an SM)
- * 309 -> 542 us, so longer rows keep a block each. FMCU_PF_ACT_WARP=n
- * (n <= WARP_ROW_MAX_CH) sets the bound instead, 0 never, for A/B
- * measurements. */
-constexpr int WARP_ROW_CH = 4, WARP_ROW_MAX_CH = 8;
-constexpr unsigned WARP_ROW_WARPS = ACT_MAX_THREADS / 32;
-
-static int warp_row_ch(uint32_t I)
-{
-    static const int cap = [] {
-        const char *v = getenv("FMCU_PF_ACT_WARP");
-        return v && *v ? std::max(0, std::min(atoi(v), WARP_ROW_MAX_CH)) : WARP_ROW_CH;
-    }();
-    const uint32_t per_lane = ((I + 7) / 8 + 31) / 32;
-    for (int ch : {1, 2, 3, 4, 6, 8})
-        if (per_lane <= (uint32_t)ch)
-            return ch <= cap ? ch : 0;
-    return 0;
-}
-
-template <int K> static bool launch_token_warp(const act_args &aa, unsigned rows, cudaStream_t st)
-{
-    const dim3 grid((rows + WARP_ROW_WARPS - 1) / WARP_ROW_WARPS), block(ACT_MAX_THREADS);
-    switch (warp_row_ch(aa.I)) {
-    case 1: act_token_warp_kernel<K, 1><<<grid, block, 0, st>>>(aa); return true;
-    case 2: act_token_warp_kernel<K, 2><<<grid, block, 0, st>>>(aa); return true;
-    case 3: act_token_warp_kernel<K, 3><<<grid, block, 0, st>>>(aa); return true;
-    case 4: act_token_warp_kernel<K, 4><<<grid, block, 0, st>>>(aa); return true;
-    case 6: act_token_warp_kernel<K, 6><<<grid, block, 0, st>>>(aa); return true;
-    case 8: act_token_warp_kernel<K, 8><<<grid, block, 0, st>>>(aa); return true;
-    default: return false;
-    }
-}
-
-static void launch_quant_token(const act_args &aa, act_launch sh, unsigned rows, cudaStream_t st)
+static void launch_quant_token(const act_args &aa, const fmcu_act_launch &sh, unsigned rows, cudaStream_t st)
 {
     const int32_t *total = aa.offsets + aa.E;
     uint8_t *dst = (uint8_t *)aa.dst;
@@ -666,7 +629,7 @@ cudaError_t act_stage(const act_args &aa, const fixup_args *fused, unsigned rows
 {
     if (aa.mode == QM_TOKEN && aa.I > TOKEN_MAX_I)
         return cudaErrorInvalidValue; /* refused at create (fmcu_prefill_supported) */
-    const act_launch sh = act_shape(aa.mode, aa.I);
+    const fmcu_act_launch sh = fmcu_act_shape(aa.mode, aa.I, fused ? 0 : warp_cap()); /* the fused path's quant: blocks */
     const int32_t *total = aa.offsets + aa.E;
     if (!fused) {
         const bool silu = aa.fn.gated && aa.fn.activation == FMOE_ACT_SILU;

@@ -1,0 +1,72 @@
+/*
+ * plugins/cuda/launch_shape.h - launch shapes of small kernels, decided on
+ * the host from the layer's sizes alone (a captured CUDA graph never
+ * depends on device data), and the environment knobs that override them
+ * for measurements. Pure C, unit-tested without a GPU (tests/cuda).
+ *
+ *   plan  kernels.cu: one block plans a call below FMCU_PLAN_WIDE_PAIRS
+ *         pairs; from there the count and scatter kernels over many blocks
+ *         (80 -> 13 us at 65536 pairs on an H100, bench/cuda/plan-2026-11-23).
+ *   act   prefill_act.cu: the activation stage of the prefill tier, a row
+ *         per block or (per-token GEMM2 inputs of at most 4 chunks of 8
+ *         columns a lane) per warp.
+ */
+#ifndef FMOE_PLUGIN_CUDA_LAUNCH_SHAPE_H
+#define FMOE_PLUGIN_CUDA_LAUNCH_SHAPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FMCU_PLAN_WIDE_PAIRS 8192
+
+/* Pairs from which the wide plan runs, from FMCU_PLAN_WIDE's value: NULL,
+ * "" or not a whole number: FMCU_PLAN_WIDE_PAIRS; 0 (or less): never
+ * (INT64_MAX); n: from n pairs (1: every call, which the conformance
+ * suite can run to check the wide plan on small cases). */
+int64_t fmcu_plan_wide_pairs(const char *env);
+
+/* The GEMM2 input the activation stage writes (prefill_act.cu's QM_*). */
+#define FMCU_ACT_BF16   0 /* bf16 */
+#define FMCU_ACT_TENSOR 1 /* e4m3, one scale */
+#define FMCU_ACT_TOKEN  2 /* e4m3, a scale per row */
+#define FMCU_ACT_GROUP  3 /* e4m3, a scale per 1 x FMCU_ACT_GROUP_COLS group */
+
+#define FMCU_ACT_GROUP_COLS  128
+#define FMCU_ACT_MAX_THREADS 256
+/* Chunks of 8 columns a lane takes in a warp row: up to FMCU_ACT_WARP_CH by
+ * default (I <= 1024). H100, M = 8192, same bits: Qwen3-30B-A3B's I = 768
+ * (3 a lane) 128 -> 98 us against a block per row; DeepSeek-V3's 2048 (8 a
+ * lane, 100 registers, 2 blocks an SM) 309 -> 542 us, so longer rows keep a
+ * block (bench/cuda/plan-2026-11-23). */
+#define FMCU_ACT_WARP_CH     4
+#define FMCU_ACT_WARP_MAX_CH 8
+
+/* The bound on warp rows from FMCU_PF_ACT_WARP's value: NULL, "" or not a
+ * whole number: FMCU_ACT_WARP_CH; n: n clamped to 0 (never) ..
+ * FMCU_ACT_WARP_MAX_CH. */
+int fmcu_act_warp_cap(const char *env);
+
+typedef struct fmcu_act_launch {
+    unsigned threads; /* a block */
+    int ch;           /* chunks of 8 columns a thread takes a pass (a lane a row, warp rows): 1, 2, 3, 4, 6 or 8 */
+    size_t smem;      /* dynamic shared memory: a per-token row past 512 chunks waits for its amax there */
+    int warp_rows;    /* 1: a row per warp, FMCU_ACT_MAX_THREADS / 32 rows a block */
+} fmcu_act_launch;
+
+/* The activation kernel's launch for GEMM2 inputs of form `mode`
+ * (FMCU_ACT_*) and I columns, warp rows up to `warp_cap` chunks a lane.
+ * Block rows (bench/cuda/act2-2026-11-23): one chunk a thread up to 128
+ * chunks, 2 up to 256, 4 up to 512 (so a thread has 2 to 8 loads in flight
+ * and a per-token row waits for its amax in registers), then 256 threads of
+ * 2 chunks a pass; the block scheme a half-warp per 128-column group, up to
+ * 8 warps. */
+fmcu_act_launch fmcu_act_shape(int mode, uint32_t I, int warp_cap);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
