@@ -10,3 +10,14 @@ mkdir -p "$U" && rm -rf "$U/b" && tar -C "$U" -xzf "$D/b.tar.gz"
 B=$U/b; R=$B/plugins/reference/reference.toml; C=$B/plugins/cuda/cuda.toml
 export LD_LIBRARY_PATH=$B:$PWD/$D/lib FMOE_CONFIG=$E
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+# prefill_check --bench SHAPE at M tokens on SCHEMES once per FMCU_PF_OWN value given (the prefill
+# tier's GEMM kinds; "default" leaves the variable empty): stage times and output hashes.
+# usage: pf_bench_own SHAPE M SCHEMES OWN...
+pf_bench_own() {
+  local sh=$1 m=$2 sc=$3; shift 3
+  for o in "$@"; do
+    echo "== FMCU_PF_OWN=$o $sh M=$m $sc"
+    FMCU_PF_OWN=$([ "$o" = default ] || echo "$o") PREFILL_BENCH_M=$m PREFILL_BENCH_SCHEMES=$sc timeout 120 \
+      $B/tests/cuda/prefill_check $R $E --bench $sh 2>&1 | grep -v "^device\|^all passed"
+  done
+}

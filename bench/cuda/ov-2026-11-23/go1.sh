@@ -17,18 +17,11 @@ echo "== grouped_gemm_check --bench bf16"; GG_BENCH_BF16=1 GG_BENCH_KINDS=2345 t
 echo "== prefill_check FMCU_PF_OWN=15"; FMCU_PF_OWN=15 timeout 200 $B/tests/cuda/prefill_check $R $E 2>&1 | grep -E "FAIL|passed"
 echo "== prefill_check FMCU_PF_OWN=55 bf16"; FMCU_PF_OWN=55 timeout 200 $B/tests/cuda/prefill_check $R $E --check bf16 2>&1 | grep -E "FAIL|passed"
 } 2>&1 | tee $OUT/prefill-check.txt
-bench() { # SHAPE M SCHEMES OWN...
-  local sh=$1 m=$2 sc=$3; shift 3
-  for o in "$@"; do
-    echo "== FMCU_PF_OWN=$o $sh M=$m $sc"
-    FMCU_PF_OWN=$o PREFILL_BENCH_M=$m PREFILL_BENCH_SCHEMES=$sc timeout 120 $B/tests/cuda/prefill_check $R $E --bench $sh 2>&1 | grep -v "^device\|^all passed"
-  done
-}
 {
-bench qwen3-30b 8192 channel default 15 default 15
-bench qwen3-30b 8192 bf16 default 25 55 default 25 55
-bench qwen3-30b 1024 channel default 15
-bench deepseek 8192 channel default 15
-bench gpt-oss 8192 channel default 15
-bench mixtral 8192 channel default 15
+pf_bench_own qwen3-30b 8192 channel default 15 default 15
+pf_bench_own qwen3-30b 8192 bf16 default 25 55 default 25 55
+pf_bench_own qwen3-30b 1024 channel default 15
+pf_bench_own deepseek 8192 channel default 15
+pf_bench_own gpt-oss 8192 channel default 15
+pf_bench_own mixtral 8192 channel default 15
 } 2>&1 | tee $OUT/prefill-bench.txt
