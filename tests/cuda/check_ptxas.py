@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""Compile one CUDA source for sm_90a with ptxas's report (-Xptxas -v) and
+fail where ptxas says it made a kernel slower than its source asks:
+
+- wgmma performance notes (C7510-C7519): wgmma instructions serialized
+  (each followed by a full wait), or waits injected because an accumulator
+  was read while its wgmma may still run. The kernel stays correct, so only
+  the report shows it; bench/cuda/ov-2026-11-23 met both.
+- with --no-spills, any kernel that spills registers to local memory.
+
+This needs no GPU, so CI runs it (meson test check_ptxas_*, suite cuda).
+
+    check_ptxas.py [--no-spills] NVCC SOURCE [NVCC_ARGS...]
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+NOTE = re.compile(r"\((C751\d)\)")
+ENTRY = re.compile(r"Function properties for (\S+)")
+SPILL = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
+
+
+def readable(symbol):
+    """The kernel's C++ name where c++filt is installed, else the symbol."""
+    tool = shutil.which("c++filt")
+    if not tool or not symbol:
+        return symbol
+    out = subprocess.run([tool, symbol], capture_output=True, text=True)
+    return out.stdout.strip() or symbol
+
+
+def main(argv):
+    no_spills = "--no-spills" in argv
+    args = [a for a in argv if a != "--no-spills"]
+    if len(args) < 2:
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
+    nvcc, source, extra = args[0], args[1], args[2:]
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [nvcc, "-std=c++17", "-O3", "-gencode=arch=compute_90a,code=sm_90a", "-Xptxas", "-v", *extra,
+               "-c", source, "-o", os.path.join(tmp, "x.o")]
+        run = subprocess.run(cmd, capture_output=True, text=True)
+    report = run.stdout + run.stderr
+    if run.returncode != 0:
+        print(report)
+        print(f"FAIL: nvcc exited {run.returncode}: {' '.join(cmd)}")
+        return 1
+    problems = []
+    kernels = 0
+    current = None
+    for line in report.splitlines():
+        note = NOTE.search(line)
+        if note:
+            problems.append(f"{note.group(1)}: {line.split(': ', 1)[-1].strip()}")
+        entry = ENTRY.search(line)
+        if entry:
+            current = entry.group(1)
+            kernels += 1
+        spill = SPILL.search(line)
+        if spill and no_spills and (int(spill.group(1)) or int(spill.group(2))):
+            problems.append(f"spills {spill.group(1)} B stored, {spill.group(2)} B loaded: {readable(current)}")
+    if kernels == 0:
+        print(report)
+        print(f"FAIL: ptxas reported no kernel for {source} (did -Xptxas -v change its output?)")
+        return 1
+    name = os.path.basename(source)
+    if problems:
+        for p in problems:
+            print(f"FAIL {name}: {p}")
+        return 1
+    print(f"PASS {name}: {kernels} kernels, no wgmma performance notes" + (", no spills" if no_spills else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
