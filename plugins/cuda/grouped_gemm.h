@@ -32,6 +32,8 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "plugins/cuda/launch_shape.h"
+
 struct fmcu_gg_args {
     const uint8_t *a;        /* [rows_cap, K] */
     const uint8_t *b;        /* [E, N, K] */
@@ -45,15 +47,8 @@ struct fmcu_gg_args {
     int bf16;                 /* A and B bf16, no scales (fast kinds: wgmma accumulates bf16 in f32) */
 };
 
-/* Tile kinds: columns per tile and accumulation. */
-enum fmcu_gg_kind {
-    FMCU_GG_N128_PROMOTED,
-    FMCU_GG_N192_PROMOTED,
-    FMCU_GG_N256_FAST,
-    FMCU_GG_N128_FAST,
-    FMCU_GG_N192_FAST,
-    FMCU_GG_KINDS
-};
+/* Tile kinds (fmcu_gg_kind) are in launch_shape.h, with the host-side
+ * choice of them (fmcu_gg_kinds), unit-tested without a GPU. */
 
 /* The largest number of experts the kernel's tile table holds. */
 #define FMCU_GG_MAX_EXPERTS 1024

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* A whole number filling all of s, else 0 with *ok = 0. */
 static long long whole(const char *s, int *ok)
@@ -73,4 +74,34 @@ fmcu_act_launch fmcu_act_shape(int mode, uint32_t I, int warp_cap)
     const uint32_t threads = (chunks + (uint32_t)l.ch - 1) / (uint32_t)l.ch;
     l.threads = (threads + 31) / 32 * 32;
     return l;
+}
+
+int fmcu_gg_promoted(int kind)
+{
+    return kind == FMCU_GG_N128_PROMOTED || kind == FMCU_GG_N192_PROMOTED;
+}
+
+/* H rounded up to whole tiles of bn columns. */
+static uint32_t padded(uint32_t H, uint32_t bn)
+{
+    return (H + bn - 1) / bn * bn;
+}
+
+void fmcu_gg_kinds(int bf16, int64_t rows, uint32_t H, const char *env, int *k1, int *k2)
+{
+    *k1 = bf16 ? FMCU_GG_N256_FAST : FMCU_GG_N192_PROMOTED;
+    const uint32_t width = rows < 128 ? 128 : 256;
+    *k2 = padded(H, 192) < padded(H, width) ? FMCU_GG_N192_FAST
+          : width == 128                    ? FMCU_GG_N128_FAST
+                                            : FMCU_GG_N256_FAST;
+    if (!env || strlen(env) != 2)
+        return;
+    for (int j = 0; j < 2; j++) {
+        int *k = j ? k2 : k1;
+        const int d = env[j] - '0';
+        if (env[j] == 'c')
+            *k = -1;
+        else if (d >= 0 && d < FMCU_GG_KINDS && !(bf16 && fmcu_gg_promoted(d)))
+            *k = d;
+    }
 }

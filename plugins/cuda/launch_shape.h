@@ -10,6 +10,8 @@
  *   act   prefill_act.cu: the activation stage of the prefill tier, a row
  *         per block or (per-token GEMM2 inputs of at most 4 chunks of 8
  *         columns a lane) per warp.
+ *   gg    prefill_sm90.cu: the tile kinds of our grouped GEMM
+ *         (grouped_gemm.h) for the prefill tier's GEMM1 and GEMM2.
  */
 #ifndef FMOE_PLUGIN_CUDA_LAUNCH_SHAPE_H
 #define FMOE_PLUGIN_CUDA_LAUNCH_SHAPE_H
@@ -65,6 +67,35 @@ typedef struct fmcu_act_launch {
  * 2 chunks a pass; the block scheme a half-warp per 128-column group, up to
  * 8 warps. */
 fmcu_act_launch fmcu_act_shape(int mode, uint32_t I, int warp_cap);
+
+/* Our grouped GEMM's tile kinds (grouped_gemm.h, grouped_gemm_sm90.cu):
+ * columns per tile and accumulation. Promoted kinds restart wgmma's
+ * accumulator every 128 K (e4m3 only); fast kinds keep one over all of K. */
+typedef enum fmcu_gg_kind {
+    FMCU_GG_N128_PROMOTED,
+    FMCU_GG_N192_PROMOTED,
+    FMCU_GG_N256_FAST,
+    FMCU_GG_N128_FAST,
+    FMCU_GG_N192_FAST,
+    FMCU_GG_KINDS
+} fmcu_gg_kind;
+
+/* 1 for the kinds that promote (e4m3 operands only). */
+int fmcu_gg_promoted(int kind);
+
+/* The prefill tier's kinds for a call of `rows` average rows per local
+ * expert and hidden size H: *k1 for GEMM1, *k2 for GEMM2, or -1 where
+ * CUTLASS's kernel runs. fp8: GEMM1 promoted (its output is quantized
+ * again), GEMM2 not; bf16: fast kinds (f32 accumulation), GEMM1 256
+ * columns. GEMM2 takes 128-column tiles below 128 rows (fewer half-empty
+ * tiles), 256 from 128, or 192 where that pads its N (= H) less:
+ * gpt-oss-120b's H = 2880 is 15 tiles of 192 and 11.25 of 256 (H100,
+ * forward at M=8192, GEMM2 -5.5% fp8 and -4% bf16, same bits;
+ * bench/cuda/pingpong-2026-11-22). `env` is FMCU_PF_OWN's value, for
+ * measurements: two characters, GEMM1's then GEMM2's, each a kind's digit
+ * (a promoted one only for fp8) or 'c' for CUTLASS; anything else leaves
+ * that GEMM's kind as chosen. */
+void fmcu_gg_kinds(int bf16, int64_t rows, uint32_t H, const char *env, int *k1, int *k2);
 
 #ifdef __cplusplus
 }

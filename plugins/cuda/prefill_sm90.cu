@@ -1186,39 +1186,17 @@ cudaError_t forward_own(int k1, int k2, int sms, int64_t m, const void *x, int64
                : launch(g1, o2, m, x, x_ld, sa, ga, aa, cb, dyn_tensor, nullptr, st, ev);
 }
 
-/* Our grouped kernels' kinds (grouped_gemm.h) for an average of `rows` rows
- * per local expert: *k1 for GEMM1, *k2 for GEMM2, -1 where CUTLASS's kernel
- * runs. fp8: GEMM1 promoted (its output is quantized again), GEMM2 not, as
- * with CUTLASS's kernels; bf16: GEMM1 256 columns (f32 accumulation). GEMM2
- * takes 128-column tiles below 128 rows (fewer half-empty tiles), 256 from
- * 128, or 192 where that pads its N (= H) less: gpt-oss-120b's H = 2880 is
- * 15 tiles of 192 and 11.25 of 256 (H100, forward at M=8192, GEMM2 -5.5%
- * fp8 and -4% bf16, same bits; bench/cuda/pingpong-2026-11-22, where 192
- * on the other models' H, exact multiples of 256, gained nothing in the
- * forward). Before, H100,
- * forward as a CUDA graph against CUTLASS's kernels, the same output bits
+/* Our grouped kernels' kinds for this call: fmcu_gg_kinds (launch_shape.h
+ * has the rules), with FMCU_PF_OWN read once per process. Against
+ * CUTLASS's kernels, H100, forward as a CUDA graph, the same output bits
  * (bench/cuda/own-fp8-2026-11-22): fp8 channel M=8192 -3% (Mixtral, 2048
  * rows) to -14% (DeepSeek-V3), M=1024 -5% (32-64 rows) to -12% (Mixtral,
- * 256 rows). FMCU_PF_OWN="AB" overrides (read once per process, for
- * measurements): a digit is a kind (fmcu_gg_kind; bf16 takes the fast
- * ones), c CUTLASS. */
+ * 256 rows). 192-column GEMM2 tiles on the other models' H (multiples of
+ * 256) gained nothing in the forward (bench/cuda/pingpong-2026-11-22). */
 void own_kinds(bool bf16, int64_t rows, uint32_t H, int *k1, int *k2)
 {
-    *k1 = bf16 ? FMCU_GG_N256_FAST : FMCU_GG_N192_PROMOTED;
-    const uint32_t width = rows < 128 ? 128 : 256;
-    const auto padded = [H](uint32_t bn) { return (H + bn - 1) / bn * bn; };
-    *k2 = padded(192) < padded(width) ? FMCU_GG_N192_FAST : width == 128 ? FMCU_GG_N128_FAST : FMCU_GG_N256_FAST;
-    static const char *const v = getenv("FMCU_PF_OWN");
-    if (v && strlen(v) == 2)
-        for (int j = 0; j < 2; j++) {
-            int *k = j ? k2 : k1;
-            const int d = v[j] - '0';
-            if (v[j] == 'c')
-                *k = -1;
-            else if (d == FMCU_GG_N256_FAST || d == FMCU_GG_N128_FAST || d == FMCU_GG_N192_FAST ||
-                     (!bf16 && (d == FMCU_GG_N128_PROMOTED || d == FMCU_GG_N192_PROMOTED)))
-                *k = d;
-        }
+    static const char *const env = getenv("FMCU_PF_OWN");
+    fmcu_gg_kinds(bf16, rows, H, env, k1, k2);
 }
 
 /* The bf16 pipeline with GEMM1 of kind K1 (its GemmAct when fused: the

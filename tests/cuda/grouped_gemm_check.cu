@@ -233,7 +233,7 @@ static int check(const char *name, const problem &pb, uint64_t seed, int sms)
     std::vector<__nv_bfloat16> hd(all);
     int failed = 0;
     for (int kind = 0; kind < FMCU_GG_KINDS; kind++) {
-        const bool promoted = kind == FMCU_GG_N128_PROMOTED || kind == FMCU_GG_N192_PROMOTED;
+        const bool promoted = fmcu_gg_promoted(kind);
         if (pb.bf16 && promoted)
             continue;
         /* bf16: f32 accumulation of exact products, 2^-24 per addition. */
@@ -373,7 +373,7 @@ static void run_bench(int sms)
                 printf("%-14s M=%-5d GEMM%d rows/expert %-5d N=%-5d K=%-5d", s.name, M, g, pb.rows[0], pb.N, pb.K);
                 for (int kind = 0; kind < FMCU_GG_KINDS; kind++) {
                     if ((kinds && !strchr(kinds, '0' + kind)) ||
-                        (pb.bf16 && (kind == FMCU_GG_N128_PROMOTED || kind == FMCU_GG_N192_PROMOTED)))
+                        (pb.bf16 && fmcu_gg_promoted(kind)))
                         continue;
                     const fmcu_gg_args a = args_of(pb, bf);
                     std::vector<float> t;

@@ -1,8 +1,9 @@
 /*
  * tests/cuda/test_cuda_launch_shape.c - the launch shapes of the plan and of
- * the prefill tier's activation stage (plugins/cuda/launch_shape.c), and
- * their environment knobs. The expected shapes are the ones the H100
- * measurements chose (bench/cuda/act2-2026-11-23, bench/cuda/plan-2026-11-23),
+ * the prefill tier's activation stage, the prefill tier's grouped-GEMM tile
+ * kinds (plugins/cuda/launch_shape.c), and their environment knobs. The expected shapes are the ones the H100
+ * measurements chose (bench/cuda/act2-2026-11-23, bench/cuda/plan-2026-11-23,
+ * bench/cuda/own-fp8-2026-11-22, bench/cuda/pingpong-2026-11-22),
  * worked out by hand from the rules in launch_shape.h. No GPU needed.
  */
 #include <check.h>
@@ -100,6 +101,65 @@ START_TEST(block_scheme_takes_a_half_warp_per_group)
 }
 END_TEST
 
+#define CK_KINDS(bf16, rows, H, env, want1, want2)                                                                    \
+    do {                                                                                                               \
+        int k1_ = -7, k2_ = -7;                                                                                        \
+        fmcu_gg_kinds((bf16), (rows), (H), (env), &k1_, &k2_);                                                         \
+        ck_assert_int_eq(k1_, (want1));                                                                                \
+        ck_assert_int_eq(k2_, (want2));                                                                                \
+    } while (0)
+
+START_TEST(grouped_gemm_kinds_of_the_grid_models)
+{
+    /* Rows per local expert M * k / E, H: GEMM1 promoted 192 columns in
+     * fp8, fast 256 in bf16; GEMM2 128 columns below 128 rows, else 256,
+     * unless 192 pads H less. */
+    CK_KINDS(0, 512, 2048, NULL, FMCU_GG_N192_PROMOTED, FMCU_GG_N256_FAST); /* Qwen3-30B-A3B M=8192 */
+    CK_KINDS(1, 512, 2048, NULL, FMCU_GG_N256_FAST, FMCU_GG_N256_FAST);
+    CK_KINDS(0, 64, 2048, NULL, FMCU_GG_N192_PROMOTED, FMCU_GG_N128_FAST);  /* Qwen3-30B-A3B M=1024 */
+    CK_KINDS(1, 64, 2048, NULL, FMCU_GG_N256_FAST, FMCU_GG_N128_FAST);
+    /* gpt-oss-120b, H = 2880: 15 tiles of 192 against 12 of 256 (3072) or 23 of 128 (2944). */
+    CK_KINDS(0, 256, 2880, NULL, FMCU_GG_N192_PROMOTED, FMCU_GG_N192_FAST); /* M=8192 */
+    CK_KINDS(0, 32, 2880, NULL, FMCU_GG_N192_PROMOTED, FMCU_GG_N192_FAST);  /* M=1024 */
+    CK_KINDS(1, 256, 2880, NULL, FMCU_GG_N256_FAST, FMCU_GG_N192_FAST);
+    /* Mixtral-8x7B M=1024 (256 rows, H = 4096: 22 tiles of 192 = 4224), DeepSeek-V3 M=1024 (32 rows, 7168). */
+    CK_KINDS(0, 256, 4096, NULL, FMCU_GG_N192_PROMOTED, FMCU_GG_N256_FAST);
+    CK_KINDS(0, 32, 7168, NULL, FMCU_GG_N192_PROMOTED, FMCU_GG_N128_FAST);
+    /* The width changes at 128 rows. */
+    CK_KINDS(0, 127, 2048, NULL, FMCU_GG_N192_PROMOTED, FMCU_GG_N128_FAST);
+    CK_KINDS(0, 128, 2048, NULL, FMCU_GG_N192_PROMOTED, FMCU_GG_N256_FAST);
+}
+END_TEST
+
+START_TEST(grouped_gemm_kinds_from_fmcu_pf_own)
+{
+    /* Two characters, GEMM1's then GEMM2's: a kind's digit or c (CUTLASS). */
+    CK_KINDS(0, 512, 2048, "cc", -1, -1);
+    CK_KINDS(0, 512, 2048, "03", FMCU_GG_N128_PROMOTED, FMCU_GG_N128_FAST);
+    CK_KINDS(0, 512, 2048, "c4", -1, FMCU_GG_N192_FAST);
+    CK_KINDS(1, 512, 2048, "34", FMCU_GG_N128_FAST, FMCU_GG_N192_FAST);
+    /* bf16 takes no promoted kind: that digit leaves the choice as it was. */
+    CK_KINDS(1, 512, 2048, "03", FMCU_GG_N256_FAST, FMCU_GG_N128_FAST);
+    CK_KINDS(1, 64, 2048, "1c", FMCU_GG_N256_FAST, -1);
+    /* Not a kind, or not two characters: the choice as it was. */
+    CK_KINDS(0, 512, 2048, "x2", FMCU_GG_N192_PROMOTED, FMCU_GG_N256_FAST);
+    CK_KINDS(0, 512, 2048, "39", FMCU_GG_N128_FAST, FMCU_GG_N256_FAST);
+    CK_KINDS(0, 512, 2048, "3", FMCU_GG_N192_PROMOTED, FMCU_GG_N256_FAST);
+    CK_KINDS(0, 512, 2048, "333", FMCU_GG_N192_PROMOTED, FMCU_GG_N256_FAST);
+    CK_KINDS(0, 512, 2048, "", FMCU_GG_N192_PROMOTED, FMCU_GG_N256_FAST);
+}
+END_TEST
+
+START_TEST(promoted_kinds)
+{
+    ck_assert_int_eq(fmcu_gg_promoted(FMCU_GG_N128_PROMOTED), 1);
+    ck_assert_int_eq(fmcu_gg_promoted(FMCU_GG_N192_PROMOTED), 1);
+    ck_assert_int_eq(fmcu_gg_promoted(FMCU_GG_N256_FAST), 0);
+    ck_assert_int_eq(fmcu_gg_promoted(FMCU_GG_N128_FAST), 0);
+    ck_assert_int_eq(fmcu_gg_promoted(FMCU_GG_N192_FAST), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cuda_launch_shape");
@@ -109,6 +169,9 @@ int main(void)
     tcase_add_test(tc, per_token_rows_up_to_1024_columns_take_a_warp);
     tcase_add_test(tc, block_rows_by_chunks);
     tcase_add_test(tc, block_scheme_takes_a_half_warp_per_group);
+    tcase_add_test(tc, grouped_gemm_kinds_of_the_grid_models);
+    tcase_add_test(tc, grouped_gemm_kinds_from_fmcu_pf_own);
+    tcase_add_test(tc, promoted_kinds);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
