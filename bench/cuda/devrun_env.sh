@@ -9,6 +9,8 @@ U=/tmp/devrun-$(basename "$D")
 mkdir -p "$U" && rm -rf "$U/b" && tar -C "$U" -xzf "$D/b.tar.gz"
 B=$U/b; R=$B/plugins/reference/reference.toml; C=$B/plugins/cuda/cuda.toml
 export LD_LIBRARY_PATH=$B:$PWD/$D/lib FMOE_CONFIG=$E
+# test_cuda_layout dlopens the plugins at the paths of the build it came from, unless told these
+export FMCU_TEST_REFERENCE_PLUGIN=$B/plugins/reference/libfmoe-reference.so FMCU_TEST_CUDA_PLUGIN=$B/plugins/cuda/libfmoe-cuda.so
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
 # prefill_check --bench SHAPE at M tokens on SCHEMES once per FMCU_PF_OWN value given (the prefill
 # tier's GEMM kinds; "default" leaves the variable empty): stage times and output hashes.

@@ -13,7 +13,8 @@ E=$PWD/tests/conformance/empty.toml
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>&1 | tee "$OUT/gpu.txt"
 step=${1:-all}
 if [ "$step" = all ] || [ "$step" = check ]; then
-  echo "== test_cuda_layout"; $B/tests/cuda/test_cuda_layout 2>&1 | tail -3
+  echo "== test_cuda_layout"; FMCU_TEST_REFERENCE_PLUGIN=$B/plugins/reference/libfmoe-reference.so \
+    FMCU_TEST_CUDA_PLUGIN=$B/plugins/cuda/libfmoe-cuda.so $B/tests/cuda/test_cuda_layout 2>&1 | tail -3
   echo "== probe"; FMOE_CONFIG=$E $B/cli/fusedmoe --plugin $B/plugins/cuda/cuda.toml probe 2>&1 | tee "$OUT/probe.txt"
   echo "== cuda_check"; timeout 300 $B/tests/cuda/cuda_check $B/plugins/reference/reference.toml $B/plugins/cuda/cuda.toml $E 2>&1 | tee "$OUT/check.txt"
 fi

@@ -67,8 +67,12 @@ typedef struct loaded {
     void *state;
 } loaded;
 
-static loaded load_plugin(const char *path)
+/* The plugin at the path the build compiled in, unless the variable `env`
+ * names another: a build packed and unpacked elsewhere (bench/cuda/pack.sh
+ * on the device machine) has its plugins at other paths. */
+static loaded load_plugin(const char *env, const char *built)
 {
+    const char *path = getenv(env) && *getenv(env) ? getenv(env) : built;
     loaded l = {0};
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     ck_assert_msg(h != NULL, "dlopen %s: %s", path, dlerror());
@@ -193,7 +197,7 @@ END_TEST
 START_TEST(params_match_reference)
 {
     make_served();
-    loaded ref = load_plugin(FMCU_TEST_REFERENCE_PLUGIN);
+    loaded ref = load_plugin("FMCU_TEST_REFERENCE_PLUGIN", FMCU_TEST_REFERENCE_PLUGIN);
     char why[256];
     for (int si = 0; si < n_served; si++)
         for (int variant = 0; variant < 8; variant++) {
@@ -329,7 +333,7 @@ END_TEST
 /* The plugin itself, on this machine (CI has no GPU). */
 START_TEST(probe_without_gpu_is_not_fatal)
 {
-    loaded l = load_plugin(FMCU_TEST_CUDA_PLUGIN);
+    loaded l = load_plugin("FMCU_TEST_CUDA_PLUGIN", FMCU_TEST_CUDA_PLUGIN);
     ck_assert_str_eq(l.plugin->name, "cuda");
     fmoe_device_report reps[4];
     fmoe_device_report *ptrs[4];
