@@ -15,14 +15,20 @@
  * Schedule of a CTA (one per SM; all resident, the launch is cooperative):
  *   1. map the pairs' expert ids through the expert map (each CTA does the
  *      plan of its <= 8 pairs itself: no plan launch, nothing written);
- *   2. W2-owning CTAs (b < ceil(H/16)) issue their rows' bulk copies, as
- *      the tail does; every CTA issues its first W13 unit's loads;
+ *   2. the copy warp issues W13's bulk copies (below) and, in W2-owning
+ *      CTAs (b < ceil(H/16)), their W2 rows' bulk copies, as the tail does;
  *   3. quantize x into shared memory (stage_rows.cuh: quant_row's codes);
  *   4. GEMM1: units of 16 weight rows of one active expert, K split over 4
  *      warps (stream_gemm.cu's split-K CTA: fragment trick, batches of 4
  *      64-byte chunks, partial sums met in warp order), the tokens of the
  *      expert's pairs as the 8-column B operand read from shared memory;
  *      the epilogue writes act[pair] to global memory;
+ *      W13 comes either (BULK, where cfg.w13_piece says the slots fit) by
+ *      bulk copies of whole 8-row pieces into a slot per group, issued by
+ *      the copy warp from the moment the plan is known and refilled as
+ *      each group releases its slot (full/empty mbarriers), or by the
+ *      GEMM1 warps' own register loads, which go out only after x is
+ *      quantized and with one batch in flight per warp;
  *   5. grid barrier (arrival count in the workspace; the last CTA to leave
  *      resets it, so the next call finds zeros);
  *   6. W2-owning CTAs: the tail (decode_tail.cu) over their 16 output
@@ -55,9 +61,9 @@ constexpr int R = FMCU_TAIL_ROWS;
 constexpr int MAXP = FMCU_TAIL_MAX_PAIRS;
 constexpr uint32_t SMEM_LIMIT = FMCU_TAIL_SMEM_MAX;
 
-template <bool BLOCK> __host__ __device__ constexpr int groups_of()
+template <bool BLOCK, bool BULK> __host__ __device__ constexpr int groups_of()
 {
-    return BLOCK ? FMCU_FUSED_GROUPS_BLOCK : FMCU_FUSED_GROUPS;
+    return BULK ? FMCU_FUSED_GROUPS_BULK : BLOCK ? FMCU_FUSED_GROUPS_BLOCK : FMCU_FUSED_GROUPS;
 }
 
 /* The active experts of the call and their pairs, in order of first use. */
@@ -88,6 +94,21 @@ __device__ __forceinline__ void load_batch(uint4 (&wl)[U], uint4 (&wh)[U], const
     }
 }
 
+/* One batch of this thread's two weight rows from its group's W13 slot
+ * (bulk W13): `lo`/`hi` the shared addresses of its bytes c4 * 16 of
+ * chunk 0 of its rows; zeros past K (the next row's bytes are there). */
+__device__ __forceinline__ void load_batch_smem(uint4 (&wl)[U], uint4 (&wh)[U], uint32_t lo, uint32_t hi, int kc,
+                                                int nk, int64_t kbytes, int c4)
+{
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        const int64_t off = (int64_t)(kc + u) * CHUNK;
+        const bool ok = kc + u < nk && off + c4 * 16 < kbytes;
+        wl[u] = ok ? lds128(lo + (uint32_t)off) : make_uint4(0, 0, 0, 0);
+        wh[u] = ok ? lds128(hi + (uint32_t)off) : make_uint4(0, 0, 0, 0);
+    }
+}
+
 /* The two weight rows of this thread in unit `u`'s slab. */
 struct unit_rows {
     int ei, slab, r_lo, r_hi;
@@ -107,6 +128,36 @@ __device__ __forceinline__ unit_rows rows_of(const fmcu_gemm_args &g, const loca
     w.w_lo = W + (int64_t)w.r_lo * kbytes + c4 * 16;
     w.w_hi = W + (int64_t)w.r_hi * kbytes + c4 * 16;
     return w;
+}
+
+/* Bulk W13: the first row of piece `half` (0: the rows r_lo of the
+ * unit's threads, 1: r_hi) of unit `u`, as rows_of places them. */
+__device__ __forceinline__ const uint8_t *piece_of(const fmcu_gemm_args &g, const local_plan &pl, int u, int slabs,
+                                                   int64_t kbytes, int half)
+{
+    const int slab = u % slabs;
+    const int row = g.gated ? (half ? (int)g.n_out : 0) + slab * 8 : slab * 16 + half * 8;
+    return (const uint8_t *)g.w + ((size_t)pl.exp[u / slabs] * g.n_rows + (size_t)row) * (size_t)kbytes;
+}
+
+/* Bulk W13: the copy warp's lane 0 fills group j % GROUPS's slot with the
+ * CTA's j-th unit once the group has released its previous one. */
+template <int GROUPS>
+__device__ __forceinline__ void fill_w13(const fmcu_gemm_args &g, const local_plan &pl, uint32_t ring, uint32_t bars,
+                                         uint32_t piece, int slabs, int64_t kbytes, int n_units, int j0, int j1)
+{
+    for (int j = j0; j < j1; j++) {
+        const int unit = (int)blockIdx.x + (int)gridDim.x * j;
+        if (unit >= n_units)
+            break;
+        const int grp = j % GROUPS, round = j / GROUPS;
+        const uint32_t full = bars + 8u * grp, empty = bars + 8u * (GROUPS + grp);
+        if (round > 0)
+            mbar_wait(empty, (uint32_t)(round - 1) & 1u);
+        mbar_expect_tx(full, 2u * piece);
+        for (int h = 0; h < 2; h++)
+            bulk_load(ring + (uint32_t)(2 * grp + h) * piece, piece_of(g, pl, unit, slabs, kbytes, h), piece, full);
+    }
 }
 
 /* Grid barrier: every CTA arrives; those that go on wait for all. The last
@@ -203,11 +254,11 @@ __device__ __forceinline__ void fetch_tail_operands(const fmcu_fused_args &a, co
         t.topk_w[threadIdx.x & 31] = a.topk_w[threadIdx.x & 31];
 }
 
-template <bool FP8, bool BLOCK>
-__global__ void __launch_bounds__(groups_of<BLOCK>() * 128 + 32, 1) fused_kernel(const fmcu_fused_args a)
+template <bool FP8, bool BLOCK, bool BULK>
+__global__ void __launch_bounds__(groups_of<BLOCK, BULK>() * 128 + 32, 1) fused_kernel(const fmcu_fused_args a)
 {
     /* GROUPS x 4 GEMM1 warps, then the copy warp. */
-    constexpr int GROUPS = groups_of<BLOCK>(), WARPS_G = GROUPS * 4, THREADS_G = WARPS_G * 32;
+    constexpr int GROUPS = groups_of<BLOCK, BULK>(), WARPS_G = GROUPS * 4, THREADS_G = WARPS_G * 32;
     constexpr int THREADS = THREADS_G + 32, WARPS = THREADS / 32;
     constexpr int X_BAR = 15; /* named barrier of the GEMM1 warps (1..GROUPS: each group's) */
     constexpr int HOLD_X = 2; /* x pieces a GEMM1 thread holds: 2 x 704 x 8 values */
@@ -233,8 +284,14 @@ __global__ void __launch_bounds__(groups_of<BLOCK>() * 128 + 32, 1) fused_kernel
 
     /* 1. The pairs' experts and x, in flight together (x first: behind the
      * weight streams its loads would wait for them). */
+    const uint32_t w13_bars = smem_addr(smem + L.w13_bar), ring = smem_addr(smem + L.w13);
     if (tid == 0) {
         mbar_init(bar, 1);
+        if constexpr (BULK)
+            for (int g = 0; g < GROUPS; g++) {
+                mbar_init(w13_bars + 8u * g, 1);                /* full: the copy warp's expect_tx */
+                mbar_init(w13_bars + 8u * (GROUPS + g), 4);     /* empty: the group's 4 warps */
+            }
         mbar_init_fence();
     }
     fmcu_dev::pdl_wait();
@@ -249,9 +306,13 @@ __global__ void __launch_bounds__(groups_of<BLOCK>() * 128 + 32, 1) fused_kernel
     const int slabs = g1.gated ? (int)I / 8 : (int)g1.n_rows / 16;
     const int n_units = pl.n_exp * slabs;
     if (warp == WARPS_G) {
-        /* 2. The copy warp: this CTA's W2 rows (the tail's copies; a full
-         * bulk-copy queue stalls the issuing thread, so no GEMM1 warp
-         * issues them), then GEMM2's epilogue operands. */
+        /* 2. The copy warp: (bulk W13) every group's first unit, this CTA's
+         * W2 rows (the tail's copies; a full bulk-copy queue stalls the
+         * issuing thread, so no GEMM1 warp issues them), then GEMM2's
+         * epilogue operands, then (bulk W13) the other units as the groups
+         * release their slots. */
+        if (BULK && lane == 0)
+            fill_w13<GROUPS>(g1, pl, ring, w13_bars, a.cfg.w13_piece, slabs, kbytes, n_units, 0, GROUPS);
         if (owner) {
             if (lane == 0) {
                 int valid = 0;
@@ -267,6 +328,9 @@ __global__ void __launch_bounds__(groups_of<BLOCK>() * 128 + 32, 1) fused_kernel
             }
             fetch_tail_operands<BLOCK>(a, pl, c0, to);
         }
+        if (BULK && lane == 0)
+            fill_w13<GROUPS>(g1, pl, ring, w13_bars, a.cfg.w13_piece, slabs, kbytes, n_units, GROUPS, 1 << 30);
+        __syncwarp();
     } else {
         /* 3. GEMM1: x quantized first (its loads are in registers already;
          * a GEMM1 warp whose weight loads fill the memory pipeline stalls at
@@ -286,9 +350,20 @@ __global__ void __launch_bounds__(groups_of<BLOCK>() * 128 + 32, 1) fused_kernel
         int unit = (int)blockIdx.x + (int)gridDim.x * grp;
         uint4 wl[U], wh[U];
         unit_rows w = {};
+        /* Bulk W13: this thread's bytes in its group's slot, and the
+         * rounds of the slot's full barrier it has waited for. */
+        const uint32_t s_lo = ring + (uint32_t)(2 * grp) * a.cfg.w13_piece + (uint32_t)(gl * kbytes + c4 * 16);
+        const uint32_t s_hi = s_lo + a.cfg.w13_piece;
+        const uint32_t full = w13_bars + 8u * grp, empty = w13_bars + 8u * (GROUPS + grp);
+        uint32_t round = 0;
         if (unit < n_units) {
             w = rows_of(g1, pl, unit, slabs, kbytes, gl, c4);
-            load_batch(wl, wh, w.w_lo, w.w_hi, kc0, nk, kbytes, c4);
+            if constexpr (BULK) {
+                mbar_wait(full, 0);
+                load_batch_smem(wl, wh, s_lo, s_hi, kc0, nk, kbytes, c4);
+            } else {
+                load_batch(wl, wh, w.w_lo, w.w_hi, kc0, nk, kbytes, c4);
+            }
         }
 
         float(*red)[4][32] = reinterpret_cast<float(*)[4][32]>(smem + L.red) + grp * 3;
@@ -351,7 +426,15 @@ __global__ void __launch_bounds__(groups_of<BLOCK>() * 128 + 32, 1) fused_kernel
                 kc += kstep;
                 if (kc >= nk)
                     break;
-                load_batch(wl, wh, w.w_lo, w.w_hi, kc, nk, kbytes, c4);
+                if constexpr (BULK)
+                    load_batch_smem(wl, wh, s_lo, s_hi, kc, nk, kbytes, c4);
+                else
+                    load_batch(wl, wh, w.w_lo, w.w_hi, kc, nk, kbytes, c4);
+            }
+            if constexpr (BULK) { /* this warp has read its share of the slot */
+                __syncwarp();
+                if (lane == 0)
+                    mbar_arrive(empty);
             }
             /* The group's partial sums meet in warp 0, in warp order. */
             if (wg > 0)
@@ -399,7 +482,12 @@ __global__ void __launch_bounds__(groups_of<BLOCK>() * 128 + 32, 1) fused_kernel
             if (next < n_units) {
                 group_sync(grp); /* warp 0 has read red */
                 w = rows_of(g1, pl, next, slabs, kbytes, gl, c4);
-                load_batch(wl, wh, w.w_lo, w.w_hi, kc0, nk, kbytes, c4);
+                if constexpr (BULK) {
+                    mbar_wait(full, ++round & 1u);
+                    load_batch_smem(wl, wh, s_lo, s_hi, kc0, nk, kbytes, c4);
+                } else {
+                    load_batch(wl, wh, w.w_lo, w.w_hi, kc0, nk, kbytes, c4);
+                }
             }
         }
     }
@@ -495,11 +583,11 @@ __global__ void __launch_bounds__(groups_of<BLOCK>() * 128 + 32, 1) fused_kernel
                                 a.ldo, c0);
 }
 
-template <bool FP8, bool BLOCK> cudaError_t launch(const fmcu_fused_args &a, cudaStream_t st)
+template <bool FP8, bool BLOCK, bool BULK> cudaError_t launch(const fmcu_fused_args &a, cudaStream_t st)
 {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(a.cfg.ctas);
-    cfg.blockDim = dim3(groups_of<BLOCK>() * 128 + 32);
+    cfg.blockDim = dim3(groups_of<BLOCK, BULK>() * 128 + 32);
     cfg.dynamicSmemBytes = a.cfg.layout.total;
     cfg.stream = st;
     cudaLaunchAttribute attr[2];
@@ -509,7 +597,7 @@ template <bool FP8, bool BLOCK> cudaError_t launch(const fmcu_fused_args &a, cud
     attr[1].val.cooperative = 1;
     cfg.attrs = attr;
     cfg.numAttrs = 2;
-    return cudaLaunchKernelEx(&cfg, fused_kernel<FP8, BLOCK>, a);
+    return cudaLaunchKernelEx(&cfg, fused_kernel<FP8, BLOCK, BULK>, a);
 }
 
 } // namespace
@@ -517,22 +605,31 @@ template <bool FP8, bool BLOCK> cudaError_t launch(const fmcu_fused_args &a, cud
 cudaError_t fmcu_fused_launch(const fmcu_fused_args &a, cudaStream_t st)
 {
     /* What the kernel assumes; fmcu_fused_plan and kernels.cu guarantee it. */
-    const bool block = a.quant == FMCU_Q_BLOCK;
+    const bool block = a.quant == FMCU_Q_BLOCK, bulk = a.cfg.w13_piece != 0;
     if (a.pairs == 0 || a.pairs > FMCU_TAIL_MAX_PAIRS || a.top_k == 0 || a.pairs % a.top_k || a.g1.n_out % 16 ||
         a.g1.k % 16 || a.g1.n_out != (a.g1.gated ? a.g1.n_rows / 2 : a.g1.n_rows) ||
         a.cfg.layout.total > SMEM_LIMIT || a.cfg.tail_ctas > a.cfg.ctas ||
-        a.cfg.groups != (uint32_t)(block ? FMCU_FUSED_GROUPS_BLOCK : FMCU_FUSED_GROUPS) ||
+        a.cfg.groups != (uint32_t)(bulk ? FMCU_FUSED_GROUPS_BULK : block ? FMCU_FUSED_GROUPS_BLOCK : FMCU_FUSED_GROUPS) ||
+        (bulk && (a.cfg.w13_piece != 8u * a.g1.k * (a.quant == FMCU_Q_NONE ? 2u : 1u) || a.cfg.layout.w13 % 128 ||
+                  a.cfg.layout.w13_bar % 8 || (uintptr_t)a.g1.w % 16)) ||
         (block && (a.g1.block_k == 0 || a.g1.block_k % UNIT || a.g1.block_n == 0 || a.g1.block_k != a.g2.block_k ||
                    a.g1.block_n != a.g2.block_n)) ||
         ((uintptr_t)a.g2.w | (uintptr_t)a.act | (uintptr_t)a.x | (uintptr_t)(a.ldx * 2)) % 16)
         return cudaErrorInvalidValue;
+    if (bulk) {
+        if (a.quant == FMCU_Q_NONE)
+            return launch<false, false, true>(a, st);
+        return block ? launch<true, true, true>(a, st) : launch<true, false, true>(a, st);
+    }
     if (a.quant == FMCU_Q_NONE)
-        return launch<false, false>(a, st);
-    return block ? launch<true, true>(a, st) : launch<true, false>(a, st);
+        return launch<false, false, false>(a, st);
+    return block ? launch<true, true, false>(a, st) : launch<true, false, false>(a, st);
 }
 
 cudaError_t fmcu_fused_prepare(void)
 {
-    return fmcu_dev::allow_dynamic_smem((int)SMEM_LIMIT, fused_kernel<false, false>, fused_kernel<true, false>,
-                                        fused_kernel<true, true>);
+    return fmcu_dev::allow_dynamic_smem((int)SMEM_LIMIT, fused_kernel<false, false, false>,
+                                        fused_kernel<true, false, false>, fused_kernel<true, true, false>,
+                                        fused_kernel<false, false, true>, fused_kernel<true, false, true>,
+                                        fused_kernel<true, true, true>);
 }

@@ -853,8 +853,21 @@ bool fused_wanted(const fmcu_layer *L, int tier, int64_t pairs, bool x_aligned, 
     if (mode == 0 || (mode < 0 && L->quant == FMCU_Q_NONE) || L->on_input || !x_aligned ||
         (block && (L->block_k == 0 || L->block_k % 128 || L->block_n == 0)))
         return false;
-    return fmcu_fused_plan(tier, pairs, L->top_k, L->hidden, L->inter, L->quant != FMCU_Q_NONE,
-                           block ? L->block_k : 0, multiprocessors(L->device), cfg) != 0;
+    if (!fmcu_fused_plan(tier, pairs, L->top_k, L->hidden, L->inter, L->quant != FMCU_Q_NONE, block ? L->block_k : 0,
+                         multiprocessors(L->device), cfg))
+        return false;
+    /* W13 by bulk copies into shared memory where their slots fit
+     * (fmcu_fused_bulk_plan), else by the GEMM1 warps' register loads: the
+     * copies go out as soon as the plan is known, 16 KB contiguous each
+     * (Qwen3-30B-A3B fp8 M=1: 2.7-5.5 us less; bench/cuda/w13bulk-2026-11-23).
+     * FMCU_FUSED_W13=regs keeps the register loads (read once per process). */
+    static const bool bulk = [] {
+        const char *v = getenv("FMCU_FUSED_W13");
+        return !v || strcmp(v, "regs") != 0;
+    }();
+    if (bulk)
+        fmcu_fused_bulk_plan(L->hidden, L->quant != FMCU_Q_NONE, cfg);
+    return true;
 }
 
 } // namespace

@@ -56,7 +56,26 @@ int fmcu_fused_plan(int tier, int64_t pairs, uint32_t top_k, uint32_t H, uint32_
     /* GEMM1's 3 of 4 warps x 4 accumulators x 32 lanes per group outgrow
      * GEMM2's 2 x 32 per warp. */
     l->total = l->red + (size_t)cfg->groups * 3 * 4 * 32 * sizeof(float);
+    l->w13_bar = l->w13 = 0;
+    cfg->w13_piece = 0;
     return cfg->tail_ctas <= (uint32_t)sms && l->total <= FMCU_TAIL_SMEM_MAX;
+}
+
+int fmcu_fused_bulk_plan(uint32_t H, int fp8, fmcu_fused_cfg *cfg)
+{
+    fmcu_fused_cfg c = *cfg;
+    fmcu_fused_layout *l = &c.layout;
+    c.groups = FMCU_FUSED_GROUPS_BULK;
+    c.w13_piece = 8u * H * (fp8 ? 1u : 2u);
+    l->w13_bar = fmcu_tail_up(l->red + (size_t)c.groups * 3 * 4 * 32 * sizeof(float), 16);
+    /* 128-byte slots: a bulk copy needs 16, and whole lines keep a row's
+     * fragment loads off each other's banks no worse than H's own stride. */
+    l->w13 = fmcu_tail_up(l->w13_bar + (size_t)c.groups * 2 * 8, 128);
+    l->total = l->w13 + (size_t)c.groups * 2 * c.w13_piece;
+    if (H % 16 || l->total > FMCU_TAIL_SMEM_MAX)
+        return 0;
+    *cfg = c;
+    return 1;
 }
 
 int fmcu_tier_parse(const char *value, int *tier, char *why, size_t cap)

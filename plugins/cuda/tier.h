@@ -116,6 +116,9 @@ int fmcu_tail_plan(int tier, int64_t pairs, uint32_t H, uint32_t I, int fp8, uin
 #define FMCU_FUSED_GROUPS       6
 #define FMCU_FUSED_GROUPS_BLOCK 5
 #define FMCU_FUSED_X_PAD        16    /* bytes after each staged GEMM1 input row: conflict-free fragment loads */
+/* With W13 by bulk copies (fmcu_fused_bulk_plan): groups, each with a
+ * shared-memory slot for the two 8-row pieces of its unit. */
+#define FMCU_FUSED_GROUPS_BULK  3
 
 typedef struct fmcu_fused_layout {
     fmcu_tail_layout tail; /* the GEMM2 side, at the same offsets as the tail's */
@@ -123,6 +126,8 @@ typedef struct fmcu_fused_layout {
     size_t x_scale;        /* [tokens][kgroups of H] f32 */
     size_t x_amax;         /* [tokens][kgroups of H] u32 */
     size_t red;            /* f32 partial sums: GEMM1 [groups][3][4][32], then GEMM2 [warps][2][32] */
+    size_t w13_bar;        /* bulk W13: [groups] full, then [groups] empty mbarriers; 0 otherwise */
+    size_t w13;            /* bulk W13: [groups][2] pieces of 8 rows of H e4m3 or bf16; 0 otherwise */
     size_t total;
 } fmcu_fused_layout;
 
@@ -131,6 +136,7 @@ typedef struct fmcu_fused_cfg {
     uint32_t groups;       /* GEMM1 units a CTA runs at once */
     uint32_t tail_ctas;    /* ceil(H / FMCU_TAIL_ROWS): the CTAs that own W2 rows */
     uint32_t tokens;       /* pairs / top_k */
+    uint32_t w13_piece;    /* bytes of a W13 piece (8 rows) when W13 comes by bulk copies, else 0 */
     fmcu_fused_layout layout;
 } fmcu_fused_cfg;
 
@@ -141,6 +147,14 @@ typedef struct fmcu_fused_cfg {
  * input beside the W2 rows in one CTA's shared memory. */
 int fmcu_fused_plan(int tier, int64_t pairs, uint32_t top_k, uint32_t H, uint32_t I, int fp8, uint32_t block_k,
                     int sms, fmcu_fused_cfg *cfg);
+
+/* 1 and *cfg changed so that W13 comes into shared memory by bulk copies
+ * that the copy warp issues as soon as the plan is known (one 8-row piece
+ * of 8 * H elements each, contiguous in the checkpoint's layout), into a
+ * slot of two pieces per group of FMCU_FUSED_GROUPS_BULK, instead of the
+ * GEMM1 warps' register loads; 0 and *cfg unchanged when the slots do not
+ * fit beside the rest (`cfg` from fmcu_fused_plan for the same H, fp8). */
+int fmcu_fused_bulk_plan(uint32_t H, int fp8, fmcu_fused_cfg *cfg);
 
 /* The tier for m tokens; `forced` is FMCU_TIER_AUTO or a tier, and
  * `prefill_ok` says whether the prefill path serves this layer. */

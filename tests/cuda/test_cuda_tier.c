@@ -149,6 +149,53 @@ START_TEST(one_launch_decode_takes_calls_the_tail_takes_on_one_sm_each)
 }
 END_TEST
 
+START_TEST(one_launch_decode_takes_w13_by_bulk_copies_where_its_slots_fit)
+{
+    fmcu_fused_cfg c;
+    /* Qwen3-30B-A3B fp8 channel, M = 1: the partial sums of 3 groups (4608
+     * bytes; GEMM2's 13 warps x 2 x 32 floats, 3328, fit in them) from
+     * 109168, the 6 mbarriers at 113776, the slots at the next 128 bytes,
+     * 113920: 3 groups x 2 pieces of 8 rows x 2048 codes, to 212224. */
+    ck_assert_int_eq(fmcu_fused_plan(FMCU_TIER_STREAM, 8, 8, 2048, 768, 1, 0, 132, &c), 1);
+    ck_assert_uint_eq(c.w13_piece, 0);
+    ck_assert_uint_eq(c.layout.w13, 0);
+    ck_assert_int_eq(fmcu_fused_bulk_plan(2048, 1, &c), 1);
+    ck_assert_uint_eq(c.groups, 3);
+    ck_assert_uint_eq(c.w13_piece, 16384);
+    ck_assert_uint_eq(c.layout.red, 109168);
+    ck_assert_uint_eq(c.layout.w13_bar, 113776);
+    ck_assert_uint_eq(c.layout.w13, 113920);
+    ck_assert_uint_eq(c.layout.total, 212224);
+    ck_assert_uint_le(c.layout.total, FMCU_TAIL_SMEM_MAX);
+    /* The rest of the plan stays. */
+    ck_assert_uint_eq(c.ctas, 132);
+    ck_assert_uint_eq(c.tail_ctas, 128);
+    ck_assert_uint_eq(c.layout.x_scale, 109152);
+    /* Block scales: partial sums from 109600, mbarriers at 114208, slots at
+     * 114304, to 212608. */
+    ck_assert_int_eq(fmcu_fused_plan(FMCU_TIER_STREAM, 8, 8, 2048, 768, 1, 128, 132, &c), 1);
+    ck_assert_int_eq(fmcu_fused_bulk_plan(2048, 1, &c), 1);
+    ck_assert_uint_eq(c.layout.w13_bar, 114208);
+    ck_assert_uint_eq(c.layout.w13, 114304);
+    ck_assert_uint_eq(c.layout.total, 212608);
+    /* bf16: 32 KB pieces do not fit beside the W2 rows; the register-load
+     * plan is left as it was. */
+    ck_assert_int_eq(fmcu_fused_plan(FMCU_TIER_STREAM, 8, 8, 2048, 768, 0, 0, 132, &c), 1);
+    ck_assert_int_eq(fmcu_fused_bulk_plan(2048, 0, &c), 0);
+    ck_assert_uint_eq(c.groups, 6);
+    ck_assert_uint_eq(c.w13_piece, 0);
+    ck_assert_uint_eq(c.layout.total, 224880);
+    /* One pair of bf16 at H = 1024: 16 KB pieces fit. */
+    ck_assert_int_eq(fmcu_fused_plan(FMCU_TIER_STREAM, 1, 1, 1024, 768, 0, 0, 132, &c), 1);
+    ck_assert_int_eq(fmcu_fused_bulk_plan(1024, 0, &c), 1);
+    ck_assert_uint_eq(c.w13_piece, 16384);
+    /* A row that is not whole 16-byte pieces cannot be bulk-copied. */
+    ck_assert_int_eq(fmcu_fused_plan(FMCU_TIER_STREAM, 8, 8, 2056, 768, 1, 0, 132, &c), 1);
+    ck_assert_int_eq(fmcu_fused_bulk_plan(2056, 1, &c), 0);
+    ck_assert_uint_eq(c.w13_piece, 0);
+}
+END_TEST
+
 START_TEST(one_launch_decode_refuses_what_it_cannot_hold)
 {
     fmcu_fused_cfg c;
@@ -181,6 +228,7 @@ int main(void)
     tcase_add_test(tc, decode_tail_takes_calls_that_fit_in_one_wave);
     tcase_add_test(tc, decode_tail_refuses_what_does_not_fit);
     tcase_add_test(tc, one_launch_decode_takes_calls_the_tail_takes_on_one_sm_each);
+    tcase_add_test(tc, one_launch_decode_takes_w13_by_bulk_copies_where_its_slots_fit);
     tcase_add_test(tc, one_launch_decode_refuses_what_it_cannot_hold);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
