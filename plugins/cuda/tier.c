@@ -35,6 +35,13 @@ int fmcu_tail_plan(int tier, int64_t pairs, uint32_t H, uint32_t I, int fp8, uin
     return (size_t)cfg->ctas <= per_sm * (size_t)sms;
 }
 
+/* GEMM1's partial sums: 3 of 4 warps x 4 accumulators x 32 lanes per
+ * group (they outgrow GEMM2's 2 x 32 per warp). */
+static size_t fused_red_bytes(uint32_t groups)
+{
+    return (size_t)groups * 3 * 4 * 32 * sizeof(float);
+}
+
 int fmcu_fused_plan(int tier, int64_t pairs, uint32_t top_k, uint32_t H, uint32_t I, int fp8, uint32_t block_k,
                     int sms, fmcu_fused_cfg *cfg)
 {
@@ -53,9 +60,7 @@ int fmcu_fused_plan(int tier, int64_t pairs, uint32_t top_k, uint32_t H, uint32_
     l->x_scale = l->x + (size_t)cfg->tokens * ((size_t)H * es + FMCU_FUSED_X_PAD);
     l->x_amax = l->x_scale + (size_t)cfg->tokens * kg1 * sizeof(float);
     l->red = fmcu_tail_up(l->x_amax + (size_t)cfg->tokens * kg1 * sizeof(uint32_t), 16);
-    /* GEMM1's 3 of 4 warps x 4 accumulators x 32 lanes per group outgrow
-     * GEMM2's 2 x 32 per warp. */
-    l->total = l->red + (size_t)cfg->groups * 3 * 4 * 32 * sizeof(float);
+    l->total = l->red + fused_red_bytes(cfg->groups);
     l->w13_bar = l->w13 = 0;
     cfg->w13_piece = 0;
     return cfg->tail_ctas <= (uint32_t)sms && l->total <= FMCU_TAIL_SMEM_MAX;
@@ -67,7 +72,7 @@ int fmcu_fused_bulk_plan(uint32_t H, int fp8, fmcu_fused_cfg *cfg)
     fmcu_fused_layout *l = &c.layout;
     c.groups = FMCU_FUSED_GROUPS_BULK;
     c.w13_piece = 8u * H * (fp8 ? 1u : 2u);
-    l->w13_bar = fmcu_tail_up(l->red + (size_t)c.groups * 3 * 4 * 32 * sizeof(float), 16);
+    l->w13_bar = fmcu_tail_up(l->red + fused_red_bytes(c.groups), 16);
     /* 128-byte slots: a bulk copy needs 16, and whole lines keep a row's
      * fragment loads off each other's banks no worse than H's own stride. */
     l->w13 = fmcu_tail_up(l->w13_bar + (size_t)c.groups * 2 * 8, 128);

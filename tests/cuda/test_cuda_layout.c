@@ -72,7 +72,9 @@ typedef struct loaded {
  * on the device machine) has its plugins at other paths. */
 static loaded load_plugin(const char *env, const char *built)
 {
-    const char *path = getenv(env) && *getenv(env) ? getenv(env) : built;
+    const char *path = getenv(env);
+    if (!path || !*path)
+        path = built;
     loaded l = {0};
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     ck_assert_msg(h != NULL, "dlopen %s: %s", path, dlerror());
