@@ -18,7 +18,13 @@
  * B ([E*N, K]); a tile is (expert, 128-row block, BN-column block), its A
  * rows start at offsets[e] + 128*m (any row: TMA does not need alignment
  * to the tile), rows past the expert's end are computed and not stored,
- * and TMA zero-fills past K and past rows_cap.
+ * and TMA zero-fills past K and past rows_cap. An expert's last row block
+ * of at most 64 rows is a half tile (64 rows; each warp group computes
+ * half of the columns), so it costs half a tile: under random routing
+ * about half the experts end in such a block (Qwen3-30B-A3B at M=8192:
+ * 571 row blocks for 512 blocks' worth of rows). Tiles then differ in
+ * cost, so the promoted kinds take them from a counter in `sched` in order
+ * rather than by a fixed stride (`order`, below).
  *
  * Accumulation (e4m3): promoted kinds restart wgmma's accumulator every 128 K and
  * add it into f32 registers (the schedule of CUTLASS's promoted FP8 main
@@ -45,7 +51,26 @@ struct fmcu_gg_args {
     uint32_t E, N, K;        /* K, N multiples of 16 */
     int64_t rows_cap;
     int bf16;                 /* A and B bf16, no scales (fast kinds: wgmma accumulates bf16 in f32) */
+    int whole_tiles;          /* 1: every tile 128 rows (measurements); 0: an expert's last
+                                 row block of at most 64 rows is a half tile, 64 rows with the
+                                 warp groups splitting its columns (same bits) */
+    int32_t *sched;           /* [2] device memory, zero before the first launch: the tile
+                                 counter; each launch leaves it zero again */
+    int order;                /* FMCU_GG_ORDER_*: which CTA takes which tile */
 };
+
+/* Tile order. FIXED: CTA b takes tiles b, b + grid, b + 2 grid, ...;
+ * COUNTER: tile b, then the next untaken one from `sched`; AUTO: the
+ * counter for promoted kinds, fixed for fast ones. H100, GEMMs alone under
+ * random routing and the forward (bench/cuda/half-2026-11-23): with half
+ * tiles in the fixed order the promoted fp8 GEMM1s of long K ran 12-21%
+ * slower (CTAs drift apart and the tiles in flight stop sharing weight
+ * tiles in L2), in the counter's order 1-6% faster than whole tiles; the
+ * fast kinds ran up to 9% slower in the counter's order (gpt-oss-120b's
+ * GEMM2) and best with half tiles in the fixed one. */
+#define FMCU_GG_ORDER_AUTO    0
+#define FMCU_GG_ORDER_FIXED   1
+#define FMCU_GG_ORDER_COUNTER 2
 
 /* Tile kinds (fmcu_gg_kind) are in launch_shape.h, with the host-side
  * choice of them (fmcu_gg_kinds), unit-tested without a GPU. */

@@ -19,7 +19,13 @@
  * run at the same time share each weight tile through L2. Every CTA builds
  * the prefix of tile counts from the offsets in shared memory and finds a
  * tile's expert by binary search, so the grid does not depend on the
- * routing (graph capture).
+ * routing (graph capture). An expert's last row block of at most 64 rows
+ * is a half tile: 64 rows, each consumer warp group half of the columns
+ * (m64n(BN/2) wgmmas), half the work of a whole tile. CTA b takes tile b,
+ * then tiles b + grid, b + 2 grid, ... (fast kinds) or the next untaken
+ * one from a counter in global memory (promoted kinds, so that the tiles
+ * in flight stay consecutive however their costs differ); either way the
+ * producer passes the tile's number to the consumers with its first stage.
  *
  * Accumulation. Promoted kinds keep a second set of f32 registers: each
  * 128-K block's four wgmmas start from zero (scale-d = 0), and after the
@@ -165,21 +171,32 @@ __device__ __forceinline__ uint64_t sw128_desc(uint32_t addr)
            ((uint64_t)1 << 62);
 }
 
-/* One wgmma of 32 bytes of K: k32 e4m3 or k16 bf16. */
-template <int BN, bool BF16>
-__device__ __forceinline__ void wgmma_tile(float (&d)[BN / 2], uint64_t da, uint64_t db, int acc)
+/* One wgmma of 32 bytes of K (k32 e4m3 or k16 bf16) over NW columns: a
+ * tile's BN, or half of it where the warp groups split a half tile's
+ * columns. */
+template <int NW, bool BF16>
+__device__ __forceinline__ void wgmma_tile(float (&d)[NW / 2], uint64_t da, uint64_t db, int acc)
 {
+    static_assert(NW == 64 || NW == 96 || NW == 128 || NW == 192 || NW == 256, "no wgmma wrapper of this width");
     if constexpr (BF16) {
-        if constexpr (BN == 128)
+        if constexpr (NW == 64)
+            fmcu_wgmma::wgmma_m64n64k16_bf16(d, da, db, acc);
+        else if constexpr (NW == 96)
+            fmcu_wgmma::wgmma_m64n96k16_bf16(d, da, db, acc);
+        else if constexpr (NW == 128)
             fmcu_wgmma::wgmma_m64n128k16_bf16(d, da, db, acc);
-        else if constexpr (BN == 192)
+        else if constexpr (NW == 192)
             fmcu_wgmma::wgmma_m64n192k16_bf16(d, da, db, acc);
         else
             fmcu_wgmma::wgmma_m64n256k16_bf16(d, da, db, acc);
     } else {
-        if constexpr (BN == 128)
+        if constexpr (NW == 64)
+            fmcu_wgmma::wgmma_m64n64k32_e4m3(d, da, db, acc);
+        else if constexpr (NW == 96)
+            fmcu_wgmma::wgmma_m64n96k32_e4m3(d, da, db, acc);
+        else if constexpr (NW == 128)
             fmcu_wgmma::wgmma_m64n128k32_e4m3(d, da, db, acc);
-        else if constexpr (BN == 192)
+        else if constexpr (NW == 192)
             fmcu_wgmma::wgmma_m64n192k32_e4m3(d, da, db, acc);
         else
             fmcu_wgmma::wgmma_m64n256k32_e4m3(d, da, db, acc);
@@ -194,17 +211,24 @@ struct kernel_params {
     const int32_t *offsets;
     int row_vec, col_vec;
     uint32_t E, N, K;
-    int flags; /* tuning builds (FMCU_GG_TUNING, GG_FLAGS): 1 no stores (main loop alone) */
+    int *sched; /* [2] the next tile past the first wave, CTAs done (zero between launches) */
+    int halves; /* an expert's last row block of at most 64 rows is a half tile */
+    int fixed_order; /* tiles b, b + grid, ... instead of the counter's (grouped_gemm.h, FMCU_GG_ORDER_*) */
+    int flags;  /* tuning builds (FMCU_GG_TUNING, GG_FLAGS): 1 no stores (main loop alone) */
 };
 
-/* Tile column block nb covers weight rows BN * nb .. + BN - 1 of its expert. */
+/* Tile column block nb covers weight rows BN * nb .. + BN - 1 of its expert.
+ * A half tile (an expert's last row block when it has at most 64 rows) is
+ * 64 rows, and each consumer warp group takes half of its BN columns: it
+ * costs half a tile's wgmmas instead of a whole tile's, of which at least
+ * half would be rows past the expert's end. */
 struct tile_at {
-    int e, row0, row_end, nb;
+    int e, row0, row_end, nb, half;
 };
 
 /* Tile t's expert (the last e with pre[e] <= t: experts without tiles
- * repeat the prefix), its first and end rows and first column. */
-__device__ __forceinline__ tile_at find_tile(int t, const int *pre, const int *off, int E)
+ * repeat the prefix), its first and end rows, first column and form. */
+__device__ __forceinline__ tile_at find_tile(int t, const int *pre, const int *off, int E, int halves)
 {
     int lo = 0, hi = E;
     while (hi - lo > 1) {
@@ -222,61 +246,65 @@ __device__ __forceinline__ tile_at find_tile(int t, const int *pre, const int *o
     at.row0 = off[lo] + (local % mt) * BM;
     at.row_end = off[lo + 1];
     at.nb = local / mt;
+    at.half = halves && local % mt == mt - 1 && rows - (mt - 1) * BM <= BM / 2;
     return at;
 }
 
-/* What a consumer thread loads for its tile's epilogue before the main
- * loop, so that the loads' latency hides under it: the scales of its two
- * rows and of tile columns tw and tw + 128 (0 where past the weight). */
-template <int BN> struct epi_loads {
-    float sr0, sr1, sc[(BN + 127) / 128];
+/* What a consumer thread loads for its epilogue before the main loop, so
+ * that the loads' latency hides under it: the scales of its two rows and of
+ * its warp group's columns tw and tw + 128 (0 where past the weight). The
+ * warp group's 64 rows start at r_base, its NW columns at c0. */
+template <int NW> struct epi_loads {
+    float sr0, sr1, sc[(NW + 127) / 128];
 };
 
-template <int BN>
-__device__ __forceinline__ epi_loads<BN> load_scales(const tile_at &at, const kernel_params &p, int w, int tw)
+template <int NW>
+__device__ __forceinline__ epi_loads<NW> load_scales(const tile_at &at, const kernel_params &p, int r_base, int c0,
+                                                     int tw)
 {
-    epi_loads<BN> l;
-    const int r0 = at.row0 + w * 64 + (tw / 32) * 16 + (tw % 32) / 4;
+    epi_loads<NW> l;
+    const int r0 = r_base + (tw / 32) * 16 + (tw % 32) / 4;
     l.sr0 = !p.s_row ? 1.0f : r0 < at.row_end ? p.s_row[p.row_vec ? r0 : 0] : 0.0f;
     l.sr1 = !p.s_row ? 1.0f : r0 + 8 < at.row_end ? p.s_row[p.row_vec ? r0 + 8 : 0] : 0.0f;
 #pragma unroll
-    for (int j = 0; j < (BN + 127) / 128; j++) {
-        const int c = at.nb * BN + tw + 128 * j;
+    for (int j = 0; j < (NW + 127) / 128; j++) {
+        const int c = c0 + tw + 128 * j;
         l.sc[j] = !p.s_col                             ? 1.0f
-                  : tw + 128 * j < BN && c < (int)p.N ? p.s_col[p.col_vec ? (int64_t)at.e * p.N + c : at.e]
+                  : tw + 128 * j < NW && c < (int)p.N ? p.s_col[p.col_vec ? (int64_t)at.e * p.N + c : at.e]
                                                       : 0.0f;
     }
     return l;
 }
 
-/* Epilogue of one warp group (64 rows): D = bf16(v * (s_row * s_col)) into
- * the staging buffer; when all 64 rows belong to the tile's expert, one
- * thread sends the BN/64 boxes with tensor stores that run while the warp
- * group starts its next tile (the map clips columns past N), else the
+/* Epilogue of one warp group (64 rows from r0, NW columns from c0): D =
+ * bf16(v * (s_row * s_col)) into the staging buffer; when all 64 rows
+ * belong to the tile's expert and the columns are whole 64-column boxes,
+ * one thread sends the NW/64 boxes with tensor stores that run while the
+ * warp group starts its next tile (the map clips columns past N), else the
  * warp group copies the expert's rows out itself (an expert's last, partial
- * row block). Fragment i of the m64nBN accumulator is row 16*warp + lane/4
+ * row block; a half tile's 96-column halves). Fragment i of the m64nBN accumulator is row 16*warp + lane/4
  * (+8 for i%4 >= 2), column 8*(i/4) + 2*(lane%4) (+1 for odd i). One bulk
  * copy per row (64 per warp group and tile) was 5-7% slower at short K
  * (GEMM2 of Qwen3-30B-A3B at M=8192: 273 us against 258; 160 us without
  * stores: the rest is both warp groups converting while the tensor cores
  * wait; bench/cuda/own-fp8-2026-11-22). */
-template <int BN>
-__device__ __forceinline__ void store_tile(const float (&v)[BN / 2], const epi_loads<BN> &l, const tile_at &at,
-                                           const kernel_params &p, const CUtensorMap *map_d, int w, int tw,
+template <int NW>
+__device__ __forceinline__ void store_tile(const float (&v)[NW / 2], const epi_loads<NW> &l, int r0, int row_end,
+                                           int c0, const kernel_params &p, const CUtensorMap *map_d, int w, int tw,
                                            uint32_t out, float *scale)
 {
     const int lane = tw % 32, rl = (tw / 32) * 16 + lane / 4;
     if (tw == 0)
         bulk_wait_read(); /* the previous tile's tensor stores have left the buffer */
 #pragma unroll
-    for (int j = 0; j < (BN + 127) / 128; j++)
-        if (tw + 128 * j < BN)
+    for (int j = 0; j < (NW + 127) / 128; j++)
+        if (tw + 128 * j < NW)
             scale[tw + 128 * j] = l.sc[j];
     wg_sync(1 + w);
     /* Rows rl and rl + 8 have the same swizzle (row % 8 = lane / 4). */
     const uint32_t o0 = out + rl * 128 + 4 * (lane % 4), o1 = o0 + 8 * 128, sw = lane / 4;
 #pragma unroll
-    for (int b = 0; b < BN / 8; b++) {
+    for (int b = 0; b < NW / 8; b++) {
         const float2 sc = *reinterpret_cast<const float2 *>(scale + 8 * b + 2 * (lane % 4));
         const uint32_t at_b = (b / 8) * 8192 + (((b % 8) ^ sw) << 4);
         st_shared_b32(o0 + at_b, bf16x2_bits(__fmul_rn(v[4 * b], __fmul_rn(l.sr0, sc.x)),
@@ -286,11 +314,11 @@ __device__ __forceinline__ void store_tile(const float (&v)[BN / 2], const epi_l
     }
     fmcu_async::fence_async_shared();
     wg_sync(1 + w);
-    const int r0 = at.row0 + w * 64, rows = min(64, at.row_end - r0), c0 = at.nb * BN;
-    if (rows == 64) {
+    const int rows = min(64, row_end - r0);
+    if (rows == 64 && NW % 64 == 0) {
         if (tw == 0) {
 #pragma unroll
-            for (int q = 0; q < BN / 64; q++)
+            for (int q = 0; q < NW / 64; q++)
                 if (c0 + 64 * q < (int)p.N)
                     tma_store(map_d, c0 + 64 * q, r0, out + q * 8192);
             bulk_commit();
@@ -298,8 +326,8 @@ __device__ __forceinline__ void store_tile(const float (&v)[BN / 2], const epi_l
         return;
     }
     /* 16-byte chunks of the valid rows, read back through the swizzle. */
-    for (int i = tw; i < rows * (BN / 8); i += 128) {
-        const int r = i / (BN / 8), cb = i % (BN / 8), c = c0 + 8 * cb;
+    for (int i = tw; i < rows * (NW / 8); i += 128) {
+        const int r = i / (NW / 8), cb = i % (NW / 8), c = c0 + 8 * cb;
         if (c >= (int)p.N)
             continue;
         uint4 x;
@@ -311,16 +339,17 @@ __device__ __forceinline__ void store_tile(const float (&v)[BN / 2], const epi_l
 }
 
 /* The four wgmmas of one 128-K stage into a (scale-d 0 on the first unless
- * `add`), committed as one group. */
-template <int BN, bool BF16>
-__device__ __forceinline__ void issue_stage(float (&a)[BN / 2], uint32_t stage_addr, int w, bool add)
+ * `add`), committed as one group: the warp group's 64 A rows at a_addr,
+ * its NW B rows at b_addr. */
+template <int NW, bool BF16>
+__device__ __forceinline__ void issue_stage(float (&a)[NW / 2], uint32_t a_addr, uint32_t b_addr, bool add)
 {
-    const uint64_t da = sw128_desc(stage_addr + w * 64 * BK), db = sw128_desc(stage_addr + A_BYTES);
+    const uint64_t da = sw128_desc(a_addr), db = sw128_desc(b_addr);
     fence_regs(a);
     wgmma_fence();
 #pragma unroll
     for (int k = 0; k < BK / 32; k++)
-        wgmma_tile<BN, BF16>(a, da + 2 * k, db + 2 * k, add || k > 0);
+        wgmma_tile<NW, BF16>(a, da + 2 * k, db + 2 * k, add || k > 0);
     wgmma_commit();
 }
 
@@ -345,16 +374,80 @@ struct ring {
     }
 };
 
+/* One warp group's main loop over a tile's KB stages: its 64 A rows at
+ * a_off and NW B rows at b_off inside each stage. Promoted kinds leave the
+ * sum in fin, fast kinds in acc. */
+template <int NW, bool PROMOTE, bool BF16, int STAGES, int STAGE_BYTES>
+__device__ __forceinline__ void main_loop(float (&acc)[NW / 2], float (&fin)[PROMOTE ? NW / 2 : 1], ring &r, int KB,
+                                          uint32_t base, uint32_t a_off, uint32_t b_off, uint64_t *full,
+                                          uint64_t *empty, int lane)
+{
+    auto release = [&](int s) {
+        if (lane == 0)
+            mbar_arrive(smem_addr(&empty[s]));
+    };
+    if constexpr (PROMOTE) {
+#pragma unroll
+        for (int i = 0; i < NW / 2; i++)
+            fin[i] = 0.0f;
+        for (int kb = 0; kb < KB; kb++) {
+            mbar_wait(smem_addr(&full[r.stage]), r.phase);
+            const uint32_t st = base + r.stage * STAGE_BYTES;
+            issue_stage<NW, BF16>(acc, st + a_off, st + A_BYTES + b_off, false);
+            wgmma_wait<0>();
+            release(r.stage);
+            add_into(fin, acc);
+            r.next(STAGES);
+        }
+    } else {
+        int prev = -1; /* the stage whose wgmmas may still run */
+        for (int kb = 0; kb < KB; kb++) {
+            mbar_wait(smem_addr(&full[r.stage]), r.phase);
+            const uint32_t st = base + r.stage * STAGE_BYTES;
+            issue_stage<NW, BF16>(acc, st + a_off, st + A_BYTES + b_off, kb > 0);
+            wgmma_wait<1>();
+            if (prev >= 0)
+                release(prev);
+            prev = r.stage;
+            r.next(STAGES);
+        }
+        wgmma_wait<0>();
+        fence_regs(acc);
+        if (prev >= 0)
+            release(prev);
+    }
+}
+
+/* One warp group's tile: rows r_base.., columns c0.. (NW of them) from the
+ * stage offsets a_off, b_off, then its epilogue. */
+template <int NW, bool PROMOTE, bool BF16, int STAGES, int STAGE_BYTES>
+__device__ __forceinline__ void run_tile(float (&acc)[NW / 2], float (&fin)[PROMOTE ? NW / 2 : 1], ring &r,
+                                         const tile_at &at, const kernel_params &p, const CUtensorMap *map_d,
+                                         int KB, uint32_t base, int r_base, int c0, uint32_t a_off, uint32_t b_off,
+                                         uint64_t *full, uint64_t *empty, int w, int tw, uint32_t out, float *scale)
+{
+    const epi_loads<NW> l = load_scales<NW>(at, p, r_base, c0, tw);
+    main_loop<NW, PROMOTE, BF16, STAGES, STAGE_BYTES>(acc, fin, r, KB, base, a_off, b_off, full, empty, tw % 32);
+    if (p.flags & 1)
+        return;
+    if constexpr (PROMOTE)
+        store_tile<NW>(fin, l, r_base, at.row_end, c0, p, map_d, w, tw, out, scale);
+    else
+        store_tile<NW>(acc, l, r_base, at.row_end, c0, p, map_d, w, tw, out, scale);
+}
+
 template <int BN, bool PROMOTE, bool BF16>
 __global__ void __launch_bounds__(THREADS, 1)
-    grouped_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
-                        const __grid_constant__ CUtensorMap map_d, const kernel_params p)
+    grouped_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_a64,
+                        const __grid_constant__ CUtensorMap map_b, const __grid_constant__ CUtensorMap map_d,
+                        const kernel_params p)
 {
     using C = kind_cfg<BN>;
     constexpr int STAGES = C::STAGES;
     extern __shared__ uint8_t smem_raw[];
     __shared__ __align__(8) uint64_t full[STAGES], empty[STAGES];
     __shared__ int pre[FMCU_GG_MAX_EXPERTS + 1], off[FMCU_GG_MAX_EXPERTS + 1];
+    __shared__ int tile_of[STAGES]; /* the tile whose first stage this is, or -1: no more tiles */
 
     /* Stage s: A at base + s * STAGE_BYTES, B after it; both 1024-aligned. */
     const uint32_t base = (smem_addr(smem_raw) + 1023) & ~1023u;
@@ -407,73 +500,71 @@ __global__ void __launch_bounds__(THREADS, 1)
         if (threadIdx.x != 0)
             return;
         asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&map_a) : "memory");
+        asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&map_a64) : "memory");
         asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&map_b) : "memory");
+        /* Tile blockIdx.x first, then the next from the counter (tiles
+         * gridDim.x.. in order), fetched as a tile's first stage goes out so
+         * that the atomic's latency passes under its loads. */
         ring r;
-        for (int t = blockIdx.x; t < total; t += gridDim.x) {
-            const tile_at at = find_tile(t, pre, off, E);
+        int t = blockIdx.x;
+        while (t < total) {
+            const tile_at at = find_tile(t, pre, off, E, p.halves);
             const int brow = at.e * (int)p.N + at.nb * BN;
+            int next = total;
             for (int kb = 0; kb < KB; kb++) {
                 mbar_wait(smem_addr(&empty[r.stage]), r.phase ^ 1);
+                if (kb == 0) {
+                    tile_of[r.stage] = t; /* published by the arrive below */
+                    next = p.fixed_order ? t + (int)gridDim.x : (int)gridDim.x + atomicAdd(p.sched, 1);
+                }
                 const uint32_t fb = smem_addr(&full[r.stage]);
                 const uint32_t sa = base + r.stage * C::STAGE_BYTES;
-                mbar_expect_tx(fb, C::STAGE_BYTES);
-                tma_load(sa, &map_a, kb * KE, at.row0, fb);
+                /* A half tile needs 64 A rows: rows 64-127 of its stage stay unread. */
+                mbar_expect_tx(fb, at.half ? C::STAGE_BYTES - A_BYTES / 2 : C::STAGE_BYTES);
+                tma_load(sa, at.half ? &map_a64 : &map_a, kb * KE, at.row0, fb);
                 tma_load(sa + A_BYTES, &map_b, kb * KE, brow, fb);
                 r.next(STAGES);
             }
+            t = next;
+        }
+        /* No more tiles: tell the consumers (an arrive without bytes), then
+         * the last CTA to get here zeroes the counter for the next launch:
+         * every CTA has taken its last tile by then. */
+        mbar_wait(smem_addr(&empty[r.stage]), r.phase ^ 1);
+        tile_of[r.stage] = -1;
+        mbar_arrive(smem_addr(&full[r.stage]));
+        __threadfence();
+        if (atomicAdd(p.sched + 1, 1) == (int)gridDim.x - 1) {
+            atomicExch(p.sched, 0);
+            atomicExch(p.sched + 1, 0);
         }
         return;
     }
 
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
-    const int w = wg - 1, tw = threadIdx.x % 128, lane = threadIdx.x % 32;
+    const int w = wg - 1, tw = threadIdx.x % 128;
     const uint32_t out = base + C::EPI_AT + w * C::OUT_BYTES;
     float *scale = reinterpret_cast<float *>(smem_raw + (base - smem_addr(smem_raw)) + C::SCALE_AT) + w * BN;
-    auto full_of = [&](int s) { return smem_addr(&full[s]); };
-    auto release = [&](int s) {
-        if (lane == 0)
-            mbar_arrive(smem_addr(&empty[s]));
-    };
+    constexpr int HN = BN / 2; /* a half tile's columns per warp group */
     float acc[BN / 2];
     float fin[PROMOTE ? BN / 2 : 1];
+    float hacc[HN / 2];
+    float hfin[PROMOTE ? HN / 2 : 1];
     ring r;
-    for (int t = blockIdx.x; t < total; t += gridDim.x) {
-        const tile_at at = find_tile(t, pre, off, E);
-        const epi_loads<BN> l = load_scales<BN>(at, p, w, tw);
-        if constexpr (PROMOTE) {
-#pragma unroll
-            for (int i = 0; i < BN / 2; i++)
-                fin[i] = 0.0f;
-            for (int kb = 0; kb < KB; kb++) {
-                mbar_wait(full_of(r.stage), r.phase);
-                issue_stage<BN, BF16>(acc, base + r.stage * C::STAGE_BYTES, w, false);
-                wgmma_wait<0>();
-                release(r.stage);
-                add_into(fin, acc);
-                r.next(STAGES);
-            }
-        } else {
-            int prev = -1; /* the stage whose wgmmas may still run */
-            for (int kb = 0; kb < KB; kb++) {
-                mbar_wait(full_of(r.stage), r.phase);
-                issue_stage<BN, BF16>(acc, base + r.stage * C::STAGE_BYTES, w, kb > 0);
-                wgmma_wait<1>();
-                if (prev >= 0)
-                    release(prev);
-                prev = r.stage;
-                r.next(STAGES);
-            }
-            wgmma_wait<0>();
-            fence_regs(acc);
-            if (prev >= 0)
-                release(prev);
-        }
-        if (p.flags & 1)
-            continue;
-        if constexpr (PROMOTE)
-            store_tile<BN>(fin, l, at, p, &map_d, w, tw, out, scale);
-        else
-            store_tile<BN>(acc, l, at, p, &map_d, w, tw, out, scale);
+    for (;;) {
+        mbar_wait(smem_addr(&full[r.stage]), r.phase); /* again in main_loop: already complete there */
+        const int t = tile_of[r.stage];
+        if (t < 0)
+            break;
+        const tile_at at = find_tile(t, pre, off, E, p.halves);
+        if (!at.half) /* rows 64w.. of the tile, all its columns */
+            run_tile<BN, PROMOTE, BF16, STAGES, C::STAGE_BYTES>(acc, fin, r, at, p, &map_d, KB, base,
+                                                                at.row0 + 64 * w, at.nb * BN, w * 64 * BK, 0, full,
+                                                                empty, w, tw, out, scale);
+        else /* the tile's 64 rows, columns HN w.. */
+            run_tile<HN, PROMOTE, BF16, STAGES, C::STAGE_BYTES>(hacc, hfin, r, at, p, &map_d, KB, base, at.row0,
+                                                                at.nb * BN + HN * w, 0, w * HN * BK, full, empty, w,
+                                                                tw, out, scale);
     }
     if (tw == 0)
         bulk_wait_all();
@@ -525,8 +616,9 @@ bool encode(CUtensorMap *map, const void *base, uint64_t rows, uint64_t cols, ui
 template <int BN, bool PROMOTE, bool BF16> cudaError_t launch_kind(const fmcu_gg_args *a, int sms, cudaStream_t st)
 {
     using C = kind_cfg<BN>;
-    CUtensorMap map_a, map_b, map_d;
+    CUtensorMap map_a, map_a64, map_b, map_d;
     if (!encode(&map_a, a->a, (uint64_t)a->rows_cap, a->K, BM, BF16) ||
+        !encode(&map_a64, a->a, (uint64_t)a->rows_cap, a->K, BM / 2, BF16) ||
         !encode(&map_b, a->b, (uint64_t)a->E * a->N, a->K, BN, BF16) ||
         !encode(&map_d, a->d, (uint64_t)a->rows_cap, a->N, 64, true))
         return cudaErrorInvalidValue;
@@ -540,6 +632,9 @@ template <int BN, bool PROMOTE, bool BF16> cudaError_t launch_kind(const fmcu_gg
     p.E = a->E;
     p.N = a->N;
     p.K = a->K;
+    p.halves = !a->whole_tiles;
+    p.sched = a->sched;
+    p.fixed_order = a->order == FMCU_GG_ORDER_FIXED || (a->order == FMCU_GG_ORDER_AUTO && !PROMOTE);
     p.flags = 0;
 #if defined(FMCU_GG_TUNING)
     if (const char *f = getenv("GG_FLAGS"))
@@ -552,7 +647,7 @@ template <int BN, bool PROMOTE, bool BF16> cudaError_t launch_kind(const fmcu_gg
     /* More CTAs than tiles would only wait: at most ceil(rows/128) + E row blocks. */
     const int64_t tiles = ((a->rows_cap + BM - 1) / BM + a->E) * (int64_t)((a->N + BN - 1) / BN);
     const unsigned grid = (unsigned)(tiles < sms ? tiles : sms);
-    kernel<<<grid, THREADS, C::SMEM, st>>>(map_a, map_b, map_d, p);
+    kernel<<<grid, THREADS, C::SMEM, st>>>(map_a, map_a64, map_b, map_d, p);
     return cudaGetLastError();
 }
 
@@ -562,7 +657,8 @@ cudaError_t fmcu_gg_launch(const fmcu_gg_args *a, fmcu_gg_kind kind, int sms, cu
 {
     if (!a || a->E == 0 || a->E > FMCU_GG_MAX_EXPERTS || a->K == 0 || a->K % 16 || a->N == 0 || a->N % 16 ||
         a->rows_cap <= 0 || a->rows_cap > INT32_MAX || (uint64_t)a->E * a->N > INT32_MAX || sms <= 0 ||
-        ((uintptr_t)a->a | (uintptr_t)a->b | (uintptr_t)a->d) % 16 || !a->d ||
+        ((uintptr_t)a->a | (uintptr_t)a->b | (uintptr_t)a->d) % 16 || !a->d || !a->sched ||
+        (uintptr_t)a->sched % 4 || a->order < FMCU_GG_ORDER_AUTO || a->order > FMCU_GG_ORDER_COUNTER ||
         (a->col_vec && (uintptr_t)a->s_col % 8))
         return cudaErrorInvalidValue;
     if (a->bf16)

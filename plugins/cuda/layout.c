@@ -202,6 +202,7 @@ void fmcu_workspace_layout(uint32_t max_tokens, uint32_t top_k, uint32_t hidden,
     ws->n_tiles = take(&at, 4);
     ws->amax = take(&at, 8);
     ws->grid_sync = take(&at, 8);
+    ws->gg_sched = take(&at, 8);
     ws->x_stage = take(&at, M * H * 2);
     ws->out_stage = take(&at, M * H * 2);
     /* GEMM1 input: bf16 (2 bytes) or fp8 (1 byte) plus scales. */

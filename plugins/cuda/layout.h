@@ -57,6 +57,7 @@ typedef struct fmcu_ws {
     size_t n_tiles;               /* i32 */
     size_t amax;                  /* [2] u32: dynamic per-tensor amax of GEMM1 / GEMM2 inputs */
     size_t grid_sync;             /* [2] u32, zeroed at create: the one-launch decode's grid barrier */
+    size_t gg_sched;              /* [2] i32, zeroed at create: our grouped GEMM's tile counter (grouped_gemm.h) */
     size_t x_stage, out_stage;    /* [Mmax, H] act dtype: host x/out staged */
     size_t a1, a1_scale;          /* GEMM1 input [Mmax, H] (bf16 or fp8) and its scales */
     size_t act;                   /* [Mmax*k, I] act dtype: GEMM1 output after the activation */

@@ -131,9 +131,9 @@ static fmoe_status cuda_create(fmoe_create_args *a)
     }
     L->tier = tier;
 
-    /* The one-launch decode's grid barrier and the wide plan's counts and
-     * done counter start from zero (the last CTA of each resets them after
-     * each call). */
+    /* The one-launch decode's grid barrier, our grouped GEMM's tile counter
+     * and the wide plan's counts and done counter start from zero (the last
+     * CTA of each resets them after each call). */
     static const uint32_t zero_sync[2] = {0, 0};
     fmcu_workspace_layout(L->max_tokens, L->top_k, L->hidden, L->inter, L->local_experts, L->logical_experts,
                           L->quant, L->block_k, &L->ws);
@@ -145,6 +145,8 @@ static fmoe_status cuda_create(fmoe_create_args *a)
     int zeroed = fmcu_prepare_kernels(L->device, why, sizeof why) == 0 &&
                  (L->workspace = device_alloc(in, L->ws.total, why, sizeof why)) != NULL &&
                  fmcu_upload(L->device, (char *)L->workspace + L->ws.grid_sync, zero_sync, sizeof zero_sync, why,
+                             sizeof why) == 0 &&
+                 fmcu_upload(L->device, (char *)L->workspace + L->ws.gg_sched, zero_sync, sizeof zero_sync, why,
                              sizeof why) == 0 &&
                  fmcu_upload(L->device, (char *)L->workspace + L->ws.plan_sync, zero_plan,
                              ((size_t)L->local_experts + 1) * sizeof *zero_plan, why, sizeof why) == 0;

@@ -828,6 +828,7 @@ struct gemm_setup {
 struct setup_args {
     uint32_t E;
     const int32_t *offsets, *sorted;
+    int32_t *gg_sched; /* our grouped GEMM's tile counter (layout.h) */
     gemm_arrays g[2];
     gemm_setup s[2];
 };
@@ -901,15 +902,17 @@ struct OwnGemm {
     int sms;
 };
 
-OwnGemm own_gemm(const gemm_setup &s, const int32_t *offsets, uint32_t E, int64_t rows_cap, fmcu_gg_kind kind, int sms)
+OwnGemm own_gemm(const gemm_setup &s, const int32_t *offsets, int32_t *sched, uint32_t E, int64_t rows_cap,
+                 fmcu_gg_kind kind, int sms)
 {
-    OwnGemm g;
+    OwnGemm g = {};
     g.a.a = s.a;
     g.a.b = s.w;
     g.a.d = s.d;
     g.a.s_row = s.row_scale;
     g.a.s_col = s.col_scale;
     g.a.offsets = offsets;
+    g.a.sched = sched;
     g.a.row_vec = s.row_vec;
     g.a.col_vec = s.col_vec;
     g.a.E = E;
@@ -917,6 +920,22 @@ OwnGemm own_gemm(const gemm_setup &s, const int32_t *offsets, uint32_t E, int64_
     g.a.K = (uint32_t)s.K;
     g.a.rows_cap = rows_cap;
     g.a.bf16 = s.esize == 2;
+    /* For A/B timing, read once per process: FMCU_GG_HALF=0 whole tiles
+     * only, FMCU_GG_ORDER=fixed|counter one tile order for every kind
+     * (grouped_gemm.h; anything else: the kind's). */
+    static const bool whole = [] {
+        const char *v = getenv("FMCU_GG_HALF");
+        return v && strcmp(v, "0") == 0;
+    }();
+    static const int order = [] {
+        const char *v = getenv("FMCU_GG_ORDER");
+        return !v                          ? FMCU_GG_ORDER_AUTO
+               : strcmp(v, "fixed") == 0   ? FMCU_GG_ORDER_FIXED
+               : strcmp(v, "counter") == 0 ? FMCU_GG_ORDER_COUNTER
+                                           : FMCU_GG_ORDER_AUTO;
+    }();
+    g.a.whole_tiles = whole;
+    g.a.order = order;
     if (g.a.bf16)
         g.a.s_row = g.a.s_col = nullptr;
     g.kind = kind;
@@ -1168,8 +1187,8 @@ cudaError_t forward_own(int k1, int k2, int sms, int64_t m, const void *x, int64
                         void *cws, cudaStream_t st, cudaEvent_t *ev)
 {
     const int64_t rows_cap = m * (int64_t)ga.k;
-    OwnGemm o1 = own_gemm(sa.s[0], sa.offsets, sa.E, rows_cap, (fmcu_gg_kind)(k1 < 0 ? 0 : k1), sms);
-    OwnGemm o2 = own_gemm(sa.s[1], sa.offsets, sa.E, rows_cap, (fmcu_gg_kind)(k2 < 0 ? 0 : k2), sms);
+    OwnGemm o1 = own_gemm(sa.s[0], sa.offsets, sa.gg_sched, sa.E, rows_cap, (fmcu_gg_kind)(k1 < 0 ? 0 : k1), sms);
+    OwnGemm o2 = own_gemm(sa.s[1], sa.offsets, sa.gg_sched, sa.E, rows_cap, (fmcu_gg_kind)(k2 < 0 ? 0 : k2), sms);
     if (k1 >= 0 && k2 >= 0)
         return launch(o1, o2, m, x, x_ld, sa, ga, aa, cb, dyn_tensor, nullptr, st, ev);
     if (k1 >= 0) {
@@ -1360,6 +1379,7 @@ cudaError_t forward(const fmcu_layer *L, int64_t m, const void *x, int64_t x_ld,
     sa.E = E;
     sa.offsets = offsets;
     sa.sorted = sorted;
+    sa.gg_sched = ws_at<int32_t>(L, L->ws.gg_sched);
     size_t used = carve(ws_at<uint8_t>(L, L->ws.pf_args), E, sa.g);
     if (used > (size_t)E * FMCU_PF_ARGS_PER_EXPERT + FMCU_PF_ARGS_FIXED)
         return cudaErrorInvalidValue;
@@ -1481,8 +1501,8 @@ cudaError_t forward(const fmcu_layer *L, int64_t m, const void *x, int64_t x_ld,
         int k1, k2;
         own_kinds(true, rows, H, &k1, &k2);
         if (!fuse && k1 >= 0 && k2 >= 0) {
-            OwnGemm o1 = own_gemm(sa.s[0], offsets, E, m * (int64_t)k, (fmcu_gg_kind)k1, sms);
-            OwnGemm o2 = own_gemm(sa.s[1], offsets, E, m * (int64_t)k, (fmcu_gg_kind)k2, sms);
+            OwnGemm o1 = own_gemm(sa.s[0], offsets, sa.gg_sched, E, m * (int64_t)k, (fmcu_gg_kind)k1, sms);
+            OwnGemm o2 = own_gemm(sa.s[1], offsets, sa.gg_sched, E, m * (int64_t)k, (fmcu_gg_kind)k2, sms);
             return launch(o1, o2, m, x, x_ld, sa, ga, aa, cb, false, nullptr, st, ev);
         }
         const fixup_args *f = fuse ? &fx : nullptr;

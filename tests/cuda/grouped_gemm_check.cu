@@ -5,10 +5,13 @@
  * scales.
  *
  *   check mode (default): cases with empty experts, experts of 1, 64, 65,
- *   128, 129 and more rows, N not a multiple of the tile width, K not a
+ *   128, 129 and more rows (the last row block a half tile wherever it has
+ *   at most 64 rows), N not a multiple of the tile width, K not a
  *   multiple of 128 (TMA zero-fills the tail), per-row/column or scalar
  *   scales, and rows past the last expert that must stay untouched (D is
- *   NaN-poisoned first); bf16 operands. Every tile kind. Per element:
+ *   NaN-poisoned first); bf16 operands. Every tile kind, with whole tiles
+ *   only and with half tiles (in the kind's tile order and in the other),
+ *   whose bits must be the whole tiles'; the counter must be left zero. Per element:
  *       |ours - v| <= 2^-8 |v| + tol * s * sum_k |a_k b_k|
  *   v = s * sum_k a_k b_k in double, s = s_row * s_col; tol = 2^-11 for
  *   promoted kinds, 2^-8 for fast accumulation (wgmma's FP8 accumulator
@@ -21,7 +24,11 @@
  *   routing (rows per expert = M * k / E), each kind, median of 15 launches
  *   (CUDA events), us and TFLOP/s. GG_BENCH_M="1024,8192" (default),
  *   GG_BENCH_SHAPES="qwen3,mixtral" (name parts), GG_BENCH_KINDS="023"
- *   (kind digits) narrow it; GG_BENCH_BF16=1 uses bf16 operands.
+ *   (kind digits) narrow it; GG_BENCH_BF16=1 uses bf16 operands;
+ *   GG_BENCH_ROUTING=random draws each token's k distinct experts (seeded)
+ *   instead, so experts' rows vary as in a forward; GG_BENCH_WHOLE=1 turns
+ *   half tiles off, GG_BENCH_ORDER=fixed|counter sets the tile order
+ *   (grouped_gemm.h; default: the kind's).
  *
  * Exit 0 pass, 1 fail, 77 no sm_90 device.
  */
@@ -150,6 +157,7 @@ struct buffers {
     uint8_t *a = nullptr, *b = nullptr;
     float *s_row = nullptr, *s_col = nullptr;
     int32_t *offsets = nullptr;
+    int32_t *sched = nullptr; /* the kernel's tile counter: zero before and after every launch */
     __nv_bfloat16 *d = nullptr;
     int R = 0, cap = 0;
 };
@@ -167,6 +175,8 @@ static void make(const problem &pb, uint64_t seed, buffers &bf)
     CUDA_OK(cudaMalloc(&bf.s_row, sizeof(float) * (size_t)bf.cap));
     CUDA_OK(cudaMalloc(&bf.s_col, sizeof(float) * (size_t)pb.E * pb.N));
     CUDA_OK(cudaMalloc(&bf.offsets, sizeof(int32_t) * (pb.E + 1)));
+    CUDA_OK(cudaMalloc(&bf.sched, 2 * sizeof(int32_t)));
+    CUDA_OK(cudaMemset(bf.sched, 0, 2 * sizeof(int32_t)));
     CUDA_OK(cudaMalloc(&bf.d, sizeof(__nv_bfloat16) * (size_t)bf.cap * pb.N));
     if (pb.bf16) {
         fill_bf16<<<1024, 256>>>((uint16_t *)bf.a, (size_t)bf.cap * pb.K, seed * 4 + 1);
@@ -188,13 +198,14 @@ static void release(buffers &bf)
     cudaFree(bf.s_row);
     cudaFree(bf.s_col);
     cudaFree(bf.offsets);
+    cudaFree(bf.sched);
     cudaFree(bf.d);
     bf = buffers();
 }
 
-static fmcu_gg_args args_of(const problem &pb, const buffers &bf)
+static fmcu_gg_args args_of(const problem &pb, const buffers &bf, int whole_tiles, int order)
 {
-    fmcu_gg_args a;
+    fmcu_gg_args a = {};
     a.a = bf.a;
     a.b = bf.b;
     a.d = bf.d;
@@ -208,6 +219,9 @@ static fmcu_gg_args args_of(const problem &pb, const buffers &bf)
     a.K = (uint32_t)pb.K;
     a.rows_cap = bf.cap;
     a.bf16 = pb.bf16;
+    a.whole_tiles = whole_tiles;
+    a.sched = bf.sched;
+    a.order = order;
     if (pb.bf16)
         a.s_row = a.s_col = nullptr;
     return a;
@@ -230,9 +244,17 @@ static int check(const char *name, const problem &pb, uint64_t seed, int sms)
     CUDA_OK(cudaMemcpy(hv.data(), v, sizeof(double) * n, cudaMemcpyDeviceToHost));
     CUDA_OK(cudaMemcpy(hm.data(), mag, sizeof(double) * n, cudaMemcpyDeviceToHost));
     const size_t all = (size_t)bf.cap * pb.N;
-    std::vector<__nv_bfloat16> hd(all);
+    std::vector<__nv_bfloat16> hd(all), whole(all);
     int failed = 0;
-    for (int kind = 0; kind < FMCU_GG_KINDS; kind++) {
+    /* Each kind three times: whole tiles only, then with half tiles, which
+     * must give the whole tiles' bits (the same per-element wgmma sums),
+     * in the kind's tile order and in the other one. */
+    static const char *const FORM[3] = {"whole", "halves", "halves-other-order"};
+    for (int run = 0; run < 3 * FMCU_GG_KINDS; run++) {
+        const int kind = run / 3, whole_tiles = run % 3 == 0;
+        const int order = run % 3 != 2                 ? FMCU_GG_ORDER_AUTO
+                          : fmcu_gg_promoted(kind) ? FMCU_GG_ORDER_FIXED
+                                                   : FMCU_GG_ORDER_COUNTER;
         const bool promoted = fmcu_gg_promoted(kind);
         if (pb.bf16 && promoted)
             continue;
@@ -240,10 +262,19 @@ static int check(const char *name, const problem &pb, uint64_t seed, int sms)
         const double tol = pb.bf16 ? ldexp(1, -14) : promoted ? ldexp(1, -11) : ldexp(1, -8);
         const double nmse_max = promoted || pb.bf16 ? 1e-5 : 1e-4;
         CUDA_OK(cudaMemset(bf.d, 0xFF, sizeof(__nv_bfloat16) * all)); /* NaN */
-        const fmcu_gg_args a = args_of(pb, bf);
+        const fmcu_gg_args a = args_of(pb, bf, whole_tiles, order);
         CUDA_OK(fmcu_gg_launch(&a, (fmcu_gg_kind)kind, sms, 0));
         CUDA_OK(cudaDeviceSynchronize());
         CUDA_OK(cudaMemcpy(hd.data(), bf.d, sizeof(__nv_bfloat16) * all, cudaMemcpyDeviceToHost));
+        int32_t sched[2];
+        CUDA_OK(cudaMemcpy(sched, bf.sched, sizeof sched, cudaMemcpyDeviceToHost));
+        size_t differ = 0, first_differ = 0;
+        if (whole_tiles)
+            whole = hd;
+        else
+            for (size_t i = 0; i < all; i++)
+                if (memcmp(&hd[i], &whole[i], 2) && !differ++)
+                    first_differ = i;
         size_t bad = 0, first = n;
         double num = 0, den = 0;
         for (size_t i = 0; i < n; i++) {
@@ -266,9 +297,10 @@ static int check(const char *name, const problem &pb, uint64_t seed, int sms)
             touched += u != 0xFFFF;
         }
         const double nmse = den > 0 ? num / den : 0;
-        const bool ok = !bad && !touched && nmse <= nmse_max;
-        printf("%s %-28s %-14s R=%d nmse=%.2e %s\n", ok ? "PASS" : "FAIL", name, KIND_NAMES[kind], bf.R, nmse,
-               ok ? "" : "<--");
+        const bool reset = sched[0] == 0 && sched[1] == 0;
+        const bool ok = !bad && !touched && !differ && reset && nmse <= nmse_max;
+        printf("%s %-28s %-14s %-18s R=%d nmse=%.2e %s\n", ok ? "PASS" : "FAIL", name, KIND_NAMES[kind],
+               FORM[run % 3], bf.R, nmse, ok ? "" : "<--");
         if (!ok) {
             failed++;
             if (bad)
@@ -276,6 +308,12 @@ static int check(const char *name, const problem &pb, uint64_t seed, int sms)
                        first / pb.N, first % pb.N, (double)bf16_to_float(hd[first]), hv[first], hm[first]);
             if (touched)
                 printf("  %zu elements past the last expert's rows were written\n", touched);
+            if (!reset)
+                printf("  the tile counter was left at %d, %d (must be 0, 0 for the next launch)\n", sched[0],
+                       sched[1]);
+            if (differ)
+                printf("  %zu elements differ from whole tiles' bits; first row %zu col %zu\n", differ,
+                       first_differ / pb.N, first_differ % pb.N);
             printf("  seed %llu (GG_SEED=%llu reruns it)\n", (unsigned long long)seed, (unsigned long long)seed);
         }
     }
@@ -291,7 +329,7 @@ static int run_checks(uint64_t seed, int sms)
     /* Rows per expert cover empty experts and tile edges; K = 656 ends in a partial 128-K block. */
     problem p1 = {8, 400, 656, {0, 1, 64, 65, 128, 129, 0, 300}, 37, 1, 1};
     failed += check("edges N=400 K=656", p1, seed, sms);
-    problem p2 = {4, 384, 1024, {200, 3, 256, 77}, 0, 0, 0};
+    problem p2 = {5, 384, 1024, {200, 3, 256, 77, 192}, 0, 0, 0}; /* 192: a half tile of exactly 64 rows */
     failed += check("scalar scales N=384 K=1024", p2, seed + 1, sms);
     problem p3 = {3, 2048, 256, {500, 0, 129}, 5, 1, 1};
     failed += check("wide N=2048 K=256", p3, seed + 2, sms);
@@ -363,6 +401,20 @@ static void run_bench(int sms)
                 pb.N = g == 1 ? 2 * s.I : s.H;
                 pb.K = g == 1 ? s.H : s.I;
                 pb.rows.assign(s.E, (int)((int64_t)M * s.k / s.E));
+                const char *rt = getenv("GG_BENCH_ROUTING");
+                if (rt && !strcmp(rt, "random")) { /* k distinct experts per token, a fixed seed per point */
+                    pb.rows.assign(s.E, 0);
+                    std::vector<int> pick(s.E);
+                    for (int tkn = 0; tkn < M; tkn++) {
+                        for (int e = 0; e < s.E; e++)
+                            pick[e] = e;
+                        for (int j = 0; j < s.k; j++) { /* partial Fisher-Yates */
+                            const int q = j + (int)(mix(((uint64_t)M << 32) + (uint64_t)tkn * 64 + j) % (s.E - j));
+                            std::swap(pick[j], pick[q]);
+                            pb.rows[pick[j]]++;
+                        }
+                    }
+                }
                 pb.extra_rows = 0;
                 pb.row_vec = pb.col_vec = 1;
                 const char *bv = getenv("GG_BENCH_BF16"); /* 1: bf16 operands */
@@ -370,12 +422,18 @@ static void run_bench(int sms)
                 buffers bf;
                 make(pb, 7, bf);
                 const double flop = 2.0 * bf.R * pb.N * pb.K;
-                printf("%-14s M=%-5d GEMM%d rows/expert %-5d N=%-5d K=%-5d", s.name, M, g, pb.rows[0], pb.N, pb.K);
+                printf("%-14s M=%-5d GEMM%d rows/expert %-5d N=%-5d K=%-5d", s.name, M, g,
+                       (int)((int64_t)M * s.k / s.E), pb.N, pb.K);
                 for (int kind = 0; kind < FMCU_GG_KINDS; kind++) {
                     if ((kinds && !strchr(kinds, '0' + kind)) ||
                         (pb.bf16 && fmcu_gg_promoted(kind)))
                         continue;
-                    const fmcu_gg_args a = args_of(pb, bf);
+                    const char *wv = getenv("GG_BENCH_WHOLE"), *ov = getenv("GG_BENCH_ORDER");
+                    const int order = !ov                        ? FMCU_GG_ORDER_AUTO
+                                      : !strcmp(ov, "fixed")     ? FMCU_GG_ORDER_FIXED
+                                      : !strcmp(ov, "counter")   ? FMCU_GG_ORDER_COUNTER
+                                                                 : FMCU_GG_ORDER_AUTO;
+                    const fmcu_gg_args a = args_of(pb, bf, wv && !strcmp(wv, "1"), order);
                     std::vector<float> t;
                     for (int it = 0; it < 18; it++) {
                         CUDA_OK(cudaEventRecord(e0));

@@ -264,6 +264,8 @@ static int glayer_init(glayer &g, const shape &s, const fmoe_scheme &sc, uint32_
     L.routed_scaling_factor = 1.0f;
     fmcu_workspace_layout(max_tokens, s.k, s.H, s.I, local, s.E, L.quant, L.block_k, &L.ws);
     L.workspace = dalloc(g, L.ws.total);
+    /* Its counters start from zero, as method.c uploads them (the grouped GEMM's tile counter among them). */
+    CUDA_OK(cudaMemset(L.workspace, 0, L.ws.total));
     L.in_scales = (float *)dalloc(g, 2 * sizeof(float));
     return 1;
 }

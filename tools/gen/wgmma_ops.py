@@ -9,7 +9,9 @@ what makes the wrappers tedious to write by hand.
 """
 import sys
 
-SHAPES = (128, 192, 256)
+# 64 and 96: each warp group's half of a 128- or 192-column tile when the
+# two split a tile's columns (an expert's last <= 64 rows).
+SHAPES = (64, 96, 128, 192, 256)
 # (name suffix, K per instruction, PTX types, immediates after scale-d):
 # bf16 takes transpose flags too, both 0 for K-major operands.
 TYPES = (("e4m3", 32, "e4m3.e4m3", "1, 1"), ("bf16", 16, "bf16.bf16", "1, 1, 0, 0"))
