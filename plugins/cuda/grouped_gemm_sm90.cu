@@ -502,9 +502,10 @@ __global__ void __launch_bounds__(THREADS, 1)
         asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&map_a) : "memory");
         asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&map_a64) : "memory");
         asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&map_b) : "memory");
-        /* Tile blockIdx.x first, then the next from the counter (tiles
-         * gridDim.x.. in order), fetched as a tile's first stage goes out so
-         * that the atomic's latency passes under its loads. */
+        /* Tile blockIdx.x first, then t + grid (fixed order) or the next
+         * from the counter (tiles gridDim.x.. in order), fetched as a tile's
+         * first stage goes out so that the atomic's latency passes under
+         * its loads. */
         ring r;
         int t = blockIdx.x;
         while (t < total) {
