@@ -4,7 +4,7 @@
  * plugins/cuda/timing.cu times the bench's forwards (events around each
  * replay, median of many): the floor under the one-launch decode's 30 µs.
  *
- *   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a \
+ *   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Itests/cuda \
  *        bench/cuda/launch-2026-11-23/launch_cost.cu -o /tmp/launch_cost
  *
  * Forms: an empty kernel of one warp; empty, one CTA per SM of 416 threads
@@ -17,19 +17,11 @@
  */
 #include <cuda_runtime.h>
 #include <stdio.h>
-#include <stdlib.h>
 
 #include <algorithm>
 #include <vector>
 
-#define CK(x)                                                                                                   \
-    do {                                                                                                        \
-        cudaError_t e_ = (x);                                                                                   \
-        if (e_ != cudaSuccess) {                                                                                \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));                  \
-            exit(1);                                                                                            \
-        }                                                                                                       \
-    } while (0)
+#include "cuda_ok.h" /* tests/cuda: CUDA_OK */
 
 __global__ void empty_kernel() {}
 
@@ -75,21 +67,24 @@ __global__ void barrier_kernel(unsigned *sync, const uint4 *w, size_t per_cta, u
         *sink = acc.x;
 }
 
-static float median_replay(cudaStream_t st, cudaGraphExec_t ex, int reps)
+/* Median replay time (events around each) of execs[i % n] over `reps`
+ * replays, after `warmup` untimed ones, in µs. */
+static float median_replay(cudaStream_t st, const std::vector<cudaGraphExec_t> &execs, int warmup, int reps)
 {
     cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
-    for (int i = 0; i < 50; i++)
-        CK(cudaGraphLaunch(ex, st));
+    CUDA_OK(cudaEventCreate(&a));
+    CUDA_OK(cudaEventCreate(&b));
+    const size_t n = execs.size();
+    for (int i = 0; i < warmup; i++)
+        CUDA_OK(cudaGraphLaunch(execs[i % n], st));
     std::vector<float> t;
     for (int i = 0; i < reps; i++) {
-        CK(cudaEventRecord(a, st));
-        CK(cudaGraphLaunch(ex, st));
-        CK(cudaEventRecord(b, st));
-        CK(cudaEventSynchronize(b));
+        CUDA_OK(cudaEventRecord(a, st));
+        CUDA_OK(cudaGraphLaunch(execs[(warmup + i) % n], st));
+        CUDA_OK(cudaEventRecord(b, st));
+        CUDA_OK(cudaEventSynchronize(b));
         float ms = 0;
-        CK(cudaEventElapsedTime(&ms, a, b));
+        CUDA_OK(cudaEventElapsedTime(&ms, a, b));
         t.push_back(ms * 1000.0f);
     }
     std::sort(t.begin(), t.end());
@@ -98,65 +93,71 @@ static float median_replay(cudaStream_t st, cudaGraphExec_t ex, int reps)
     return t[t.size() / 2];
 }
 
-template <class F> static float time_form(cudaStream_t st, F launch)
+/* What `launch` enqueues, captured once as a graph. */
+template <class F> static cudaGraphExec_t capture(cudaStream_t st, F launch)
 {
     cudaGraph_t g;
     cudaGraphExec_t ex;
-    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    CUDA_OK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
     launch();
-    CK(cudaStreamEndCapture(st, &g));
-    CK(cudaGraphInstantiate(&ex, g, 0));
-    const float us = median_replay(st, ex, 400);
-    cudaGraphExecDestroy(ex);
+    CUDA_OK(cudaStreamEndCapture(st, &g));
+    CUDA_OK(cudaGraphInstantiate(&ex, g, 0));
     cudaGraphDestroy(g);
+    return ex;
+}
+
+template <class F> static float time_form(cudaStream_t st, F launch)
+{
+    const std::vector<cudaGraphExec_t> ex = {capture(st, launch)};
+    const float us = median_replay(st, ex, 50, 400);
+    cudaGraphExecDestroy(ex[0]);
     return us;
+}
+
+/* A launch configuration on `st`, cooperative or not (`attr` holds the attribute). */
+static cudaLaunchConfig_t config(cudaStream_t st, int grid, int block, int smem, bool coop, cudaLaunchAttribute *attr)
+{
+    cudaLaunchConfig_t c = {};
+    c.gridDim = grid;
+    c.blockDim = block;
+    c.dynamicSmemBytes = smem;
+    c.stream = st;
+    attr->id = cudaLaunchAttributeCooperative;
+    attr->val.cooperative = 1;
+    c.attrs = attr;
+    c.numAttrs = coop ? 1 : 0;
+    return c;
 }
 
 int main()
 {
     int sms = 0;
-    CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
     cudaStream_t st;
-    CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     const int smem = 212224, threads = 416;
-    CK(cudaFuncSetAttribute(empty_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    CK(cudaFuncSetAttribute(barrier_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    CUDA_OK(cudaFuncSetAttribute(empty_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    CUDA_OK(cudaFuncSetAttribute(barrier_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     unsigned *sync;
     unsigned long long *sink;
-    CK(cudaMalloc(&sync, 16));
-    CK(cudaMemset(sync, 0, 16));
-    CK(cudaMalloc(&sink, 8));
+    CUDA_OK(cudaMalloc(&sync, 16));
+    CUDA_OK(cudaMemset(sync, 0, 16));
+    CUDA_OK(cudaMalloc(&sink, 8));
     const size_t per_cta = 288 * 1024 / 16; /* uint4 */
     const size_t rot = 8;                   /* rotate over 8 copies: no replay finds its bytes in L2 */
     uint4 *w;
-    CK(cudaMalloc(&w, rot * sms * per_cta * 16));
-    CK(cudaMemset(w, 1, rot * sms * per_cta * 16));
+    CUDA_OK(cudaMalloc(&w, rot * sms * per_cta * 16));
+    CUDA_OK(cudaMemset(w, 1, rot * sms * per_cta * 16));
 
     auto ex_launch = [&](void (*k)(), int grid, int block, int sm, bool coop) {
-        cudaLaunchConfig_t c = {};
-        c.gridDim = grid;
-        c.blockDim = block;
-        c.dynamicSmemBytes = sm;
-        c.stream = st;
-        cudaLaunchAttribute at[1];
-        at[0].id = cudaLaunchAttributeCooperative;
-        at[0].val.cooperative = 1;
-        c.attrs = at;
-        c.numAttrs = coop ? 1 : 0;
-        CK(cudaLaunchKernelEx(&c, k));
+        cudaLaunchAttribute at;
+        const cudaLaunchConfig_t c = config(st, grid, block, sm, coop, &at);
+        CUDA_OK(cudaLaunchKernelEx(&c, k));
     };
     auto bar_launch = [&](const uint4 *src, bool coop) {
-        cudaLaunchConfig_t c = {};
-        c.gridDim = sms;
-        c.blockDim = threads;
-        c.dynamicSmemBytes = smem;
-        c.stream = st;
-        cudaLaunchAttribute at[1];
-        at[0].id = cudaLaunchAttributeCooperative;
-        at[0].val.cooperative = 1;
-        c.attrs = at;
-        c.numAttrs = coop ? 1 : 0;
-        CK(cudaLaunchKernelEx(&c, barrier_kernel, sync, src, per_cta, sink));
+        cudaLaunchAttribute at;
+        const cudaLaunchConfig_t c = config(st, sms, threads, smem, coop, &at);
+        CUDA_OK(cudaLaunchKernelEx(&c, barrier_kernel, sync, src, per_cta, sink));
     };
     printf("graph replay, event-timed, median of 400 (us)\n");
     printf("empty <<<1, 32>>>                          %7.2f\n", time_form(st, [&] { ex_launch(empty_kernel, 1, 32, 0, false); }));
@@ -166,31 +167,11 @@ int main()
     printf("grid barrier, cooperative                  %7.2f\n", time_form(st, [&] { bar_launch(nullptr, true); }));
     /* 8 graphs over rotated copies, replayed in turn (as the bench rotates routing sets) */
     std::vector<cudaGraphExec_t> ex(rot);
-    for (size_t r = 0; r < rot; r++) {
-        cudaGraph_t g;
-        CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-        bar_launch(w + r * sms * per_cta, true);
-        CK(cudaStreamEndCapture(st, &g));
-        CK(cudaGraphInstantiate(&ex[r], g, 0));
-        cudaGraphDestroy(g);
-    }
-    cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
-    std::vector<float> t;
-    for (int i = 0; i < 400; i++) {
-        CK(cudaEventRecord(a, st));
-        CK(cudaGraphLaunch(ex[i % rot], st));
-        CK(cudaEventRecord(b, st));
-        CK(cudaEventSynchronize(b));
-        float ms = 0;
-        CK(cudaEventElapsedTime(&ms, a, b));
-        if (i >= 40)
-            t.push_back(ms * 1000.0f);
-    }
-    std::sort(t.begin(), t.end());
+    for (size_t r = 0; r < rot; r++)
+        ex[r] = capture(st, [&] { bar_launch(w + r * sms * per_cta, true); });
+    const float us = median_replay(st, ex, 40, 360);
     const double bytes = (double)sms * per_cta * 16;
-    printf("288 KB per CTA read + grid barrier, coop   %7.2f  (%.1f MB: %.0f GB/s)\n", t[t.size() / 2], bytes / 1e6,
-           bytes / (t[t.size() / 2] * 1e3));
+    printf("288 KB per CTA read + grid barrier, coop   %7.2f  (%.1f MB: %.0f GB/s)\n", us, bytes / 1e6,
+           bytes / (us * 1e3));
     return 0;
 }
