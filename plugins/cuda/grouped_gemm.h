@@ -59,21 +59,9 @@ struct fmcu_gg_args {
     int order;                /* FMCU_GG_ORDER_*: which CTA takes which tile */
 };
 
-/* Tile order. FIXED: CTA b takes tiles b, b + grid, b + 2 grid, ...;
- * COUNTER: tile b, then the next untaken one from `sched`; AUTO: the
- * counter for promoted kinds, fixed for fast ones. H100, GEMMs alone under
- * random routing and the forward (bench/cuda/half-2026-11-23): with half
- * tiles in the fixed order the promoted fp8 GEMM1s of long K ran 12-21%
- * slower (CTAs drift apart and the tiles in flight stop sharing weight
- * tiles in L2), in the counter's order 1-6% faster than whole tiles; the
- * fast kinds ran up to 9% slower in the counter's order (gpt-oss-120b's
- * GEMM2) and best with half tiles in the fixed one. */
-#define FMCU_GG_ORDER_AUTO    0
-#define FMCU_GG_ORDER_FIXED   1
-#define FMCU_GG_ORDER_COUNTER 2
-
-/* Tile kinds (fmcu_gg_kind) are in launch_shape.h, with the host-side
- * choice of them (fmcu_gg_kinds), unit-tested without a GPU. */
+/* Tile kinds (fmcu_gg_kind) and orders (FMCU_GG_ORDER_*) are in
+ * launch_shape.h, with the host-side choice of kinds (fmcu_gg_kinds) and
+ * the measurement knobs' parsing, unit-tested without a GPU. */
 
 /* The largest number of experts the kernel's tile table holds. */
 #define FMCU_GG_MAX_EXPERTS 1024

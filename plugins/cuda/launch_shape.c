@@ -81,6 +81,20 @@ int fmcu_gg_promoted(int kind)
     return kind == FMCU_GG_N128_PROMOTED || kind == FMCU_GG_N192_PROMOTED;
 }
 
+int fmcu_gg_order(const char *env)
+{
+    if (env && strcmp(env, "fixed") == 0)
+        return FMCU_GG_ORDER_FIXED;
+    if (env && strcmp(env, "counter") == 0)
+        return FMCU_GG_ORDER_COUNTER;
+    return FMCU_GG_ORDER_AUTO;
+}
+
+int fmcu_gg_whole_tiles(const char *env)
+{
+    return env && strcmp(env, "0") == 0;
+}
+
 /* H rounded up to whole tiles of bn columns. */
 static uint32_t padded(uint32_t H, uint32_t bn)
 {

@@ -83,6 +83,27 @@ typedef enum fmcu_gg_kind {
 /* 1 for the kinds that promote (e4m3 operands only). */
 int fmcu_gg_promoted(int kind);
 
+/* Tile order (fmcu_gg_args.order). FIXED: CTA b takes tiles b, b + grid,
+ * b + 2 grid, ...; COUNTER: tile b, then the next untaken one from a
+ * counter; AUTO: the counter for promoted kinds, fixed for fast ones.
+ * H100, GEMMs alone under random routing and the forward
+ * (bench/cuda/half-2026-11-23): with half tiles in the fixed order the
+ * promoted fp8 GEMM1s of long K ran 13-21% slower alone, 21-55% in the
+ * forward (CTAs drift apart and the tiles in flight stop sharing weight
+ * tiles in L2), in the counter's order 1-6% faster than whole tiles; the
+ * fast kinds ran up to 17% slower alone and 9% in the forward in the
+ * counter's order, and best with half tiles in the fixed one. */
+#define FMCU_GG_ORDER_AUTO    0
+#define FMCU_GG_ORDER_FIXED   1
+#define FMCU_GG_ORDER_COUNTER 2
+
+/* Measurement knobs of the grouped GEMM (A/B timing): the order from
+ * FMCU_GG_ORDER's value ("fixed", "counter"; anything else, or NULL: AUTO),
+ * and whole tiles only (1) from FMCU_GG_HALF's ("0"; anything else: 0,
+ * half tiles). */
+int fmcu_gg_order(const char *env);
+int fmcu_gg_whole_tiles(const char *env);
+
 /* The prefill tier's kinds for a call of `rows` average rows per local
  * expert and hidden size H: *k1 for GEMM1, *k2 for GEMM2, or -1 where
  * CUTLASS's kernel runs. fp8: GEMM1 promoted (its output is quantized

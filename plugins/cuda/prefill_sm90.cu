@@ -923,17 +923,8 @@ OwnGemm own_gemm(const gemm_setup &s, const int32_t *offsets, int32_t *sched, ui
     /* For A/B timing, read once per process: FMCU_GG_HALF=0 whole tiles
      * only, FMCU_GG_ORDER=fixed|counter one tile order for every kind
      * (grouped_gemm.h; anything else: the kind's). */
-    static const bool whole = [] {
-        const char *v = getenv("FMCU_GG_HALF");
-        return v && strcmp(v, "0") == 0;
-    }();
-    static const int order = [] {
-        const char *v = getenv("FMCU_GG_ORDER");
-        return !v                          ? FMCU_GG_ORDER_AUTO
-               : strcmp(v, "fixed") == 0   ? FMCU_GG_ORDER_FIXED
-               : strcmp(v, "counter") == 0 ? FMCU_GG_ORDER_COUNTER
-                                           : FMCU_GG_ORDER_AUTO;
-    }();
+    static const int whole = fmcu_gg_whole_tiles(getenv("FMCU_GG_HALF"));
+    static const int order = fmcu_gg_order(getenv("FMCU_GG_ORDER"));
     g.a.whole_tiles = whole;
     g.a.order = order;
     if (g.a.bf16)

@@ -429,11 +429,7 @@ static void run_bench(int sms)
                         (pb.bf16 && fmcu_gg_promoted(kind)))
                         continue;
                     const char *wv = getenv("GG_BENCH_WHOLE"), *ov = getenv("GG_BENCH_ORDER");
-                    const int order = !ov                        ? FMCU_GG_ORDER_AUTO
-                                      : !strcmp(ov, "fixed")     ? FMCU_GG_ORDER_FIXED
-                                      : !strcmp(ov, "counter")   ? FMCU_GG_ORDER_COUNTER
-                                                                 : FMCU_GG_ORDER_AUTO;
-                    const fmcu_gg_args a = args_of(pb, bf, wv && !strcmp(wv, "1"), order);
+                    const fmcu_gg_args a = args_of(pb, bf, wv && !strcmp(wv, "1"), fmcu_gg_order(ov));
                     std::vector<float> t;
                     for (int it = 0; it < 18; it++) {
                         CUDA_OK(cudaEventRecord(e0));

@@ -160,6 +160,22 @@ START_TEST(promoted_kinds)
 }
 END_TEST
 
+START_TEST(grouped_gemm_knobs_from_the_environment)
+{
+    ck_assert_int_eq(fmcu_gg_order(NULL), FMCU_GG_ORDER_AUTO);
+    ck_assert_int_eq(fmcu_gg_order(""), FMCU_GG_ORDER_AUTO);
+    ck_assert_int_eq(fmcu_gg_order("fixed"), FMCU_GG_ORDER_FIXED);
+    ck_assert_int_eq(fmcu_gg_order("counter"), FMCU_GG_ORDER_COUNTER);
+    /* Not a prefix match, and "default" is the kind's order. */
+    ck_assert_int_eq(fmcu_gg_order("fixedx"), FMCU_GG_ORDER_AUTO);
+    ck_assert_int_eq(fmcu_gg_order("default"), FMCU_GG_ORDER_AUTO);
+    ck_assert_int_eq(fmcu_gg_whole_tiles(NULL), 0);
+    ck_assert_int_eq(fmcu_gg_whole_tiles("1"), 0);
+    ck_assert_int_eq(fmcu_gg_whole_tiles("0"), 1);
+    ck_assert_int_eq(fmcu_gg_whole_tiles("00"), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cuda_launch_shape");
@@ -172,6 +188,7 @@ int main(void)
     tcase_add_test(tc, grouped_gemm_kinds_of_the_grid_models);
     tcase_add_test(tc, grouped_gemm_kinds_from_fmcu_pf_own);
     tcase_add_test(tc, promoted_kinds);
+    tcase_add_test(tc, grouped_gemm_knobs_from_the_environment);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
