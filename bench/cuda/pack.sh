@@ -17,6 +17,7 @@ cp "$B"/cli/fusedmoe "$D"/cli/
 cp "$B"/tests/cuda/cuda_check "$B"/tests/cuda/test_cuda_layout "$D"/tests/cuda/
 [ -x "$B"/tests/cuda/prefill_check ] && cp "$B"/tests/cuda/prefill_check "$D"/tests/cuda/
 [ -x "$B"/tests/cuda/grouped_gemm_check ] && cp "$B"/tests/cuda/grouped_gemm_check "$D"/tests/cuda/
+[ -x "$B"/tests/cuda/quant_row_check ] && cp "$B"/tests/cuda/quant_row_check "$D"/tests/cuda/
 cp "$B"/plugins/reference/libfmoe-reference.so "$B"/plugins/reference/reference.toml "$D"/plugins/reference/
 cp "$B"/plugins/cuda/libfmoe-cuda.so "$B"/plugins/cuda/cuda.toml "$D"/plugins/cuda/
 for lib in libjansson.so.4 libtomlplusplus.so.3 libsubunit.so.0; do

@@ -55,32 +55,13 @@
 #include "plugins/cuda/gemm.h"
 #include "plugins/cuda/launch_shape.h"
 #include "plugins/cuda/prefill.h"
+#include "plugins/cuda/quant_row.cuh"
 #include "plugins/cuda/tier.h"
 
 namespace {
 
-
-__device__ __forceinline__ float load_val(int32_t dtype, const void *p, int64_t i)
-{
-    switch (dtype) {
-    case FMOE_DTYPE_F16: return __half2float(((const __half *)p)[i]);
-    case FMOE_DTYPE_BF16: return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
-    default: return ((const float *)p)[i];
-    }
-}
-
-__device__ __forceinline__ float round_act(int32_t dtype, float v)
-{
-    return dtype == FMOE_DTYPE_F16 ? __half2float(__float2half_rn(v)) : __bfloat162float(__float2bfloat16_rn(v));
-}
-
-__device__ __forceinline__ void store_act(int32_t dtype, void *p, int64_t i, float v)
-{
-    if (dtype == FMOE_DTYPE_F16)
-        ((__half *)p)[i] = __float2half_rn(v);
-    else
-        ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v);
-}
+using fmcu_dev::store_act;
+using fmcu_quant::load_val;
 
 /* ------------------------------------------------------------------------ */
 /* Routing                                                                   */
@@ -288,97 +269,15 @@ __global__ void route_kernel(const route_args a)
 /* Activation quantization                                                   */
 /* ------------------------------------------------------------------------ */
 
-#define QM_BF16   0 /* copy to bf16 (router weight on the input) */
-#define QM_TENSOR 1
-#define QM_TOKEN  2
-#define QM_GROUP  3
+using fmcu_quant::QM_BF16;
+using fmcu_quant::QM_GROUP;
+using fmcu_quant::QM_TENSOR;
+using fmcu_quant::QM_TOKEN;
+using fmcu_quant::quant_args;
+using fmcu_quant::quant_row;
 
-struct quant_args {
-    const void *src;
-    int64_t ld;
-    int32_t dtype;              /* src dtype (act) */
-    uint32_t cols;
-    const float *row_weight;    /* on_input: w[row] (top_k = 1), else NULL */
-    const int32_t *row_valid;   /* skip rows with a negative entry; NULL: all */
-    int mode;
-    uint32_t group;
-    int ue8m0;
-    const float *static_scale;  /* TENSOR static */
-    const uint32_t *amax;       /* TENSOR dynamic */
-    void *dst;                  /* [rows, cols] */
-    float *scale;               /* TENSOR: [1] (dynamic, written); TOKEN [rows]; GROUP [rows, groups] */
-};
-
-__device__ __forceinline__ float input_value(const quant_args &a, int64_t row, uint32_t c)
-{
-    float v = load_val(a.dtype, a.src, row * a.ld + c);
-    return a.row_weight ? round_act(a.dtype, v * a.row_weight[row]) : v;
-}
-
-using fmcu_dev::scale_f32;
-using fmcu_dev::scale_ue8m0;
-using fmcu_dev::to_e4m3;
-
-using fmcu_dev::block_max;
-
-/* One row by one block (blockDim a multiple of 32); `red` holds 32 floats. */
-__device__ void quant_row(const quant_args &a, int64_t row, float *red)
-{
-    if (a.row_valid && a.row_valid[row] < 0)
-        return;
-    const uint32_t n = a.cols;
-    if (a.mode == QM_BF16) {
-        __nv_bfloat16 *d = (__nv_bfloat16 *)a.dst + row * n;
-        for (uint32_t c = threadIdx.x; c < n; c += blockDim.x)
-            d[c] = __float2bfloat16_rn(input_value(a, row, c));
-        return;
-    }
-    uint8_t *q = (uint8_t *)a.dst + row * n;
-    if (a.mode == QM_GROUP) {
-        const uint32_t groups = (n + a.group - 1) / a.group;
-        const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
-        for (uint32_t gi = warp; gi < groups; gi += warps) {
-            uint32_t c0 = gi * a.group, c1 = min(n, c0 + a.group);
-            float amax = 0.0f;
-            for (uint32_t c = c0 + lane; c < c1; c += 32) {
-                float x = fabsf(input_value(a, row, c));
-                amax = x > amax ? x : amax;
-            }
-            for (int o = 16; o; o >>= 1) {
-                float x = __shfl_xor_sync(0xffffffffu, amax, o);
-                amax = x > amax ? x : amax;
-            }
-            float s = a.ue8m0 ? scale_ue8m0(amax) : scale_f32(amax);
-            if (lane == 0)
-                a.scale[row * groups + gi] = s;
-            for (uint32_t c = c0 + lane; c < c1; c += 32)
-                q[c] = to_e4m3(input_value(a, row, c), s);
-        }
-        return;
-    }
-    float s;
-    if (a.mode == QM_TOKEN) {
-        float amax = 0.0f;
-        for (uint32_t c = threadIdx.x; c < n; c += blockDim.x) {
-            float x = fabsf(input_value(a, row, c));
-            amax = x > amax ? x : amax;
-        }
-        s = scale_f32(block_max(amax, red));
-        if (threadIdx.x == 0)
-            a.scale[row] = s;
-    } else if (a.static_scale) {
-        s = *a.static_scale;
-    } else {
-        s = scale_f32(__uint_as_float(*a.amax));
-        if (threadIdx.x == 0)
-            a.scale[0] = s; /* every block writes the same value */
-    }
-    for (uint32_t c = threadIdx.x; c < n; c += blockDim.x)
-        q[c] = to_e4m3(input_value(a, row, c), s);
-}
-
-/* One block per row. */
-__global__ void quant_kernel(const quant_args a)
+/* One block per row (up to 1024 threads: fmcu_quant_threads). */
+__global__ void __launch_bounds__(1024) quant_kernel(const quant_args a)
 {
     __shared__ float red[32];
     fmcu_dev::pdl_trigger();
@@ -386,7 +285,7 @@ __global__ void quant_kernel(const quant_args a)
     quant_row(a, blockIdx.x, red);
 }
 
-__global__ void amax_kernel(const quant_args a, uint32_t *amax)
+__global__ void __launch_bounds__(1024) amax_kernel(const quant_args a, uint32_t *amax)
 {
     __shared__ float red[32];
     const int64_t row = blockIdx.x;
@@ -394,12 +293,7 @@ __global__ void amax_kernel(const quant_args a, uint32_t *amax)
     fmcu_dev::pdl_wait();
     if (a.row_valid && a.row_valid[row] < 0)
         return;
-    float m = 0.0f;
-    for (uint32_t c = threadIdx.x; c < a.cols; c += blockDim.x) {
-        float x = fabsf(input_value(a, row, c));
-        m = x > m ? x : m;
-    }
-    m = block_max(m, red);
+    const float m = fmcu_quant::row_amax(a, row, red);
     if (threadIdx.x == 0)
         atomicMax(amax, __float_as_uint(m));
 }
@@ -529,7 +423,7 @@ __device__ void plan_layout(const plan_args &a, const int *cnt, int *off)
  * quantize one row of the GEMM1 input each, as quant_kernel would: one
  * launch less in the decode chain. Calls of FMCU_PLAN_WIDE_PAIRS pairs or more
  * take plan_count_kernel and plan_scatter_kernel instead. */
-__global__ void plan_kernel(const plan_args a)
+__global__ void __launch_bounds__(1024) plan_kernel(const plan_args a)
 {
     extern __shared__ int cnt[]; /* [E_local] counts, then [E_local + 1] offsets */
     __shared__ float red[32];
@@ -753,10 +647,13 @@ int quantize(const fmcu_layer *L, quant_args q, int64_t rows, int slot, cudaStre
     if (q.mode == QM_TENSOR && !q.static_scale) {
         uint32_t *amax = at<uint32_t>(L, L->ws.amax) + slot;
         CK(cudaMemsetAsync(amax, 0, sizeof *amax, st), "cudaMemsetAsync(amax)");
-        CK(fmcu_dev::launch_overlapped(amax_kernel, dim3((unsigned)rows), dim3(256), 0, st, q, amax), "amax kernel");
+        CK(fmcu_dev::launch_overlapped(amax_kernel, dim3((unsigned)rows), dim3(fmcu_quant_threads(q.cols)), 0, st, q,
+                                       amax),
+           "amax kernel");
         q.amax = amax;
     }
-    CK(fmcu_dev::launch_overlapped(quant_kernel, dim3((unsigned)rows), dim3(256), 0, st, q), "quant kernel");
+    CK(fmcu_dev::launch_overlapped(quant_kernel, dim3((unsigned)rows), dim3(fmcu_quant_threads(q.cols)), 0, st, q),
+       "quant kernel");
     return 0;
 }
 

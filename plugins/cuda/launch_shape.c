@@ -31,6 +31,11 @@ int64_t fmcu_plan_wide_pairs(const char *env)
     return v <= 0 ? INT64_MAX : (int64_t)v;
 }
 
+unsigned fmcu_quant_threads(uint32_t cols)
+{
+    return cols > FMCU_QUANT_WIDE_COLS ? 1024u : 256u;
+}
+
 int fmcu_act_warp_cap(const char *env)
 {
     int ok;

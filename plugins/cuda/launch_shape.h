@@ -10,6 +10,7 @@
  *   act   prefill_act.cu: the activation stage of the prefill tier, a row
  *         per block or (per-token GEMM2 inputs of at most 4 chunks of 8
  *         columns a lane) per warp.
+ *   quant kernels.cu: the block of the quant and amax kernels (a row each).
  *   gg    prefill_sm90.cu: the tile kinds of our grouped GEMM
  *         (grouped_gemm.h) for the prefill tier's GEMM1 and GEMM2.
  */
@@ -30,6 +31,14 @@ extern "C" {
  * (INT64_MAX); n: from n pairs (1: every call, which the conformance
  * suite can run to check the wide plan on small cases). */
 int64_t fmcu_plan_wide_pairs(const char *env);
+
+/* Threads of a quant or amax block (kernels.cu) for rows of `cols` values:
+ * 256, or 1024 past FMCU_QUANT_WIDE_COLS, so that a long row held in
+ * registers (quant_row.cuh: up to 8 pieces of 8 values a thread) is cut
+ * into 2 pieces a thread, not 7 (Mixtral-8x7B's GEMM2 input, 14336
+ * values). */
+#define FMCU_QUANT_WIDE_COLS 4096
+unsigned fmcu_quant_threads(uint32_t cols);
 
 /* The GEMM2 input the activation stage writes (prefill_act.cu's QM_*). */
 #define FMCU_ACT_BF16   0 /* bf16 */

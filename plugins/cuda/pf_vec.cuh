@@ -100,22 +100,7 @@ __device__ __forceinline__ void store_q8(uint8_t *p, const float v[8], float s)
     *(uint2 *)p = u;
 }
 
-/* e4m3(v / s) for |v| <= 448 s (s from the amax of the values quantized
- * with it), r = 1 / s with IEEE division, s finite: the quotient from
- * v * r and one Markstein correction, fma(v - q0 * s, r, q0), which is the
- * correctly rounded v / s (Markstein's theorem: r the rounded reciprocal,
- * q0 within an ulp, the residual exact) wherever the e4m3 code depends on
- * it; only quotients far below e4m3's smallest subnormal (residual
- * underflow) differ, and the sign of a zero, which copysignf restores.
- * Without IEEE division's range check and slow-path branch per value.
- * Checked against e4m3(v / s) for every finite bf16 v and 2^20 scales on an
- * H100 (bench/cuda/prefill-2026-11-22). */
-__device__ __forceinline__ uint32_t to_e4m3_r(float v, float s, float r)
-{
-    const float q0 = __fmul_rn(v, r);
-    const float q = copysignf(__fmaf_rn(__fmaf_rn(-q0, s, v), r, q0), v);
-    return (uint8_t)__nv_cvt_float_to_fp8(q, __NV_SATFINITE, __NV_E4M3);
-}
+using fmcu_dev::to_e4m3_r;
 
 __device__ __forceinline__ void store_q8_r(uint8_t *p, const float v[8], float s, float r)
 {
@@ -146,8 +131,10 @@ __device__ __forceinline__ int expert_of(const int32_t *offsets, int E, int i)
     return lo;
 }
 
-/* Activation-quantization modes (the GEMM input of each scheme). */
-enum { QM_BF16, QM_TENSOR, QM_TOKEN, QM_GROUP };
+using fmcu_dev::QM_BF16;
+using fmcu_dev::QM_GROUP;
+using fmcu_dev::QM_TENSOR;
+using fmcu_dev::QM_TOKEN;
 
 } // namespace fmcu_pf
 

@@ -1,6 +1,6 @@
 /*
- * tests/cuda/test_cuda_launch_shape.c - the launch shapes of the plan and of
- * the prefill tier's activation stage, the prefill tier's grouped-GEMM tile
+ * tests/cuda/test_cuda_launch_shape.c - the launch shapes of the plan, of the
+ * quant kernels and of the prefill tier's activation stage, the prefill tier's grouped-GEMM tile
  * kinds (plugins/cuda/launch_shape.c), and their environment knobs. The expected shapes are the ones the H100
  * measurements chose (bench/cuda/act2-2026-11-23, bench/cuda/plan-2026-11-23,
  * bench/cuda/own-fp8-2026-11-22, bench/cuda/pingpong-2026-11-22),
@@ -32,6 +32,20 @@ START_TEST(plan_goes_wide_from_8192_pairs)
     ck_assert_int_eq(fmcu_plan_wide_pairs("wide"), 8192);
     ck_assert_int_eq(fmcu_plan_wide_pairs("12x"), 8192);
     ck_assert_int_eq(fmcu_plan_wide_pairs("99999999999999999999999"), 8192);
+}
+END_TEST
+
+/* The register path of quant_row.cuh holds up to 8 pieces of 8 values a
+ * thread: every grid model's row fits, and long rows get 1024 threads. */
+START_TEST(quant_blocks_by_row_length)
+{
+    ck_assert_uint_eq(fmcu_quant_threads(768), 256);   /* Qwen3-30B-A3B I */
+    ck_assert_uint_eq(fmcu_quant_threads(2048), 256);  /* Qwen3 H, DeepSeek-V3 I */
+    ck_assert_uint_eq(fmcu_quant_threads(2880), 256);  /* gpt-oss-120b */
+    ck_assert_uint_eq(fmcu_quant_threads(4096), 256);  /* Mixtral H: 2 pieces a thread */
+    ck_assert_uint_eq(fmcu_quant_threads(4104), 1024);
+    ck_assert_uint_eq(fmcu_quant_threads(7168), 1024); /* DeepSeek-V3 H */
+    ck_assert_uint_eq(fmcu_quant_threads(14336), 1024); /* Mixtral I: 2 pieces a thread, not 7 */
 }
 END_TEST
 
@@ -181,6 +195,7 @@ int main(void)
     Suite *s = suite_create("cuda_launch_shape");
     TCase *tc = tcase_create("launch_shape");
     tcase_add_test(tc, plan_goes_wide_from_8192_pairs);
+    tcase_add_test(tc, quant_blocks_by_row_length);
     tcase_add_test(tc, warp_cap_from_the_environment);
     tcase_add_test(tc, per_token_rows_up_to_1024_columns_take_a_warp);
     tcase_add_test(tc, block_rows_by_chunks);
