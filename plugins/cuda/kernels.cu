@@ -423,7 +423,7 @@ __device__ void plan_layout(const plan_args &a, const int *cnt, int *off)
  * quantize one row of the GEMM1 input each, as quant_kernel would: one
  * launch less in the decode chain. Calls of FMCU_PLAN_WIDE_PAIRS pairs or more
  * take plan_count_kernel and plan_scatter_kernel instead. */
-__global__ void __launch_bounds__(1024) plan_kernel(const plan_args a)
+__global__ void plan_kernel(const plan_args a)
 {
     extern __shared__ int cnt[]; /* [E_local] counts, then [E_local + 1] offsets */
     __shared__ float red[32];
@@ -432,7 +432,13 @@ __global__ void __launch_bounds__(1024) plan_kernel(const plan_args a)
     fmcu_dev::pdl_trigger();
     if (blockIdx.x > 0) { /* the GEMM1 input, one row per block */
         fmcu_dev::pdl_wait();
-        quant_row(a.q, blockIdx.x - 1, red);
+        /* The scalar loop, so that plan_kernel stays the code it was:
+         * with the register path inlined (and __launch_bounds__(1024)) the
+         * bf16 M=1 chain, where block 0 alone runs and every other kernel
+         * was unchanged, lost 2.5-4 us on an H100 (Qwen3-30B-A3B; 0.7-1.6
+         * at gpt-oss-120b; bench/cuda/stream-2026-11-23, calls 3 and 4),
+         * more than the register path saved here (x has 2048-7168 values). */
+        quant_row<false>(a.q, blockIdx.x - 1, red);
         return;
     }
     for (int i = threadIdx.x; i < E; i += blockDim.x)

@@ -33,10 +33,9 @@ extern "C" {
 int64_t fmcu_plan_wide_pairs(const char *env);
 
 /* Threads of a quant or amax block (kernels.cu) for rows of `cols` values:
- * 256, or 1024 past FMCU_QUANT_WIDE_COLS, so that a long row held in
- * registers (quant_row.cuh: up to 8 pieces of 8 values a thread) is cut
- * into 2 pieces a thread, not 7 (Mixtral-8x7B's GEMM2 input, 14336
- * values). */
+ * 256, or 1024 past FMCU_QUANT_WIDE_COLS, so that rows held in registers
+ * (quant_row.cuh: 2 pieces of 8 values a thread) can have up to 16384
+ * values (Mixtral-8x7B's GEMM2 input: 14336). */
 #define FMCU_QUANT_WIDE_COLS 4096
 unsigned fmcu_quant_threads(uint32_t cols);
 

@@ -1,8 +1,8 @@
 /*
  * plugins/cuda/quant_row.cuh - one GEMM-input row quantized by one block:
  * the row work of kernels.cu's quant and amax kernels and of the plan
- * kernel's blocks 1..M (the stream and tiled tiers' GEMM inputs). Device-side
- * C++ only.
+ * kernel's blocks 1..M (the stream and tiled tiers' GEMM inputs; the plan
+ * kernel takes the scalar loop only). Device-side C++ only.
  *
  * Arithmetic (include/fusedmoe/formats.h, the reference's): per tensor, per
  * token or per 1 x group, scale = amax / 448 (f32, at least 1/(448*512)) or
@@ -17,9 +17,10 @@
  * input row (14336 values, 256 threads) took 19 us that way on an H100
  * (bench/cuda/stream-2026-11-23). Both paths give the same codes: where the
  * scale comes from the values it quantizes (per token, per group, dynamic
- * per tensor), the register path divides by one reciprocal and a Markstein
- * correction (fmcu_dev::to_e4m3_r, exact there); a static scale, which
- * values may exceed 448 times, keeps IEEE division.
+ * per tensor), the register path divides bf16 values by one reciprocal and
+ * a Markstein correction (fmcu_dev::to_e4m3_r, exact there and checked for
+ * every bf16 value); f16 values and a static scale (which values may exceed
+ * 448 times) keep IEEE division.
  */
 #ifndef FMOE_PLUGIN_CUDA_QUANT_ROW_CUH
 #define FMOE_PLUGIN_CUDA_QUANT_ROW_CUH
@@ -53,7 +54,12 @@ struct quant_args {
     float *scale;               /* TENSOR: [1] (dynamic, written); TOKEN [rows]; GROUP [rows, groups] */
 };
 
-constexpr int QV = 8;           /* 16-byte pieces (8 values) a thread holds on the register path */
+/* 16-byte pieces (8 values) a thread holds on the register path: rows of
+ * up to 4096 values at 256 threads, 16384 at 1024 (fmcu_quant_threads).
+ * Two, not eight: with eight the quant kernel of a Mixtral-8x7B GEMM2
+ * input row took 6.9 us under ncu, with two 5.5 (H100,
+ * bench/cuda/stream-2026-11-23, calls 3 and 4). */
+constexpr int QV = 2;
 constexpr uint32_t QV_GROUP = 128; /* the one group size the register path takes: a half-warp's 16 pieces */
 
 __device__ __forceinline__ float load_val(int32_t dtype, const void *p, int64_t i)
@@ -213,12 +219,15 @@ __device__ __forceinline__ void quant_row_registers(const quant_args &a, int64_t
             q[p.index(u)] = p.codes(a.dtype, u, s, r);
 }
 
-/* One row by one block (blockDim a multiple of 32); `red` holds 32 floats. */
+/* One row by one block (blockDim a multiple of 32); `red` holds 32 floats.
+ * REGISTERS = false: the scalar loop only (the plan kernel's blocks 1..M:
+ * kernels.cu says why). */
+template <bool REGISTERS = true>
 __device__ __forceinline__ void quant_row(const quant_args &a, int64_t row, float *red)
 {
     if (a.row_valid && a.row_valid[row] < 0)
         return;
-    if (row_in_registers(a)) {
+    if (REGISTERS && row_in_registers(a)) {
         quant_row_registers(a, row, red);
         return;
     }

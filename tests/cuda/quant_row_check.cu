@@ -271,21 +271,18 @@ int main()
     const uint64_t seed = env && *env ? strtoull(env, nullptr, 10) : (uint64_t)time(nullptr);
     rng_state = seed * 0x9E3779B97F4A7C15ULL + 1;
 
-    /* Register path: multiples of 8 within 8 pieces a thread (2048 pieces at
-     * 256 threads, 8192 at 1024), a partial last 128-group (2880, 4104);
-     * scalar loop: 100 and 2884 (not multiples of 8), 16392 at 256 threads
-     * and 65544 at 1024 (too long), and a row stride not a multiple of 8. */
-    const uint32_t lengths[] = {8, 768, 2048, 2880, 4104, 14336, 16384, 100, 2884, 16392, 65544};
+    /* Register path (2 pieces of 8 values a thread): multiples of 8 up to
+     * 4096 values at 256 threads and 16384 at 1024, a partial last
+     * 128-group (2880, 4104); scalar loop: 100 and 2884 (not multiples of
+     * 8), 4104 and 14336 at 256 threads and 16392 at 1024 (too long), and a
+     * row stride not a multiple of 8. */
+    const uint32_t lengths[] = {8, 768, 2048, 2880, 4096, 4104, 14336, 16384, 16392, 100, 2884};
     int cases = 0;
     for (int32_t dtype : {FMOE_DTYPE_BF16, FMOE_DTYPE_F16})
         for (uint32_t cols : lengths)
             for (unsigned threads : {256u, 1024u})
                 for (int m = TOKEN; m <= GROUP64; m++)
                     for (bool weighted : {false, true}) {
-                        if (threads == 1024 && cols == 16392)
-                            continue; /* fits 1024 threads: covered by 14336 and 16384 */
-                        if (threads == 256 && cols == 65544)
-                            continue;
                         const int64_t ld = cols == 2048 && weighted ? cols + 3 : cols + (cols % 64 == 0 ? 64 : 0);
                         run_case(seed, {dtype, cols, ld, (mode)m, weighted, threads});
                         cases++;

@@ -35,17 +35,17 @@ START_TEST(plan_goes_wide_from_8192_pairs)
 }
 END_TEST
 
-/* The register path of quant_row.cuh holds up to 8 pieces of 8 values a
- * thread: every grid model's row fits, and long rows get 1024 threads. */
+/* The register path of quant_row.cuh holds 2 pieces of 8 values a thread:
+ * rows of up to 4096 values fit 256 threads, longer ones get 1024. */
 START_TEST(quant_blocks_by_row_length)
 {
     ck_assert_uint_eq(fmcu_quant_threads(768), 256);   /* Qwen3-30B-A3B I */
     ck_assert_uint_eq(fmcu_quant_threads(2048), 256);  /* Qwen3 H, DeepSeek-V3 I */
     ck_assert_uint_eq(fmcu_quant_threads(2880), 256);  /* gpt-oss-120b */
-    ck_assert_uint_eq(fmcu_quant_threads(4096), 256);  /* Mixtral H: 2 pieces a thread */
+    ck_assert_uint_eq(fmcu_quant_threads(4096), 256);  /* Mixtral H */
     ck_assert_uint_eq(fmcu_quant_threads(4104), 1024);
     ck_assert_uint_eq(fmcu_quant_threads(7168), 1024); /* DeepSeek-V3 H */
-    ck_assert_uint_eq(fmcu_quant_threads(14336), 1024); /* Mixtral I: 2 pieces a thread, not 7 */
+    ck_assert_uint_eq(fmcu_quant_threads(14336), 1024); /* Mixtral I */
 }
 END_TEST
 
