@@ -2,7 +2,7 @@
 """The torch peers of `fusedmoe bench --plugin cuda`, and the device floor.
 
 Runs on the GPU machine (python3 with torch there), in the same call as the
-fusedmoe bench it accompanies (bench/cuda/run_grid.sh):
+fusedmoe bench it accompanies (tools/device/run_grid.sh):
 
   floor   device-to-device copy rate (read + written bytes) and the GEMM peak
           of torch.matmul (bf16) and torch._scaled_mm (fp8, rowwise scales) on

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Summarize a CUDA grid record (bench/cuda/run_grid.sh): a markdown table of
+"""Summarize a CUDA grid record (tools/device/run_grid.sh): a markdown table of
 every point (ours, floor, torch peer) with the targets of spec/performance.md
 (geomean of time / floor, worst point, faster than the peer), and a PNG plot.
 

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# spec/performance.md's grid on the GPU machine, in one call: `fusedmoe bench`
+# on the cuda plugin (bf16 and fp8 per-channel x per-token, M = 1..8192, the
+# forwards timed by the plugin in CUDA graphs, floor = max(bytes / device copy
+# rate, flops / GEMM peak)), then the torch peers and the GEMM peaks
+# (tools/bench_peers.py) on the same shapes, expert counts included.
+#
+#   bash tools/device/pack.sh BUILD_DIR                              # here, then carry .devrun
+#   TOKENS=1,16 TAG=grid-a CONFORM=1 bash tools/device/run_grid.sh   # there (bench/cuda/README.md)
+#
+# The whole grid does not fit one device call (10 minutes): run it as two
+# calls (M = 1,16 and M = 128,1024,8192) and merge them with
+# tools/device/merge_grid.py. CONFORM=1 first runs `fusedmoe conform` against
+# the reference plugin and cuda_check, into $OUT/conform.txt and
+# $OUT/cuda_check.txt, so that a record's correctness comes from its build.
+#
+# MAX_GIB (default 24) caps one layer's weights; at 24 every model runs with
+# all its experts (DeepSeek-V3 bf16 is 21 GiB). The weights are synthesized on
+# the host in parallel (docs/BENCH.md "The weights": on the H100 machine's
+# 16 cores ~0.3 s per GiB in bf16, ~2.5 s in fp8; before: ~10 and ~57 s).
+# Loading and finalizing full-size layers add to each scheme's 540 s; if they
+# do not fit, a smaller MAX_GIB scales the expert count down (the JSON and
+# table say how many). Files go to $OUT.
+set -uo pipefail
+cd "$(dirname "$0")/../.."   # the repository root: DEVRUN, tests/ and tools/ are relative to it
+OUT=${OUT:-$PWD/out}
+mkdir -p "$OUT" /tmp/bI
+rm -rf /tmp/bI/b && tar -C /tmp/bI -xzf "${DEVRUN:-.devrun}"/b.tar.gz  # any path: binaries use $ORIGIN rpaths
+export LD_LIBRARY_PATH=/tmp/bI/b:$PWD/${DEVRUN:-.devrun}/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+B=/tmp/bI/b
+export FMOE_CONFIG=$PWD/tests/conformance/empty.toml
+SHAPES=${SHAPES:-"qwen3-30b-a3b mixtral-8x7b gpt-oss-120b deepseek-v3"}
+TOKENS=${TOKENS:-1,16,128,1024,8192}
+MAX_GIB=${MAX_GIB:-24}
+TAG=${TAG:-grid}
+shape_args=$(for s in $SHAPES; do printf -- '--shape %s ' "$s"; done)
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$OUT/$TAG-log.txt"
+date -u | tee -a "$OUT/$TAG-log.txt"
+
+if [ "${CONFORM:-0}" = 1 ]; then
+  timeout 120 $B/cli/fusedmoe --plugin $B/plugins/reference/reference.toml conform \
+    --plugin $B/plugins/cuda/cuda.toml > "$OUT/conform.txt" 2>&1
+  rc=$?; echo "conform rc=$rc: $(grep -E '^result' "$OUT/conform.txt")" | tee -a "$OUT/$TAG-log.txt"
+  timeout 100 $B/tests/cuda/cuda_check $B/plugins/reference/reference.toml $B/plugins/cuda/cuda.toml \
+    "$FMOE_CONFIG" > "$OUT/cuda_check.txt" 2>&1
+  rc=$?; echo "cuda_check rc=$rc: $(tail -1 "$OUT/cuda_check.txt")" | tee -a "$OUT/$TAG-log.txt"
+fi
+
+# GEMM peaks first (the compute floor our bench needs), with the copy rate.
+python3 tools/bench_peers.py $shape_args --tokens 1 --reps 1 --peaks-only --json "$OUT/$TAG-peaks.json" \
+  2>&1 | tee -a "$OUT/$TAG-log.txt"
+peak() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['peak_tflops'][sys.argv[2]])" "$OUT/$TAG-peaks.json" "$1"; }
+
+for scheme in bf16 fp8; do
+  key=bf16; [ $scheme = fp8 ] && key=fp8e4m3:channel/fp8e4m3:token:dynamic
+  timeout 540 $B/cli/fusedmoe --plugin $B/plugins/cuda/cuda.toml bench --backend cuda --scheme "$key" $shape_args \
+    --tokens "$TOKENS" --max-gib "$MAX_GIB" --no-reference --gemm-peak "$(peak $scheme)" \
+    --json "$OUT/$TAG-cuda-$scheme.json" 2>&1 | tee -a "$OUT/$TAG-log.txt"
+done
+
+# The peers on the same layers (the expert counts our bench ran with, per dtype).
+for scheme in bf16 fp8; do
+  peer_shapes=$(python3 -c "
+import json, sys
+seen = {}
+for p in json.load(open(sys.argv[1]))['points']:
+    seen[(p['experts'], p['top_k'], p['hidden'], p['intermediate'])] = 1
+print(' '.join('--shape %d,%d,%d,%d' % s for s in seen))" "$OUT/$TAG-cuda-$scheme.json")
+  python3 tools/bench_peers.py $peer_shapes --dtype $scheme --tokens "$TOKENS" --json "$OUT/$TAG-peers-$scheme.json" \
+    2>&1 | tee -a "$OUT/$TAG-log.txt"
+done
