@@ -3,7 +3,7 @@
  * options, the command entry points, error reporting and context opening.
  *
  * The tool uses the public API only (fusedmoe.h); the one internal piece it
- * compiles in is core/config_args.c, so the replay lines it prints use the
+ * compiles in is base/config_args.c, so the replay lines it prints use the
  * exact flag spelling the library logs.
  */
 #ifndef FMOE_CLI_H
@@ -28,6 +28,7 @@ typedef struct cli_globals {
     const char **plugin_files;    /* --plugin, in order given */
     uint32_t n_plugin_files;
     const char *log_spec;         /* --log, already exported as FMOE_LOG */
+    int isolated;                 /* --isolated: fmoe_context_options.isolated */
 } cli_globals;
 
 /* A command gets argv starting at its own name (argv[0]) and returns the

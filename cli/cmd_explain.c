@@ -7,7 +7,7 @@
 #include "cli/layer_flags.h"
 #include "cli/scheme_arg.h"
 #include "cli/selection_out.h"
-#include "core/config_args.h"
+#include "base/config_args.h"
 
 static void help(FILE *f)
 {

@@ -13,6 +13,7 @@ int cli_open_context(const cli_globals *g, fmoe_context **out)
     opts.plugin_files = g->plugin_files;
     opts.n_plugin_files = g->n_plugin_files;
     opts.log_spec = g->log_spec;
+    opts.isolated = (uint32_t)g->isolated;
     /* log_fn stays NULL: the library writes its log to stderr, which keeps
      * stdout clean for tables and JSON. */
     fmoe_status st = fmoe_context_create(&opts, out);

@@ -1,7 +1,7 @@
 /* cli/halfconv.c - bulk f32 <-> f32/bf16/f16 (see halfconv.h). */
 #include "cli/halfconv.h"
 
-#include "core/half.h"
+#include "fusedmoe/kit/half.h"
 
 int cli_is_float_storage(fmoe_dtype dtype)
 {

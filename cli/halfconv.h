@@ -1,7 +1,7 @@
 /*
  * cli/halfconv.h - bulk conversion between f32 and the storage dtypes the
  * synthetic layer of `run` uses (f32, bf16, f16). The scalar conversions are
- * the library's own (core/half.h, header-only), so the CLI rounds exactly
+ * the library's own (fusedmoe/kit/half.h, header-only), so the CLI rounds exactly
  * as the reference does.
  */
 #ifndef FMOE_CLI_HALFCONV_H

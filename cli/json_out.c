@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "core/config_args.h"
+#include "base/config_args.h"
 
 json_t *cli_json_string(const char *s)
 {

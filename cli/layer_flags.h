@@ -2,7 +2,7 @@
  * cli/layer_flags.h - the layer-config flags shared by every command that
  * builds a layer (explain, run; later conform and bench).
  *
- * The flag names are exactly those core/config_args.c prints in replay
+ * The flag names are exactly those base/config_args.c prints in replay
  * lines, so any line the library logs can be pasted back into the tool.
  */
 #ifndef FMOE_CLI_LAYER_FLAGS_H

@@ -28,7 +28,7 @@ static const command commands[] = {
 
 static void print_help(FILE *f)
 {
-    fputs("Usage: fusedmoe [--config FILE] [--plugin FILE]... [--log SPEC] <command> [options]\n"
+    fputs("Usage: fusedmoe [--config FILE] [--plugin FILE]... [--log SPEC] [--isolated] <command> [options]\n"
           "\n"
           "Runs fused Mixture-of-Experts layers through run-time backend plugins.\n"
           "\n"
@@ -41,6 +41,8 @@ static void print_help(FILE *f)
           "  --config FILE   TOML configuration (default: $FMOE_CONFIG, else the installed one)\n"
           "  --plugin FILE   load this plugin manifest (.toml) or library (.so) first; repeatable\n"
           "  --log SPEC      log level and categories, as $FMOE_LOG (e.g. debug, info,dispatch)\n"
+          "  --isolated      see nothing installed: no default configuration, no plugins beside\n"
+          "                  the library or in the install dir (FMOE_* variables still apply)\n"
           "  --help          this help; 'fusedmoe <command> --help' for a command\n"
           "  --version       library version and plugin ABI\n"
           "\n"
@@ -81,6 +83,10 @@ static int parse_globals(int argc, char **argv, cli_globals *g, int *next)
             fmoe_plugin_abi(&major, &minor);
             printf("fusedmoe %s (plugin ABI %u.%u)\n", fmoe_version(), major, minor);
             return CLI_EXIT_OK;
+        }
+        if (cli_opt_flag(argv[i], "--isolated")) {
+            g->isolated = 1;
+            continue;
         }
         if ((r = cli_opt_value(argc, argv, &i, "--config", &v)) != CLI_OPT_NO) {
             if (r == CLI_OPT_MISSING || !v[0])

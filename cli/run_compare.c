@@ -2,6 +2,7 @@
 #include "cli/run_compare.h"
 
 #include <math.h>
+#include <stdio.h>
 
 static int coarseness(fmoe_dtype d)
 {
@@ -57,6 +58,8 @@ void run_compare(const float *got, const float *ref, int64_t n, const run_tolera
             if (excess > worst_excess) {
                 worst_excess = excess;
                 e->worst = i;
+                e->worst_got = got[i];
+                e->worst_ref = ref[i];
             }
         }
     }
@@ -67,4 +70,21 @@ void run_compare(const float *got, const float *ref, int64_t n, const run_tolera
 int run_passed(const run_errors *e)
 {
     return e->outside == 0 && e->nonfinite == 0;
+}
+
+void run_failure_text(const run_errors *e, const run_tolerance *tol, int64_t hidden, char *buf, size_t cap)
+{
+    if (cap == 0)
+        return;
+    buf[0] = '\0';
+    if (run_passed(e))
+        return;
+    int n = snprintf(buf, cap, "%lld of %lld elements outside |out-ref| <= %.0e + %.0e*|ref| (%s), %lld NaN/inf",
+                     (long long)e->outside, (long long)e->elements, tol->atol, tol->rtol, fmoe_dtype_name(tol->dtype),
+                     (long long)e->nonfinite);
+    if (n < 0 || (size_t)n >= cap || e->worst < 0 || hidden <= 0)
+        return;
+    snprintf(buf + n, cap - (size_t)n, "; %s at token %lld, column %lld: out %.6g, ref %.6g",
+             e->nonfinite ? "first non-finite" : "worst", (long long)(e->worst / hidden),
+             (long long)(e->worst % hidden), (double)e->worst_got, (double)e->worst_ref);
 }

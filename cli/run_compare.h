@@ -28,12 +28,22 @@ typedef struct run_errors {
     double max_ref;     /* max |ref| over finite values */
     double max_rel;     /* max_abs / max_ref (0 when both are 0, inf when only max_ref is) */
     double nmse;        /* sum (got - ref)^2 / sum ref^2, finite pairs (same convention) */
-    int64_t worst;      /* index of the element with the largest excess over tolerance, -1 if none */
+    int64_t worst;      /* index of the element with the largest excess over tolerance, -1 if none
+                           (the first non-finite one when there are any) */
+    float worst_got, worst_ref; /* the two values at `worst` */
 } run_errors;
 
 void run_compare(const float *got, const float *ref, int64_t n, const run_tolerance *tol, run_errors *e);
 
 /* A NaN never passes: passed means no element outside and none non-finite. */
 int run_passed(const run_errors *e);
+
+/* Why a comparison failed, in one line: how many elements were outside the
+ * tolerance and how many were NaN/inf, then the worst element (token and
+ * column of a row of `hidden` values) with both values and the bound it
+ * broke, e.g. "3 of 512 elements outside |out-ref| <= 2e-02 + 2e-02*|ref|,
+ * 3 NaN/inf; first at token 0, column 5: out nan, ref 0.125". "" when it
+ * passed. */
+void run_failure_text(const run_errors *e, const run_tolerance *tol, int64_t hidden, char *buf, size_t cap);
 
 #endif

@@ -45,7 +45,7 @@ typedef struct model_inputs {
     int64_t m, h;
     float *x;            /* [M, H] f32 (rounded to the activation dtype) */
     float *logits_given; /* [M, E] from --input, or NULL */
-    char source[4096];   /* where x came from, for the report */
+    char *source;        /* where x came from, for the report (malloc'd) */
 } model_inputs;
 
 void run_model_help(FILE *f)
@@ -186,26 +186,50 @@ int run_model_parse(int argc, char **argv, run_model_opts *o)
 
 /* ---- inputs ------------------------------------------------------------------ */
 
-/* x (and router_logits) from a safetensors file, checked against the model. */
-static int read_input_file(const char *path, int64_t h, int64_t e, model_inputs *in, uint32_t tokens)
+/* What a refusal found under a name: "found [16, 128] bf16", "found
+ * [16] int32", or "not found", so every error says what was there. */
+static void found_text(const fmoe_checkpoint *ck, size_t index, char *buf, size_t cap)
+{
+    fmoe_tensor t;
+    if (index == (size_t)-1 || fmoe_checkpoint_tensor(ck, index, &t) != FMOE_STATUS_OK) {
+        snprintf(buf, cap, "not found");
+        return;
+    }
+    size_t len = (size_t)snprintf(buf, cap, "found [");
+    for (uint32_t d = 0; d < t.ndim && len < cap; d++)
+        len += (size_t)snprintf(buf + len, cap - len, "%s%lld", d ? ", " : "", (long long)t.shape[d]);
+    if (len < cap)
+        snprintf(buf + len, cap - len, "] %s", fmoe_dtype_name(t.dtype));
+}
+
+/* x (and router_logits) from a safetensors file, checked against the model.
+ * `what` names where the file came from in errors: "--input" or "the
+ * model's bundled inputs". */
+static int read_input_file(const char *path, const char *what, int64_t h, int64_t e, model_inputs *in,
+                           uint32_t tokens)
 {
     fmoe_checkpoint *ck = NULL;
     fmoe_status st = fmoe_checkpoint_open(path, &ck);
     if (st != FMOE_STATUS_OK)
-        return cli_fail(st, "--input");
+        return cli_fail(st, what);
     int rc = CLI_EXIT_OK;
     fmoe_tensor x, lg;
     size_t ix = fmoe_checkpoint_find(ck, "x"), il = fmoe_checkpoint_find(ck, "router_logits");
     if (ix == (size_t)-1 || fmoe_checkpoint_tensor(ck, ix, &x) != FMOE_STATUS_OK || x.ndim != 2 ||
         x.shape[1] != h || !cli_is_float_storage(x.dtype) || x.shape[0] < 1) {
-        cli_error("%s: expected a tensor 'x' [M, %lld] of f32, bf16 or f16", path, (long long)h);
+        char found[160];
+        found_text(ck, ix, found, sizeof found);
+        cli_error("%s (%s): expected a tensor 'x' [M, %lld] of f32, bf16 or f16 with M >= 1; %s", path, what,
+                  (long long)h, found);
         rc = CLI_EXIT_CONFIG;
     }
     if (rc == CLI_EXIT_OK && il != (size_t)-1 &&
         (fmoe_checkpoint_tensor(ck, il, &lg) != FMOE_STATUS_OK || lg.ndim != 2 || lg.shape[0] != x.shape[0] ||
          lg.shape[1] != e || !cli_is_float_storage(lg.dtype))) {
-        cli_error("%s: 'router_logits' must be [%lld, %lld] (the rows of x, the experts) of f32, bf16 or f16", path,
-                  (long long)x.shape[0], (long long)e);
+        char found[160];
+        found_text(ck, il, found, sizeof found);
+        cli_error("%s (%s): 'router_logits' must be [%lld, %lld] (the rows of x, the experts) of f32, bf16 or f16; %s",
+                  path, what, (long long)x.shape[0], (long long)e, found);
         rc = CLI_EXIT_CONFIG;
     }
     if (rc == CLI_EXIT_OK && tokens > x.shape[0]) {
@@ -231,18 +255,33 @@ static int read_input_file(const char *path, int64_t h, int64_t e, model_inputs 
     return rc;
 }
 
+/* "<dir>/<name>", allocated: a path is as long as it is (a fixed buffer
+ * would cut a long one into the name of some other file). NULL: no memory. */
+static char *path_in(const char *dir, const char *name)
+{
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *p = malloc(n);
+    if (p)
+        snprintf(p, n, "%s/%s", dir, name);
+    return p;
+}
+
 static int make_inputs(const run_model_opts *o, int64_t h, int64_t e, fmoe_dtype act, model_inputs *in)
 {
-    char bundled[4096];
-    snprintf(bundled, sizeof bundled, "%s/inputs.safetensors", o->model_dir);
+    char *bundled = path_in(o->model_dir, "inputs.safetensors");
     in->h = h;
-    const char *file = o->input ? o->input : access(bundled, R_OK) == 0 ? bundled : NULL;
+    const char *file = o->input ? o->input : bundled && access(bundled, R_OK) == 0 ? bundled : NULL;
+    int from_file = file != NULL;
+    in->source = strdup(file ? file : "random N(0,1) from the seed");
+    free(bundled); /* in->source holds the copy */
+    if (!in->source) {
+        cli_error("out of memory for the inputs");
+        return CLI_EXIT_INTERNAL;
+    }
     int rc = CLI_EXIT_OK;
-    if (file) {
-        snprintf(in->source, sizeof in->source, "%s", file);
-        rc = read_input_file(file, h, e, in, o->tokens);
+    if (from_file) {
+        rc = read_input_file(in->source, o->input ? "--input" : "the model's bundled inputs", h, e, in, o->tokens);
     } else {
-        snprintf(in->source, sizeof in->source, "random N(0,1) from the seed");
         in->m = o->tokens ? o->tokens : DEFAULT_TOKENS;
         in->x = malloc((size_t)(in->m * h) * sizeof(float));
         if (!in->x) {
@@ -275,19 +314,27 @@ static int router_logits(const fmoe_checkpoint *ck, const fmoe_model_names *n, c
     size_t ib = n->router_bias ? fmoe_checkpoint_find(ck, n->router_bias) : (size_t)-1;
     if (iw == (size_t)-1 || fmoe_checkpoint_tensor(ck, iw, &w) != FMOE_STATUS_OK || w.ndim != 2 ||
         w.shape[0] != e || w.shape[1] != in->h || !cli_is_float_storage(w.dtype)) {
-        cli_error("%s: expected the router weight [%lld, %lld] in the checkpoint", n->router_weight, (long long)e,
-                  (long long)in->h);
+        char found[160];
+        found_text(ck, iw, found, sizeof found);
+        cli_error("%s: expected the router weight [%lld, %lld] (experts, hidden) of f32, bf16 or f16 in the "
+                  "checkpoint; %s",
+                  n->router_weight, (long long)e, (long long)in->h, found);
         return CLI_EXIT_CONFIG;
     }
     if (ib != (size_t)-1 && (fmoe_checkpoint_tensor(ck, ib, &b) != FMOE_STATUS_OK || b.ndim != 1 ||
                              b.shape[0] != e || !cli_is_float_storage(b.dtype))) {
-        cli_error("%s: expected the router bias [%lld]", n->router_bias, (long long)e);
+        char found[160];
+        found_text(ck, ib, found, sizeof found);
+        cli_error("%s: expected the router bias [%lld] of f32, bf16 or f16; %s", n->router_bias, (long long)e, found);
         return CLI_EXIT_CONFIG;
     }
-    float *wf = malloc((size_t)(e * in->h) * sizeof(float)), bf[4096];
-    if (!wf || e > 4096) {
+    /* Sized by the model (up to base/limits.h's expert ceiling), never by a
+     * guess. */
+    float *wf = malloc((size_t)(e * in->h) * sizeof(float)), *bf = malloc((size_t)e * sizeof(float));
+    if (!wf || !bf) {
         free(wf);
-        cli_error("out of memory for the router");
+        free(bf);
+        cli_error("out of memory for the router (%lld experts x %lld)", (long long)e, (long long)in->h);
         return CLI_EXIT_INTERNAL;
     }
     cli_load_floats(w.dtype, wf, w.data, (size_t)(e * in->h));
@@ -301,6 +348,7 @@ static int router_logits(const fmoe_checkpoint *ck, const fmoe_model_names *n, c
             logits[t * e + j] = (float)acc;
         }
     free(wf);
+    free(bf);
     return CLI_EXIT_OK;
 }
 
@@ -539,6 +587,15 @@ static void print_table(const model_run *r, const layer_row *rows, size_t n)
     printf("\nwhy:\n");
     for (size_t i = 0; i < n; i++)
         printf("  layer %u: %s\n", rows[i].layer, rows[i].why);
+    /* A FAIL says what was found and what was expected: a NaN output has a
+     * max abs of 0 over the finite pairs, so the table alone would hide it. */
+    for (size_t i = 0; i < n; i++) {
+        if (run_passed(&rows[i].err))
+            continue;
+        char text[512];
+        run_failure_text(&rows[i].err, &rows[i].tol, r->in.h, text, sizeof text);
+        printf("fail:    layer %u: %s\n", rows[i].layer, text);
+    }
 }
 
 static int print_json(const model_run *r, const layer_row *rows, size_t n)
@@ -563,6 +620,12 @@ static int print_json(const model_run *r, const layer_row *rows, size_t n)
         cli_json_set(o, "max_rel", json_real(w->err.max_rel));
         cli_json_set(o, "nmse", json_real(w->err.nmse));
         cli_json_set(o, "outside", json_integer(w->err.outside));
+        cli_json_set(o, "nonfinite", json_integer(w->err.nonfinite));
+        if (!pass) {
+            char text[512];
+            run_failure_text(&w->err, &w->tol, r->in.h, text, sizeof text);
+            cli_json_set(o, "failure", cli_json_string(text));
+        }
         cli_json_set(o, "tokens_per_s", json_real(tokens_per_s(r, w)));
         cli_json_set(o, "result", json_string(pass ? "PASS" : "FAIL"));
         json_array_append_new(arr, o);
@@ -593,11 +656,15 @@ static void progress(size_t done, size_t total, uint32_t layer)
 
 static int open_model(model_run *r)
 {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/config.json", r->o->model_dir);
+    char *path = path_in(r->o->model_dir, "config.json");
+    if (!path) {
+        cli_error("out of memory");
+        return CLI_EXIT_INTERNAL;
+    }
     fmoe_status st = fmoe_model_config_load(path, &r->model);
     if (st == FMOE_STATUS_OK)
         st = fmoe_quant_config_load(path, &r->qc);
+    free(path);
     if (st == FMOE_STATUS_OK)
         st = fmoe_checkpoint_open(r->o->model_dir, &r->ck);
     if (st != FMOE_STATUS_OK) {
@@ -615,6 +682,7 @@ static void close_run(model_run *r)
     free(r->outputs);
     free(r->in.x);
     free(r->in.logits_given);
+    free(r->in.source);
     fmoe_checkpoint_close(r->ck);
     fmoe_quant_config_destroy(r->qc);
     fmoe_model_destroy(r->model);

@@ -7,7 +7,7 @@
 #include "cli/json_out.h"
 #include "cli/run.h"
 #include "cli/selection_out.h"
-#include "core/config_args.h"
+#include "base/config_args.h"
 
 /* Append text to buf as it is, after a space. */
 static void append_raw(char *buf, size_t cap, const char *s)
@@ -142,13 +142,9 @@ void run_print_text(const run_report *r)
     if (run_passed(e)) {
         printf("result:     PASS (all %lld elements within tolerance)\n", (long long)e->elements);
     } else {
-        printf("result:     FAIL (%lld of %lld elements outside tolerance, %lld NaN/inf)\n", (long long)e->outside,
-               (long long)e->elements, (long long)e->nonfinite);
-        if (e->worst >= 0) {
-            int64_t h = o->cfg.hidden_size;
-            printf("worst:      token %lld, column %lld: out %.6g, ref %.6g\n", (long long)(e->worst / h),
-                   (long long)(e->worst % h), (double)r->out[e->worst], (double)r->ref[e->worst]);
-        }
+        char text[512];
+        run_failure_text(e, &r->tol, o->cfg.hidden_size, text, sizeof text);
+        printf("result:     FAIL: %s\n", text);
     }
     if (r->timing.median_s > 0)
         printf("speed:      %.1f tokens/s (median %.3f ms over %d forwards of %u tokens)\n",

@@ -2,6 +2,7 @@
 #include "cli/scheme_arg.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -16,14 +17,19 @@ int cli_scheme_is_path(const char *value)
     return (n >= 5 && strcmp(value + n - 5, ".json") == 0) || stat(value, &sb) == 0;
 }
 
-/* A checkpoint directory stands for its config.json. */
-static const char *config_path(const char *value, char *buf, size_t cap)
+/* A checkpoint directory stands for its config.json: the path to read,
+ * malloc'd (a fixed buffer would cut a long path into another file's
+ * name); NULL when memory ran out. */
+static char *config_path(const char *value)
 {
     struct stat sb;
     if (stat(value, &sb) != 0 || !S_ISDIR(sb.st_mode))
-        return value;
-    snprintf(buf, cap, "%s/config.json", value);
-    return buf;
+        return strdup(value);
+    size_t n = strlen(value) + sizeof "/config.json";
+    char *p = malloc(n);
+    if (p)
+        snprintf(p, n, "%s/config.json", value);
+    return p;
 }
 
 int cli_scheme_from_arg(const char *value, const char *modules, uint32_t num_experts, fmoe_scheme *out)
@@ -37,8 +43,13 @@ int cli_scheme_from_arg(const char *value, const char *modules, uint32_t num_exp
         return CLI_EXIT_OK;
     }
     fmoe_quant_config *qc = NULL;
-    char path[4096];
-    fmoe_status st = fmoe_quant_config_load(config_path(value, path, sizeof path), &qc);
+    char *path = config_path(value);
+    if (!path) {
+        cli_error("--scheme: out of memory");
+        return CLI_EXIT_INTERNAL;
+    }
+    fmoe_status st = fmoe_quant_config_load(path, &qc);
+    free(path);
     if (st == FMOE_STATUS_OK) {
         fmoe_expert_modules m;
         fmoe_expert_modules_init(&m);

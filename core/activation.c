@@ -1,5 +1,5 @@
 /*
- * core/activation.c - the expert activations (see core/activation.h and
+ * core/activation.c - the expert activations (see fusedmoe/kit/activation.h and
  * docs/ROUTING.md). libm only: this file is linked into plugins that do not
  * link libfusedmoe.
  *
@@ -14,7 +14,7 @@
  * default); SWIGLUSTEP's 7 is part of its definition, not a setting. Clamps
  * keep NaN (as torch.clamp does) instead of turning it into the limit.
  */
-#include "core/activation.h"
+#include "fusedmoe/kit/activation.h"
 
 #include <math.h>
 

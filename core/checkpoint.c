@@ -15,15 +15,14 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "core/error.h"
-#include "core/text_file.h"
+#include "base/error.h"
+#include "base/limits.h"
+#include "base/text_file.h"
 #include "core/safetensors.h"
 #include "fusedmoe/fusedmoe.h"
 
 #define INDEX_NAME  "model.safetensors.index.json"
 #define SINGLE_NAME "model.safetensors"
-/* An index lists names; a few MB even for the largest models. */
-#define INDEX_MAX_BYTES (256u << 20)
 
 typedef struct ck_entry {
     const char *name;        /* owned by the shard's tensor */
@@ -60,10 +59,13 @@ static int is_dir(const char *path)
     return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
 }
 
-static int is_file(const char *path)
+/* Anything there, even a FIFO or a directory: the reader refuses those
+ * with a message that says what the path is, which is better than "no
+ * index in this directory". */
+static int exists(const char *path)
 {
     struct stat sb;
-    return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+    return stat(path, &sb) == 0;
 }
 
 static char *join(const char *dir, const char *name)
@@ -99,6 +101,9 @@ static fmoe_status build_table(fmoe_checkpoint *ck)
     size_t n = 0;
     for (uint32_t s = 0; s < ck->n_shards; s++)
         n += ck->shards[s]->n_tensors;
+    if (n > FMOE_LIMIT_CHECKPOINT_TENSORS)
+        return fmoe_error_set(FMOE_STATUS_PARSE_ERROR, "%s: the checkpoint holds %zu tensors, more than the %u allowed",
+                              ck->shards[0]->path, n, FMOE_LIMIT_CHECKPOINT_TENSORS);
     ck->entries = malloc((n ? n : 1) * sizeof *ck->entries);
     if (!ck->entries)
         return oom();
@@ -123,43 +128,92 @@ static int plain_file_name(const char *s)
     return s[0] && strcmp(s, ".") != 0 && strcmp(s, "..") != 0 && !strchr(s, '/') && !strchr(s, '\\');
 }
 
-/* Open every shard the weight map names, once each. shard_of[i] is the
- * shard of the i-th map entry (in jansson's iteration order). */
-static fmoe_status open_shards(fmoe_checkpoint *ck, const char *index_path, const char *dir, json_t *map,
-                               uint32_t *shard_of)
+/* One weight_map entry while the shards are assigned. */
+typedef struct map_entry {
+    const char *tensor, *file;
+    size_t order; /* position in the map (jansson keeps file order) */
+} map_entry;
+
+static int by_file_then_order(const void *a, const void *b)
+{
+    const map_entry *x = a, *y = b;
+    int c = strcmp(x->file, y->file);
+    return c ? c : (x->order > y->order) - (x->order < y->order);
+}
+
+static int by_order(const void *a, const void *b)
+{
+    const map_entry *x = *(const map_entry *const *)a, *y = *(const map_entry *const *)b;
+    return (x->order > y->order) - (x->order < y->order);
+}
+
+/* Every entry's shard file, checked: a plain name, a name of bounded
+ * length. */
+static fmoe_status collect_entries(const char *index_path, json_t *map, map_entry *entries)
 {
     const char *name;
     json_t *value;
     size_t i = 0;
-    fmoe_status st = FMOE_STATUS_OK;
     json_object_foreach(map, name, value)
     {
-        if (!json_is_string(value) || !plain_file_name(json_string_value(value)))
+        if (strlen(name) > FMOE_LIMIT_NAME_BYTES)
+            return fmoe_error_set(FMOE_STATUS_PARSE_ERROR,
+                                  "%s: weight_map[\"%.64s...\"]: a tensor name of %zu bytes, more than the %u allowed",
+                                  index_path, name, strlen(name), FMOE_LIMIT_NAME_BYTES);
+        if (!json_is_string(value) || !plain_file_name(json_string_value(value)) ||
+            strlen(json_string_value(value)) > FMOE_LIMIT_NAME_BYTES)
             return fmoe_error_set(FMOE_STATUS_PARSE_ERROR,
                                   "%s: weight_map[\"%s\"]: expected the file name of a shard in the same directory",
                                   index_path, name);
-        const char *file = json_string_value(value);
-        uint32_t s = 0;
-        /* Shards are few (tens to hundreds); a linear search is enough. */
-        for (; s < ck->n_shards; s++) {
-            const char *p = ck->shards[s]->path;
-            size_t lp = strlen(p), lf = strlen(file);
-            if (lp > lf && p[lp - lf - 1] == '/' && strcmp(p + lp - lf, file) == 0)
+        entries[i] = (map_entry){name, json_string_value(value), i};
+        i++;
+    }
+    return FMOE_STATUS_OK;
+}
+
+/* Open every shard the weight map names, once each, in the order the map
+ * first names them. shard_of[i] is the shard of the i-th map entry (in
+ * jansson's iteration order). Grouping by file name through a sort keeps
+ * this O(n log n) for an index of a million entries. */
+static fmoe_status open_shards(fmoe_checkpoint *ck, const char *index_path, const char *dir, json_t *map,
+                               uint32_t *shard_of)
+{
+    size_t n = json_object_size(map), n_files = 0;
+    map_entry *entries = malloc(n * sizeof *entries);
+    map_entry **firsts = malloc(n * sizeof *firsts);
+    fmoe_status st = entries && firsts ? collect_entries(index_path, map, entries) : oom();
+    if (st == FMOE_STATUS_OK) {
+        qsort(entries, n, sizeof *entries, by_file_then_order);
+        for (size_t i = 0; i < n; i++)
+            if (i == 0 || strcmp(entries[i - 1].file, entries[i].file) != 0)
+                firsts[n_files++] = &entries[i];
+        if (n_files > FMOE_LIMIT_SHARDS)
+            st = fmoe_error_set(FMOE_STATUS_PARSE_ERROR, "%s: weight_map names %zu shard files, more than the %u allowed",
+                                index_path, n_files, FMOE_LIMIT_SHARDS);
+    }
+    if (st == FMOE_STATUS_OK) {
+        /* Shard ids in first-mention order. Each file's entries are
+         * contiguous in `entries`, from its first mention on. */
+        qsort(firsts, n_files, sizeof *firsts, by_order);
+        for (size_t f = 0; st == FMOE_STATUS_OK && f < n_files; f++) {
+            const map_entry *head = firsts[f];
+            char *path = join(dir, head->file);
+            uint32_t s = 0;
+            if (!path) {
+                st = oom();
                 break;
-        }
-        if (s == ck->n_shards) {
-            char *path = join(dir, file);
-            if (!path)
-                return oom();
+            }
             st = add_shard(ck, path, &s);
             free(path);
-            if (st != FMOE_STATUS_OK) {
-                fmoe_error_prefix("%s: weight_map[\"%s\"]", index_path, name);
-                return st;
-            }
+            if (st != FMOE_STATUS_OK)
+                fmoe_error_prefix("%s: weight_map[\"%s\"]", index_path, head->tensor);
+            for (const map_entry *e = head; st == FMOE_STATUS_OK && e < entries + n && strcmp(e->file, head->file) == 0;
+                 e++)
+                shard_of[e->order] = s;
         }
-        shard_of[i++] = s;
     }
+    free(entries);
+    free(firsts);
     return st;
 }
 
@@ -195,7 +249,7 @@ static fmoe_status open_index(fmoe_checkpoint *ck, const char *index_path)
 {
     char *text = NULL, *dir = NULL;
     size_t len = 0;
-    fmoe_status st = fmoe_read_text_file(index_path, INDEX_MAX_BYTES, "safetensors index", &text, &len);
+    fmoe_status st = fmoe_read_text_file(index_path, FMOE_LIMIT_INDEX_BYTES, "safetensors index", &text, &len);
     if (st != FMOE_STATUS_OK)
         return st;
     json_error_t jerr;
@@ -214,6 +268,9 @@ static fmoe_status open_index(fmoe_checkpoint *ck, const char *index_path)
         st = fmoe_error_set(FMOE_STATUS_PARSE_ERROR, "%s: metadata: expected an object", index_path);
     else if (json_object_size(map) == 0)
         st = fmoe_error_set(FMOE_STATUS_PARSE_ERROR, "%s: weight_map is empty", index_path);
+    else if (json_object_size(map) > FMOE_LIMIT_CHECKPOINT_TENSORS)
+        st = fmoe_error_set(FMOE_STATUS_PARSE_ERROR, "%s: weight_map lists %zu tensors, more than the %u allowed",
+                            index_path, json_object_size(map), FMOE_LIMIT_CHECKPOINT_TENSORS);
     if (st == FMOE_STATUS_OK) {
         const char *slash = strrchr(index_path, '/');
         dir = slash ? strndup(index_path, (size_t)(slash - index_path)) : strdup(".");
@@ -244,9 +301,9 @@ static fmoe_status open_path(fmoe_checkpoint *ck, const char *path)
     fmoe_status st;
     if (!index || !single)
         st = oom();
-    else if (is_file(index))
+    else if (exists(index))
         st = open_index(ck, index);
-    else if (is_file(single))
+    else if (exists(single))
         st = add_shard(ck, single, &s);
     else
         st = fmoe_error_set(FMOE_STATUS_NOT_FOUND, "%s: no %s or %s in this directory", path, INDEX_NAME,

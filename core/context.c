@@ -12,8 +12,8 @@
 #include <unistd.h>
 
 #include "core/context.h"
-#include "core/error.h"
-#include "registry/glob.h"
+#include "base/error.h"
+#include "base/glob.h"
 #include "fusedmoe/fusedmoe.h"
 #include "fusedmoe/plugin.h"
 
@@ -70,7 +70,7 @@ static fmoe_status load_config(const fmoe_context_options *o, fmoe_config **out)
     const char *path = o->config_path ? o->config_path : env_get(o, "FMOE_CONFIG");
     if (path)
         return fmoe_config_load_file(path, out);
-    char *def = default_config_path();
+    char *def = o->isolated ? NULL : default_config_path();
     if (!def) {
         *out = fmoe_config_new_default();
         return *out ? FMOE_STATUS_OK : fmoe_error_set(FMOE_STATUS_OUT_OF_MEMORY, "out of memory");
@@ -124,6 +124,9 @@ fmoe_status fmoe_context_create(const fmoe_context_options *opts, fmoe_context *
             .plugin_files = env_get(&o, "FMOE_PLUGIN_FILES"),
             .plugin_path = env_get(&o, "FMOE_PLUGIN_PATH"),
             .backends = env_get(&o, "FMOE_BACKENDS"),
+            .options = env_get(&o, "FMOE_OPTIONS"),
+            .api_options = FMOE_HAS_FIELD(&o, plugin_options) ? o.plugin_options : NULL,
+            .no_default_dirs = o.isolated != 0,
         };
         fmoe_log(&ctx->logger, FMOE_LOG_INFO, "loader", "fusedmoe %s, plugin ABI %d.%d, configuration %s",
                  fmoe_version(), FMOE_ABI_MAJOR, FMOE_ABI_MINOR,
@@ -282,57 +285,4 @@ fmoe_status fmoe_context_explain(fmoe_context *ctx, const fmoe_layer_config *cfg
         return st;
     const fmoe_select_filter any = {.device_kind = FMOE_DEVICE_ANY, .device_index = -1, .backend = NULL};
     return fmoe_registry_select(&ctx->registry, cfg, scheme, &any, out);
-}
-
-uint32_t fmoe_selection_candidate_count(const fmoe_selection *sel)
-{
-    return sel ? sel->n_candidates : 0;
-}
-
-fmoe_status fmoe_selection_candidate(const fmoe_selection *sel, uint32_t index, fmoe_candidate *out)
-{
-    fmoe_error_clear();
-    fmoe_status st = check_out(out, out ? out->struct_size : 0, sizeof(size_t) + sizeof(char *),
-                               "fmoe_selection_candidate");
-    if (st != FMOE_STATUS_OK)
-        return st;
-    if (!sel || index >= sel->n_candidates)
-        return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT, "fmoe_selection_candidate: index %u out of range", index);
-    const fmoe_candidate_rec *c = &sel->candidates[index];
-    fmoe_candidate v = {
-        .struct_size = out->struct_size,
-        .plugin = c->plugin->name ? c->plugin->name : "",
-        .method = c->method ? c->method->name : "",
-        .device_kind = c->device_kind,
-        .device_index = c->device_index,
-        .verdict = c->verdict,
-        .score = c->score,
-        .preference = c->preference,
-        .reason = c->reason,
-    };
-    FILL_UPTO(out, v);
-    return FMOE_STATUS_OK;
-}
-
-int32_t fmoe_selection_chosen(const fmoe_selection *sel)
-{
-    return sel ? sel->chosen : -1;
-}
-
-const char *fmoe_selection_summary(const fmoe_selection *sel)
-{
-    return sel ? sel->summary : "";
-}
-
-const char *fmoe_selection_scheme_key(const fmoe_selection *sel)
-{
-    return sel ? sel->scheme_key : "";
-}
-
-void fmoe_selection_destroy(fmoe_selection *sel)
-{
-    if (!sel)
-        return;
-    free(sel->candidates);
-    free(sel);
 }

@@ -1,5 +1,5 @@
 /* core/cpu_name.c - the host CPU's model name (cpu_name.h). */
-#include "core/cpu_name.h"
+#include "fusedmoe/kit/cpu_name.h"
 
 #include <stdio.h>
 #include <string.h>

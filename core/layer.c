@@ -6,10 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/eplb.h"
-#include "core/error.h"
+#include "fusedmoe/kit/eplb.h"
+#include "base/error.h"
 #include "core/layer.h"
-#include "core/routing.h"
+#include "fusedmoe/kit/routing.h"
 #include "core/tensor.h"
 #include "fusedmoe/fusedmoe.h"
 
@@ -106,6 +106,7 @@ fmoe_status fmoe_layer_create(fmoe_context *ctx, const fmoe_layer_config *cfg, c
         return fmoe_error_set(FMOE_STATUS_OUT_OF_MEMORY, "out of memory");
     layer->ctx = ctx;
     layer->routing_bias = -1;
+    pthread_mutex_init(&layer->lock, NULL);
     memcpy(&layer->cfg, cfg, cfg->struct_size < sizeof layer->cfg ? cfg->struct_size : sizeof layer->cfg);
     layer->cfg.struct_size = sizeof layer->cfg;
     memcpy(&layer->scheme, scheme, scheme->struct_size < sizeof layer->scheme ? scheme->struct_size : sizeof layer->scheme);
@@ -153,6 +154,7 @@ void fmoe_layer_destroy(fmoe_layer *layer)
     free(layer->route_w);
     free(layer->route_ids);
     free(layer->route_scratch);
+    pthread_mutex_destroy(&layer->lock);
     free(layer);
 }
 
@@ -166,11 +168,21 @@ const fmoe_layer_config *fmoe_layer_get_config(const fmoe_layer *layer)
     return layer ? &layer->cfg : NULL;
 }
 
+static fmoe_status finalize_locked(fmoe_layer *layer);
+
 fmoe_status fmoe_layer_finalize(fmoe_layer *layer)
 {
     fmoe_error_clear();
     if (!layer)
         return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT, "fmoe_layer_finalize: layer is NULL");
+    pthread_mutex_lock(&layer->lock);
+    fmoe_status st = finalize_locked(layer);
+    pthread_mutex_unlock(&layer->lock);
+    return st;
+}
+
+static fmoe_status finalize_locked(fmoe_layer *layer)
+{
     if (layer->state != FMOE_LAYER_CREATED)
         return fmoe_error_set(FMOE_STATUS_BAD_STATE, "fmoe_layer_finalize: layer is already finalized");
     fmoe_status st = fmoe_layer_check_loaded(layer);
@@ -195,6 +207,8 @@ fmoe_status fmoe_layer_finalize(fmoe_layer *layer)
     return FMOE_STATUS_OK;
 }
 
+static fmoe_status check_on_layer_device(const fmoe_layer *layer, const fmoe_tensor *t, const char *what);
+
 /* x/out: [M, H] of the activation dtype, on the layer's device, unit column stride. */
 static fmoe_status check_activation(const fmoe_layer *layer, const fmoe_tensor *t, const char *what, int64_t m)
 {
@@ -206,11 +220,27 @@ static fmoe_status check_activation(const fmoe_layer *layer, const fmoe_tensor *
         return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT,
                               "%s: rows must be dense (column stride 1, row stride >= %u), got strides [%lld, %lld]",
                               what, layer->cfg.hidden_size, (long long)t->strides[0], (long long)t->strides[1]);
+    return check_on_layer_device(layer, t, what);
+}
+
+/* A tensor the method reads or writes must be where the method runs: a
+ * host pointer handed to a device kernel (or the reverse) would crash the
+ * backend instead of failing here. */
+static fmoe_status check_on_layer_device(const fmoe_layer *layer, const fmoe_tensor *t, const char *what)
+{
     if (t->device_kind != layer->chosen->device_kind || t->device_index != layer->chosen->device_index)
         return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT, "%s: on %s:%d, but the layer runs on %s:%d", what,
                               fmoe_device_kind_name(t->device_kind), t->device_index,
                               fmoe_device_kind_name(layer->chosen->device_kind), layer->chosen->device_index);
     return FMOE_STATUS_OK;
+}
+
+/* Router logits go to the method's apply_logits (monolithic) rather than
+ * to the host router; fmoe_layer_forward takes the same branch. */
+static int routes_in_method(const fmoe_layer *layer)
+{
+    const fmoe_method *meth = layer->method;
+    return meth->apply_logits && ((meth->flags & FMOE_METHOD_MONOLITHIC) || !meth->apply);
 }
 
 static fmoe_status check_routing(const fmoe_layer *layer, const fmoe_tensor *w, const fmoe_tensor *ids, int64_t m,
@@ -224,7 +254,9 @@ static fmoe_status check_routing(const fmoe_layer *layer, const fmoe_tensor *w, 
         return st;
     if (!fmoe_tensor_is_contiguous(w) || !fmoe_tensor_is_contiguous(ids))
         return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT, "%s and %s must be contiguous", wname, idname);
-    return FMOE_STATUS_OK;
+    if ((st = check_on_layer_device(layer, w, wname)) != FMOE_STATUS_OK)
+        return st;
+    return check_on_layer_device(layer, ids, idname);
 }
 
 static fmoe_status check_routing_out(const fmoe_layer *layer, const fmoe_tensor *t, const char *what,
@@ -234,6 +266,9 @@ static fmoe_status check_routing_out(const fmoe_layer *layer, const fmoe_tensor 
     fmoe_status st = fmoe_tensor_expect(t, what, dtype, 2, shape);
     if (st == FMOE_STATUS_OK && !fmoe_tensor_is_contiguous(t))
         st = fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT, "%s must be contiguous", what);
+    /* Host routing (route_then_apply) checks its own: host memory. */
+    if (st == FMOE_STATUS_OK && routes_in_method(layer))
+        st = check_on_layer_device(layer, t, what);
     return st;
 }
 
@@ -340,6 +375,8 @@ static fmoe_status check_forward(const fmoe_layer *layer, const fmoe_forward_arg
             f->router_logits->dtype != FMOE_DTYPE_BF16)
             st = fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT, "router_logits: dtype %s, expected f32 or bf16",
                                 fmoe_dtype_name(f->router_logits->dtype));
+        if (st == FMOE_STATUS_OK && routes_in_method(layer))
+            st = check_on_layer_device(layer, f->router_logits, "router_logits");
         if (st == FMOE_STATUS_OK && f->topk_weights_out)
             st = check_routing_out(layer, f->topk_weights_out, "topk_weights_out", FMOE_DTYPE_F32, m);
         if (st == FMOE_STATUS_OK && f->topk_ids_out)
@@ -349,11 +386,23 @@ static fmoe_status check_forward(const fmoe_layer *layer, const fmoe_forward_arg
     return st;
 }
 
+static fmoe_status forward_locked(fmoe_layer *layer, const fmoe_forward_args *f);
+
+/* The per-layer lock covers the call only: on a device, what it enqueues
+ * runs in the order of the caller's stream, as any stream's work does. */
 fmoe_status fmoe_layer_forward(fmoe_layer *layer, const fmoe_forward_args *f)
 {
     fmoe_error_clear();
     if (!layer || !f)
         return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT, "fmoe_layer_forward: NULL argument");
+    pthread_mutex_lock(&layer->lock);
+    fmoe_status st = forward_locked(layer, f);
+    pthread_mutex_unlock(&layer->lock);
+    return st;
+}
+
+static fmoe_status forward_locked(fmoe_layer *layer, const fmoe_forward_args *f)
+{
     if (f->struct_size < FMOE_STRUCT_SIZE_UPTO(fmoe_forward_args, stream))
         return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT, "fmoe_forward_args.struct_size %zu is too small",
                               f->struct_size);
@@ -365,7 +414,7 @@ fmoe_status fmoe_layer_forward(fmoe_layer *layer, const fmoe_forward_args *f)
         return st;
     const fmoe_method *meth = layer->method;
     if (f->router_logits) {
-        if (meth->apply_logits && ((meth->flags & FMOE_METHOD_MONOLITHIC) || !meth->apply))
+        if (routes_in_method(layer))
             return call_apply_logits(layer, f);
         return route_then_apply(layer, f, m);
     }

@@ -28,6 +28,11 @@ typedef struct fmoe_param_slot {
 
 struct fmoe_layer {
     fmoe_context *ctx;
+    /* Serializes load, finalize and forward on this layer (fusedmoe.h,
+     * "Threads"): the instance and the host routing buffers below are
+     * per layer, so two threads in one layer would corrupt each other's
+     * results silently. Uncontended, it costs well under a microsecond. */
+    pthread_mutex_t lock;
     fmoe_layer_config cfg;
     fmoe_scheme scheme;
     fmoe_selection *selection;

@@ -1,6 +1,7 @@
 /*
- * core/layer_config.c - defaults, validation, derived sizes and the EP expert
- * map of fmoe_layer_config (include/fusedmoe/fusedmoe.h).
+ * core/layer_config.c - validation, derived sizes and the EP expert
+ * map of fmoe_layer_config (include/fusedmoe/fusedmoe.h); the defaults are in
+ * base/layer_config_init.c.
  *
  * Validation mirrors the construction errors of spec/interface.md §12 that a
  * config can express, plus the checks a C struct needs that Python did not
@@ -18,16 +19,13 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "fusedmoe/fusedmoe.h"
 
 /* Version 1 of the struct ends with max_num_tokens; a caller compiled
  * against it passes at least this many bytes. Fields appended later are
  * read only when struct_size covers them. */
 #define LAYER_CONFIG_V1_SIZE (offsetof(fmoe_layer_config, max_num_tokens) + sizeof(uint32_t))
-
-#define DEFAULT_SWIGLU_ALPHA 1.702f
-#define DEFAULT_MAX_NUM_TOKENS 8192u
 
 #define PREFIX "layer config: "
 
@@ -42,24 +40,6 @@ static fmoe_status invalid(const char *fmt, ...)
     return st;
 }
 
-FMOE_API void fmoe_layer_config_init(fmoe_layer_config *cfg)
-{
-    if (!cfg)
-        return;
-    memset(cfg, 0, sizeof *cfg);
-    cfg->struct_size = sizeof *cfg;
-    cfg->activation = FMOE_ACT_SILU;
-    cfg->gated = 1;
-    cfg->swiglu_alpha = DEFAULT_SWIGLU_ALPHA;
-    cfg->swiglu_limit = 0.0f;
-    cfg->act_dtype = FMOE_DTYPE_BF16;
-    cfg->scoring = FMOE_SCORING_SOFTMAX;
-    cfg->routed_scaling_factor = 1.0f;
-    cfg->tp_size = 1;
-    cfg->ep_size = 1;
-    cfg->placement = FMOE_PLACEMENT_LINEAR;
-    cfg->max_num_tokens = DEFAULT_MAX_NUM_TOKENS;
-}
 
 /* ------------------------------------------------------------------------ */
 /* Validation, one group of fields per function.                             */

@@ -17,9 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/eplb.h"
-#include "core/error.h"
-#include "core/half.h"
+#include "fusedmoe/kit/eplb.h"
+#include "base/error.h"
+#include "fusedmoe/kit/half.h"
 #include "core/layer.h"
 #include "core/tensor.h"
 
@@ -93,11 +93,21 @@ static fmoe_status init_slot(fmoe_layer *layer, fmoe_param_slot *s, const fmoe_p
     s->n_experts = d->per_expert ? (uint32_t)d->shape[0] : 1;
     s->pair = is_scale_pair(layer, d);
     s->n_shards = (d->projection == FMOE_PROJ_W13 && layer->cfg.gated && (d->shard_axis >= 0 || s->pair)) ? 2 : 1;
-    fmoe_tensor_init(&s->tensor, d->dtype, d->ndim, d->shape, NULL);
+    /* The plugin's declared shape is an input like any other: a product of
+     * axes that overflows must fail here, naming the plugin, not leave a
+     * zeroed descriptor (numel 1) whose first load blames the checkpoint. */
+    const char *who = layer->chosen->plugin->name;
+    char shape[FMOE_SHAPE_TEXT_MAX];
+    fmoe_shape_format(d->shape, d->ndim, shape, sizeof shape);
+    if (fmoe_tensor_init(&s->tensor, d->dtype, d->ndim, d->shape, NULL) != FMOE_STATUS_OK)
+        return fmoe_error_set(FMOE_STATUS_PLUGIN_ERROR,
+                              "%s: parameter %s declares shape %s of %s, whose size does not fit in memory addresses",
+                              who, d->name, shape, fmoe_dtype_name(d->dtype));
     int64_t numel = fmoe_tensor_numel(&s->tensor);
     size_t esize = fmoe_dtype_size(d->dtype);
     if (numel <= 0 || (uint64_t)numel > SIZE_MAX / esize)
-        return fmoe_error_set(FMOE_STATUS_PLUGIN_ERROR, "parameter %s is too large", d->name);
+        return fmoe_error_set(FMOE_STATUS_PLUGIN_ERROR, "%s: parameter %s declares shape %s of %s, which is too large",
+                              who, d->name, shape, fmoe_dtype_name(d->dtype));
     s->nbytes = (size_t)numel * esize;
     s->tensor.data = malloc(s->nbytes);
     s->loaded = calloc((size_t)s->n_experts * s->n_shards, 1);
@@ -422,6 +432,11 @@ static uint32_t local_slots_of(const fmoe_layer *layer, const fmoe_param_slot *s
     return n;
 }
 
+static fmoe_status load_locked(fmoe_layer *layer, const char *param, int32_t expert, int32_t shard,
+                               const fmoe_tensor *tensor, uint32_t *taken);
+
+/* Under the layer's lock: loads from several threads are serialized, and a
+ * load racing a finalize sees the layer either before or after it. */
 fmoe_status fmoe_layer_load(fmoe_layer *layer, const char *param, int32_t expert, int32_t shard,
                             const fmoe_tensor *tensor, uint32_t *taken)
 {
@@ -430,6 +445,15 @@ fmoe_status fmoe_layer_load(fmoe_layer *layer, const char *param, int32_t expert
         *taken = 0;
     if (!layer || !param)
         return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT, "fmoe_layer_load: NULL argument");
+    pthread_mutex_lock(&layer->lock);
+    fmoe_status st = load_locked(layer, param, expert, shard, tensor, taken);
+    pthread_mutex_unlock(&layer->lock);
+    return st;
+}
+
+static fmoe_status load_locked(fmoe_layer *layer, const char *param, int32_t expert, int32_t shard,
+                               const fmoe_tensor *tensor, uint32_t *taken)
+{
     if (layer->state != FMOE_LAYER_CREATED)
         return fmoe_error_set(FMOE_STATUS_BAD_STATE, "fmoe_layer_load(%s): the layer is already finalized", param);
     fmoe_param_slot *s = find_param(layer, param);

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/layer.h"
 #include "core/tensor.h"
 #include "fusedmoe/fusedmoe.h"

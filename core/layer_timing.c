@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/layer.h"
 #include "fusedmoe/fusedmoe.h"
 

@@ -24,8 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/error.h"
-#include "core/half.h"
+#include "base/error.h"
+#include "fusedmoe/kit/half.h"
 #include "fusedmoe/fusedmoe.h"
 #include "fusedmoe/model.h"
 
@@ -45,6 +45,23 @@ typedef struct load_ctx {
 } load_ctx;
 
 static const int32_t proj_shard[3] = {FMOE_SHARD_W1, FMOE_SHARD_W3, FMOE_SHARD_W2};
+
+/* Element i of a checkpoint tensor's bytes. safetensors data has no
+ * alignment promise (a header of odd length puts every tensor at an odd
+ * address), so values are copied out, never read through a typed pointer. */
+static int64_t int64_at(const void *data, int64_t i)
+{
+    int64_t v;
+    memcpy(&v, (const char *)data + i * (int64_t)sizeof v, sizeof v);
+    return v;
+}
+
+static int32_t int32_at(const void *data, int64_t i)
+{
+    int32_t v;
+    memcpy(&v, (const char *)data + i * (int64_t)sizeof v, sizeof v);
+    return v;
+}
 
 /* 1 if the layer declares parameter `name`; its info in *info. */
 static int declared(const fmoe_layer *layer, const char *name, fmoe_param_info *info)
@@ -162,7 +179,7 @@ static fmoe_status check_weight_shape(load_ctx *c, const char *name, const fmoe_
     int ok = t->ndim == 1 && t->shape[0] == 2 && (t->dtype == FMOE_DTYPE_INT64 || t->dtype == FMOE_DTYPE_INT32);
     int64_t got[2] = {-1, -1};
     for (int i = 0; ok && i < 2; i++)
-        got[i] = t->dtype == FMOE_DTYPE_INT64 ? ((const int64_t *)t->data)[i] : ((const int32_t *)t->data)[i];
+        got[i] = t->dtype == FMOE_DTYPE_INT64 ? int64_at(t->data, i) : int32_at(t->data, i);
     if (ok && got[0] == rows && got[1] == cols)
         return FMOE_STATUS_OK;
     return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT,
@@ -245,11 +262,11 @@ static fmoe_status check_gptq_qzeros(const char *name, const fmoe_tensor *t)
                               fmoe_dtype_name(t->dtype));
     int64_t n = fmoe_tensor_numel(t);
     for (int64_t i = 0; i < n; i++)
-        if ((uint32_t)((const int32_t *)t->data)[i] != 0x77777777u)
+        if ((uint32_t)int32_at(t->data, i) != 0x77777777u)
             return fmoe_error_set(FMOE_STATUS_UNSUPPORTED,
                                   "%s: zero points other than 8 (an asymmetric GPTQ checkpoint) are not supported; "
                                   "element %lld is 0x%08x, expected 0x77777777 (GPTQ's v1 encoding of 8)",
-                                  name, (long long)i, (unsigned)((const int32_t *)t->data)[i]);
+                                  name, (long long)i, (unsigned)int32_at(t->data, i));
     return FMOE_STATUS_OK;
 }
 
@@ -260,7 +277,7 @@ static fmoe_status check_trivial_g_idx(load_ctx *c, const char *name, const fmoe
     uint32_t group = c->group_size ? c->group_size : (uint32_t)k; /* channel-wise: one group */
     int ok = t->dtype == FMOE_DTYPE_INT32 && t->ndim == 1 && t->shape[0] == k;
     for (int64_t i = 0; ok && i < k; i++)
-        ok = ((const int32_t *)t->data)[i] == (int32_t)(i / group);
+        ok = int32_at(t->data, i) == (int32_t)(i / group);
     return ok ? FMOE_STATUS_OK
               : fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT,
                                "%s: a g_idx that reorders the input, but the scheme has no act-order (desc_act "
@@ -327,7 +344,7 @@ static int load_modelopt(load_ctx *c, const char *name, int proj, uint32_t e, co
     if (!target || !declared(c->layer, param, NULL))
         return 0;
     int scalar = t->ndim == 0 || (t->ndim == 1 && t->shape[0] == 1);
-    float g = scalar && t->dtype == FMOE_DTYPE_F32 ? *(const float *)t->data : 0.0f;
+    float g = scalar && t->dtype == FMOE_DTYPE_F32 ? fmoe_load_float(t->data, FMOE_DTYPE_F32, 0) : 0.0f;
     if (!(g > 0.0f) || !isfinite(g)) {
         *st = fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT,
                              "%s: expected one positive finite f32 global dequant scale (ModelOpt NVFP4)", name);

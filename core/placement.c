@@ -3,14 +3,14 @@
  * (fusedmoe.h; spec/interface.md §7; docs/PLACEMENT.md): the AITER expert
  * mask, local->global ids, the EPLB physical<->logical tables and the
  * all-to-all dispatch order. Everything is computed from the same two
- * rules as fmoe_layer_config_expert_map and core/eplb.h, so the tables,
+ * rules as fmoe_layer_config_expert_map and fusedmoe/kit/eplb.h, so the tables,
  * the loader and the plugins can never disagree.
  */
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/eplb.h"
-#include "core/error.h"
+#include "fusedmoe/kit/eplb.h"
+#include "base/error.h"
 #include "fusedmoe/fusedmoe.h"
 
 static fmoe_status check(const fmoe_layer_config *cfg, const void *buf, uint32_t len, uint32_t want,

@@ -1,6 +1,6 @@
 /*
  * core/reference_experts.c - the oracle expert computation for unquantized
- * weights (contract in core/reference_experts.h, math in docs/ROUTING.md).
+ * weights (contract in fusedmoe/kit/reference_experts.h, math in docs/ROUTING.md).
  *
  * The math is per (token, slot) pair and nothing more:
  *     h = round(x . W13[l]^T + b13[l]);  a = round(act(h));
@@ -20,13 +20,13 @@
  * libc/libm only: this file is linked into plugins that do not link
  * libfusedmoe, so failures are reported by return value, not error text.
  */
-#include "core/reference_experts.h"
+#include "fusedmoe/kit/reference_experts.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/activation.h"
-#include "core/half.h"
+#include "fusedmoe/kit/activation.h"
+#include "fusedmoe/kit/half.h"
 
 #define PAIR_BLOCK 16
 /* Per-chunk outputs y[pairs][H]: 4M floats = 16 MiB. */

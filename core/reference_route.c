@@ -4,8 +4,8 @@
  */
 #include <stdlib.h>
 
-#include "core/error.h"
-#include "core/routing.h"
+#include "base/error.h"
+#include "fusedmoe/kit/routing.h"
 #include "core/tensor.h"
 #include "fusedmoe/fusedmoe.h"
 

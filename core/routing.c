@@ -1,10 +1,11 @@
 /*
- * core/routing.c - the reference router (see core/routing.h and
+ * core/routing.c - the reference router (see fusedmoe/kit/routing.h and
  * docs/ROUTING.md for the statement of the math).
  *
  * One row at a time:
  *   1. scores s[e] from the logits (softmax / sigmoid / sqrt-softplus);
- *   2. selection values v[e] = s[e] + bias[e] (bias only steers selection);
+ *   2. selection values: v[e] = s[e] + bias[e] with a bias (it only steers
+ *      selection); without one, v[e] = logits[e] (see rank_by_logits);
  *   3. grouped top-k only: score the groups from v, mark the experts of the
  *      topk_group best groups eligible;
  *   4. k times: take the eligible expert with the best v (repeated arg-max,
@@ -21,9 +22,9 @@
  * Only libc/libm: this file is linked into plugins that do not link
  * libfusedmoe.
  */
-#include "core/routing.h"
+#include "fusedmoe/kit/routing.h"
 
-#include "core/half.h"
+#include "fusedmoe/kit/half.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -91,6 +92,21 @@ static float sqrt_softplus_score(float x)
     double d = x;
     double softplus = (d > 0.0 ? d : 0.0) + log1p(exp(-fabs(d)));
     return (float)sqrt(softplus);
+}
+
+/* 1 if ranking the logits ranks the scores the same way: the three scoring
+ * functions keep the order of the logits, so with no bias added the logits
+ * themselves can be ranked. They must be: distinct logits can round to
+ * equal f32 scores (sigmoid gives 1.0f for every logit above ~17, softmax
+ * and sqrt-softplus give 0 far below the maximum), and transformers ranks
+ * the logits where its model code takes the top-k before the scoring
+ * (Llama-4: top-k of the logits, then sigmoid). Ranking the scores would
+ * give such ties to the lowest id instead of the largest logit. Only true
+ * ties of the logits fall back to the lowest id. */
+static int rank_by_logits(int32_t scoring)
+{
+    return scoring == FMOE_SCORING_SOFTMAX || scoring == FMOE_SCORING_SIGMOID ||
+           scoring == FMOE_SCORING_SQRTSOFTPLUS;
 }
 
 static void scores_compute(int32_t scoring, const float *logits, int64_t n, float *s)
@@ -202,8 +218,9 @@ static void route_one_row(const fmoe_layer_config *cfg, const float *logits, con
     float *gtaken = gscore + (cfg->grouped_topk ? cfg->num_expert_group : 1);
 
     scores_compute(cfg->scoring, logits, n, s);
+    const float *ranked = !bias && rank_by_logits(cfg->scoring) ? logits : s;
     for (int64_t e = 0; e < n; e++)
-        v[e] = bias ? s[e] + bias[e] : s[e];
+        v[e] = bias ? s[e] + bias[e] : ranked[e];
 
     if (cfg->grouped_topk) {
         groups_select(cfg, v, bias != NULL, eligible, gscore, gtaken);

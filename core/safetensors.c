@@ -12,16 +12,15 @@
 
 #include <errno.h>
 #include <stdarg.h>
-#include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/error.h"
+#include "base/error.h"
+#include "base/text_file.h"
 #include "core/tensor.h"
 #include "fusedmoe/fusedmoe.h"
 
@@ -109,6 +108,10 @@ static fmoe_status parse_entry(fmoe_st_file *f, const char *name, json_t *e, fmo
 {
     if (!name[0])
         return bad(f->path, "a tensor has an empty name");
+    size_t name_len = strlen(name);
+    if (name_len > FMOE_ST_MAX_NAME)
+        return bad(f->path, "tensor '%.64s...': its name has %zu bytes, more than the %u allowed", name, name_len,
+                   FMOE_ST_MAX_NAME);
     if (!json_is_object(e))
         return bad(f->path, "tensor '%s': entry is not an object", name);
     const char *key;
@@ -167,6 +170,24 @@ static fmoe_status tensor_bytes(const fmoe_st_file *f, const fmoe_st_tensor *t, 
         return bad(f->path, "tensor '%s': %llu elements of %s are %llu bits, not a whole number of bytes", t->name,
                    (unsigned long long)n, t->dtype, (unsigned long long)bits);
     *bytes = bits / 8;
+    return FMOE_STATUS_OK;
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp((*(const fmoe_st_tensor *const *)a)->name, (*(const fmoe_st_tensor *const *)b)->name);
+}
+
+/* The name index fmoe_st_find searches (names are unique: the JSON parser
+ * rejects duplicate keys). */
+static fmoe_status index_names(fmoe_st_file *f)
+{
+    f->by_name = malloc((f->n_tensors ? f->n_tensors : 1) * sizeof *f->by_name);
+    if (!f->by_name)
+        return fmoe_error_set(FMOE_STATUS_OUT_OF_MEMORY, "out of memory");
+    for (size_t i = 0; i < f->n_tensors; i++)
+        f->by_name[i] = &f->tensors[i];
+    qsort(f->by_name, f->n_tensors, sizeof *f->by_name, by_name);
     return FMOE_STATUS_OK;
 }
 
@@ -237,6 +258,8 @@ static fmoe_status parse_header(fmoe_st_file *f, uint64_t n)
     json_decref(root);
     if (st == FMOE_STATUS_OK)
         st = check_layout(f, 8 + n);
+    if (st == FMOE_STATUS_OK)
+        st = index_names(f);
     return st;
 }
 
@@ -277,16 +300,17 @@ fmoe_status fmoe_st_open(const char *path, fmoe_st_file **out)
 {
     fmoe_error_clear();
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return fmoe_error_set(errno == ENOENT ? FMOE_STATUS_NOT_FOUND : FMOE_STATUS_IO_ERROR, "%s: %s", path,
-                              strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    int fd;
+    uint64_t file_size;
+    fmoe_status opened = fmoe_open_regular_file(path, "safetensors file", &fd, &file_size);
+    if (opened != FMOE_STATUS_OK)
+        return opened;
+    if (file_size > SIZE_MAX) {
         close(fd);
-        return fmoe_error_set(FMOE_STATUS_IO_ERROR, "%s: not a regular file", path);
+        return fmoe_error_set(FMOE_STATUS_IO_ERROR, "%s: %llu bytes do not fit the address space", path,
+                              (unsigned long long)file_size);
     }
-    size_t size = (size_t)sb.st_size;
+    size_t size = (size_t)file_size;
     void *map = NULL;
     if (size > 0) {
         map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
@@ -321,6 +345,7 @@ void fmoe_st_close(fmoe_st_file *f)
     if (f->mapped)
         munmap((void *)f->bytes, f->size);
     free(f->tensors);
+    free(f->by_name);
     free(f->meta);
     free(f->path);
     free(f);
@@ -328,10 +353,9 @@ void fmoe_st_close(fmoe_st_file *f)
 
 const fmoe_st_tensor *fmoe_st_find(const fmoe_st_file *f, const char *name)
 {
-    for (size_t i = 0; i < f->n_tensors; i++)
-        if (strcmp(f->tensors[i].name, name) == 0)
-            return &f->tensors[i];
-    return NULL;
+    const fmoe_st_tensor key = {.name = (char *)name}, *pkey = &key;
+    const fmoe_st_tensor *const *hit = bsearch(&pkey, f->by_name, f->n_tensors, sizeof *f->by_name, by_name);
+    return hit ? *hit : NULL;
 }
 
 fmoe_status fmoe_st_view(const fmoe_st_file *f, const fmoe_st_tensor *t, fmoe_tensor *out)

@@ -9,8 +9,10 @@
  * We apply every rejection rule of the reference implementation
  * (huggingface/safetensors tensor.rs; spec/testing.md §5.3) and are
  * stricter where it is lax: duplicate keys, unknown entry fields, a header
- * not starting with '{', empty names, rank > 8 are errors. Every error
- * names the file and, where there is one, the tensor.
+ * not starting with '{', empty names, names longer than 1024 bytes, rank > 8
+ * are errors. Every error names the file and, where there is one, the
+ * tensor. Tensor data need not be aligned (the format does not promise it):
+ * read it through memcpy, never through a typed pointer.
  */
 #ifndef FMOE_CORE_SAFETENSORS_H
 #define FMOE_CORE_SAFETENSORS_H
@@ -18,12 +20,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/limits.h"
 #include "fusedmoe/common.h"
 
-/* Limits: the header size limit is upstream's; the rest are ours. */
-#define FMOE_ST_MAX_HEADER  100000000u
-#define FMOE_ST_MAX_RANK    8
-#define FMOE_ST_MAX_TENSORS (1u << 20)
+/* Limits (base/limits.h): the header size limit is upstream's; the rest are
+ * ours. */
+#define FMOE_ST_MAX_HEADER  FMOE_LIMIT_ST_HEADER_BYTES
+#define FMOE_ST_MAX_RANK    FMOE_LIMIT_ST_RANK
+#define FMOE_ST_MAX_TENSORS FMOE_LIMIT_ST_TENSORS
+#define FMOE_ST_MAX_NAME    FMOE_LIMIT_NAME_BYTES
 
 typedef struct fmoe_st_tensor {
     char *name;
@@ -47,6 +52,7 @@ typedef struct fmoe_st_file {
     int mapped;                  /* 1: bytes is an mmap to unmap on close */
     fmoe_st_tensor *tensors;     /* in data-offset order */
     size_t n_tensors;
+    const fmoe_st_tensor **by_name; /* the same tensors in name order (fmoe_st_find) */
     fmoe_st_meta *meta;
     size_t n_meta;
 } fmoe_st_file;
@@ -60,7 +66,7 @@ fmoe_status fmoe_st_parse(const void *buf, size_t size, const char *name, fmoe_s
 
 void fmoe_st_close(fmoe_st_file *f);
 
-/* The tensor called `name`, or NULL. */
+/* The tensor called `name`, or NULL (a binary search: O(log n)). */
 const fmoe_st_tensor *fmoe_st_find(const fmoe_st_file *f, const char *name);
 
 /* Describe a tensor as an fmoe_tensor over the mapped bytes (host memory,

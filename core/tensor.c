@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/error.h"
+#include "base/error.h"
 
 /* a * b into *out; 0 (and *out untouched) if it does not fit in int64.
  * Both operands are non-negative. */

@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/error.h"
-#include "registry/glob.h"
+#include "base/error.h"
+#include "base/glob.h"
 #include "registry/toml_wrap.h"
 
 /* What the section readers share. */

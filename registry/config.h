@@ -4,7 +4,7 @@
  *
  * Parsing is strict: an unknown key, a wrong type or a bad value is a
  * PARSE_ERROR whose text is "<file>:<line>:<column>: <what was wrong and
- * what was expected>" (set through core/error.h).
+ * what was expected>" (set through base/error.h).
  */
 #ifndef FMOE_REGISTRY_CONFIG_H
 #define FMOE_REGISTRY_CONFIG_H

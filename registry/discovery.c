@@ -15,8 +15,8 @@
 #include <sys/stat.h>
 #include <sys/utsname.h>
 
-#include "core/error.h"
-#include "registry/glob.h"
+#include "base/error.h"
+#include "base/glob.h"
 #include "registry/manifest.h"
 #include "registry/registry.h"
 
@@ -61,6 +61,15 @@ static const fmoe_plugin_record *find_loaded_name(const fmoe_registry *reg, cons
             return r;
     }
     return NULL;
+}
+
+/* Any record of that name, whatever its state. */
+static int has_record_named(const fmoe_registry *reg, const char *name)
+{
+    for (size_t i = 0; i < reg->n_plugins; i++)
+        if (reg->plugins[i].name && strcmp(reg->plugins[i].name, name) == 0)
+            return 1;
+    return 0;
 }
 
 /* Fill identity fields from a manifest; the record then knows what it
@@ -181,7 +190,7 @@ static void admit_manifest(fmoe_registry *reg, fmoe_plugin_record *rec, const fm
         return;
     }
     if (fmoe_plugin_record_open(rec))
-        fmoe_plugin_record_start(rec, reg->config);
+        fmoe_plugin_record_start(rec, reg);
 }
 
 /* A bare library names itself only through its table, so it is opened
@@ -190,7 +199,7 @@ static void admit_library(fmoe_registry *reg, fmoe_plugin_record *rec)
 {
     if (!fmoe_plugin_record_open(rec) || excluded(reg, rec))
         return;
-    fmoe_plugin_record_start(rec, reg->config);
+    fmoe_plugin_record_start(rec, reg);
 }
 
 static int add_manifest(fmoe_registry *reg, const char *path)
@@ -227,6 +236,10 @@ static int add_manifest(fmoe_registry *reg, const char *path)
     rec->n_tolerances = m->n_tolerances;
     m->tolerances = NULL;
     m->n_tolerances = 0;
+    rec->option_decls = m->options;
+    rec->n_option_decls = m->n_options;
+    m->options = NULL;
+    m->n_options = 0;
     if (ok)
         admit_manifest(reg, rec, m);
     fmoe_manifest_free(m);
@@ -369,6 +382,25 @@ static int parse_backends(fmoe_registry *reg, const char *value)
     return 1;
 }
 
+/* Options for a plugin that was never found would otherwise vanish: say so. */
+static void warn_unclaimed_options(const fmoe_registry *reg)
+{
+    for (size_t i = 0; i < reg->n_env_options; i++)
+        if (!has_record_named(reg, reg->env_options[i].plugin))
+            fmoe_log(reg->logger, FMOE_LOG_WARN, "loader", "FMOE_OPTIONS sets %s.%s, but no plugin '%s' was found",
+                     reg->env_options[i].plugin, reg->env_options[i].key, reg->env_options[i].plugin);
+    for (size_t i = 0; i < reg->n_api_options; i++)
+        if (!has_record_named(reg, reg->api_options[i].plugin))
+            fmoe_log(reg->logger, FMOE_LOG_WARN, "loader",
+                     "fmoe_context_options.plugin_options sets %s.%s, but no plugin '%s' was found",
+                     reg->api_options[i].plugin, reg->api_options[i].key, reg->api_options[i].plugin);
+    const fmoe_config *cfg = reg->config;
+    for (size_t i = 0; cfg && i < cfg->n_plugins; i++)
+        if (cfg->plugins[i].n_options && !has_record_named(reg, cfg->plugins[i].name))
+            fmoe_log(reg->logger, FMOE_LOG_WARN, "loader", "%s sets [plugins.%s.options], but no plugin '%s' was found",
+                     cfg->path[0] ? cfg->path : "config", cfg->plugins[i].name, cfg->plugins[i].name);
+}
+
 static fmoe_status discover(fmoe_registry *reg, const fmoe_env *env, const char *const *explicit_files,
                             uint32_t n_explicit)
 {
@@ -386,6 +418,8 @@ static fmoe_status discover(fmoe_registry *reg, const fmoe_env *env, const char 
     for (size_t i = 0; cfg && i < cfg->n_search_paths; i++)
         if (!scan_dir(reg, cfg->search_paths[i], cfg->path))
             return FMOE_STATUS_OUT_OF_MEMORY;
+    if (env->no_default_dirs)
+        return FMOE_STATUS_OK;
     char *libdir = library_relative_dir();
     int ok = 1;
     if (libdir)
@@ -409,9 +443,21 @@ fmoe_status fmoe_registry_build(fmoe_registry *reg, const fmoe_config *config, c
     reg->config = config;
     if (env->backends && !parse_backends(reg, env->backends))
         return fmoe_error_set(FMOE_STATUS_OUT_OF_MEMORY, "out of memory reading FMOE_BACKENDS");
+    if (env->options) {
+        fmoe_status est = fmoe_env_options_parse(env->options, "FMOE_OPTIONS", &reg->env_options, &reg->n_env_options);
+        if (est != FMOE_STATUS_OK)
+            return est;
+    }
+    if (env->api_options) {
+        fmoe_status est = fmoe_env_options_parse(env->api_options, "fmoe_context_options.plugin_options",
+                                                 &reg->api_options, &reg->n_api_options);
+        if (est != FMOE_STATUS_OK)
+            return est;
+    }
     fmoe_status st = discover(reg, env, explicit_files, n_explicit);
     if (st != FMOE_STATUS_OK)
         return fmoe_error_set(st, "out of memory while discovering plugins");
+    warn_unclaimed_options(reg);
     size_t loaded = 0;
     for (size_t i = 0; i < reg->n_plugins; i++)
         loaded += reg->plugins[i].state == FMOE_PLUGIN_STATE_LOADED;
@@ -432,8 +478,9 @@ void fmoe_registry_release(fmoe_registry *reg)
     for (size_t i = 0; i < reg->n_plugins; i++) {
         fmoe_plugin_record *r = &reg->plugins[i];
         /* Libraries stay loaded (never dlclose); only our bookkeeping goes. */
-        if (r->state == FMOE_PLUGIN_STATE_LOADED && r->table && FMOE_HAS_FIELD(r->table, shutdown) &&
-            r->table->shutdown)
+        /* Every plugin whose init succeeded is shut down, loaded or not
+         * (a probe may fail after init): init and shutdown pair up. */
+        if (r->initialized && r->table && FMOE_HAS_FIELD(r->table, shutdown) && r->table->shutdown)
             r->table->shutdown(r->plugin_state);
         free(r->name);
         free(r->version);
@@ -443,6 +490,8 @@ void fmoe_registry_release(fmoe_registry *reg)
         free(r->schemes);
         free_strings(r->scheme_globs, r->n_scheme_globs);
         fmoe_manifest_tolerances_free(r->tolerances, r->n_tolerances);
+        fmoe_option_decls_free(r->option_decls, r->n_option_decls);
+        fmoe_option_settings_free(r->options, r->n_options);
         free(r->reason);
         free(r->devices);
     }
@@ -450,5 +499,7 @@ void fmoe_registry_release(fmoe_registry *reg)
     free_strings(reg->env_select, reg->n_env_select);
     free_strings(reg->env_disable, reg->n_env_disable);
     free(reg->env_backends);
+    fmoe_env_options_free(reg->env_options, reg->n_env_options);
+    fmoe_env_options_free(reg->api_options, reg->n_api_options);
     memset(reg, 0, sizeof *reg);
 }

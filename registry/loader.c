@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/error.h"
+#include "base/text_file.h"
 #include "registry/registry.h"
 
 /* The most devices one plugin may report. */
@@ -87,18 +89,28 @@ static uint32_t negotiate_minor(const fmoe_plugin *t)
     return t->abi_minor < host_minor ? t->abi_minor : host_minor;
 }
 
-/* Options from [plugins.<name>.options], as the ABI's key/value structs. */
-static int run_init(fmoe_plugin_record *rec, const fmoe_config *config)
+/* The options init receives (plugin_options.h): resolved and checked
+ * against the manifest first, so a typo fails here naming the option. */
+static int run_init(fmoe_plugin_record *rec, const fmoe_registry *reg)
 {
     const fmoe_plugin *t = rec->table;
-    const fmoe_config_plugin *pc = config ? fmoe_config_find_plugin(config, rec->name) : NULL;
-    size_t n = pc ? pc->n_options : 0;
+    char why[1024];
+    if (fmoe_options_resolve(rec->name, rec->manifest_path[0] != '\0', rec->option_decls, rec->n_option_decls,
+                             reg->config, reg->env_options, reg->n_env_options, reg->api_options, reg->n_api_options,
+                             &rec->options, &rec->n_options, why, sizeof why) != 0) {
+        fail(rec, "%s", why);
+        return 0;
+    }
     if (!FMOE_HAS_FIELD(t, init) || !t->init) {
-        if (n)
-            fmoe_log(rec->logger, FMOE_LOG_WARN, "loader", "plugin '%s' takes no options; %zu option(s) ignored",
-                     rec->name, n);
+        for (size_t i = 0; i < rec->n_options; i++)
+            if (strcmp(rec->options[i].source, "default") != 0) {
+                fail(rec, "option '%s' is set (%s) but the plugin has no init to receive options", rec->options[i].key,
+                     rec->options[i].source);
+                return 0;
+            }
         return 1;
     }
+    size_t n = rec->n_options;
     fmoe_option *opts = calloc(n ? n : 1, sizeof *opts);
     const fmoe_option **ptrs = calloc(n ? n : 1, sizeof *ptrs);
     if (!opts || !ptrs) {
@@ -109,8 +121,8 @@ static int run_init(fmoe_plugin_record *rec, const fmoe_config *config)
     }
     for (size_t i = 0; i < n; i++) {
         opts[i].struct_size = sizeof opts[i];
-        opts[i].key = pc->options[i].key;
-        opts[i].value = pc->options[i].value;
+        opts[i].key = rec->options[i].key;
+        opts[i].value = rec->options[i].value;
         ptrs[i] = &opts[i];
     }
     fmoe_error err;
@@ -125,6 +137,7 @@ static int run_init(fmoe_plugin_record *rec, const fmoe_config *config)
         return 0;
     }
     rec->plugin_state = args.state;
+    rec->initialized = 1;
     return 1;
 }
 
@@ -186,6 +199,13 @@ static int run_probe(fmoe_plugin_record *rec)
 
 int fmoe_plugin_record_open(fmoe_plugin_record *rec)
 {
+    /* dlopen opens the path without a type check: a FIFO would block it
+     * for good and a device be read. (A bare name is searched for by the
+     * dynamic loader, which skips such entries.) */
+    if (strchr(rec->library, '/') && fmoe_check_not_special(rec->library, "plugin library") != FMOE_STATUS_OK) {
+        fail(rec, "%s", fmoe_error_text());
+        return 0;
+    }
     dlerror();
     void *handle = dlopen(rec->library, RTLD_NOW | RTLD_LOCAL);
     if (!handle) {
@@ -244,9 +264,9 @@ int fmoe_plugin_record_open(fmoe_plugin_record *rec)
     return 1;
 }
 
-void fmoe_plugin_record_start(fmoe_plugin_record *rec, const fmoe_config *config)
+void fmoe_plugin_record_start(fmoe_plugin_record *rec, const fmoe_registry *reg)
 {
-    if (!run_init(rec, config) || !run_probe(rec))
+    if (!run_init(rec, reg) || !run_probe(rec))
         return;
     rec->state = FMOE_PLUGIN_STATE_LOADED;
     free(rec->reason);

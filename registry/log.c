@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/error.h"
-#include "registry/glob.h"
+#include "base/error.h"
+#include "base/glob.h"
 
 static const char *const level_names[] = {"error", "warn", "info", "debug"};
 

@@ -13,12 +13,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/error.h"
-#include "registry/glob.h"
+#include "base/error.h"
+#include "base/glob.h"
 #include "registry/toml_wrap.h"
 
 static const char *const manifest_keys[] = {"name",      "library",   "version", "vendor",  "description", "abi_major",
                                             "abi_minor", "arch",      "devices", "schemes", "requires",    "tolerance",
+                                            "option",
                                             NULL};
 static const char *const tolerance_keys[] = {"schemes", "mismatch", "reason", "link", NULL};
 static const char *const device_names[] = {"cpu", "cuda", "rocm", NULL};
@@ -251,6 +252,8 @@ static fmoe_status read_manifest(const manifest_reader *r)
                        &m->requires, &m->n_requires);
     if (st == FMOE_STATUS_OK)
         st = read_tolerances(r);
+    if (st == FMOE_STATUS_OK)
+        st = fmoe_option_decls_read(r->doc, r->root, &m->options, &m->n_options);
     return st;
 }
 
@@ -295,6 +298,7 @@ void fmoe_manifest_free(fmoe_manifest *m)
     fmoe_toml_free_strings(m->schemes, m->n_schemes);
     fmoe_toml_free_strings(m->requires, m->n_requires);
     fmoe_manifest_tolerances_free(m->tolerances, m->n_tolerances);
+    fmoe_option_decls_free(m->options, m->n_options);
     free(m);
 }
 

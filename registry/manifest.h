@@ -22,6 +22,10 @@
  *                                      #   suite's per-element bound, in (0, 0.01]
  *   reason = "..."                     #   why the hardware needs it (non-empty)
  *   link = "https://..."               #   the issue or paper that shows it
+ *
+ *   [[option]]                         # optional, repeatable: an option the plugin takes
+ *   name = "isa"  type = "enum"  values = [...]  default = "auto"  help = "..."
+ *                                      #   (registry/option_decl.h has the schema)
  * (spec/testing.md: "where a plugin needs a looser tolerance, record the
  * tolerance and the issue link in the plugin's manifest"; the suite's own
  * table does not move for one plugin, docs/CONFORMANCE.md.)
@@ -33,6 +37,7 @@
 #include <stdint.h>
 
 #include "fusedmoe/common.h"
+#include "registry/option_decl.h"
 
 typedef struct fmoe_manifest_tolerance {
     char **schemes; size_t n_schemes;
@@ -60,6 +65,7 @@ typedef struct fmoe_manifest {
     char **schemes;  size_t n_schemes;
     char **requires; size_t n_requires;
     fmoe_manifest_tolerance *tolerances; size_t n_tolerances;
+    fmoe_option_decl *options; size_t n_options;
 } fmoe_manifest;
 
 /* Strict like the config: unknown keys, wrong types, missing required keys

@@ -24,6 +24,7 @@
 #include "registry/config.h"
 #include "registry/log.h"
 #include "registry/manifest.h"
+#include "registry/plugin_options.h"
 
 struct fmoe_error {
     fmoe_status status;
@@ -41,6 +42,11 @@ typedef struct fmoe_plugin_record {
     size_t n_scheme_globs;
     fmoe_manifest_tolerance *tolerances; /* the manifest's [[tolerance]] entries (owned) */
     size_t n_tolerances;
+    fmoe_option_decl *option_decls;      /* the manifest's [[option]] entries (owned) */
+    size_t n_option_decls;
+    fmoe_option_setting *options;        /* what init received (or would have): plugin_options.h */
+    size_t n_options;
+    int initialized;                     /* init returned OK: shutdown is owed */
     int32_t state;             /* FMOE_PLUGIN_STATE_* */
     char *reason;              /* why not loaded; "" when loaded */
     uint32_t abi_major;
@@ -57,6 +63,12 @@ typedef struct fmoe_env {
     const char *plugin_files;  /* FMOE_PLUGIN_FILES */
     const char *plugin_path;   /* FMOE_PLUGIN_PATH */
     const char *backends;      /* FMOE_BACKENDS */
+    const char *options;       /* FMOE_OPTIONS */
+    const char *api_options;   /* fmoe_context_options.plugin_options (not the environment) */
+    /* 1: search only the explicit files, FMOE_PLUGIN_* and the TOML's
+     * [search]; never the directory of libfusedmoe or the install dir
+     * (fmoe_context_options.isolated). */
+    int no_default_dirs;
 } fmoe_env;
 
 typedef struct fmoe_registry {
@@ -68,10 +80,13 @@ typedef struct fmoe_registry {
     char **env_select; size_t n_env_select;
     char **env_disable; size_t n_env_disable;
     char *env_backends;        /* the raw value, for messages */
+    fmoe_env_option *env_options; size_t n_env_options; /* FMOE_OPTIONS parsed */
+    fmoe_env_option *api_options; size_t n_api_options; /* the application's plugin_options parsed */
 } fmoe_registry;
 
 /* Discover, filter, load, negotiate, init and probe every plugin. Only
- * OUT_OF_MEMORY fails; each plugin's own failure is recorded in its record. */
+ * OUT_OF_MEMORY and a malformed FMOE_OPTIONS fail; each plugin's own
+ * failure is recorded in its record. */
 fmoe_status fmoe_registry_build(fmoe_registry *reg, const fmoe_config *config, const fmoe_env *env,
                                 const char *const *explicit_files, uint32_t n_explicit, fmoe_logger *logger);
 void fmoe_registry_release(fmoe_registry *reg);
@@ -82,7 +97,7 @@ void fmoe_registry_release(fmoe_registry *reg);
  * start = init with the user's options + probe. Both record failures in
  * the record (state FAILED, reason) and never fail the caller. */
 int fmoe_plugin_record_open(fmoe_plugin_record *rec);
-void fmoe_plugin_record_start(fmoe_plugin_record *rec, const fmoe_config *config);
+void fmoe_plugin_record_start(fmoe_plugin_record *rec, const fmoe_registry *reg);
 
 /* Set a record's state and its reason (printf format). */
 void fmoe_plugin_record_set_state(fmoe_plugin_record *rec, int32_t state, const char *fmt, ...)

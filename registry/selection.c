@@ -18,9 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/config_args.h"
-#include "core/error.h"
-#include "registry/glob.h"
+#include "base/config_args.h"
+#include "base/error.h"
+#include "base/glob.h"
+#include "base/strbuf.h"
 #include "registry/registry.h"
 
 #define FMOE_METHOD_MIN_SIZE FMOE_STRUCT_SIZE_UPTO(fmoe_method, destroy)
@@ -306,10 +307,16 @@ static void log_decision(const fmoe_registry *reg, const fmoe_layer_config *cfg,
     char args[512];
     fmoe_layer_config_format_args(cfg, args, sizeof args);
     const fmoe_candidate_rec *c = sel->chosen >= 0 ? &sel->candidates[sel->chosen] : NULL;
-    if (c)
-        fmoe_log(reg->logger, FMOE_LOG_INFO, "select", "scheme %s, %s: %s/%s on %s:%d (%s)", sel->scheme_key, args,
+    if (c) {
+        fmoe_strbuf opts = {0};
+        for (size_t i = 0; i < c->plugin->n_options; i++)
+            fmoe_strbuf_append(&opts, "%s%s=%s", i ? "," : "; options ", c->plugin->options[i].key,
+                               c->plugin->options[i].value);
+        fmoe_log(reg->logger, FMOE_LOG_INFO, "select", "scheme %s, %s: %s/%s on %s:%d (%s%s)", sel->scheme_key, args,
                  c->plugin->name, c->method->name, fmoe_device_kind_name(c->device_kind), c->device_index,
-                 sel->summary);
+                 sel->summary, fmoe_strbuf_text(&opts));
+        fmoe_strbuf_free(&opts);
+    }
     for (uint32_t i = 0; i < sel->n_candidates; i++) {
         const fmoe_candidate_rec *k = &sel->candidates[i];
         fmoe_log(reg->logger, FMOE_LOG_DEBUG, "select", "  candidate %s: verdict %d score %u: %s",
@@ -317,39 +324,50 @@ static void log_decision(const fmoe_registry *reg, const fmoe_layer_config *cfg,
     }
     if (!reg->logger->dispatch)
         return;
-    char json[8192];
-    size_t len = 0;
-    json[0] = '\0';
-    len += (size_t)snprintf(json, sizeof json, "{\"v\":1,\"event\":\"select\",\"status\":\"%s\",\"scheme\":",
-                            fmoe_status_name(st));
-    fmoe_json_append_string(json, sizeof json, &len, sel->scheme_key);
-    len += (size_t)snprintf(json + len, sizeof json - len, ",\"chosen\":");
+    fmoe_strbuf j = {0};
+    fmoe_strbuf_append(&j, "{\"v\":1,\"event\":\"select\",\"status\":\"%s\",\"scheme\":", fmoe_status_name(st));
+    fmoe_strbuf_append_json(&j, sel->scheme_key);
+    fmoe_strbuf_append(&j, ",\"chosen\":");
     if (c) {
         char chosen[256];
         snprintf(chosen, sizeof chosen, "%s/%s", c->plugin->name, c->method->name);
-        fmoe_json_append_string(json, sizeof json, &len, chosen);
+        fmoe_strbuf_append_json(&j, chosen);
+        /* The options in effect: the same layer on the same plugin with
+         * other options can run other kernels. */
+        fmoe_strbuf_append(&j, ",\"options\":{");
+        for (size_t i = 0; i < c->plugin->n_options; i++) {
+            fmoe_strbuf_append(&j, "%s", i ? "," : "");
+            fmoe_strbuf_append_json(&j, c->plugin->options[i].key);
+            fmoe_strbuf_append(&j, ":");
+            fmoe_strbuf_append_json(&j, c->plugin->options[i].value);
+        }
+        fmoe_strbuf_append(&j, "}");
     } else {
-        len += (size_t)snprintf(json + len, sizeof json - len, "null");
+        fmoe_strbuf_append(&j, "null");
     }
-    len += (size_t)snprintf(json + len, sizeof json - len, ",\"why\":");
-    fmoe_json_append_string(json, sizeof json, &len, sel->summary);
-    char replay[768];
-    snprintf(replay, sizeof replay, "fusedmoe explain --scheme %s %s", sel->scheme_key, args);
-    len += (size_t)snprintf(json + len, sizeof json - len, ",\"replay\":");
-    fmoe_json_append_string(json, sizeof json, &len, replay);
-    len += (size_t)snprintf(json + len, sizeof json - len, ",\"candidates\":[");
-    for (uint32_t i = 0; i < sel->n_candidates && len + 64 < sizeof json; i++) {
+    fmoe_strbuf_append(&j, ",\"why\":");
+    fmoe_strbuf_append_json(&j, sel->summary);
+    fmoe_strbuf_append(&j, ",\"replay\":");
+    fmoe_strbuf replay = {0};
+    fmoe_strbuf_append(&replay, "fusedmoe explain --scheme %s %s", sel->scheme_key, args);
+    fmoe_strbuf_append_json(&j, fmoe_strbuf_text(&replay));
+    fmoe_strbuf_free(&replay);
+    fmoe_strbuf_append(&j, ",\"candidates\":[");
+    for (uint32_t i = 0; i < sel->n_candidates; i++) {
         const fmoe_candidate_rec *k = &sel->candidates[i];
-        len += (size_t)snprintf(json + len, sizeof json - len, "%s{\"plugin\":", i ? "," : "");
-        fmoe_json_append_string(json, sizeof json, &len, k->plugin->name ? k->plugin->name : "");
-        len += (size_t)snprintf(json + len, sizeof json - len, ",\"verdict\":%d,\"score\":%u,\"reason\":", k->verdict,
-                                k->score);
-        fmoe_json_append_string(json, sizeof json, &len, k->reason);
-        len += (size_t)snprintf(json + len, sizeof json - len, "}");
+        fmoe_strbuf_append(&j, "%s{\"plugin\":", i ? "," : "");
+        fmoe_strbuf_append_json(&j, k->plugin->name ? k->plugin->name : "");
+        fmoe_strbuf_append(&j, ",\"verdict\":%d,\"score\":%u,\"reason\":", k->verdict, k->score);
+        fmoe_strbuf_append_json(&j, k->reason);
+        fmoe_strbuf_append(&j, "}");
     }
-    if (len + 3 < sizeof json)
-        snprintf(json + len, sizeof json - len, "]}");
-    fmoe_log_dispatch_record(reg->logger, json);
+    fmoe_strbuf_append(&j, "]}");
+    if (fmoe_strbuf_ok(&j))
+        fmoe_log_dispatch_record(reg->logger, fmoe_strbuf_text(&j));
+    else
+        fmoe_log(reg->logger, FMOE_LOG_WARN, "dispatch", "out of memory writing the dispatch line of %s",
+                 sel->scheme_key);
+    fmoe_strbuf_free(&j);
 }
 
 fmoe_status fmoe_registry_select(const fmoe_registry *reg, const fmoe_layer_config *cfg, const fmoe_scheme *scheme,

@@ -36,8 +36,10 @@
 #include <toml++/toml.h>
 
 extern "C" {
-#include "core/error.h"
+#include "base/error.h"
 }
+#include "base/limits.h"
+#include "base/text_file.h"
 
 // The exception-mode API is the one libtomlplusplus exports; a build with
 // exceptions off would fail to link with a far less helpful message.
@@ -60,9 +62,6 @@ struct fmoe_toml_doc {
     fmoe_toml_node root;
 };
 
-// Files larger than this are not configuration files; refuse them before
-// reading them into memory.
-static const long max_file_size = 16L * 1024 * 1024;
 
 static fmoe_toml_pos pos_from(const toml::source_position &p)
 {
@@ -160,40 +159,19 @@ extern "C" fmoe_status fmoe_toml_parse(const char *text, size_t len, const char 
     }
 }
 
-// The whole file in `text`; OK, NOT_FOUND or IO_ERROR with the error set.
-// May throw std::bad_alloc (the file is closed on the way out).
-static fmoe_status read_file(const char *path, std::string &text)
-{
-    std::unique_ptr<FILE, int (*)(FILE *)> f(std::fopen(path, "rb"), std::fclose);
-    if (!f) {
-        int err = errno;
-        if (err == ENOMEM)
-            return out_of_memory();
-        return fmoe_error_set(err == ENOENT || err == ENOTDIR ? FMOE_STATUS_NOT_FOUND : FMOE_STATUS_IO_ERROR,
-                              "%s: cannot open: %s", path, std::strerror(err));
-    }
-    char chunk[8192];
-    size_t got;
-    while ((got = std::fread(chunk, 1, sizeof chunk, f.get())) > 0) {
-        if (text.size() + got > (size_t)max_file_size)
-            return fmoe_error_set(FMOE_STATUS_IO_ERROR, "%s: larger than %ld bytes, not a configuration file", path,
-                                  max_file_size);
-        text.append(chunk, got);
-    }
-    if (std::ferror(f.get()))
-        return fmoe_error_set(FMOE_STATUS_IO_ERROR, "%s: cannot read: %s", path, std::strerror(errno));
-    return FMOE_STATUS_OK;
-}
-
 extern "C" fmoe_status fmoe_toml_parse_file(const char *path, fmoe_toml_doc **out)
 {
     *out = nullptr;
     try {
-        std::string text;
-        fmoe_status st = read_file(path, text);
+        // The shared reader refuses FIFOs, devices and directories without
+        // blocking on them, and enforces the size limit exactly.
+        char *text = nullptr;
+        size_t len = 0;
+        fmoe_status st = fmoe_read_text_file(path, FMOE_LIMIT_TOML_BYTES, "TOML file", &text, &len);
         if (st != FMOE_STATUS_OK)
             return st;
-        st = fmoe_toml_parse(text.data(), text.size(), path, out);
+        std::unique_ptr<char, void (*)(void *)> owned(text, std::free);
+        st = fmoe_toml_parse(text, len, path, out);
         if (st == FMOE_STATUS_OK)
             (*out)->from_file = true;
         return st;

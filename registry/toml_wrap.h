@@ -12,7 +12,7 @@
  * pointers stay valid until fmoe_toml_free(doc). Functions that return
  * copies (fmoe_toml_copy_*) return malloc'd memory the caller frees.
  *
- * Errors go through core/error.h: a function returning fmoe_status sets the
+ * Errors go through base/error.h: a function returning fmoe_status sets the
  * thread's error text. Parse errors and the schema helpers at the end of
  * this file all use one format, "<source>:<line>:<column>: <description>",
  * with 1-based line and column (columns count characters, not bytes).

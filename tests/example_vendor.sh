@@ -33,6 +33,18 @@ check "the TOML names it for f32 and explain selects it" \
   bash -c "'$fusedmoe' --config '$work/fusedmoe.toml' explain --scheme f32 --dtype f32 | grep -E 'example_vendor.*selected'"
 check "run through the vendor plugin matches the reference" \
   "$fusedmoe" --config "$work/fusedmoe.toml" run --scheme f32 --dtype f32
+check "the vendor plugin passes every conformance mode (it is the template vendors copy)" \
+  "$fusedmoe" --config "$work/fusedmoe.toml" conform --plugin example_vendor --seed 1
+check "its declared option is listed with its value, source and domain" \
+  bash -c "'$fusedmoe' --config '$work/fusedmoe.toml' plugins --verbose | grep -F 'option   score = 50 (default; int 1..100'"
+cat > "$work/bad-option.toml" <<TOML
+[search]
+paths = ["$work/vendor"]
+[plugins.example_vendor.options]
+score = 101
+TOML
+check "a value outside the option's domain fails the plugin, naming the option" \
+  bash -c "'$fusedmoe' --config '$work/bad-option.toml' plugins | grep -F 'expected an integer in 1..100'"
 check "the vendor plugin refuses a layer it cannot serve, strictly" \
   bash -c "! '$fusedmoe' --config '$work/fusedmoe.toml' explain --scheme f32 --dtype f32 --bias"
 check "with no --config the installed default fusedmoe.toml is used" \

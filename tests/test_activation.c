@@ -8,7 +8,7 @@
  */
 #include <math.h>
 
-#include "core/activation.h"
+#include "fusedmoe/kit/activation.h"
 #include "fusedmoe/fusedmoe.h"
 #include "test_util.h"
 

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "registry/config.h"
 #include "registry/toml_wrap.h"
 #include "test_util.h"
@@ -439,7 +439,7 @@ START_TEST(test_missing_file)
     fmoe_status st = fmoe_config_load_file(DATA "/no-such.toml", &cfg);
     ck_assert_int_eq(st, FMOE_STATUS_NOT_FOUND);
     ck_assert_ptr_null(cfg);
-    ck_assert_str_eq(fmoe_error_text(), DATA "/no-such.toml: cannot open: No such file or directory");
+    ck_assert_str_eq(fmoe_error_text(), DATA "/no-such.toml: No such file or directory");
 }
 END_TEST
 

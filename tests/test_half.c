@@ -1,5 +1,5 @@
 /*
- * tests/test_half.c - core/half.h, the f32 <-> bf16/f16 conversions shared
+ * tests/test_half.c - fusedmoe/kit/half.h, the f32 <-> bf16/f16 conversions shared
  * by the reference math, the plugins and the CLI: round-to-nearest-even at
  * the ties, subnormals, overflow to inf, NaN kept, and every one of the
  * 65536 16-bit patterns round-tripping.
@@ -7,7 +7,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "core/half.h"
+#include "fusedmoe/kit/half.h"
 #include "tests/test_util.h"
 
 static uint32_t bits(float f)

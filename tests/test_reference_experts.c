@@ -1,7 +1,7 @@
 /*
  * tests/test_reference_experts.c - the oracle expert computation
  * (core/reference_experts.c) and the 16-bit conversions it rounds with
- * (core/half_impl.h).
+ * (fusedmoe/kit/half_impl.h).
  *
  *  - a tiny layer (E=3, k=2, H=4, I=2) whose outputs were computed by hand
  *    with python3 in double precision;
@@ -17,14 +17,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/half.h"
-#include "core/reference_experts.h"
+#include "fusedmoe/kit/half.h"
+#include "fusedmoe/kit/reference_experts.h"
 #include "fusedmoe/fusedmoe.h"
 #include "test_util.h"
 
 /* ======================================================================== */
 /* Independent 16-bit helpers (double arithmetic, no bit tricks shared with  */
-/* core/half_impl.h).                                                         */
+/* fusedmoe/kit/half_impl.h).                                                         */
 /* ======================================================================== */
 
 /* Round v to `bits` significant bits, ties to even, with subnormals below
@@ -130,7 +130,7 @@ static double decode_at(fmoe_dtype dt, const void *p, size_t i)
 }
 
 /* ======================================================================== */
-/* Half conversions (core/half_impl.h)                                       */
+/* Half conversions (fusedmoe/kit/half_impl.h)                                       */
 /* ======================================================================== */
 
 static float f32_from_bits(uint32_t u)

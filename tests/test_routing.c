@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/routing.h"
+#include "fusedmoe/kit/routing.h"
 #include "fusedmoe/fusedmoe.h"
 #include "test_util.h"
 
@@ -284,6 +284,92 @@ START_TEST(ties_lower_group_wins)
 }
 END_TEST
 
+/* ---- saturated scores: the logits rank ------------------------------------ */
+
+/* Llama-4's router (transformers Llama4TextMoe / vLLM Llama4MoE): top-1 of
+ * the raw logits, weight sigmoid(logit) on the input. sigmoid(30), (35) and
+ * (40) all round to 1.0f (1 - sigmoid(30) = 9.4e-14 < 2^-25), so ranking the
+ * scores would pick expert 0; the largest logit is expert 1. */
+START_TEST(sigmoid_saturated_ranks_logits)
+{
+    fmoe_layer_config cfg = base_config(3, 1, FMOE_SCORING_SIGMOID);
+    cfg.apply_router_weight_on_input = 1;
+    float w[3];
+    int32_t ids[3];
+    const float sat[3] = {30.0f, 40.0f, 35.0f};
+    route(&cfg, sat, 1, 3, NULL, w, ids);
+    expect_row(w, ids, 1, (const int32_t[]){1}, (const double[]){1.0});
+
+    /* All three slots: ordered by logit, 40, 35, 30. */
+    cfg = base_config(3, 3, FMOE_SCORING_SIGMOID);
+    route(&cfg, sat, 1, 3, NULL, w, ids);
+    expect_row(w, ids, 3, (const int32_t[]){1, 2, 0}, (const double[]){1.0, 1.0, 1.0});
+
+    /* True ties of the logits keep the documented rule: lowest id first. */
+    const float tie[3] = {35.0f, 40.0f, 40.0f};
+    route(&cfg, tie, 1, 3, NULL, w, ids);
+    expect_row(w, ids, 3, (const int32_t[]){1, 2, 0}, (const double[]){1.0, 1.0, 1.0});
+
+    /* Saturated at the bottom: sigmoid(-120) = 7.7e-53 and sigmoid(-110)
+     * = 1.7e-48 are both 0 in f32; -110 (expert 2) ranks above -120. */
+    const float low[3] = {-120.0f, 5.0f, -110.0f};
+    route(&cfg, low, 1, 3, NULL, w, ids);
+    expect_row(w, ids, 3, (const int32_t[]){1, 2, 0}, (const double[]){0.9933071490757153, 0.0, 0.0});
+}
+END_TEST
+
+/* The same for the other scorings, which also keep the order of the logits. */
+START_TEST(softmax_sqrtsoftplus_saturated_rank_logits)
+{
+    float w[3];
+    int32_t ids[3];
+    /* softmax: exp(-200) = 1.4e-87 and exp(-150) = 7.2e-66 round to 0. */
+    fmoe_layer_config cfg = base_config(3, 3, FMOE_SCORING_SOFTMAX);
+    const float sm[3] = {0.0f, -200.0f, -150.0f};
+    route(&cfg, sm, 1, 3, NULL, w, ids);
+    expect_row(w, ids, 3, (const int32_t[]){0, 2, 1}, (const double[]){1.0, 0.0, 0.0});
+
+    /* sqrt(softplus(x)) ~ exp(x / 2): exp(-125) = 5.2e-55 and exp(-150) =
+     * 7.2e-66 are 0 in f32; sqrt(softplus(0)) = sqrt(ln 2). */
+    cfg = base_config(3, 3, FMOE_SCORING_SQRTSOFTPLUS);
+    const float sp[3] = {-300.0f, -250.0f, 0.0f};
+    route(&cfg, sp, 1, 3, NULL, w, ids);
+    expect_row(w, ids, 3, (const int32_t[]){2, 1, 0}, (const double[]){0.8325546111576977, 0.0, 0.0});
+}
+END_TEST
+
+/* Grouped top-k without a bias scores a group by its best logit: groups
+ * {30, 0} and {40, 0} both have max score 1.0f; group 1 holds the 40. */
+START_TEST(grouped_saturated_ranks_logits)
+{
+    fmoe_layer_config cfg = base_config(4, 1, FMOE_SCORING_SIGMOID);
+    cfg.grouped_topk = 1;
+    cfg.num_expert_group = 2;
+    cfg.topk_group = 1;
+    float w[1];
+    int32_t ids[1];
+    const float a[4] = {30.0f, 0.0f, 40.0f, 0.0f};
+    route(&cfg, a, 1, 4, NULL, w, ids);
+    expect_row(w, ids, 1, (const int32_t[]){2}, (const double[]){1.0});
+}
+END_TEST
+
+/* With a correction bias the selection values are s + bias: the scores are
+ * ranked, saturated or not (DeepSeek-V3's noaux_tc). sigmoid(30) and
+ * sigmoid(40) are both 1.0f; a zero bias leaves them tied: expert 0. */
+START_TEST(bias_ranks_scores)
+{
+    fmoe_layer_config cfg = base_config(3, 1, FMOE_SCORING_SIGMOID);
+    cfg.has_correction_bias = 1;
+    float w[1];
+    int32_t ids[1];
+    const float sat[3] = {30.0f, 40.0f, 35.0f};
+    const float bias[3] = {0.0f, 0.0f, 0.0f};
+    route(&cfg, sat, 1, 3, bias, w, ids);
+    expect_row(w, ids, 1, (const int32_t[]){0}, (const double[]){1.0});
+}
+END_TEST
+
 /* ---- NaN / inf ---------------------------------------------------------- */
 
 START_TEST(nan_inf_rank_lowest)
@@ -297,13 +383,15 @@ START_TEST(nan_inf_rank_lowest)
     expect_row(w, ids, 6, (const int32_t[]){5, 3, 1, 4, 0, 2},
                (const double[]){1.0, 0.8807970779778823, 0.7310585786300049, 0.0, NAN, NAN});
 
-    /* softmax of a row with a NaN is all NaN: ids still 0..k-1, unique. */
+    /* softmax of a row with a NaN is all NaN, but without a bias the
+     * logits are ranked: 3, 2, 1 (experts 2, 3, 0), the NaN logit last. */
     fmoe_layer_config sm = base_config(4, 3, FMOE_SCORING_SOFTMAX);
     const float with_nan[4] = {1.0f, NAN, 3.0f, 2.0f};
     route(&sm, with_nan, 1, 4, NULL, w, ids);
-    expect_row(w, ids, 3, (const int32_t[]){0, 1, 2}, (const double[]){NAN, NAN, NAN});
+    expect_row(w, ids, 3, (const int32_t[]){2, 3, 0}, (const double[]){NAN, NAN, NAN});
 
-    /* all -inf under softmax: NaN too (exp(-inf - -inf)) - same ids. */
+    /* all -inf under softmax: NaN scores (exp(-inf - -inf)), logits all
+     * tie, so the lowest ids. */
     const float ninf[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
     route(&sm, ninf, 1, 4, NULL, w, ids);
     expect_row(w, ids, 3, (const int32_t[]){0, 1, 2}, (const double[]){NAN, NAN, NAN});
@@ -557,6 +645,10 @@ static Suite *suite(void)
     tcase_add_test(tc, grouped_single_expert_groups);
     tcase_add_test(tc, ties_lower_expert_wins);
     tcase_add_test(tc, ties_lower_group_wins);
+    tcase_add_test(tc, sigmoid_saturated_ranks_logits);
+    tcase_add_test(tc, softmax_sqrtsoftplus_saturated_rank_logits);
+    tcase_add_test(tc, grouped_saturated_ranks_logits);
+    tcase_add_test(tc, bias_ranks_scores);
     tcase_add_test(tc, nan_inf_rank_lowest);
     tcase_add_test(tc, renormalize_epsilon);
     tcase_add_test(tc, nan_inf_fuzz_ids_unique);
@@ -568,5 +660,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-    return fmoe_test_main(suite(), 15);
+    return fmoe_test_main(suite(), 19);
 }

@@ -8,8 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/error.h"
-#include "core/scheme.h"
+#include "base/error.h"
+#include "base/scheme.h"
 #include "fusedmoe/fusedmoe.h"
 #include "test_util.h"
 

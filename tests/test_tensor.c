@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/tensor.h"
 #include "fusedmoe/fusedmoe.h"
 #include "test_util.h"

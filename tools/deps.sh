@@ -7,8 +7,11 @@ export DEBIAN_FRONTEND=noninteractive
 $sudo_cmd apt-get update -qq
 $sudo_cmd apt-get install -y -qq --no-install-recommends \
   build-essential meson ninja-build pkg-config check libsubunit-dev \
-  libtomlplusplus-dev libjansson-dev python3 \
+  libtomlplusplus-dev libjansson-dev python3 python3-venv python3-pip \
   libdnnl-dev gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user >/dev/null
+
+# --- bounded fuzzing in CI (tests/fuzz/run_ci.sh): clang's libFuzzer runtime
+$sudo_cmd apt-get install -y -qq --no-install-recommends clang libclang-rt-14-dev >/dev/null
 
 # --- CUDA plugin: CUTLASS headers (plugins/cuda, docs/CUDA.md) -------------
 # The pinned nvidia-cutlass wheel, unpacked into the user's cache where
@@ -49,3 +52,4 @@ $sudo_cmd dpkg --add-architecture arm64
 $sudo_cmd apt-get update -qq
 $sudo_cmd apt-get install -y -qq --no-install-recommends \
   libjansson-dev:arm64 libtomlplusplus-dev:arm64 check:arm64 libsubunit-dev:arm64 libdnnl2:arm64 >/dev/null
+

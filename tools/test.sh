@@ -3,9 +3,12 @@
 # .ci/run or tools/deps.sh):
 #   1. release-style build (warnings are errors) and `meson test`;
 #   2. the same under AddressSanitizer + UndefinedBehaviorSanitizer;
-#   3. install to a prefix, build examples/vendor-plugin out of tree against
-#      the installed SDK, and check the registry serves it through a TOML file;
-#   4. cross-build for aarch64 (everything, warnings are errors) and run under
+#   3. the per-layer lock under ThreadSanitizer (tests/registry/test_layer_threads.c),
+#      and each fuzz harness for 40 s (tests/fuzz/run_ci.sh);
+#   4. install to a prefix, build examples/vendor-plugin out of tree against
+#      the installed SDK, check the registry serves it through a TOML file and
+#      that it passes every conformance mode;
+#   5. cross-build for aarch64 (everything, warnings are errors) and run under
 #      qemu-user the cpu_arm plugin's tests and conform on three emulated CPUs
 #      (docs/CPU_ARM.md), then plugins/cpu's tests and conform and the choice
 #      between the two (docs/CPU.md, "aarch64").
@@ -26,6 +29,16 @@ meson setup build-asan -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=f
 meson compile -C build-asan -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   meson test -C build-asan --print-errorlogs --num-processes "$jobs"
+
+echo "== ThreadSanitizer: one layer forwarded from several threads (fusedmoe.h, Threads)"
+rm -rf build-tsan
+meson setup build-tsan -Db_sanitize=thread -Db_lundef=false -Dbuildtype=debug \
+  -Dcuda=disabled -Dcpu=disabled -Dcpu_arm=disabled >/dev/null
+meson compile -C build-tsan -j "$jobs" plugins/reference/libfmoe-reference.so tests/registry/test_layer_threads
+TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/registry/test_layer_threads build-tsan/plugins/reference/reference.toml
+
+echo "== fuzzing: each harness for a bounded time (clang libFuzzer, tests/fuzz/run_ci.sh)"
+bash tests/fuzz/run_ci.sh 40
 
 echo "== install + out-of-tree vendor plugin"
 meson install -C build --quiet

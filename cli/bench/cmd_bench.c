@@ -21,7 +21,7 @@
 
 #include "cli/args.h"
 #include "cli/bench/bench.h"
-#include "core/cpu_name.h"
+#include "fusedmoe/kit/cpu_name.h"
 #include "cli/cli.h"
 #include "cli/halfconv.h"
 #include "cli/json_out.h"

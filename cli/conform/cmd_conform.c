@@ -196,6 +196,7 @@ int cmd_conform(const cli_globals *g, int argc, char **argv)
     opts.plugin_files = files;
     opts.n_plugin_files = n_files;
     opts.log_spec = g->log_spec;
+    opts.isolated = (uint32_t)g->isolated;
     fmoe_context *ctx = NULL;
     fmoe_status st = fmoe_context_create(&opts, &ctx);
     free(files);

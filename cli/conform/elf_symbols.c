@@ -9,9 +9,12 @@
 #include "cli/conform/elf_symbols.h"
 
 #include <elf.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define MAX_FILE (1u << 30)
 
@@ -40,8 +43,20 @@ static const char *string_at(const unsigned char *f, size_t n, const Elf64_Shdr 
 
 static unsigned char *slurp(const char *path, size_t *n, char *why, size_t cap)
 {
-    FILE *fp = fopen(path, "rb");
+    /* O_NONBLOCK and a type check first: a FIFO would block fopen for
+     * good, a device never end (docs/ROBUSTNESS.md). */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    struct stat sb;
+    if (fd < 0 || fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        snprintf(why, cap, fd < 0 ? "cannot open %s" : "%s is not a regular file", path);
+        if (fd >= 0)
+            close(fd);
+        return NULL;
+    }
+    int flags = fcntl(fd, F_GETFL);
+    FILE *fp = flags >= 0 && fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0 ? fdopen(fd, "rb") : NULL;
     if (!fp) {
+        close(fd);
         snprintf(why, cap, "cannot open %s", path);
         return NULL;
     }

@@ -161,6 +161,7 @@ static void contexts(cf_run *r, job *proto)
         opts.plugin_files = files;
         opts.n_plugin_files = g->n_plugin_files + 1;
         opts.log_spec = "error";
+        opts.isolated = (uint32_t)g->isolated;
         fmoe_context *ctx = NULL;
         job j = *proto;
         if (fmoe_context_create(&opts, &ctx) != FMOE_STATUS_OK) {

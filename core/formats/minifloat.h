@@ -18,7 +18,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "core/half.h"
+#include "fusedmoe/kit/half.h"
 
 typedef struct fmoe_minifloat {
     uint32_t man_bits;

@@ -16,7 +16,7 @@
 
 #include <math.h>
 
-#include "core/half.h"
+#include "fusedmoe/kit/half.h"
 
 #define MX_BLOCK 32
 

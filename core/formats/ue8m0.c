@@ -16,7 +16,7 @@
 
 #include <math.h>
 
-#include "core/half.h"
+#include "fusedmoe/kit/half.h"
 
 float fmoe_ue8m0_decode(uint8_t b)
 {

@@ -22,8 +22,8 @@
 #include <string.h>
 #include <math.h>
 
-#include "core/formats/w4a8_row.h"
-#include "core/half.h"
+#include "fusedmoe/kit/w4a8_row.h"
+#include "fusedmoe/kit/half.h"
 
 void fmoe_w4a8_row_params(float mn, float mx, float *s0_out, int32_t *nzp)
 {

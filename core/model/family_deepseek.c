@@ -34,6 +34,11 @@
  *   moe_layer_freq         1           1
  * n_shared_experts must be present (null: none), since the two classes'
  * defaults differ from what released checkpoints have.
+ *
+ * The expert count is n_routed_experts, which the classes' attribute_map
+ * also reads as "num_experts" (V2) or "num_local_experts" (V3); each
+ * class's other spelling is an unknown key to it and is not read
+ * (transformers 5.23).
  */
 #include <float.h>
 #include <stdio.h>
@@ -44,14 +49,18 @@
 #define MAX_U32 2147483647u
 
 typedef struct deepseek_defaults {
+    const char *const *experts_keys; /* n_routed_experts and its alias */
     uint32_t n_group, topk_group, first_k_dense;
     const char *topk_method, *scoring_func;
     int norm_topk_prob;
     double routed_scaling_factor;
 } deepseek_defaults;
 
-static const deepseek_defaults v2_defaults = {1, 1, 0, "greedy", "softmax", 0, 1.0};
-static const deepseek_defaults v3_defaults = {8, 4, 3, "noaux_tc", "sigmoid", 1, 2.5};
+static const char *const v2_experts_keys[] = {"n_routed_experts", "num_experts", NULL};
+static const char *const v3_experts_keys[] = {"n_routed_experts", "num_local_experts", NULL};
+
+static const deepseek_defaults v2_defaults = {v2_experts_keys, 1, 1, 0, "greedy", "softmax", 0, 1.0};
+static const deepseek_defaults v3_defaults = {v3_experts_keys, 8, 4, 3, "noaux_tc", "sigmoid", 1, 2.5};
 
 static fmoe_status read_string_default(model_reader *r, const char *key, const char *def, const char **out)
 {
@@ -59,7 +68,7 @@ static fmoe_status read_string_default(model_reader *r, const char *key, const c
     return qjson_string(&r->j, r->obj, key, 0, out, NULL);
 }
 
-static fmoe_status read_routing(model_reader *r, const deepseek_defaults *d)
+static fmoe_status read_routing(model_reader *r, const deepseek_defaults *d, const char *experts_key)
 {
     fmoe_layer_config *c = &r->model->cfg;
     const char *method = NULL, *scoring = NULL;
@@ -69,8 +78,8 @@ static fmoe_status read_routing(model_reader *r, const deepseek_defaults *d)
     fmoe_status st;
     if ((st = read_string_default(r, "topk_method", d->topk_method, &method)) ||
         (st = read_string_default(r, "scoring_func", d->scoring_func, &scoring)) ||
-        (st = mjson_uint(&r->j, r->obj, "n_group", 0, 1, MAX_U32, &G)) ||
-        (st = mjson_uint(&r->j, r->obj, "topk_group", 0, 1, MAX_U32, &TG)) ||
+        (st = mjson_uint(&r->j, r->obj, "n_group", 0, 1, MODEL_MAX_EXPERTS, &G)) ||
+        (st = mjson_uint(&r->j, r->obj, "topk_group", 0, 1, MODEL_MAX_EXPERTS, &TG)) ||
         (st = qjson_bool(&r->j, r->obj, "norm_topk_prob", 0, &renorm, NULL)) ||
         (st = mjson_real(&r->j, r->obj, "routed_scaling_factor", 0, &rsf, NULL)))
         return st;
@@ -92,7 +101,7 @@ static fmoe_status read_routing(model_reader *r, const deepseek_defaults *d)
         return mjson_fail_at(&r->j, "topk_group", FMOE_STATUS_INVALID_ARGUMENT, "%u exceeds n_group = %u", TG, G);
     if (c->num_experts % G != 0)
         return mjson_fail_at(&r->j, "n_group", FMOE_STATUS_INVALID_ARGUMENT,
-                             "%u does not divide n_routed_experts = %u", G, c->num_experts);
+                             "%u does not divide %s = %u", G, experts_key, c->num_experts);
 
     int grouped;
     if (strcmp(method, "greedy") == 0) {
@@ -153,17 +162,18 @@ static fmoe_status read_deepseek(model_reader *r, const deepseek_defaults *d)
     fmoe_model *m = r->model;
     fmoe_layer_config *c = &m->cfg;
     uint32_t layers = 0, first_dense = d->first_k_dense, freq = 1;
+    const char *experts_key = NULL;
     fmoe_status st;
     if ((st = mjson_uint(&r->j, r->obj, "num_hidden_layers", 1, 1, MODEL_MAX_LAYERS, &layers)) ||
-        (st = mjson_uint(&r->j, r->obj, "n_routed_experts", 1, 1, MAX_U32, &c->num_experts)) ||
-        (st = mjson_uint(&r->j, r->obj, "num_experts_per_tok", 1, 1, MAX_U32, &c->top_k)) ||
-        (st = mjson_uint(&r->j, r->obj, "hidden_size", 1, 1, MAX_U32, &c->hidden_size)) ||
-        (st = mjson_uint(&r->j, r->obj, "moe_intermediate_size", 1, 1, MAX_U32, &c->intermediate_size)) ||
+        (st = model_uint_spellings(r, d->experts_keys, 1, 1, MODEL_MAX_EXPERTS, &c->num_experts, &experts_key)) ||
+        (st = mjson_uint(&r->j, r->obj, "num_experts_per_tok", 1, 1, MODEL_MAX_TOP_K, &c->top_k)) ||
+        (st = mjson_uint(&r->j, r->obj, "hidden_size", 1, 1, MODEL_MAX_HIDDEN, &c->hidden_size)) ||
+        (st = mjson_uint(&r->j, r->obj, "moe_intermediate_size", 1, 1, MODEL_MAX_INTERMEDIATE, &c->intermediate_size)) ||
         (st = mjson_uint(&r->j, r->obj, "first_k_dense_replace", 0, 0, layers, &first_dense)) ||
         (st = mjson_uint(&r->j, r->obj, "moe_layer_freq", 0, 1, MODEL_MAX_LAYERS, &freq)) ||
         (st = mjson_require_silu(&r->j, r->obj)) ||
-        (st = model_check_top_k(r, "n_routed_experts", "num_experts_per_tok")) || (st = read_shared(r)) ||
-        (st = read_routing(r, d)))
+        (st = model_check_top_k(r, experts_key, "num_experts_per_tok")) || (st = read_shared(r)) ||
+        (st = read_routing(r, d, experts_key)))
         return st;
     if ((st = model_set_layers(m, layers)) != FMOE_STATUS_OK)
         return st;

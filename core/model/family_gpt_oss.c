@@ -15,8 +15,8 @@
  * down_proj_bias [E, H]; GptOssTopKRouter: top-k of the logits, then
  * softmax over the k, which equals softmax, top-k, renormalize).
  *
- * Keys: num_local_experts, num_experts_per_tok (the older spelling
- * experts_per_token must agree when both are present), hidden_size,
+ * Keys: num_local_experts (or num_experts), num_experts_per_tok (or the
+ * older experts_per_token; both must agree when present), hidden_size,
  * intermediate_size, num_hidden_layers, swiglu_limit (default 7.0, must be
  * > 0), swiglu_alpha (default 1.702; transformers' newer config carries
  * it). hidden_act is not read: the experts' activation is fixed by the
@@ -27,25 +27,11 @@
 
 #include "core/model/model.h"
 
-#define MAX_U32 2147483647u
-
-static fmoe_status read_top_k(model_reader *r, uint32_t *top_k)
-{
-    uint32_t older = 0;
-    int has_new = json_object_get(r->obj, "num_experts_per_tok") != NULL;
-    fmoe_status st = mjson_uint(&r->j, r->obj, "experts_per_token", 0, 1, MAX_U32, &older);
-    if (st != FMOE_STATUS_OK)
-        return st;
-    if (!has_new && older) {
-        *top_k = older;
-        return FMOE_STATUS_OK;
-    }
-    st = mjson_uint(&r->j, r->obj, "num_experts_per_tok", 1, 1, MAX_U32, top_k);
-    if (st == FMOE_STATUS_OK && older && older != *top_k)
-        st = mjson_fail_at(&r->j, "experts_per_token", FMOE_STATUS_INVALID_ARGUMENT,
-                           "%u disagrees with num_experts_per_tok = %u", older, *top_k);
-    return st;
-}
+/* GptOssConfig's attribute_map reads "num_experts" as num_local_experts;
+ * "experts_per_token" is the top-k of OpenAI's original config (transformers
+ * does not read it, but released configs carried it). */
+static const char *const experts_keys[] = {"num_local_experts", "num_experts", NULL};
+static const char *const top_k_keys[] = {"num_experts_per_tok", "experts_per_token", NULL};
 
 static fmoe_status read_gpt_oss(model_reader *r)
 {
@@ -53,15 +39,16 @@ static fmoe_status read_gpt_oss(model_reader *r)
     fmoe_layer_config *c = &m->cfg;
     uint32_t layers = 0;
     double limit = 7.0, alpha = 1.702;
+    const char *experts_key = NULL, *top_k_key = NULL;
     fmoe_status st;
     if ((st = mjson_uint(&r->j, r->obj, "num_hidden_layers", 1, 1, MODEL_MAX_LAYERS, &layers)) ||
-        (st = mjson_uint(&r->j, r->obj, "num_local_experts", 1, 1, MAX_U32, &c->num_experts)) ||
-        (st = read_top_k(r, &c->top_k)) ||
-        (st = mjson_uint(&r->j, r->obj, "hidden_size", 1, 1, MAX_U32, &c->hidden_size)) ||
-        (st = mjson_uint(&r->j, r->obj, "intermediate_size", 1, 1, MAX_U32, &c->intermediate_size)) ||
+        (st = model_uint_spellings(r, experts_keys, 1, 1, MODEL_MAX_EXPERTS, &c->num_experts, &experts_key)) ||
+        (st = model_uint_spellings(r, top_k_keys, 1, 1, MODEL_MAX_TOP_K, &c->top_k, &top_k_key)) ||
+        (st = mjson_uint(&r->j, r->obj, "hidden_size", 1, 1, MODEL_MAX_HIDDEN, &c->hidden_size)) ||
+        (st = mjson_uint(&r->j, r->obj, "intermediate_size", 1, 1, MODEL_MAX_INTERMEDIATE, &c->intermediate_size)) ||
         (st = mjson_real(&r->j, r->obj, "swiglu_limit", 0, &limit, NULL)) ||
         (st = mjson_real(&r->j, r->obj, "swiglu_alpha", 0, &alpha, NULL)) ||
-        (st = model_check_top_k(r, "num_local_experts", "num_experts_per_tok")))
+        (st = model_check_top_k(r, experts_key, top_k_key)))
         return st;
     if (!(limit > 0.0) || limit > FLT_MAX)
         return mjson_expected_at(&r->j, r->obj, "swiglu_limit", "a number > 0");

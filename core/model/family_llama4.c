@@ -20,13 +20,18 @@
  *
  * apply_router_weight_on_input needs top-1, so num_experts_per_tok other
  * than 1 is UNSUPPORTED (vLLM asserts). Defaults: interleave_moe_layer_step
- * 1.
+ * 1. Llama4TextConfig has no attribute_map (transformers 5.23): the expert
+ * count is read as "num_local_experts" only; a "num_experts" there is an
+ * unknown key to transformers (which would use its default, 16).
+ *
+ * Routing is scoring SIGMOID with plain top-k and no bias: the reference
+ * router (core/routing.c) then ranks the logits themselves, as
+ * transformers' Llama4Router does (top-k of the logits, then sigmoid), so
+ * logits that all saturate sigmoid to 1.0f still pick the largest.
  */
 #include <stdio.h>
 
 #include "core/model/model.h"
-
-#define MAX_U32 2147483647u
 
 /* moe_layers, when given, must list exactly the layers the step selects. */
 static fmoe_status check_moe_layers(model_reader *r, uint32_t layers, uint32_t step)
@@ -67,10 +72,10 @@ static fmoe_status read_llama4(model_reader *r)
     uint32_t layers = 0, step = 1;
     fmoe_status st;
     if ((st = mjson_uint(&r->j, r->obj, "num_hidden_layers", 1, 1, MODEL_MAX_LAYERS, &layers)) ||
-        (st = mjson_uint(&r->j, r->obj, "num_local_experts", 1, 1, MAX_U32, &c->num_experts)) ||
-        (st = mjson_uint(&r->j, r->obj, "num_experts_per_tok", 1, 1, MAX_U32, &c->top_k)) ||
-        (st = mjson_uint(&r->j, r->obj, "hidden_size", 1, 1, MAX_U32, &c->hidden_size)) ||
-        (st = mjson_uint(&r->j, r->obj, "intermediate_size", 1, 1, MAX_U32, &c->intermediate_size)) ||
+        (st = mjson_uint(&r->j, r->obj, "num_local_experts", 1, 1, MODEL_MAX_EXPERTS, &c->num_experts)) ||
+        (st = mjson_uint(&r->j, r->obj, "num_experts_per_tok", 1, 1, MODEL_MAX_TOP_K, &c->top_k)) ||
+        (st = mjson_uint(&r->j, r->obj, "hidden_size", 1, 1, MODEL_MAX_HIDDEN, &c->hidden_size)) ||
+        (st = mjson_uint(&r->j, r->obj, "intermediate_size", 1, 1, MODEL_MAX_INTERMEDIATE, &c->intermediate_size)) ||
         (st = mjson_uint(&r->j, r->obj, "interleave_moe_layer_step", 0, 1, MODEL_MAX_LAYERS, &step)) ||
         (st = mjson_require_silu(&r->j, r->obj)) ||
         (st = model_check_top_k(r, "num_local_experts", "num_experts_per_tok")) ||

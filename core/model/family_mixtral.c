@@ -8,30 +8,32 @@
  * transformers' modeling_mixtral (softmax, top-k, divide by the sum;
  * w1 = gate, w3 = up, w2 = down, act ACT2FN[hidden_act]).
  *
- * Keys: num_local_experts, num_experts_per_tok, hidden_size,
- * intermediate_size (the expert size: Mixtral has no dense MLP),
- * num_hidden_layers, hidden_act (silu).
+ * Keys: num_local_experts (MixtralConfig's attribute_map also reads it as
+ * num_experts), num_experts_per_tok, hidden_size, intermediate_size (the
+ * expert size: Mixtral has no dense MLP), num_hidden_layers, hidden_act
+ * (silu).
  */
 #include <stdint.h>
 #include <stdio.h>
 
 #include "core/model/model.h"
 
-#define MAX_U32 2147483647u
+static const char *const experts_keys[] = {"num_local_experts", "num_experts", NULL};
 
 static fmoe_status read_mixtral(model_reader *r)
 {
     fmoe_model *m = r->model;
     fmoe_layer_config *c = &m->cfg;
     uint32_t layers = 0;
+    const char *experts_key = NULL;
     fmoe_status st;
     if ((st = mjson_uint(&r->j, r->obj, "num_hidden_layers", 1, 1, MODEL_MAX_LAYERS, &layers)) ||
-        (st = mjson_uint(&r->j, r->obj, "num_local_experts", 1, 1, MAX_U32, &c->num_experts)) ||
-        (st = mjson_uint(&r->j, r->obj, "num_experts_per_tok", 1, 1, MAX_U32, &c->top_k)) ||
-        (st = mjson_uint(&r->j, r->obj, "hidden_size", 1, 1, MAX_U32, &c->hidden_size)) ||
-        (st = mjson_uint(&r->j, r->obj, "intermediate_size", 1, 1, MAX_U32, &c->intermediate_size)) ||
+        (st = model_uint_spellings(r, experts_keys, 1, 1, MODEL_MAX_EXPERTS, &c->num_experts, &experts_key)) ||
+        (st = mjson_uint(&r->j, r->obj, "num_experts_per_tok", 1, 1, MODEL_MAX_TOP_K, &c->top_k)) ||
+        (st = mjson_uint(&r->j, r->obj, "hidden_size", 1, 1, MODEL_MAX_HIDDEN, &c->hidden_size)) ||
+        (st = mjson_uint(&r->j, r->obj, "intermediate_size", 1, 1, MODEL_MAX_INTERMEDIATE, &c->intermediate_size)) ||
         (st = mjson_require_silu(&r->j, r->obj)) ||
-        (st = model_check_top_k(r, "num_local_experts", "num_experts_per_tok")))
+        (st = model_check_top_k(r, experts_key, "num_experts_per_tok")))
         return st;
     c->scoring = FMOE_SCORING_SOFTMAX;
     c->renormalize = 1;

@@ -12,6 +12,12 @@
  * output is scaled by sigmoid(mlp.shared_expert_gate(x)); Qwen3-MoE has
  * none. Expert checkpoint names gate_proj/up_proj/down_proj.
  *
+ * The expert count: Qwen2MoeConfig reads "num_experts" only (a
+ * "num_local_experts" there is an unknown key: transformers would use its
+ * default, 60, so it is not read); Qwen3MoeConfig maps "num_experts" to
+ * "num_local_experts" (attribute_map) and saves the latter, so both are
+ * read (transformers 5.23).
+ *
  * Defaults of absent keys (transformers Qwen2MoeConfig / Qwen3MoeConfig):
  * norm_topk_prob false, decoder_sparse_step 1, mlp_only_layers []. The
  * sizes, and Qwen2's shared_expert_intermediate_size (whose class default,
@@ -21,10 +27,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/model/model.h"
 
-#define MAX_U32 2147483647u
+static const char *const qwen2_experts_keys[] = {"num_experts", NULL};
+static const char *const qwen3_experts_keys[] = {"num_local_experts", "num_experts", NULL};
 
 /* mlp_only_layers: a list of layer indices, each in [0, layers). Marks
  * them in dense[] and describes the list in `text`. */
@@ -67,26 +74,27 @@ static fmoe_status read_mlp_only(model_reader *r, uint32_t layers, uint8_t *dens
     return st;
 }
 
-static fmoe_status read_qwen(model_reader *r, int has_shared)
+static fmoe_status read_qwen(model_reader *r, int has_shared, const char *const *experts_keys)
 {
     fmoe_model *m = r->model;
     fmoe_layer_config *c = &m->cfg;
     uint32_t layers = 0, step = 1;
     int renorm = 0;
+    const char *experts_key = NULL;
     fmoe_status st;
     if ((st = mjson_uint(&r->j, r->obj, "num_hidden_layers", 1, 1, MODEL_MAX_LAYERS, &layers)) ||
-        (st = mjson_uint(&r->j, r->obj, "num_experts", 1, 1, MAX_U32, &c->num_experts)) ||
-        (st = mjson_uint(&r->j, r->obj, "num_experts_per_tok", 1, 1, MAX_U32, &c->top_k)) ||
-        (st = mjson_uint(&r->j, r->obj, "hidden_size", 1, 1, MAX_U32, &c->hidden_size)) ||
-        (st = mjson_uint(&r->j, r->obj, "moe_intermediate_size", 1, 1, MAX_U32, &c->intermediate_size)) ||
+        (st = model_uint_spellings(r, experts_keys, 1, 1, MODEL_MAX_EXPERTS, &c->num_experts, &experts_key)) ||
+        (st = mjson_uint(&r->j, r->obj, "num_experts_per_tok", 1, 1, MODEL_MAX_TOP_K, &c->top_k)) ||
+        (st = mjson_uint(&r->j, r->obj, "hidden_size", 1, 1, MODEL_MAX_HIDDEN, &c->hidden_size)) ||
+        (st = mjson_uint(&r->j, r->obj, "moe_intermediate_size", 1, 1, MODEL_MAX_INTERMEDIATE, &c->intermediate_size)) ||
         (st = qjson_bool(&r->j, r->obj, "norm_topk_prob", 0, &renorm, NULL)) ||
         (st = mjson_uint(&r->j, r->obj, "decoder_sparse_step", 0, 1, MODEL_MAX_LAYERS, &step)) ||
         (st = mjson_require_silu(&r->j, r->obj)) ||
-        (st = model_check_top_k(r, "num_experts", "num_experts_per_tok")))
+        (st = model_check_top_k(r, experts_key, "num_experts_per_tok")))
         return st;
     if (has_shared) {
         uint32_t shared = 0;
-        st = mjson_uint(&r->j, r->obj, "shared_expert_intermediate_size", 1, 0, MAX_U32, &shared);
+        st = mjson_uint(&r->j, r->obj, "shared_expert_intermediate_size", 1, 0, MODEL_MAX_INTERMEDIATE, &shared);
         if (st != FMOE_STATUS_OK)
             return st;
         m->shared_count = shared > 0;
@@ -112,12 +120,12 @@ static fmoe_status read_qwen(model_reader *r, int has_shared)
 
 static fmoe_status read_qwen2_moe(model_reader *r)
 {
-    return read_qwen(r, 1);
+    return read_qwen(r, 1, qwen2_experts_keys);
 }
 
 static fmoe_status read_qwen3_moe(model_reader *r)
 {
-    return read_qwen(r, 0);
+    return read_qwen(r, 0, qwen3_experts_keys);
 }
 
 static const char *const qwen2_archs[] = {"Qwen2MoeForCausalLM", NULL};

@@ -14,13 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/error.h"
-#include "core/text_file.h"
+#include "base/error.h"
+#include "base/limits.h"
+#include "base/text_file.h"
 #include "core/model/model.h"
 #include "fusedmoe/fusedmoe.h"
 
-/* config.json files are kilobytes; anything this large is not one. */
-#define CONFIG_MAX_BYTES (64u << 20)
 
 static const model_family *const families[] = {
     &fmoe_family_mixtral,     &fmoe_family_qwen2_moe, &fmoe_family_qwen3_moe, &fmoe_family_deepseek_v2,
@@ -60,6 +59,47 @@ fmoe_status model_check_top_k(model_reader *r, const char *experts_key, const ch
         return FMOE_STATUS_OK;
     return mjson_fail_at(&r->j, top_k_key, FMOE_STATUS_INVALID_ARGUMENT, "%u exceeds %s = %u", c->top_k,
                          experts_key, c->num_experts);
+}
+
+fmoe_status model_uint_spellings(model_reader *r, const char *const *keys, int required, uint32_t lo, uint32_t hi,
+                                 uint32_t *out, const char **used)
+{
+    const char *first = NULL;
+    uint32_t value = 0;
+    if (used)
+        *used = keys[0];
+    for (const char *const *k = keys; *k; k++) {
+        if (!qjson_member(r->obj, *k))
+            continue;
+        uint32_t v = 0;
+        fmoe_status st = mjson_uint(&r->j, r->obj, *k, 1, lo, hi, &v);
+        if (st != FMOE_STATUS_OK)
+            return st;
+        if (!first) {
+            first = *k;
+            value = v;
+        } else if (v != value) {
+            return mjson_fail_at(&r->j, *k, FMOE_STATUS_INVALID_ARGUMENT,
+                                 "%u disagrees with %s = %u (two spellings of one setting)", v, first,
+                                 value);
+        }
+    }
+    if (first) {
+        *out = value;
+        if (used)
+            *used = first;
+        return FMOE_STATUS_OK;
+    }
+    if (!required)
+        return FMOE_STATUS_OK;
+    char also[160];
+    size_t len = 0;
+    also[0] = '\0';
+    for (const char *const *k = keys + 1; *k && len < sizeof also; k++)
+        len += (size_t)snprintf(also + len, sizeof also - len, "%s\"%s\"", k == keys + 1 ? " (or " : " or ", *k);
+    if (keys[1] && len < sizeof also)
+        snprintf(also + len, sizeof also - len, ")");
+    return qjson_fail(&r->j, FMOE_STATUS_INVALID_ARGUMENT, "missing required key \"%s\"%s", keys[0], also);
 }
 
 /* ---- choosing the family ----------------------------------------------- */
@@ -129,6 +169,7 @@ static fmoe_status read_dtype_from(qjson *j, const json_t *obj, fmoe_dtype *out,
         {"float16", FMOE_DTYPE_F16}, {"half", FMOE_DTYPE_F16},
     };
     const char *keys[2] = {"torch_dtype", "dtype"};
+    const char *first = NULL; /* torch_dtype's text, for the message */
     *given = 0;
     for (size_t k = 0; k < 2; k++) {
         const char *text = NULL;
@@ -146,8 +187,10 @@ static fmoe_status read_dtype_from(qjson *j, const json_t *obj, fmoe_dtype *out,
         if (dt == FMOE_DTYPE_INVALID)
             return mjson_expected_at(j, obj, keys[k], "\"float32\", \"bfloat16\" or \"float16\"");
         if (*given && dt != *out)
-            return mjson_fail_at(j, keys[k], FMOE_STATUS_INVALID_ARGUMENT, "\"%s\" disagrees with torch_dtype",
-                                 text);
+            return mjson_fail_at(j, keys[k], FMOE_STATUS_INVALID_ARGUMENT,
+                                 "\"%s\" disagrees with torch_dtype = \"%s\" (two spellings of one setting)", text,
+                                 first);
+        first = text;
         *out = dt;
         *given = 1;
     }
@@ -257,7 +300,7 @@ FMOE_API fmoe_status fmoe_model_config_load(const char *path, fmoe_model **out)
     *out = NULL;
     char *buf = NULL;
     size_t len = 0;
-    fmoe_status st = fmoe_read_text_file(path, CONFIG_MAX_BYTES, "config.json", &buf, &len);
+    fmoe_status st = fmoe_read_text_file(path, FMOE_LIMIT_CONFIG_BYTES, "config.json", &buf, &len);
     if (st == FMOE_STATUS_OK)
         st = fmoe_model_config_parse(buf, len, path, out);
     free(buf);

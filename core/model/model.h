@@ -18,12 +18,18 @@
 #include <jansson.h>
 #include <stdint.h>
 
+#include "base/limits.h"
 #include "core/quant/qjson.h"
 #include "fusedmoe/model.h"
 
-/* More decoder layers than any model has; bounds what a config can make us
- * allocate. */
-#define MODEL_MAX_LAYERS 4096u
+/* Ceilings of what a config.json can state (base/limits.h, documented in
+ * docs/ROBUSTNESS.md): far above every published model, and checked when
+ * the key is read, before any per-layer or per-expert work. */
+#define MODEL_MAX_LAYERS       FMOE_LIMIT_LAYERS
+#define MODEL_MAX_EXPERTS      FMOE_LIMIT_EXPERTS
+#define MODEL_MAX_TOP_K        FMOE_LIMIT_TOP_K
+#define MODEL_MAX_HIDDEN       FMOE_LIMIT_HIDDEN
+#define MODEL_MAX_INTERMEDIATE FMOE_LIMIT_INTERMEDIATE
 
 /* How a family names the tensors of one MoE layer, relative to
  * "<layer prefix>.<N>." (naming.c turns it into full names). */
@@ -128,6 +134,18 @@ fmoe_status mjson_require_silu(qjson *j, const json_t *obj);
 fmoe_status model_set_layers(fmoe_model *m, uint32_t num_layers);
 /* Check top_k <= num_experts with the families' key names. */
 fmoe_status model_check_top_k(model_reader *r, const char *experts_key, const char *top_k_key);
+
+/* An integer in [lo, hi] that the family's transformers config class reads
+ * under several names (its attribute_map: Qwen3MoeConfig maps "num_experts"
+ * to "num_local_experts", so a config.json may carry either). keys:
+ * NULL-terminated, keys[0] the name the class saves. Each present key is
+ * checked as mjson_uint does; two present with different values are an
+ * error naming both keys and values (transformers keeps whichever it sets
+ * last, which differs between classes: never pick one silently);
+ * none present: *out untouched, or "missing required key" listing them.
+ * *used (may be NULL): the first present key, else keys[0], for messages. */
+fmoe_status model_uint_spellings(model_reader *r, const char *const *keys, int required, uint32_t lo, uint32_t hi,
+                                 uint32_t *out, const char **used);
 
 /* ---- naming.c ------------------------------------------------------------ */
 

@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/model/model.h"
 
 static fmoe_status format_name(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -30,7 +30,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/quant/module_match.h"
 #include "core/quant/quant.h"
 
@@ -47,16 +47,27 @@ typedef struct ct_group {
 typedef struct ct_target {
     name_pattern pattern;
     size_t group; /* the last group naming this target */
+    size_t order; /* position of its first mention (read_groups) */
 } ct_target;
+
+/* A literal target by name, for the binary search. */
+typedef struct ct_literal {
+    const char *name;
+    size_t index; /* into targets */
+} ct_literal;
 
 typedef struct ct_state {
     char *format; /* global; NULL for None */
     ct_group *groups;
     size_t n_groups;
-    ct_target *targets;
-    size_t n_targets;
-    name_pattern *ignore;
-    size_t n_ignore;
+    ct_target *targets; /* in first-mention order */
+    size_t n_targets, cap_targets;
+    ct_literal *literals; /* the literal targets, by name */
+    size_t n_literals;
+    size_t *regexes;      /* indices of the regex targets, in order */
+    size_t n_regexes;
+    size_t class_hit;     /* first target matching the class, or n_targets */
+    name_set ignore;
 } ct_state;
 
 static void ct_destroy(void *state)
@@ -70,7 +81,9 @@ static void ct_destroy(void *state)
     for (size_t i = 0; i < s->n_targets; i++)
         name_pattern_free(&s->targets[i].pattern);
     free(s->targets);
-    name_patterns_free(s->ignore, s->n_ignore);
+    free(s->literals);
+    free(s->regexes);
+    name_set_free(&s->ignore);
     free(s->format);
     free(s);
 }
@@ -110,23 +123,89 @@ static fmoe_status read_args(qjson *j, const json_t *group, const char *key, int
     return st;
 }
 
-/* Point `target` at group `g`: replace an equal target's group, or append. */
+/* Append `target` for group `g`; equal targets are merged once all are
+ * read (merge_targets), so a config of many targets is not quadratic. */
 static fmoe_status add_target(qjson *j, ct_state *s, const char *target, size_t g)
 {
-    for (size_t i = 0; i < s->n_targets; i++) {
-        if (strcmp(s->targets[i].pattern.text, target) == 0) {
-            s->targets[i].group = g;
-            return FMOE_STATUS_OK;
-        }
+    if (s->n_targets == s->cap_targets) {
+        size_t cap = s->cap_targets ? s->cap_targets * 2 : 8;
+        ct_target *grown = realloc(s->targets, cap * sizeof *grown);
+        if (!grown)
+            return out_of_memory();
+        s->targets = grown;
+        s->cap_targets = cap;
     }
-    ct_target *grown = realloc(s->targets, (s->n_targets + 1) * sizeof *grown);
-    if (!grown)
-        return out_of_memory();
-    s->targets = grown;
-    fmoe_status st = name_pattern_ct(j, target, &grown[s->n_targets].pattern);
+    ct_target *t = &s->targets[s->n_targets];
+    fmoe_status st = name_pattern_ct(j, target, &t->pattern);
     if (st != FMOE_STATUS_OK)
         return st;
-    grown[s->n_targets++].group = g;
+    t->group = g;
+    t->order = s->n_targets++;
+    return FMOE_STATUS_OK;
+}
+
+static int by_text_then_order(const void *a, const void *b)
+{
+    const ct_target *x = a, *y = b;
+    int c = strcmp(x->pattern.text, y->pattern.text);
+    return c ? c : (x->order > y->order) - (x->order < y->order);
+}
+
+static int by_order(const void *a, const void *b)
+{
+    const ct_target *x = a, *y = b;
+    return (x->order > y->order) - (x->order < y->order);
+}
+
+static int by_literal_name(const void *a, const void *b)
+{
+    return strcmp(((const ct_literal *)a)->name, ((const ct_literal *)b)->name);
+}
+
+static int matches_class(const name_pattern *p);
+
+/* A target named twice keeps its first place and takes the last group
+ * (a Python dict); then the lookup tables resolve uses. */
+static fmoe_status merge_targets(ct_state *s)
+{
+    size_t n = s->n_targets, kept = 0;
+    if (n > 1)
+        qsort(s->targets, n, sizeof *s->targets, by_text_then_order);
+    for (size_t i = 0; i < n;) {
+        size_t end = i + 1;
+        while (end < n && strcmp(s->targets[end].pattern.text, s->targets[i].pattern.text) == 0)
+            end++;
+        ct_target first = s->targets[i];
+        first.group = s->targets[end - 1].group;
+        for (size_t k = i + 1; k < end; k++)
+            name_pattern_free(&s->targets[k].pattern);
+        s->targets[kept++] = first;
+        i = end;
+    }
+    s->n_targets = kept;
+    if (kept > 1)
+        qsort(s->targets, kept, sizeof *s->targets, by_order);
+    s->literals = malloc((kept ? kept : 1) * sizeof *s->literals);
+    s->regexes = malloc((kept ? kept : 1) * sizeof *s->regexes);
+    if (!s->literals || !s->regexes)
+        return out_of_memory();
+    s->class_hit = kept;
+    for (size_t i = 0; i < kept; i++) {
+        const name_pattern *p = &s->targets[i].pattern;
+        if (p->re)
+            s->regexes[s->n_regexes++] = i;
+        else
+            s->literals[s->n_literals++] = (ct_literal){p->text, i};
+        if (s->class_hit == kept) {
+            int hit = matches_class(p);
+            if (hit < 0)
+                return out_of_memory();
+            if (hit)
+                s->class_hit = i;
+        }
+    }
+    if (s->n_literals > 1)
+        qsort(s->literals, s->n_literals, sizeof *s->literals, by_literal_name);
     return FMOE_STATUS_OK;
 }
 
@@ -225,26 +304,21 @@ static fmoe_status read_groups(qjson *j, ct_state *s, const json_t *qcfg)
 
 static fmoe_status read_ignore(qjson *j, ct_state *s, const json_t *qcfg)
 {
-    char **list = NULL;
-    size_t n = 0;
-    fmoe_status st = qjson_string_list(j, qcfg, "ignore", &list, &n);
-    if (st != FMOE_STATUS_OK || n == 0)
+    json_t *list = NULL;
+    int given = 0;
+    fmoe_status st = qjson_array(j, qcfg, "ignore", 0, &list, &given);
+    if (st != FMOE_STATUS_OK || !given)
         return st;
-    s->ignore = calloc(n, sizeof *s->ignore);
-    if (!s->ignore) {
-        qjson_free_strings(list, n);
-        return out_of_memory();
-    }
     size_t mark = qjson_enter_key(j, "ignore");
-    for (size_t i = 0; i < n && st == FMOE_STATUS_OK; i++) {
+    for (size_t i = 0; i < json_array_size(list) && st == FMOE_STATUS_OK; i++) {
+        json_t *item = json_array_get(list, i);
         size_t at = qjson_enter_index(j, i);
-        st = name_pattern_ct(j, list[i], &s->ignore[i]);
-        if (st == FMOE_STATUS_OK)
-            s->n_ignore++;
+        st = json_is_string(item) ? name_set_add_ct(j, &s->ignore, json_string_value(item))
+                                  : qjson_expected(j, item, "a string");
         qjson_leave(j, at);
     }
     qjson_leave(j, mark);
-    qjson_free_strings(list, n);
+    name_set_finish(&s->ignore);
     return st;
 }
 
@@ -261,6 +335,8 @@ static fmoe_status ct_parse(qjson *j, const json_t *qcfg, void **state)
     if (st == FMOE_STATUS_OK)
         st = read_groups(j, s, qcfg);
     if (st == FMOE_STATUS_OK)
+        st = merge_targets(s);
+    if (st == FMOE_STATUS_OK)
         st = read_ignore(j, s, qcfg);
     if (st != FMOE_STATUS_OK) {
         ct_destroy(s);
@@ -270,34 +346,52 @@ static fmoe_status ct_parse(qjson *j, const json_t *qcfg, void **state)
     return FMOE_STATUS_OK;
 }
 
-/* vLLM's class match: the target, lower-cased, inside the class name. */
+/* vLLM's class match: the target, lower-cased, inside the class name
+ * (1, 0, -1 when memory ran out). */
 static int matches_class(const name_pattern *p)
 {
-    if (p->is_regex)
+    if (p->re)
         return name_pattern_matches(p, MODULE_CLASS);
     size_t n = strlen(p->text), m = strlen(MODULE_CLASS);
     for (size_t at = 0; n <= m && at + n <= m; at++)
-        if (strncasecmp(MODULE_CLASS + at, p->text, n) == 0)
+        if (strncasecmp(&MODULE_CLASS[at], p->text, n) == 0)
             return 1;
     return 0;
+}
+
+/* The first target (in config order) whose name or regex matches: the
+ * literal one by binary search, then any regex before it. n_targets for
+ * none, or (size_t)-1 when memory ran out. */
+static size_t first_name_hit(const ct_state *s, const char *module)
+{
+    ct_literal key = {.name = module};
+    const ct_literal *lit = bsearch(&key, s->literals, s->n_literals, sizeof key, by_literal_name);
+    size_t best = lit ? lit->index : s->n_targets;
+    for (size_t k = 0; k < s->n_regexes && s->regexes[k] < best; k++) {
+        int hit = name_pattern_matches(&s->targets[s->regexes[k]].pattern, module);
+        if (hit < 0)
+            return (size_t)-1;
+        if (hit)
+            return s->regexes[k];
+    }
+    return best;
 }
 
 static fmoe_status ct_resolve(const void *state, const char *module, qspec *out)
 {
     const ct_state *s = state;
-    const ct_target *hit = NULL;
     memset(out, 0, sizeof *out);
-    for (size_t i = 0; i < s->n_ignore; i++)
-        if (name_pattern_matches(&s->ignore[i], module))
-            return FMOE_STATUS_OK;
-    for (size_t i = 0; i < s->n_targets && !hit; i++)
-        if (name_pattern_matches(&s->targets[i].pattern, module))
-            hit = &s->targets[i];
-    for (size_t i = 0; i < s->n_targets && !hit; i++)
-        if (matches_class(&s->targets[i].pattern))
-            hit = &s->targets[i];
-    if (!hit)
+    int ignored = name_set_matches(&s->ignore, module);
+    if (ignored)
+        return ignored < 0 ? out_of_memory() : FMOE_STATUS_OK;
+    size_t i = first_name_hit(s, module);
+    if (i == (size_t)-1)
+        return out_of_memory();
+    if (i == s->n_targets)
+        i = s->class_hit;
+    if (i == s->n_targets)
         return FMOE_STATUS_OK;
+    const ct_target *hit = &s->targets[i];
     const ct_group *g = &s->groups[hit->group];
     out->quantized = 1;
     out->weights = g->weights;

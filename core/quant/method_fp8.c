@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/quant/module_match.h"
 #include "core/quant/quant.h"
 
@@ -29,8 +29,7 @@ typedef struct fp8_state {
     int dynamic;
     uint32_t block_n, block_k; /* 0: per tensor */
     fmoe_dtype scale;
-    char **skip;
-    size_t n_skip;
+    module_list skip;
 } fp8_state;
 
 static void fp8_destroy(void *state)
@@ -38,7 +37,7 @@ static void fp8_destroy(void *state)
     fp8_state *s = state;
     if (!s)
         return;
-    qjson_free_strings(s->skip, s->n_skip);
+    module_list_free(&s->skip);
     free(s);
 }
 
@@ -119,31 +118,13 @@ static fmoe_status read_formats(qjson *j, const json_t *qcfg, fp8_state *s)
     return st;
 }
 
-/* Both skip lists, concatenated. */
+/* Both skip lists, as one. */
 static fmoe_status read_skip(qjson *j, const json_t *qcfg, fp8_state *s)
 {
-    char **a = NULL, **b = NULL;
-    size_t na = 0, nb = 0;
-    fmoe_status st = qjson_string_list(j, qcfg, "ignored_layers", &a, &na);
+    fmoe_status st = module_list_read(j, qcfg, "ignored_layers", &s->skip);
     if (st == FMOE_STATUS_OK)
-        st = qjson_string_list(j, qcfg, "modules_to_not_convert", &b, &nb);
-    if (st == FMOE_STATUS_OK && na + nb) {
-        s->skip = calloc(na + nb, sizeof *s->skip);
-        if (!s->skip)
-            st = fmoe_error_set(FMOE_STATUS_OUT_OF_MEMORY, "out of memory");
-    }
-    if (st == FMOE_STATUS_OK && s->skip) {
-        if (na) /* an empty list is NULL, and memcpy from NULL is undefined */
-            memcpy(s->skip, a, na * sizeof *a);
-        if (nb)
-            memcpy(s->skip + na, b, nb * sizeof *b);
-        s->n_skip = na + nb;
-        free(a);
-        free(b);
-        return FMOE_STATUS_OK;
-    }
-    qjson_free_strings(a, na);
-    qjson_free_strings(b, nb);
+        st = module_list_read(j, qcfg, "modules_to_not_convert", &s->skip);
+    module_list_finish(&s->skip);
     return st;
 }
 
@@ -171,8 +152,9 @@ static fmoe_status fp8_resolve(const void *state, const char *module, qspec *out
 {
     const fp8_state *s = state;
     memset(out, 0, sizeof *out);
-    if (module_list_contains(s->skip, s->n_skip, module))
-        return FMOE_STATUS_OK;
+    int skipped = module_list_contains(&s->skip, module);
+    if (skipped)
+        return skipped < 0 ? fmoe_error_set(FMOE_STATUS_OUT_OF_MEMORY, "out of memory") : FMOE_STATUS_OK;
     out->quantized = 1;
     out->has_input = 1;
     qargs_defaults(&out->weights);

@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/quant/module_match.h"
 #include "core/quant/quant.h"
 
@@ -191,6 +191,8 @@ static fmoe_status gptq_parse(qjson *j, const json_t *qcfg, void **state)
         st = read_dynamic(j, qcfg, s);
     if (st == FMOE_STATUS_OK)
         st = read_in_block(j, qcfg, s);
+    if (st == FMOE_STATUS_OK)
+        name_sort(s->in_block, s->n_in_block);
     /* Loading details (gptq_v2 zero points, a quantized lm_head): typed, unused here. */
     if (st == FMOE_STATUS_OK)
         st = qjson_string(j, qcfg, "checkpoint_format", 0, &format, NULL);
@@ -204,14 +206,16 @@ static fmoe_status gptq_parse(qjson *j, const json_t *qcfg, void **state)
     return FMOE_STATUS_OK;
 }
 
+/* The module or one of its dotted suffixes ("mlp.experts.0.up_proj", ...,
+ * "up_proj") is listed; the list is sorted, so this costs a few binary
+ * searches whatever its length. */
 static int listed_in_block(const gptq_state *s, const char *module)
 {
-    size_t n = strlen(module);
-    for (size_t i = 0; i < s->n_in_block; i++) {
-        const char *entry = s->in_block[i];
-        size_t m = strlen(entry);
-        if (strcmp(module, entry) == 0 || (n > m && module[n - m - 1] == '.' && strcmp(module + n - m, entry) == 0))
+    for (const char *p = module; p;) {
+        if (name_sorted_find(s->in_block, s->n_in_block, p, strlen(p)))
             return 1;
+        p = strchr(p, '.');
+        p = p ? p + 1 : NULL;
     }
     return 0;
 }
@@ -223,7 +227,10 @@ static fmoe_status gptq_resolve(const void *state, const char *module, qspec *ou
     memset(out, 0, sizeof *out);
     for (size_t i = 0; i < s->n_rules; i++) {
         const gptq_rule *r = &s->rules[i];
-        if (!name_pattern_matches(&r->pattern, module))
+        int hit = name_pattern_matches(&r->pattern, module);
+        if (hit < 0)
+            return fmoe_error_set(FMOE_STATUS_OUT_OF_MEMORY, "out of memory");
+        if (!hit)
             continue;
         if (r->skip)
             return FMOE_STATUS_OK;

@@ -26,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/quant/module_match.h"
 #include "core/quant/quant.h"
 
@@ -48,8 +48,7 @@ static const struct {
 typedef struct modelopt_state {
     int algo;
     uint32_t group_size;
-    char **exclude;
-    size_t n_exclude;
+    module_list exclude;
 } modelopt_state;
 
 static void modelopt_destroy(void *state)
@@ -57,7 +56,7 @@ static void modelopt_destroy(void *state)
     modelopt_state *s = state;
     if (!s)
         return;
-    qjson_free_strings(s->exclude, s->n_exclude);
+    module_list_free(&s->exclude);
     free(s);
 }
 
@@ -124,28 +123,8 @@ static fmoe_status read_fields(qjson *j, const json_t *where, const char *list_k
     if (st == FMOE_STATUS_OK)
         st = qjson_string(j, where, "kv_cache_quant_algo", 0, &kv, NULL); /* the KV cache is not ours */
     if (st == FMOE_STATUS_OK)
-        st = qjson_string_list(j, where, list_key, &s->exclude, &s->n_exclude);
+        st = module_list_read(j, where, list_key, &s->exclude);
     return st;
-}
-
-/* Append the strings of list `key` to the exclusions. */
-static fmoe_status append_list(qjson *j, const json_t *where, const char *key, modelopt_state *s)
-{
-    char **more = NULL;
-    size_t n = 0;
-    fmoe_status st = qjson_string_list(j, where, key, &more, &n);
-    if (st != FMOE_STATUS_OK || n == 0)
-        return st;
-    char **grown = realloc(s->exclude, (s->n_exclude + n) * sizeof *grown);
-    if (!grown) {
-        qjson_free_strings(more, n);
-        return fmoe_error_set(FMOE_STATUS_OUT_OF_MEMORY, "out of memory");
-    }
-    memcpy(grown + s->n_exclude, more, n * sizeof *more);
-    s->exclude = grown;
-    s->n_exclude += n;
-    free(more);
-    return FMOE_STATUS_OK;
 }
 
 static fmoe_status modelopt_parse(qjson *j, const json_t *qcfg, void **state)
@@ -165,8 +144,9 @@ static fmoe_status modelopt_parse(qjson *j, const json_t *qcfg, void **state)
          * ModelOpt); a module in either is excluded. */
         st = read_fields(j, qcfg, "ignore", s);
         if (st == FMOE_STATUS_OK)
-            st = append_list(j, qcfg, "exclude_modules", s);
+            st = module_list_read(j, qcfg, "exclude_modules", &s->exclude);
     }
+    module_list_finish(&s->exclude);
     if (st != FMOE_STATUS_OK) {
         modelopt_destroy(s);
         return st;
@@ -197,8 +177,9 @@ static fmoe_status modelopt_resolve(const void *state, const char *module, qspec
 {
     const modelopt_state *s = state;
     memset(out, 0, sizeof *out);
-    if (module_list_contains(s->exclude, s->n_exclude, module))
-        return FMOE_STATUS_OK;
+    int excluded = module_list_contains(&s->exclude, module);
+    if (excluded)
+        return excluded < 0 ? fmoe_error_set(FMOE_STATUS_OUT_OF_MEMORY, "out of memory") : FMOE_STATUS_OK;
     out->quantized = 1;
     out->has_input = s->algo != ALGO_W4A16;
     switch (s->algo) {

@@ -14,13 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/quant/module_match.h"
 #include "core/quant/quant.h"
 
 typedef struct mxfp4_state {
-    char **skip;
-    size_t n_skip;
+    module_list skip;
 } mxfp4_state;
 
 static void mxfp4_destroy(void *state)
@@ -28,7 +27,7 @@ static void mxfp4_destroy(void *state)
     mxfp4_state *s = state;
     if (!s)
         return;
-    qjson_free_strings(s->skip, s->n_skip);
+    module_list_free(&s->skip);
     free(s);
 }
 
@@ -37,7 +36,8 @@ static fmoe_status mxfp4_parse(qjson *j, const json_t *qcfg, void **state)
     mxfp4_state *s = calloc(1, sizeof *s);
     if (!s)
         return fmoe_error_set(FMOE_STATUS_OUT_OF_MEMORY, "out of memory");
-    fmoe_status st = qjson_string_list(j, qcfg, "modules_to_not_convert", &s->skip, &s->n_skip);
+    fmoe_status st = module_list_read(j, qcfg, "modules_to_not_convert", &s->skip);
+    module_list_finish(&s->skip);
     if (st != FMOE_STATUS_OK) {
         mxfp4_destroy(s);
         return st;
@@ -50,8 +50,9 @@ static fmoe_status mxfp4_resolve(const void *state, const char *module, qspec *o
 {
     const mxfp4_state *s = state;
     memset(out, 0, sizeof *out);
-    if (module_list_contains(s->skip, s->n_skip, module))
-        return FMOE_STATUS_OK;
+    int skipped = module_list_contains(&s->skip, module);
+    if (skipped)
+        return skipped < 0 ? fmoe_error_set(FMOE_STATUS_OUT_OF_MEMORY, "out of memory") : FMOE_STATUS_OK;
     out->quantized = 1;
     qargs_defaults(&out->weights);
     out->weights.type = QTYPE_FLOAT;

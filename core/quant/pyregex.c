@@ -1,328 +1,633 @@
 /*
- * core/quant/pyregex.c - Python regex -> POSIX ERE, then regcomp (see
- * pyregex.h for why and for what is refused).
+ * core/quant/pyregex.c - Python regex -> syntax tree -> nfa.h program (see
+ * pyregex.h for the subset and the bounds).
  *
- * The translation walks the pattern once. Outside brackets it rewrites
- * class escapes (\d -> [0-9]), non-capturing groups ("(?:" -> "("), lazy
- * quantifiers and literal braces; inside brackets it collects the members
- * and writes them back in the order POSIX needs (a literal ']' first,
- * '[' and '^' late, '-' last), because POSIX gives brackets no escapes.
+ * Three passes, so that no work is spent on a pattern that is refused:
+ * parse into a tree (the pattern's length and the nesting depth bound the
+ * tree and the recursion), compute the program size the tree would emit
+ * (saturating, so "(a{65535}){65535}" is a number, not a loop), and emit
+ * only when that size is within the limit. The parser follows Python's
+ * sre_parse where the two could disagree: "{" that does not start a
+ * well-formed repeat is a literal, "{,n}" is "{0,n}", "{,}" is "*", a "]"
+ * first in a set is a literal, a "-" next to "]" is a literal.
  */
 #include "core/quant/pyregex.h"
 
-#include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* The translated pattern under construction. */
-typedef struct ere {
-    char *p;
-    size_t len, cap;
-    int oom;
-} ere;
+#include "base/limits.h"
+#include "core/quant/nfa.h"
 
-static void put_n(ere *o, const char *s, size_t n)
+struct fmoe_pyregex {
+    nfa prog;
+};
+
+#define INF UINT32_MAX /* no upper bound on a repeat */
+
+enum { N_EMPTY, N_BYTE, N_SET, N_ASSERT, N_CAT, N_ALT, N_REPEAT };
+
+/* A tree node; children are a list through `first` / `next` (-1 ends). */
+typedef struct node {
+    uint8_t kind, byte; /* byte: N_BYTE's value, N_ASSERT's kind */
+    int first, next;
+    uint32_t lo, hi;    /* N_REPEAT */
+    nfa_set set;        /* N_SET */
+} node;
+
+typedef struct parser {
+    const char *p;     /* the next character */
+    node *nodes;
+    int n, cap;
+    unsigned depth;
+    char *why;
+    size_t why_cap;
+    int failed;
+} parser;
+
+static int fail(parser *ps, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int fail(parser *ps, const char *fmt, ...)
 {
-    if (o->oom)
-        return;
-    if (o->len + n + 1 > o->cap) {
-        size_t cap = o->cap ? o->cap : 64;
-        while (cap < o->len + n + 1)
-            cap *= 2;
-        char *p = realloc(o->p, cap);
-        if (!p) {
-            o->oom = 1;
-            return;
-        }
-        o->p = p;
-        o->cap = cap;
+    if (!ps->failed) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(ps->why, ps->why_cap, fmt, ap);
+        va_end(ap);
     }
-    memcpy(o->p + o->len, s, n);
-    o->len += n;
-    o->p[o->len] = '\0';
-}
-
-static void put(ere *o, const char *s)
-{
-    put_n(o, s, strlen(s));
-}
-
-static void put_c(ere *o, char c)
-{
-    put_n(o, &c, 1);
-}
-
-static int refuse(char *why, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static int refuse(char *why, size_t cap, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, cap, fmt, ap);
-    va_end(ap);
+    ps->failed = 1;
     return -1;
 }
 
-/* The members of \d, \w, \s (NULL for other letters); *negated for the
- * upper-case forms. */
-static const char *class_members(char c, int *negated)
+/* A new node's index, or -1 (failed set). */
+static int new_node(parser *ps, int kind)
 {
-    *negated = isupper((unsigned char)c) != 0;
-    switch (tolower((unsigned char)c)) {
-    case 'd': return "0-9";
-    case 'w': return "A-Za-z0-9_";
-    case 's': return " \t\n\r\f\v";
-    default: return NULL;
+    if (ps->n == ps->cap) {
+        int cap = ps->cap ? ps->cap * 2 : 64;
+        node *grown = realloc(ps->nodes, (size_t)cap * sizeof *grown);
+        if (!grown)
+            return fail(ps, "out of memory");
+        ps->nodes = grown;
+        ps->cap = cap;
     }
+    node *nd = &ps->nodes[ps->n];
+    memset(nd, 0, sizeof *nd);
+    nd->kind = (uint8_t)kind;
+    nd->first = nd->next = -1;
+    return ps->n++;
 }
 
-/* \n, \t, ... as the byte they stand for; 0 if `c` is not one. */
-static char control_escape(char c)
+/* ---- escapes and sets ------------------------------------------------------ */
+
+static void set_digits(nfa_set *s)
 {
+    nfa_set_add_range(s, '0', '9');
+}
+
+static void set_word(nfa_set *s)
+{
+    nfa_set_add_range(s, 'a', 'z');
+    nfa_set_add_range(s, 'A', 'Z');
+    set_digits(s);
+    nfa_set_add(s, '_');
+}
+
+static void set_space(nfa_set *s)
+{
+    static const char spaces[] = " \t\n\r\f\v";
+    for (const char *c = spaces; *c; c++)
+        nfa_set_add(s, (unsigned char)*c);
+}
+
+/* \d \w \s and their negations into *s; 0 if `c` is none of them. */
+static int class_escape(char c, nfa_set *s)
+{
+    nfa_set t;
+    nfa_set_clear(&t);
     switch (c) {
-    case 'n': return '\n';
-    case 't': return '\t';
-    case 'r': return '\r';
-    case 'f': return '\f';
-    case 'v': return '\v';
+    case 'd': case 'D': set_digits(&t); break;
+    case 'w': case 'W': set_word(&t); break;
+    case 's': case 'S': set_space(&t); break;
     default: return 0;
     }
+    if (c == 'D' || c == 'W' || c == 'S')
+        nfa_set_invert(&t);
+    nfa_set_add_set(s, &t);
+    return 1;
 }
 
-#define ERE_SPECIAL ".[]()*+?{}|^$\\"
-
-/* One escape outside brackets, `s` on the letter after the backslash. */
-static int escape_outside(ere *o, char c, char *why, size_t cap)
+static int hex_value(char c)
 {
-    int negated;
-    const char *members = class_members(c, &negated);
-    if (members) {
-        put(o, negated ? "[^" : "[");
-        put(o, members);
-        put(o, "]");
-        return 0;
-    }
-    if (control_escape(c)) {
-        put_c(o, control_escape(c));
-        return 0;
-    }
-    switch (c) {
-    case 'A': put(o, "^"); return 0;
-    case 'Z':
-    case 'z': put(o, "$"); return 0;
-    case 'b':
-    case 'B': put(o, c == 'b' ? "\\b" : "\\B"); return 0; /* GNU regcomp has both */
-    default: break;
-    }
-    if (isdigit((unsigned char)c))
-        return refuse(why, cap, "back-references (\\%c) are not supported", c);
-    if (isalpha((unsigned char)c))
-        return refuse(why, cap, "the escape \\%c is not supported", c);
-    if (strchr(ERE_SPECIAL, c)) {
-        put_c(o, '\\');
-        put_c(o, c);
-    } else {
-        put_c(o, c); /* \- \/ \: ... are plain characters */
-    }
-    return 0;
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
 }
 
-/* A bracket expression starting at p[*i] == '['; *i ends after its ']'. */
-static int bracket(ere *o, const char *p, size_t *i, char *why, size_t cap)
+/* A character escape (the letter after '\' at ps->p, consumed): its byte
+ * in *out and 1, 0 if it is not one, -1 after a failure. `in_set`: inside
+ * [...], where \b is a backspace. */
+static int char_escape(parser *ps, int in_set, unsigned char *out)
 {
-    size_t k = *i + 1;
-    int negate = 0, rbracket = 0, lbracket = 0, caret = 0, dash = 0;
-    ere items = {0};
-    if (p[k] == '^') {
-        negate = 1;
-        k++;
+    char c = *ps->p;
+    static const char from[] = "ntrfva", to[] = "\n\t\r\f\v\a";
+    const char *hit = c ? strchr(from, c) : NULL;
+    if (hit) {
+        ps->p++;
+        *out = (unsigned char)to[hit - from];
+        return 1;
     }
-    if (p[k] == ']') { /* first: literal in both dialects */
-        rbracket = 1;
-        k++;
+    if (in_set && c == 'b') {
+        ps->p++;
+        *out = '\b';
+        return 1;
     }
-    for (;; k++) {
-        char c = p[k];
-        if (c == '\0') {
-            free(items.p);
-            return refuse(why, cap, "unterminated character set");
-        }
-        if (c == ']')
+    if (c == 'x') {
+        int hi = hex_value(ps->p[1]), lo = hi < 0 ? -1 : hex_value(ps->p[2]);
+        if (lo < 0)
+            return fail(ps, "\\x needs two hex digits");
+        ps->p += 3;
+        *out = (unsigned char)(hi * 16 + lo);
+        return 1;
+    }
+    if (c >= '0' && c <= '9')
+        return fail(ps, "back-references and octal escapes (\\%c) are not supported", c);
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))
+        return fail(ps, "the escape \\%c is not supported", c);
+    if (!c)
+        return fail(ps, "the pattern ends with a backslash");
+    ps->p++;
+    *out = (unsigned char)c; /* \. \\ \- \[ ...: the character itself */
+    return 1;
+}
+
+/* One member of a set at ps->p: a byte (1, *byte) or a class (2, added to
+ * *s); -1 on failure. */
+static int set_member(parser *ps, nfa_set *s, unsigned char *byte)
+{
+    if (*ps->p != '\\') {
+        *byte = (unsigned char)*ps->p++;
+        return 1;
+    }
+    ps->p++;
+    if (class_escape(*ps->p, s)) {
+        ps->p++;
+        return 2;
+    }
+    return char_escape(ps, 1, byte) < 0 ? -1 : 1;
+}
+
+/* [...] with ps->p after the '['. */
+static int parse_set(parser *ps)
+{
+    int id = new_node(ps, N_SET);
+    if (id < 0)
+        return -1;
+    nfa_set s;
+    nfa_set_clear(&s);
+    int negate = *ps->p == '^';
+    ps->p += negate;
+    const char *start = ps->p;
+    for (;;) {
+        if (!*ps->p)
+            return fail(ps, "unterminated character set");
+        if (*ps->p == ']' && ps->p != start) {
+            ps->p++;
             break;
-        if (c == '\\') {
-            char e = p[++k];
-            int neg;
-            const char *members = class_members(e, &neg);
-            if (e == '\0') {
-                free(items.p);
-                return refuse(why, cap, "the pattern ends with a backslash");
-            }
-            if (members && neg) {
-                free(items.p);
-                return refuse(why, cap, "\\%c inside a character set is not supported", e);
-            }
-            if (members)
-                put(&items, members);
-            else if (control_escape(e))
-                put_c(&items, control_escape(e));
-            else if (e == ']')
-                rbracket = 1;
-            else if (e == '[')
-                lbracket = 1;
-            else if (e == '^')
-                caret = 1;
-            else if (e == '-')
-                dash = 1;
-            else if (isalnum((unsigned char)e)) {
-                free(items.p);
-                return refuse(why, cap, "the escape \\%c is not supported", e);
-            } else
-                put_c(&items, e); /* \\ \. ...: the character itself */
+        }
+        unsigned char lo = 0, hi = 0;
+        int kind = set_member(ps, &s, &lo);
+        if (kind < 0)
+            return -1;
+        if (ps->p[0] != '-' || ps->p[1] == ']' || !ps->p[1]) {
+            if (kind == 1)
+                nfa_set_add(&s, lo);
             continue;
         }
-        if (c == '[')
-            lbracket = 1; /* never next to ':', '.', '=' (POSIX classes) */
-        else if (c == '^')
-            caret = 1;
-        else if (c == '-' && (items.len == 0 || p[k + 1] == ']'))
-            dash = 1;
+        ps->p++; /* a range */
+        int kind2 = set_member(ps, &s, &hi);
+        if (kind2 < 0)
+            return -1;
+        if (kind != 1 || kind2 != 1 || hi < lo)
+            return fail(ps, "bad character range");
+        nfa_set_add_range(&s, lo, hi);
+    }
+    if (negate)
+        nfa_set_invert(&s);
+    ps->nodes[id].set = s;
+    return id;
+}
+
+/* ---- the grammar ------------------------------------------------------------ */
+
+static int parse_alt(parser *ps);
+
+static int leaf_byte(parser *ps, unsigned char c)
+{
+    int id = new_node(ps, N_BYTE);
+    if (id >= 0)
+        ps->nodes[id].byte = c;
+    return id;
+}
+
+static int leaf_assert(parser *ps, int kind)
+{
+    int id = new_node(ps, N_ASSERT);
+    if (id >= 0)
+        ps->nodes[id].byte = (uint8_t)kind;
+    return id;
+}
+
+static int leaf_class(parser *ps, char c)
+{
+    int id = new_node(ps, N_SET);
+    if (id < 0)
+        return -1;
+    nfa_set_clear(&ps->nodes[id].set);
+    class_escape(c, &ps->nodes[id].set);
+    return id;
+}
+
+/* An escape outside a set, ps->p after the '\'. */
+static int parse_escape(parser *ps)
+{
+    char c = *ps->p;
+    static const char anchors[] = "AZbB";
+    static const int kinds[] = {NFA_AT_START, NFA_AT_END, NFA_AT_WORD_BOUNDARY, NFA_AT_NOT_WORD_BOUNDARY};
+    const char *a = c ? strchr(anchors, c) : NULL;
+    if (a) {
+        ps->p++;
+        return leaf_assert(ps, kinds[a - anchors]);
+    }
+    if (c && strchr("dDwWsS", c)) {
+        ps->p++;
+        return leaf_class(ps, c);
+    }
+    unsigned char b;
+    if (char_escape(ps, 0, &b) < 0)
+        return -1;
+    return leaf_byte(ps, b);
+}
+
+static int parse_group(parser *ps)
+{
+    if (ps->p[0] == '?') {
+        if (ps->p[1] != ':')
+            return fail(ps, "\"(?\" groups other than \"(?:\" (lookarounds, flags, named groups) are not "
+                            "supported");
+        ps->p += 2;
+    }
+    if (++ps->depth > FMOE_LIMIT_PATTERN_DEPTH)
+        return fail(ps, "groups nest more than %u deep", FMOE_LIMIT_PATTERN_DEPTH);
+    int inner = parse_alt(ps);
+    ps->depth--;
+    if (inner < 0)
+        return -1;
+    if (*ps->p != ')')
+        return fail(ps, "missing ), unterminated subpattern");
+    ps->p++;
+    return inner;
+}
+
+static int parse_atom(parser *ps)
+{
+    char c = *ps->p++;
+    switch (c) {
+    case '(':
+        return parse_group(ps);
+    case '[':
+        return parse_set(ps);
+    case '\\':
+        return parse_escape(ps);
+    case '^':
+        return leaf_assert(ps, NFA_AT_START);
+    case '$':
+        return leaf_assert(ps, NFA_AT_END_OR_FINAL_NL);
+    case '.': {
+        int id = new_node(ps, N_SET);
+        if (id >= 0) {
+            nfa_set_clear(&ps->nodes[id].set);
+            nfa_set_add(&ps->nodes[id].set, '\n');
+            nfa_set_invert(&ps->nodes[id].set); /* any byte but a newline */
+        }
+        return id;
+    }
+    default:
+        return leaf_byte(ps, (unsigned char)c);
+    }
+}
+
+/* A decimal repeat count, saturated (anything over the program limit is
+ * refused by the size pass anyway). */
+static uint32_t count_at(const char *p, const char *end)
+{
+    uint32_t v = 0;
+    for (; p < end; p++)
+        v = v > 100000000u ? v : v * 10 + (uint32_t)(*p - '0');
+    return v;
+}
+
+/* "{m}", "{m,}", "{,n}", "{m,n}", "{,}" at ps->p (on the '{'): 1 with the
+ * bounds, consumed; 0 when the brace is a literal (Python's rule). */
+static int parse_braces(parser *ps, uint32_t *lo, uint32_t *hi)
+{
+    const char *p = ps->p + 1, *lo_start = p;
+    if (*p == '}')
+        return 0;
+    while (*p >= '0' && *p <= '9')
+        p++;
+    const char *lo_end = p, *hi_start = p, *hi_end = p;
+    int comma = *p == ',';
+    if (comma) {
+        hi_start = ++p;
+        while (*p >= '0' && *p <= '9')
+            p++;
+        hi_end = p;
+    }
+    if (*p != '}')
+        return 0;
+    *lo = count_at(lo_start, lo_end);
+    *hi = !comma ? *lo : hi_end > hi_start ? count_at(hi_start, hi_end) : INF;
+    ps->p = p + 1;
+    return 1;
+}
+
+/* A quantifier after an atom, if there is one: *lo, *hi and 1. */
+static int parse_quantifier(parser *ps, uint32_t *lo, uint32_t *hi)
+{
+    char c = *ps->p;
+    if (c == '*' || c == '+' || c == '?') {
+        *lo = c == '+';
+        *hi = c == '?' ? 1 : INF;
+        ps->p++;
+    } else if (c != '{' || !parse_braces(ps, lo, hi)) {
+        return 0;
+    }
+    if (*lo > *hi)
+        return fail(ps, "min repeat greater than max repeat");
+    if (*ps->p == '?')
+        ps->p++; /* lazy: the same answer for re.match */
+    else if (*ps->p == '+')
+        return fail(ps, "possessive quantifiers are not supported");
+    return 1;
+}
+
+static int is_quantifier_start(parser *ps)
+{
+    uint32_t lo, hi;
+    parser probe = *ps;
+    char c = *ps->p;
+    return c == '*' || c == '+' || c == '?' || (c == '{' && parse_braces(&probe, &lo, &hi));
+}
+
+/* A sequence up to '|', ')' or the end. */
+static int parse_cat(parser *ps)
+{
+    int cat = new_node(ps, N_CAT), last = -1;
+    if (cat < 0)
+        return -1;
+    while (*ps->p && *ps->p != '|' && *ps->p != ')') {
+        if (is_quantifier_start(ps))
+            return fail(ps, "nothing to repeat");
+        int atom = parse_atom(ps);
+        if (atom < 0)
+            return -1;
+        uint32_t lo = 0, hi = 0;
+        int q = parse_quantifier(ps, &lo, &hi);
+        if (q < 0)
+            return -1;
+        if (q) {
+            if (ps->nodes[atom].kind == N_ASSERT)
+                return fail(ps, "nothing to repeat");
+            if (is_quantifier_start(ps))
+                return fail(ps, "multiple repeat");
+            int rep = new_node(ps, N_REPEAT);
+            if (rep < 0)
+                return -1;
+            ps->nodes[rep].first = atom;
+            ps->nodes[rep].lo = lo;
+            ps->nodes[rep].hi = hi;
+            atom = rep;
+        }
+        if (last < 0)
+            ps->nodes[cat].first = atom;
         else
-            put_c(&items, c);
+            ps->nodes[last].next = atom;
+        last = atom;
     }
-    if (items.oom) {
-        free(items.p);
-        o->oom = 1;
-        return 0;
-    }
-    *i = k + 1;
-    if (!negate && caret && !rbracket && !lbracket && !dash && items.len == 0) {
-        put(o, "\\^");
-        return 0;
-    }
-    put(o, negate ? "[^" : "[");
-    if (rbracket)
-        put_c(o, ']');
-    if (items.len)
-        put(o, items.p);
-    if (lbracket)
-        put_c(o, '[');
-    if (caret)
-        put_c(o, '^');
-    if (dash)
-        put_c(o, '-');
-    put_c(o, ']');
-    free(items.p);
-    return 0;
+    return cat;
 }
 
-/* "{m}", "{m,}", "{m,n}" or "{,n}" at p[i]; its length, or 0 when the brace
- * is a literal (Python reads any other brace as itself). */
-static size_t interval_length(const char *p, size_t i)
+static int parse_alt(parser *ps)
 {
-    size_t k = i + 1, digits = 0;
-    while (isdigit((unsigned char)p[k])) {
-        k++;
-        digits++;
+    int first = parse_cat(ps);
+    if (first < 0 || *ps->p != '|')
+        return first;
+    int alt = new_node(ps, N_ALT), last = first;
+    if (alt < 0)
+        return -1;
+    ps->nodes[alt].first = first;
+    while (*ps->p == '|') {
+        ps->p++;
+        int next = parse_cat(ps);
+        if (next < 0)
+            return -1;
+        ps->nodes[last].next = next;
+        last = next;
     }
-    if (p[k] == ',') {
-        k++;
-        while (isdigit((unsigned char)p[k])) {
-            k++;
-            digits++;
+    return alt;
+}
+
+/* ---- size and emission ---------------------------------------------------------- */
+
+#define TOO_BIG ((uint64_t)FMOE_LIMIT_PATTERN_PROGRAM + 1)
+
+static uint64_t sat_add(uint64_t a, uint64_t b)
+{
+    return a + b > TOO_BIG ? TOO_BIG : a + b;
+}
+
+static uint64_t sat_mul(uint64_t a, uint64_t b)
+{
+    return a && b > TOO_BIG / a ? TOO_BIG : a * b > TOO_BIG ? TOO_BIG : a * b;
+}
+
+/* Instructions node `id` emits, saturated at TOO_BIG. */
+static uint64_t size_of(const node *nodes, int id)
+{
+    const node *nd = &nodes[id];
+    uint64_t total = 0, k = 0;
+    switch (nd->kind) {
+    case N_EMPTY:
+        return 0;
+    case N_BYTE:
+    case N_SET:
+    case N_ASSERT:
+        return 1;
+    case N_CAT:
+    case N_ALT:
+        for (int c = nd->first; c >= 0; c = nodes[c].next, k++)
+            total = sat_add(total, size_of(nodes, c));
+        return nd->kind == N_ALT && k ? sat_add(total, 2 * (k - 1)) : total;
+    default: { /* N_REPEAT */
+        uint64_t e = size_of(nodes, nd->first);
+        if (nd->hi == INF) /* lo - 1 copies and a plus loop, or a star loop */
+            return nd->lo ? sat_add(sat_mul(nd->lo, e), 1) : sat_add(e, 2);
+        return sat_add(sat_mul(nd->lo, e), sat_mul((uint64_t)nd->hi - nd->lo, sat_add(e, 1)));
+    }
+    }
+}
+
+static void emit(nfa *m, const node *nodes, int id);
+
+static void emit_alt(nfa *m, const node *nodes, const node *nd)
+{
+    uint32_t pending = UINT32_MAX; /* the JMPs to patch, chained through x */
+    for (int c = nd->first; c >= 0; c = nodes[c].next) {
+        if (nodes[c].next < 0) {
+            emit(m, nodes, c);
+            break;
+        }
+        uint32_t split = nfa_emit(m, NFA_SPLIT, 0, 0, 0);
+        emit(m, nodes, c);
+        uint32_t jmp = nfa_emit(m, NFA_JMP, 0, pending, 0);
+        pending = jmp;
+        if (!m->oom) {
+            m->code[split].x = split + 1;
+            m->code[split].y = m->n;
         }
     }
-    return p[k] == '}' && digits ? k - i + 1 : 0;
+    while (!m->oom && pending != UINT32_MAX) {
+        uint32_t next = m->code[pending].x;
+        m->code[pending].x = m->n;
+        pending = next;
+    }
 }
 
-/* After a quantifier: drop a lazy '?', refuse a possessive '+'. */
-static int after_quantifier(const char *p, size_t *i, char *why, size_t cap)
+static void emit_repeat(nfa *m, const node *nodes, const node *nd)
 {
-    if (p[*i] == '?')
-        (*i)++;
-    else if (p[*i] == '+')
-        return refuse(why, cap, "possessive quantifiers are not supported");
-    return 0;
-}
-
-static int translate(const char *p, ere *o, char *why, size_t cap)
-{
-    size_t i = 0;
-    while (p[i]) {
-        char c = p[i];
-        if (c == '\\') {
-            if (!p[i + 1])
-                return refuse(why, cap, "the pattern ends with a backslash");
-            if (escape_outside(o, p[i + 1], why, cap) != 0)
-                return -1;
-            i += 2;
-        } else if (c == '[') {
-            if (bracket(o, p, &i, why, cap) != 0)
-                return -1;
-        } else if (c == '(' && p[i + 1] == '?') {
-            if (p[i + 2] != ':')
-                return refuse(why, cap, "\"(?\" groups other than \"(?:\" (lookarounds, flags, named groups) "
-                                        "are not supported");
-            put_c(o, '(');
-            i += 3;
-        } else if (c == '*' || c == '+' || c == '?') {
-            put_c(o, c);
-            i++;
-            if (after_quantifier(p, &i, why, cap) != 0)
-                return -1;
-        } else if (c == '{') {
-            size_t n = interval_length(p, i);
-            if (!n) {
-                put(o, "\\{");
-                i++;
-                continue;
+    int e = nd->first;
+    if (nd->hi == INF) {
+        for (uint32_t i = 1; i < nd->lo; i++)
+            emit(m, nodes, e);
+        if (nd->lo) { /* L: e; SPLIT L, out */
+            uint32_t start = m->n;
+            emit(m, nodes, e);
+            nfa_emit(m, NFA_SPLIT, 0, start, m->n + 1);
+        } else { /* L: SPLIT L+1, out; e; JMP L */
+            uint32_t split = nfa_emit(m, NFA_SPLIT, 0, 0, 0);
+            emit(m, nodes, e);
+            nfa_emit(m, NFA_JMP, 0, split, 0);
+            if (!m->oom) {
+                m->code[split].x = split + 1;
+                m->code[split].y = m->n;
             }
-            put_c(o, '{');
-            if (p[i + 1] == ',')
-                put_c(o, '0'); /* Python's {,n} is {0,n} */
-            put_n(o, p + i + 1, n - 1);
-            i += n;
-            if (after_quantifier(p, &i, why, cap) != 0)
-                return -1;
-        } else if (c == '}') {
-            put(o, "[}]");
-            i++;
-        } else {
-            put_c(o, c);
-            i++;
         }
+        return;
     }
-    return 0;
+    for (uint32_t i = 0; i < nd->lo; i++)
+        emit(m, nodes, e);
+    /* Optional copies: skipping one skips the rest, so each SPLIT exits to
+     * the end (chained through y until known). */
+    uint32_t pending = UINT32_MAX;
+    for (uint32_t i = nd->lo; i < nd->hi; i++) {
+        uint32_t split = nfa_emit(m, NFA_SPLIT, 0, 0, pending);
+        if (!m->oom)
+            m->code[split].x = split + 1;
+        pending = split;
+        emit(m, nodes, e);
+    }
+    while (!m->oom && pending != UINT32_MAX) {
+        uint32_t next = m->code[pending].y;
+        m->code[pending].y = m->n;
+        pending = next;
+    }
 }
 
-int fmoe_pyregex_compile(const char *pattern, regex_t *re, char *why, size_t cap)
+static void emit(nfa *m, const node *nodes, int id)
 {
-    ere o = {0};
-    put(&o, "^(");
-    if (translate(pattern, &o, why, cap) != 0) {
-        free(o.p);
+    const node *nd = &nodes[id];
+    switch (nd->kind) {
+    case N_BYTE:
+        nfa_emit(m, NFA_BYTE, nd->byte, 0, 0);
+        break;
+    case N_SET:
+        nfa_emit_set(m, &nd->set);
+        break;
+    case N_ASSERT:
+        nfa_emit(m, NFA_ASSERT, nd->byte, m->n + 1, 0);
+        break;
+    case N_CAT:
+        for (int c = nd->first; c >= 0; c = nodes[c].next)
+            emit(m, nodes, c);
+        break;
+    case N_ALT:
+        emit_alt(m, nodes, nd);
+        break;
+    case N_REPEAT:
+        emit_repeat(m, nodes, nd);
+        break;
+    default:
+        break;
+    }
+}
+
+/* ---- the interface -------------------------------------------------------------- */
+
+int fmoe_pyregex_compile(const char *pattern, fmoe_pyregex **out, char *why, size_t cap)
+{
+    *out = NULL;
+    size_t len = strlen(pattern);
+    if (len > FMOE_LIMIT_PATTERN_BYTES) {
+        snprintf(why, cap, "the pattern has %zu bytes, more than the %u allowed", len, FMOE_LIMIT_PATTERN_BYTES);
         return -1;
     }
-    put(&o, ")");
-    if (o.oom) {
-        free(o.p);
-        return refuse(why, cap, "out of memory");
+    parser ps = {.p = pattern, .why = why, .why_cap = cap};
+    int root = parse_alt(&ps);
+    if (root >= 0 && *ps.p == ')')
+        root = fail(&ps, "unbalanced parenthesis");
+    uint64_t size = root >= 0 ? sat_add(size_of(ps.nodes, root), 1) : 0;
+    if (root >= 0 && size > FMOE_LIMIT_PATTERN_PROGRAM)
+        root = fail(&ps, "compiles to more than %u instructions (repeat counts multiply the size of what they "
+                         "repeat)",
+                    FMOE_LIMIT_PATTERN_PROGRAM);
+    fmoe_pyregex *re = root >= 0 ? calloc(1, sizeof *re) : NULL;
+    if (root >= 0 && !re)
+        root = fail(&ps, "out of memory");
+    if (root >= 0) {
+        emit(&re->prog, ps.nodes, root);
+        nfa_emit(&re->prog, NFA_MATCH, 0, 0, 0);
+        if (re->prog.oom)
+            root = fail(&ps, "out of memory");
     }
-    /* "^()" is not valid everywhere; an empty pattern matches every name. */
-    const char *text = strcmp(o.p, "^()") == 0 ? "^" : o.p;
-    int rc = regcomp(re, text, REG_EXTENDED | REG_NOSUB);
-    if (rc != 0) {
-        char msg[160];
-        regerror(rc, re, msg, sizeof msg);
-        free(o.p);
-        return refuse(why, cap, "%s", msg);
+    free(ps.nodes);
+    if (root < 0) {
+        fmoe_pyregex_free(re);
+        return -1;
     }
-    free(o.p);
+    *out = re;
     return 0;
 }
 
-int fmoe_pyregex_match(const regex_t *re, const char *name)
+int fmoe_pyregex_match(const fmoe_pyregex *re, const char *name)
 {
-    return regexec(re, name, 0, NULL, 0) == 0;
+    return nfa_run(&re->prog, name, NFA_PREFIX);
+}
+
+uint32_t fmoe_pyregex_size(const fmoe_pyregex *re)
+{
+    return re->prog.n;
+}
+
+void fmoe_pyregex_free(fmoe_pyregex *re)
+{
+    if (!re)
+        return;
+    nfa_free(&re->prog);
+    free(re);
 }

@@ -7,13 +7,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/error.h"
+#include "base/error.h"
 
 void qjson_init(qjson *j, const char *source)
 {
     j->source = source;
     j->path[0] = '\0';
     j->len = 0;
+    j->pattern_cost = 0;
 }
 
 /* Append to the path; a path that no longer fits ends in "..." (messages

@@ -16,6 +16,7 @@
 
 #include <jansson.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "fusedmoe/common.h"
 
@@ -27,6 +28,10 @@ typedef struct qjson {
     const char *source;        /* "config.json" or the file's path */
     char path[QJSON_PATH_MAX]; /* "" at the document root */
     size_t len;
+    /* Instructions of the module-name patterns compiled so far while
+     * reading this document (module_match.h): at most
+     * FMOE_LIMIT_PATTERN_TOTAL, and the measure of a name lookup's cost. */
+    uint64_t pattern_cost;
 } qjson;
 
 void qjson_init(qjson *j, const char *source);

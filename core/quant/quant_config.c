@@ -15,19 +15,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/error.h"
-#include "core/text_file.h"
+#include "base/error.h"
+#include "base/limits.h"
+#include "base/text_file.h"
 #include "core/quant/quant.h"
-#include "core/scheme.h"
+#include "base/scheme.h"
 
-/* config.json files are kilobytes; anything this large is not one. */
-#define CONFIG_MAX_BYTES (64u << 20)
 
 struct fmoe_quant_config {
     char *source;
     const quant_method *method; /* NULL: no quantization_config */
     void *state;
-    fmoe_dtype dtype; /* unquantized storage */
+    fmoe_dtype dtype;      /* unquantized storage */
+    uint64_t pattern_cost; /* instructions of all its module-name patterns (qjson.h) */
 };
 
 static const struct {
@@ -150,22 +150,29 @@ static fmoe_status read_method(qjson *j, const json_t *qcfg, fmoe_quant_config *
     return st;
 }
 
+static fmoe_status parse_qcfg(qjson *j, const json_t *root, fmoe_quant_config *qc)
+{
+    if (!json_is_object(root))
+        return qjson_expected(j, root, "a JSON object");
+    const json_t *qcfg = NULL;
+    const char *key = NULL;
+    fmoe_status st = read_dtype(j, root, &qc->dtype);
+    if (st == FMOE_STATUS_OK)
+        st = find_qcfg(j, root, &qcfg, &key);
+    if (st != FMOE_STATUS_OK || !qcfg)
+        return st;
+    size_t mark = key ? qjson_enter_key(j, key) : j->len;
+    st = read_method(j, qcfg, qc);
+    qjson_leave(j, mark);
+    return st;
+}
+
 static fmoe_status parse_root(const json_t *root, const char *source, fmoe_quant_config *qc)
 {
     qjson j;
     qjson_init(&j, source);
-    if (!json_is_object(root))
-        return qjson_expected(&j, root, "a JSON object");
-    const json_t *qcfg = NULL;
-    const char *key = NULL;
-    fmoe_status st = read_dtype(&j, root, &qc->dtype);
-    if (st == FMOE_STATUS_OK)
-        st = find_qcfg(&j, root, &qcfg, &key);
-    if (st != FMOE_STATUS_OK || !qcfg)
-        return st;
-    size_t mark = key ? qjson_enter_key(&j, key) : j.len;
-    st = read_method(&j, qcfg, qc);
-    qjson_leave(&j, mark);
+    fmoe_status st = parse_qcfg(&j, root, qc);
+    qc->pattern_cost = j.pattern_cost;
     return st;
 }
 
@@ -206,7 +213,7 @@ fmoe_status fmoe_quant_config_load(const char *path, fmoe_quant_config **out)
     *out = NULL;
     char *buf = NULL;
     size_t len = 0;
-    fmoe_status st = fmoe_read_text_file(path, CONFIG_MAX_BYTES, "config.json", &buf, &len);
+    fmoe_status st = fmoe_read_text_file(path, FMOE_LIMIT_CONFIG_BYTES, "config.json", &buf, &len);
     if (st == FMOE_STATUS_OK)
         st = fmoe_quant_config_parse(buf, len, path, out);
     free(buf);
@@ -240,14 +247,53 @@ static fmoe_status check_modules(const fmoe_expert_modules *m)
                               "fmoe_quant_config_scheme: modules must be set up with fmoe_expert_modules_init");
     if (!m->prefix || !m->prefix[0])
         return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT, "fmoe_quant_config_scheme: modules.prefix is empty");
+    if (strlen(m->prefix) > FMOE_LIMIT_NAME_BYTES)
+        return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT,
+                              "fmoe_quant_config_scheme: modules.prefix has %zu bytes, more than the %u allowed",
+                              strlen(m->prefix), FMOE_LIMIT_NAME_BYTES);
     if (m->fused)
         return FMOE_STATUS_OK;
     if (m->num_experts == 0)
         return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT, "fmoe_quant_config_scheme: modules.num_experts is 0");
+    if (m->num_experts > FMOE_LIMIT_EXPERTS)
+        return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT,
+                              "fmoe_quant_config_scheme: modules.num_experts = %u, more than the %u allowed",
+                              m->num_experts, FMOE_LIMIT_EXPERTS);
     if (!valid_name(m->gate) || !valid_name(m->down) || (m->up && !valid_name(m->up)))
         return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT,
                               "fmoe_quant_config_scheme: modules.gate/up/down must be plain names without '.'");
+    size_t longest = strlen(m->gate) > strlen(m->down) ? strlen(m->gate) : strlen(m->down);
+    if (m->up && strlen(m->up) > longest)
+        longest = strlen(m->up);
+    if (longest > FMOE_LIMIT_NAME_BYTES)
+        return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT,
+                              "fmoe_quant_config_scheme: modules.gate/up/down have up to %zu bytes, more than the %u "
+                              "allowed",
+                              longest, FMOE_LIMIT_NAME_BYTES);
     return FMOE_STATUS_OK;
+}
+
+/*
+ * Every projection of every expert is resolved (see the top of the file),
+ * and each name is run through the config's regexes and globs, which cost
+ * up to (name length + 1) x (their instructions) steps. That product is
+ * computed before the first name is formatted and refused past
+ * FMOE_LIMIT_MATCH_WORK, so a config of large patterns on a layer of many
+ * experts is an error in microseconds, not minutes of matching. Literal
+ * entries are binary searches and do not count.
+ */
+static fmoe_status check_match_work(const fmoe_quant_config *qc, const fmoe_expert_modules *m, uint32_t names,
+                                    size_t name_len)
+{
+    uint64_t work = (uint64_t)names * (name_len + 1) * qc->pattern_cost; /* < 2^18 * 2^12 * 2^17 */
+    if (work <= FMOE_LIMIT_MATCH_WORK)
+        return FMOE_STATUS_OK;
+    return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT,
+                          "%s: %s: matching %u expert module names against the quantization_config's patterns (%llu "
+                          "instructions) would take up to %llu steps, more than the %llu allowed; the config's "
+                          "regular expressions or globs are too large for a layer of %u experts",
+                          qc->source, m->prefix, names, (unsigned long long)qc->pattern_cost,
+                          (unsigned long long)work, (unsigned long long)FMOE_LIMIT_MATCH_WORK, m->num_experts);
 }
 
 fmoe_status fmoe_quant_config_scheme(const fmoe_quant_config *qc, const fmoe_expert_modules *m, fmoe_scheme *out)
@@ -258,11 +304,14 @@ fmoe_status fmoe_quant_config_scheme(const fmoe_quant_config *qc, const fmoe_exp
     fmoe_status st = check_modules(m);
     if (st != FMOE_STATUS_OK)
         return st;
-    if (m->fused)
+    if (m->fused) /* one name: (prefix + 1) x FMOE_LIMIT_PATTERN_TOTAL steps at most */
         return module_scheme(qc, m->prefix, out);
 
     const char *projs[3] = {m->gate, m->up, m->down};
     size_t name_cap = strlen(m->prefix) + 64 + strlen(m->gate) + strlen(m->down) + (m->up ? strlen(m->up) : 0);
+    st = check_match_work(qc, m, m->num_experts * (m->up ? 3u : 2u), name_cap);
+    if (st != FMOE_STATUS_OK)
+        return st;
     char *first_name = malloc(name_cap), *name = malloc(name_cap);
     char first_key[FMOE_SCHEME_KEY_MAX], key[FMOE_SCHEME_KEY_MAX];
     fmoe_scheme first, s;

@@ -26,9 +26,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/quant/quant.h"
-#include "core/scheme.h"
+#include "base/scheme.h"
 
 /* ---- predicates (vLLM's names, our added conditions marked) -------------- */
 

@@ -18,7 +18,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "core/reference_quant/refq.h"
+#include "fusedmoe/kit/refq.h"
 #include "fusedmoe/formats.h"
 
 #define FP8 FMOE_DTYPE_FP8_E4M3FN

@@ -16,9 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/activation.h"
-#include "core/half.h"
-#include "core/reference_quant/refq.h"
+#include "fusedmoe/kit/activation.h"
+#include "fusedmoe/kit/half.h"
+#include "fusedmoe/kit/refq.h"
 
 #define PAIR_BLOCK 16
 #define BUDGET_FLOATS ((int64_t)1 << 22) /* per-chunk y + activations: 16 MiB */

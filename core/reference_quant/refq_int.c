@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/half.h"
-#include "core/reference_quant/refq.h"
+#include "fusedmoe/kit/half.h"
+#include "fusedmoe/kit/refq.h"
 #include "fusedmoe/formats.h"
 
 static size_t numel(const refq_matrix *m)

@@ -12,7 +12,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "core/reference_quant/refq.h"
+#include "fusedmoe/kit/refq.h"
 #include "fusedmoe/formats.h"
 
 static int positive(float v)

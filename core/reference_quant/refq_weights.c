@@ -12,7 +12,7 @@
  */
 #include <stdlib.h>
 
-#include "core/reference_quant/refq.h"
+#include "fusedmoe/kit/refq.h"
 #include "fusedmoe/formats.h"
 
 static void fp8_row(const refq_matrix *m, uint32_t e, uint32_t n, float *out)

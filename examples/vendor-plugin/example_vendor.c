@@ -12,6 +12,7 @@
 
 typedef struct state {
     const fmoe_host *host;
+    uint32_t score; /* option "score": what the probe reports */
 } state;
 
 typedef struct instance {
@@ -23,14 +24,30 @@ typedef struct instance {
     float *act; /* [inter] scratch, sized at create: apply never allocates */
 } instance;
 
+/* Options are declared in the manifest ([[option]]), so the host has
+ * already refused unknown names and ill-typed values; init still checks,
+ * because the plugin may be loaded without its manifest. */
 static fmoe_status ex_init(fmoe_init_args *a)
 {
-    if (a->n_options)
-        return a->host->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT, "example_vendor takes no options");
+    if (!a || a->struct_size < FMOE_STRUCT_SIZE_UPTO(fmoe_init_args, state) || !a->host)
+        return FMOE_STATUS_INVALID_ARGUMENT;
+    uint32_t score = 50;
+    for (uint32_t i = 0; i < a->n_options; i++) {
+        const fmoe_option *o = a->options[i];
+        long long v = 0;
+        if (strcmp(o->key, "score") != 0)
+            return a->host->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT,
+                                      "unknown option '%s' (example_vendor takes: score)", o->key);
+        if (fmoe_option_parse_int(o->value, 1, 100, &v) != 0)
+            return a->host->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT,
+                                      "option 'score' = \"%s\": expected an integer in 1..100", o->value);
+        score = (uint32_t)v;
+    }
     state *s = a->host->alloc(a->host->ctx, sizeof *s, 0);
     if (!s)
         return a->host->error_set(a->err, FMOE_STATUS_OUT_OF_MEMORY, "out of memory");
     s->host = a->host;
+    s->score = score;
     a->state = s;
     return FMOE_STATUS_OK;
 }
@@ -41,13 +58,23 @@ static void ex_shutdown(void *p)
     s->host->free(s->host->ctx, s);
 }
 
+/* R1: read only what the host's struct holds; write only into the slots
+ * it gave (capacity 0 is legal: report nothing). */
 static fmoe_status ex_probe(fmoe_probe_args *a)
 {
+    if (!a || a->struct_size < FMOE_STRUCT_SIZE_UPTO(fmoe_probe_args, count))
+        return FMOE_STATUS_INVALID_ARGUMENT;
+    const state *s = a->state;
+    a->count = 0;
+    if (a->capacity < 1 || !a->reports || !a->reports[0])
+        return FMOE_STATUS_OK;
     fmoe_device_report *r = a->reports[0];
+    if (r->struct_size < FMOE_STRUCT_SIZE_UPTO(fmoe_device_report, memory_bytes))
+        return FMOE_STATUS_OK;
     r->kind = FMOE_DEVICE_CPU;
     r->index = 0;
     r->available = 1;
-    r->score = 50;
+    r->score = s ? s->score : 50;
     snprintf(r->name, sizeof r->name, "Example Silicon host engine");
     snprintf(r->id, sizeof r->id, "cpu");
     a->count = 1;
@@ -211,11 +238,5 @@ static const fmoe_plugin ex_plugin = {
     .shutdown = ex_shutdown,
 };
 
-FMOE_PLUGIN_EXPORT fmoe_status fmoe_plugin_entry(fmoe_entry_args *a)
-{
-    if (a->host->abi_major != FMOE_ABI_MAJOR)
-        return a->host->error_set(a->err, FMOE_STATUS_ABI_MISMATCH, "example_vendor needs plugin ABI %d",
-                                  FMOE_ABI_MAJOR);
-    a->plugin = &ex_plugin;
-    return FMOE_STATUS_OK;
-}
+/* The one exported symbol, with the ABI checks every plugin needs. */
+FMOE_DEFINE_PLUGIN_ENTRY(ex_plugin)

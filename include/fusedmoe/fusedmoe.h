@@ -20,10 +20,14 @@
  *
  * Threads: a context may be shared by any number of threads once created;
  * fmoe_context_* queries and fmoe_layer_create are safe to call concurrently.
- * A layer is used by one thread at a time for load/finalize; after finalize,
- * fmoe_layer_forward may run concurrently on *different* layers, while calls
- * on the same layer must be serialized by the caller (as with a CUDA stream).
- * Destroy functions must not race with any other use of the same object.
+ * Any thread may call fmoe_layer_load, fmoe_layer_finalize and
+ * fmoe_layer_forward at any time: the library serializes them per layer
+ * (a lock held for the call), so concurrent calls on one layer are safe and
+ * run one after the other, while forwards on different layers run in
+ * parallel. On a device the lock covers the call, which enqueues work: the
+ * work itself runs in the order of the stream the caller passes. Destroy
+ * functions must not race with any other use of the same object
+ * (docs/PLUGIN-ABI.md, "Thread model", says the same for plugins).
  */
 #ifndef FUSEDMOE_H
 #define FUSEDMOE_H
@@ -284,20 +288,43 @@ typedef struct fmoe_context_options {
      * from the TOML [log] table and FMOE_LOG. */
     fmoe_log_fn log_fn;
     void *log_user;
-    /* 1: ignore FMOE_* environment variables (tests, embedding). */
+    /* 1: ignore FMOE_* environment variables (tests, embedding), including
+     * FMOE_OPTIONS, the only way the environment reaches plugin options. */
     uint32_t ignore_environment;
     /* Log level and categories in the syntax of FMOE_LOG ("debug",
      * "info,dispatch"), applied after the TOML [log] level and FMOE_LOG.
      * NULL: none. */
     const char *log_spec;
+    /* 1: the context sees nothing installed on the machine: no default
+     * configuration file is read (config_path or $FMOE_CONFIG, else
+     * built-in defaults), and plugins are searched only in plugin_files,
+     * FMOE_PLUGIN_FILES/FMOE_PLUGIN_PATH and the configuration's [search],
+     * never beside libfusedmoe or in the install directory. With
+     * ignore_environment too, the context sees only what is passed here:
+     * what tests and embedders that ship their own plugins want. */
+    uint32_t isolated;
+    /* Plugin options set by the application, in FMOE_OPTIONS' syntax
+     * ("cpu.isa=avx2,cuda.tier=stream"), checked like the TOML's
+     * [plugins.<name>.options] and applied after them and after
+     * FMOE_OPTIONS: the application's word is last. NULL: none. A malformed
+     * entry fails fmoe_context_create with INVALID_ARGUMENT naming it. */
+    const char *plugin_options;
 } fmoe_context_options;
 
 FMOE_API void fmoe_context_options_init(fmoe_context_options *opts);
 
 /* Read configuration, discover and load plugins, probe devices. A plugin that
- * fails to load is recorded (see fmoe_context_plugin) and skipped; it never
- * stops the others. Fails only for a broken configuration (PARSE_ERROR with
- * file:line:column) or out of memory. `opts` may be NULL. */
+ * fails to load (bad manifest, wrong architecture or ABI, dlopen or entry
+ * failure, a refused option, init or probe returning an error, a malformed
+ * reply) is recorded (see fmoe_context_plugin) and skipped; it never stops
+ * the others. What this does not protect against: plugins run in this
+ * process, so one that crashes (a segfault, an abort) or hangs in its entry,
+ * init or probe takes the process with it. Vet a plugin with `fusedmoe
+ * conform`, which reports a crash as a failure naming the case it happened
+ * in, before letting a context load it (docs/ROBUSTNESS.md, "Plugins").
+ * Fails only for a broken configuration (PARSE_ERROR with file:line:column),
+ * a malformed FMOE_OPTIONS (INVALID_ARGUMENT) or out of memory. `opts` may
+ * be NULL. */
 FMOE_API fmoe_status fmoe_context_create(const fmoe_context_options *opts, fmoe_context **out);
 FMOE_API void fmoe_context_destroy(fmoe_context *ctx);
 
@@ -328,6 +355,27 @@ typedef struct fmoe_plugin_info {
 FMOE_API uint32_t fmoe_context_plugin_count(const fmoe_context *ctx);
 /* Fill `info` (set info->struct_size first). Strings live as long as ctx. */
 FMOE_API fmoe_status fmoe_context_plugin(const fmoe_context *ctx, uint32_t index, fmoe_plugin_info *info);
+
+/* One option of a plugin (docs/PLUGIN-ABI.md, "Options"): what its manifest
+ * declares and the value init received, with where that value came from.
+ * A plugin that was not started (disabled, skipped, failed before init)
+ * lists its declarations with their defaults. */
+typedef struct fmoe_plugin_option_info {
+    size_t struct_size;
+    const char *name;
+    const char *type;          /* "bool", "int", "enum", "string"; "" when undeclared (no manifest) */
+    const char *domain;        /* "auto|avx2|portable", "1..64", "true|false", "text"; "" when undeclared */
+    const char *default_value; /* "" when undeclared */
+    const char *value;         /* in effect */
+    const char *source;        /* "default", "config", "environment" (FMOE_OPTIONS) or "application"
+                                  (fmoe_context_options.plugin_options) */
+    const char *help;          /* one line; "" when undeclared */
+} fmoe_plugin_option_info;
+
+FMOE_API uint32_t fmoe_context_plugin_option_count(const fmoe_context *ctx, uint32_t plugin);
+/* Fill `info` (set info->struct_size first). Strings live as long as ctx. */
+FMOE_API fmoe_status fmoe_context_plugin_option(const fmoe_context *ctx, uint32_t plugin, uint32_t index,
+                                                fmoe_plugin_option_info *info);
 
 /* A looser conformance tolerance a plugin's manifest declares for a scheme
  * (its [[tolerance]] tables, docs/PLUGIN-ABI.md "Manifest"): what the

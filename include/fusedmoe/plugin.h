@@ -140,6 +140,23 @@ FMOE_PLUGIN_EXPORT fmoe_status fmoe_plugin_entry(fmoe_entry_args *args);
 typedef fmoe_status (*fmoe_plugin_entry_fn)(fmoe_entry_args *args);
 #define FMOE_PLUGIN_ENTRY_SYMBOL "fmoe_plugin_entry"
 
+/* The whole entry point of a plugin, checks included: every in-tree plugin
+ * and the vendor example write exactly
+ *
+ *     FMOE_DEFINE_PLUGIN_ENTRY(my_plugin_table)
+ *
+ * at file scope. The checks are those R1 asks of any receiver: the args and
+ * the host table are large enough for what is read, and the host's major is
+ * the plugin's; a mismatch is reported through error_set when the host
+ * table has one. `plugin_name` appears in the refusal text. */
+static inline fmoe_status fmoe_plugin_entry_check(fmoe_entry_args *a, const struct fmoe_plugin *table,
+                                                  const char *plugin_name);
+#define FMOE_DEFINE_PLUGIN_ENTRY(table) \
+    FMOE_PLUGIN_EXPORT fmoe_status fmoe_plugin_entry(fmoe_entry_args *a) \
+    { \
+        return fmoe_plugin_entry_check(a, &(table), (table).name); \
+    }
+
 /* ------------------------------------------------------------------------ */
 /* Plugin-level calls                                                        */
 /* ------------------------------------------------------------------------ */
@@ -150,6 +167,21 @@ typedef struct fmoe_option {
     const char *key;
     const char *value;   /* always a string; the plugin parses it */
 } fmoe_option;
+
+/* Options, as the host hands them to init (docs/PLUGIN-ABI.md, "Options").
+ * A plugin declares each option it takes in its manifest ([[option]]: name,
+ * type, default, help); the host refuses undeclared names and values of the
+ * wrong type before init, then passes every declared option, the user's
+ * value or the default, as text: bool "true"/"false", int in decimal, enum
+ * and string as given. A plugin loaded without a manifest gets exactly
+ * the user's options. init still checks each (name and value) and fails
+ * with INVALID_ARGUMENT naming the option: it is the last word on ranges.
+ * The helpers below parse one value; each returns 0, or -1 when the text
+ * is not a value of that type. */
+static inline int fmoe_option_parse_bool(const char *text, int *out);
+static inline int fmoe_option_parse_int(const char *text, long long min, long long max, long long *out);
+/* Index of `text` in the NULL-terminated `values`, or -1. */
+static inline int fmoe_option_parse_enum(const char *text, const char *const *values, int *out);
 
 typedef struct fmoe_init_args {
     size_t struct_size;
@@ -445,6 +477,86 @@ typedef struct fmoe_method {
     fmoe_status (*apply_logits)(fmoe_apply_logits_args *args);
     void (*destroy)(fmoe_destroy_args *args);                       /* [mandatory] */
 } fmoe_method;
+
+/* ------------------------------------------------------------------------ */
+/* Inline helpers (header-only: a plugin still links nothing of ours)        */
+/* ------------------------------------------------------------------------ */
+
+static inline fmoe_status fmoe_plugin_entry_check(fmoe_entry_args *a, const struct fmoe_plugin *table,
+                                                  const char *plugin_name)
+{
+    if (!a || a->struct_size < FMOE_STRUCT_SIZE_UPTO(fmoe_entry_args, plugin) || !a->host ||
+        a->host->struct_size < FMOE_STRUCT_SIZE_UPTO(fmoe_host, abi_minor))
+        return FMOE_STATUS_INVALID_ARGUMENT;
+    const fmoe_host *h = a->host;
+    if (h->abi_major != FMOE_ABI_MAJOR || h->struct_size < FMOE_STRUCT_SIZE_UPTO(fmoe_host, free)) {
+        if (h->struct_size >= FMOE_STRUCT_SIZE_UPTO(fmoe_host, error_set) && h->error_set)
+            return h->error_set(a->err, FMOE_STATUS_ABI_MISMATCH,
+                                "plugin '%s' speaks ABI %d.x; the host speaks %u.%u with a %zu-byte host table",
+                                plugin_name ? plugin_name : "?", FMOE_ABI_MAJOR, h->abi_major, h->abi_minor,
+                                h->struct_size);
+        return FMOE_STATUS_ABI_MISMATCH;
+    }
+    a->plugin = table;
+    return FMOE_STATUS_OK;
+}
+
+static inline int fmoe_option_text_eq_(const char *a, const char *b)
+{
+    while (*a && *a == *b)
+        a++, b++;
+    return *a == *b;
+}
+
+static inline int fmoe_option_parse_bool(const char *text, int *out)
+{
+    if (!text)
+        return -1;
+    if (fmoe_option_text_eq_(text, "true") || fmoe_option_text_eq_(text, "1")) {
+        *out = 1;
+        return 0;
+    }
+    if (fmoe_option_text_eq_(text, "false") || fmoe_option_text_eq_(text, "0")) {
+        *out = 0;
+        return 0;
+    }
+    return -1;
+}
+
+static inline int fmoe_option_parse_int(const char *text, long long min, long long max, long long *out)
+{
+    if (!text || !*text)
+        return -1;
+    const char *p = text;
+    int neg = 0;
+    if (*p == '-' || *p == '+')
+        neg = *p++ == '-';
+    if (!*p)
+        return -1;
+    unsigned long long v = 0;
+    for (; *p; p++) {
+        if (*p < '0' || *p > '9' || v > (~0ull >> 1) / 10)
+            return -1;
+        v = v * 10 + (unsigned long long)(*p - '0');
+    }
+    if (v > (~0ull >> 1))
+        return -1;
+    long long s = neg ? -(long long)v : (long long)v;
+    if (s < min || s > max)
+        return -1;
+    *out = s;
+    return 0;
+}
+
+static inline int fmoe_option_parse_enum(const char *text, const char *const *values, int *out)
+{
+    for (int i = 0; text && values && values[i]; i++)
+        if (fmoe_option_text_eq_(text, values[i])) {
+            *out = i;
+            return 0;
+        }
+    return -1;
+}
 
 #ifdef __cplusplus
 }

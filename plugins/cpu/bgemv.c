@@ -5,7 +5,7 @@
 
 #include <string.h>
 
-#include "core/half.h"
+#include "fusedmoe/kit/half.h"
 
 /* Items per thread: enough to even out experts of different row counts,
  * few enough that an item streams hundreds of KiB (and runs CPU_BNT tiles

@@ -2,9 +2,10 @@
  * plugins/cpu/cpu.h - the fast CPU backend (docs/CPU.md).
  *
  * What lives where:
- *   plugin.c            entry, options, probe, query
+ *   plugin.c            entry, init, probe, query
+ *   options.c           the options of cpu.toml.in's [[option]] tables
  *   isa.c               which SIMD path runs: CPUID + XGETBV (what the CPU
- *                       *and* the OS enable), FMOE_CPU_ISA override
+ *                       *and* the OS enable), the option isa's choice
  *   pool.c              the per-layer thread pool (fork/join over items)
  *   layer.c             what every method shares: instance, expert map,
  *                       pair grouping by expert, combine
@@ -38,6 +39,8 @@
 #define CPU_ISA_AVX512_VNNI 2
 #define CPU_ISA_AVX512_BF16 3
 #define CPU_ISA_COUNT       4
+/* Option isa = "auto": the best the machine enables. */
+#define CPU_ISA_AUTO        (-1)
 
 /* The best path this CPU and OS support (CPUID feature bits and, for the
  * AVX state, XCR0 through XGETBV). CPU_ISA_PORTABLE off x86-64. */
@@ -51,11 +54,25 @@ int cpu_amx_enable(void);
 /* "portable", "avx2", "avx512_vnni", "avx512_bf16". */
 const char *cpu_isa_name(int isa);
 
-/* The path to use given the FMOE_CPU_ISA value `request` (NULL or "" for
- * none) and the detected one. A request above `detected` is clamped to it,
- * an unknown one ignored; either way `note` (cap bytes) says so, else it is
- * set to "". */
-int cpu_isa_choose(const char *request, int detected, char *note, size_t cap);
+/* The path to use given the option isa (`request`: CPU_ISA_AUTO or a
+ * CPU_ISA_* level) and the detected one. A request above `detected` is
+ * clamped to it; `note` (cap bytes) names the option and says what runs,
+ * or is "" for auto. */
+int cpu_isa_choose(int request, int detected, char *note, size_t cap);
+
+/* The plugin's options ([[option]] in cpu.toml.in, docs/CPU.md "Options"). */
+typedef struct cpu_options {
+    int isa;          /* CPU_ISA_AUTO, or the CPU_ISA_* level asked for */
+    int amx;          /* 1: the AMX-BF16 kernel where the machine offers it; 0: never */
+    uint32_t threads; /* threads per layer; 0: one per CPU this process may run on */
+    uint32_t spin_ms; /* idle pool threads spin this long before sleeping */
+} cpu_options;
+
+/* `out` = the defaults overridden by each of the n options; an unknown name
+ * or a bad value returns INVALID_ARGUMENT through h->error_set, naming the
+ * option and what it takes. */
+fmoe_status cpu_options_parse(const fmoe_host *h, fmoe_error *err, const fmoe_option *const *options, uint32_t n,
+                              cpu_options *out);
 
 /* Allocation callbacks for the weight repacking (the host's in the plugin,
  * posix_memalign in tests). */
@@ -64,12 +81,13 @@ typedef void *(*cpu_alloc_fn)(void *ctx, size_t size, size_t alignment);
 /* Per-context state from init. */
 typedef struct cpu_state {
     const fmoe_host *host;
+    cpu_options opt;   /* as the user (or the defaults) asked */
     int isa_detected;  /* what the machine has */
-    int isa;           /* what the kernels use (after FMOE_CPU_ISA) */
-    int amx;           /* AMX-BF16 kernel for bf16 experts of 3..16 rows (isa avx512_bf16
-                          and cpu_amx_enable(); FMOE_CPU_AMX=0 turns it off) */
-    uint32_t threads;  /* threads per layer (option `threads`, or the CPUs we may run on) */
-    uint32_t spin_ms;  /* idle pool threads spin this long before sleeping (option `spin_ms`) */
+    int isa;           /* what the kernels use (option isa, clamped to isa_detected) */
+    int amx;           /* AMX-BF16 kernel for bf16 experts of 3..16 rows (isa avx512_bf16,
+                          option amx and cpu_amx_enable()) */
+    uint32_t threads;  /* threads per layer (option threads, 0 resolved to the CPUs we may run on) */
+    uint32_t spin_ms;  /* idle pool threads spin this long before sleeping (option spin_ms) */
     int onednn_bf16;   /* oneDNN has an optimized bf16 matmul on the kernels' weight
                           layout (cpu_onednn_bf16_optimized; not on aarch64 without ACL) */
     atomic_uintptr_t last_pool; /* the layers' pools: which one ran last (pool.h) */

@@ -13,9 +13,10 @@
  *                XCR0 bits 1-2 and 5-7 (opmask, ZMM_Hi256, Hi16_ZMM)
  *   avx512_bf16  and CPUID.7.1:EAX.AVX512_BF16 (vdpbf16ps)
  *
- * FMOE_CPU_ISA=portable|avx2|avx512_vnni|avx512_bf16 forces a lower path
- * (tests, or to compare); a request above what the machine has is clamped,
- * with a note the plugin logs.
+ * The option isa = "portable|avx2|avx512_vnni|avx512_bf16" forces a lower
+ * path (tests, or to compare); a request above what the machine has is
+ * clamped, with a note the plugin logs and its probe reports (the kernels
+ * of a level the OS does not enable would fault).
  */
 #define _DEFAULT_SOURCE /* syscall under strict C11 */
 #include <stdio.h>
@@ -99,23 +100,16 @@ const char *cpu_isa_name(int isa)
     return isa >= 0 && isa < CPU_ISA_COUNT ? isa_names[isa] : "?";
 }
 
-int cpu_isa_choose(const char *request, int detected, char *note, size_t cap)
+int cpu_isa_choose(int request, int detected, char *note, size_t cap)
 {
     note[0] = '\0';
-    if (!request || !request[0])
+    if (request == CPU_ISA_AUTO || request < 0 || request >= CPU_ISA_COUNT)
         return detected;
-    for (int i = 0; i < CPU_ISA_COUNT; i++) {
-        if (strcmp(request, isa_names[i]) != 0)
-            continue;
-        if (i > detected) {
-            snprintf(note, cap, "FMOE_CPU_ISA=%s: this machine (with its OS) only enables %s; using %s", request,
-                     isa_names[detected], isa_names[detected]);
-            return detected;
-        }
-        snprintf(note, cap, "FMOE_CPU_ISA=%s: using %s (machine: %s)", request, isa_names[i], isa_names[detected]);
-        return i;
+    if (request > detected) {
+        snprintf(note, cap, "option isa = \"%s\": this machine (with its OS) only enables %s; using %s",
+                 isa_names[request], isa_names[detected], isa_names[detected]);
+        return detected;
     }
-    snprintf(note, cap, "FMOE_CPU_ISA=%s: unknown (expected portable, avx2, avx512_vnni or avx512_bf16); using %s", request,
-             isa_names[detected]);
-    return detected;
+    snprintf(note, cap, "option isa = \"%s\": using %s", isa_names[request], isa_names[request]);
+    return request;
 }

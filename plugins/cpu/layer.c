@@ -10,8 +10,8 @@
 #include <sys/mman.h>
 #endif
 
-#include "core/activation.h"
-#include "core/half.h"
+#include "fusedmoe/kit/activation.h"
+#include "fusedmoe/kit/half.h"
 #include "plugins/cpu/rowops.h"
 
 /* Chunk buffers (y, the methods' h/activations) stay below this. */

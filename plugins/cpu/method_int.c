@@ -27,7 +27,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/half.h"
+#include "fusedmoe/kit/half.h"
 #include "plugins/cpu/layer.h"
 #include "plugins/cpu/qgemm.h"
 #include "plugins/cpu/rowops.h"

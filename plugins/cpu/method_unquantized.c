@@ -50,7 +50,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/half.h"
+#include "fusedmoe/kit/half.h"
 #include "plugins/cpu/bgemv.h"
 #include "plugins/cpu/layer.h"
 

@@ -2,22 +2,21 @@
  * plugins/cpu/plugin.c - entry point, options, probe and query of the CPU
  * backend (docs/CPU.md).
  *
- * Options ([plugins.cpu.options]): threads = "<n>" threads per layer
- * (default: the CPUs this process may run on). Environment: FMOE_CPU_ISA
- * (isa.c). Nothing happens in the entry point; init detects the ISA.
+ * Options ([plugins.cpu.options], declared in cpu.toml.in, parsed in
+ * options.c): isa, amx, threads, spin_ms. Nothing happens in the entry
+ * point; init detects the ISA and applies the options.
  */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
 #include <dnnl.h>
 
-#include "core/cpu_name.h"
+#include "fusedmoe/kit/cpu_name.h"
 #include "plugins/cpu/cpu.h"
 
 /* Device-level score per ISA: above the reference's 1. */
@@ -38,12 +37,6 @@ void cpu_log(const fmoe_host *h, int32_t level, const char *fmt, ...)
     h->log(h->ctx, level, text);
 }
 
-/* How long idle pool threads spin before they sleep: Intel OpenMP's
- * KMP_BLOCKTIME default. An engine calls its MoE layers every few ms; a
- * thread that slept costs a wake-up, which on a VM (the other vCPU halted)
- * measured 50 us to 1.6 ms on the CI machine - a whole decode step. */
-#define DEFAULT_SPIN_MS 200
-
 static uint32_t cpu_count(void)
 {
     cpu_set_t set;
@@ -53,53 +46,38 @@ static uint32_t cpu_count(void)
     return n > 0 ? (uint32_t)n : 1;
 }
 
+/* What the option amx changed: "" unless it kept the AMX kernel off on
+ * kernels that would use it. */
+static const char *amx_off_note(const cpu_state *st)
+{
+    return !st->opt.amx && st->isa >= CPU_ISA_AVX512_BF16 ? "; option amx = false: no amx_bf16" : "";
+}
+
 static fmoe_status cpu_init(fmoe_init_args *a)
 {
     const fmoe_host *h = a->host;
+    cpu_options opt;
+    fmoe_status s = cpu_options_parse(h, a->err, a->options, a->n_options, &opt);
+    if (s != FMOE_STATUS_OK)
+        return s;
     cpu_state *st = h->alloc(h->ctx, sizeof *st, 0);
     if (!st)
         return h->error_set(a->err, FMOE_STATUS_OUT_OF_MEMORY, "out of memory");
     memset(st, 0, sizeof *st);
     st->host = h;
-    st->threads = cpu_count();
-    st->spin_ms = DEFAULT_SPIN_MS;
+    st->opt = opt;
+    st->threads = opt.threads ? opt.threads : cpu_count();
+    st->spin_ms = opt.spin_ms;
     atomic_init(&st->last_pool, 0);
-    for (uint32_t i = 0; i < a->n_options; i++) {
-        const fmoe_option *o = a->options[i];
-        int threads = strcmp(o->key, "threads") == 0, spin = strcmp(o->key, "spin_ms") == 0;
-        char *end = NULL;
-        long v = threads || spin ? strtol(o->value, &end, 10) : 0;
-        int ok = end && end != o->value && *end == '\0';
-        if (threads && ok && v >= 1 && v <= 1024) {
-            st->threads = (uint32_t)v;
-            continue;
-        }
-        if (spin && ok && v >= 0 && v <= 60000) {
-            st->spin_ms = (uint32_t)v;
-            continue;
-        }
-        h->free(h->ctx, st);
-        if (threads)
-            return h->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT,
-                                "option threads = \"%s\": expected an integer from 1 to 1024", o->value);
-        if (spin)
-            return h->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT,
-                                "option spin_ms = \"%s\": expected an integer from 0 to 60000 (milliseconds)", o->value);
-        return h->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT,
-                            "unknown option '%s' (the cpu plugin takes: threads, spin_ms)", o->key);
-    }
     st->isa_detected = cpu_isa_detect();
-    st->isa = cpu_isa_choose(getenv("FMOE_CPU_ISA"), st->isa_detected, st->isa_note, sizeof st->isa_note);
-    if (st->isa_note[0]) {
-        int ignored = strstr(st->isa_note, "only enables") || strstr(st->isa_note, "unknown");
-        cpu_log(h, ignored ? FMOE_PLUGIN_LOG_WARN : FMOE_PLUGIN_LOG_INFO, "%s", st->isa_note);
-    }
+    st->isa = cpu_isa_choose(opt.isa, st->isa_detected, st->isa_note, sizeof st->isa_note);
+    if (st->isa_note[0])
+        cpu_log(h, st->isa < opt.isa ? FMOE_PLUGIN_LOG_WARN : FMOE_PLUGIN_LOG_INFO, "%s", st->isa_note);
     st->onednn_bf16 = cpu_onednn_bf16_optimized();
-    const char *amx_env = getenv("FMOE_CPU_AMX");
-    st->amx = st->isa >= CPU_ISA_AVX512_BF16 && !(amx_env && strcmp(amx_env, "0") == 0) && cpu_amx_enable();
-    cpu_log(h, FMOE_PLUGIN_LOG_INFO, "kernels: %s%s (machine: %s), %u thread(s) per layer, idle spin %u ms",
-            cpu_isa_name(st->isa), st->amx ? " + amx_bf16" : "", cpu_isa_name(st->isa_detected), st->threads,
-            st->spin_ms);
+    st->amx = st->isa >= CPU_ISA_AVX512_BF16 && opt.amx && cpu_amx_enable();
+    cpu_log(h, FMOE_PLUGIN_LOG_INFO, "kernels: %s%s (machine: %s)%s, %u thread(s) per layer, idle spin %u ms",
+            cpu_isa_name(st->isa), st->amx ? " + amx_bf16" : "", cpu_isa_name(st->isa_detected), amx_off_note(st),
+            st->threads, st->spin_ms);
     a->state = st;
     return FMOE_STATUS_OK;
 }
@@ -129,9 +107,9 @@ static fmoe_status cpu_probe(fmoe_probe_args *a)
     snprintf(r->id, sizeof r->id, "cpu");
     const dnnl_version_t *v = dnnl_version();
     snprintf(r->driver, sizeof r->driver, "oneDNN %d.%d.%d", v->major, v->minor, v->patch);
-    snprintf(r->reason, sizeof r->reason, "kernels: %s%s (machine and OS: %s)%s%.120s, %u thread(s) per layer",
+    snprintf(r->reason, sizeof r->reason, "kernels: %s%s (machine and OS: %s)%s%.120s%s, %u thread(s) per layer",
              cpu_isa_name(st->isa), st->amx ? " + amx_bf16" : "", cpu_isa_name(st->isa_detected),
-             st->isa_note[0] ? "; " : "", st->isa_note, st->threads);
+             st->isa_note[0] ? "; " : "", st->isa_note, amx_off_note(st), st->threads);
     a->count = 1;
     return FMOE_STATUS_OK;
 }
@@ -191,16 +169,4 @@ static const fmoe_plugin cpu_plugin = {
     .shutdown = cpu_shutdown,
 };
 
-FMOE_PLUGIN_EXPORT fmoe_status fmoe_plugin_entry(fmoe_entry_args *a)
-{
-    if (!a || a->struct_size < FMOE_STRUCT_SIZE_UPTO(fmoe_entry_args, plugin) || !a->host)
-        return FMOE_STATUS_INVALID_ARGUMENT;
-    const fmoe_host *h = a->host;
-    if (h->abi_major != FMOE_ABI_MAJOR || h->struct_size < FMOE_STRUCT_SIZE_UPTO(fmoe_host, free))
-        return h->struct_size >= FMOE_STRUCT_SIZE_UPTO(fmoe_host, error_set) && h->error_set
-                   ? h->error_set(a->err, FMOE_STATUS_ABI_MISMATCH, "cpu plugin speaks ABI %d.x, host %u.%u",
-                                  FMOE_ABI_MAJOR, h->abi_major, h->abi_minor)
-                   : FMOE_STATUS_ABI_MISMATCH;
-    a->plugin = &cpu_plugin;
-    return FMOE_STATUS_OK;
-}
+FMOE_DEFINE_PLUGIN_ENTRY(cpu_plugin)

@@ -8,9 +8,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "core/activation.h"
-#include "core/formats/w4a8_row.h"
-#include "core/half.h"
+#include "fusedmoe/kit/activation.h"
+#include "fusedmoe/kit/w4a8_row.h"
+#include "fusedmoe/kit/half.h"
 #include "plugins/cpu/rowops.h"
 
 /* ------------------------------------------------------------------------ */

@@ -2,7 +2,7 @@
  * plugins/cpu_arm/kernel_portable.c - the W4A8 micro-kernel in plain C:
  * the contract of kernels.h read straight off the packed layout, one
  * activation row and one weight row at a time. The fallback on CPUs
- * without SDOT, and what FMOE_ARM_ISA=portable runs.
+ * without SDOT, and what the option isa = "portable" runs.
  */
 #include <string.h>
 

@@ -22,15 +22,15 @@
  *      blocks, h = round(F * s + b13); a = round(act(h)); requantize a per
  *      row; GEMM2, y = round(F * s + b2) (b2 on TP rank 0 only);
  *   4. out_t = round(sum_j y_j * w_j) in slot order (parallel over tokens).
- * Every rounding is the reference's (core/reference_quant/refq.h), so the
+ * Every rounding is the reference's (fusedmoe/kit/refq.h), so the
  * only difference from it is that the kernels multiply integers exactly
  * where the reference adds dequantized f32 products.
  */
 #include <stdio.h>
 #include <string.h>
 
-#include "core/activation.h"
-#include "core/half.h"
+#include "fusedmoe/kit/activation.h"
+#include "fusedmoe/kit/half.h"
 #include "fusedmoe/formats.h"
 #include "plugins/cpu_arm/cpu_arm.h"
 #include "plugins/cpu_arm/pack.h"

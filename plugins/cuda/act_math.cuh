@@ -2,7 +2,7 @@
  * plugins/cuda/act_math.cuh - the activations of the prefill tier as
  * gemm.cu's epilogue computes them (double, rounded once to f32 then to
  * bf16), and the f32 SiLU fast path that provably rounds the same
- * (act_bf16_fast: GEMM1's fused epilogue and the activation kernel).
+ * (act_bf16_fast: the activation kernel).
  * Device-side C++ only.
  */
 #ifndef FMOE_PLUGIN_CUDA_ACT_MATH_CUH
@@ -82,8 +82,8 @@ __device__ __forceinline__ bool zero_exact(float f, float g, float u)
     return (f == 0.0f) & ((g == 0.0f) | (u == 0.0f));
 }
 
-/* act_bf16's SiLU fast path alone, for GEMM1's fused epilogue: branch-free
- * (the epilogue runs on one warp per scheduler, so its speed is the
+/* act_bf16's SiLU fast path alone: branch-free (written for a GEMM1
+ * epilogue, which runs on one warp per scheduler, so its speed is the
  * instruction-level parallelism across a fragment's pairs) and call-free.
  * An accepted value rounds to the same bf16 as act_bf16's; zeros of either
  * input are accepted too (padding rows would otherwise all fall back). lim:

@@ -1,7 +1,7 @@
 /*
  * plugins/cuda/cuda_api.h - the C boundary between the plugin's host side
  * (C11: plugin.c, method.c, layout.c) and its device side (CUDA C++17:
- * runtime.cu, kernels.cu, gemm.cu). Plain C types only: no CUDA header is
+ * runtime.cu, forward.cu, ...). Plain C types only: no CUDA header is
  * needed to include it, and every function has C linkage.
  *
  * Every function returns 0, or -1 with one line of text in `err` (cap
@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "plugins/cuda/layout.h"
+#include "plugins/cuda/options.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -93,8 +94,10 @@ typedef struct fmcu_layer {
     int renormalize, grouped, has_correction_bias;
     uint32_t num_expert_group, topk_group;
     float routed_scaling_factor;
-    /* GEMM tier: FMCU_TIER_AUTO, or forced by FMOE_CUDA_TIER (tier.h). */
-    int32_t tier;
+    /* The plugin's options (options.h), copied at create: the forward's
+     * choices (tier, plan width, decode tail and one-launch decode, prefill
+     * launch shapes) read them from here. */
+    fmcu_options opt;
 
     /* Device memory, set by finalize (weights) and create (workspace). */
     const void *w13, *w2;                 /* [E, r*I, H], [E, H, I]: bf16 or fp8 codes */
@@ -103,12 +106,6 @@ typedef struct fmcu_layer {
     const float *correction_bias;         /* [logical] or NULL */
     const int32_t *expert_map;            /* [global] local or -1, or NULL (identity) */
     float *in_scales;                     /* [2]: TENSOR's GEMM1/GEMM2 input scales (static: set at finalize) */
-    /* The prefill path's fused GEMM1 (prefill.h): W13 with gate and up rows
-     * interleaved (row 2j = gate j, 2j + 1 = up j) and, for CHANNEL, its
-     * scales likewise; NULL when that path is not used (then it runs the
-     * separate activation kernel on the rows of w13). */
-    const void *pf_w13;
-    const float *pf_w13_scale;
 
     /* Workspace: one allocation, buffers at the offsets of `ws`. */
     void *workspace;
@@ -137,20 +134,6 @@ int fmcu_forward(const fmcu_layer *layer, const fmcu_call *call, char *err, size
 
 /* Make the GEMM kernels take their shared memory (once per process). */
 int fmcu_prepare_kernels(int device, char *err, size_t cap);
-
-/* The prefill path's fused GEMM1 (prefill_sm90.cu): device bytes of the
- * interleaved copy of W13 (and CHANNEL's W13 scales) that it reads, or 0
- * when the fused epilogue does not serve the layer: not gated SiLU (limit
- * allowed), fp8 block scales, I not a multiple of 32 or above 16 H, the
- * prefill path itself not served, or FMCU_PF_FUSE: 0 none, 1 (default)
- * bf16 only, 2 bf16 and fp8 tensor/channel. Call after the weights are set
- * (finalize); method.c skips it when a tier without that path is forced. */
-size_t fmcu_prefill_fused_bytes(const fmcu_layer *layer);
-
-/* Fill `dst` (fmcu_prefill_fused_bytes bytes of device memory, owned by the
- * caller) from layer->w13 / w13_scale and point pf_w13 / pf_w13_scale at
- * it. Synchronous (finalize only). */
-int fmcu_prefill_interleave(fmcu_layer *layer, void *dst, char *err, size_t cap);
 
 #ifdef __cplusplus
 }

@@ -8,7 +8,8 @@
  * stream GEMM1, tail) of which each pays about 4 us of launch and ramp, and
  * the tail's W2 copies could start only when GEMM1's CTAs, six an SM, left
  * room: Qwen3-30B-A3B fp8 at M=1 took 33.8 us for 38 MB of weights whose
- * floor is 12.7 us (bench/cuda/tail-2026-11-22). Here one CTA per SM does
+ * floor is 12.7 us (bench/cuda/RESULTS.md, "Decode: the fused tail").
+ * Here one CTA per SM does
  * everything, so every SM has its share of W13 and its W2 rows in flight
  * from the start.
  *
@@ -185,7 +186,7 @@ __device__ __forceinline__ void grid_depart(uint32_t *sync, uint32_t ctas)
     }
 }
 
-/* Warp 0 plans the call's pairs (kernels.cu's plan_kernel rules) with
+/* Warp 0 plans the call's pairs (plan.cu's plan_kernel rules) with
  * shuffles: lane p holds pair p's local expert. */
 __device__ __forceinline__ void plan_pairs(const fmcu_fused_args &a, local_plan &pl)
 {
@@ -604,7 +605,7 @@ template <bool FP8, bool BLOCK, bool BULK> cudaError_t launch(const fmcu_fused_a
 
 cudaError_t fmcu_fused_launch(const fmcu_fused_args &a, cudaStream_t st)
 {
-    /* What the kernel assumes; fmcu_fused_plan and kernels.cu guarantee it. */
+    /* What the kernel assumes; fmcu_fused_plan and forward.cu guarantee it. */
     const bool block = a.quant == FMCU_Q_BLOCK, bulk = a.cfg.w13_piece != 0;
     if (a.pairs == 0 || a.pairs > FMCU_TAIL_MAX_PAIRS || a.top_k == 0 || a.pairs % a.top_k || a.g1.n_out % 16 ||
         a.g1.k % 16 || a.g1.n_out != (a.g1.gated ? a.g1.n_rows / 2 : a.g1.n_rows) ||

@@ -1,6 +1,6 @@
 /*
  * plugins/cuda/decode_fused.h - the one-launch decode (decode_fused.cu), as
- * the forward (kernels.cu) launches it in place of the plan, GEMM1 and the
+ * the forward (forward.cu) launches it in place of the plan, GEMM1 and the
  * fused tail when fmcu_fused_plan (tier.h) accepts the call. Device-side
  * C++ only.
  *

@@ -8,11 +8,13 @@
  * before has finished: GEMM2's weight reads began after GEMM1 and the quant
  * kernel had drained, and the combine waited for all of GEMM2. Qwen3-30B-A3B
  * fp8 at M=1 spent about 20 of its 34 us there for 12.6 MB of weights
- * (bench/cuda/decode-2026-11-22). Here GEMM2's weights do not wait: they
+ * (bench/cuda/RESULTS.md, "Decode: the stream tier's kernel chain"). Here
+ * GEMM2's weights do not wait: they
  * depend only on the plan's expert ids, so each CTA copies its rows into
  * shared memory as soon as it is resident -- while GEMM1 still drains,
  * since the launch is programmatic -- and only the GEMM2 input waits for
- * GEMM1. Measured (H100, graph-timed, same build, bench/cuda/tail-2026-11-22):
+ * GEMM1. Measured (H100, graph-timed, same build; bench/cuda/RESULTS.md,
+ * "Decode: the fused tail"):
  * Qwen3-30B-A3B fp8 M=1 33.6 -> 32.0 us; bf16 44.7 -> 44.2 (within its spread). GEMM1's
  * six CTAs an SM leave no room for the tail's CTAs until they leave, so the
  * overlap is GEMM1's last wave only; the kernel alone (ncu) takes 15 us for
@@ -54,7 +56,7 @@ namespace {
 
 /* Four warps. (Two warps of at most 64 registers, which fit beside
  * GEMM1's six CTAs an SM, were slower: 41.5 against 33.8 us at Qwen3 fp8
- * M=1, bench/cuda/tail-2026-11-22.) */
+ * M=1, bench/cuda/RESULTS.md, "Decode: the fused tail".) */
 constexpr int THREADS = 128;
 constexpr int WARPS = THREADS / 32;
 constexpr int SLOTS = FMCU_TAIL_MAX_PAIRS / WARPS; /* pairs a warp may hold */
@@ -212,7 +214,7 @@ template <bool FP8, bool BLOCK> cudaError_t launch(const fmcu_tail_args &a, cuda
 
 cudaError_t fmcu_tail_launch(const fmcu_tail_args &a, cudaStream_t st)
 {
-    /* What the kernel assumes; fmcu_tail_plan and kernels.cu guarantee it. */
+    /* What the kernel assumes; fmcu_tail_plan and forward.cu guarantee it. */
     if (a.pairs == 0 || a.pairs > FMCU_TAIL_MAX_PAIRS || a.top_k == 0 || a.pairs % a.top_k || a.I % 16 ||
         a.cfg.layout.total > SMEM_LIMIT ||
         (a.quant == FMCU_Q_BLOCK && (a.block_k == 0 || a.block_k % UNIT || a.block_n == 0)) ||

@@ -1,6 +1,6 @@
 /*
  * plugins/cuda/decode_tail.h - the fused decode tail (decode_tail.cu), as
- * the forward (kernels.cu) launches it after GEMM1 when fmcu_tail_plan
+ * the forward (forward.cu) launches it after GEMM1 when fmcu_tail_plan
  * (tier.h) accepts the call. Device-side C++ only.
  *
  * For a call of P <= FMCU_TAIL_MAX_PAIRS (token, slot) pairs it computes

@@ -170,7 +170,8 @@ __device__ __forceinline__ uint8_t to_e4m3(float v, float s)
  * underflow) differ, and the sign of a zero, which copysignf restores.
  * Without IEEE division's range check and slow-path branch per value.
  * Checked against e4m3(v / s) for every finite bf16 v and 2^20 scales on an
- * H100 (bench/cuda/prefill-2026-11-22). */
+ * H100 (bench/cuda/RESULTS.md, "Prefill: tile shapes and FP8
+ * accumulation"). */
 __device__ __forceinline__ uint32_t to_e4m3_r(float v, float s, float r)
 {
     const float q0 = __fmul_rn(v, r);
@@ -178,7 +179,7 @@ __device__ __forceinline__ uint32_t to_e4m3_r(float v, float s, float r)
     return (uint8_t)__nv_cvt_float_to_fp8(q, __NV_SATFINITE, __NV_E4M3);
 }
 
-/* Activation-quantization modes: the GEMM input of each scheme (kernels.cu,
+/* Activation-quantization modes: the GEMM input of each scheme (forward.cu,
  * quant_row.cuh; the prefill tier's pf_vec.cuh). */
 enum { QM_BF16, QM_TENSOR, QM_TOKEN, QM_GROUP };
 

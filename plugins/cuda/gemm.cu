@@ -3,7 +3,7 @@
  * (contract in gemm.h).
  *
  * Algorithm. The pairs (token, slot) of a call are sorted by local expert
- * (kernels.cu); a row tile is BM consecutive sorted pairs of one expert
+ * (plan.cu); a row tile is BM consecutive sorted pairs of one expert
  * (16, 32 or 64 rows: small for decode, large for prefill) and a column
  * tile is 128 rows of that expert's weight matrix. blockIdx.x walks the
  * row tiles (a bound computed on the host; tiles past the device-side count
@@ -28,7 +28,7 @@
  * computed straight from registers (SwiGLU and the other activations,
  * evaluated in double and rounded as core/activation.c does) and only the
  * activation is written. GEMM2 writes y = round(C + b2) per pair; the
- * weighted top-k combine reads it (kernels.cu), in slot order, so the sum
+ * weighted top-k combine reads it (combine.cu), in slot order, so the sum
  * is deterministic.
  *
  * This is the simple, correct tier (mma.sync, not wgmma/TMA); see

@@ -1,6 +1,6 @@
 /*
  * plugins/cuda/gemm.h - the grouped expert GEMM (gemm.cu), as the forward
- * (kernels.cu) launches it. Device-side C++ only.
+ * (forward.cu) launches it. Device-side C++ only.
  *
  * One launch computes, for every local expert e and every row of the
  * expert-sorted pair list that belongs to e,

@@ -34,18 +34,18 @@
  * compute the same f32 additions. Fast kinds accumulate all of K in wgmma
  * and keep one wgmma batch in flight (wait_group 1).
  *
- * Epilogue. D = bf16_rn(acc * (s_row * s_col)), the CUTLASS epilogue
- * tree's arithmetic (outputs bit-identical to CUTLASS's kernels: H100, all
- * eight fp8 and eight bf16 M=1024/8192 bench points,
- * bench/cuda/own-fp8-2026-11-22). Each consumer warp group writes its 64
- * rows to a swizzled staging buffer in shared memory, which leaves by
- * tensor stores that run while the warp group starts the next tile (an
- * expert's partial last row block is copied out by the threads: rows past
- * the expert's end are never stored). Storing straight from registers
- * (4-byte stores, 8 rows per warp instruction) ran the GEMMs at half speed,
- * and one bulk copy per row was still the bottleneck of short-K GEMMs
- * (Qwen3-30B-A3B GEMM2 at M=8192: 599 us from registers, 273 us by rows,
- * 160 us without stores).
+ * Epilogue. D = bf16_rn(acc * (s_row * s_col)), the CUTLASS epilogue tree's
+ * arithmetic (outputs bit-identical to CUTLASS's kernels: H100, all eight
+ * fp8 and eight bf16 M=1024/8192 bench points, bench/cuda/RESULTS.md,
+ * "Prefill: our grouped GEMM"). Each consumer warp group writes its 64 rows
+ * to a swizzled staging buffer in shared memory, which leaves by tensor
+ * stores that run while the warp group starts the next tile (an expert's
+ * partial last row block is copied out by the threads: rows past the
+ * expert's end are never stored). Storing straight from registers (4-byte
+ * stores, 8 rows per warp instruction) ran the GEMMs at half speed, and one
+ * bulk copy per row was still the bottleneck of short-K GEMMs (Qwen3-30B-A3B
+ * GEMM2 at M=8192: 599 us from registers, 273 us by rows, 160 us without
+ * stores).
  */
 #include "plugins/cuda/grouped_gemm.h"
 #include "plugins/cuda/mbarrier.cuh"
@@ -55,7 +55,6 @@
 #include <cuda_bf16.h>
 
 #include <atomic>
-#include <stdlib.h>
 
 namespace {
 
@@ -214,7 +213,6 @@ struct kernel_params {
     int *sched; /* [2] the next tile past the first wave, CTAs done (zero between launches) */
     int halves; /* an expert's last row block of at most 64 rows is a half tile */
     int fixed_order; /* tiles b, b + grid, ... instead of the counter's (grouped_gemm.h, FMCU_GG_ORDER_*) */
-    int flags;  /* tuning builds (FMCU_GG_TUNING, GG_FLAGS): 1 no stores (main loop alone) */
 };
 
 /* Tile column block nb covers weight rows BN * nb .. + BN - 1 of its expert.
@@ -287,7 +285,7 @@ __device__ __forceinline__ epi_loads<NW> load_scales(const tile_at &at, const ke
  * copy per row (64 per warp group and tile) was 5-7% slower at short K
  * (GEMM2 of Qwen3-30B-A3B at M=8192: 273 us against 258; 160 us without
  * stores: the rest is both warp groups converting while the tensor cores
- * wait; bench/cuda/own-fp8-2026-11-22). */
+ * wait; bench/cuda/RESULTS.md, "Prefill: our grouped GEMM"). */
 template <int NW>
 __device__ __forceinline__ void store_tile(const float (&v)[NW / 2], const epi_loads<NW> &l, int r0, int row_end,
                                            int c0, const kernel_params &p, const CUtensorMap *map_d, int w, int tw,
@@ -428,8 +426,6 @@ __device__ __forceinline__ void run_tile(float (&acc)[NW / 2], float (&fin)[PROM
 {
     const epi_loads<NW> l = load_scales<NW>(at, p, r_base, c0, tw);
     main_loop<NW, PROMOTE, BF16, STAGES, STAGE_BYTES>(acc, fin, r, KB, base, a_off, b_off, full, empty, tw % 32);
-    if (p.flags & 1)
-        return;
     if constexpr (PROMOTE)
         store_tile<NW>(fin, l, r_base, at.row_end, c0, p, map_d, w, tw, out, scale);
     else
@@ -636,11 +632,6 @@ template <int BN, bool PROMOTE, bool BF16> cudaError_t launch_kind(const fmcu_gg
     p.halves = !a->whole_tiles;
     p.sched = a->sched;
     p.fixed_order = a->order == FMCU_GG_ORDER_FIXED || (a->order == FMCU_GG_ORDER_AUTO && !PROMOTE);
-    p.flags = 0;
-#if defined(FMCU_GG_TUNING)
-    if (const char *f = getenv("GG_FLAGS"))
-        p.flags = atoi(f);
-#endif
     auto kernel = grouped_gemm_kernel<BN, PROMOTE, BF16>;
     cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::SMEM);
     if (e != cudaSuccess)
@@ -670,7 +661,6 @@ cudaError_t fmcu_gg_launch(const fmcu_gg_args *a, fmcu_gg_kind kind, int sms, cu
         default: return cudaErrorInvalidValue;
         }
     switch (kind) {
-    case FMCU_GG_N128_PROMOTED: return launch_kind<128, true, false>(a, sms, st);
     case FMCU_GG_N192_PROMOTED: return launch_kind<192, true, false>(a, sms, st);
     case FMCU_GG_N256_FAST: return launch_kind<256, false, false>(a, sms, st);
     case FMCU_GG_N128_FAST: return launch_kind<128, false, false>(a, sms, st);

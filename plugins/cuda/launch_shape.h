@@ -1,16 +1,18 @@
 /*
  * plugins/cuda/launch_shape.h - launch shapes of small kernels, decided on
- * the host from the layer's sizes alone (a captured CUDA graph never
- * depends on device data), and the environment knobs that override them
- * for measurements. Pure C, unit-tested without a GPU (tests/cuda).
+ * the host from the layer's sizes and the plugin's options alone (a
+ * captured CUDA graph never depends on device data). Pure C, unit-tested
+ * without a GPU (tests/cuda).
  *
- *   plan  kernels.cu: one block plans a call below FMCU_PLAN_WIDE_PAIRS
- *         pairs; from there the count and scatter kernels over many blocks
- *         (80 -> 13 us at 65536 pairs on an H100, bench/cuda/plan-2026-11-23).
+ *   plan  plan.cu: one block plans a call below the option plan_wide_pairs
+ *         (FMCU_PLAN_WIDE_PAIRS by default); from there the count and
+ *         scatter kernels over many blocks (80 -> 13 us at 65536 pairs on an
+ *         H100; bench/cuda/RESULTS.md, "Prefill: the activation and plan
+ *         kernels").
  *   act   prefill_act.cu: the activation stage of the prefill tier, a row
  *         per block or (per-token GEMM2 inputs of at most 4 chunks of 8
  *         columns a lane) per warp.
- *   quant kernels.cu: the block of the quant and amax kernels (a row each).
+ *   quant quantize.cu: the block of the quant and amax kernels (a row each).
  *   gg    prefill_sm90.cu: the tile kinds of our grouped GEMM
  *         (grouped_gemm.h) for the prefill tier's GEMM1 and GEMM2.
  */
@@ -24,15 +26,10 @@
 extern "C" {
 #endif
 
+/* Pairs from which the wide plan runs by default (option plan_wide_pairs). */
 #define FMCU_PLAN_WIDE_PAIRS 8192
 
-/* Pairs from which the wide plan runs, from FMCU_PLAN_WIDE's value: NULL,
- * "" or not a whole number: FMCU_PLAN_WIDE_PAIRS; 0 (or less): never
- * (INT64_MAX); n: from n pairs (1: every call, which the conformance
- * suite can run to check the wide plan on small cases). */
-int64_t fmcu_plan_wide_pairs(const char *env);
-
-/* Threads of a quant or amax block (kernels.cu) for rows of `cols` values:
+/* Threads of a quant or amax block (quantize.cu) for rows of `cols` values:
  * 256, or 1024 past FMCU_QUANT_WIDE_COLS, so that rows held in registers
  * (quant_row.cuh: 2 pieces of 8 values a thread) can have up to 16384
  * values (Mixtral-8x7B's GEMM2 input: 14336). */
@@ -47,40 +44,34 @@ unsigned fmcu_quant_threads(uint32_t cols);
 
 #define FMCU_ACT_GROUP_COLS  128
 #define FMCU_ACT_MAX_THREADS 256
-/* Chunks of 8 columns a lane takes in a warp row: up to FMCU_ACT_WARP_CH by
- * default (I <= 1024). H100, M = 8192, same bits: Qwen3-30B-A3B's I = 768
- * (3 a lane) 128 -> 98 us against a block per row; DeepSeek-V3's 2048 (8 a
- * lane, 100 registers, 2 blocks an SM) 309 -> 542 us, so longer rows keep a
- * block (bench/cuda/plan-2026-11-23). */
-#define FMCU_ACT_WARP_CH     4
-#define FMCU_ACT_WARP_MAX_CH 8
-
-/* The bound on warp rows from FMCU_PF_ACT_WARP's value: NULL, "" or not a
- * whole number: FMCU_ACT_WARP_CH; n: n clamped to 0 (never) ..
- * FMCU_ACT_WARP_MAX_CH. */
-int fmcu_act_warp_cap(const char *env);
+/* Chunks of 8 columns a lane takes in a warp row: up to FMCU_ACT_WARP_CH
+ * (I <= 1024). H100, M = 8192, same bits: Qwen3-30B-A3B's I = 768 (3 a
+ * lane) 128 -> 98 us against a block per row; DeepSeek-V3's 2048 (8 a lane,
+ * 100 registers, 2 blocks an SM) 309 -> 542 us, so longer rows keep a block
+ * (bench/cuda/RESULTS.md, "Prefill: the activation and plan kernels"). */
+#define FMCU_ACT_WARP_CH 4
 
 typedef struct fmcu_act_launch {
     unsigned threads; /* a block */
-    int ch;           /* chunks of 8 columns a thread takes a pass (a lane a row, warp rows): 1, 2, 3, 4, 6 or 8 */
+    int ch;           /* chunks of 8 columns a thread takes a pass (a lane a row, warp rows): 1, 2, 3 or 4 */
     size_t smem;      /* dynamic shared memory: a per-token row past 512 chunks waits for its amax there */
     int warp_rows;    /* 1: a row per warp, FMCU_ACT_MAX_THREADS / 32 rows a block */
 } fmcu_act_launch;
 
 /* The activation kernel's launch for GEMM2 inputs of form `mode`
- * (FMCU_ACT_*) and I columns, warp rows up to `warp_cap` chunks a lane.
- * Block rows (bench/cuda/act2-2026-11-23): one chunk a thread up to 128
- * chunks, 2 up to 256, 4 up to 512 (so a thread has 2 to 8 loads in flight
- * and a per-token row waits for its amax in registers), then 256 threads of
- * 2 chunks a pass; the block scheme a half-warp per 128-column group, up to
- * 8 warps. */
-fmcu_act_launch fmcu_act_shape(int mode, uint32_t I, int warp_cap);
+ * (FMCU_ACT_*) and I columns; per-token rows of up to FMCU_ACT_WARP_CH
+ * chunks a lane are a warp's when `warp_rows` (option prefill_warp_rows).
+ * Block rows (bench/cuda/RESULTS.md, "Prefill: the activation and plan
+ * kernels"): one chunk a thread up to 128 chunks, 2 up to 256, 4 up to 512
+ * (so a thread has 2 to 8 loads in flight and a per-token row waits for its
+ * amax in registers), then 256 threads of 2 chunks a pass; the block scheme
+ * a half-warp per 128-column group, up to 8 warps. */
+fmcu_act_launch fmcu_act_shape(int mode, uint32_t I, int warp_rows);
 
 /* Our grouped GEMM's tile kinds (grouped_gemm.h, grouped_gemm_sm90.cu):
  * columns per tile and accumulation. Promoted kinds restart wgmma's
  * accumulator every 128 K (e4m3 only); fast kinds keep one over all of K. */
 typedef enum fmcu_gg_kind {
-    FMCU_GG_N128_PROMOTED,
     FMCU_GG_N192_PROMOTED,
     FMCU_GG_N256_FAST,
     FMCU_GG_N128_FAST,
@@ -91,40 +82,30 @@ typedef enum fmcu_gg_kind {
 /* 1 for the kinds that promote (e4m3 operands only). */
 int fmcu_gg_promoted(int kind);
 
-/* Tile order (fmcu_gg_args.order). FIXED: CTA b takes tiles b, b + grid,
- * b + 2 grid, ...; COUNTER: tile b, then the next untaken one from a
- * counter; AUTO: the counter for promoted kinds, fixed for fast ones.
- * H100, GEMMs alone under random routing and the forward
- * (bench/cuda/half-2026-11-23): with half tiles in the fixed order the
- * promoted fp8 GEMM1s of long K ran 13-21% slower alone, 21-55% in the
- * forward (CTAs drift apart and the tiles in flight stop sharing weight
- * tiles in L2), in the counter's order 1-6% faster than whole tiles; the
- * fast kinds ran up to 17% slower alone and 9% in the forward in the
- * counter's order, and best with half tiles in the fixed one. */
+/* Tile order (fmcu_gg_args.order; option prefill_tile_order). FIXED: CTA b
+ * takes tiles b, b + grid, b + 2 grid, ...; COUNTER: tile b, then the next
+ * untaken one from a counter; AUTO: the counter for promoted kinds, fixed for
+ * fast ones. H100, GEMMs alone under random routing and the forward
+ * (bench/cuda/RESULTS.md, "Prefill: half tiles and the tile order"): with
+ * half tiles in the fixed order the promoted fp8 GEMM1s of long K ran 13-21%
+ * slower alone, 21-55% in the forward (CTAs drift apart and the tiles in
+ * flight stop sharing weight tiles in L2), in the counter's order 1-6% faster
+ * than whole tiles; the fast kinds ran up to 17% slower alone and 9% in the
+ * forward in the counter's order, and best with half tiles in the fixed one. */
 #define FMCU_GG_ORDER_AUTO    0
 #define FMCU_GG_ORDER_FIXED   1
 #define FMCU_GG_ORDER_COUNTER 2
 
-/* Measurement knobs of the grouped GEMM (A/B timing): the order from
- * FMCU_GG_ORDER's value ("fixed", "counter"; anything else, or NULL: AUTO),
- * and whole tiles only (1) from FMCU_GG_HALF's ("0"; anything else: 0,
- * half tiles). */
-int fmcu_gg_order(const char *env);
-int fmcu_gg_whole_tiles(const char *env);
-
-/* The prefill tier's kinds for a call of `rows` average rows per local
- * expert and hidden size H: *k1 for GEMM1, *k2 for GEMM2, or -1 where
- * CUTLASS's kernel runs. fp8: GEMM1 promoted (its output is quantized
+/* The prefill tier's kinds (bf16 and fp8 tensor/channel) for a call of
+ * `rows` average rows per local expert and hidden size H: *k1 for GEMM1,
+ * *k2 for GEMM2. fp8: GEMM1 promoted 192 columns (its output is quantized
  * again), GEMM2 not; bf16: fast kinds (f32 accumulation), GEMM1 256
  * columns. GEMM2 takes 128-column tiles below 128 rows (fewer half-empty
  * tiles), 256 from 128, or 192 where that pads its N (= H) less:
  * gpt-oss-120b's H = 2880 is 15 tiles of 192 and 11.25 of 256 (H100,
  * forward at M=8192, GEMM2 -5.5% fp8 and -4% bf16, same bits;
- * bench/cuda/pingpong-2026-11-22). `env` is FMCU_PF_OWN's value, for
- * measurements: two characters, GEMM1's then GEMM2's, each a kind's digit
- * (a promoted one only for fp8) or 'c' for CUTLASS; anything else leaves
- * that GEMM's kind as chosen. */
-void fmcu_gg_kinds(int bf16, int64_t rows, uint32_t H, const char *env, int *k1, int *k2);
+ * bench/cuda/RESULTS.md, "Prefill: ping-pong and overlapped GEMM kinds"). */
+void fmcu_gg_kinds(int bf16, int64_t rows, uint32_t H, int *k1, int *k2);
 
 #ifdef __cplusplus
 }

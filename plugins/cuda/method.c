@@ -16,11 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/reference_quant/refq.h"
+#include "fusedmoe/kit/refq.h"
 #include "plugins/cuda/cuda_api.h"
 #include "plugins/cuda/cuda_plugin.h"
 #include "plugins/cuda/layout.h"
-#include "plugins/cuda/tier.h"
 
 #define MAX_BUFFERS 12
 
@@ -124,12 +123,7 @@ static fmoe_status cuda_create(fmoe_create_args *a)
     L->topk_group = c->topk_group;
     L->has_correction_bias = (int)c->has_correction_bias;
     L->routed_scaling_factor = c->routed_scaling_factor;
-    int tier;
-    if (fmcu_tier_parse(getenv("FMOE_CUDA_TIER"), &tier, why, sizeof why) != 0) {
-        destroy_instance(in);
-        return h->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT, "%s", why);
-    }
-    L->tier = tier;
+    L->opt = st->opt;
 
     /* The one-launch decode's grid barrier, our grouped GEMM's tile counter
      * and the wide plan's counts and done counter start from zero (the last
@@ -312,16 +306,6 @@ static fmoe_status cuda_finalize(fmoe_finalize_args *a)
         L->correction_bias = upload(in, a->correction_bias->data, numel(a->correction_bias) * sizeof(float), why,
                                     sizeof why);
         if (!L->correction_bias)
-            return device_error(in, a->err, why);
-    }
-    /* With FMCU_PF_FUSE=1/2 (off by default) the prefill tier's CUTLASS
-     * GEMM1 computes the activation in its epilogue and reads W13 with gate
-     * and up rows interleaved: a second copy of W13, the other tiers keep
-     * reading the first (docs/CUDA.md, "Fused GEMM1"). */
-    size_t fused = L->tier == FMCU_TIER_STREAM || L->tier == FMCU_TIER_TILED ? 0 : fmcu_prefill_fused_bytes(L);
-    if (fused) {
-        void *d = device_alloc(in, fused, why, sizeof why);
-        if (!d || fmcu_prefill_interleave(L, d, why, sizeof why) != 0)
             return device_error(in, a->err, why);
     }
     return FMOE_STATUS_OK;

@@ -1,7 +1,7 @@
 /*
  * plugins/cuda/pf_vec.cuh - the arithmetic and vector helpers the prefill
- * tier's small kernels share (prefill_sm90.cu: gather and combine;
- * prefill_act.cu: the activation stage): quantization as kernels.cu does
+ * tier's small kernels share (prefill_rows.cu: gather and combine;
+ * prefill_act.cu: the activation stage): quantization as quantize.cu does
  * it, block reductions, 8 or 4 bf16 values to and from registers.
  * Device-side C++ only.
  */
@@ -20,7 +20,7 @@ using bf16 = __nv_bfloat16;
 constexpr int GROUP = 128;        /* block scheme: activation group and weight block (both dimensions) */
 
 /* ------------------------------------------------------------------------ */
-/* Arithmetic shared with kernels.cu / gemm.cu (same expressions)            */
+/* Arithmetic shared with quantize.cu / gemm.cu (same expressions)          */
 /* ------------------------------------------------------------------------ */
 
 using fmcu_dev::scale_f32;

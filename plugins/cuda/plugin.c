@@ -20,17 +20,24 @@ int fmcu_arch_supported(int major, int minor)
     return major == 9 || major == 10; /* sm_90a and sm_100a code objects */
 }
 
+/* Options (options.h): every one the host passes is parsed here; one not
+ * given keeps the plugin's default (a plugin loaded without its manifest
+ * gets only the user's options). */
 static fmoe_status cuda_init(fmoe_init_args *a)
 {
     const fmoe_host *h = a->host;
-    if (a->n_options > 0)
-        return h->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT, "unknown option '%s' (the cuda plugin takes none)",
-                            a->options[0]->key);
+    fmcu_options opt;
+    char why[256];
+    fmcu_options_default(&opt);
+    for (uint32_t i = 0; i < a->n_options; i++)
+        if (fmcu_options_set(&opt, a->options[i]->key, a->options[i]->value, why, sizeof why) != 0)
+            return h->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT, "%s", why);
     fmcu_state *st = h->alloc(h->ctx, sizeof *st, 0);
     if (!st)
         return h->error_set(a->err, FMOE_STATUS_OUT_OF_MEMORY, "out of memory");
     memset(st, 0, sizeof *st);
     st->host = h;
+    st->opt = opt;
     a->state = st;
     return FMOE_STATUS_OK;
 }
@@ -233,16 +240,4 @@ static const fmoe_plugin cuda_plugin = {
     .memory = &cuda_memory,
 };
 
-FMOE_PLUGIN_EXPORT fmoe_status fmoe_plugin_entry(fmoe_entry_args *a)
-{
-    if (!a || a->struct_size < FMOE_STRUCT_SIZE_UPTO(fmoe_entry_args, plugin) || !a->host)
-        return FMOE_STATUS_INVALID_ARGUMENT;
-    const fmoe_host *h = a->host;
-    if (h->abi_major != FMOE_ABI_MAJOR || h->struct_size < FMOE_STRUCT_SIZE_UPTO(fmoe_host, free))
-        return h->struct_size >= FMOE_STRUCT_SIZE_UPTO(fmoe_host, error_set) && h->error_set
-                   ? h->error_set(a->err, FMOE_STATUS_ABI_MISMATCH, "cuda plugin speaks ABI %d.x, host %u.%u",
-                                  FMOE_ABI_MAJOR, h->abi_major, h->abi_minor)
-                   : FMOE_STATUS_ABI_MISMATCH;
-    a->plugin = &cuda_plugin;
-    return FMOE_STATUS_OK;
-}
+FMOE_DEFINE_PLUGIN_ENTRY(cuda_plugin)

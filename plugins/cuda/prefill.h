@@ -1,13 +1,14 @@
 /*
  * plugins/cuda/prefill.h - the Hopper prefill path (prefill_sm90.cu): the
- * MoE forward through CUTLASS sm90 grouped GEMMs (TMA + wgmma, warp
- * specialized, persistent), as kernels.cu's fmcu_forward calls it once the
- * plan kernel has sorted the pairs by expert. Device-side C++ only.
+ * MoE forward through sm90 grouped GEMMs (TMA + wgmma, warp specialized,
+ * persistent: ours, grouped_gemm.h, and CUTLASS's for the fp8 block scheme),
+ * as forward.cu's fmcu_forward calls it once the plan kernel has sorted the
+ * pairs by expert. Device-side C++ only.
  *
  *   gather   x rows -> A1 [rows, H] in expert-sorted order, bf16 copy or e4m3
  *            with the scheme's activation scales (per tensor static/dynamic,
  *            per token, per 1 x 128 group with f32 or UE8M0 scales: the
- *            arithmetic of kernels.cu's quant_kernel); also the sorted
+ *            arithmetic of quantize.cu's quant_kernel); also the sorted
  *            position of every pair.
  *   GEMM1    grouped over the local experts (problem sizes and pointers built
  *            on the device from the plan's offsets; experts with no rows are
@@ -16,13 +17,6 @@
  *   act      a = round(act(h_gate, h_up)) as GEMM1's epilogue in gemm.cu
  *            does, then the GEMM2 input (bf16, or e4m3 with its scales):
  *            prefill_act.h.
- *   fused    (gated SiLU, bf16; fp8 tensor/channel too with FMCU_PF_FUSE=2;
- *            when finalize made the interleaved W13, fmcu_layer.pf_w13)
- *            GEMM1's epilogue computes a from its registers and writes the
- *            [rows, I] bf16 activations itself, no h; the act stage is then
- *            the fixup of the ~1/1000 pairs f32 cannot round exactly (+ for
- *            fp8 a quantize pass reading them once).
- *            fmcu_prefill_fused_bytes / fmcu_prefill_interleave (cuda_api.h).
  *   GEMM2    grouped -> y [rows, H] bf16 in sorted order.
  *   combine  out[t] = round(sum_j y[pos(t, j)] * w[t, j]) in slot order, f32
  *            without FMA; pairs with no local expert are skipped.
@@ -58,7 +52,7 @@ bool fmcu_prefill_supported_why(const fmcu_layer *L, char *why, size_t cap);
 /* The forward of m tokens after the plan kernel: pair_local [m*k] (local
  * expert or -1), offsets [E_local + 1], sorted [m*k] (pair ids grouped by
  * expert, the first offsets[E_local] valid), all device memory, as
- * kernels.cu's plan_kernel writes them. x [m, H] with row stride x_ld, out
+ * plan.cu's plan_kernel writes them. x [m, H] with row stride x_ld, out
  * [m, H] with row stride out_ld (elements, act dtype), topk_w [m*k] f32.
  * Only call when fmcu_prefill_supported(L). Returns the first launch error. */
 cudaError_t fmcu_prefill_forward(const fmcu_layer *L, int64_t m, const void *x, int64_t x_ld, const float *topk_w,
@@ -67,8 +61,7 @@ cudaError_t fmcu_prefill_forward(const fmcu_layer *L, int64_t m, const void *x, 
 
 /* Profiling (tests/cuda/prefill_check): the same forward with events
  * recorded on `st` before the gather and after each of the five stages
- * (gather, GEMM1, act, GEMM2, combine; fused: act is the fixup and, for
- * fp8, the quantize pass). */
+ * (gather, GEMM1, act, GEMM2, combine). */
 #define FMCU_PREFILL_EVENTS 6
 cudaError_t fmcu_prefill_forward_events(const fmcu_layer *L, int64_t m, const void *x, int64_t x_ld,
                                         const float *topk_w, const int32_t *pair_local, const int32_t *offsets,

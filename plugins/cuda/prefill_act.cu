@@ -1,13 +1,13 @@
 /*
  * plugins/cuda/prefill_act.cu - the prefill tier's activation stage
  * (prefill_act.h): GEMM1's bf16 output h -> a = round(act(gate, up)) -> the
- * GEMM2 input; the fixup and quantization after GEMM1's fused epilogue; the
- * exact amax of a dynamic per-tensor GEMM2 input scale.
+ * GEMM2 input; the exact amax of a dynamic per-tensor GEMM2 input scale.
  *
  * act_kernel is the largest of the tier's separate passes (Qwen3-30B-A3B
  * fp8 at M=8192: 172 of 1090 µs against ~84 µs of memory traffic), and it
  * was bound by instruction issue, not memory: 76 instructions per (gate,
- * up) pair for fp8 channel, 53 for bf16 (bench/cuda/act-2026-11-23). So
+ * up) pair for fp8 channel, 53 for bf16 (bench/cuda/RESULTS.md, "Prefill:
+ * the activation and plan kernels"). So
  * values stay packed as bf16 pairs in 32-bit words from load to store:
  * one shift or mask unpacks a value, one cvt.rn.bf16x2 rounds and packs
  * two, max.bf16x2 takes two at a time into the amax, cvt e4m3x2 converts
@@ -17,8 +17,8 @@
  * chunks of a row before computing any (fmcu_act_shape), and a per-token row
  * waits for its amax in registers unless it is longer than 4096 columns
  * (up to 1024 columns a warp takes the row: act_token_warp_kernel).
- * The output bits are those of the float version (bench/cuda/
- * act2-2026-11-23: same hashes).
+ * The output bits are those of the float version (same hashes;
+ * bench/cuda/RESULTS.md, "Prefill: the activation and plan kernels").
  */
 #include "plugins/cuda/prefill_act.h"
 #include "plugins/cuda/launch_shape.h"
@@ -26,7 +26,6 @@
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 #include <math.h>
-#include <stdlib.h>
 
 #include <algorithm>
 
@@ -406,7 +405,8 @@ __global__ void __launch_bounds__(ACT_MAX_THREADS) act_kernel(const act_args a)
  * row's amax by shuffles, no block barrier. With a block per row, the
  * barrier between a row's amax and its stores left the kernel waiting
  * (Qwen3-30B-A3B's I = 768: 128 us at M = 8192 against ~84 of memory
- * traffic, DRAM 59%; bench/cuda/act2-2026-11-23); here a warp's wait
+ * traffic, DRAM 59%; bench/cuda/RESULTS.md, "Prefill: the activation and
+ * plan kernels"); here a warp's wait
  * holds up only its own row. Same values as token_row (the amax is a max
  * of the same values, which no order changes). */
 template <int K, int CH>
@@ -436,18 +436,17 @@ __global__ void __launch_bounds__(ACT_MAX_THREADS) act_token_warp_kernel(const a
  * scale, amax / 448, then moves by ~0.4% and every GEMM2 input is
  * requantized with it: NMSE ~5e-4 against the reference, at conformance's
  * gate (fp8 tensor dynamic m1024 failed it in two runs of three,
- * bench/cuda/gather-2026-11-23). So every row whose amax from act_kernel is
- * within 2^-7 of the call's (the row holding the true largest value is
- * among them: GEMM1's error, ~2^-13, plus a bf16 step, 2^-8, stay below
- * 2^-7) is recomputed from GEMM1's
- * e4m3 operands, exact products summed in double and rounded at the
- * reference's points (h to f32, times the scales, to bf16; act_bf16), and
- * the largest |value| of those rows is the amax (bench/cuda/amax-2026-11-23:
- * NMSE 5e-4 -> 2e-5). amax_candidates_kernel lists the rows (usually one to
- * a few), amax_exact_kernel spreads (row, column) tasks over the whole GPU,
- * a warp per task with lanes splitting K. Past EXACT_MAX_ROWS candidates
- * (rows tied at the maximum, e.g. repeated tokens) it keeps GEMM1's amax,
- * as before: each row costs a CUDA-core GEMM1 row. */
+ * bench/cuda/RESULTS.md, "Prefill: the exact dynamic amax"). So every row
+ * whose amax from act_kernel is within 2^-7 of the call's (the row holding
+ * the true largest value is among them: GEMM1's error, ~2^-13, plus a bf16
+ * step, 2^-8, stay below 2^-7) is recomputed from GEMM1's e4m3 operands,
+ * exact products summed in double and rounded at the reference's points (h to
+ * f32, times the scales, to bf16; act_bf16), and the largest |value| of those
+ * rows is the amax (NMSE 5e-4 -> 2e-5). amax_candidates_kernel lists the rows
+ * (usually one to a few), amax_exact_kernel spreads (row, column) tasks over
+ * the whole GPU, a warp per task with lanes splitting K. Past EXACT_MAX_ROWS
+ * candidates (rows tied at the maximum, e.g. repeated tokens) it keeps
+ * GEMM1's amax, as before: each row costs a CUDA-core GEMM1 row. */
 constexpr uint32_t EXACT_MAX_ROWS = 64;
 
 __global__ void __launch_bounds__(256) amax_candidates_kernel(const act_args a)
@@ -506,67 +505,22 @@ __global__ void __launch_bounds__(256) amax_exact_kernel(const act_args a)
         atomicMax(a.amax_exact, __float_as_uint(m));
 }
 
-/* Per-tensor GEMM2 input: quantize the staged activations with the static
- * scale, or the dynamic one from their amax (written to tensor_scale). */
+/* Dynamic per-tensor GEMM2 input: quantize the staged activations with the
+ * scale from their exact amax (also written to tensor_scale). */
 __global__ void __launch_bounds__(256) quant_staged_kernel(const bf16 *stage, uint32_t I, const int32_t *total,
-                                                           const float *static_scale, const uint32_t *amax,
-                                                           float *tensor_scale, uint8_t *dst)
+                                                           const uint32_t *amax, float *tensor_scale, uint8_t *dst)
 {
     const int i = blockIdx.x;
     if (i >= *total)
         return;
-    const float s = static_scale ? *static_scale : scale_f32(__uint_as_float(*amax));
-    if (!static_scale && i == 0 && threadIdx.x == 0)
+    const float s = scale_f32(__uint_as_float(*amax));
+    if (i == 0 && threadIdx.x == 0)
         *tensor_scale = s;
     for (uint32_t c = threadIdx.x * 8; c < I; c += blockDim.x * 8) {
         float v[8];
         load8(stage + (int64_t)i * I + c, true, v);
         store_q8(dst + (int64_t)i * I + c, v, s);
     }
-}
-
-/* Per-token GEMM2 input after the fused GEMM1 (channel scheme): its
- * epilogue wrote the activations in bf16 (a row's amax spans all of I,
- * which no GEMM1 tile sees); each block quantizes one row as act_kernel's
- * QM_TOKEN branch does. */
-template <int CH>
-__global__ void __launch_bounds__(ACT_MAX_THREADS) quant_token_kernel(const bf16 *stage, uint32_t I,
-                                                                      const int32_t *total, float *scale, uint8_t *dst)
-{
-    extern __shared__ uint4 act_sv[];
-    __shared__ float red[32];
-    const int i = blockIdx.x;
-    if (i >= *total)
-        return;
-    const bf16 *row = stage + (int64_t)i * I;
-    token_row<CH>(
-        [&](row_chunks<CH> &r) {
-#pragma unroll
-            for (int j = 0; j < CH; j++)
-                if (r.col(j) < I)
-                    load_words<4>(row + r.col(j), r.w[j]);
-        },
-        I, act_sv, red, scale + i, dst + (int64_t)i * I);
-}
-
-__global__ void __launch_bounds__(256) fixup_kernel(const fixup_args a)
-{
-    const int64_t w = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (w * 32 >= (int64_t)*a.total * a.I)
-        return;
-    uint32_t bits = a.slow[w];
-    float m = 0.0f;
-    while (bits) {
-        const int b = __ffs(bits) - 1;
-        bits &= bits - 1;
-        const int64_t e = w * 32 + b;
-        const float g = __bfloat162float(a.gu[2 * e]), u = __bfloat162float(a.gu[2 * e + 1]);
-        const float v = act_bf16(a.fn, g, u);
-        a.out[e] = __float2bfloat16_rn(v);
-        m = amax_step(m, v);
-    }
-    if (a.amax && m > 0.0f)
-        atomicMax(a.amax, __float_as_uint(m));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -579,13 +533,6 @@ static_assert(QM_BF16 == FMCU_ACT_BF16 && QM_TENSOR == FMCU_ACT_TENSOR && QM_TOK
                   QM_GROUP == FMCU_ACT_GROUP && GROUP == FMCU_ACT_GROUP_COLS && ACT_MAX_THREADS == FMCU_ACT_MAX_THREADS,
               "launch_shape.h's forms and sizes are prefill_act's");
 
-/* FMCU_PF_ACT_WARP, read once per process. */
-static int warp_cap()
-{
-    static const int cap = fmcu_act_warp_cap(getenv("FMCU_PF_ACT_WARP"));
-    return cap;
-}
-
 template <int K> static void launch_token_warp(const act_args &aa, int ch, unsigned rows, cudaStream_t st)
 {
     constexpr unsigned warps = ACT_MAX_THREADS / 32;
@@ -594,9 +541,7 @@ template <int K> static void launch_token_warp(const act_args &aa, int ch, unsig
     case 1: act_token_warp_kernel<K, 1><<<grid, block, 0, st>>>(aa); break;
     case 2: act_token_warp_kernel<K, 2><<<grid, block, 0, st>>>(aa); break;
     case 3: act_token_warp_kernel<K, 3><<<grid, block, 0, st>>>(aa); break;
-    case 4: act_token_warp_kernel<K, 4><<<grid, block, 0, st>>>(aa); break;
-    case 6: act_token_warp_kernel<K, 6><<<grid, block, 0, st>>>(aa); break;
-    default: act_token_warp_kernel<K, 8><<<grid, block, 0, st>>>(aa); break;
+    default: act_token_warp_kernel<K, 4><<<grid, block, 0, st>>>(aa); break;
     }
 }
 
@@ -614,60 +559,31 @@ static void launch_act(const act_args &aa, const fmcu_act_launch &sh, unsigned r
     }
 }
 
-static void launch_quant_token(const act_args &aa, const fmcu_act_launch &sh, unsigned rows, cudaStream_t st)
-{
-    const int32_t *total = aa.offsets + aa.E;
-    uint8_t *dst = (uint8_t *)aa.dst;
-    switch (sh.ch) {
-    case 1: quant_token_kernel<1><<<rows, sh.threads, sh.smem, st>>>(aa.stage, aa.I, total, aa.scale, dst); break;
-    case 2: quant_token_kernel<2><<<rows, sh.threads, sh.smem, st>>>(aa.stage, aa.I, total, aa.scale, dst); break;
-    default: quant_token_kernel<4><<<rows, sh.threads, sh.smem, st>>>(aa.stage, aa.I, total, aa.scale, dst); break;
-    }
-}
-
-cudaError_t act_stage(const act_args &aa, const fixup_args *fused, unsigned rows, bool dyn_tensor, cudaStream_t st)
+cudaError_t act_stage(const act_args &aa, unsigned rows, bool dyn_tensor, bool warp_rows, cudaStream_t st)
 {
     if (aa.mode == QM_TOKEN && aa.I > TOKEN_MAX_I)
         return cudaErrorInvalidValue; /* refused at create (fmcu_prefill_supported) */
-    const fmcu_act_launch sh = fmcu_act_shape(aa.mode, aa.I, fused ? 0 : warp_cap()); /* the fused path's quant: blocks */
-    const int32_t *total = aa.offsets + aa.E;
-    if (!fused) {
-        const bool silu = aa.fn.gated && aa.fn.activation == FMOE_ACT_SILU;
-        if (silu && aa.fn.limit > 0.0f)
-            launch_act<AK_SILU_LIMIT>(aa, sh, rows, st);
-        else if (silu)
-            launch_act<AK_SILU>(aa, sh, rows, st);
-        else
-            launch_act<AK_OTHER>(aa, sh, rows, st);
-    } else {
-        const int64_t mask_words = ((int64_t)rows * aa.I + 31) / 32;
-        fixup_kernel<<<(unsigned)((mask_words + 255) / 256), 256, 0, st>>>(*fused);
-    }
+    const fmcu_act_launch sh = fmcu_act_shape(aa.mode, aa.I, warp_rows);
+    const bool silu = aa.fn.gated && aa.fn.activation == FMOE_ACT_SILU;
+    if (silu && aa.fn.limit > 0.0f)
+        launch_act<AK_SILU_LIMIT>(aa, sh, rows, st);
+    else if (silu)
+        launch_act<AK_SILU>(aa, sh, rows, st);
+    else
+        launch_act<AK_OTHER>(aa, sh, rows, st);
     cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess)
+    if (e != cudaSuccess || !dyn_tensor)
         return e;
-    if (fused && aa.mode == QM_TOKEN) {
-        launch_quant_token(aa, sh, rows, st);
-        if ((e = cudaGetLastError()) != cudaSuccess)
-            return e;
-    }
-    const bool exact = dyn_tensor && !fused; /* the fused epilogue keeps no row amax */
-    if (exact) {
-        amax_candidates_kernel<<<(rows + 255) / 256, 256, 0, st>>>(aa);
-        if ((e = cudaGetLastError()) != cudaSuccess)
-            return e;
-        amax_exact_kernel<<<264, 256, 0, st>>>(aa); /* 2112 warps: one task each for a row of I <= 2112 */
-        if ((e = cudaGetLastError()) != cudaSuccess)
-            return e;
-    }
-    if (dyn_tensor || (fused && aa.mode == QM_TENSOR)) {
-        const unsigned threads = std::min(256u, (aa.I / 8 + 31) / 32 * 32);
-        quant_staged_kernel<<<rows, threads, 0, st>>>(aa.stage, aa.I, total, dyn_tensor ? nullptr : aa.static_scale,
-                                                      exact ? aa.amax_exact : aa.amax, aa.tensor_scale,
-                                                      (uint8_t *)aa.dst);
-        e = cudaGetLastError();
-    }
-    return e;
+    amax_candidates_kernel<<<(rows + 255) / 256, 256, 0, st>>>(aa);
+    if ((e = cudaGetLastError()) != cudaSuccess)
+        return e;
+    amax_exact_kernel<<<264, 256, 0, st>>>(aa); /* 2112 warps: one task each for a row of I <= 2112 */
+    if ((e = cudaGetLastError()) != cudaSuccess)
+        return e;
+    const unsigned threads = std::min(256u, (aa.I / 8 + 31) / 32 * 32);
+    quant_staged_kernel<<<rows, threads, 0, st>>>(aa.stage, aa.I, aa.offsets + aa.E, aa.amax_exact, aa.tensor_scale,
+                                                  (uint8_t *)aa.dst);
+    return cudaGetLastError();
 }
 
 } // namespace fmcu_pf

@@ -4,9 +4,7 @@
  *   act      a = round(act(h_gate, h_up)) from GEMM1's bf16 output h, and
  *            the GEMM2 input made from it: bf16, or e4m3 with a per-tensor
  *            (static, or dynamic from the exact amax), per-token or 1x128
- *            group scale;
- *   fused    after GEMM1's fused epilogue: the fixup of the pairs it left
- *            (act_bf16) and, for fp8, the quantization of its bf16 output.
+ *            group scale.
  * Device-side C++ only.
  */
 #ifndef FMOE_PLUGIN_CUDA_PREFILL_ACT_H
@@ -43,25 +41,13 @@ struct act_args {
     uint32_t H;
 };
 
-/* The pairs GEMM1's fused epilogue left (act_epi's gu and slow): one bit
- * per activation in a mask, act_bf16 as act_kernel computes it. */
-struct fixup_args {
-    const uint32_t *slow;
-    const bf16 *gu;                /* [R, 2I] */
-    uint32_t I;
-    const int32_t *total;          /* R */
-    act_fn fn;
-    bf16 *out;                     /* [R, I] */
-    uint32_t *amax;                /* dynamic per-tensor: amax of these outputs too */
-};
-
 /* Enqueue the stage on st for up to `rows` sorted rows (offsets[E] of them
- * valid, read on the device): act_kernel (fused NULL) or fixup_kernel
- * (fused), then what the GEMM2 input still needs (the exact amax and the
- * quantization of a dynamic per-tensor input, the per-token quantization
- * after the fused epilogue). dyn_tensor: the GEMM2 input has a dynamic
- * per-tensor scale. No allocation, no host synchronization. */
-cudaError_t act_stage(const act_args &aa, const fixup_args *fused, unsigned rows, bool dyn_tensor, cudaStream_t st);
+ * valid, read on the device): act_kernel, then for a dynamic per-tensor
+ * GEMM2 input scale (dyn_tensor) the exact amax and the quantization.
+ * warp_rows: per-token rows of at most 1024 columns a warp's (option
+ * prefill_warp_rows, launch_shape.h). No allocation, no host
+ * synchronization. */
+cudaError_t act_stage(const act_args &aa, unsigned rows, bool dyn_tensor, bool warp_rows, cudaStream_t st);
 
 /* The largest I of a per-token (channel scheme) GEMM2 input: a long row
  * waits for its amax in shared memory, within the 48 KiB a launch gets

@@ -1,6 +1,6 @@
 /*
  * plugins/cuda/quant_row.cuh - one GEMM-input row quantized by one block:
- * the row work of kernels.cu's quant and amax kernels and of the plan
+ * the row work of quantize.cu's quant and amax kernels and of plan.cu's plan
  * kernel's blocks 1..M (the stream and tiled tiers' GEMM inputs; the plan
  * kernel takes the scalar loop only). Device-side C++ only.
  *
@@ -15,7 +15,8 @@
  * The scalar loop below it (any dtype, stride or length) waits a round trip
  * per value a thread owns, in each of its two passes: a Mixtral-8x7B GEMM2
  * input row (14336 values, 256 threads) took 19 us that way on an H100
- * (bench/cuda/stream-2026-11-23). Both paths give the same codes: where the
+ * (bench/cuda/RESULTS.md, "Decode: GEMM-input rows quantized in
+ * registers"). Both paths give the same codes: where the
  * scale comes from the values it quantizes (per token, per group, dynamic
  * per tensor), the register path divides bf16 values by one reciprocal and
  * a Markstein correction (fmcu_dev::to_e4m3_r, exact there and checked for
@@ -57,8 +58,8 @@ struct quant_args {
 /* 16-byte pieces (8 values) a thread holds on the register path: rows of
  * up to 4096 values at 256 threads, 16384 at 1024 (fmcu_quant_threads).
  * Two, not eight: with eight the quant kernel of a Mixtral-8x7B GEMM2
- * input row took 6.9 us under ncu, with two 5.5 (H100,
- * bench/cuda/stream-2026-11-23, calls 3 and 4). */
+ * input row took 6.9 us under ncu, with two 5.5 (H100; bench/cuda/RESULTS.md,
+ * "Decode: GEMM-input rows quantized in registers"). */
 constexpr int QV = 2;
 constexpr uint32_t QV_GROUP = 128; /* the one group size the register path takes: a half-warp's 16 pieces */
 
@@ -221,7 +222,7 @@ __device__ __forceinline__ void quant_row_registers(const quant_args &a, int64_t
 
 /* One row by one block (blockDim a multiple of 32); `red` holds 32 floats.
  * REGISTERS = false: the scalar loop only (the plan kernel's blocks 1..M:
- * kernels.cu says why). */
+ * plan.cu says why). */
 template <bool REGISTERS = true>
 __device__ __forceinline__ void quant_row(const quant_args &a, int64_t row, float *red)
 {

@@ -1,6 +1,6 @@
 /*
  * plugins/cuda/stage_rows.cuh - a few rows of a GEMM input into shared
- * memory, quantized as kernels.cu's quant_row would quantize them into
+ * memory, quantized as quantize.cu's quant_row would quantize them into
  * global memory (same scales, same e4m3 codes), by one CTA. The decode
  * kernels that keep a whole call's GEMM input on chip use it: the fused
  * tail (decode_tail.cu) for GEMM2's input, the one-launch decode

@@ -3,12 +3,10 @@
  */
 #include "plugins/cuda/tier.h"
 
-#include <stdio.h>
-#include <string.h>
-
 /* Past about 16 rows per expert the tiled kernels win: on an H200 the
  * stream tier was faster at 1-8 rows per expert (Qwen3-30B-A3B M=1..128,
- * Mixtral M=1..16) and slower at 32 (Mixtral M=128): bench/cuda/RESULTS.md. */
+ * Mixtral M=1..16) and slower at 32 (Mixtral M=128): bench/cuda/RESULTS.md,
+ * "First measurements (H200): the tiled and stream tiers". */
 int fmcu_gemm_tier(int64_t m, uint32_t top_k, uint32_t local_experts, int forced, int prefill_ok)
 {
     if (forced == FMCU_TIER_PREFILL)
@@ -81,37 +79,4 @@ int fmcu_fused_bulk_plan(uint32_t H, int fp8, fmcu_fused_cfg *cfg)
         return 0;
     *cfg = c;
     return 1;
-}
-
-int fmcu_tier_parse(const char *value, int *tier, char *why, size_t cap)
-{
-    static const struct {
-        const char *name;
-        int tier;
-    } names[] = {{"auto", FMCU_TIER_AUTO},
-                 {"tiled", FMCU_TIER_TILED},
-                 {"stream", FMCU_TIER_STREAM},
-                 {"prefill", FMCU_TIER_PREFILL}};
-    if (!value || !*value) {
-        *tier = FMCU_TIER_AUTO;
-        return 0;
-    }
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        if (strcmp(value, names[i].name) == 0) {
-            *tier = names[i].tier;
-            return 0;
-        }
-    }
-    snprintf(why, cap, "FMOE_CUDA_TIER='%s': expected auto, tiled, stream or prefill", value);
-    return -1;
-}
-
-const char *fmcu_tier_name(int tier)
-{
-    switch (tier) {
-    case FMCU_TIER_TILED: return "tiled";
-    case FMCU_TIER_STREAM: return "stream";
-    case FMCU_TIER_PREFILL: return "prefill";
-    default: return "auto";
-    }
 }

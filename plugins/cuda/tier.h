@@ -7,10 +7,10 @@
  *           average (decode and small batches: the weights are the cost);
  *   TILED   gemm.cu: mma.sync tiles of 16-64 rows, any size;
  *   PREFILL the wgmma/TMA grouped GEMM path (prefill.h) where it serves the
- *           layer (bf16; fp8 only when forced, see kernels.cu), else TILED.
+ *           layer, else TILED.
  *
- * FMOE_CUDA_TIER=stream|tiled|prefill|auto forces a tier for testing and
- * benchmarking; it is read once, at layer create.
+ * The plugin's option `tier` (options.h) forces one for tests and
+ * measurements; a layer takes it at create.
  */
 #ifndef FMOE_PLUGIN_CUDA_TIER_H
 #define FMOE_PLUGIN_CUDA_TIER_H
@@ -44,8 +44,9 @@ extern "C" {
  * issued before the CTA waits for GEMM1 (they depend only on the plan's
  * expert ids). It serves calls whose CTAs all fit on the device at once
  * with all of K staged: one wave, each CTA's copies in flight from the
- * start (bench/cuda/tail-2026-11-22: a ring of stages, or a second wave,
- * streamed at a third of what the stream GEMM does). */
+ * start (bench/cuda/RESULTS.md, "Decode: the fused tail": a ring of
+ * stages, or a second wave, streamed at a third of what the stream GEMM
+ * does). */
 #define FMCU_TAIL_MAX_PAIRS 8
 #define FMCU_TAIL_ROWS      16
 #define FMCU_TAIL_ROW_PAD   16                 /* bytes after each staged row: conflict-free 16-byte fragment loads */
@@ -108,7 +109,8 @@ int fmcu_tail_plan(int tier, int64_t pairs, uint32_t H, uint32_t I, int fp8, uin
  * pairs, the GEMM1 input quantization, GEMM1, a grid-wide barrier, then
  * the tail's work in the CTAs that own W2 rows. Every CTA streams W13 for
  * GEMM1 while its W2 rows arrive in shared memory, so both weights are in
- * flight together and no launch waits for another (bench/cuda/fused-2026-11-23).
+ * flight together and no launch waits for another (bench/cuda/RESULTS.md,
+ * "Decode: the one-launch decode").
  * A CTA runs `groups` GEMM1 units of 4 warps (16 weight rows, K split over
  * the warps, as the stream tier's split-K CTAs) and a copy warp: 6 groups
  * (800 threads at 72 registers), 5 with block scales (their partial sums
@@ -159,12 +161,6 @@ int fmcu_fused_bulk_plan(uint32_t H, int fp8, fmcu_fused_cfg *cfg);
 /* The tier for m tokens; `forced` is FMCU_TIER_AUTO or a tier, and
  * `prefill_ok` says whether the prefill path serves this layer. */
 int fmcu_gemm_tier(int64_t m, uint32_t top_k, uint32_t local_experts, int forced, int prefill_ok);
-
-/* Parse FMOE_CUDA_TIER's value (NULL or "" = auto): 0, or -1 with why. */
-int fmcu_tier_parse(const char *value, int *tier, char *why, size_t cap);
-
-/* "stream", "tiled", "prefill" or "auto". */
-const char *fmcu_tier_name(int tier);
 
 #ifdef __cplusplus
 }

@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/eplb.h"
-#include "core/reference_experts.h"
-#include "core/routing.h"
+#include "fusedmoe/kit/eplb.h"
+#include "fusedmoe/kit/reference_experts.h"
+#include "fusedmoe/kit/routing.h"
 #include "plugins/reference/reference.h"
 
 #define MAX_PARAMS 4

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/utsname.h>
 
-#include "core/cpu_name.h"
+#include "fusedmoe/kit/cpu_name.h"
 #include "plugins/reference/reference.h"
 
 static fmoe_status ref_init(fmoe_init_args *a)
@@ -18,24 +18,27 @@ static fmoe_status ref_init(fmoe_init_args *a)
         return h->error_set(a->err, FMOE_STATUS_OUT_OF_MEMORY, "out of memory");
     memset(st, 0, sizeof *st);
     st->host = h;
+    /* The host has already checked names and types against the manifest;
+     * this is the plugin's own check, for a load without the manifest. */
+    static const char *const globals[] = {"quant", "dequant", NULL};
     for (uint32_t i = 0; i < a->n_options; i++) {
         const fmoe_option *o = a->options[i];
-        if (strcmp(o->key, "monolithic") == 0 && (strcmp(o->value, "true") == 0 || strcmp(o->value, "false") == 0)) {
-            st->monolithic = strcmp(o->value, "true") == 0;
+        int v = 0;
+        if (strcmp(o->key, "monolithic") == 0 && fmoe_option_parse_bool(o->value, &v) == 0) {
+            st->monolithic = v;
             continue;
         }
-        if (strcmp(o->key, "nvfp4_globals") == 0 &&
-            (strcmp(o->value, "quant") == 0 || strcmp(o->value, "dequant") == 0)) {
-            st->nvfp4_dequant = strcmp(o->value, "dequant") == 0;
+        if (strcmp(o->key, "nvfp4_globals") == 0 && fmoe_option_parse_enum(o->value, globals, &v) == 0) {
+            st->nvfp4_dequant = v == 1;
             continue;
         }
         h->free(h->ctx, st);
         if (strcmp(o->key, "monolithic") == 0)
             return h->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT,
-                                "option monolithic = \"%s\": expected true or false", o->value);
+                                "option 'monolithic' = \"%s\": expected true or false", o->value);
         if (strcmp(o->key, "nvfp4_globals") == 0)
             return h->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT,
-                                "option nvfp4_globals = \"%s\": expected \"quant\" (compressed-tensors) or "
+                                "option 'nvfp4_globals' = \"%s\": expected \"quant\" (compressed-tensors) or "
                                 "\"dequant\" (ModelOpt)",
                                 o->value);
         return h->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT,
@@ -116,16 +119,4 @@ static const fmoe_plugin ref_plugin = {
     .shutdown = ref_shutdown,
 };
 
-FMOE_PLUGIN_EXPORT fmoe_status fmoe_plugin_entry(fmoe_entry_args *a)
-{
-    if (!a || a->struct_size < FMOE_STRUCT_SIZE_UPTO(fmoe_entry_args, plugin) || !a->host)
-        return FMOE_STATUS_INVALID_ARGUMENT;
-    const fmoe_host *h = a->host;
-    if (h->abi_major != FMOE_ABI_MAJOR || h->struct_size < FMOE_STRUCT_SIZE_UPTO(fmoe_host, free))
-        return h->struct_size >= FMOE_STRUCT_SIZE_UPTO(fmoe_host, error_set) && h->error_set
-                   ? h->error_set(a->err, FMOE_STATUS_ABI_MISMATCH, "reference plugin speaks ABI %d.x, host %u.%u",
-                                  FMOE_ABI_MAJOR, h->abi_major, h->abi_minor)
-                   : FMOE_STATUS_ABI_MISMATCH;
-    a->plugin = &ref_plugin;
-    return FMOE_STATUS_OK;
-}
+FMOE_DEFINE_PLUGIN_ENTRY(ref_plugin)

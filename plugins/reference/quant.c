@@ -9,8 +9,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/eplb.h"
-#include "core/routing.h"
+#include "fusedmoe/kit/eplb.h"
+#include "fusedmoe/kit/routing.h"
 #include "plugins/reference/quant.h"
 
 static const refq_family *const families[] = {

@@ -14,7 +14,7 @@
 #ifndef FMOE_PLUGIN_REFERENCE_QUANT_H
 #define FMOE_PLUGIN_REFERENCE_QUANT_H
 
-#include "core/reference_quant/refq.h"
+#include "fusedmoe/kit/refq.h"
 #include "plugins/reference/reference.h"
 
 #define REFQ_MAX_PARAMS 16

@@ -8,6 +8,7 @@
  *   mode = "zero"           apply writes zeros: run must FAIL (exit 1)
  *   mode = "fail_finalize"  finalize reports a plugin error (exit 5)
  *   mode = "fail_apply"     apply reports a device error (exit 5)
+ *   mode = "nan"            apply writes NaN: run must FAIL and say so
  *
  * It scores 100 on the host CPU, so it outranks the reference.
  */
@@ -19,6 +20,7 @@
 #define MODE_ZERO 0
 #define MODE_FAIL_FINALIZE 1
 #define MODE_FAIL_APPLY 2
+#define MODE_NAN 3
 
 typedef struct sk_state {
     const fmoe_host *host;
@@ -42,9 +44,9 @@ static fmoe_status sk_init(fmoe_init_args *a)
     st->mode = MODE_ZERO;
     for (uint32_t i = 0; i < a->n_options; i++) {
         const fmoe_option *o = a->options[i];
-        static const char *const modes[] = {"zero", "fail_finalize", "fail_apply"};
+        static const char *const modes[] = {"zero", "fail_finalize", "fail_apply", "nan"};
         int found = -1;
-        for (int m = 0; m < 3; m++)
+        for (int m = 0; m < 4; m++)
             if (strcmp(o->key, "mode") == 0 && strcmp(o->value, modes[m]) == 0)
                 found = m;
         if (found < 0) {
@@ -142,11 +144,13 @@ static fmoe_status sk_apply(fmoe_apply_args *a)
     const sk_instance *in = a->instance;
     if (in->st->mode == MODE_FAIL_APPLY)
         return in->st->host->error_set(a->err, FMOE_STATUS_DEVICE_ERROR, "skewed: apply fails on purpose");
-    /* All-zero bytes are 0.0 in f32, bf16 and f16 alike. */
+    /* All-zero bytes are 0.0 in f32, bf16 and f16 alike; all-one bytes are
+     * a NaN in each of them. */
     const fmoe_tensor *o = a->out;
     size_t esize = o->dtype == FMOE_DTYPE_F32 ? 4 : 2;
+    int fill = in->st->mode == MODE_NAN ? 0xff : 0;
     for (int64_t r = 0; r < o->shape[0]; r++)
-        memset((char *)o->data + (size_t)(r * o->strides[0]) * esize, 0, (size_t)o->shape[1] * esize);
+        memset((char *)o->data + (size_t)(r * o->strides[0]) * esize, fill, (size_t)o->shape[1] * esize);
     return FMOE_STATUS_OK;
 }
 

@@ -8,8 +8,10 @@ SKEWED_MANIFEST is tests/cli/skewed_plugin.c, a backend that is wrong on
 purpose (its `mode` option picks how), so `run` can be seen to fail.
 
 Each check runs the binary in a clean environment: FMOE_* variables from the
-caller are dropped and FMOE_CONFIG points at an empty TOML file, so neither
-the installed configuration nor installed plugins can change the outcome.
+caller are dropped, FMOE_CONFIG points at an empty TOML file and --isolated
+keeps the plugin search away from the install directory and the library's
+own, so neither the installed configuration nor installed plugins can change
+the outcome.
 The reference plugin is given with --plugin (or FMOE_PLUGIN_PATH where that
 is what is being tested).
 """
@@ -33,6 +35,9 @@ LAYER_FLAGS = [
 ]
 
 MODELS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "models")
+# Tiny random models saved by Hugging Face transformers itself, with its own
+# router and experts outputs (tools/gen_hf_fixtures.py, tests/data/hf_models).
+HF_MODELS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "hf_models")
 FUSEDMOE = os.path.abspath(sys.argv[1])
 MANIFEST = os.path.abspath(sys.argv[2])
 SKEWED = os.path.abspath(sys.argv[3])
@@ -57,7 +62,7 @@ DISABLED_TOML = write("disabled.toml", "[plugins.reference]\nenabled = false\n")
 BAD_KEY_TOML = write("bad_key.toml", "[select]\nfallbak = true\n")
 BAD_SYNTAX_TOML = write("bad_syntax.toml", "[log]\nlevel = \"warn\n")
 SKEWED_TOML = {mode: write("skewed_%s.toml" % mode, "[plugins.skewed.options]\nmode = \"%s\"\n" % mode)
-               for mode in ["zero", "fail_finalize", "fail_apply"]}
+               for mode in ["zero", "fail_finalize", "fail_apply", "nan"]}
 
 
 class Result:
@@ -79,7 +84,10 @@ def fmoe(*args, env=None, plugin=True, config=EMPTY_TOML, skewed=False):
     e = {k: v for k, v in os.environ.items() if not k.startswith("FMOE_")}
     e["FMOE_CONFIG"] = config
     e.update(env or {})
-    argv = [FUSEDMOE] + (["--plugin", MANIFEST] if plugin else []) + (["--plugin", SKEWED] if skewed else [])
+    # --isolated: plugins installed on this machine (say by tools/run.sh into
+    # _install/, which the build's library would otherwise search) must not
+    # change what these checks see.
+    argv = [FUSEDMOE, "--isolated"] + (["--plugin", MANIFEST] if plugin else []) + (["--plugin", SKEWED] if skewed else [])
     argv += list(args)
     proc = subprocess.run(argv, capture_output=True, text=True, env=e, timeout=300)
     return Result(proc)
@@ -218,6 +226,33 @@ def plugins_json_with_plugin_flag():
     check(os.path.basename(p["path"]) == "libfmoe-reference.so", "library path", r)
     check({"f32", "bf16", "f16"} <= set(p["schemes"]), "schemes listed", r)
     check(p["version"] and p["vendor"], "version and vendor", r)
+
+
+@test
+def plugins_verbose_lists_options():
+    r = fmoe("plugins", "--verbose")
+    expect_rc(r, EXIT_OK, "plugins --verbose")
+    check("    option   monolithic = false (default; bool true|false, default false): " in r.out,
+          "the reference plugin's bool option, its value, source, domain and default", r)
+    check("    option   nvfp4_globals = quant (default; enum quant|dequant, default quant): " in r.out,
+          "the enum option", r)
+    r = fmoe("plugins", "--json", env={"FMOE_OPTIONS": "reference.nvfp4_globals=dequant"})
+    opts = {o["name"]: o for o in reference_entry(r.json())["options"]}
+    check(opts["nvfp4_globals"]["value"] == "dequant" and opts["nvfp4_globals"]["source"] == "environment",
+          "FMOE_OPTIONS overrides, and says so", r)
+    check(opts["monolithic"]["value"] == "false" and opts["monolithic"]["type"] == "bool", "defaults in JSON", r)
+
+
+@test
+def plugins_bad_option_fails_the_plugin_naming_it():
+    cfg = os.path.join(TMP, "bad-option.toml")
+    with open(cfg, "w") as f:
+        f.write("[plugins.reference.options]\nmonolithic = \"sometimes\"\n")
+    r = fmoe("plugins", "--json", config=cfg)
+    p = reference_entry(r.json())
+    check(p["state"] == "failed", "a bad value fails the plugin", r)
+    check(p["reason"] == cfg + " [plugins.reference.options]: option 'monolithic' of plugin 'reference' = "
+          "\"sometimes\": expected a boolean (true or false)", "the reason names file, option and domain", r)
 
 
 @test
@@ -479,12 +514,23 @@ def run_no_backend_for_scheme():
 
 
 @test
+def run_fail_on_nan_says_nan():
+    r = fmoe("run", "--seed", "3", "--tokens", "4", skewed=True, config=SKEWED_TOML["nan"])
+    expect_rc(r, EXIT_CHECK, "run on a backend that writes NaN")
+    h = 256  # the random layer's default hidden size (cli/layer_flags.c)
+    check("result:     FAIL: %d of %d elements outside" % (4 * h, 4 * h) in r.out, "every element counted", r)
+    check(", %d NaN/inf; first non-finite at token 0, column 0: out -nan, ref " % (4 * h) in r.out,
+          "the FAIL says NaN and where", r)
+
+
+@test
 def run_catches_a_wrong_backend():
     r = fmoe("run", "--seed", "3", skewed=True, config=SKEWED_TOML["zero"])
     expect_rc(r, EXIT_CHECK, "run on a backend that writes zeros")
     check("backend:    skewed/skewed on cpu:0" in r.out, "the skewed backend was selected (score 100)", r)
     check("oracle:     reference/" in r.out, "checked against the reference", r)
-    check("FAIL" in r.out and "worst:" in r.out and "PASS" not in r.out, "FAIL with the worst element", r)
+    check("result:     FAIL: " in r.out and "; worst at token " in r.out and "PASS" not in r.out,
+          "FAIL with the count, the bound and the worst element", r)
     j = fmoe("run", "--seed", "3", "--json", "--tokens", "8", skewed=True, config=SKEWED_TOML["zero"])
     expect_rc(j, EXIT_CHECK, "run --json on the wrong backend")
     doc = j.json()
@@ -589,6 +635,17 @@ def scheme_from_config_json():
 
 def model(name):
     return os.path.join(MODELS, name)
+
+
+@test
+def run_on_models_saved_by_transformers():
+    families = sorted(d for d in os.listdir(HF_MODELS) if os.path.isdir(os.path.join(HF_MODELS, d)))
+    check(len(families) >= 8, "the eight transformers fixtures are there", families)
+    for fam in families:
+        d = os.path.join(HF_MODELS, fam)
+        r = fmoe("run", "--model", d, "--input", os.path.join(d, "golden.safetensors"), "--json")
+        expect_rc(r, EXIT_OK, "run --model on %s as transformers saved it" % fam)
+        check(r.json()["result"] == "PASS", "%s: every layer PASS against the reference" % fam, r)
 
 
 @test
@@ -723,6 +780,28 @@ def broken_checkpoint(name, edit):
     edit(tensors)
     write_safetensors(os.path.join(d, "model.safetensors"), tensors)
     return d
+
+
+@test
+def run_model_reports_what_it_found():
+    """Router and input refusals name the tensor, what was found and what was
+    expected; the bundled inputs are never blamed on --input."""
+    def router_1d(t):
+        dtype, shape, raw = t["model.layers.0.mlp.gate.weight"]
+        t["model.layers.0.mlp.gate.weight"] = (dtype, [shape[0] * shape[1]], raw)
+    d = broken_checkpoint("router-1d", router_1d)
+    r = fmoe("run", "--model", d)
+    expect_rc(r, EXIT_CONFIG, "a 1-D router weight")
+    check("model.layers.0.mlp.gate.weight: expected the router weight [8, 128] (experts, hidden) of f32, bf16 or "
+          "f16 in the checkpoint; found [1024] bf16" in r.err, "shape and dtype found", r)
+    # A broken inputs.safetensors inside the model directory.
+    d = broken_checkpoint("bad-bundled-inputs", lambda t: None)
+    write_safetensors(os.path.join(d, "inputs.safetensors"), {"x": ("F32", [2, 64], b"\x00\x00\x80\x3f" * 128)})
+    r = fmoe("run", "--model", d)
+    expect_rc(r, EXIT_CONFIG, "bundled inputs of the wrong width")
+    check("(the model's bundled inputs): expected a tensor 'x' [M, 128] of f32, bf16 or f16 with M >= 1; "
+          "found [2, 64] f32" in r.err, "the bundled file is named as such, with what it holds", r)
+    check("--input" not in r.err, "not blamed on --input", r)
 
 
 @test

@@ -14,7 +14,7 @@
 #include "cli/layer_flags.h"
 #include "cli/rng.h"
 #include "cli/run_compare.h"
-#include "core/config_args.h"
+#include "base/config_args.h"
 #include "fusedmoe/fusedmoe.h"
 #include "tests/test_util.h"
 

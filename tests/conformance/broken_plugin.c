@@ -66,7 +66,7 @@ static fmoe_status broken_apply(fmoe_apply_args *a)
 #endif
 
 #ifdef BROKEN_ONE_ELEMENT
-#include "core/half.h"
+#include "fusedmoe/kit/half.h"
 
 static fmoe_status broken_apply(fmoe_apply_args *a)
 {

@@ -22,7 +22,7 @@ if len(sys.argv) != 5:
 fusedmoe, reference, manifest = (os.path.abspath(a) for a in sys.argv[1:4])
 name = sys.argv[4]
 
-probe = subprocess.run([fusedmoe, "--plugin", manifest, "probe", "--json"], capture_output=True, text=True,
+probe = subprocess.run([fusedmoe, "--isolated", "--plugin", manifest, "probe", "--json"], capture_output=True, text=True,
                        timeout=120)
 if probe.returncode != 0:
     sys.exit("fusedmoe probe failed (exit %d): %s" % (probe.returncode, probe.stderr.strip()))
@@ -32,4 +32,4 @@ if not any(d["available"] for d in devices):
     print("SKIP: plugin %s has no available device here (%s)" % (name, why))
     sys.exit(SKIP)
 sys.stdout.flush()
-os.execv(fusedmoe, [fusedmoe, "--plugin", reference, "conform", "--plugin", manifest])
+os.execv(fusedmoe, [fusedmoe, "--isolated", "--plugin", reference, "conform", "--plugin", manifest])

@@ -44,7 +44,7 @@ with tempfile.TemporaryDirectory(prefix="fusedmoe-conform-") as tmp:
     for manifest, mode, case_id in TRIPLES:
         label = "%s (%s)" % (os.path.basename(manifest), case_id)
         report = os.path.join(tmp, "report.json")
-        argv = [FUSEDMOE, "--plugin", REFERENCE, "conform", "--plugin", os.path.abspath(manifest),
+        argv = [FUSEDMOE, "--isolated", "--plugin", REFERENCE, "conform", "--plugin", os.path.abspath(manifest),
                 "--mode", mode, "--seed", "7", "--json", report]
         p = run(argv)
         diag = "$ %s\nrc=%d\n--- stdout\n%s--- stderr\n%s" % (shlex.join(argv), p.returncode, p.stdout, p.stderr)

@@ -40,7 +40,7 @@ with tempfile.TemporaryDirectory(prefix="fusedmoe-tolerance-") as tmp:
     report = os.path.join(tmp, "report.json")
     # The token-count cases: one shard each, so one element is off (sharded
     # cases sum several shards' perturbed element).
-    argv = [FUSEDMOE, "--plugin", REFERENCE, "conform", "--plugin", TOLERATED, "--mode", "test",
+    argv = [FUSEDMOE, "--isolated", "--plugin", REFERENCE, "conform", "--plugin", TOLERATED, "--mode", "test",
             "--scheme", "bf16", "--filter", "test/bf16/tokens:", "--seed", "7", "--json", report]
     p = subprocess.run(argv, capture_output=True, text=True, timeout=280)
     diag = "$ %s\nrc=%d\n--- stdout\n%s--- stderr\n%s" % (" ".join(argv), p.returncode, p.stdout, p.stderr)

@@ -6,12 +6,15 @@
  * and y rounded to bf16, the routing weights applied after GEMM2 in slot
  * order, out rounded to bf16.
  *
- * meson runs it once per kernel path forced through FMOE_CPU_ISA (a path
- * this machine lacks is clamped by the plugin and the run repeats the best
- * one). Cases: decode (1, 4 and 16 tokens over many experts: every expert
- * on the kernels), a prefill-sized call whose experts fall on both sides
+ * meson runs it once per kernel path, --isa=LEVEL (and once with
+ * --amx=false), which become the plugin options isa and amx in each
+ * context's configuration (tests/cpu/option_args.h; a path this machine
+ * lacks is clamped by the plugin and the run repeats the best one).
+ * Cases: decode (1, 4 and 16 tokens over many experts: every expert on the
+ * kernels), a prefill-sized call whose experts fall on both sides
  * of the kernels' 16 rows, odd H and I (K odd, off the 32 block; N off the
- * 64-row tile), biases, non-gated.
+ * 64-row tile), biases, non-gated; bad option values refused through the
+ * host (the plugin fails, the reason names the option).
  *
  * The model computes in double; the plugin sums in f32 in another order,
  * so a bf16 rounding of h, act(h), y or out may land one step (2^-8
@@ -24,9 +27,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/half.h"
+#include "fusedmoe/kit/half.h"
 #include "fusedmoe/fusedmoe.h"
+#include "tests/cpu/option_args.h"
 #include "tests/test_util.h"
+
+static cpu_test_args args;
 
 typedef struct bcase {
     uint32_t E, H, I, k, M;
@@ -92,20 +98,64 @@ static void model_token(const blayer *L, const uint16_t *x, const float *w, cons
     free(h), free(a), free(acc);
 }
 
-/* A TOML file for the next contexts (plugin options), or NULL. */
-static const char *config_path;
-
-static fmoe_context *cpu_context(void)
+/* Write `text` to a fresh temporary file; its path in buf. */
+static void write_config(char *buf, size_t cap, const char *text)
 {
+    const char *dir = getenv("TMPDIR");
+    snprintf(buf, cap, "%s/fmoe-cpu-options-XXXXXX", dir && dir[0] ? dir : "/tmp");
+    int fd = mkstemp(buf);
+    ck_assert_int_ge(fd, 0);
+    FILE *f = fdopen(fd, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* More [plugins.cpu.options] lines for the next contexts, or NULL. */
+static const char *extra_options;
+
+/* A context with the cpu plugin alone, its options from the command line
+ * and extra_options; the state of its init in *state. */
+static fmoe_context *cpu_context_state(int32_t *state, char *reason, size_t cap)
+{
+    char text[512], path[256];
+    cpu_test_args_toml(&args, text, sizeof text);
+    if (extra_options)
+        snprintf(text + strlen(text), sizeof text - strlen(text), "%s\n", extra_options);
+    write_config(path, sizeof path, text);
     const char *files[] = {CPU_MANIFEST};
     fmoe_context_options o;
     fmoe_context_options_init(&o);
-    o.config_path = config_path;
+    o.config_path = path;
     o.plugin_files = files;
     o.n_plugin_files = 1;
-    o.ignore_environment = 1; /* FMOE_*; the plugin still reads FMOE_CPU_ISA */
+    o.ignore_environment = 1;
+    o.isolated = 1;
     fmoe_context *ctx = NULL;
-    ck_assert_msg(fmoe_context_create(&o, &ctx) == FMOE_STATUS_OK, "context: %s", fmoe_last_error());
+    fmoe_status st = fmoe_context_create(&o, &ctx);
+    remove(path);
+    ck_assert_msg(st == FMOE_STATUS_OK, "context: %s", fmoe_last_error());
+    *state = -1;
+    for (uint32_t i = 0; i < fmoe_context_plugin_count(ctx); i++) {
+        fmoe_plugin_info info;
+        memset(&info, 0, sizeof info);
+        info.struct_size = sizeof info;
+        ck_assert_int_eq(fmoe_context_plugin(ctx, i, &info), FMOE_STATUS_OK);
+        if (strcmp(info.name, "cpu") == 0) {
+            *state = info.state;
+            snprintf(reason, cap, "%s", info.reason);
+        }
+    }
+    return ctx;
+}
+
+static fmoe_context *cpu_context(void)
+{
+    int32_t state;
+    char reason[512];
+    fmoe_context *ctx = cpu_context_state(&state, reason, sizeof reason);
+    ck_assert_msg(state == FMOE_PLUGIN_STATE_LOADED, "cpu plugin not loaded: %s", reason);
+    cpu_test_level(ctx, &args);
     return ctx;
 }
 
@@ -230,77 +280,61 @@ START_TEST(odd_sizes_bias_nongated)
 }
 END_TEST
 
-/* Write `text` to a fresh temporary file; its path in buf. */
-static void write_config(char *buf, size_t cap, const char *text)
+/* The cpu plugin's state in a context with these options alone (not the
+ * command line's). */
+static int32_t plugin_state(const char *options, char *reason, size_t cap)
 {
-    const char *dir = getenv("TMPDIR");
-    snprintf(buf, cap, "%s/fmoe-cpu-options-XXXXXX", dir && dir[0] ? dir : "/tmp");
-    int fd = mkstemp(buf);
-    ck_assert_int_ge(fd, 0);
-    FILE *f = fdopen(fd, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs(text, f);
-    fclose(f);
-}
-
-/* The cpu plugin's state and reason in a context made with `text` as config. */
-static int32_t plugin_state(const char *text, char *reason, size_t cap)
-{
-    char path[256];
-    write_config(path, sizeof path, text);
-    config_path = path;
-    fmoe_context *ctx = cpu_context();
-    config_path = NULL;
-    int32_t state = -1;
-    for (uint32_t i = 0; i < fmoe_context_plugin_count(ctx); i++) {
-        fmoe_plugin_info info;
-        memset(&info, 0, sizeof info);
-        info.struct_size = sizeof info;
-        ck_assert_int_eq(fmoe_context_plugin(ctx, i, &info), FMOE_STATUS_OK);
-        if (strcmp(info.name, "cpu") == 0) {
-            state = info.state;
-            snprintf(reason, cap, "%s", info.reason);
-        }
-    }
+    cpu_test_args saved = args;
+    args = (cpu_test_args){0};
+    extra_options = options;
+    int32_t state;
+    fmoe_context *ctx = cpu_context_state(&state, reason, cap);
+    extra_options = NULL;
+    args = saved;
     fmoe_context_destroy(ctx);
-    remove(path);
     return state;
 }
 
-START_TEST(pool_options)
+/* A bad option fails the plugin, and the reason names the option: the
+ * plugin's init says so (tests/cpu/test_cpu_options.c checks its exact
+ * words), or the host's check of the manifest's [[option]] tables. */
+static void refused(const char *options, const char *name)
 {
     char reason[512];
-    ck_assert_int_eq(plugin_state("[plugins.cpu.options]\nspin_ms = \"-1\"\n", reason, sizeof reason),
-                     FMOE_PLUGIN_STATE_FAILED);
-    ck_assert_str_eq(reason, "init failed (invalid-argument): option spin_ms = \"-1\": expected an integer from 0 to "
-                             "60000 (milliseconds)");
-    ck_assert_int_eq(plugin_state("[plugins.cpu.options]\nspin = \"3\"\n", reason, sizeof reason),
-                     FMOE_PLUGIN_STATE_FAILED);
-    ck_assert_str_eq(reason,
-                     "init failed (invalid-argument): unknown option 'spin' (the cpu plugin takes: threads, spin_ms)");
+    ck_assert_int_eq(plugin_state(options, reason, sizeof reason), FMOE_PLUGIN_STATE_FAILED);
+    ck_assert_msg(strstr(reason, name) != NULL, "%s: reason '%s' does not name '%s'", options, reason, name);
+}
+
+START_TEST(plugin_options)
+{
+    refused("spin_ms = -1", "spin_ms");
+    refused("spin = 3", "'spin'");
+    refused("threads = 1025", "threads");
+    refused("isa = \"sse9\"", "isa");
+    refused("amx = \"maybe\"", "amx");
     /* Workers that sleep at once (spin_ms 0): every run starts with them
      * asleep and ends when its items are done, whoever took them. */
-    char path[256];
-    write_config(path, sizeof path, "[plugins.cpu.options]\nspin_ms = \"0\"\nthreads = \"2\"\n");
-    config_path = path;
+    extra_options = "spin_ms = 0\nthreads = 2";
     bcase c = {.E = 32, .H = 256, .I = 128, .k = 4, .M = 4, .gated = 1};
     run_case(&c, 30);
     c.M = 16;
     run_case(&c, 31);
-    config_path = NULL;
-    remove(path);
+    extra_options = NULL;
 }
 END_TEST
 
-int main(void)
+int main(int argc, char **argv)
 {
+    if (cpu_test_args_parse(argc, argv, &args) != 0)
+        return EXIT_FAILURE;
+    printf("# plugin options: isa %s, amx %s\n", args.isa ? args.isa : "(default)", args.amx ? args.amx : "(default)");
     Suite *s = suite_create("cpu_bf16");
     TCase *tc = tcase_create("method");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, decode);
     tcase_add_test(tc, experts_on_both_paths);
     tcase_add_test(tc, odd_sizes_bias_nongated);
-    tcase_add_test(tc, pool_options);
+    tcase_add_test(tc, plugin_options);
     suite_add_tcase(s, tc);
     return fmoe_test_main(s, 4);
 }

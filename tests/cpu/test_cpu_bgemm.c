@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/half.h"
+#include "fusedmoe/kit/half.h"
 #include "plugins/cpu/bgemm.h"
 #include "plugins/cpu/cpu.h"
 #include "tests/test_util.h"
@@ -233,9 +233,9 @@ START_TEST(isa_levels)
 {
     char note[160];
     int best = cpu_isa_detect();
-    ck_assert_int_eq(cpu_isa_choose("avx512_bf16", CPU_ISA_AVX512_VNNI, note, sizeof note), CPU_ISA_AVX512_VNNI);
+    ck_assert_int_eq(cpu_isa_choose(CPU_ISA_AVX512_BF16, CPU_ISA_AVX512_VNNI, note, sizeof note), CPU_ISA_AVX512_VNNI);
     ck_assert_ptr_nonnull(strstr(note, "only enables avx512_vnni"));
-    ck_assert_int_eq(cpu_isa_choose("avx512_vnni", CPU_ISA_AVX512_BF16, note, sizeof note), CPU_ISA_AVX512_VNNI);
+    ck_assert_int_eq(cpu_isa_choose(CPU_ISA_AVX512_VNNI, CPU_ISA_AVX512_BF16, note, sizeof note), CPU_ISA_AVX512_VNNI);
     ck_assert_str_eq(cpu_bkernels_for(CPU_ISA_PORTABLE)->name, "portable");
     /* What CPUID + XCR0 allow is never more than the kernel reports. */
     FILE *f = fopen("/proc/cpuinfo", "r");

@@ -4,7 +4,7 @@
  * random data and on the values that would saturate a careless vpmaddubsw,
  * for every ISA this machine enables; the repacking (qprep.c) against the
  * unpacked weights; the activation quantizers against the reference
- * codecs; and the ISA choice (FMOE_CPU_ISA clamping).
+ * codecs; and the ISA choice (the option isa, clamped).
  *
  * The kernels must agree bit for bit: their integer sums are exact and
  * their float steps are the same operations in the same order.
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/half.h"
+#include "fusedmoe/kit/half.h"
 #include "fusedmoe/formats.h"
 #include "plugins/cpu/cpu.h"
 #include "plugins/cpu/qgemm.h"
@@ -269,16 +269,16 @@ START_TEST(isa_choice)
 {
     char note[160];
     int best = cpu_isa_detect();
-    ck_assert_int_eq(cpu_isa_choose(NULL, best, note, sizeof note), best);
+    ck_assert_int_eq(cpu_isa_choose(CPU_ISA_AUTO, best, note, sizeof note), best);
     ck_assert_str_eq(note, "");
-    ck_assert_int_eq(cpu_isa_choose("portable", best, note, sizeof note), CPU_ISA_PORTABLE);
+    ck_assert_int_eq(cpu_isa_choose(CPU_ISA_PORTABLE, best, note, sizeof note), CPU_ISA_PORTABLE);
+    ck_assert_str_eq(note, "option isa = \"portable\": using portable");
     /* Never above what the machine enables: clamped, with a note. */
-    ck_assert_int_eq(cpu_isa_choose("avx512_vnni", CPU_ISA_AVX2, note, sizeof note), CPU_ISA_AVX2);
-    ck_assert_ptr_nonnull(strstr(note, "only enables avx2"));
-    ck_assert_int_eq(cpu_isa_choose("avx2", CPU_ISA_PORTABLE, note, sizeof note), CPU_ISA_PORTABLE);
-    ck_assert_int_eq(cpu_isa_choose("sse9", best, note, sizeof note), best);
-    ck_assert_ptr_nonnull(strstr(note, "unknown"));
-    ck_assert_int_eq(cpu_isa_choose("avx2", CPU_ISA_AVX512_VNNI, note, sizeof note), CPU_ISA_AVX2);
+    ck_assert_int_eq(cpu_isa_choose(CPU_ISA_AVX512_VNNI, CPU_ISA_AVX2, note, sizeof note), CPU_ISA_AVX2);
+    ck_assert_str_eq(note, "option isa = \"avx512_vnni\": this machine (with its OS) only enables avx2; using avx2");
+    ck_assert_int_eq(cpu_isa_choose(CPU_ISA_AVX2, CPU_ISA_PORTABLE, note, sizeof note), CPU_ISA_PORTABLE);
+    ck_assert_ptr_nonnull(strstr(note, "only enables portable"));
+    ck_assert_int_eq(cpu_isa_choose(CPU_ISA_AVX2, CPU_ISA_AVX512_VNNI, note, sizeof note), CPU_ISA_AVX2);
     /* What CPUID + XCR0 allow is never more than the kernel reports in /proc/cpuinfo. */
     FILE *f = fopen("/proc/cpuinfo", "r");
     if (f) {

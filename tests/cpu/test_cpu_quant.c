@@ -5,13 +5,18 @@
  * plugin's manifest in place of the reference's): checkpoint tensors in
  * the reference's parameter names and layouts, TP and EP shards summed,
  * biases, weights on the input, invalid ids. meson runs this once per
- * kernel path, FMOE_CPU_ISA=portable|avx2|avx512_vnni|avx512_bf16 (a path this
+ * kernel path, --isa=portable|avx2|avx512_vnni|avx512_bf16, which becomes
+ * the plugin option isa in each context's configuration (a path this
  * machine lacks is clamped by the plugin and the run repeats the best one).
  */
 #include <stdlib.h>
 #include <string.h>
 
+#include "tests/cpu/option_args.h"
 #include "tests/reference_quant/harness.h"
+
+static cpu_test_args args;
+static char options_toml[256];
 
 static const char *const keys[] = {
     "int8:channel/int8:token:dynamic",
@@ -111,19 +116,10 @@ static uint32_t cpu_score(fmoe_context *ctx, const char *key)
  * for the scheme (cpu_arm on aarch64) wins over them. */
 START_TEST(query_scores)
 {
-    const char *files[] = {REFERENCE_MANIFEST};
-    fmoe_context_options o;
-    fmoe_context_options_init(&o);
-    o.plugin_files = files;
-    o.n_plugin_files = 1;
-    o.ignore_environment = 1; /* FMOE_*; the plugin still reads FMOE_CPU_ISA */
-    fmoe_context *ctx = NULL;
-    ck_assert_msg(fmoe_context_create(&o, &ctx) == FMOE_STATUS_OK, "context: %s", fmoe_last_error());
+    fmoe_context *ctx = refq_context(NULL);
+    int level = cpu_test_level(ctx, &args);
     uint32_t path = cpu_score(ctx, "bf16");
-    ck_assert_msg(path == 10 || path == 20 || path == 30 || path == 40, "bf16 score %u", path);
-    const char *forced = getenv("FMOE_CPU_ISA");
-    if (forced && strcmp(forced, "portable") == 0)
-        ck_assert_uint_eq(path, 10);
+    ck_assert_uint_eq(path, 10u * (uint32_t)(level + 1));
     for (size_t i = 0; i < N_KEYS; i++) {
         uint32_t score = cpu_score(ctx, keys[i]);
         ck_assert_msg(score == (path == 10 ? 5u : path), "%s: score %u, bf16 path scores %u", keys[i], score, path);
@@ -132,8 +128,13 @@ START_TEST(query_scores)
 }
 END_TEST
 
-int main(void)
+int main(int argc, char **argv)
 {
+    if (cpu_test_args_parse(argc, argv, &args) != 0)
+        return EXIT_FAILURE;
+    cpu_test_args_toml(&args, options_toml, sizeof options_toml);
+    refq_config_extra = options_toml;
+    printf("# plugin options: isa %s, amx %s\n", args.isa ? args.isa : "(default)", args.amx ? args.amx : "(default)");
     Suite *s = suite_create("cpu_quant");
     TCase *tc = tcase_create("methods");
     tcase_set_timeout(tc, 300);

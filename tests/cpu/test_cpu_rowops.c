@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/activation.h"
-#include "core/half.h"
+#include "fusedmoe/kit/activation.h"
+#include "fusedmoe/kit/half.h"
 #include "plugins/cpu/cpu.h"
 #include "plugins/cpu/qgemm.h"
 #include "plugins/cpu/rowops.h"

@@ -15,6 +15,7 @@
 #include "fusedmoe/formats.h"
 #include "plugins/cpu_arm/kernels.h"
 #include "plugins/cpu_arm/pack.h"
+#include "tests/cpu_arm/hwcap_arg.h"
 #include "tests/test_util.h"
 
 typedef struct kshape {
@@ -153,15 +154,14 @@ START_TEST(i8mm)
 END_TEST
 
 /* The CPU the tests run on, as the plugin sees it (qemu -cpu max: i8mm;
- * neoverse-n1: dotprod; cortex-a72: portable). FMOE_ARM_EXPECT_ISA, when
- * set, is what the runner expects. */
+ * neoverse-n1: dotprod; cortex-a72: portable). --expect-hwcap=LEVEL, when
+ * given, is what the runner expects. */
 START_TEST(detect)
 {
     int hw = carm_isa_detect();
     printf("# HWCAP: %s\n", carm_isa_name(hw));
-    const char *want = getenv("FMOE_ARM_EXPECT_ISA");
-    if (want && *want)
-        ck_assert_msg(carm_isa_parse(want) == hw, "expected %s, HWCAP says %s", want, carm_isa_name(hw));
+    ck_assert_msg(carm_test_expected_hwcap < 0 || carm_test_expected_hwcap == hw,
+                  "--expect-hwcap=%s, but HWCAP offers %s", carm_isa_name(carm_test_expected_hwcap), carm_isa_name(hw));
     for (int i = 0; i < CARM_ISA_COUNT; i++)
         ck_assert_int_eq(carm_isa_parse(carm_isa_name(i)), i);
     ck_assert_int_eq(carm_isa_parse("sve"), -1);
@@ -190,8 +190,10 @@ START_TEST(pack_range)
 }
 END_TEST
 
-int main(void)
+int main(int argc, char **argv)
 {
+    if (carm_test_args_parse(argc, argv) != 0)
+        return EXIT_FAILURE;
     Suite *s = suite_create("cpu_arm_kernels");
     TCase *tc = tcase_create("kernels");
     tcase_set_timeout(tc, 120);

@@ -9,17 +9,18 @@
  * 2e-2 |ref| per element, NMSE <= 5e-4).
  *
  * Every case runs once per kernel level (plugin option isa = portable,
- * dotprod, i8mm; a level the CPU lacks, or FMOE_ARM_ISA forbids, falls back
- * to the best allowed, which the query's reason names). Cases: channel and group scales; silu,
+ * dotprod, i8mm; a level the CPU lacks falls back to the best HWCAP offers,
+ * which the query's reason names). Cases: channel and group scales; silu,
  * clamped silu, swigluoai; f32/bf16/f16; biases; weights on the input;
  * EP ranks with ids outside the rank and outside [0, E); TP ranks; many
  * tokens over several threads.
  */
 #include <string.h>
 
-#include "core/half.h"
+#include "fusedmoe/kit/half.h"
 #include "fusedmoe/fusedmoe.h"
 #include "plugins/cpu_arm/kernels.h"
+#include "tests/cpu_arm/hwcap_arg.h"
 #include "tests/test_util.h"
 
 typedef struct pcase {
@@ -49,13 +50,14 @@ static fmoe_context *context(const char *isa, uint32_t threads)
     ck_assert_ptr_nonnull(f);
     fprintf(f, "[plugins.cpu_arm.options]\nisa = \"%s\"\n", isa);
     if (threads)
-        fprintf(f, "threads = \"%u\"\n", threads);
+        fprintf(f, "threads = %u\n", threads);
     fclose(f);
     fmoe_context_options o;
     fmoe_context_options_init(&o);
     o.plugin_files = files;
     o.n_plugin_files = 2;
     o.ignore_environment = 1;
+    o.isolated = 1;
     o.config_path = path;
     fmoe_context *ctx = NULL;
     fmoe_status st = fmoe_context_create(&o, &ctx);
@@ -236,11 +238,8 @@ static void check_case(const pcase *c, uint64_t stream, uint32_t threads)
     fmoe_context *ctx = context("i8mm", 0);
     run(ctx, "reference", c, &s, &k, x, w, ids, ref, NULL);
     fmoe_context_destroy(ctx);
-    /* The level in use: the lowest of the option, FMOE_ARM_ISA and HWCAP. */
+    /* The level in use: the lower of the option and HWCAP. */
     int hw = carm_isa_detect();
-    const char *env = getenv("FMOE_ARM_ISA");
-    if (env && *env && carm_isa_parse(env) >= 0 && carm_isa_parse(env) < hw)
-        hw = carm_isa_parse(env);
     for (int isa = 0; isa < CARM_ISA_COUNT; isa++) {
         ctx = context(carm_isa_name(isa), threads);
         char want[64];
@@ -358,8 +357,10 @@ START_TEST(many_tokens_threads)
 }
 END_TEST
 
-int main(void)
+int main(int argc, char **argv)
 {
+    if (carm_test_args_parse(argc, argv) != 0 || !carm_test_hwcap_as_expected())
+        return EXIT_FAILURE;
     Suite *s = suite_create("cpu_arm_plugin");
     TCase *tc = tcase_create("vs_reference");
     tcase_set_timeout(tc, 240);

@@ -15,8 +15,15 @@
  *   (which also proves the forward is capturable) and replayed; prints the
  *   median over replays and the weight bytes per second.
  *
+ * Options of the cuda plugin (docs/CUDA.md, "Options") go to it through
+ * the context's configuration: --option NAME=VALUE (repeatable; --tier T
+ * is --option tier=T) writes them to a temporary TOML file's
+ * [plugins.cuda.options], which replaces EMPTY_TOML. Random data comes
+ * from a fixed seed (--seed N to change it), printed on failure.
+ *
  * Exit 0 all pass, 1 a failure, 77 no usable CUDA device (meson: skipped).
- * Usage: cuda_check REFERENCE_TOML CUDA_TOML EMPTY_TOML [--bench [NAME_SUBSTRING [MAX_M]]]
+ * Usage: cuda_check REFERENCE_TOML CUDA_TOML EMPTY_TOML [--tier T] [--option NAME=VALUE]... [--seed N]
+ *                   [--bench [NAME_SUBSTRING [MAX_M]]]
  */
 #include <math.h>
 #include <stdint.h>
@@ -35,7 +42,11 @@
 /* Random numbers and dtype conversion                                       */
 /* ------------------------------------------------------------------------ */
 
-static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+#define DEFAULT_SEED 0x9E3779B97F4A7C15ull
+static uint64_t rng_state = DEFAULT_SEED;
+
+/* The tier the cuda plugin was given (--tier), for the bench lines. */
+static const char *tier_name = "auto";
 
 static uint64_t rng_next(void)
 {
@@ -146,6 +157,7 @@ typedef struct tcase {
     uint32_t redundant;
     int host_tensors;
     uint32_t skew;              /* expert 0's logit raised for every token: it gets all M rows */
+    uint32_t saturate;          /* logits x40: sigmoid rounds most of them to 1.0f (Llama-4's routers) */
 } tcase;
 
 static void config_of(const tcase *t, fmoe_layer_config *c)
@@ -352,7 +364,7 @@ static int run_case(fmoe_context *ctx, const tcase *t)
     for (size_t i = 0; i < xs; i++)
         store_act(t->act, x, i, normal());
     for (size_t i = 0; i < M * E; i++)
-        logits[i] = normal() + (t->skew && i % E == 0 ? 8.0f : 0.0f);
+        logits[i] = normal() * (t->saturate ? 40.0f : 1.0f) + (t->skew && i % E == 0 ? 8.0f : 0.0f);
     fmoe_tensor tx, tl, ttw, ttid, tout;
     const int64_t xsh[2] = {(int64_t)M, (int64_t)H}, lsh[2] = {(int64_t)M, (int64_t)E}, ksh[2] = {(int64_t)M, (int64_t)K};
     fmoe_tensor_init(&tx, t->act, 2, xsh, x);
@@ -570,9 +582,8 @@ static int bench_case(fmoe_context *ctx, const tcase *t)
     double p_hit = 1.0 - pow(1.0 - (double)t->k / t->E, (double)M);
     double bytes = wbytes_expert * t->E * p_hit;
     double flops = 2.0 * M * t->k * (double)(t->gated ? 3 : 2) * t->H * t->I;
-    const char *tier = getenv("FMOE_CUDA_TIER");
     printf("BENCH %-7s %-28s M=%-5zu median %8.1f us  weights %7.1f MB -> %6.0f GB/s  %6.1f TFLOP/s\n",
-           tier && *tier ? tier : "auto", t->name, M, med * 1e6, bytes / 1e6, bytes / med / 1e9, flops / med / 1e12);
+           tier_name, t->name, M, med * 1e6, bytes / 1e6, bytes / med / 1e9, flops / med / 1e12);
     for (int r = 0; r < ROT; r++)
         cudaGraphExecDestroy(exec[r]);
     cudaStreamDestroy(st);
@@ -606,6 +617,10 @@ static const tcase checks[] = {
     {"bf16 swigluoai bias", "bf16", BF16, 8, 2, 128, 64, 20, FMOE_ACT_SWIGLUOAI, 1, 1, SOFTMAX, 0, 0, 0, 0, 1, 1.0f},
     {"bf16 deepseek routing", "bf16", BF16, 64, 6, 256, 64, 50, SILU, 1, 0, SIGMOID, 1, 8, 3, 1, 1, 2.5f},
     {"bf16 weight on input", "bf16", BF16, 8, 1, 128, 64, 17, SILU, 1, 0, SIGMOID, 0, 0, 0, 0, 0, 1.0f, 1},
+    /* Llama-4: sigmoid top-1, no bias, saturated scores: the largest logit
+     * wins as in transformers, not the lowest id among the 1.0f scores. */
+    {"bf16 llama4 saturated sigmoid", "bf16", BF16, 16, 1, 128, 64, 24, SILU, 1, 0, SIGMOID, 0, 0, 0, 0, 0, 1.0f, 1,
+     0, 0, 0, 0, 0, 1},
     {"bf16 ep 2/1", "bf16", BF16, 16, 4, 128, 64, 30, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0, 1, 1.0f, 0, 2, 1},
     {"bf16 eplb r5", "bf16", BF16, 8, 2, 128, 64, 30, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0, 1, 1.0f, 0, 1, 0, 5},
     {"bf16 host tensors", "bf16", BF16, 8, 2, 128, 64, 9, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0, 1, 1.0f, 0, 0, 0, 0, 1},
@@ -663,36 +678,98 @@ static const tcase benches[] = {
     GRID_SIZES("deepseek-v3 fp8 block", BLOCK, 256, 8, 7168, 2048),
 };
 
+#define MAX_OPTIONS 16
+#define USAGE                                                                                                       \
+    "usage: cuda_check REFERENCE_TOML CUDA_TOML EMPTY_TOML [--tier T] [--option NAME=VALUE]... [--seed N]\n"        \
+    "                  [--bench [NAME_SUBSTRING [MAX_M]]]\n"
+
+/* A configuration with the cuda plugin's options (NAME=VALUE each) in a
+ * temporary file, its path in `path` (removed by the caller). Values that
+ * are TOML booleans or integers are written bare, others as strings. */
+static int write_options(const char *const *opts, int n, char *path, size_t cap)
+{
+    snprintf(path, cap, "/tmp/cuda_check_XXXXXX");
+    int fd = mkstemp(path);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!f) {
+        fprintf(stderr, "cannot write a temporary configuration in /tmp\n");
+        return -1;
+    }
+    fprintf(f, "# cuda_check's options for the cuda plugin\n[plugins.cuda.options]\n");
+    for (int i = 0; i < n; i++) {
+        const char *eq = strchr(opts[i], '='), *v = eq + 1;
+        int bare = !strcmp(v, "true") || !strcmp(v, "false") || (*v && strspn(v, "0123456789") == strlen(v));
+        fprintf(f, bare ? "%.*s = %s\n" : "%.*s = \"%s\"\n", (int)(eq - opts[i]), opts[i], v);
+    }
+    return fclose(f) == 0 ? 0 : -1;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 4) {
-        fprintf(stderr, "usage: cuda_check REFERENCE_TOML CUDA_TOML EMPTY_TOML [--bench [NAME_SUBSTRING [MAX_M]]]\n");
+        fprintf(stderr, USAGE);
         return 2;
     }
-    int bench = argc > 4 && strcmp(argv[4], "--bench") == 0;
+    const char *opts[MAX_OPTIONS];
+    char tier_opt[64];
+    int n_opts = 0, bench = 0, next_arg = 4;
+    unsigned long long seed = DEFAULT_SEED;
+    for (; next_arg < argc && !bench; next_arg++) {
+        const char *a = argv[next_arg], *v = next_arg + 1 < argc ? argv[next_arg + 1] : NULL;
+        if (!strcmp(a, "--bench")) {
+            bench = 1;
+        } else if (!strcmp(a, "--tier") && v && n_opts < MAX_OPTIONS) {
+            tier_name = v;
+            snprintf(tier_opt, sizeof tier_opt, "tier=%s", v);
+            opts[n_opts++] = tier_opt;
+            next_arg++;
+        } else if (!strcmp(a, "--option") && v && strchr(v, '=') && strchr(v, '=') != v && n_opts < MAX_OPTIONS) {
+            opts[n_opts++] = v;
+            next_arg++;
+        } else if (!strcmp(a, "--seed") && v && *v && *v != '-') {
+            char *end = NULL;
+            seed = strtoull(v, &end, 0);
+            if (*end) {
+                fprintf(stderr, USAGE);
+                return 2;
+            }
+            next_arg++;
+        } else {
+            fprintf(stderr, USAGE);
+            return 2;
+        }
+    }
+    rng_state = seed;
     fast_fill = bench;
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
         printf("SKIP: no CUDA device\n");
         return 77;
     }
+    char config[64] = "";
+    if (n_opts && write_options(opts, n_opts, config, sizeof config) != 0)
+        return 1;
     const char *files[2] = {argv[1], argv[2]};
     fmoe_context_options o;
     fmoe_context_options_init(&o);
-    o.config_path = argv[3];
+    o.config_path = n_opts ? config : argv[3];
     o.plugin_files = files;
     o.n_plugin_files = 2;
     o.ignore_environment = 1;
+    o.isolated = 1;
     fmoe_context *ctx = NULL;
-    if (fmoe_context_create(&o, &ctx) != FMOE_STATUS_OK) {
+    fmoe_status cst = fmoe_context_create(&o, &ctx);
+    if (n_opts)
+        remove(config);
+    if (cst != FMOE_STATUS_OK) {
         fprintf(stderr, "context: %s\n", fmoe_last_error());
         return 1;
     }
     int ok = 1, n = 0;
     if (bench) {
         /* Optional: a name substring and the largest M to time. */
-        const char *only = argc > 5 ? argv[5] : "";
-        unsigned long max_m = argc > 6 ? strtoul(argv[6], NULL, 10) : 0;
+        const char *only = next_arg < argc ? argv[next_arg] : "";
+        unsigned long max_m = next_arg + 1 < argc ? strtoul(argv[next_arg + 1], NULL, 10) : 0;
         for (size_t i = 0; i < sizeof benches / sizeof benches[0]; i++) {
             if (!strstr(benches[i].name, only) || (max_m && benches[i].M > max_m))
                 continue;
@@ -703,7 +780,10 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < sizeof checks / sizeof checks[0]; i++, n++)
             ok &= run_case(ctx, &checks[i]);
     }
-    printf("%s: %d cases\n", ok ? "all passed" : "FAILED", n);
+    if (ok)
+        printf("all passed: %d cases\n", n);
+    else
+        printf("FAILED: %d cases (seed %llu; --seed %llu reruns it)\n", n, seed, seed);
     fmoe_context_destroy(ctx);
     return ok ? 0 : 1;
 }

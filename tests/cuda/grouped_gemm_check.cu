@@ -17,18 +17,18 @@
  *   promoted kinds, 2^-8 for fast accumulation (wgmma's FP8 accumulator
  *   keeps about 14 bits, DeepSeek-V3 3.3.2), 2^-14 for bf16 (f32
  *   accumulation, no scales); and NMSE <= 1e-5 (1e-4 fast e4m3).
- *   Data: random e4m3 codes with exponents 2^-2..2^1 (never zero), seeded
- *   by GG_SEED or the clock; the seed is printed on failure.
+ *   Data: random e4m3 codes with exponents 2^-2..2^1 (never zero), from a
+ *   fixed seed (--seed N to change it), printed on failure.
  *
  *   --bench: the grouped GEMMs of spec/performance.md's shapes at uniform
  *   routing (rows per expert = M * k / E), each kind, median of 15 launches
- *   (CUDA events), us and TFLOP/s. GG_BENCH_M="1024,8192" (default),
- *   GG_BENCH_SHAPES="qwen3,mixtral" (name parts), GG_BENCH_KINDS="023"
- *   (kind digits) narrow it; GG_BENCH_BF16=1 uses bf16 operands;
- *   GG_BENCH_ROUTING=random draws each token's k distinct experts (seeded)
- *   instead, so experts' rows vary as in a forward; GG_BENCH_WHOLE=1 turns
- *   half tiles off, GG_BENCH_ORDER=fixed|counter sets the tile order
- *   (grouped_gemm.h; default: the kind's).
+ *   (CUDA events), us and TFLOP/s. --m 1024,8192 (default), --shapes
+ *   qwen3,mixtral (name parts), --kinds 013 (kind digits: the order of
+ *   fmcu_gg_kind) narrow it; --bf16 uses bf16 operands; --routing random
+ *   draws each token's k distinct experts (seeded) instead, so experts'
+ *   rows vary as in a forward; --whole turns half tiles off, --order
+ *   fixed|counter sets the tile order (the plugin's option
+ *   prefill_tile_order; default: the kind's).
  *
  * Exit 0 pass, 1 fail, 77 no sm_90 device.
  */
@@ -39,17 +39,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <algorithm>
 #include <vector>
 
 #include "plugins/cuda/grouped_gemm.h"
+#include "plugins/cuda/options.h"
 
 #include "cuda_ok.h" /* tests/cuda */
 
-static const char *KIND_NAMES[FMCU_GG_KINDS] = {"n128-promoted", "n192-promoted", "n256-fast", "n128-fast",
-                                                "n192-fast"};
+static const char *KIND_NAMES[FMCU_GG_KINDS] = {"n192-promoted", "n256-fast", "n128-fast", "n192-fast"};
 
 __device__ __host__ inline uint32_t mix(uint64_t x)
 {
@@ -314,7 +313,7 @@ static int check(const char *name, const problem &pb, uint64_t seed, int sms)
             if (differ)
                 printf("  %zu elements differ from whole tiles' bits; first row %zu col %zu\n", differ,
                        first_differ / pb.N, first_differ % pb.N);
-            printf("  seed %llu (GG_SEED=%llu reruns it)\n", (unsigned long long)seed, (unsigned long long)seed);
+            printf("  seed %llu (--seed %llu reruns it)\n", (unsigned long long)seed, (unsigned long long)seed);
         }
     }
     cudaFree(v);
@@ -373,36 +372,35 @@ static bool names_match(const char *list, const char *name)
     return false;
 }
 
-static void run_bench(int sms)
+/* What --bench times (the command line's choices). */
+struct bench_opts {
+    std::vector<int> Ms{1024, 8192};
+    const char *shapes = nullptr; /* comma-separated name parts, or all */
+    const char *kinds = nullptr;  /* kind digits, or all */
+    bool bf16 = false, random_routing = false;
+    int whole_tiles = 0;
+    int order = FMCU_GG_ORDER_AUTO;
+};
+
+static void run_bench(int sms, const bench_opts &o)
 {
     const bench_shape shapes[] = {{"qwen3-30b-a3b", 128, 8, 2048, 768},
                                   {"mixtral-8x7b", 8, 2, 4096, 14336},
                                   {"gpt-oss-120b", 128, 4, 2880, 2880},
                                   {"deepseek-v3", 256, 8, 7168, 2048}};
-    const char *ms = getenv("GG_BENCH_M");
-    std::vector<int> Ms;
-    for (const char *p = ms ? ms : "1024,8192"; *p;) {
-        Ms.push_back(atoi(p));
-        while (*p && *p != ',')
-            p++;
-        if (*p)
-            p++;
-    }
     cudaEvent_t e0, e1;
     CUDA_OK(cudaEventCreate(&e0));
     CUDA_OK(cudaEventCreate(&e1));
-    const char *only = getenv("GG_BENCH_SHAPES"), *kinds = getenv("GG_BENCH_KINDS");
     for (const bench_shape &s : shapes)
-        for (int M : Ms)
-            if (!only || names_match(only, s.name))
+        for (int M : o.Ms)
+            if (!o.shapes || names_match(o.shapes, s.name))
             for (int g = 1; g <= 2; g++) {
                 problem pb;
                 pb.E = s.E;
                 pb.N = g == 1 ? 2 * s.I : s.H;
                 pb.K = g == 1 ? s.H : s.I;
                 pb.rows.assign(s.E, (int)((int64_t)M * s.k / s.E));
-                const char *rt = getenv("GG_BENCH_ROUTING");
-                if (rt && !strcmp(rt, "random")) { /* k distinct experts per token, a fixed seed per point */
+                if (o.random_routing) { /* k distinct experts per token, a fixed seed per point */
                     pb.rows.assign(s.E, 0);
                     std::vector<int> pick(s.E);
                     for (int tkn = 0; tkn < M; tkn++) {
@@ -417,19 +415,17 @@ static void run_bench(int sms)
                 }
                 pb.extra_rows = 0;
                 pb.row_vec = pb.col_vec = 1;
-                const char *bv = getenv("GG_BENCH_BF16"); /* 1: bf16 operands */
-                pb.bf16 = bv && !strcmp(bv, "1");
+                pb.bf16 = o.bf16;
                 buffers bf;
                 make(pb, 7, bf);
                 const double flop = 2.0 * bf.R * pb.N * pb.K;
                 printf("%-14s M=%-5d GEMM%d rows/expert %-5d N=%-5d K=%-5d", s.name, M, g,
                        (int)((int64_t)M * s.k / s.E), pb.N, pb.K);
                 for (int kind = 0; kind < FMCU_GG_KINDS; kind++) {
-                    if ((kinds && !strchr(kinds, '0' + kind)) ||
+                    if ((o.kinds && !strchr(o.kinds, '0' + kind)) ||
                         (pb.bf16 && fmcu_gg_promoted(kind)))
                         continue;
-                    const char *wv = getenv("GG_BENCH_WHOLE"), *ov = getenv("GG_BENCH_ORDER");
-                    const fmcu_gg_args a = args_of(pb, bf, wv && !strcmp(wv, "1"), fmcu_gg_order(ov));
+                    const fmcu_gg_args a = args_of(pb, bf, o.whole_tiles, o.order);
                     std::vector<float> t;
                     for (int it = 0; it < 18; it++) {
                         CUDA_OK(cudaEventRecord(e0));
@@ -451,8 +447,73 @@ static void run_bench(int sms)
             }
 }
 
+static int usage(void)
+{
+    fprintf(stderr, "usage: grouped_gemm_check [--seed N]\n"
+                    "       grouped_gemm_check --bench [--m M,...] [--shapes PARTS] [--kinds DIGITS] [--bf16]\n"
+                    "                          [--routing random] [--whole] [--order fixed|counter]\n");
+    return 2;
+}
+
+/* A comma-separated list of positive whole numbers. */
+static bool parse_list(const char *s, std::vector<int> &out)
+{
+    out.clear();
+    while (s && *s) {
+        char *end = nullptr;
+        const long v = strtol(s, &end, 10);
+        if (end == s || v <= 0 || v > (1 << 20) || (*end && *end != ','))
+            return false;
+        out.push_back((int)v);
+        s = *end ? end + 1 : end;
+    }
+    return !out.empty();
+}
+
 int main(int argc, char **argv)
 {
+    bool bench = false;
+    bench_opts bo;
+    uint64_t seed = 1;
+    for (int a = 1; a < argc; a++) {
+        const char *arg = argv[a], *next = a + 1 < argc ? argv[a + 1] : nullptr;
+        char why[256];
+        if (!strcmp(arg, "--bench")) {
+            bench = true;
+        } else if (!strcmp(arg, "--seed") && next) {
+            char *end = nullptr;
+            seed = strtoull(next, &end, 0);
+            if (!*next || *end || *next == '-')
+                return usage();
+            a++;
+        } else if (!strcmp(arg, "--m") && next) {
+            if (!parse_list(next, bo.Ms))
+                return usage();
+            a++;
+        } else if (!strcmp(arg, "--shapes") && next) {
+            bo.shapes = argv[++a];
+        } else if (!strcmp(arg, "--kinds") && next) {
+            bo.kinds = argv[++a];
+        } else if (!strcmp(arg, "--bf16")) {
+            bo.bf16 = true;
+        } else if (!strcmp(arg, "--routing") && next && !strcmp(next, "random")) {
+            bo.random_routing = true;
+            a++;
+        } else if (!strcmp(arg, "--whole")) {
+            bo.whole_tiles = 1;
+        } else if (!strcmp(arg, "--order") && next) {
+            fmcu_options opt;
+            fmcu_options_default(&opt);
+            if (fmcu_options_set(&opt, "prefill_tile_order", next, why, sizeof why) != 0) {
+                fprintf(stderr, "--order: %s\n", why);
+                return 2;
+            }
+            bo.order = opt.prefill_tile_order;
+            a++;
+        } else {
+            return usage();
+        }
+    }
     int dev = 0, major = 0, sms = 0;
     if (cudaGetDevice(&dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess || major != 9) {
@@ -460,12 +521,10 @@ int main(int argc, char **argv)
         return 77;
     }
     CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    if (argc > 1 && !strcmp(argv[1], "--bench")) {
-        run_bench(sms);
+    if (bench) {
+        run_bench(sms, bo);
         return 0;
     }
-    const char *env = getenv("GG_SEED");
-    const uint64_t seed = env ? strtoull(env, nullptr, 10) : (uint64_t)time(nullptr);
     const int failed = run_checks(seed, sms);
     printf("%s: %d failed (seed %llu)\n", failed ? "FAIL" : "PASS", failed, (unsigned long long)seed);
     return failed ? 1 : 0;

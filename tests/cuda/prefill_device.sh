@@ -6,15 +6,16 @@
 #   here:   meson setup /tmp/b-prefill -Dwerror=true
 #           flock -s /tmp/fmoe-quiet.lock ninja -C /tmp/b-prefill
 #           bash tests/cuda/prefill_device.sh pack [BUILD]
-#   there:  bash tests/cuda/prefill_device.sh [all|check|cuda_check|sanitize|bench [SHAPE]|bench-variants|conform|regs]
+#   there:  bash tests/cuda/prefill_device.sh [all|check|cuda_check|sanitize|bench [SHAPE [--m M]]|conform|regs]
 #
 # check: prefill_check against the reference; cuda_check: the plugin's own
 # checks (packed with PREFILL_CUDA_CHECK=1); sanitize: compute-sanitizer
 # memcheck on two small cases and the wgmma count of the SASS; bench: the
-# model shapes (PREFILL_BENCH_M=8192: one M); conform: `fusedmoe conform` on
-# the plugin, the fp8 schemes forced onto the prefill tier
-# (FMOE_CUDA_TIER=prefill, CONFORM_SEEDS seeds) then everything under auto;
-# regs: registers, stack and local memory of the GEMM kernels (spills).
+# model shapes (`bench qwen3-30b --m 8192`: one shape, one M); conform:
+# `fusedmoe conform` on the plugin, the fp8 schemes forced onto the prefill
+# tier (the plugin's option tier = "prefill" through the host's FMOE_OPTIONS,
+# CONFORM_SEEDS seeds) then everything under auto; regs: registers, stack
+# and local memory of the GEMM kernels (spills).
 # Logs go to $OUT (or ./out).
 set -uo pipefail
 D=$PWD/.devrun-prefill
@@ -22,8 +23,7 @@ step=${1:-all}
 
 if [ "$step" = pack ]; then
   # Only what the runs need, compressed (the tree that travels is limited to
-  # 64 MiB). Extra prefill_check builds (tuning variants) ride along as
-  # PREFILL_VARIANTS="NAME=PATH ...", run by `bench-variants`.
+  # 64 MiB).
   B=${2:-/tmp/b-prefill}
   S=$(mktemp -d)
   mkdir -p "$S/b/tests/cuda" "$S/b/plugins/reference" "$S/b/plugins/cuda" "$S/b/cli" "$S/lib"
@@ -35,7 +35,6 @@ if [ "$step" = pack ]; then
   cp -a "$B"/plugins/reference/*.so "$B/plugins/reference/reference.toml" "$S/b/plugins/reference/"
   # Debug info is most of the size (the carried tree is limited to 64 MiB).
   find "$S/b" -type f \( -name "*.so*" -o -perm -u+x \) -exec strip --strip-debug {} + 2>/dev/null || true
-  for v in ${PREFILL_VARIANTS:-}; do cp -a "${v#*=}" "$S/b/tests/cuda/prefill_check_${v%%=*}"; done
   for l in libjansson.so.4 libtomlplusplus.so.3; do
     cp -L "$(ldconfig -p | awk -v l=$l '$1 == l {print $NF; exit}')" "$S/lib/$l"
   done
@@ -68,19 +67,13 @@ if [ "$step" = all ] && [ -x "$B/tests/cuda/cuda_check" ] || [ "$step" = cuda_ch
 fi
 if [ "$step" = all ] || [ "$step" = bench ]; then
   echo "== prefill_check --bench"
-  timeout 400 "$B/tests/cuda/prefill_check" "$R" "$E" --bench ${2:-} 2>&1 | tee "$OUT/prefill_bench.txt"
-fi
-if [ "$step" = bench-variants ]; then
-  for v in "$B"/tests/cuda/prefill_check_*; do
-    echo "== $(basename "$v") --bench (M: ${PREFILL_BENCH_M:-4096 and 8192})"
-    timeout 300 "$v" "$R" "$E" --bench ${2:-} 2>&1 | tee "$OUT/bench_$(basename "$v").txt"
-  done
+  timeout 400 "$B/tests/cuda/prefill_check" "$R" "$E" --bench "${@:2}" 2>&1 | tee "$OUT/prefill_bench.txt"
 fi
 if [ "$step" = all ] || [ "$step" = conform ]; then
   C=$B/plugins/cuda/cuda.toml
   for seed in ${CONFORM_SEEDS:-1 2 3}; do
     echo "== conform, fp8 schemes on the prefill tier, seed $seed"
-    FMOE_CONFIG=$E FMOE_CUDA_TIER=prefill timeout 120 "$B/cli/fusedmoe" --plugin "$R" conform --plugin "$C" \
+    FMOE_CONFIG=$E FMOE_OPTIONS=cuda.tier=prefill timeout 120 "$B/cli/fusedmoe" --plugin "$R" conform --plugin "$C" \
       --scheme 'fp8e4m3*' --mode test --seed "$seed" 2>&1 | grep -E "^(FAIL|cuda |result)" | tail -12
   done 2>&1 | tee "$OUT/conform_prefill.txt"
   echo "== conform, auto tier"

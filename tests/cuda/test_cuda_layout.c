@@ -7,7 +7,10 @@
  *   - the workspace layout: aligned, disjoint, large enough;
  *   - the row-tile bound covers every routing;
  *   - the built plugin loads and probes without a GPU (score 0 + reason)
- *     and refuses CPU devices in query.
+ *     and refuses CPU devices in query;
+ *   - its init takes the declared options and refuses bad ones by name.
+ * Usage: test_cuda_layout [REFERENCE_PLUGIN_SO CUDA_PLUGIN_SO] (default:
+ * the plugins this build made).
  */
 #include <check.h>
 #include <dlfcn.h>
@@ -67,25 +70,47 @@ typedef struct loaded {
     void *state;
 } loaded;
 
-/* The plugin at the path the build compiled in, unless the variable `env`
- * names another: a build packed and unpacked elsewhere (bench/cuda/pack.sh
- * on the device machine) has its plugins at other paths. */
-static loaded load_plugin(const char *env, const char *built)
+/* The plugins' paths: the build's (compiled in), or the command line's
+ * (a build packed and unpacked elsewhere, as tools/device/pack.sh does for
+ * the device machine, has its plugins at other paths). */
+static const char *reference_path = FMCU_TEST_REFERENCE_PLUGIN;
+static const char *cuda_path = FMCU_TEST_CUDA_PLUGIN;
+
+static const fmoe_plugin *entry_of(const char *path)
 {
-    const char *path = getenv(env);
-    if (!path || !*path)
-        path = built;
-    loaded l = {0};
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     ck_assert_msg(h != NULL, "dlopen %s: %s", path, dlerror());
     fmoe_plugin_entry_fn entry = (fmoe_plugin_entry_fn)(uintptr_t)dlsym(h, FMOE_PLUGIN_ENTRY_SYMBOL);
     ck_assert_ptr_nonnull(entry);
     fmoe_entry_args ea = {.struct_size = sizeof ea, .host = &host};
     ck_assert_int_eq(entry(&ea), FMOE_STATUS_OK);
-    l.plugin = ea.plugin;
-    fmoe_init_args ia = {.struct_size = sizeof ia, .host = &host, .abi_minor = FMOE_ABI_MINOR};
-    ck_assert_int_eq(l.plugin->init(&ia), FMOE_STATUS_OK);
-    l.state = ia.state;
+    return ea.plugin;
+}
+
+/* init with the n options `kv` (key, value pairs); its status, the state
+ * in *state. */
+static fmoe_status init_with(const fmoe_plugin *p, const char *const (*kv)[2], uint32_t n, void **state)
+{
+    fmoe_option opts[8];
+    const fmoe_option *ptrs[8];
+    ck_assert_uint_le(n, 8);
+    for (uint32_t i = 0; i < n; i++) {
+        opts[i] = (fmoe_option){.key = kv[i][0], .value = kv[i][1]};
+        ptrs[i] = &opts[i];
+    }
+    fmoe_init_args ia = {.struct_size = sizeof ia, .host = &host, .abi_minor = FMOE_ABI_MINOR, .options = ptrs,
+                         .n_options = n};
+    last_error[0] = 0;
+    fmoe_status st = p->init(&ia);
+    *state = ia.state;
+    return st;
+}
+
+static loaded load_plugin(const char *path)
+{
+    loaded l = {0};
+    l.plugin = entry_of(path);
+    ck_assert_int_eq(init_with(l.plugin, NULL, 0, &l.state), FMOE_STATUS_OK);
     return l;
 }
 
@@ -199,7 +224,7 @@ END_TEST
 START_TEST(params_match_reference)
 {
     make_served();
-    loaded ref = load_plugin("FMCU_TEST_REFERENCE_PLUGIN", FMCU_TEST_REFERENCE_PLUGIN);
+    loaded ref = load_plugin(reference_path);
     char why[256];
     for (int si = 0; si < n_served; si++)
         for (int variant = 0; variant < 8; variant++) {
@@ -335,7 +360,7 @@ END_TEST
 /* The plugin itself, on this machine (CI has no GPU). */
 START_TEST(probe_without_gpu_is_not_fatal)
 {
-    loaded l = load_plugin("FMCU_TEST_CUDA_PLUGIN", FMCU_TEST_CUDA_PLUGIN);
+    loaded l = load_plugin(cuda_path);
     ck_assert_str_eq(l.plugin->name, "cuda");
     fmoe_device_report reps[4];
     fmoe_device_report *ptrs[4];
@@ -369,8 +394,43 @@ START_TEST(probe_without_gpu_is_not_fatal)
 }
 END_TEST
 
-int main(void)
+/* init takes every declared option (the host passes them all, as text)
+ * and refuses a bad value or an unknown name, naming the option. */
+START_TEST(init_parses_the_options)
 {
+    const fmoe_plugin *p = entry_of(cuda_path);
+    void *state = NULL;
+    static const char *const all[][2] = {
+        {"tier", "stream"},          {"plan_wide_pairs", "1"},        {"decode_tail", "false"},
+        {"decode_fused", "on"},      {"decode_fused_w13", "registers"}, {"prefill_warp_rows", "false"},
+        {"prefill_half_tiles", "false"}, {"prefill_tile_order", "counter"},
+    };
+    ck_assert_int_eq(init_with(p, all, 8, &state), FMOE_STATUS_OK);
+    ck_assert_ptr_nonnull(state);
+    p->shutdown(state);
+
+    static const char *const bad_tier[][2] = {{"decode_tail", "true"}, {"tier", "fast"}};
+    ck_assert_int_eq(init_with(p, bad_tier, 2, &state), FMOE_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(last_error, "option 'tier': expected auto, stream, tiled or prefill, got 'fast'");
+    static const char *const bad_int[][2] = {{"plan_wide_pairs", "many"}};
+    ck_assert_int_eq(init_with(p, bad_int, 1, &state), FMOE_STATUS_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(last_error, "option 'plan_wide_pairs': expected"));
+    static const char *const unknown[][2] = {{"isa", "avx2"}};
+    ck_assert_int_eq(init_with(p, unknown, 1, &state), FMOE_STATUS_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(last_error, "option 'isa': not an option of the cuda plugin"));
+}
+END_TEST
+
+int main(int argc, char **argv)
+{
+    if (argc != 1 && argc != 3) {
+        fprintf(stderr, "usage: test_cuda_layout [REFERENCE_PLUGIN_SO CUDA_PLUGIN_SO]\n");
+        return 2;
+    }
+    if (argc == 3) {
+        reference_path = argv[1];
+        cuda_path = argv[2];
+    }
     Suite *s = suite_create("cuda_layout");
     TCase *tc = tcase_create("host");
     tcase_add_test(tc, schemes);
@@ -381,6 +441,7 @@ int main(void)
     tcase_add_test(tc, prefill_workspace);
     tcase_add_test(tc, tile_bound);
     tcase_add_test(tc, probe_without_gpu_is_not_fatal);
+    tcase_add_test(tc, init_parses_the_options);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

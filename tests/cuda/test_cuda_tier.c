@@ -1,6 +1,8 @@
 /*
  * tests/cuda/test_cuda_tier.c - the GEMM tier a call of m tokens gets
- * (plugins/cuda/tier.c), and FMOE_CUDA_TIER's parsing. No GPU needed.
+ * (plugins/cuda/tier.c), forced or not (option tier, test_cuda_options.c),
+ * and the shapes of the decode tail and the one-launch decode. No GPU
+ * needed.
  */
 #include <check.h>
 #include <string.h>
@@ -29,28 +31,6 @@ START_TEST(forced_tier_wins_unless_it_cannot_run)
     ck_assert_int_eq(fmcu_gemm_tier(1, 8, 128, FMCU_TIER_PREFILL, 1), FMCU_TIER_PREFILL);
     /* The prefill path does not serve the layer: the tiled kernels do. */
     ck_assert_int_eq(fmcu_gemm_tier(1, 8, 128, FMCU_TIER_PREFILL, 0), FMCU_TIER_TILED);
-}
-END_TEST
-
-START_TEST(env_values)
-{
-    int tier = 99;
-    char why[128] = "";
-    ck_assert_int_eq(fmcu_tier_parse(NULL, &tier, why, sizeof why), 0);
-    ck_assert_int_eq(tier, FMCU_TIER_AUTO);
-    ck_assert_int_eq(fmcu_tier_parse("", &tier, why, sizeof why), 0);
-    ck_assert_int_eq(tier, FMCU_TIER_AUTO);
-    const char *names[] = {"auto", "tiled", "stream", "prefill"};
-    const int tiers[] = {FMCU_TIER_AUTO, FMCU_TIER_TILED, FMCU_TIER_STREAM, FMCU_TIER_PREFILL};
-    for (int i = 0; i < 4; i++) {
-        ck_assert_int_eq(fmcu_tier_parse(names[i], &tier, why, sizeof why), 0);
-        ck_assert_int_eq(tier, tiers[i]);
-        ck_assert_str_eq(fmcu_tier_name(tier), names[i]);
-    }
-    tier = 7;
-    ck_assert_int_eq(fmcu_tier_parse("Stream", &tier, why, sizeof why), -1);
-    ck_assert_int_eq(tier, 7);
-    ck_assert_str_eq(why, "FMOE_CUDA_TIER='Stream': expected auto, tiled, stream or prefill");
 }
 END_TEST
 
@@ -224,7 +204,6 @@ int main(void)
     TCase *tc = tcase_create("tier");
     tcase_add_test(tc, auto_tier_follows_rows_per_expert);
     tcase_add_test(tc, forced_tier_wins_unless_it_cannot_run);
-    tcase_add_test(tc, env_values);
     tcase_add_test(tc, decode_tail_takes_calls_that_fit_in_one_wave);
     tcase_add_test(tc, decode_tail_refuses_what_does_not_fit);
     tcase_add_test(tc, one_launch_decode_takes_calls_the_tail_takes_on_one_sm_each);

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/half.h"
+#include "fusedmoe/kit/half.h"
 #include "fusedmoe/formats.h"
 #include "tests/formats/golden.h"
 #include "tests/test_util.h"

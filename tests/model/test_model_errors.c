@@ -31,6 +31,20 @@ static const kv qwen2[] = {
     {"shared_expert_intermediate_size", "64"},
 };
 
+/* As transformers 5 saves it: "num_local_experts" (Qwen3MoeConfig's
+ * attribute_map target), not "num_experts". */
+static const kv qwen3[] = {
+    {"architectures", "[\"Qwen3MoeForCausalLM\"]"},
+    {"model_type", "\"qwen3_moe\""},
+    {"num_hidden_layers", "2"},
+    {"num_local_experts", "8"},
+    {"num_experts_per_tok", "2"},
+    {"hidden_size", "32"},
+    {"moe_intermediate_size", "16"},
+    {"norm_topk_prob", "true"},
+    {"dtype", "\"float32\""},
+};
+
 static const kv deepseek[] = {
     {"architectures", "[\"DeepseekV3ForCausalLM\"]"},
     {"model_type", "\"deepseek_v3\""},
@@ -100,6 +114,28 @@ static void expect_ok(const char *json)
     fmoe_model_destroy(m);
 }
 
+/* Parses, and the last layer (a MoE layer in every base) has E experts and top-k k. */
+static void expect_experts(const char *json, uint32_t experts, uint32_t top_k)
+{
+    fmoe_model *m = NULL;
+    fmoe_status st = fmoe_model_config_parse(json, strlen(json), NULL, &m);
+    ck_assert_msg(st == FMOE_STATUS_OK, "%s: %s", json, fmoe_last_error());
+    fmoe_layer_config c;
+    fmoe_layer_config_init(&c);
+    ck_assert_int_eq(fmoe_model_layer_config(m, fmoe_model_layer_count(m) - 1, &c), FMOE_STATUS_OK);
+    ck_assert_msg(c.num_experts == experts, "%s: num_experts %u, expected %u", json, c.num_experts, experts);
+    ck_assert_msg(c.top_k == top_k, "%s: top_k %u, expected %u", json, c.top_k, top_k);
+    fmoe_model_destroy(m);
+}
+
+/* `json` (an object) with one more member `key` = `value` appended. */
+static const char *plus(const char *json, const char *key, const char *value)
+{
+    static char buf[4096];
+    snprintf(buf, sizeof buf, "%.*s, \"%s\": %s}", (int)strlen(json) - 1, json, key, value);
+    return buf;
+}
+
 #define INVALID FMOE_STATUS_INVALID_ARGUMENT
 #define UNSUPPORTED FMOE_STATUS_UNSUPPORTED
 
@@ -110,6 +146,66 @@ START_TEST(bases_are_valid)
     expect_ok(WITH(deepseek, NULL, NULL));
     expect_ok(WITH(gpt_oss, NULL, NULL));
     expect_ok(WITH(llama4_text, NULL, NULL));
+    expect_ok(WITH(qwen3, NULL, NULL));
+}
+END_TEST
+
+/* The expert count under every name the family's transformers config class
+ * reads (attribute_map, transformers 5.23): alone, both agreeing, both
+ * disagreeing (refused, naming both); and the names a class does not read
+ * are not read here either. */
+START_TEST(expert_count_spellings)
+{
+    /* Qwen3-MoE: saved as num_local_experts, also read as num_experts. */
+    expect_experts(WITH(qwen3, NULL, NULL), 8, 2);
+    expect_experts(plus(WITH(qwen3, "num_local_experts", NULL), "num_experts", "6"), 6, 2);
+    expect_experts(WITH(qwen3, "num_experts", "8"), 8, 2);
+    expect(WITH(qwen3, "num_experts", "16"), INVALID,
+           "config.json: num_experts: 16 disagrees with num_local_experts = 8 (two spellings of one setting)");
+    expect(WITH(qwen3, "num_local_experts", NULL), INVALID,
+           "config.json: missing required key \"num_local_experts\" (or \"num_experts\")");
+    expect(WITH(qwen3, "num_experts", "\"8\""), INVALID, "config.json: num_experts: expected an integer, got \"8\"");
+    expect(plus(WITH(qwen3, "num_local_experts", NULL), "num_experts", "1"), INVALID,
+           "config.json: num_experts_per_tok: 2 exceeds num_experts = 1");
+
+    /* Qwen2-MoE: num_experts only (Qwen2MoeConfig has no attribute_map: a
+     * num_local_experts there would leave transformers at its default 60). */
+    expect(plus(WITH(qwen2, "num_experts", NULL), "num_local_experts", "8"), INVALID,
+           "config.json: missing required key \"num_experts\"");
+
+    /* Mixtral: num_local_experts, also read as num_experts. */
+    expect_experts(plus(WITH(mixtral, "num_local_experts", NULL), "num_experts", "4"), 4, 2);
+    expect(WITH(mixtral, "num_experts", "4"), INVALID,
+           "config.json: num_experts: 4 disagrees with num_local_experts = 8 (two spellings of one setting)");
+    expect(plus(WITH(mixtral, "num_local_experts", NULL), "num_experts", "1"), INVALID,
+           "config.json: num_experts_per_tok: 2 exceeds num_experts = 1");
+
+    /* DeepSeek-V3: n_routed_experts, also read as num_local_experts (not
+     * num_experts). */
+    expect_experts(plus(WITH(deepseek, "n_routed_experts", NULL), "num_local_experts", "16"), 16, 4);
+    expect(WITH(deepseek, "num_local_experts", "32"), INVALID,
+           "config.json: num_local_experts: 32 disagrees with n_routed_experts = 16 (two spellings of one setting)");
+    expect(plus(WITH(deepseek, "n_routed_experts", NULL), "num_experts", "16"), INVALID,
+           "config.json: missing required key \"n_routed_experts\" (or \"num_local_experts\")");
+    expect(plus(WITH(deepseek, "n_routed_experts", NULL), "num_local_experts", "10"), INVALID,
+           "config.json: n_group: 4 does not divide num_local_experts = 10");
+
+    /* DeepSeek-V2: n_routed_experts, also read as num_experts. */
+    const char *v2 = "{\"model_type\": \"deepseek_v2\", \"num_hidden_layers\": 2, \"num_experts\": 8,"
+                     " \"num_experts_per_tok\": 2, \"hidden_size\": 32, \"moe_intermediate_size\": 16,"
+                     " \"n_shared_experts\": null, \"n_group\": null, \"topk_group\": null}";
+    expect_experts(v2, 8, 2);
+    expect(plus(v2, "n_routed_experts", "6"), INVALID,
+           "config.json: num_experts: 8 disagrees with n_routed_experts = 6 (two spellings of one setting)");
+
+    /* gpt-oss: num_local_experts, also read as num_experts. */
+    expect_experts(plus(WITH(gpt_oss, "num_local_experts", NULL), "num_experts", "4"), 4, 2);
+    expect(WITH(gpt_oss, "num_experts", "4"), INVALID,
+           "config.json: num_experts: 4 disagrees with num_local_experts = 8 (two spellings of one setting)");
+
+    /* Llama-4: num_local_experts only (Llama4TextConfig has no attribute_map). */
+    expect(plus(WITH(llama4_text, "num_local_experts", NULL), "num_experts", "16"), INVALID,
+           "config.json: missing required key \"num_local_experts\"");
 }
 END_TEST
 
@@ -156,7 +252,7 @@ START_TEST(types_and_ranges)
     expect(WITH(mixtral, "num_local_experts", "8.0"), INVALID,
            "config.json: num_local_experts: expected an integer, got 8.0");
     expect(WITH(mixtral, "num_local_experts", "0"), INVALID,
-           "config.json: num_local_experts: expected an integer in [1, 2147483647], got 0");
+           "config.json: num_local_experts: expected an integer in [1, 65536], got 0");
     expect(WITH(mixtral, "hidden_size", NULL), INVALID, "config.json: missing required key \"hidden_size\"");
     expect(WITH(mixtral, "num_hidden_layers", "5000"), INVALID,
            "config.json: num_hidden_layers: expected an integer in [1, 4096], got 5000");
@@ -165,7 +261,7 @@ START_TEST(types_and_ranges)
     expect(WITH(mixtral, "torch_dtype", "\"float8_e4m3fn\""), INVALID,
            "config.json: torch_dtype: expected \"float32\", \"bfloat16\" or \"float16\", got \"float8_e4m3fn\"");
     expect(WITH(mixtral, "dtype", "\"float16\""), INVALID,
-           "config.json: dtype: \"float16\" disagrees with torch_dtype");
+           "config.json: dtype: \"float16\" disagrees with torch_dtype = \"bfloat16\" (two spellings of one setting)");
     expect(WITH(mixtral, "hidden_act", "\"gelu\""), UNSUPPORTED,
            "config.json: hidden_act: \"gelu\" is not supported; the experts of this family are implemented for "
            "\"silu\" only");
@@ -220,7 +316,7 @@ START_TEST(deepseek_values)
     expect(WITH(deepseek, "moe_layer_freq", "0"), INVALID,
            "config.json: moe_layer_freq: expected an integer in [1, 4096], got 0");
     expect(WITH(deepseek, "n_routed_experts", "null"), INVALID,
-           "config.json: missing required key \"n_routed_experts\"");
+           "config.json: missing required key \"n_routed_experts\" (or \"num_local_experts\")");
     expect(WITH(deepseek, "num_experts_per_tok", "17"), INVALID,
            "config.json: num_experts_per_tok: 17 exceeds n_routed_experts = 16");
 }
@@ -231,7 +327,7 @@ START_TEST(gpt_oss_values)
     expect(WITH(gpt_oss, "swiglu_limit", "0"), INVALID, "config.json: swiglu_limit: expected a number > 0, got 0");
     expect(WITH(gpt_oss, "swiglu_limit", "true"), INVALID, "config.json: swiglu_limit: expected a number, got true");
     expect(WITH(gpt_oss, "experts_per_token", "4"), INVALID,
-           "config.json: experts_per_token: 4 disagrees with num_experts_per_tok = 2");
+           "config.json: experts_per_token: 4 disagrees with num_experts_per_tok = 2 (two spellings of one setting)");
     /* The older spelling alone is enough. */
     const char *older = build(gpt_oss, 6, "num_experts_per_tok", NULL);
     char json[4096];
@@ -273,6 +369,7 @@ static Suite *suite(void)
     Suite *s = suite_create("model_errors");
     TCase *tc = tcase_create("errors");
     tcase_add_test(tc, bases_are_valid);
+    tcase_add_test(tc, expert_count_spellings);
     tcase_add_test(tc, document);
     tcase_add_test(tc, family);
     tcase_add_test(tc, types_and_ranges);
@@ -287,5 +384,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-    return fmoe_test_main(suite(), 9);
+    return fmoe_test_main(suite(), 10);
 }

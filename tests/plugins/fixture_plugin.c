@@ -27,27 +27,45 @@
 #define FIXTURE_SCORE 10
 #endif
 
+/* The reference's state first (its methods read it), then what the fixture
+ * received: tests read the options back from the probe's device notes. */
+typedef struct fx_state {
+    ref_state ref;
+    char options[200];
+} fx_state;
+
 static fmoe_status fx_init(fmoe_init_args *a)
 {
 #ifdef FIXTURE_INIT_FAIL
     return a->host->error_set(a->err, FMOE_STATUS_DEVICE_ERROR, "fixture init fails on purpose");
 #else
-    ref_state *st = a->host->alloc(a->host->ctx, sizeof *st, 0);
+    fx_state *st = a->host->alloc(a->host->ctx, sizeof *st, 0);
     if (!st)
         return a->host->error_set(a->err, FMOE_STATUS_OUT_OF_MEMORY, "out of memory");
     memset(st, 0, sizeof *st);
-    st->host = a->host;
+    st->ref.host = a->host;
+    size_t len = 0;
+    for (uint32_t i = 0; i < a->n_options && len < sizeof st->options; i++) {
+        int n = snprintf(st->options + len, sizeof st->options - len, "%s%s=%s", i ? "," : "", a->options[i]->key,
+                         a->options[i]->value);
+        len += n > 0 ? (size_t)n : 0;
+    }
     a->host->log(a->host->ctx, FMOE_PLUGIN_LOG_INFO, "fixture initialised");
     a->state = st;
     return FMOE_STATUS_OK;
 #endif
 }
 
+/* Logs, so tests see that every successful init is paired with a shutdown
+ * (FIXTURE_PROBE_FAIL: even when the probe fails after init). */
 static void fx_shutdown(void *state)
 {
-    ref_state *st = state;
-    if (st)
-        st->host->free(st->host->ctx, st);
+    fx_state *st = state;
+    if (st) {
+        const fmoe_host *h = st->ref.host;
+        h->log(h->ctx, FMOE_PLUGIN_LOG_INFO, "fixture shut down");
+        h->free(h->ctx, st);
+    }
 }
 
 #ifdef FIXTURE_DEVICE
@@ -227,8 +245,45 @@ static void fx_write_past_init(void)
 }
 #endif
 
+#ifdef FIXTURE_HUGE_PARAM
+/* Declares one more parameter of four axes of 2^20, whose element count
+ * (2^80) overflows int64: the host must refuse it naming this plugin, never
+ * allocate a token buffer and blame the checkpoint later. */
+static fmoe_param_desc fx_huge_desc = {
+    .struct_size = sizeof(fmoe_param_desc), .name = "huge", .dtype = FMOE_DTYPE_F32, .ndim = 4,
+    .shape = {1 << 20, 1 << 20, 1 << 20, 1 << 20}, .projection = FMOE_PROJ_NONE, .role = FMOE_ROLE_WEIGHT,
+    .shard_axis = -1};
+static const fmoe_param_desc *fx_huge_list[16];
+
+static fmoe_status fx_declare_huge(fmoe_declare_params_args *a)
+{
+    fmoe_status st = ref_method_unquantized.declare_params(a);
+    if (st != FMOE_STATUS_OK || a->n_params >= 15)
+        return st;
+    for (uint32_t i = 0; i < a->n_params; i++)
+        fx_huge_list[i] = a->params[i];
+    fx_huge_list[a->n_params] = &fx_huge_desc;
+    a->params = fx_huge_list;
+    a->n_params++;
+    return FMOE_STATUS_OK;
+}
+
+static fmoe_method fx_huge_method;
+static pthread_once_t fx_huge_once = PTHREAD_ONCE_INIT;
+
+static void fx_huge_init(void)
+{
+    fx_huge_method = ref_method_unquantized;
+    fx_huge_method.declare_params = fx_declare_huge;
+}
+#endif
+
 static fmoe_status fx_probe(fmoe_probe_args *a)
 {
+#ifdef FIXTURE_PROBE_FAIL
+    return ((const fx_state *)a->state)->ref.host->error_set(a->err, FMOE_STATUS_DEVICE_ERROR,
+                                                              "fixture probe fails on purpose");
+#endif
     if (a->capacity < 1) /* conform's abi/probe-no-room */
         return FMOE_STATUS_OK;
     fmoe_device_report *r = a->reports[0];
@@ -244,6 +299,9 @@ static fmoe_status fx_probe(fmoe_probe_args *a)
 #else
     r->available = 1;
     r->score = FIXTURE_SCORE;
+#endif
+#ifndef FIXTURE_NO_DEVICE
+    snprintf(r->reason, sizeof r->reason, "options: %s", ((const fx_state *)a->state)->options);
 #endif
     snprintf(r->name, sizeof r->name, "fixture cpu");
     snprintf(r->id, sizeof r->id, "cpu");
@@ -266,6 +324,9 @@ static fmoe_status fx_query(fmoe_query_args *a)
 #elif defined(FIXTURE_WRITE_PAST)
     pthread_once(&fx_write_past_once, fx_write_past_init);
     a->method = &fx_write_past_method;
+#elif defined(FIXTURE_HUGE_PARAM)
+    pthread_once(&fx_huge_once, fx_huge_init);
+    a->method = &fx_huge_method;
 #else
     a->method = &ref_method_unquantized;
 #endif

@@ -410,6 +410,8 @@ static void release(tq_layer *L)
 
 /* ---- running the plugin ------------------------------------------------------ */
 
+const char *refq_config_extra;
+
 fmoe_context *refq_context(const char *options)
 {
     const char *files[] = {REFERENCE_MANIFEST};
@@ -418,14 +420,18 @@ fmoe_context *refq_context(const char *options)
     o.plugin_files = files;
     o.n_plugin_files = 1;
     o.ignore_environment = 1;
+    o.isolated = 1;
     char path[512] = "";
-    if (options) {
+    if (options || refq_config_extra) {
         const char *dir = getenv("TMPDIR");
         snprintf(path, sizeof path, "%s/refq-XXXXXX", dir && *dir ? dir : "/tmp");
         int fd = mkstemp(path);
         ck_assert_int_ge(fd, 0);
         FILE *f = fdopen(fd, "w");
-        fprintf(f, "[plugins.reference.options]\n%s\n", options);
+        if (options)
+            fprintf(f, "[plugins.reference.options]\n%s\n", options);
+        if (refq_config_extra)
+            fprintf(f, "%s\n", refq_config_extra);
         fclose(f);
         o.config_path = path;
     }

@@ -62,6 +62,11 @@ static inline double qcase_run_broken(const qcase *c, uint64_t stream)
  * under [plugins.reference.options] (NULL: none). */
 fmoe_context *refq_context(const char *options);
 
+/* TOML text added to the configuration of every context refq_context makes
+ * (NULL: none): another backend's options when a test builds the harness
+ * with that backend's manifest (tests/cpu/test_cpu_quant.c). */
+extern const char *refq_config_extra;
+
 /* fmoe_layer_create for (cfg, key); returns the status, layer in *out. */
 fmoe_status refq_create_layer(fmoe_context *ctx, const fmoe_layer_config *cfg, const char *key, fmoe_layer **out);
 

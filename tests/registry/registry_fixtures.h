@@ -58,8 +58,9 @@ static inline void fx_log_fn(void *user, int32_t level, const char *category, co
         lg->len += (size_t)n;
 }
 
-/* A context that sees only the given files/config (environment ignored
- * unless use_env), logging into `lg` (may be NULL). */
+/* A context that sees only the given files/config, never what is installed
+ * on the machine (isolated), and no environment unless use_env; logging
+ * into `lg` (may be NULL). */
 static inline fmoe_context *fx_context(const char *const *files, uint32_t n, const char *config, int use_env,
                                        fx_log *lg)
 {
@@ -69,6 +70,7 @@ static inline fmoe_context *fx_context(const char *const *files, uint32_t n, con
     o.n_plugin_files = n;
     o.config_path = config;
     o.ignore_environment = !use_env;
+    o.isolated = 1;
     o.log_fn = lg ? fx_log_fn : NULL;
     o.log_user = lg;
     fmoe_context *ctx = NULL;

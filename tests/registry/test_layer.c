@@ -457,6 +457,14 @@ START_TEST(device_layer_through_plugin_memory)
     ck_assert_int_eq(fmoe_layer_tensor_copy(layer, &dx, &hx), FMOE_STATUS_OK);
     ck_assert_int_eq(fmoe_layer_tensor_copy(layer, &dw, &hw), FMOE_STATUS_OK);
     ck_assert_int_eq(fmoe_layer_tensor_copy(layer, &did, &hid), FMOE_STATUS_OK);
+    /* Routing tensors too: a host topk_ids beside device x/out would reach
+     * the device kernels as a host pointer. */
+    f = (fmoe_forward_args){.struct_size = sizeof f, .x = &dx, .topk_weights = &dw, .topk_ids = &hid, .out = &dy};
+    ck_assert_int_eq(fmoe_layer_forward(layer, &f), FMOE_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(fmoe_last_error(), "topk_ids: on cpu:0, but the layer runs on cuda:0");
+    f = (fmoe_forward_args){.struct_size = sizeof f, .x = &dx, .topk_weights = &hw, .topk_ids = &did, .out = &dy};
+    ck_assert_int_eq(fmoe_layer_forward(layer, &f), FMOE_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(fmoe_last_error(), "topk_weights: on cpu:0, but the layer runs on cuda:0");
     f = (fmoe_forward_args){.struct_size = sizeof f, .x = &dx, .topk_weights = &dw, .topk_ids = &did, .out = &dy};
     ck_assert_msg(fmoe_layer_forward(layer, &f) == FMOE_STATUS_OK, "%s", fmoe_last_error());
     ck_assert_int_eq(fmoe_layer_synchronize(layer, NULL), FMOE_STATUS_OK);
@@ -619,6 +627,25 @@ START_TEST(device_memory_needs_abi_1_1)
 }
 END_TEST
 
+/* A plugin's declared shape is an input: one whose size overflows is the
+ * plugin's fault, said with its name and the shape, before any load. */
+START_TEST(overflowing_param_blames_the_plugin)
+{
+    const char *files[] = {FIXTURE_SO_FIXTURE_HUGE_PARAM};
+    fmoe_context *ctx = fx_context(files, 1, NULL, 0, NULL);
+    fmoe_layer_config cfg = base_cfg();
+    fmoe_scheme s;
+    fmoe_scheme_init_unquantized(&s, FMOE_DTYPE_F32);
+    fmoe_layer *layer = NULL;
+    ck_assert_int_eq(fmoe_layer_create(ctx, &cfg, &s, NULL, &layer), FMOE_STATUS_PLUGIN_ERROR);
+    ck_assert_ptr_null(layer);
+    ck_assert_msg(strstr(fmoe_last_error(), "fixture_huge_param: parameter huge declares shape "
+                                            "[1048576, 1048576, 1048576, 1048576] of f32") != NULL,
+                  "error: %s", fmoe_last_error());
+    fmoe_context_destroy(ctx);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("layer");
@@ -636,6 +663,7 @@ static Suite *suite(void)
     tcase_add_test(tc, device_layer_through_plugin_memory);
     tcase_add_test(tc, device_memory_needs_abi_1_1);
     tcase_add_test(tc, device_layer_timed_by_plugin);
+    tcase_add_test(tc, overflowing_param_blames_the_plugin);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -174,8 +174,9 @@ START_TEST(plugin_options_reach_init)
     fmoe_context *ctx = fx_context(files, 1, cfg, 0, NULL);
     fmoe_plugin_info p = fx_plugin(ctx, "reference");
     ck_assert_int_eq(p.state, FMOE_PLUGIN_STATE_FAILED);
-    ck_assert_str_eq(p.reason,
-                     "init failed (invalid-argument): unknown option 'bogus' (the reference plugin takes: monolithic, nvfp4_globals)");
+    ck_assert_msg(strstr(p.reason, "[plugins.reference.options]: plugin 'reference' has no option 'bogus' (its manifest "
+                                   "declares: monolithic, nvfp4_globals)") != NULL,
+                  "reason: %s", p.reason);
     fmoe_context_destroy(ctx);
 }
 END_TEST

@@ -1,8 +1,10 @@
 # Sourced by the tools/cross/test_*.sh scripts. Both functions run an aarch64
 # build's fusedmoe under qemu-user (QEMU_CPU picks the emulated CPU) in the
-# conformance suite's clean configuration (tests/conformance/meson.build):
+# conformance suite's clean configuration (tests/conformance/meson.build),
+# --isolated so nothing installed on the machine is seen:
 #
-#   fusedmoe_qemu BUILD ARGS...            fusedmoe ARGS...
+#   fusedmoe_qemu BUILD ARGS...            fusedmoe ARGS... (a --config in ARGS
+#                                          replaces the empty configuration)
 #   conform_qemu BUILD MANIFEST [ARGS...]  fusedmoe conform --plugin MANIFEST:
 #       every case except abi/probe-no-device, which re-executes the program:
 #       qemu-user cannot exec an aarch64 binary without binfmt_misc, which CI
@@ -10,8 +12,8 @@
 fusedmoe_qemu() {
   local build=$1
   shift
-  env FMOE_CONFIG="$PWD/tests/conformance/empty.toml" FMOE_PLUGIN_PATH= FMOE_PLUGIN_FILES= FMOE_BACKENDS= \
-    qemu-aarch64 -L / "$build/cli/fusedmoe" "$@"
+  env FMOE_CONFIG="$PWD/tests/conformance/empty.toml" FMOE_PLUGIN_PATH= FMOE_PLUGIN_FILES= FMOE_BACKENDS= FMOE_OPTIONS= \
+    qemu-aarch64 -L / "$build/cli/fusedmoe" --isolated "$@"
 }
 
 conform_qemu() {

@@ -1,0 +1,61 @@
+/*
+ * plugins/cuda/options.h - the cuda plugin's options (declared in
+ * cuda.toml.in, docs/CUDA.md "Options"): parsed once at init from the
+ * text the host hands over, kept in the plugin state, copied into every
+ * layer at create, and read from there by the code that makes each
+ * decision. Pure C, unit-tested without a GPU (tests/cuda).
+ *
+ *   tier                auto | stream | tiled | prefill: force a GEMM tier (tier.h)
+ *   plan_wide_pairs     pairs from which the plan runs over many blocks; 0 never
+ *   decode_tail         the decode tail (decode_tail.cu) where it fits
+ *   decode_fused        auto | on | off: the one-launch decode (decode_fused.cu);
+ *                       auto serves the fp8 schemes only
+ *   decode_fused_w13    auto | registers: how the one-launch decode loads W13
+ *   prefill_warp_rows   per-token activation rows of at most 1024 columns a warp's
+ *   prefill_half_tiles  our grouped GEMM's half tiles (grouped_gemm.h)
+ *   prefill_tile_order  auto | fixed | counter: our grouped GEMM's tile order
+ *
+ * Every default is what the plugin measured best (the manifest states the
+ * same defaults); the other values exist for A/B timing and for tests that
+ * force a path.
+ */
+#ifndef FMOE_PLUGIN_CUDA_OPTIONS_H
+#define FMOE_PLUGIN_CUDA_OPTIONS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* decode_fused. */
+#define FMCU_FUSED_AUTO 0 /* the fp8 schemes (in bf16 the one launch was slower than the chain) */
+#define FMCU_FUSED_ON   1 /* every scheme */
+#define FMCU_FUSED_OFF  2
+
+typedef struct fmcu_options {
+    int32_t tier;                /* FMCU_TIER_* (tier.h); FMCU_TIER_AUTO by default */
+    int64_t plan_wide_pairs;     /* FMCU_PLAN_WIDE_PAIRS (launch_shape.h); INT64_MAX: never */
+    int decode_tail;             /* 1 */
+    int decode_fused;            /* FMCU_FUSED_* */
+    int decode_fused_w13_regs;   /* 0: W13 by bulk copies where the slots fit; 1: register loads */
+    int prefill_warp_rows;       /* 1 */
+    int prefill_half_tiles;      /* 1 */
+    int prefill_tile_order;      /* FMCU_GG_ORDER_* (launch_shape.h) */
+} fmcu_options;
+
+/* The defaults (the manifest's). */
+void fmcu_options_default(fmcu_options *o);
+
+/* Set option `name` from its text (the host's form: bool "true"/"false",
+ * int in decimal, enum as declared): 0, or -1 with one line in `why` that
+ * names the option and says what was expected, e.g. "option 'tier':
+ * expected auto, stream, tiled or prefill, got 'Stream'"; an unknown name
+ * is refused the same way. `o` is unchanged on failure. */
+int fmcu_options_set(fmcu_options *o, const char *name, const char *value, char *why, size_t cap);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
