@@ -53,3 +53,8 @@ $sudo_cmd apt-get update -qq
 $sudo_cmd apt-get install -y -qq --no-install-recommends \
   libjansson-dev:arm64 libtomlplusplus-dev:arm64 check:arm64 libsubunit-dev:arm64 libdnnl2:arm64 >/dev/null
 
+# --- rocm: Debian's HIP compiler and runtime headers (plugins/rocm,
+# docs/ROCM.md), for compiling the plugin's HIP sources for gfx90a/gfx940.
+# No AMD GPU is needed; the plugin loads libamdhip64 with dlopen at probe
+# time and reports "no AMD GPU" where there is none ------------------------
+$sudo_cmd apt-get install -y -qq --no-install-recommends hipcc libamdhip64-dev >/dev/null
