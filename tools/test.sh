@@ -7,7 +7,8 @@
 #      and each fuzz harness for 40 s (tests/fuzz/run_ci.sh);
 #   4. install to a prefix, build examples/vendor-plugin out of tree against
 #      the installed SDK, check the registry serves it through a TOML file and
-#      that it passes every conformance mode;
+#      that it passes every conformance mode; then the Python package's tests
+#      against that install (tests/python/run.sh);
 #   5. cross-build for aarch64 (everything, warnings are errors) and run under
 #      qemu-user the cpu_arm plugin's tests and conform on three emulated CPUs
 #      (docs/CPU_ARM.md), then plugins/cpu's tests and conform and the choice
@@ -43,6 +44,9 @@ bash tests/fuzz/run_ci.sh 40
 echo "== install + out-of-tree vendor plugin"
 meson install -C build --quiet
 bash tests/example_vendor.sh "$root/_install"
+
+echo "== Python package: pip install ./python, pytest tests/python (docs/PYTHON.md)"
+bash tests/python/run.sh "$root/_install"
 
 echo "== aarch64 cross build + cpu_arm and cpu under qemu-user (docs/CPU_ARM.md, docs/CPU.md)"
 rm -rf build-arm
