@@ -10,7 +10,7 @@
 
 /* The values fusedmoe.h documents for fmoe_layer_config_init (1.702: the
  * swiglu alpha of gpt-oss, docs/ROUTING.md). */
-#define DEFAULT_SWIGLU_ALPHA 1.702f
+#define DEFAULT_SWIGLU_ALPHA   1.702f
 #define DEFAULT_MAX_NUM_TOKENS 8192u
 
 FMOE_API void fmoe_layer_config_init(fmoe_layer_config *cfg)

@@ -47,7 +47,7 @@
 /* Experts per token (real models: 1 to 16). */
 #define FMOE_LIMIT_TOP_K 1024u
 /* hidden_size and the expert intermediate size (real models: up to ~20 k). */
-#define FMOE_LIMIT_HIDDEN 1048576u
+#define FMOE_LIMIT_HIDDEN       1048576u
 #define FMOE_LIMIT_INTERMEDIATE 1048576u
 
 /* ---- module-name patterns of a quantization_config ----------------------- */

@@ -83,12 +83,8 @@ static const fmoe_name_entry dtype_aliases[] = {
 };
 
 static const fmoe_name_entry activation_names[] = {
-    {FMOE_ACT_SILU, "silu"},
-    {FMOE_ACT_GELU, "gelu"},
-    {FMOE_ACT_GELU_TANH, "gelu_tanh"},
-    {FMOE_ACT_RELU2, "relu2"},
-    {FMOE_ACT_SWIGLUOAI, "swigluoai"},
-    {FMOE_ACT_SWIGLUSTEP, "swiglustep"},
+    {FMOE_ACT_SILU, "silu"},   {FMOE_ACT_GELU, "gelu"},           {FMOE_ACT_GELU_TANH, "gelu_tanh"},
+    {FMOE_ACT_RELU2, "relu2"}, {FMOE_ACT_SWIGLUOAI, "swigluoai"}, {FMOE_ACT_SWIGLUSTEP, "swiglustep"},
 };
 
 /* The Hugging Face config spelling of the tanh approximation. */

@@ -48,10 +48,7 @@ static const dtype_token value_tokens[] = {
 
 /* Weight scale types; F32 is the default and never written. */
 static const dtype_token scale_tokens[] = {
-    {FMOE_DTYPE_F32, "f32"},
-    {FMOE_DTYPE_BF16, "bf16"},
-    {FMOE_DTYPE_F16, "f16"},
-    {FMOE_DTYPE_FP8_E4M3FN, "fp8e4m3"},
+    {FMOE_DTYPE_F32, "f32"},     {FMOE_DTYPE_BF16, "bf16"}, {FMOE_DTYPE_F16, "f16"}, {FMOE_DTYPE_FP8_E4M3FN, "fp8e4m3"},
     {FMOE_DTYPE_UE8M0, "ue8m0"},
 };
 
@@ -86,18 +83,33 @@ static int is_integer(fmoe_dtype dtype)
 }
 
 /* "tensor", "group128", "block128x128", ... ("?" for an unknown value). */
-static void strategy_text(int32_t strategy, uint32_t group, uint32_t block_n, uint32_t block_k, char *buf,
-                          size_t cap)
+static void strategy_text(int32_t strategy, uint32_t group, uint32_t block_n, uint32_t block_k, char *buf, size_t cap)
 {
     switch (strategy) {
-    case FMOE_QSTRATEGY_NONE: snprintf(buf, cap, "none"); break;
-    case FMOE_QSTRATEGY_TENSOR: snprintf(buf, cap, "tensor"); break;
-    case FMOE_QSTRATEGY_CHANNEL: snprintf(buf, cap, "channel"); break;
-    case FMOE_QSTRATEGY_TOKEN: snprintf(buf, cap, "token"); break;
-    case FMOE_QSTRATEGY_GROUP: snprintf(buf, cap, "group%" PRIu32, group); break;
-    case FMOE_QSTRATEGY_BLOCK: snprintf(buf, cap, "block%" PRIu32 "x%" PRIu32, block_n, block_k); break;
-    case FMOE_QSTRATEGY_TENSOR_GROUP: snprintf(buf, cap, "tgroup%" PRIu32, group); break;
-    default: snprintf(buf, cap, "%" PRId32 "?", strategy); break;
+    case FMOE_QSTRATEGY_NONE:
+        snprintf(buf, cap, "none");
+        break;
+    case FMOE_QSTRATEGY_TENSOR:
+        snprintf(buf, cap, "tensor");
+        break;
+    case FMOE_QSTRATEGY_CHANNEL:
+        snprintf(buf, cap, "channel");
+        break;
+    case FMOE_QSTRATEGY_TOKEN:
+        snprintf(buf, cap, "token");
+        break;
+    case FMOE_QSTRATEGY_GROUP:
+        snprintf(buf, cap, "group%" PRIu32, group);
+        break;
+    case FMOE_QSTRATEGY_BLOCK:
+        snprintf(buf, cap, "block%" PRIu32 "x%" PRIu32, block_n, block_k);
+        break;
+    case FMOE_QSTRATEGY_TENSOR_GROUP:
+        snprintf(buf, cap, "tgroup%" PRIu32, group);
+        break;
+    default:
+        snprintf(buf, cap, "%" PRId32 "?", strategy);
+        break;
     }
 }
 
@@ -248,8 +260,7 @@ static int check_activations(const fmoe_scheme *s, reason *r)
     if (s->a_strategy != FMOE_QSTRATEGY_TENSOR && !s->a_dynamic) {
         char text[48];
         strategy_text(s->a_strategy, s->a_group_size, 0, 0, text, sizeof text);
-        return reject(r, "activation strategy \"%s\" needs \"dynamic\" (only a per-tensor scale can be static)",
-                      text);
+        return reject(r, "activation strategy \"%s\" needs \"dynamic\" (only a per-tensor scale can be static)", text);
     }
     return 1;
 }
@@ -357,8 +368,8 @@ fmoe_status fmoe_scheme_key(const fmoe_scheme *scheme, char *key, size_t cap)
     if (k.overflow || k.len + 1 > FMOE_SCHEME_KEY_MAX)
         return fmoe_error_set(FMOE_STATUS_INTERNAL, "scheme key \"%s\" exceeds FMOE_SCHEME_KEY_MAX", k.buf);
     if (k.len + 1 > cap)
-        return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT, "scheme key \"%s\" needs %zu bytes, buffer has %zu",
-                              k.buf, k.len + 1, cap);
+        return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT, "scheme key \"%s\" needs %zu bytes, buffer has %zu", k.buf,
+                              k.len + 1, cap);
     memcpy(key, k.buf, k.len + 1);
     return FMOE_STATUS_OK;
 }
@@ -436,9 +447,9 @@ enum { SLOT_STRATEGY, SLOT_ACTORDER, SLOT_SCALE, SLOT_DYNAMIC, SLOT_SYMMETRY, SL
 
 typedef struct attr {
     int slot;
-    unsigned sides;   /* SIDE_* it may appear on */
-    int32_t value;    /* strategy, actorder, scale dtype, dynamic or symmetric */
-    uint32_t n1, n2;  /* group size, or block n and k */
+    unsigned sides;  /* SIDE_* it may appear on */
+    int32_t value;   /* strategy, actorder, scale dtype, dynamic or symmetric */
+    uint32_t n1, n2; /* group size, or block n and k */
 } attr;
 
 typedef struct fixed_attr {
@@ -461,8 +472,8 @@ static const fixed_attr fixed_attrs[] = {
     {"static", SLOT_DYNAMIC, SIDE_ACTIVATIONS, 0},
 };
 
-#define ATTR_EXPECTED                                                                                             \
-    "tensor, channel, token, group<N>, block<N>x<K>, tgroup<N>, asym, sym, actorder, actorder-weight, "           \
+#define ATTR_EXPECTED \
+    "tensor, channel, token, group<N>, block<N>x<K>, tgroup<N>, asym, sym, actorder, actorder-weight, " \
     "scale-<dtype>, dynamic, static"
 
 /* A parse error: `scheme "<key>": <detail>`. */

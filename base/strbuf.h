@@ -10,7 +10,7 @@
 #include <stddef.h>
 
 typedef struct fmoe_strbuf {
-    char *text;    /* NUL-terminated; NULL until the first append */
+    char *text; /* NUL-terminated; NULL until the first append */
     size_t len, cap;
     int failed;
 } fmoe_strbuf;

@@ -86,8 +86,8 @@ fmoe_status fmoe_open_regular_file(const char *path, const char *what, int *fd, 
 
 static fmoe_status too_large(const char *path, uint64_t bytes, size_t max_bytes, const char *what)
 {
-    return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT, "%s: %llu bytes, larger than the %zu-byte limit for a %s",
-                          path, (unsigned long long)bytes, max_bytes, what);
+    return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT, "%s: %llu bytes, larger than the %zu-byte limit for a %s", path,
+                          (unsigned long long)bytes, max_bytes, what);
 }
 
 fmoe_status fmoe_read_text_file(const char *path, size_t max_bytes, const char *what, char **out, size_t *out_len)

@@ -11,8 +11,8 @@
 #include <stdint.h>
 
 /* Results of cli_opt_value. */
-#define CLI_OPT_NO      0  /* argv[*i] is not this option */
-#define CLI_OPT_YES     1  /* matched; *value set and *i advanced past a separate value */
+#define CLI_OPT_NO      0    /* argv[*i] is not this option */
+#define CLI_OPT_YES     1    /* matched; *value set and *i advanced past a separate value */
 #define CLI_OPT_MISSING (-1) /* matched but no value follows */
 
 /* Match argv[*i] against option `name` ("--experts") taking a value. */

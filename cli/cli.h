@@ -24,11 +24,11 @@
 
 /* Options given before the command; they shape the context. */
 typedef struct cli_globals {
-    const char *config_path;      /* --config, or NULL for the library's default */
-    const char **plugin_files;    /* --plugin, in order given */
+    const char *config_path;   /* --config, or NULL for the library's default */
+    const char **plugin_files; /* --plugin, in order given */
     uint32_t n_plugin_files;
-    const char *log_spec;         /* --log, already exported as FMOE_LOG */
-    int isolated;                 /* --isolated: fmoe_context_options.isolated */
+    const char *log_spec; /* --log, already exported as FMOE_LOG */
+    int isolated;         /* --isolated: fmoe_context_options.isolated */
 } cli_globals;
 
 /* A command gets argv starting at its own name (argv[0]) and returns the

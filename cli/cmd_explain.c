@@ -1,13 +1,13 @@
 /* cli/cmd_explain.c - `fusedmoe explain`: how a backend is chosen for a layer. */
 #include <stdio.h>
 
+#include "base/config_args.h"
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "cli/json_out.h"
 #include "cli/layer_flags.h"
 #include "cli/scheme_arg.h"
 #include "cli/selection_out.h"
-#include "base/config_args.h"
 
 static void help(FILE *f)
 {

@@ -28,11 +28,16 @@ static void help(FILE *f)
 static const char *state_name(int32_t state)
 {
     switch (state) {
-    case FMOE_PLUGIN_STATE_LOADED: return "loaded";
-    case FMOE_PLUGIN_STATE_DISABLED: return "disabled";
-    case FMOE_PLUGIN_STATE_SKIPPED: return "skipped";
-    case FMOE_PLUGIN_STATE_FAILED: return "failed";
-    default: return "unknown";
+    case FMOE_PLUGIN_STATE_LOADED:
+        return "loaded";
+    case FMOE_PLUGIN_STATE_DISABLED:
+        return "disabled";
+    case FMOE_PLUGIN_STATE_SKIPPED:
+        return "skipped";
+    case FMOE_PLUGIN_STATE_FAILED:
+        return "failed";
+    default:
+        return "unknown";
     }
 }
 

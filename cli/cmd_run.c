@@ -28,10 +28,10 @@
 /* The forward inputs, shared by both layers. */
 typedef struct run_inputs {
     int64_t m;
-    void *x;          /* [M, H] act dtype */
-    float *logits;    /* [M, E] */
-    float *bias;      /* [E], or NULL without a correction bias */
-    float *topk_w;    /* [M, k] */
+    void *x;           /* [M, H] act dtype */
+    float *logits;     /* [M, E] */
+    float *bias;       /* [E], or NULL without a correction bias */
+    float *topk_w;     /* [M, k] */
     int32_t *topk_ids; /* [M, k], global physical ids */
     fmoe_tensor tx, tlogits, tw, tids;
 } run_inputs;
@@ -120,8 +120,7 @@ static int parse_args(int argc, char **argv, run_opts *o)
     return -1;
 }
 
-static int create_layer(fmoe_context *ctx, const run_opts *o, const char *backend, const char *who,
-                        fmoe_layer **out)
+static int create_layer(fmoe_context *ctx, const run_opts *o, const char *backend, const char *who, fmoe_layer **out)
 {
     fmoe_layer_options lo;
     fmoe_layer_options_init(&lo);
@@ -131,8 +130,7 @@ static int create_layer(fmoe_context *ctx, const run_opts *o, const char *backen
         return CLI_EXIT_OK;
     *out = NULL;
     if (st == FMOE_STATUS_UNSUPPORTED && strcmp(who, "reference") == 0)
-        cli_error("the reference backend, which run compares against, cannot serve this layer: %s",
-                  fmoe_last_error());
+        cli_error("the reference backend, which run compares against, cannot serve this layer: %s", fmoe_last_error());
     else if (st == FMOE_STATUS_UNSUPPORTED)
         cli_error("%s", fmoe_last_error()); /* says which backends refused and why */
     else

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/cli.h"
 #include "base/config_args.h"
+#include "cli/cli.h"
 
 json_t *cli_json_string(const char *s)
 {

@@ -17,8 +17,8 @@
 void layer_flags_defaults(fmoe_layer_config *cfg);
 
 /* Results of layer_flags_parse. */
-#define LAYER_FLAG_NOT_MINE 0  /* argv[*i] is not a layer flag */
-#define LAYER_FLAG_TAKEN    1  /* applied to cfg; *i is on its last argument */
+#define LAYER_FLAG_NOT_MINE 0    /* argv[*i] is not a layer flag */
+#define LAYER_FLAG_TAKEN    1    /* applied to cfg; *i is on its last argument */
 #define LAYER_FLAG_BAD      (-1) /* usage error, already reported naming the flag */
 
 /* Apply argv[*i] (and its value) to cfg. `cmd` names the command in errors. */

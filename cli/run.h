@@ -14,8 +14,8 @@
 
 /* One run, as the command line asked for it. */
 typedef struct run_opts {
-    const char *scheme_key;  /* --scheme: a key or a config.json path */
-    const char *modules;     /* --modules: expert module prefix in that config, or NULL */
+    const char *scheme_key; /* --scheme: a key or a config.json path */
+    const char *modules;    /* --modules: expert module prefix in that config, or NULL */
     uint32_t tokens;
     uint64_t seed;
     int seed_given;
@@ -25,7 +25,6 @@ typedef struct run_opts {
     fmoe_layer_config cfg;
     fmoe_scheme scheme;
 } run_opts;
-
 
 /* Everything the report shows. */
 typedef struct run_report {

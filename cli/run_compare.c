@@ -7,9 +7,12 @@
 static int coarseness(fmoe_dtype d)
 {
     switch (d) {
-    case FMOE_DTYPE_F32: return 0;
-    case FMOE_DTYPE_F16: return 1;
-    default: return 2; /* bf16, and anything quantized */
+    case FMOE_DTYPE_F32:
+        return 0;
+    case FMOE_DTYPE_F16:
+        return 1;
+    default:
+        return 2; /* bf16, and anything quantized */
     }
 }
 
@@ -21,9 +24,12 @@ run_tolerance run_tolerance_for(fmoe_dtype act_dtype, const fmoe_scheme *scheme)
     if (coarseness(w) > coarseness(d))
         d = w;
     switch (coarseness(d)) {
-    case 0: return (run_tolerance){1e-5, 1e-5, FMOE_DTYPE_F32};
-    case 1: return (run_tolerance){1e-3, 1e-3, FMOE_DTYPE_F16};
-    default: return (run_tolerance){2e-2, 2e-2, FMOE_DTYPE_BF16};
+    case 0:
+        return (run_tolerance){1e-5, 1e-5, FMOE_DTYPE_F32};
+    case 1:
+        return (run_tolerance){1e-3, 1e-3, FMOE_DTYPE_F16};
+    default:
+        return (run_tolerance){2e-2, 2e-2, FMOE_DTYPE_BF16};
     }
 }
 

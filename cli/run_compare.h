@@ -22,14 +22,14 @@ run_tolerance run_tolerance_for(fmoe_dtype act_dtype, const fmoe_scheme *scheme)
 
 typedef struct run_errors {
     int64_t elements;
-    int64_t outside;    /* elements failing the tolerance, non-finite ones included */
-    int64_t nonfinite;  /* NaN or infinite in either output */
-    double max_abs;     /* max |got - ref| over finite pairs */
-    double max_ref;     /* max |ref| over finite values */
-    double max_rel;     /* max_abs / max_ref (0 when both are 0, inf when only max_ref is) */
-    double nmse;        /* sum (got - ref)^2 / sum ref^2, finite pairs (same convention) */
-    int64_t worst;      /* index of the element with the largest excess over tolerance, -1 if none
-                           (the first non-finite one when there are any) */
+    int64_t outside;            /* elements failing the tolerance, non-finite ones included */
+    int64_t nonfinite;          /* NaN or infinite in either output */
+    double max_abs;             /* max |got - ref| over finite pairs */
+    double max_ref;             /* max |ref| over finite values */
+    double max_rel;             /* max_abs / max_ref (0 when both are 0, inf when only max_ref is) */
+    double nmse;                /* sum (got - ref)^2 / sum ref^2, finite pairs (same convention) */
+    int64_t worst;              /* index of the element with the largest excess over tolerance, -1 if none
+                                   (the first non-finite one when there are any) */
     float worst_got, worst_ref; /* the two values at `worst` */
 } run_errors;
 

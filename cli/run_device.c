@@ -120,8 +120,12 @@ fmoe_status run_device_forward(fmoe_layer *layer, const fmoe_layer_config *cfg, 
         st = on_device(layer, tw, 0, &dw);
     if (st == FMOE_STATUS_OK)
         st = on_device(layer, ti, 0, &di);
-    fmoe_forward_args a = {.struct_size = sizeof a, .x = &dx, .router_logits = &dl, .out = &dy,
-                           .topk_weights_out = &dw, .topk_ids_out = &di};
+    fmoe_forward_args a = {.struct_size = sizeof a,
+                           .x = &dx,
+                           .router_logits = &dl,
+                           .out = &dy,
+                           .topk_weights_out = &dw,
+                           .topk_ids_out = &di};
     int device = dx.device_kind != FMOE_DEVICE_CPU, given = 0;
     if (st == FMOE_STATUS_OK)
         st = fmoe_layer_forward(layer, &a);

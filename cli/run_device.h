@@ -20,7 +20,7 @@ int run_device_is_remote(const fmoe_layer *layer, int32_t *kind, int32_t *index)
 typedef struct run_device_io {
     int remote;
     fmoe_tensor x, logits, w, ids, out, w_out, ids_out; /* device twins of those given */
-    fmoe_forward_args args; /* the forward to run: on the twins, or the host's own */
+    fmoe_forward_args args;                             /* the forward to run: on the twins, or the host's own */
 } run_device_io;
 
 /* Twins of every tensor `host` names: inputs copied in, outputs allocated. */

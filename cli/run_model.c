@@ -122,8 +122,10 @@ int run_model_parse(int argc, char **argv, run_model_opts *o)
             const char *name;
             size_t off;
         } strs[] = {
-            {"--model", offsetof(run_model_opts, model_dir)},   {"--input", offsetof(run_model_opts, input)},
-            {"--output", offsetof(run_model_opts, output)},     {"--backend", offsetof(run_model_opts, backend)},
+            {"--model", offsetof(run_model_opts, model_dir)},
+            {"--input", offsetof(run_model_opts, input)},
+            {"--output", offsetof(run_model_opts, output)},
+            {"--backend", offsetof(run_model_opts, backend)},
         };
         int done = 0;
         for (size_t k = 0; k < sizeof strs / sizeof strs[0] && !done; k++) {
@@ -151,7 +153,7 @@ int run_model_parse(int argc, char **argv, run_model_opts *o)
             const char *name;
             size_t off;
         } nums[] = {
-            {"--tokens", offsetof(run_model_opts, tokens)}, {"--tp", offsetof(run_model_opts, tp)},
+            {"--tokens", offsetof(run_model_opts, tokens)},   {"--tp", offsetof(run_model_opts, tp)},
             {"--tp-rank", offsetof(run_model_opts, tp_rank)}, {"--ep", offsetof(run_model_opts, ep)},
             {"--ep-rank", offsetof(run_model_opts, ep_rank)}, {"--redundant", offsetof(run_model_opts, redundant)},
         };
@@ -205,8 +207,7 @@ static void found_text(const fmoe_checkpoint *ck, size_t index, char *buf, size_
 /* x (and router_logits) from a safetensors file, checked against the model.
  * `what` names where the file came from in errors: "--input" or "the
  * model's bundled inputs". */
-static int read_input_file(const char *path, const char *what, int64_t h, int64_t e, model_inputs *in,
-                           uint32_t tokens)
+static int read_input_file(const char *path, const char *what, int64_t h, int64_t e, model_inputs *in, uint32_t tokens)
 {
     fmoe_checkpoint *ck = NULL;
     fmoe_status st = fmoe_checkpoint_open(path, &ck);
@@ -215,8 +216,8 @@ static int read_input_file(const char *path, const char *what, int64_t h, int64_
     int rc = CLI_EXIT_OK;
     fmoe_tensor x, lg;
     size_t ix = fmoe_checkpoint_find(ck, "x"), il = fmoe_checkpoint_find(ck, "router_logits");
-    if (ix == (size_t)-1 || fmoe_checkpoint_tensor(ck, ix, &x) != FMOE_STATUS_OK || x.ndim != 2 ||
-        x.shape[1] != h || !cli_is_float_storage(x.dtype) || x.shape[0] < 1) {
+    if (ix == (size_t)-1 || fmoe_checkpoint_tensor(ck, ix, &x) != FMOE_STATUS_OK || x.ndim != 2 || x.shape[1] != h ||
+        !cli_is_float_storage(x.dtype) || x.shape[0] < 1) {
         char found[160];
         found_text(ck, ix, found, sizeof found);
         cli_error("%s (%s): expected a tensor 'x' [M, %lld] of f32, bf16 or f16 with M >= 1; %s", path, what,
@@ -312,8 +313,8 @@ static int router_logits(const fmoe_checkpoint *ck, const fmoe_model_names *n, c
     fmoe_tensor w, b;
     size_t iw = fmoe_checkpoint_find(ck, n->router_weight);
     size_t ib = n->router_bias ? fmoe_checkpoint_find(ck, n->router_bias) : (size_t)-1;
-    if (iw == (size_t)-1 || fmoe_checkpoint_tensor(ck, iw, &w) != FMOE_STATUS_OK || w.ndim != 2 ||
-        w.shape[0] != e || w.shape[1] != in->h || !cli_is_float_storage(w.dtype)) {
+    if (iw == (size_t)-1 || fmoe_checkpoint_tensor(ck, iw, &w) != FMOE_STATUS_OK || w.ndim != 2 || w.shape[0] != e ||
+        w.shape[1] != in->h || !cli_is_float_storage(w.dtype)) {
         char found[160];
         found_text(ck, iw, found, sizeof found);
         cli_error("%s: expected the router weight [%lld, %lld] (experts, hidden) of f32, bf16 or f16 in the "
@@ -321,8 +322,8 @@ static int router_logits(const fmoe_checkpoint *ck, const fmoe_model_names *n, c
                   n->router_weight, (long long)e, (long long)in->h, found);
         return CLI_EXIT_CONFIG;
     }
-    if (ib != (size_t)-1 && (fmoe_checkpoint_tensor(ck, ib, &b) != FMOE_STATUS_OK || b.ndim != 1 ||
-                             b.shape[0] != e || !cli_is_float_storage(b.dtype))) {
+    if (ib != (size_t)-1 && (fmoe_checkpoint_tensor(ck, ib, &b) != FMOE_STATUS_OK || b.ndim != 1 || b.shape[0] != e ||
+                             !cli_is_float_storage(b.dtype))) {
         char found[160];
         found_text(ck, ib, found, sizeof found);
         cli_error("%s: expected the router bias [%lld] of f32, bf16 or f16; %s", n->router_bias, (long long)e, found);
@@ -364,7 +365,7 @@ typedef struct model_run {
     model_inputs in;
     st_out_tensor *outputs; /* for --output */
     size_t n_outputs;
-    void **owned;           /* buffers the outputs point into */
+    void **owned; /* buffers the outputs point into */
     size_t n_owned;
 } model_run;
 
@@ -447,8 +448,12 @@ static int forward_pair(model_run *r, uint32_t index, const fmoe_layer_config *c
         fmoe_tensor_init(&tti, FMOE_DTYPE_INT32, 2, ks, ti);
         /* The reference first, on the host; its routing is what a modular
          * device method is handed (run_device.c). */
-        fmoe_forward_args a = {.struct_size = sizeof a, .x = &tx, .router_logits = &tl, .out = &tr,
-                               .topk_weights_out = &ttw, .topk_ids_out = &tti};
+        fmoe_forward_args a = {.struct_size = sizeof a,
+                               .x = &tx,
+                               .router_logits = &tl,
+                               .out = &tr,
+                               .topk_weights_out = &ttw,
+                               .topk_ids_out = &tti};
         fmoe_status st = fmoe_layer_forward(ref, &a);
         float *rw = malloc((size_t)(m * k) * sizeof(float));
         int32_t *ri = malloc((size_t)(m * k) * sizeof(int32_t));
@@ -547,9 +552,9 @@ static int run_layer(model_run *r, uint32_t index, int several, layer_row *row)
         cli_error("out of memory");
         return CLI_EXIT_INTERNAL;
     }
-    int rc = r->in.logits_given ? (memcpy(logits, r->in.logits_given, (size_t)(r->in.m * e) * sizeof(float)),
-                                   CLI_EXIT_OK)
-                                : router_logits(r->ck, &names, &r->in, e, logits);
+    int rc = r->in.logits_given
+                 ? (memcpy(logits, r->in.logits_given, (size_t)(r->in.m * e) * sizeof(float)), CLI_EXIT_OK)
+                 : router_logits(r->ck, &names, &r->in, e, logits);
     fmoe_layer *sel = NULL, *ref = NULL;
     if (rc == CLI_EXIT_OK)
         rc = create_and_load(r, index, &cfg, &scheme, o->backend, "selected", &sel);
@@ -710,8 +715,8 @@ int cmd_run_model(const cli_globals *g, int argc, char **argv)
             moe[n++] = l;
     if (rc == CLI_EXIT_OK && n == 0) {
         if (o.layer >= 0)
-            cli_error("--layer %lld: not a MoE layer of %s (it has %u decoder layers)", (long long)o.layer,
-                      o.model_dir, layers);
+            cli_error("--layer %lld: not a MoE layer of %s (it has %u decoder layers)", (long long)o.layer, o.model_dir,
+                      layers);
         else
             cli_error("%s: the model has no MoE layers", o.model_dir);
         rc = CLI_EXIT_CONFIG;

@@ -17,8 +17,8 @@
 
 typedef struct run_model_opts {
     const char *model_dir;
-    int64_t layer;      /* -1: every MoE layer */
-    uint32_t tokens;    /* 0: every row of the input, else 16 */
+    int64_t layer;   /* -1: every MoE layer */
+    uint32_t tokens; /* 0: every row of the input, else 16 */
     uint64_t seed;
     int seed_given;
     uint32_t tp, tp_rank, ep, ep_rank, redundant;

@@ -4,10 +4,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/config_args.h"
 #include "cli/json_out.h"
 #include "cli/run.h"
 #include "cli/selection_out.h"
-#include "base/config_args.h"
 
 /* Append text to buf as it is, after a space. */
 static void append_raw(char *buf, size_t cap, const char *s)
@@ -152,4 +152,3 @@ void run_print_text(const run_report *r)
     else
         printf("speed:      too fast to measure (%d forwards of %u tokens)\n", r->timing.runs, o->tokens);
 }
-

@@ -23,13 +23,16 @@ int run_build_checkpoint(fmoe_layer *layer, const char *who, const run_checkpoin
     fmoe_scheme scheme = {.struct_size = sizeof scheme};
     if (ck->scheme) {
         scheme = *ck->scheme;
-    } else if (fmoe_scheme_parse(fmoe_selection_scheme_key(fmoe_layer_selection(layer)), &scheme) !=
-               FMOE_STATUS_OK) {
+    } else if (fmoe_scheme_parse(fmoe_selection_scheme_key(fmoe_layer_selection(layer)), &scheme) != FMOE_STATUS_OK) {
         cli_error("the %s layer's scheme: %s", who, fmoe_last_error());
         return CLI_EXIT_INTERNAL;
     }
-    synth_spec spec = {.seed = ck->seed, .cfg = ck->cfg, .scheme = &scheme, .correction_bias = ck->correction_bias,
-                       .dead_expert = -1, .local_only = (uint32_t)indexed_locally(layer, ck->cfg)};
+    synth_spec spec = {.seed = ck->seed,
+                       .cfg = ck->cfg,
+                       .scheme = &scheme,
+                       .correction_bias = ck->correction_bias,
+                       .dead_expert = -1,
+                       .local_only = (uint32_t)indexed_locally(layer, ck->cfg)};
     char why[768];
     fmoe_status st = synth_build(&spec, out, why, sizeof why);
     if (st == FMOE_STATUS_OK)
@@ -56,7 +59,7 @@ int run_load_built(fmoe_layer *layer, const char *who, const synth_ckpt *built)
         cli_error("finalizing the %s layer: %s", who, fmoe_last_error());
         /* Everything was loaded, so a refusal here is the backend's fault. */
         return st == FMOE_STATUS_OUT_OF_MEMORY || st == FMOE_STATUS_UNSUPPORTED ? cli_exit_for_status(st)
-                                                                                 : CLI_EXIT_INTERNAL;
+                                                                                : CLI_EXIT_INTERNAL;
     }
     return CLI_EXIT_OK;
 }

@@ -8,13 +8,20 @@
 const char *cli_verdict_name(int32_t verdict)
 {
     switch (verdict) {
-    case FMOE_VERDICT_SELECTED: return "selected";
-    case FMOE_VERDICT_ACCEPTED: return "accepted";
-    case FMOE_VERDICT_REFUSED: return "refused";
-    case FMOE_VERDICT_EXCLUDED: return "excluded";
-    case FMOE_VERDICT_UNAVAILABLE: return "unavailable";
-    case FMOE_VERDICT_ERROR: return "error";
-    default: return "unknown";
+    case FMOE_VERDICT_SELECTED:
+        return "selected";
+    case FMOE_VERDICT_ACCEPTED:
+        return "accepted";
+    case FMOE_VERDICT_REFUSED:
+        return "refused";
+    case FMOE_VERDICT_EXCLUDED:
+        return "excluded";
+    case FMOE_VERDICT_UNAVAILABLE:
+        return "unavailable";
+    case FMOE_VERDICT_ERROR:
+        return "error";
+    default:
+        return "unknown";
     }
 }
 
@@ -69,8 +76,9 @@ int cli_selection_table(const fmoe_selection *sel, FILE *f)
             snprintf(pref, sizeof pref, "-");
         else
             snprintf(pref, sizeof pref, "%d", c.preference);
-        const char *cells[] = {c.plugin, c.method && c.method[0] ? c.method : "-", dev, cli_verdict_name(c.verdict),
-                               score, pref};
+        const char *cells[] = {c.plugin, c.method && c.method[0] ? c.method : "-",
+                               dev,      cli_verdict_name(c.verdict),
+                               score,    pref};
         if (table_row(t, cells) != 0 || (c.reason && c.reason[0] && table_note(t, "%s", c.reason) != 0)) {
             cli_error("out of memory");
             rc = -1;

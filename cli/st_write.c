@@ -12,11 +12,16 @@
 static const char *st_dtype(fmoe_dtype d)
 {
     switch (d) {
-    case FMOE_DTYPE_F32: return "F32";
-    case FMOE_DTYPE_BF16: return "BF16";
-    case FMOE_DTYPE_F16: return "F16";
-    case FMOE_DTYPE_INT32: return "I32";
-    default: return NULL;
+    case FMOE_DTYPE_F32:
+        return "F32";
+    case FMOE_DTYPE_BF16:
+        return "BF16";
+    case FMOE_DTYPE_F16:
+        return "F16";
+    case FMOE_DTYPE_INT32:
+        return "I32";
+    default:
+        return NULL;
     }
 }
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define COLUMN_GAP 2
+#define COLUMN_GAP  2
 #define NOTE_INDENT 4
 
 /* A row holds its cells, or (ncols == 0) one note line in cells[0]. */

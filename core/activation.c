@@ -18,9 +18,9 @@
 
 #include <math.h>
 
-#define INV_SQRT2 0.70710678118654752440      /* 1/sqrt(2) */
-#define SQRT_2_OVER_PI 0.79788456080286535588 /* sqrt(2/pi) */
-#define GELU_TANH_CUBIC 0.044715
+#define INV_SQRT2        0.70710678118654752440 /* 1/sqrt(2) */
+#define SQRT_2_OVER_PI   0.79788456080286535588 /* sqrt(2/pi) */
+#define GELU_TANH_CUBIC  0.044715
 #define SWIGLUSTEP_LIMIT 7.0
 
 static double sigmoid_d(double x)

@@ -25,7 +25,7 @@
 #define SINGLE_NAME "model.safetensors"
 
 typedef struct ck_entry {
-    const char *name;        /* owned by the shard's tensor */
+    const char *name; /* owned by the shard's tensor */
     uint32_t shard;
     const fmoe_st_tensor *t;
 } ck_entry;
@@ -154,8 +154,7 @@ static fmoe_status collect_entries(const char *index_path, json_t *map, map_entr
     const char *name;
     json_t *value;
     size_t i = 0;
-    json_object_foreach(map, name, value)
-    {
+    json_object_foreach(map, name, value) {
         if (strlen(name) > FMOE_LIMIT_NAME_BYTES)
             return fmoe_error_set(FMOE_STATUS_PARSE_ERROR,
                                   "%s: weight_map[\"%.64s...\"]: a tensor name of %zu bytes, more than the %u allowed",
@@ -188,8 +187,9 @@ static fmoe_status open_shards(fmoe_checkpoint *ck, const char *index_path, cons
             if (i == 0 || strcmp(entries[i - 1].file, entries[i].file) != 0)
                 firsts[n_files++] = &entries[i];
         if (n_files > FMOE_LIMIT_SHARDS)
-            st = fmoe_error_set(FMOE_STATUS_PARSE_ERROR, "%s: weight_map names %zu shard files, more than the %u allowed",
-                                index_path, n_files, FMOE_LIMIT_SHARDS);
+            st = fmoe_error_set(FMOE_STATUS_PARSE_ERROR,
+                                "%s: weight_map names %zu shard files, more than the %u allowed", index_path, n_files,
+                                FMOE_LIMIT_SHARDS);
     }
     if (st == FMOE_STATUS_OK) {
         /* Shard ids in first-mention order. Each file's entries are
@@ -219,14 +219,12 @@ static fmoe_status open_shards(fmoe_checkpoint *ck, const char *index_path, cons
 
 /* Every listed tensor is in its shard, and every shard tensor is listed
  * with that shard. */
-static fmoe_status check_index(const fmoe_checkpoint *ck, const char *index_path, json_t *map,
-                               const uint32_t *shard_of)
+static fmoe_status check_index(const fmoe_checkpoint *ck, const char *index_path, json_t *map, const uint32_t *shard_of)
 {
     const char *name;
     json_t *value;
     size_t i = 0;
-    json_object_foreach(map, name, value)
-    {
+    json_object_foreach(map, name, value) {
         const fmoe_st_file *f = ck->shards[shard_of[i++]];
         if (!fmoe_st_find(f, name))
             return fmoe_error_set(FMOE_STATUS_PARSE_ERROR, "%s: weight_map[\"%s\"]: the tensor is not in %s",
@@ -256,14 +254,12 @@ static fmoe_status open_index(fmoe_checkpoint *ck, const char *index_path)
     json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
     free(text);
     if (!root)
-        return fmoe_error_set(FMOE_STATUS_PARSE_ERROR, "%s:%d:%d: %s", index_path, jerr.line, jerr.column,
-                              jerr.text);
+        return fmoe_error_set(FMOE_STATUS_PARSE_ERROR, "%s:%d:%d: %s", index_path, jerr.line, jerr.column, jerr.text);
     json_t *map = json_is_object(root) ? json_object_get(root, "weight_map") : NULL;
     json_t *meta = json_is_object(root) ? json_object_get(root, "metadata") : NULL;
     uint32_t *shard_of = NULL;
     if (!map || !json_is_object(map))
-        st = fmoe_error_set(FMOE_STATUS_PARSE_ERROR, "%s: expected an object with a \"weight_map\" object",
-                            index_path);
+        st = fmoe_error_set(FMOE_STATUS_PARSE_ERROR, "%s: expected an object with a \"weight_map\" object", index_path);
     else if (meta && !json_is_object(meta) && !json_is_null(meta))
         st = fmoe_error_set(FMOE_STATUS_PARSE_ERROR, "%s: metadata: expected an object", index_path);
     else if (json_object_size(map) == 0)
@@ -306,8 +302,7 @@ static fmoe_status open_path(fmoe_checkpoint *ck, const char *path)
     else if (exists(single))
         st = add_shard(ck, single, &s);
     else
-        st = fmoe_error_set(FMOE_STATUS_NOT_FOUND, "%s: no %s or %s in this directory", path, INDEX_NAME,
-                            SINGLE_NAME);
+        st = fmoe_error_set(FMOE_STATUS_NOT_FOUND, "%s: no %s or %s in this directory", path, INDEX_NAME, SINGLE_NAME);
     free(index);
     free(single);
     return st;

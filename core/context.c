@@ -11,9 +11,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/context.h"
 #include "base/error.h"
 #include "base/glob.h"
+#include "core/context.h"
 #include "fusedmoe/fusedmoe.h"
 #include "fusedmoe/plugin.h"
 
@@ -84,8 +84,7 @@ static fmoe_status setup_logging(fmoe_context *ctx, const fmoe_context_options *
 {
     const fmoe_config *cfg = ctx->config;
     if (cfg->log_level && fmoe_logger_set_level(&ctx->logger, cfg->log_level) != 0)
-        return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT, "%s: unknown [log] level '%s'", cfg->path,
-                              cfg->log_level);
+        return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT, "%s: unknown [log] level '%s'", cfg->path, cfg->log_level);
     const char *spec = env_get(o, "FMOE_LOG");
     if (spec)
         fmoe_logger_apply_spec(&ctx->logger, spec);
@@ -220,8 +219,11 @@ fmoe_status fmoe_context_plugin_tolerance(const fmoe_context *ctx, uint32_t inde
         const fmoe_manifest_tolerance *t = &r->tolerances[i];
         if (fmoe_glob_find(t->schemes, t->n_schemes, scheme_key) < 0)
             continue;
-        fmoe_plugin_tolerance v = {.struct_size = out->struct_size, .mismatch = t->mismatch, .schemes = t->joined,
-                                   .reason = t->reason, .link = t->link};
+        fmoe_plugin_tolerance v = {.struct_size = out->struct_size,
+                                   .mismatch = t->mismatch,
+                                   .schemes = t->joined,
+                                   .reason = t->reason,
+                                   .link = t->link};
         FILL_UPTO(out, v);
         return FMOE_STATUS_OK;
     }

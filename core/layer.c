@@ -6,12 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fusedmoe/kit/eplb.h"
 #include "base/error.h"
 #include "core/layer.h"
-#include "fusedmoe/kit/routing.h"
 #include "core/tensor.h"
 #include "fusedmoe/fusedmoe.h"
+#include "fusedmoe/kit/eplb.h"
+#include "fusedmoe/kit/routing.h"
 
 void fmoe_layer_options_init(fmoe_layer_options *opts)
 {
@@ -36,8 +36,12 @@ static fmoe_status run_roundup(fmoe_layer *layer)
         return FMOE_STATUS_OK;
     fmoe_error err;
     fmoe_plugin_error_reset(&err);
-    fmoe_roundup_args a = {.struct_size = sizeof a, .err = &err, .config = &layer->cfg, .scheme = &layer->scheme,
-                           .hidden_size = layer->hidden, .intermediate_per_rank = layer->inter};
+    fmoe_roundup_args a = {.struct_size = sizeof a,
+                           .err = &err,
+                           .config = &layer->cfg,
+                           .scheme = &layer->scheme,
+                           .hidden_size = layer->hidden,
+                           .intermediate_per_rank = layer->inter};
     fmoe_status st = layer->method->roundup_sizes(&a);
     if (st != FMOE_STATUS_OK)
         return method_error(layer, "roundup_sizes", st, &err);
@@ -57,10 +61,16 @@ static fmoe_status instantiate(fmoe_layer *layer)
     const fmoe_candidate_rec *c = layer->chosen;
     fmoe_error err;
     fmoe_plugin_error_reset(&err);
-    fmoe_create_args a = {.struct_size = sizeof a, .err = &err, .state = c->plugin->plugin_state,
-                          .config = &layer->cfg, .scheme = &layer->scheme, .device_kind = c->device_kind,
-                          .device_index = c->device_index, .hidden_size = layer->hidden,
-                          .intermediate_per_rank = layer->inter, .num_local_experts = layer->local_experts,
+    fmoe_create_args a = {.struct_size = sizeof a,
+                          .err = &err,
+                          .state = c->plugin->plugin_state,
+                          .config = &layer->cfg,
+                          .scheme = &layer->scheme,
+                          .device_kind = c->device_kind,
+                          .device_index = c->device_index,
+                          .hidden_size = layer->hidden,
+                          .intermediate_per_rank = layer->inter,
+                          .num_local_experts = layer->local_experts,
                           .num_global_experts = layer->global_experts,
                           .expert_map = layer->cfg.ep_size > 1 ? layer->expert_map : NULL};
     fmoe_status st = layer->method->create(&a);
@@ -109,7 +119,8 @@ fmoe_status fmoe_layer_create(fmoe_context *ctx, const fmoe_layer_config *cfg, c
     pthread_mutex_init(&layer->lock, NULL);
     memcpy(&layer->cfg, cfg, cfg->struct_size < sizeof layer->cfg ? cfg->struct_size : sizeof layer->cfg);
     layer->cfg.struct_size = sizeof layer->cfg;
-    memcpy(&layer->scheme, scheme, scheme->struct_size < sizeof layer->scheme ? scheme->struct_size : sizeof layer->scheme);
+    memcpy(&layer->scheme, scheme,
+           scheme->struct_size < sizeof layer->scheme ? scheme->struct_size : sizeof layer->scheme);
     layer->scheme.struct_size = sizeof layer->scheme;
     layer->global_experts = fmoe_layer_config_global_experts(&layer->cfg);
     layer->local_experts = fmoe_layer_config_local_experts(&layer->cfg);
@@ -195,10 +206,13 @@ static fmoe_status finalize_locked(fmoe_layer *layer)
         tensors[i] = &layer->params[i].tensor;
     fmoe_error err;
     fmoe_plugin_error_reset(&err);
-    fmoe_finalize_args a = {.struct_size = sizeof a, .err = &err, .instance = layer->instance, .params = tensors,
+    fmoe_finalize_args a = {.struct_size = sizeof a,
+                            .err = &err,
+                            .instance = layer->instance,
+                            .params = tensors,
                             .n_params = layer->n_method_params,
-                            .correction_bias =
-                                layer->routing_bias >= 0 ? &layer->params[layer->routing_bias].tensor : NULL};
+                            .correction_bias = layer->routing_bias >= 0 ? &layer->params[layer->routing_bias].tensor
+                                                                        : NULL};
     st = layer->method->finalize(&a);
     free(tensors);
     if (st != FMOE_STATUS_OK)
@@ -259,8 +273,8 @@ static fmoe_status check_routing(const fmoe_layer *layer, const fmoe_tensor *w, 
     return check_on_layer_device(layer, ids, idname);
 }
 
-static fmoe_status check_routing_out(const fmoe_layer *layer, const fmoe_tensor *t, const char *what,
-                                     fmoe_dtype dtype, int64_t m)
+static fmoe_status check_routing_out(const fmoe_layer *layer, const fmoe_tensor *t, const char *what, fmoe_dtype dtype,
+                                     int64_t m)
 {
     const int64_t shape[2] = {m, layer->cfg.top_k};
     fmoe_status st = fmoe_tensor_expect(t, what, dtype, 2, shape);
@@ -290,8 +304,14 @@ static fmoe_status call_apply(fmoe_layer *layer, const fmoe_tensor *x, const fmo
 {
     fmoe_error err;
     fmoe_plugin_error_reset(&err);
-    fmoe_apply_args a = {.struct_size = sizeof a, .err = &err, .instance = layer->instance, .x = x,
-                         .topk_weights = w, .topk_ids = ids, .out = out, .stream = stream};
+    fmoe_apply_args a = {.struct_size = sizeof a,
+                         .err = &err,
+                         .instance = layer->instance,
+                         .x = x,
+                         .topk_weights = w,
+                         .topk_ids = ids,
+                         .out = out,
+                         .stream = stream};
     serial_begin(layer);
     fmoe_status st = layer->method->apply(&a);
     serial_end(layer);
@@ -302,9 +322,14 @@ static fmoe_status call_apply_logits(fmoe_layer *layer, const fmoe_forward_args 
 {
     fmoe_error err;
     fmoe_plugin_error_reset(&err);
-    fmoe_apply_logits_args a = {.struct_size = sizeof a, .err = &err, .instance = layer->instance, .x = f->x,
-                                .router_logits = f->router_logits, .out = f->out,
-                                .topk_weights_out = f->topk_weights_out, .topk_ids_out = f->topk_ids_out,
+    fmoe_apply_logits_args a = {.struct_size = sizeof a,
+                                .err = &err,
+                                .instance = layer->instance,
+                                .x = f->x,
+                                .router_logits = f->router_logits,
+                                .out = f->out,
+                                .topk_weights_out = f->topk_weights_out,
+                                .topk_ids_out = f->topk_ids_out,
                                 .stream = f->stream};
     serial_begin(layer);
     fmoe_status st = layer->method->apply_logits(&a);
@@ -325,11 +350,12 @@ static fmoe_status route_then_apply(fmoe_layer *layer, const fmoe_forward_args *
                               fmoe_device_kind_name(logits->device_kind));
     if ((f->topk_weights_out && f->topk_weights_out->device_kind != FMOE_DEVICE_CPU) ||
         (f->topk_ids_out && f->topk_ids_out->device_kind != FMOE_DEVICE_CPU))
-        return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT,
-                              "topk_weights_out/topk_ids_out: routing is done on the host, so they must be host memory");
+        return fmoe_error_set(
+            FMOE_STATUS_INVALID_ARGUMENT,
+            "topk_weights_out/topk_ids_out: routing is done on the host, so they must be host memory");
     const float *bias = layer->routing_bias >= 0 ? layer->params[layer->routing_bias].tensor.data : NULL;
-    fmoe_route_logits(cfg, logits->data, logits->dtype, m, logits->strides[0], logits->strides[1], bias,
-                      layer->route_w, layer->route_ids, layer->route_scratch);
+    fmoe_route_logits(cfg, logits->data, logits->dtype, m, logits->strides[0], logits->strides[1], bias, layer->route_w,
+                      layer->route_ids, layer->route_scratch);
     int64_t slots = m * cfg->top_k;
     /* Report the routing before the logical -> physical mapping. */
     if (f->topk_weights_out)

@@ -14,16 +14,16 @@
 #define FMOE_LAYER_FINALIZED 1
 
 typedef struct fmoe_param_slot {
-    fmoe_param_desc desc;        /* copy; desc.name points at `name` */
+    fmoe_param_desc desc; /* copy; desc.name points at `name` */
     char *name;
-    fmoe_tensor tensor;          /* host buffer, contiguous */
+    fmoe_tensor tensor; /* host buffer, contiguous */
     size_t nbytes;
     /* Loaded bitmap: n_experts x n_shards, 1 = loaded. n_experts is 1 for
      * parameters without an expert axis; n_shards is 2 for a gated W13
      * parameter with a shard axis (w1, w3 halves), else 1. */
     uint8_t *loaded;
     uint32_t n_experts, n_shards;
-    int pair;                    /* a gated W13 per-tensor scale pair [w1, w3] */
+    int pair; /* a gated W13 per-tensor scale pair [w1, w3] */
 } fmoe_param_slot;
 
 struct fmoe_layer {
@@ -40,15 +40,15 @@ struct fmoe_layer {
     const fmoe_method *method;
     void *instance;
     int state;
-    uint32_t hidden;              /* after roundup */
-    uint32_t inter;               /* per rank, after roundup */
-    uint32_t inter_ckpt;          /* per rank, as in the checkpoint (I / tp) */
+    uint32_t hidden;     /* after roundup */
+    uint32_t inter;      /* per rank, after roundup */
+    uint32_t inter_ckpt; /* per rank, as in the checkpoint (I / tp) */
     uint32_t local_experts, global_experts;
-    int32_t *expert_map;          /* [global_experts], always filled (identity without EP) */
-    fmoe_param_slot *params;      /* method params, then core params */
+    int32_t *expert_map;     /* [global_experts], always filled (identity without EP) */
+    fmoe_param_slot *params; /* method params, then core params */
     uint32_t n_params;
-    uint32_t n_method_params;     /* the first n are handed to the method */
-    int32_t routing_bias;         /* index of e_score_correction_bias or -1 */
+    uint32_t n_method_params; /* the first n are handed to the method */
+    int32_t routing_bias;     /* index of e_score_correction_bias or -1 */
     /* Host routing buffers for modular methods fed router logits. */
     float *route_w;
     int32_t *route_ids;

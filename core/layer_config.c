@@ -40,7 +40,6 @@ static fmoe_status invalid(const char *fmt, ...)
     return st;
 }
 
-
 /* ------------------------------------------------------------------------ */
 /* Validation, one group of fields per function.                             */
 /* ------------------------------------------------------------------------ */
@@ -140,12 +139,11 @@ static fmoe_status check_grouping(const fmoe_layer_config *cfg)
     if (TG > G)
         return invalid(PREFIX "topk_group = %u exceeds num_expert_group = %u", TG, G);
     if (cfg->num_experts % G != 0)
-        return invalid(PREFIX "num_experts = %u is not a multiple of num_expert_group = %u", cfg->num_experts,
-                       G);
+        return invalid(PREFIX "num_experts = %u is not a multiple of num_expert_group = %u", cfg->num_experts, G);
     uint64_t selectable = (uint64_t)TG * (cfg->num_experts / G);
     if (cfg->top_k > selectable)
-        return invalid(PREFIX "top_k = %u exceeds the %llu experts in topk_group = %u groups of %u",
-                       cfg->top_k, (unsigned long long)selectable, TG, cfg->num_experts / G);
+        return invalid(PREFIX "top_k = %u exceeds the %llu experts in topk_group = %u groups of %u", cfg->top_k,
+                       (unsigned long long)selectable, TG, cfg->num_experts / G);
     return FMOE_STATUS_OK;
 }
 
@@ -172,8 +170,8 @@ static fmoe_status check_rank(const char *size_name, uint32_t size, const char *
     if (size == 0)
         return invalid(PREFIX "%s = 0, expected at least 1", size_name);
     if (rank >= size)
-        return invalid(PREFIX "%s = %u is out of range for %s = %u (expected 0..%u)", rank_name, rank, size_name,
-                       size, size - 1);
+        return invalid(PREFIX "%s = %u is out of range for %s = %u (expected 0..%u)", rank_name, rank, size_name, size,
+                       size - 1);
     return FMOE_STATUS_OK;
 }
 
@@ -297,8 +295,7 @@ static void map_fill_round_robin(uint32_t global, uint32_t ep_size, uint32_t ran
         map[g] = (int32_t)(g / ep_size);
 }
 
-FMOE_API fmoe_status fmoe_layer_config_expert_map(const fmoe_layer_config *cfg, int32_t *expert_map,
-                                                  uint32_t len)
+FMOE_API fmoe_status fmoe_layer_config_expert_map(const fmoe_layer_config *cfg, int32_t *expert_map, uint32_t len)
 {
     fmoe_error_clear();
     fmoe_status st = config_check(cfg);

@@ -17,22 +17,27 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fusedmoe/kit/eplb.h"
 #include "base/error.h"
-#include "fusedmoe/kit/half.h"
 #include "core/layer.h"
 #include "core/tensor.h"
+#include "fusedmoe/kit/eplb.h"
+#include "fusedmoe/kit/half.h"
 
 #define ROUTING_BIAS_NAME "e_score_correction_bias"
 
 static const char *shard_name(int32_t shard)
 {
     switch (shard) {
-    case FMOE_SHARD_W1: return "w1";
-    case FMOE_SHARD_W2: return "w2";
-    case FMOE_SHARD_W3: return "w3";
-    case FMOE_SHARD_FULL: return "full";
-    default: return "?";
+    case FMOE_SHARD_W1:
+        return "w1";
+    case FMOE_SHARD_W2:
+        return "w2";
+    case FMOE_SHARD_W3:
+        return "w3";
+    case FMOE_SHARD_FULL:
+        return "full";
+    default:
+        return "?";
     }
 }
 
@@ -139,9 +144,14 @@ fmoe_status fmoe_layer_alloc_params(fmoe_layer *layer, const fmoe_param_desc *co
     if (layer->cfg.has_correction_bias) {
         /* Routing belongs to the core (or a monolithic method), so the core
          * declares the selection bias itself. */
-        fmoe_param_desc d = {.struct_size = sizeof d, .name = ROUTING_BIAS_NAME, .dtype = FMOE_DTYPE_F32, .ndim = 1,
-                             .shape = {layer->cfg.num_experts}, .projection = FMOE_PROJ_NONE,
-                             .role = FMOE_ROLE_ROUTING_BIAS, .shard_axis = -1};
+        fmoe_param_desc d = {.struct_size = sizeof d,
+                             .name = ROUTING_BIAS_NAME,
+                             .dtype = FMOE_DTYPE_F32,
+                             .ndim = 1,
+                             .shape = {layer->cfg.num_experts},
+                             .projection = FMOE_PROJ_NONE,
+                             .role = FMOE_ROLE_ROUTING_BIAS,
+                             .shard_axis = -1};
         layer->routing_bias = (int32_t)n;
         layer->n_params = n + 1;
         fmoe_status st = init_slot(layer, &layer->params[n], &d);
@@ -177,8 +187,13 @@ fmoe_status fmoe_layer_param(const fmoe_layer *layer, uint32_t index, fmoe_param
         return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT, "fmoe_layer_param: index %u out of range (%u params)",
                               index, layer->n_params);
     const fmoe_param_desc *d = &layer->params[index].desc;
-    fmoe_param_info v = {.struct_size = info->struct_size, .name = d->name, .dtype = d->dtype, .ndim = d->ndim,
-                         .projection = d->projection, .role = d->role, .per_expert = d->per_expert,
+    fmoe_param_info v = {.struct_size = info->struct_size,
+                         .name = d->name,
+                         .dtype = d->dtype,
+                         .ndim = d->ndim,
+                         .projection = d->projection,
+                         .role = d->role,
+                         .per_expert = d->per_expert,
                          .required = !(d->flags & FMOE_PARAM_OPTIONAL)};
     memcpy(v.shape, d->shape, sizeof v.shape);
     memcpy(info, &v, info->struct_size < sizeof v ? info->struct_size : sizeof v);
@@ -243,8 +258,7 @@ static void zero_block(const view *dst, size_t esize)
         for (int64_t i1 = 0; i1 < n[1]; i1++)
             for (int64_t i2 = 0; i2 < n[2]; i2++)
                 for (int64_t i3 = 0; i3 < n[3]; i3++)
-                    memset(dst->data + (i0 * ds[0] + i1 * ds[1] + i2 * ds[2] + i3 * ds[3]) * (int64_t)esize, 0,
-                           esize);
+                    memset(dst->data + (i0 * ds[0] + i1 * ds[1] + i2 * ds[2] + i3 * ds[3]) * (int64_t)esize, 0, esize);
 }
 
 static int layer_is_padded(const fmoe_layer *layer)
@@ -316,13 +330,14 @@ static fmoe_status check_shared_equal(const fmoe_layer *layer, const fmoe_param_
     return FMOE_STATUS_OK;
 }
 
-static fmoe_status load_slice(fmoe_layer *layer, fmoe_param_slot *s, uint32_t e, int32_t shard,
-                              const fmoe_tensor *t, int32_t expert)
+static fmoe_status load_slice(fmoe_layer *layer, fmoe_param_slot *s, uint32_t e, int32_t shard, const fmoe_tensor *t,
+                              int32_t expert)
 {
     const fmoe_param_desc *d = &s->desc;
     uint32_t lead = d->per_expert;
     size_t esize = fmoe_dtype_size(d->dtype);
-    view dst = {.ndim = d->ndim - lead, .data = (char *)s->tensor.data + (int64_t)e * s->tensor.strides[0] * lead * (int64_t)esize};
+    view dst = {.ndim = d->ndim - lead,
+                .data = (char *)s->tensor.data + (int64_t)e * s->tensor.strides[0] * lead * (int64_t)esize};
     for (uint32_t a = 0; a < dst.ndim; a++) {
         dst.shape[a] = d->shape[a + lead];
         dst.strides[a] = s->tensor.strides[a + lead];
@@ -346,8 +361,9 @@ static fmoe_status load_slice(fmoe_layer *layer, fmoe_param_slot *s, uint32_t e,
     fmoe_shape_format(src.shape, src.ndim, shp, sizeof shp);
     fmoe_shape_format(dst.shape, dst.ndim, want, sizeof want);
     if (src.ndim != dst.ndim)
-        return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT, "%s expert %d (%s): tensor %s has %u dims, expected %u (%s)",
-                              d->name, expert, shard_name(shard), shp, src.ndim, dst.ndim, want);
+        return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT,
+                              "%s expert %d (%s): tensor %s has %u dims, expected %u (%s)", d->name, expert,
+                              shard_name(shard), shp, src.ndim, dst.ndim, want);
     int32_t axis = shard == FMOE_SHARD_FULL || s->pair ? -1 : d->shard_axis;
     uint32_t halves = (shard == FMOE_SHARD_FULL) ? 1 : s->n_shards;
     if (axis >= 0) {
@@ -380,8 +396,8 @@ static fmoe_status load_slice(fmoe_layer *layer, fmoe_param_slot *s, uint32_t e,
             fmoe_shape_format(dst.shape, dst.ndim, want, sizeof want);
             return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT,
                                   "%s expert %d (%s): tensor gives %s%s, the layer expects %s", d->name, expert,
-                                  shard_name(shard), shp, axis >= 0 && layer->cfg.tp_size > 1 ? " after TP narrowing" : "",
-                                  want);
+                                  shard_name(shard), shp,
+                                  axis >= 0 && layer->cfg.tp_size > 1 ? " after TP narrowing" : "", want);
         }
     }
     if (padded)
@@ -408,8 +424,9 @@ static fmoe_status check_shard(const fmoe_layer *layer, const fmoe_param_slot *s
     if (!ok)
         return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT, "shard %s cannot be loaded into %s (%s%s)",
                               shard_name(shard), s->name,
-                              proj == FMOE_PROJ_W13 ? "a w13 parameter: w1 or w3" :
-                              proj == FMOE_PROJ_W2 ? "a w2 parameter: w2" : "not a projection: full",
+                              proj == FMOE_PROJ_W13  ? "a w13 parameter: w1 or w3"
+                              : proj == FMOE_PROJ_W2 ? "a w2 parameter: w2"
+                                                     : "not a projection: full",
                               proj == FMOE_PROJ_W13 && !layer->cfg.gated ? "; the layer is not gated, so w1 only" : "");
     return FMOE_STATUS_OK;
 }
@@ -527,8 +544,9 @@ fmoe_status fmoe_layer_check_loaded(const fmoe_layer *layer)
                     if (s->desc.per_expert)
                         len += (size_t)snprintf(missing + len, sizeof missing - len, "%s%s expert %lld%s",
                                                 count > 1 ? ", " : "", s->name,
-                                                (s->desc.flags & FMOE_PARAM_GLOBAL_EXPERTS) ? (long long)e
-                                                                                           : (long long)global_of_local(layer, e),
+                                                (s->desc.flags & FMOE_PARAM_GLOBAL_EXPERTS)
+                                                    ? (long long)e
+                                                    : (long long)global_of_local(layer, e),
                                                 part);
                     else
                         len += (size_t)snprintf(missing + len, sizeof missing - len, "%s%s", count > 1 ? ", " : "",

@@ -29,8 +29,8 @@ static const fmoe_device_memory *memory_of(const fmoe_layer *layer)
     if (p->abi_minor < 1 || !t || !FMOE_HAS_FIELD(t, memory) || !t->memory)
         return NULL;
     const fmoe_device_memory *m = t->memory;
-    if (m->struct_size < FMOE_STRUCT_SIZE_UPTO(fmoe_device_memory, synchronize) || !m->alloc || !m->free ||
-        !m->copy || !m->synchronize)
+    if (m->struct_size < FMOE_STRUCT_SIZE_UPTO(fmoe_device_memory, synchronize) || !m->alloc || !m->free || !m->copy ||
+        !m->synchronize)
         return NULL;
     return m;
 }
@@ -51,8 +51,8 @@ static fmoe_status plugin_failed(const fmoe_layer *layer, const char *call, fmoe
                           fmoe_plugin_error_text(err, "no message"));
 }
 
-FMOE_API fmoe_status fmoe_layer_tensor_alloc(fmoe_layer *layer, fmoe_dtype dtype, uint32_t ndim,
-                                             const int64_t *shape, fmoe_tensor *out)
+FMOE_API fmoe_status fmoe_layer_tensor_alloc(fmoe_layer *layer, fmoe_dtype dtype, uint32_t ndim, const int64_t *shape,
+                                             fmoe_tensor *out)
 {
     fmoe_error_clear();
     if (!layer || !out)
@@ -74,8 +74,12 @@ FMOE_API fmoe_status fmoe_layer_tensor_alloc(fmoe_layer *layer, fmoe_dtype dtype
         return no_memory(layer);
     fmoe_error err;
     fmoe_plugin_error_reset(&err);
-    fmoe_memory_args a = {.struct_size = sizeof a, .err = &err, .state = layer->chosen->plugin->plugin_state,
-                          .device_kind = kind, .device_index = index, .bytes = bytes};
+    fmoe_memory_args a = {.struct_size = sizeof a,
+                          .err = &err,
+                          .state = layer->chosen->plugin->plugin_state,
+                          .device_kind = kind,
+                          .device_index = index,
+                          .bytes = bytes};
     st = m->alloc(&a);
     if (st != FMOE_STATUS_OK || !a.ptr)
         return plugin_failed(layer, "alloc", st == FMOE_STATUS_OK ? FMOE_STATUS_PLUGIN_ERROR : st, &err);
@@ -95,8 +99,12 @@ FMOE_API void fmoe_layer_tensor_free(fmoe_layer *layer, fmoe_tensor *t)
         const fmoe_device_memory *m = memory_of(layer);
         fmoe_error err;
         fmoe_plugin_error_reset(&err);
-        fmoe_memory_args a = {.struct_size = sizeof a, .err = &err, .state = layer->chosen->plugin->plugin_state,
-                              .device_kind = t->device_kind, .device_index = t->device_index, .ptr = t->data};
+        fmoe_memory_args a = {.struct_size = sizeof a,
+                              .err = &err,
+                              .state = layer->chosen->plugin->plugin_state,
+                              .device_kind = t->device_kind,
+                              .device_index = t->device_index,
+                              .ptr = t->data};
         if (m)
             m->free(&a);
     }
@@ -128,8 +136,9 @@ FMOE_API fmoe_status fmoe_layer_tensor_copy(fmoe_layer *layer, fmoe_tensor *dst,
         return fmoe_error_set(FMOE_STATUS_UNSUPPORTED, "fmoe_layer_tensor_copy: device to device copies are not "
                                                        "offered; one side must be host memory");
     if (dev->device_kind != layer->chosen->device_kind || dev->device_index != layer->chosen->device_index)
-        return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT, "fmoe_layer_tensor_copy: the device tensor is on %s:%d, the "
-                                                            "layer on %s:%d",
+        return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT,
+                              "fmoe_layer_tensor_copy: the device tensor is on %s:%d, the "
+                              "layer on %s:%d",
                               fmoe_device_kind_name(dev->device_kind), dev->device_index,
                               fmoe_device_kind_name(layer->chosen->device_kind), layer->chosen->device_index);
     const fmoe_device_memory *m = memory_of(layer);
@@ -137,10 +146,15 @@ FMOE_API fmoe_status fmoe_layer_tensor_copy(fmoe_layer *layer, fmoe_tensor *dst,
         return no_memory(layer);
     fmoe_error err;
     fmoe_plugin_error_reset(&err);
-    fmoe_copy_args a = {.struct_size = sizeof a, .err = &err, .state = layer->chosen->plugin->plugin_state,
-                        .device_kind = dev->device_kind, .device_index = dev->device_index,
-                        .direction = host_src ? FMOE_COPY_TO_DEVICE : FMOE_COPY_FROM_DEVICE, .dst = dst->data,
-                        .src = src->data, .bytes = bytes};
+    fmoe_copy_args a = {.struct_size = sizeof a,
+                        .err = &err,
+                        .state = layer->chosen->plugin->plugin_state,
+                        .device_kind = dev->device_kind,
+                        .device_index = dev->device_index,
+                        .direction = host_src ? FMOE_COPY_TO_DEVICE : FMOE_COPY_FROM_DEVICE,
+                        .dst = dst->data,
+                        .src = src->data,
+                        .bytes = bytes};
     st = m->copy(&a);
     return st == FMOE_STATUS_OK ? st : plugin_failed(layer, "copy", st, &err);
 }
@@ -157,8 +171,11 @@ FMOE_API fmoe_status fmoe_layer_synchronize(fmoe_layer *layer, void *stream)
         return no_memory(layer);
     fmoe_error err;
     fmoe_plugin_error_reset(&err);
-    fmoe_sync_args a = {.struct_size = sizeof a, .err = &err, .state = layer->chosen->plugin->plugin_state,
-                        .device_kind = layer->chosen->device_kind, .device_index = layer->chosen->device_index,
+    fmoe_sync_args a = {.struct_size = sizeof a,
+                        .err = &err,
+                        .state = layer->chosen->plugin->plugin_state,
+                        .device_kind = layer->chosen->device_kind,
+                        .device_index = layer->chosen->device_index,
                         .stream = stream};
     fmoe_status st = m->synchronize(&a);
     return st == FMOE_STATUS_OK ? st : plugin_failed(layer, "synchronize", st, &err);

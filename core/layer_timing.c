@@ -69,10 +69,17 @@ FMOE_API fmoe_status fmoe_layer_time_replays(fmoe_layer *layer, uint32_t n_graph
     enqueue_box box = {.fn = enqueue, .ctx = ctx, .status = FMOE_STATUS_OK};
     fmoe_error err;
     fmoe_plugin_error_reset(&err);
-    fmoe_replay_args a = {.struct_size = sizeof a, .err = &err, .state = layer->chosen->plugin->plugin_state,
-                          .device_kind = layer->chosen->device_kind, .device_index = layer->chosen->device_index,
-                          .n_graphs = n_graphs, .warmup = warmup, .reps = reps, .enqueue = boxed_enqueue,
-                          .ctx = &box, .seconds = seconds};
+    fmoe_replay_args a = {.struct_size = sizeof a,
+                          .err = &err,
+                          .state = layer->chosen->plugin->plugin_state,
+                          .device_kind = layer->chosen->device_kind,
+                          .device_index = layer->chosen->device_index,
+                          .n_graphs = n_graphs,
+                          .warmup = warmup,
+                          .reps = reps,
+                          .enqueue = boxed_enqueue,
+                          .ctx = &box,
+                          .seconds = seconds};
     fmoe_status st = m->time_replays(&a);
     if (box.status != FMOE_STATUS_OK)
         return fmoe_error_set(box.status, "timing replays on %s: %s", layer->chosen->plugin->name, box.message);
@@ -99,16 +106,20 @@ FMOE_API fmoe_status fmoe_layer_device_copy_rate(fmoe_layer *layer, uint64_t byt
         return not_offered(layer, "copy_rate");
     fmoe_error err;
     fmoe_plugin_error_reset(&err);
-    fmoe_copy_rate_args a = {.struct_size = sizeof a, .err = &err, .state = layer->chosen->plugin->plugin_state,
-                             .device_kind = layer->chosen->device_kind, .device_index = layer->chosen->device_index,
-                             .bytes = bytes, .reps = reps};
+    fmoe_copy_rate_args a = {.struct_size = sizeof a,
+                             .err = &err,
+                             .state = layer->chosen->plugin->plugin_state,
+                             .device_kind = layer->chosen->device_kind,
+                             .device_index = layer->chosen->device_index,
+                             .bytes = bytes,
+                             .reps = reps};
     fmoe_status st = m->copy_rate(&a);
     if (st != FMOE_STATUS_OK)
         return fmoe_error_set(st, "%s copy_rate failed (%s): %s", layer->chosen->plugin->name, fmoe_status_name(st),
                               fmoe_plugin_error_text(&err, "no message"));
     if (!(a.bytes_per_second > 0.0) || a.bytes_per_second > 1e15)
-        return fmoe_error_set(FMOE_STATUS_PLUGIN_ERROR, "%s copy_rate reported %g bytes/s",
-                              layer->chosen->plugin->name, a.bytes_per_second);
+        return fmoe_error_set(FMOE_STATUS_PLUGIN_ERROR, "%s copy_rate reported %g bytes/s", layer->chosen->plugin->name,
+                              a.bytes_per_second);
     *bytes_per_second = a.bytes_per_second;
     return FMOE_STATUS_OK;
 }

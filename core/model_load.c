@@ -25,8 +25,8 @@
 #include <string.h>
 
 #include "base/error.h"
-#include "fusedmoe/kit/half.h"
 #include "fusedmoe/fusedmoe.h"
+#include "fusedmoe/kit/half.h"
 #include "fusedmoe/model.h"
 
 #define PROJ_GATE 0
@@ -37,10 +37,10 @@ typedef struct load_ctx {
     fmoe_layer *layer;
     const fmoe_checkpoint *ck;
     const fmoe_layer_config *cfg;
-    const char *method;     /* quant_method: checkpoint conventions */
-    int gptq;               /* GPTQ tensor names and layouts */
-    int modelopt;           /* ModelOpt names, dequant-value globals */
-    uint32_t group_size;    /* of the layer's scheme (GPTQ g_idx checks) */
+    const char *method;  /* quant_method: checkpoint conventions */
+    int gptq;            /* GPTQ tensor names and layouts */
+    int modelopt;        /* ModelOpt names, dequant-value globals */
+    uint32_t group_size; /* of the layer's scheme (GPTQ g_idx checks) */
     fmoe_model_load_stats *stats;
 } load_ctx;
 
@@ -211,8 +211,7 @@ static fmoe_status param_for(load_ctx *c, const char *name, int proj, const char
 }
 
 /* Parse "<e>.<module>.<suffix>" after the experts prefix. */
-static int parse_expert_name(const char *rest, const fmoe_model_names *n, uint32_t *e, int *proj,
-                             const char **suffix)
+static int parse_expert_name(const char *rest, const fmoe_model_names *n, uint32_t *e, int *proj, const char **suffix)
 {
     char *end = NULL;
     if (rest[0] < '0' || rest[0] > '9')
@@ -301,7 +300,9 @@ static int load_gptq(load_ctx *c, const char *name, int proj, uint32_t e, const 
                                               : check_trivial_g_idx(c, name, t, proj);
         return 1;
     }
-    const char *target = strcmp(suffix, "qweight") == 0 ? "weight_packed" : strcmp(suffix, "scales") == 0 ? "weight_scale" : NULL;
+    const char *target = strcmp(suffix, "qweight") == 0  ? "weight_packed"
+                         : strcmp(suffix, "scales") == 0 ? "weight_scale"
+                                                         : NULL;
     if (!target)
         return 0;
     if (t->ndim != 2) {
@@ -325,8 +326,8 @@ static int load_gptq(load_ctx *c, const char *name, int proj, uint32_t e, const 
  * the compressed-tensors names, so ModelOpt's are renamed and inverted here,
  * once, and every backend sees one convention.
  */
-static int load_modelopt(load_ctx *c, const char *name, int proj, uint32_t e, const char *suffix,
-                         const fmoe_tensor *t, fmoe_status *st)
+static int load_modelopt(load_ctx *c, const char *name, int proj, uint32_t e, const char *suffix, const fmoe_tensor *t,
+                         fmoe_status *st)
 {
     const char *pre = proj == PROJ_DOWN ? "w2_" : "w13_";
     char param[64];
@@ -338,8 +339,8 @@ static int load_modelopt(load_ctx *c, const char *name, int proj, uint32_t e, co
         return 1;
     }
     const char *target = strcmp(suffix, "weight_scale_2") == 0 ? "weight_global_scale"
-                         : strcmp(suffix, "input_scale") == 0   ? "input_global_scale"
-                                                                 : NULL;
+                         : strcmp(suffix, "input_scale") == 0  ? "input_global_scale"
+                                                               : NULL;
     snprintf(param, sizeof param, "%s%s", pre, target ? target : "");
     if (!target || !declared(c->layer, param, NULL))
         return 0;
@@ -415,7 +416,8 @@ static fmoe_status fused_tensor(load_ctx *c, const char *name, uint32_t ndim, co
     for (uint32_t a = 0; a < t->ndim; a++)
         lg += (size_t)snprintf(got + lg, sizeof got - lg, "%s%lld", a ? ", " : "", (long long)t->shape[a]);
     snprintf(got + lg, sizeof got - lg, "]");
-    return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT, "%s: expected shape %s for this layer, got %s", name, want, got);
+    return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT, "%s: expected shape %s for this layer, got %s", name, want,
+                          got);
 }
 
 /* A 2-D (or 1-D) strided view of expert e's part of a fused tensor. */
@@ -569,8 +571,8 @@ static int is_one_of(const char *name, const char *const *list, size_t n)
 static fmoe_status check_fused_names(load_ctx *c, const fmoe_model_names *n, int mxfp4, const char *name)
 {
     const char *weights[4] = {mxfp4 ? n->mxfp4_gate_up_blocks : n->fused_gate_up,
-                              mxfp4 ? n->mxfp4_gate_up_scales : n->fused_down,
-                              mxfp4 ? n->mxfp4_down_blocks : NULL, mxfp4 ? n->mxfp4_down_scales : NULL};
+                              mxfp4 ? n->mxfp4_gate_up_scales : n->fused_down, mxfp4 ? n->mxfp4_down_blocks : NULL,
+                              mxfp4 ? n->mxfp4_down_scales : NULL};
     const char *biases[2] = {n->fused_gate_up_bias, n->fused_down_bias};
     if (is_one_of(name, weights, 4))
         return FMOE_STATUS_OK;
@@ -595,8 +597,9 @@ static fmoe_status load_correction_bias(load_ctx *c, const fmoe_model_names *n)
         return FMOE_STATUS_OK;
     }
     if (!in_ck) /* finalize names the missing parameter too; this names the tensor */
-        return fmoe_error_set(FMOE_STATUS_NOT_FOUND, "%s: missing from the checkpoint (the layer routes with a "
-                                                     "correction bias)",
+        return fmoe_error_set(FMOE_STATUS_NOT_FOUND,
+                              "%s: missing from the checkpoint (the layer routes with a "
+                              "correction bias)",
                               n->correction_bias ? n->correction_bias : "e_score_correction_bias");
     fmoe_tensor t;
     fmoe_status st = fmoe_checkpoint_tensor(c->ck, fmoe_checkpoint_find(c->ck, n->correction_bias), &t);
@@ -606,8 +609,7 @@ static fmoe_status load_correction_bias(load_ctx *c, const fmoe_model_names *n)
 }
 
 FMOE_API fmoe_status fmoe_model_load_layer(const fmoe_model *m, uint32_t index, const fmoe_checkpoint *ck,
-                                           const fmoe_quant_config *qc, fmoe_layer *layer,
-                                           fmoe_model_load_stats *stats)
+                                           const fmoe_quant_config *qc, fmoe_layer *layer, fmoe_model_load_stats *stats)
 {
     fmoe_error_clear();
     if (!m || !ck || !layer)
@@ -622,8 +624,11 @@ FMOE_API fmoe_status fmoe_model_load_layer(const fmoe_model *m, uint32_t index, 
         memset(stats, 0, size < sizeof *stats ? size : sizeof *stats);
         stats->struct_size = size;
     }
-    load_ctx c = {.layer = layer, .ck = ck, .cfg = fmoe_layer_get_config(layer),
-                  .method = fmoe_quant_config_method(qc), .stats = stats};
+    load_ctx c = {.layer = layer,
+                  .ck = ck,
+                  .cfg = fmoe_layer_get_config(layer),
+                  .method = fmoe_quant_config_method(qc),
+                  .stats = stats};
     c.gptq = strcmp(c.method, "gptq") == 0;
     c.modelopt = strcmp(c.method, "modelopt") == 0;
     fmoe_scheme scheme = {.struct_size = sizeof scheme};

@@ -9,12 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fusedmoe/kit/eplb.h"
 #include "base/error.h"
 #include "fusedmoe/fusedmoe.h"
+#include "fusedmoe/kit/eplb.h"
 
-static fmoe_status check(const fmoe_layer_config *cfg, const void *buf, uint32_t len, uint32_t want,
-                         const char *table, const char *what)
+static fmoe_status check(const fmoe_layer_config *cfg, const void *buf, uint32_t len, uint32_t want, const char *table,
+                         const char *what)
 {
     fmoe_error_clear();
     fmoe_status st = fmoe_layer_config_validate(cfg);
@@ -62,8 +62,8 @@ FMOE_API fmoe_status fmoe_layer_config_expert_mask(const fmoe_layer_config *cfg,
 FMOE_API fmoe_status fmoe_layer_config_local_to_global(const fmoe_layer_config *cfg, int32_t *local_to_global,
                                                        uint32_t len)
 {
-    fmoe_status st =
-        check(cfg, local_to_global, len, fmoe_layer_config_local_experts(cfg), "local to global", "local experts");
+    fmoe_status st = check(cfg, local_to_global, len, fmoe_layer_config_local_experts(cfg), "local to global",
+                           "local experts");
     int32_t *map = NULL;
     if (st == FMOE_STATUS_OK)
         st = rank_map(cfg, &map);
@@ -80,8 +80,8 @@ FMOE_API fmoe_status fmoe_layer_config_local_to_global(const fmoe_layer_config *
 FMOE_API fmoe_status fmoe_layer_config_physical_to_logical(const fmoe_layer_config *cfg, int32_t *physical_to_logical,
                                                            uint32_t len)
 {
-    fmoe_status st = check(cfg, physical_to_logical, len, fmoe_layer_config_global_experts(cfg),
-                           "physical to logical", "global physical experts");
+    fmoe_status st = check(cfg, physical_to_logical, len, fmoe_layer_config_global_experts(cfg), "physical to logical",
+                           "global physical experts");
     if (st != FMOE_STATUS_OK)
         return st;
     for (uint32_t p = 0; p < len; p++)
@@ -107,8 +107,8 @@ FMOE_API fmoe_status fmoe_layer_config_logical_to_physical(const fmoe_layer_conf
     for (uint32_t e = 0; e < l; e++) {
         uint32_t count = fmoe_eplb_replica_count(l, r, e);
         for (uint32_t k = 0; k < max_replicas; k++)
-            logical_to_physical[(size_t)e * max_replicas + k] =
-                k < count ? (int32_t)fmoe_eplb_physical_of(l, e, k) : -1;
+            logical_to_physical[(size_t)e * max_replicas + k] = k < count ? (int32_t)fmoe_eplb_physical_of(l, e, k)
+                                                                          : -1;
         if (replica_count)
             replica_count[e] = count;
     }
@@ -119,7 +119,8 @@ FMOE_API fmoe_status fmoe_layer_config_dispatch_order(const fmoe_layer_config *c
                                                       int32_t *dispatch_to_global, uint32_t len)
 {
     uint32_t global = fmoe_layer_config_global_experts(cfg);
-    fmoe_status st = check(cfg, global_to_dispatch ? (const void *)global_to_dispatch : (const void *)dispatch_to_global,
+    fmoe_status st = check(cfg,
+                           global_to_dispatch ? (const void *)global_to_dispatch : (const void *)dispatch_to_global,
                            len, global, "dispatch order", "global physical experts");
     if (st != FMOE_STATUS_OK)
         return st;

@@ -31,17 +31,17 @@
 #define PAIR_BLOCK 16
 /* Per-chunk outputs y[pairs][H]: 4M floats = 16 MiB. */
 #define Y_BUDGET_FLOATS ((int64_t)1 << 22)
-#define DOT_LANES 8 /* dot_f32's final reduction is written out for 8 */
+#define DOT_LANES       8 /* dot_f32's final reduction is written out for 8 */
 
 typedef struct ref_scratch {
-    float *xb;       /* [PAIR_BLOCK][H]  input rows of the block */
-    float *hb;       /* [PAIR_BLOCK][rI] GEMM1 outputs */
-    float *ab;       /* [PAIR_BLOCK][I]  activations */
-    float *row;      /* [max(H, I)]      one weight row as f32 */
-    float *y;        /* [chunk*k][H]     per-pair outputs of the chunk */
-    int32_t *order;  /* [chunk*k]        pair indices grouped by local expert */
-    int64_t *start;  /* [E_local + 1]    where each expert's pairs begin in order */
-    int64_t chunk;   /* tokens per chunk */
+    float *xb;      /* [PAIR_BLOCK][H]  input rows of the block */
+    float *hb;      /* [PAIR_BLOCK][rI] GEMM1 outputs */
+    float *ab;      /* [PAIR_BLOCK][I]  activations */
+    float *row;     /* [max(H, I)]      one weight row as f32 */
+    float *y;       /* [chunk*k][H]     per-pair outputs of the chunk */
+    int32_t *order; /* [chunk*k]        pair indices grouped by local expert */
+    int64_t *start; /* [E_local + 1]    where each expert's pairs begin in order */
+    int64_t chunk;  /* tokens per chunk */
 } ref_scratch;
 
 /* Dimensions used everywhere, derived once. */

@@ -5,9 +5,9 @@
 #include <stdlib.h>
 
 #include "base/error.h"
-#include "fusedmoe/kit/routing.h"
 #include "core/tensor.h"
 #include "fusedmoe/fusedmoe.h"
+#include "fusedmoe/kit/routing.h"
 
 fmoe_status fmoe_reference_route(const fmoe_layer_config *cfg, const fmoe_tensor *logits,
                                  const fmoe_tensor *correction_bias, fmoe_tensor *topk_weights, fmoe_tensor *topk_ids)

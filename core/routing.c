@@ -105,8 +105,7 @@ static float sqrt_softplus_score(float x)
  * ties of the logits fall back to the lowest id. */
 static int rank_by_logits(int32_t scoring)
 {
-    return scoring == FMOE_SCORING_SOFTMAX || scoring == FMOE_SCORING_SIGMOID ||
-           scoring == FMOE_SCORING_SQRTSOFTPLUS;
+    return scoring == FMOE_SCORING_SOFTMAX || scoring == FMOE_SCORING_SIGMOID || scoring == FMOE_SCORING_SQRTSOFTPLUS;
 }
 
 static void scores_compute(int32_t scoring, const float *logits, int64_t n, float *s)
@@ -160,8 +159,8 @@ static float group_score_top2(const float *v, int64_t n)
 
 /* Mark eligible[e] = 1 for the experts of the topk_group best groups, 0 for
  * the others. gscore and gtaken hold num_expert_group floats each. */
-static void groups_select(const fmoe_layer_config *cfg, const float *v, int use_top2, float *eligible,
-                          float *gscore, float *gtaken)
+static void groups_select(const fmoe_layer_config *cfg, const float *v, int use_top2, float *eligible, float *gscore,
+                          float *gtaken)
 {
     int64_t n_groups = cfg->num_expert_group;
     int64_t per_group = (int64_t)cfg->num_experts / n_groups;
@@ -207,8 +206,8 @@ int64_t fmoe_route_scratch_floats(const fmoe_layer_config *cfg)
     return 3 * (int64_t)cfg->num_experts + 2 * groups;
 }
 
-static void route_one_row(const fmoe_layer_config *cfg, const float *logits, const float *bias, float *w,
-                          int32_t *ids, float *scratch)
+static void route_one_row(const fmoe_layer_config *cfg, const float *logits, const float *bias, float *w, int32_t *ids,
+                          float *scratch)
 {
     int64_t n = cfg->num_experts;
     float *s = scratch;
@@ -243,8 +242,8 @@ static void route_one_row(const fmoe_layer_config *cfg, const float *logits, con
     weights_finish(cfg, w, cfg->top_k);
 }
 
-void fmoe_route_rows(const fmoe_layer_config *cfg, const float *logits, int64_t M, int64_t ld,
-                     const float *bias, float *topk_w, int32_t *topk_ids, float *scratch)
+void fmoe_route_rows(const fmoe_layer_config *cfg, const float *logits, int64_t M, int64_t ld, const float *bias,
+                     float *topk_w, int32_t *topk_ids, float *scratch)
 {
     int64_t k = cfg->top_k;
     for (int64_t t = 0; t < M; t++)

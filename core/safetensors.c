@@ -11,8 +11,8 @@
 #include "core/safetensors.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <jansson.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,22 +27,33 @@
 typedef struct st_dtype {
     const char *name;
     uint32_t bits;
-    fmoe_dtype fmoe;          /* FMOE_DTYPE_INVALID: no fusedmoe type */
+    fmoe_dtype fmoe; /* FMOE_DTYPE_INVALID: no fusedmoe type */
 } st_dtype;
 
 /* Every dtype of upstream's enum with its bit size. */
 static const st_dtype st_dtypes[] = {
-    {"BOOL", 8, FMOE_DTYPE_INVALID},      {"F4", 4, FMOE_DTYPE_FP4_E2M1X2},
-    {"F6_E2M3", 6, FMOE_DTYPE_INVALID},   {"F6_E3M2", 6, FMOE_DTYPE_INVALID},
-    {"U8", 8, FMOE_DTYPE_UINT8},          {"I8", 8, FMOE_DTYPE_INT8},
-    {"F8_E5M2", 8, FMOE_DTYPE_FP8_E5M2},  {"F8_E4M3", 8, FMOE_DTYPE_FP8_E4M3FN},
-    {"F8_E8M0", 8, FMOE_DTYPE_UE8M0},     {"F8_E4M3FNUZ", 8, FMOE_DTYPE_FP8_E4M3FNUZ},
-    {"F8_E5M2FNUZ", 8, FMOE_DTYPE_INVALID}, {"I16", 16, FMOE_DTYPE_INVALID},
-    {"U16", 16, FMOE_DTYPE_INVALID},      {"F16", 16, FMOE_DTYPE_F16},
-    {"BF16", 16, FMOE_DTYPE_BF16},        {"I32", 32, FMOE_DTYPE_INT32},
-    {"U32", 32, FMOE_DTYPE_INVALID},      {"F32", 32, FMOE_DTYPE_F32},
-    {"C64", 64, FMOE_DTYPE_INVALID},      {"F64", 64, FMOE_DTYPE_F64},
-    {"I64", 64, FMOE_DTYPE_INT64},        {"U64", 64, FMOE_DTYPE_INVALID},
+    {"BOOL", 8, FMOE_DTYPE_INVALID},
+    {"F4", 4, FMOE_DTYPE_FP4_E2M1X2},
+    {"F6_E2M3", 6, FMOE_DTYPE_INVALID},
+    {"F6_E3M2", 6, FMOE_DTYPE_INVALID},
+    {"U8", 8, FMOE_DTYPE_UINT8},
+    {"I8", 8, FMOE_DTYPE_INT8},
+    {"F8_E5M2", 8, FMOE_DTYPE_FP8_E5M2},
+    {"F8_E4M3", 8, FMOE_DTYPE_FP8_E4M3FN},
+    {"F8_E8M0", 8, FMOE_DTYPE_UE8M0},
+    {"F8_E4M3FNUZ", 8, FMOE_DTYPE_FP8_E4M3FNUZ},
+    {"F8_E5M2FNUZ", 8, FMOE_DTYPE_INVALID},
+    {"I16", 16, FMOE_DTYPE_INVALID},
+    {"U16", 16, FMOE_DTYPE_INVALID},
+    {"F16", 16, FMOE_DTYPE_F16},
+    {"BF16", 16, FMOE_DTYPE_BF16},
+    {"I32", 32, FMOE_DTYPE_INT32},
+    {"U32", 32, FMOE_DTYPE_INVALID},
+    {"F32", 32, FMOE_DTYPE_F32},
+    {"C64", 64, FMOE_DTYPE_INVALID},
+    {"F64", 64, FMOE_DTYPE_F64},
+    {"I64", 64, FMOE_DTYPE_INT64},
+    {"U64", 64, FMOE_DTYPE_INVALID},
 };
 
 static const st_dtype *find_dtype(const char *name)
@@ -200,7 +211,9 @@ static fmoe_status check_layout(fmoe_st_file *f, uint64_t data_start)
         if (t->begin != running || t->end < t->begin)
             return bad(f->path, "tensor '%s': data_offsets [%llu, %llu] %s (expected to start at %llu)", t->name,
                        (unsigned long long)t->begin, (unsigned long long)t->end,
-                       t->end < t->begin ? "end before begin" : t->begin > running ? "leave a hole" : "overlap",
+                       t->end < t->begin    ? "end before begin"
+                       : t->begin > running ? "leave a hole"
+                                            : "overlap",
                        (unsigned long long)running);
         uint64_t want = 0;
         fmoe_status st = tensor_bytes(f, t, &want);
@@ -283,8 +296,8 @@ fmoe_status fmoe_st_parse(const void *buf, size_t size, const char *name, fmoe_s
             st = bad(f->path, "header length %llu exceeds the %u-byte limit", (unsigned long long)n,
                      FMOE_ST_MAX_HEADER);
         else if (n > size - 8)
-            st = bad(f->path, "header of %llu bytes runs past the end of the file (%zu bytes)",
-                     (unsigned long long)n, size);
+            st = bad(f->path, "header of %llu bytes runs past the end of the file (%zu bytes)", (unsigned long long)n,
+                     size);
         else
             st = parse_header(f, n);
     }
@@ -363,8 +376,8 @@ fmoe_status fmoe_st_view(const fmoe_st_file *f, const fmoe_st_tensor *t, fmoe_te
     fmoe_error_clear();
     const st_dtype *d = find_dtype(t->dtype);
     if (!d || d->fmoe == FMOE_DTYPE_INVALID)
-        return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT, "%s: tensor '%s' has dtype %s, which fusedmoe does not read",
-                              f->path, t->name, t->dtype);
+        return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT,
+                              "%s: tensor '%s' has dtype %s, which fusedmoe does not read", f->path, t->name, t->dtype);
     if (t->ndim > FMOE_MAX_DIMS)
         return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT, "%s: tensor '%s' has rank %u, fusedmoe takes at most %d",
                               f->path, t->name, t->ndim, FMOE_MAX_DIMS);

@@ -32,12 +32,12 @@
 
 typedef struct fmoe_st_tensor {
     char *name;
-    char dtype[16];              /* the file's dtype string: "BF16", "F8_E4M3", ... */
-    uint32_t bits;               /* bits per element of that dtype */
+    char dtype[16]; /* the file's dtype string: "BF16", "F8_E4M3", ... */
+    uint32_t bits;  /* bits per element of that dtype */
     uint32_t ndim;
     uint64_t shape[FMOE_ST_MAX_RANK];
-    uint64_t begin, end;         /* byte offsets in the data buffer */
-    const unsigned char *data;   /* start of the bytes (inside the mapping) */
+    uint64_t begin, end;       /* byte offsets in the data buffer */
+    const unsigned char *data; /* start of the bytes (inside the mapping) */
 } fmoe_st_tensor;
 
 typedef struct fmoe_st_meta {
@@ -46,11 +46,11 @@ typedef struct fmoe_st_meta {
 } fmoe_st_meta;
 
 typedef struct fmoe_st_file {
-    char *path;                  /* as opened, for messages */
-    const unsigned char *bytes;  /* the whole file */
+    char *path;                 /* as opened, for messages */
+    const unsigned char *bytes; /* the whole file */
     size_t size;
-    int mapped;                  /* 1: bytes is an mmap to unmap on close */
-    fmoe_st_tensor *tensors;     /* in data-offset order */
+    int mapped;              /* 1: bytes is an mmap to unmap on close */
+    fmoe_st_tensor *tensors; /* in data-offset order */
     size_t n_tensors;
     const fmoe_st_tensor **by_name; /* the same tensors in name order (fmoe_st_find) */
     fmoe_st_meta *meta;

@@ -103,14 +103,13 @@ fmoe_status fmoe_tensor_init(fmoe_tensor *t, fmoe_dtype dtype, uint32_t ndim, co
     memset(t, 0, sizeof *t);
     t->struct_size = sizeof *t;
     if (ndim > FMOE_MAX_DIMS)
-        return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT, "fmoe_tensor_init: ndim %" PRIu32
-                              " exceeds FMOE_MAX_DIMS (%d)", ndim, FMOE_MAX_DIMS);
+        return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT,
+                              "fmoe_tensor_init: ndim %" PRIu32 " exceeds FMOE_MAX_DIMS (%d)", ndim, FMOE_MAX_DIMS);
     if (ndim > 0 && !shape)
-        return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT, "fmoe_tensor_init: shape is NULL for ndim %" PRIu32,
-                              ndim);
+        return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT, "fmoe_tensor_init: shape is NULL for ndim %" PRIu32, ndim);
     if (fmoe_dtype_size(dtype) == 0)
-        return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT, "fmoe_tensor_init: %s (%" PRId32
-                              ") is not a storage dtype", fmoe_dtype_name(dtype), dtype);
+        return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT, "fmoe_tensor_init: %s (%" PRId32 ") is not a storage dtype",
+                              fmoe_dtype_name(dtype), dtype);
     char text[FMOE_SHAPE_TEXT_MAX];
     fmoe_shape_format(shape, ndim, text, sizeof text);
     if (shape_has_negative(shape, ndim))
@@ -215,8 +214,8 @@ static fmoe_status tensor_check_form(const fmoe_tensor *t, const char *what)
                               "%s: struct_size %zu is smaller than %zu (set it to sizeof(fmoe_tensor))", what,
                               t->struct_size, (size_t)FMOE_TENSOR_SIZE_V1);
     if (t->ndim > FMOE_MAX_DIMS)
-        return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT, "%s: ndim %" PRIu32 " exceeds FMOE_MAX_DIMS (%d)",
-                              what, t->ndim, FMOE_MAX_DIMS);
+        return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT, "%s: ndim %" PRIu32 " exceeds FMOE_MAX_DIMS (%d)", what,
+                              t->ndim, FMOE_MAX_DIMS);
     if (fmoe_dtype_size(t->dtype) == 0)
         return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT, "%s: %s (%" PRId32 ") is not a storage dtype", what,
                               fmoe_dtype_name(t->dtype), t->dtype);

@@ -31,7 +31,7 @@ static const char *const plugin_keys[] = {"enabled", "options", NULL};
 static const char *const log_keys[] = {"level", "dispatch", NULL};
 static const char *const log_levels[] = {"error", "warn", "info", "debug", NULL};
 
-#define PLUGIN_NAME_RULE "a plugin name of a-z, 0-9, '_' and '-'"
+#define PLUGIN_NAME_RULE  "a plugin name of a-z, 0-9, '_' and '-'"
 #define PLUGIN_NAME_CHARS "only a-z, 0-9, '_' and '-'"
 
 /* Room for a table's dotted name in messages; a longer plugin name is cut
@@ -42,7 +42,6 @@ static fmoe_status out_of_memory(void)
 {
     return fmoe_error_set(FMOE_STATUS_OUT_OF_MEMORY, "out of memory");
 }
-
 
 /* Make every relative entry of `paths` absolute, in place. */
 static fmoe_status resolve_paths(const config_reader *r, char **paths, size_t n)
@@ -77,8 +76,7 @@ static fmoe_status read_bool(const config_reader *r, const fmoe_toml_node *node,
 }
 
 /* A plugin name given as a string value (not as a table key). */
-static fmoe_status read_plugin_name(const config_reader *r, const fmoe_toml_node *node, const char *what,
-                                    char **out)
+static fmoe_status read_plugin_name(const config_reader *r, const fmoe_toml_node *node, const char *what, char **out)
 {
     fmoe_status st = fmoe_toml_copy_string(r->doc, node, what, PLUGIN_NAME_RULE, out);
     if (st != FMOE_STATUS_OK)
@@ -103,8 +101,8 @@ static fmoe_status read_search(const config_reader *r, const fmoe_toml_node *t)
     const fmoe_toml_node *v = fmoe_toml_get(t, "files");
     if (st == FMOE_STATUS_OK && v) {
         st = fmoe_toml_copy_string_array(r->doc, v, "[search] files", "an array of paths",
-                                         "a path to a plugin manifest (.toml) or library (.so)", 0,
-                                         &cfg->plugin_files, &cfg->n_plugin_files);
+                                         "a path to a plugin manifest (.toml) or library (.so)", 0, &cfg->plugin_files,
+                                         &cfg->n_plugin_files);
         if (st == FMOE_STATUS_OK)
             st = resolve_paths(r, cfg->plugin_files, cfg->n_plugin_files);
     }
@@ -126,8 +124,9 @@ static fmoe_status read_scheme_choice(const config_reader *r, const fmoe_toml_no
     size_t len = 0;
     const char *glob = fmoe_toml_key(t, i, &len);
     if (len == 0 || strlen(glob) != len)
-        return fmoe_toml_error_at(r->doc, fmoe_toml_key_pos(t, i),
-                                  "[select.schemes] has an empty key (expected a scheme-key glob such as \"fp8e4m3:*\")");
+        return fmoe_toml_error_at(
+            r->doc, fmoe_toml_key_pos(t, i),
+            "[select.schemes] has an empty key (expected a scheme-key glob such as \"fp8e4m3:*\")");
     char what[256];
     snprintf(what, sizeof what, "[select.schemes] \"%s\"", glob);
     fmoe_status st = read_plugin_name(r, fmoe_toml_value(t, i), what, &c->backend);
@@ -333,9 +332,9 @@ static fmoe_status read_log(const config_reader *r, const fmoe_toml_node *t)
     if (st == FMOE_STATUS_OK && v) {
         st = fmoe_toml_copy_string(r->doc, v, "[log] level", "one of error, warn, info, debug", &cfg->log_level);
         if (st == FMOE_STATUS_OK && !is_log_level(cfg->log_level))
-            st = fmoe_toml_error_at(r->doc, fmoe_toml_pos_of(v),
-                                    "[log] level = \"%s\" is not a log level (expected one of error, warn, info, debug)",
-                                    cfg->log_level);
+            st = fmoe_toml_error_at(
+                r->doc, fmoe_toml_pos_of(v),
+                "[log] level = \"%s\" is not a log level (expected one of error, warn, info, debug)", cfg->log_level);
     }
     v = fmoe_toml_get(t, "dispatch");
     if (st == FMOE_STATUS_OK && v)

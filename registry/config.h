@@ -22,8 +22,8 @@ typedef struct fmoe_config_kv {
 /* [plugins.<name>] */
 typedef struct fmoe_config_plugin {
     char *name;
-    int enabled;                 /* -1 unset, 0 disabled, 1 enabled */
-    fmoe_config_kv *options;     /* [plugins.<name>.options]: values converted to strings */
+    int enabled;             /* -1 unset, 0 disabled, 1 enabled */
+    fmoe_config_kv *options; /* [plugins.<name>.options]: values converted to strings */
     size_t n_options;
 } fmoe_config_plugin;
 
@@ -34,20 +34,26 @@ typedef struct fmoe_config_scheme_choice {
 } fmoe_config_scheme_choice;
 
 typedef struct fmoe_config {
-    char *path;                  /* file read; "" for built-in defaults */
+    char *path; /* file read; "" for built-in defaults */
     /* [search] */
-    char **plugin_files;  size_t n_plugin_files;  /* files = [...] manifests or .so */
-    char **search_paths;  size_t n_search_paths;  /* paths = [...] directories */
+    char **plugin_files;
+    size_t n_plugin_files; /* files = [...] manifests or .so */
+    char **search_paths;
+    size_t n_search_paths; /* paths = [...] directories */
     /* [select] */
-    char **prefer;        size_t n_prefer;        /* prefer = [...] name globs, best first */
-    char **disable;       size_t n_disable;       /* disable = [...] name globs */
-    int fallback;                                  /* fallback = true|false (default false) */
-    fmoe_config_scheme_choice *schemes; size_t n_schemes;
+    char **prefer;
+    size_t n_prefer; /* prefer = [...] name globs, best first */
+    char **disable;
+    size_t n_disable; /* disable = [...] name globs */
+    int fallback;     /* fallback = true|false (default false) */
+    fmoe_config_scheme_choice *schemes;
+    size_t n_schemes;
     /* [plugins.<name>] */
-    fmoe_config_plugin *plugins; size_t n_plugins;
+    fmoe_config_plugin *plugins;
+    size_t n_plugins;
     /* [log] */
-    char *log_level;             /* "error"|"warn"|"info"|"debug" or NULL (unset) */
-    char *dispatch_log;          /* path of the JSONL dispatch log, or NULL */
+    char *log_level;    /* "error"|"warn"|"info"|"debug" or NULL (unset) */
+    char *dispatch_log; /* path of the JSONL dispatch log, or NULL */
 } fmoe_config;
 
 /* Relative paths in [search] are resolved against the directory of the

@@ -155,8 +155,9 @@ static int excluded(fmoe_registry *reg, fmoe_plugin_record *rec)
     size_t self = (size_t)(rec - reg->plugins);
     const fmoe_plugin_record *first = find_loaded_name(reg, rec->name, self);
     if (first) {
-        fmoe_plugin_record_set_state(rec, FMOE_PLUGIN_STATE_SKIPPED, "shadowed by %s, found earlier in the search order",
-                  first->manifest_path[0] ? first->manifest_path : first->library);
+        fmoe_plugin_record_set_state(rec, FMOE_PLUGIN_STATE_SKIPPED,
+                                     "shadowed by %s, found earlier in the search order",
+                                     first->manifest_path[0] ? first->manifest_path : first->library);
         fmoe_log(reg->logger, FMOE_LOG_INFO, "loader", "plugin '%s' at %s: %s", rec->name, rec->library, rec->reason);
         return 1;
     }
@@ -178,14 +179,16 @@ static void admit_manifest(fmoe_registry *reg, fmoe_plugin_record *rec, const fm
     const char *machine = uname(&u) == 0 ? u.machine : "unknown";
     if (!fmoe_manifest_matches_arch(m, machine)) {
         char *arches = fmoe_join_list(m->arch, m->n_arch);
-        fmoe_plugin_record_set_state(rec, FMOE_PLUGIN_STATE_SKIPPED, "built for %s, this machine is %s", arches ? arches : "?", machine);
+        fmoe_plugin_record_set_state(rec, FMOE_PLUGIN_STATE_SKIPPED, "built for %s, this machine is %s",
+                                     arches ? arches : "?", machine);
         free(arches);
         fmoe_log(reg->logger, FMOE_LOG_INFO, "loader", "plugin '%s': %s", rec->name, rec->reason);
         return;
     }
     if (m->abi_major != FMOE_ABI_MAJOR) {
-        fmoe_plugin_record_set_state(rec, FMOE_PLUGIN_STATE_SKIPPED, "manifest declares ABI %u.%u, host ABI %d.%d: the major version must match",
-                  m->abi_major, m->abi_minor, FMOE_ABI_MAJOR, FMOE_ABI_MINOR);
+        fmoe_plugin_record_set_state(rec, FMOE_PLUGIN_STATE_SKIPPED,
+                                     "manifest declares ABI %u.%u, host ABI %d.%d: the major version must match",
+                                     m->abi_major, m->abi_minor, FMOE_ABI_MAJOR, FMOE_ABI_MINOR);
         fmoe_log(reg->logger, FMOE_LOG_WARN, "loader", "plugin '%s': %s", rec->name, rec->reason);
         return;
     }

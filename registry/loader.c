@@ -63,7 +63,8 @@ static int check_table(fmoe_plugin_record *rec, const fmoe_plugin *t)
         return 0;
     }
     if (t->struct_size < FMOE_PLUGIN_TABLE_MIN_SIZE) {
-        fail(rec, "plugin table struct_size %zu is smaller than the ABI %d.0 minimum %zu (corrupt or not a fusedmoe plugin)",
+        fail(rec,
+             "plugin table struct_size %zu is smaller than the ABI %d.0 minimum %zu (corrupt or not a fusedmoe plugin)",
              t->struct_size, FMOE_ABI_MAJOR, (size_t)FMOE_PLUGIN_TABLE_MIN_SIZE);
         return 0;
     }
@@ -127,8 +128,12 @@ static int run_init(fmoe_plugin_record *rec, const fmoe_registry *reg)
     }
     fmoe_error err;
     fmoe_plugin_error_reset(&err);
-    fmoe_init_args args = {.struct_size = sizeof args, .err = &err, .host = &rec->host, .abi_minor = rec->abi_minor,
-                           .options = ptrs, .n_options = (uint32_t)n};
+    fmoe_init_args args = {.struct_size = sizeof args,
+                           .err = &err,
+                           .host = &rec->host,
+                           .abi_minor = rec->abi_minor,
+                           .options = ptrs,
+                           .n_options = (uint32_t)n};
     fmoe_status st = t->init(&args);
     free(opts);
     free(ptrs);
@@ -166,8 +171,11 @@ static int run_probe(fmoe_plugin_record *rec)
     }
     fmoe_error err;
     fmoe_plugin_error_reset(&err);
-    fmoe_probe_args args = {.struct_size = sizeof args, .err = &err, .state = rec->plugin_state,
-                            .reports = ptrs, .capacity = FMOE_MAX_DEVICES_PER_PLUGIN};
+    fmoe_probe_args args = {.struct_size = sizeof args,
+                            .err = &err,
+                            .state = rec->plugin_state,
+                            .reports = ptrs,
+                            .capacity = FMOE_MAX_DEVICES_PER_PLUGIN};
     fmoe_status st = rec->table->probe(&args);
     free(ptrs);
     if (st != FMOE_STATUS_OK) {
@@ -259,8 +267,8 @@ int fmoe_plugin_record_open(fmoe_plugin_record *rec)
     }
     fmoe_log(rec->logger, FMOE_LOG_INFO, "loader",
              "plugin '%s' %s (%s) from %s: built for ABI %u.%u, host ABI %d.%d, negotiated %u.%u", rec->name,
-             rec->version, t->build_id ? t->build_id : "", rec->library, t->abi_major, t->abi_minor,
-             FMOE_ABI_MAJOR, FMOE_ABI_MINOR, rec->abi_major, rec->abi_minor);
+             rec->version, t->build_id ? t->build_id : "", rec->library, t->abi_major, t->abi_minor, FMOE_ABI_MAJOR,
+             FMOE_ABI_MINOR, rec->abi_major, rec->abi_minor);
     return 1;
 }
 

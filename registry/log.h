@@ -14,14 +14,14 @@
 #define FMOE_LOG_MAX_CATEGORIES 16
 
 typedef struct fmoe_logger {
-    fmoe_log_fn fn;            /* NULL: stderr */
+    fmoe_log_fn fn; /* NULL: stderr */
     void *user;
-    int level;                 /* messages at or below this level are shown */
+    int level; /* messages at or below this level are shown */
     /* Categories raised to DEBUG by FMOE_LOG ("loader", "select", ...). */
     char categories[FMOE_LOG_MAX_CATEGORIES][24];
     int n_categories;
-    FILE *dispatch;            /* JSONL dispatch log, or NULL */
-    pthread_mutex_t lock;      /* serializes the stderr and dispatch writes */
+    FILE *dispatch;       /* JSONL dispatch log, or NULL */
+    pthread_mutex_t lock; /* serializes the stderr and dispatch writes */
 } fmoe_logger;
 
 void fmoe_logger_init(fmoe_logger *lg, fmoe_log_fn fn, void *user);

@@ -17,15 +17,14 @@
 #include "base/glob.h"
 #include "registry/toml_wrap.h"
 
-static const char *const manifest_keys[] = {"name",      "library",   "version", "vendor",  "description", "abi_major",
-                                            "abi_minor", "arch",      "devices", "schemes", "requires",    "tolerance",
-                                            "option",
-                                            NULL};
+static const char *const manifest_keys[] = {"name",      "library",   "version", "vendor",  "description",
+                                            "abi_major", "abi_minor", "arch",    "devices", "schemes",
+                                            "requires",  "tolerance", "option",  NULL};
 static const char *const tolerance_keys[] = {"schemes", "mismatch", "reason", "link", NULL};
 static const char *const device_names[] = {"cpu", "cuda", "rocm", NULL};
 
 #define PLUGIN_NAME_CHARS "only a-z, 0-9, '_' and '-'"
-#define ABI_RANGE "an integer in [0, 2^31)"
+#define ABI_RANGE         "an integer in [0, 2^31)"
 
 typedef struct manifest_reader {
     const fmoe_toml_doc *doc;
@@ -58,7 +57,6 @@ static fmoe_status read_string(const manifest_reader *r, const char *key, const 
         return st;
     return fmoe_toml_copy_string(r->doc, v, key, expected, out);
 }
-
 
 static fmoe_status read_name(const manifest_reader *r)
 {
@@ -137,8 +135,8 @@ static int is_device(const char *s)
 
 static fmoe_status read_devices(const manifest_reader *r)
 {
-    fmoe_status st = read_list(r, "devices", "a non-empty array of devices (cpu, cuda, rocm)",
-                               "one of cpu, cuda, rocm", 1, &r->m->devices, &r->m->n_devices);
+    fmoe_status st = read_list(r, "devices", "a non-empty array of devices (cpu, cuda, rocm)", "one of cpu, cuda, rocm",
+                               1, &r->m->devices, &r->m->n_devices);
     if (st != FMOE_STATUS_OK)
         return st;
     const fmoe_toml_node *v = fmoe_toml_get(r->root, "devices");
@@ -183,8 +181,9 @@ static fmoe_status read_tolerance(const manifest_reader *r, const fmoe_toml_node
     char **dst[] = {&out->reason, &out->link};
     for (size_t k = 0; k < 2; k++) {
         v = fmoe_toml_get(t, keys[k]);
-        st = fmoe_toml_copy_string(r->doc, v, keys[k], k ? "the issue or paper that shows it (an http(s) URL)"
-                                                           : "why the plugin needs it (a non-empty string)",
+        st = fmoe_toml_copy_string(r->doc, v, keys[k],
+                                   k ? "the issue or paper that shows it (an http(s) URL)"
+                                     : "why the plugin needs it (a non-empty string)",
                                    dst[k]);
         if (st != FMOE_STATUS_OK)
             return st;

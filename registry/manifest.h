@@ -40,8 +40,9 @@
 #include "registry/option_decl.h"
 
 typedef struct fmoe_manifest_tolerance {
-    char **schemes; size_t n_schemes;
-    char *joined;            /* the globs, ", "-separated (for messages) */
+    char **schemes;
+    size_t n_schemes;
+    char *joined; /* the globs, ", "-separated (for messages) */
     double mismatch;
     char *reason;
     char *link;
@@ -52,20 +53,26 @@ typedef struct fmoe_manifest_tolerance {
 #define FMOE_MANIFEST_MAX_MISMATCH 0.01
 
 typedef struct fmoe_manifest {
-    char *path;          /* the manifest file */
+    char *path; /* the manifest file */
     char *name;
-    char *library;       /* resolved: directory of the manifest + library */
+    char *library; /* resolved: directory of the manifest + library */
     char *version;
     char *vendor;
-    char *description;   /* "" if absent */
+    char *description; /* "" if absent */
     uint32_t abi_major;
     uint32_t abi_minor;
-    char **arch;     size_t n_arch;
-    char **devices;  size_t n_devices;
-    char **schemes;  size_t n_schemes;
-    char **requires; size_t n_requires;
-    fmoe_manifest_tolerance *tolerances; size_t n_tolerances;
-    fmoe_option_decl *options; size_t n_options;
+    char **arch;
+    size_t n_arch;
+    char **devices;
+    size_t n_devices;
+    char **schemes;
+    size_t n_schemes;
+    char **requires;
+    size_t n_requires;
+    fmoe_manifest_tolerance *tolerances;
+    size_t n_tolerances;
+    fmoe_option_decl *options;
+    size_t n_options;
 } fmoe_manifest;
 
 /* Strict like the config: unknown keys, wrong types, missing required keys

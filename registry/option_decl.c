@@ -119,8 +119,8 @@ static fmoe_status read_type(const fmoe_toml_doc *doc, const fmoe_toml_node *t, 
     fmoe_option_parse_enum(text, type_names, &idx);
     free(text);
     if (idx < 0)
-        return fmoe_toml_error_at(doc, fmoe_toml_pos_of(v), "option[%zu] '%s': type must be one of bool, int, enum, string",
-                                  i, d->name);
+        return fmoe_toml_error_at(doc, fmoe_toml_pos_of(v),
+                                  "option[%zu] '%s': type must be one of bool, int, enum, string", i, d->name);
     d->type = idx;
     return FMOE_STATUS_OK;
 }
@@ -152,8 +152,8 @@ static fmoe_status read_values(const fmoe_toml_doc *doc, const fmoe_toml_node *t
     const fmoe_toml_node *v = fmoe_toml_get(t, "values");
     if (d->type != FMOE_OPTION_ENUM) {
         if (v)
-            return fmoe_toml_error_at(doc, fmoe_toml_pos_of(v), "option[%zu] '%s': 'values' is only for type = \"enum\"",
-                                      i, d->name);
+            return fmoe_toml_error_at(doc, fmoe_toml_pos_of(v),
+                                      "option[%zu] '%s': 'values' is only for type = \"enum\"", i, d->name);
         return FMOE_STATUS_OK;
     }
     if (!v)
@@ -186,7 +186,9 @@ static fmoe_status read_default(const fmoe_toml_doc *doc, const fmoe_toml_node *
     char buf[32];
     int64_t iv = 0;
     int bv = 0;
-    const char *want = d->type == FMOE_OPTION_BOOL ? "a boolean" : d->type == FMOE_OPTION_INT ? "an integer" : "a string";
+    const char *want = d->type == FMOE_OPTION_BOOL  ? "a boolean"
+                       : d->type == FMOE_OPTION_INT ? "an integer"
+                                                    : "a string";
     if (d->type == FMOE_OPTION_BOOL) {
         if (!fmoe_toml_get_bool(v, &bv))
             return fmoe_toml_expect(doc, v, FMOE_TOML_BOOL, "default", want);
@@ -235,7 +237,8 @@ static fmoe_status read_decl(const fmoe_toml_doc *doc, const fmoe_toml_node *t, 
         return fmoe_toml_error_at(doc, fmoe_toml_pos_of(nv), "option[%zu]: name \"%s\" is not [a-z0-9_]{1,%d}", i,
                                   out->name, FMOE_OPTION_NAME_MAX);
     if (fmoe_option_decl_find(earlier, i, out->name))
-        return fmoe_toml_error_at(doc, fmoe_toml_pos_of(nv), "option[%zu]: option '%s' is declared twice", i, out->name);
+        return fmoe_toml_error_at(doc, fmoe_toml_pos_of(nv), "option[%zu]: option '%s' is declared twice", i,
+                                  out->name);
     if ((st = read_type(doc, t, i, out)) != FMOE_STATUS_OK || (st = read_bounds(doc, t, i, out)) != FMOE_STATUS_OK ||
         (st = read_values(doc, t, i, out)) != FMOE_STATUS_OK)
         return st;

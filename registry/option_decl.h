@@ -37,13 +37,13 @@
 
 typedef struct fmoe_option_decl {
     char *name;
-    int32_t type;              /* FMOE_OPTION_* */
-    char **values;             /* enum: the allowed values */
+    int32_t type;  /* FMOE_OPTION_* */
+    char **values; /* enum: the allowed values */
     size_t n_values;
-    int has_min, has_max;      /* int only */
+    int has_min, has_max; /* int only */
     int64_t min, max;
-    char *domain;              /* for messages and listings: "auto|avx2", "1..64", "true|false", "text" */
-    char *default_text;        /* the default as the plugin receives it */
+    char *domain;       /* for messages and listings: "auto|avx2", "1..64", "true|false", "text" */
+    char *default_text; /* the default as the plugin receives it */
     char *help;
 } fmoe_option_decl;
 

@@ -34,8 +34,8 @@ static fmoe_status parse_entry(const char *origin, const char *s, size_t len, fm
     const char *dot = eq ? memchr(s, '.', (size_t)(eq - s)) : NULL;
     if (!eq || !dot || dot == s || dot + 1 == eq)
         return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT,
-                              "%s: entry '%.*s' is not <plugin>.<option>=<value> (e.g. cpu.isa=avx2)", origin,
-                              (int)len, s);
+                              "%s: entry '%.*s' is not <plugin>.<option>=<value> (e.g. cpu.isa=avx2)", origin, (int)len,
+                              s);
     e->plugin = dup_range(s, (size_t)(dot - s));
     e->key = dup_range(dot + 1, (size_t)(eq - dot - 1));
     e->value = dup_range(eq + 1, len - (size_t)(eq + 1 - s));
@@ -178,8 +178,7 @@ int fmoe_options_resolve(const char *name, int has_manifest, const fmoe_option_d
         }
     }
     char where[160];
-    snprintf(where, sizeof where, "%s [plugins.%s.options]", config && config->path[0] ? config->path : "config",
-             name);
+    snprintf(where, sizeof where, "%s [plugins.%s.options]", config && config->path[0] ? config->path : "config", name);
     for (size_t i = 0; ok && pc && i < pc->n_options; i++)
         ok = apply_one(name, has_manifest, decls, n_decls, s, &n, pc->options[i].key, pc->options[i].value, "config",
                        where, why, cap) == 0;

@@ -22,14 +22,14 @@
 /* One FMOE_OPTIONS entry, "<plugin>.<option>=<value>". */
 typedef struct fmoe_env_option {
     char *plugin, *key, *value;
-    int used;                  /* a plugin of that name was found */
+    int used; /* a plugin of that name was found */
 } fmoe_env_option;
 
 /* One option as init receives it. */
 typedef struct fmoe_option_setting {
     char *key;
     char *value;
-    const char *source;        /* "default", "config", "environment" or "application" (static) */
+    const char *source;           /* "default", "config", "environment" or "application" (static) */
     const fmoe_option_decl *decl; /* NULL for a plugin loaded without a manifest */
 } fmoe_option_setting;
 

@@ -35,36 +35,36 @@ typedef struct fmoe_plugin_record {
     char *name;
     char *version;
     char *vendor;
-    char *library;             /* shared library path */
-    char *manifest_path;       /* "" when loaded without a manifest */
-    char *schemes;             /* comma-separated globs, for display */
-    char **scheme_globs;       /* from the manifest; {"*"} without one */
+    char *library;       /* shared library path */
+    char *manifest_path; /* "" when loaded without a manifest */
+    char *schemes;       /* comma-separated globs, for display */
+    char **scheme_globs; /* from the manifest; {"*"} without one */
     size_t n_scheme_globs;
     fmoe_manifest_tolerance *tolerances; /* the manifest's [[tolerance]] entries (owned) */
     size_t n_tolerances;
-    fmoe_option_decl *option_decls;      /* the manifest's [[option]] entries (owned) */
+    fmoe_option_decl *option_decls; /* the manifest's [[option]] entries (owned) */
     size_t n_option_decls;
-    fmoe_option_setting *options;        /* what init received (or would have): plugin_options.h */
+    fmoe_option_setting *options; /* what init received (or would have): plugin_options.h */
     size_t n_options;
-    int initialized;                     /* init returned OK: shutdown is owed */
-    int32_t state;             /* FMOE_PLUGIN_STATE_* */
-    char *reason;              /* why not loaded; "" when loaded */
+    int initialized; /* init returned OK: shutdown is owed */
+    int32_t state;   /* FMOE_PLUGIN_STATE_* */
+    char *reason;    /* why not loaded; "" when loaded */
     uint32_t abi_major;
-    uint32_t abi_minor;        /* negotiated */
-    const fmoe_plugin *table;  /* when loaded */
-    void *plugin_state;        /* from init */
-    fmoe_host host;            /* this plugin's host table (ctx = this record) */
+    uint32_t abi_minor;       /* negotiated */
+    const fmoe_plugin *table; /* when loaded */
+    void *plugin_state;       /* from init */
+    fmoe_host host;           /* this plugin's host table (ctx = this record) */
     fmoe_logger *logger;
     fmoe_device_report *devices;
     uint32_t n_devices;
 } fmoe_plugin_record;
 
 typedef struct fmoe_env {
-    const char *plugin_files;  /* FMOE_PLUGIN_FILES */
-    const char *plugin_path;   /* FMOE_PLUGIN_PATH */
-    const char *backends;      /* FMOE_BACKENDS */
-    const char *options;       /* FMOE_OPTIONS */
-    const char *api_options;   /* fmoe_context_options.plugin_options (not the environment) */
+    const char *plugin_files; /* FMOE_PLUGIN_FILES */
+    const char *plugin_path;  /* FMOE_PLUGIN_PATH */
+    const char *backends;     /* FMOE_BACKENDS */
+    const char *options;      /* FMOE_OPTIONS */
+    const char *api_options;  /* fmoe_context_options.plugin_options (not the environment) */
     /* 1: search only the explicit files, FMOE_PLUGIN_* and the TOML's
      * [search]; never the directory of libfusedmoe or the install dir
      * (fmoe_context_options.isolated). */
@@ -77,11 +77,15 @@ typedef struct fmoe_registry {
     fmoe_logger *logger;
     const fmoe_config *config;
     /* FMOE_BACKENDS parsed: plain globs select (in preference order), "-glob" disables. */
-    char **env_select; size_t n_env_select;
-    char **env_disable; size_t n_env_disable;
-    char *env_backends;        /* the raw value, for messages */
-    fmoe_env_option *env_options; size_t n_env_options; /* FMOE_OPTIONS parsed */
-    fmoe_env_option *api_options; size_t n_api_options; /* the application's plugin_options parsed */
+    char **env_select;
+    size_t n_env_select;
+    char **env_disable;
+    size_t n_env_disable;
+    char *env_backends; /* the raw value, for messages */
+    fmoe_env_option *env_options;
+    size_t n_env_options; /* FMOE_OPTIONS parsed */
+    fmoe_env_option *api_options;
+    size_t n_api_options; /* the application's plugin_options parsed */
 } fmoe_registry;
 
 /* Discover, filter, load, negotiate, init and probe every plugin. Only
@@ -132,13 +136,12 @@ struct fmoe_selection {
  * *out->chosen >= 0, or UNSUPPORTED (error text lists every candidate's
  * reason) with the report still in *out. Other statuses: no report. */
 typedef struct fmoe_select_filter {
-    int32_t device_kind;   /* FMOE_DEVICE_ANY for any */
-    int32_t device_index;  /* -1 for any */
-    const char *backend;   /* plugin-name glob, NULL for any */
+    int32_t device_kind;  /* FMOE_DEVICE_ANY for any */
+    int32_t device_index; /* -1 for any */
+    const char *backend;  /* plugin-name glob, NULL for any */
 } fmoe_select_filter;
 
-fmoe_status fmoe_registry_select(const fmoe_registry *reg, const fmoe_layer_config *cfg,
-                                 const fmoe_scheme *scheme, const fmoe_select_filter *filter,
-                                 fmoe_selection **out);
+fmoe_status fmoe_registry_select(const fmoe_registry *reg, const fmoe_layer_config *cfg, const fmoe_scheme *scheme,
+                                 const fmoe_select_filter *filter, fmoe_selection **out);
 
 #endif

@@ -66,8 +66,14 @@ static void query_candidate(const fmoe_plugin_record *p, const fmoe_device_repor
 {
     fmoe_error err;
     fmoe_plugin_error_reset(&err);
-    fmoe_query_args q = {.struct_size = sizeof q, .err = &err, .state = p->plugin_state, .config = cfg,
-                         .scheme = scheme, .scheme_key = key, .device_kind = dev->kind, .device_index = dev->index};
+    fmoe_query_args q = {.struct_size = sizeof q,
+                         .err = &err,
+                         .state = p->plugin_state,
+                         .config = cfg,
+                         .scheme = scheme,
+                         .scheme_key = key,
+                         .device_kind = dev->kind,
+                         .device_index = dev->index};
     fmoe_status st = p->table->query(&q);
     q.reason[sizeof q.reason - 1] = '\0';
     const char *why = q.reason[0] ? q.reason : fmoe_plugin_error_text(&err, "");
@@ -264,8 +270,8 @@ static fmoe_status decide(const fmoe_registry *reg, const fmoe_select_filter *fi
             return FMOE_STATUS_OK;
         }
         char why[4096];
-        snprintf(why, sizeof why, "backend '%s', named for scheme '%s' in %s, cannot serve this layer:",
-                 named->backend, named->scheme_glob, config_name(reg));
+        snprintf(why, sizeof why, "backend '%s', named for scheme '%s' in %s, cannot serve this layer:", named->backend,
+                 named->scheme_glob, config_name(reg));
         if (named_is_loaded_elsewhere(sel, named->backend))
             list_reasons(sel, named->backend, why, sizeof why);
         else
@@ -282,8 +288,7 @@ static fmoe_status decide(const fmoe_registry *reg, const fmoe_select_filter *fi
         snprintf(why, sizeof why, "no backend can serve scheme '%s' for this layer:", sel->scheme_key);
         list_reasons(sel, NULL, why, sizeof why);
         if (sel->n_candidates == 0)
-            snprintf(why + strlen(why), sizeof why - strlen(why),
-                     "\n  no plugins were found (see `fusedmoe plugins`)");
+            snprintf(why + strlen(why), sizeof why - strlen(why), "\n  no plugins were found (see `fusedmoe plugins`)");
         snprintf(sel->summary, sizeof sel->summary, "%s", why);
         return fmoe_error_set(FMOE_STATUS_UNSUPPORTED, "%s", why);
     }
@@ -313,8 +318,8 @@ static void log_decision(const fmoe_registry *reg, const fmoe_layer_config *cfg,
             fmoe_strbuf_append(&opts, "%s%s=%s", i ? "," : "; options ", c->plugin->options[i].key,
                                c->plugin->options[i].value);
         fmoe_log(reg->logger, FMOE_LOG_INFO, "select", "scheme %s, %s: %s/%s on %s:%d (%s%s)", sel->scheme_key, args,
-                 c->plugin->name, c->method->name, fmoe_device_kind_name(c->device_kind), c->device_index,
-                 sel->summary, fmoe_strbuf_text(&opts));
+                 c->plugin->name, c->method->name, fmoe_device_kind_name(c->device_kind), c->device_index, sel->summary,
+                 fmoe_strbuf_text(&opts));
         fmoe_strbuf_free(&opts);
     }
     for (uint32_t i = 0; i < sel->n_candidates; i++) {

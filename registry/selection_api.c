@@ -26,7 +26,8 @@ fmoe_status fmoe_selection_candidate(const fmoe_selection *sel, uint32_t index, 
         return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT, "fmoe_selection_candidate: out is NULL");
     if (out->struct_size < sizeof(size_t) + sizeof(char *))
         return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT,
-                              "fmoe_selection_candidate: struct_size %zu too small (set it to sizeof)", out->struct_size);
+                              "fmoe_selection_candidate: struct_size %zu too small (set it to sizeof)",
+                              out->struct_size);
     if (!sel || index >= sel->n_candidates)
         return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT, "fmoe_selection_candidate: index %u out of range", index);
     const fmoe_candidate_rec *c = &sel->candidates[index];

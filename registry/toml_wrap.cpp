@@ -57,11 +57,10 @@ struct fmoe_toml_node {
 
 struct fmoe_toml_doc {
     std::string source;
-    bool from_file = false;  // relative paths resolve against the file's directory
+    bool from_file = false; // relative paths resolve against the file's directory
     toml::table table;
     fmoe_toml_node root;
 };
-
 
 static fmoe_toml_pos pos_from(const toml::source_position &p)
 {
@@ -84,7 +83,7 @@ static fmoe_toml_kind kind_from(toml::node_type type)
     case toml::node_type::boolean:
         return FMOE_TOML_BOOL;
     default:
-        return FMOE_TOML_DATETIME;  // date, time, date_time
+        return FMOE_TOML_DATETIME; // date, time, date_time
     }
 }
 
@@ -124,8 +123,8 @@ static fmoe_status parse_error(const toml::parse_error &e, const std::string &so
 {
     const toml::source_position &p = e.source().begin;
     std::string_view what = e.description();
-    return fmoe_error_set(FMOE_STATUS_PARSE_ERROR, "%s:%u:%u: %.*s", source.c_str(), p.line, p.column,
-                          (int)what.size(), what.data());
+    return fmoe_error_set(FMOE_STATUS_PARSE_ERROR, "%s:%u:%u: %.*s", source.c_str(), p.line, p.column, (int)what.size(),
+                          what.data());
 }
 
 static fmoe_status out_of_memory(void)

@@ -54,10 +54,10 @@ typedef struct fmoe_toml_pos {
 
 typedef struct fmoe_toml_datetime {
     int has_date, has_time, has_offset;
-    int year, month, day;                 /* when has_date */
-    int hour, minute, second;             /* when has_time */
-    uint32_t nanosecond;                  /* when has_time */
-    int offset_minutes;                   /* when has_offset: east of UTC */
+    int year, month, day;     /* when has_date */
+    int hour, minute, second; /* when has_time */
+    uint32_t nanosecond;      /* when has_time */
+    int offset_minutes;       /* when has_offset: east of UTC */
 } fmoe_toml_datetime;
 
 /* ---- documents --------------------------------------------------------- */

@@ -8,8 +8,8 @@
  */
 #include <math.h>
 
-#include "fusedmoe/kit/activation.h"
 #include "fusedmoe/fusedmoe.h"
+#include "fusedmoe/kit/activation.h"
 #include "test_util.h"
 
 #define REL_TOL 3e-7
@@ -20,8 +20,7 @@ static void expect_close(double got, double want, const char *what, int i)
         ck_assert_msg(isnan(got), "%s[%d] = %.9g, expected NaN", what, i, got);
         return;
     }
-    ck_assert_msg(fabs(got - want) <= REL_TOL * fabs(want) + 1e-37, "%s[%d] = %.9g, expected %.9g", what, i, got,
-                  want);
+    ck_assert_msg(fabs(got - want) <= REL_TOL * fabs(want) + 1e-37, "%s[%d] = %.9g, expected %.9g", what, i, got, want);
 }
 
 static void expect_row(const float *got, const double *want, int n, const char *what)
@@ -94,8 +93,7 @@ START_TEST(gated_halves)
 
     cfg = act_config(FMOE_ACT_GELU_TANH, 1);
     run_row(&cfg, halves, out);
-    expect_row(out, (const double[]){-3.4376942958935786e-07, -1.0371420294754319, 9.939662935640005}, 3,
-               "gelu_tanh");
+    expect_row(out, (const double[]){-3.4376942958935786e-07, -1.0371420294754319, 9.939662935640005}, 3, "gelu_tanh");
 
     /* relu(g)^2 * u: relu(-5)^2 = 0, 0.25 * -3, 6.25 * 4 */
     cfg = act_config(FMOE_ACT_RELU2, 1);
@@ -112,8 +110,7 @@ START_TEST(silu_clamp)
     cfg.swiglu_limit = 1.5f;
     float out[3];
     run_row(&cfg, halves, out);
-    expect_row(out, (const double[]){-0.05019638193213642, -0.466844498401391, 1.839542571435698}, 3,
-               "silu clamp");
+    expect_row(out, (const double[]){-0.05019638193213642, -0.466844498401391, 1.839542571435698}, 3, "silu clamp");
 
     /* NaN passes through the clamp instead of becoming the limit. */
     const float nan_h[6] = {NAN, 1.0f, 1.0f, 1.0f, NAN, 1.0f};
@@ -138,8 +135,7 @@ START_TEST(non_gated)
 
     cfg = act_config(FMOE_ACT_GELU_TANH, 0);
     run_row(&cfg, h, out);
-    expect_row(out, (const double[]){-2.2917961972623857e-07, 0.34571400982514394, 2.484915733910001}, 3,
-               "gelu_tanh");
+    expect_row(out, (const double[]){-2.2917961972623857e-07, 0.34571400982514394, 2.484915733910001}, 3, "gelu_tanh");
 
     cfg = act_config(FMOE_ACT_RELU2, 0);
     run_row(&cfg, h, out);
@@ -158,8 +154,7 @@ START_TEST(swigluoai_halves)
     run_row(&cfg, h, out);
     /* g=min(8,7)=7, u=clamp(-9)=-7: 7*sigmoid(1.702f*7)*(-6); 0.5*sig(0.851)*3;
      * -3*sig(-5.106)*(7+1). (alpha is the f32 value of 1.702.) */
-    expect_row(out, (const double[]){-41.99971876986308, 1.0511653132687035, -0.1445704682063462}, 3,
-               "swigluoai");
+    expect_row(out, (const double[]){-41.99971876986308, 1.0511653132687035, -0.1445704682063462}, 3, "swigluoai");
 
     /* Configured alpha and limit are honoured: alpha 1, no clamp. */
     cfg.swiglu_alpha = 1.0f;

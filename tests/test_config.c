@@ -347,7 +347,8 @@ static const struct {
      "t.toml:2:9: [plugins.cpu.options] cores is an array (expected a string, integer, float or boolean)"},
     {"[plugins.cpu.options]\nwhen = 1979-05-27\n",
      "t.toml:2:8: [plugins.cpu.options] when is a date-time (expected a string, integer, float or boolean)"},
-    {"[plugins.cpu.options]\nisa = \"\"\n", "t.toml:2:7: [plugins.cpu.options] isa is empty (expected a non-empty string)"},
+    {"[plugins.cpu.options]\nisa = \"\"\n",
+     "t.toml:2:7: [plugins.cpu.options] isa is empty (expected a non-empty string)"},
     {"[plugins.cpu.options]\n\"\" = 1\n",
      "t.toml:2:1: [plugins.cpu.options] has an empty key (expected an option name)"},
     /* wrong types, one per key */
@@ -357,7 +358,8 @@ static const struct {
      "t.toml:2:20: [search] files[1] is an integer (expected a path to a plugin manifest (.toml) or library (.so))"},
     {"[search]\npaths = [[\"a\"]]\n", "t.toml:2:10: [search] paths[0] is an array (expected a directory)"},
     {"select = [\"cpu\"]\n", "t.toml:1:10: select is an array (expected a table [select])"},
-    {"[select]\nprefer = \"cpu\"\n", "t.toml:2:10: [select] prefer is a string (expected an array of plugin-name globs)"},
+    {"[select]\nprefer = \"cpu\"\n",
+     "t.toml:2:10: [select] prefer is a string (expected an array of plugin-name globs)"},
     {"[select]\ndisable = [true]\n", "t.toml:2:12: [select] disable[0] is a boolean (expected a plugin-name glob)"},
     {"[select]\nfallback = 1\n", "t.toml:2:12: [select] fallback is an integer (expected true or false)"},
     {"[select]\nschemes = [\"bf16\"]\n", "t.toml:2:11: select.schemes is an array (expected a table [select.schemes])"},
@@ -379,14 +381,15 @@ static const struct {
     {"[log]\nlevel = \"WARN\"\n",
      "t.toml:2:9: [log] level = \"WARN\" is not a log level (expected one of error, warn, info, debug)"},
     {"[log]\nlevel = \"\"\n", "t.toml:2:9: [log] level is empty (expected one of error, warn, info, debug)"},
-    {"[log]\ndispatch = ''\n", "t.toml:2:12: [log] dispatch is empty (expected a file path for the JSONL dispatch log)"},
+    {"[log]\ndispatch = ''\n",
+     "t.toml:2:12: [log] dispatch is empty (expected a file path for the JSONL dispatch log)"},
     {"[plugins.CPU]\nenabled = true\n",
      "t.toml:1:10: plugin name 'CPU' in [plugins] is not valid (expected only a-z, 0-9, '_' and '-')"},
     {"[plugins.\"cuda.fp8\"]\n",
      "t.toml:1:10: plugin name 'cuda.fp8' in [plugins] is not valid (expected only a-z, 0-9, '_' and '-')"},
     {"[plugins.\"\"]\n", "t.toml:1:10: plugin name '' in [plugins] is not valid (expected only a-z, 0-9, '_' and '-')"},
-    {"[select.schemes]\n\"fp8*\" = \"Cuda\"\n",
-     "t.toml:2:10: [select.schemes] \"fp8*\" = \"Cuda\" is not a valid plugin name (expected only a-z, 0-9, '_' and '-')"},
+    {"[select.schemes]\n\"fp8*\" = \"Cuda\"\n", "t.toml:2:10: [select.schemes] \"fp8*\" = \"Cuda\" is not a valid "
+                                                "plugin name (expected only a-z, 0-9, '_' and '-')"},
     {"[select.schemes]\n\"fp8*\" = \"\"\n",
      "t.toml:2:10: [select.schemes] \"fp8*\" is empty (expected a plugin name of a-z, 0-9, '_' and '-')"},
     {"[select.schemes]\n\"\" = \"cuda\"\n",
@@ -394,15 +397,13 @@ static const struct {
     {"[select]\nprefer = [\"cuda\", \"\"]\n", "t.toml:2:19: [select] prefer[1] is empty (expected a plugin-name glob)"},
     {"[select]\ndisable = [\"\"]\n", "t.toml:2:12: [select] disable[0] is empty (expected a plugin-name glob)"},
     {"[search]\npaths = [\"\"]\n", "t.toml:2:10: [search] paths[0] is empty (expected a directory)"},
-    {"[search]\nfiles = [\"a\\u0000b\"]\n",
-     "t.toml:2:10: [search] files[0] contains a NUL character "
-     "(expected a path to a plugin manifest (.toml) or library (.so))"},
+    {"[search]\nfiles = [\"a\\u0000b\"]\n", "t.toml:2:10: [search] files[0] contains a NUL character "
+                                            "(expected a path to a plugin manifest (.toml) or library (.so))"},
     /* TOML syntax, reported as toml++ words it */
     {"[select]\nprefer = [\"cuda\",\n", "t.toml:2:19: Error while parsing array: encountered end-of-file"},
     {"[log]\nlevel = \"info\"\nlevel = \"debug\"\n",
      "t.toml:3:9: Error while parsing key-value pair: cannot redefine existing string 'level'"},
-    {"[select]\nfallback = yes\n",
-     "t.toml:2:12: Error while parsing value: could not determine value type"},
+    {"[select]\nfallback = yes\n", "t.toml:2:12: Error while parsing value: could not determine value type"},
 };
 
 START_TEST(test_errors)
@@ -417,7 +418,8 @@ START_TEST(test_error_names_the_file)
     fmoe_status st = fmoe_config_load_file(DATA "/bad_type.toml", &cfg);
     ck_assert_int_eq(st, FMOE_STATUS_PARSE_ERROR);
     ck_assert_ptr_null(cfg);
-    ck_assert_str_eq(fmoe_error_text(), DATA "/bad_type.toml:4:12: [select] fallback is a string (expected true or false)");
+    ck_assert_str_eq(fmoe_error_text(),
+                     DATA "/bad_type.toml:4:12: [select] fallback is a string (expected true or false)");
 }
 END_TEST
 
@@ -449,7 +451,8 @@ START_TEST(test_default_source_name)
                  "t.toml:1:1: unknown key 'x' at the top level (expected one of: search, select, plugins, log)");
     fmoe_config *cfg = NULL;
     ck_assert_int_eq(fmoe_config_load_string("[log]\nlevel = 1\n", NULL, &cfg), FMOE_STATUS_PARSE_ERROR);
-    ck_assert_str_eq(fmoe_error_text(), "<string>:2:9: [log] level is an integer (expected one of error, warn, info, debug)");
+    ck_assert_str_eq(fmoe_error_text(),
+                     "<string>:2:9: [log] level is an integer (expected one of error, warn, info, debug)");
     ck_assert_int_eq(fmoe_config_load_string(NULL, NULL, &cfg), FMOE_STATUS_INVALID_ARGUMENT);
 }
 END_TEST

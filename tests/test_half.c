@@ -42,12 +42,12 @@ START_TEST(test_f16_rounding)
 {
     ck_assert_uint_eq(fmoe_f32_to_f16(1.0f), 0x3c00);
     ck_assert_uint_eq(fmoe_f32_to_f16(-2.0f), 0xc000);
-    ck_assert_uint_eq(fmoe_f32_to_f16(65504.0f), 0x7bff);     /* largest finite */
+    ck_assert_uint_eq(fmoe_f32_to_f16(65504.0f), 0x7bff); /* largest finite */
     ck_assert_uint_eq(fmoe_f32_to_f16(65519.99f), 0x7bff);
-    ck_assert_uint_eq(fmoe_f32_to_f16(65520.0f), 0x7c00);     /* rounds to inf */
-    ck_assert_uint_eq(fmoe_f32_to_f16(0x1.0p-14f), 0x0400);   /* smallest normal */
-    ck_assert_uint_eq(fmoe_f32_to_f16(0x1.0p-24f), 0x0001);   /* smallest subnormal */
-    ck_assert_uint_eq(fmoe_f32_to_f16(0x1.0p-25f), 0x0000);   /* tie to even: zero */
+    ck_assert_uint_eq(fmoe_f32_to_f16(65520.0f), 0x7c00);       /* rounds to inf */
+    ck_assert_uint_eq(fmoe_f32_to_f16(0x1.0p-14f), 0x0400);     /* smallest normal */
+    ck_assert_uint_eq(fmoe_f32_to_f16(0x1.0p-24f), 0x0001);     /* smallest subnormal */
+    ck_assert_uint_eq(fmoe_f32_to_f16(0x1.0p-25f), 0x0000);     /* tie to even: zero */
     ck_assert_uint_eq(fmoe_f32_to_f16(3 * 0x1.0p-25f), 0x0002); /* tie to even: 2 */
     ck_assert_uint_eq(fmoe_f32_to_f16(-0x1.0p-26f), 0x8000);
     ck_assert_uint_eq(fmoe_f32_to_f16(1.0f + 0x1.0p-11f), 0x3c00); /* tie to even */

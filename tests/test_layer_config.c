@@ -179,20 +179,25 @@ START_TEST(rejects_sizes)
     cfg.num_experts = 0x7FFFFFFF;
     cfg.enable_eplb = 1;
     cfg.num_redundant_experts = 1;
-    expect_rejected(&cfg,
-                    "layer config: num_experts + num_redundant_experts = 2147483648 exceeds 2147483647 "
-                    "(expert ids are int32)");
+    expect_rejected(&cfg, "layer config: num_experts + num_redundant_experts = 2147483648 exceeds 2147483647 "
+                          "(expert ids are int32)");
 }
 END_TEST
 
 START_TEST(rejects_flags)
 {
-    static const char *const names[] = {"gated", "has_bias", "renormalize", "grouped_topk", "has_correction_bias",
-                                        "apply_router_weight_on_input", "enable_eplb"};
+    static const char *const names[] = {
+        "gated",      "has_bias", "renormalize", "grouped_topk", "has_correction_bias", "apply_router_weight_on_input",
+        "enable_eplb"};
     for (int i = 0; i < 7; i++) {
         fmoe_layer_config cfg = valid_config();
-        uint32_t *field[] = {&cfg.gated, &cfg.has_bias, &cfg.renormalize, &cfg.grouped_topk,
-                             &cfg.has_correction_bias, &cfg.apply_router_weight_on_input, &cfg.enable_eplb};
+        uint32_t *field[] = {&cfg.gated,
+                             &cfg.has_bias,
+                             &cfg.renormalize,
+                             &cfg.grouped_topk,
+                             &cfg.has_correction_bias,
+                             &cfg.apply_router_weight_on_input,
+                             &cfg.enable_eplb};
         *field[i] = 2;
         char msg[128];
         snprintf(msg, sizeof msg, "layer config: %s = 2, expected 0 or 1", names[i]);

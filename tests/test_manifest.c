@@ -135,7 +135,8 @@ static void assert_file_error(const char *path, fmoe_status want_status, const c
 START_TEST(test_bad_device_file)
 {
     assert_file_error(DATA "/bad_device.toml", FMOE_STATUS_PARSE_ERROR,
-                      DATA "/bad_device.toml:8:19: devices[1] = \"tpu\" is not a device (expected one of cpu, cuda, rocm)");
+                      DATA
+                      "/bad_device.toml:8:19: devices[1] = \"tpu\" is not a device (expected one of cpu, cuda, rocm)");
 }
 END_TEST
 
@@ -149,8 +150,7 @@ END_TEST
 
 START_TEST(test_missing_file)
 {
-    assert_file_error(DATA "/absent.toml", FMOE_STATUS_NOT_FOUND,
-                      DATA "/absent.toml: No such file or directory");
+    assert_file_error(DATA "/absent.toml", FMOE_STATUS_NOT_FOUND, DATA "/absent.toml: No such file or directory");
 }
 END_TEST
 
@@ -334,7 +334,8 @@ static const struct {
     {0, "name = \"Cpu\"\n", "8: name = \"Cpu\" is not a valid plugin name (expected only a-z, 0-9, '_' and '-')"},
     {0, "name = \"my plugin\"\n",
      "8: name = \"my plugin\" is not a valid plugin name (expected only a-z, 0-9, '_' and '-')"},
-    {1, "library = [\"a.so\"]\n", "11: library is an array (expected a path to the plugin library, relative to the manifest)"},
+    {1, "library = [\"a.so\"]\n",
+     "11: library is an array (expected a path to the plugin library, relative to the manifest)"},
     {1, "library = \"\"\n", "11: library is empty (expected a path to the plugin library, relative to the manifest)"},
     {2, "version = 1.0\n", "11: version is a float (expected a version string such as \"1.2.0\")"},
     {3, "vendor = true\n", "10: vendor is a boolean (expected a non-empty string)"},
@@ -343,7 +344,8 @@ static const struct {
     {5, "abi_major = 1.0\n", "13: abi_major is a float (expected an integer in [0, 2^31))"},
     {5, "abi_major = -1\n", "13: abi_major = -1 is out of range (expected an integer in [0, 2^31))"},
     {6, "abi_minor = 2147483648\n", "13: abi_minor = 2147483648 is out of range (expected an integer in [0, 2^31))"},
-    {7, "arch = \"x86_64\"\n", "8: arch is a string (expected a non-empty array of architectures (uname -m, or \"any\"))"},
+    {7, "arch = \"x86_64\"\n",
+     "8: arch is a string (expected a non-empty array of architectures (uname -m, or \"any\"))"},
     {7, "arch = []\n", "8: arch is empty (expected a non-empty array of architectures (uname -m, or \"any\"))"},
     {7, "arch = [\"x86_64\", \"\"]\n", "19: arch[1] is empty (expected an architecture such as \"x86_64\" or \"any\")"},
     {8, "devices = []\n", "11: devices is empty (expected a non-empty array of devices (cpu, cuda, rocm))"},
@@ -370,11 +372,15 @@ START_TEST(test_unknown_key)
 {
     char text[1024];
     manifest_text(text, sizeof text, N_LINES, "[build]\ncompiler = \"nvcc\"\n");
-    assert_text_error(text, ":12:2: unknown key 'build' in a plugin manifest (expected one of: name, library, "
-                            "version, vendor, description, abi_major, abi_minor, arch, devices, schemes, requires, tolerance, option)");
+    assert_text_error(
+        text,
+        ":12:2: unknown key 'build' in a plugin manifest (expected one of: name, library, "
+        "version, vendor, description, abi_major, abi_minor, arch, devices, schemes, requires, tolerance, option)");
     manifest_text(text, sizeof text, N_LINES, "licence = \"MIT\"\n");
-    assert_text_error(text, ":12:1: unknown key 'licence' in a plugin manifest (expected one of: name, library, "
-                            "version, vendor, description, abi_major, abi_minor, arch, devices, schemes, requires, tolerance, option)");
+    assert_text_error(
+        text,
+        ":12:1: unknown key 'licence' in a plugin manifest (expected one of: name, library, "
+        "version, vendor, description, abi_major, abi_minor, arch, devices, schemes, requires, tolerance, option)");
 }
 END_TEST
 

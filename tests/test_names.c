@@ -18,8 +18,7 @@ typedef struct named {
 START_TEST(test_version)
 {
     char want[32];
-    snprintf(want, sizeof want, "%d.%d.%d", FUSEDMOE_VERSION_MAJOR, FUSEDMOE_VERSION_MINOR,
-             FUSEDMOE_VERSION_PATCH);
+    snprintf(want, sizeof want, "%d.%d.%d", FUSEDMOE_VERSION_MAJOR, FUSEDMOE_VERSION_MINOR, FUSEDMOE_VERSION_PATCH);
     ck_assert_str_eq(fmoe_version(), want);
 }
 END_TEST
@@ -118,9 +117,8 @@ END_TEST
 START_TEST(test_activation_names)
 {
     static const named want[] = {
-        {FMOE_ACT_SILU, "silu"},           {FMOE_ACT_GELU, "gelu"},
-        {FMOE_ACT_GELU_TANH, "gelu_tanh"}, {FMOE_ACT_RELU2, "relu2"},
-        {FMOE_ACT_SWIGLUOAI, "swigluoai"}, {FMOE_ACT_SWIGLUSTEP, "swiglustep"},
+        {FMOE_ACT_SILU, "silu"},   {FMOE_ACT_GELU, "gelu"},           {FMOE_ACT_GELU_TANH, "gelu_tanh"},
+        {FMOE_ACT_RELU2, "relu2"}, {FMOE_ACT_SWIGLUOAI, "swigluoai"}, {FMOE_ACT_SWIGLUSTEP, "swiglustep"},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         ck_assert_str_eq(fmoe_activation_name(want[i].value), want[i].name);

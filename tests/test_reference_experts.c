@@ -17,9 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fusedmoe/fusedmoe.h"
 #include "fusedmoe/kit/half.h"
 #include "fusedmoe/kit/reference_experts.h"
-#include "fusedmoe/fusedmoe.h"
 #include "test_util.h"
 
 /* ======================================================================== */
@@ -183,9 +183,9 @@ START_TEST(f16_conversions)
     ck_assert_uint_eq(fmoe_f32_to_f16(65519.0f), 0x7BFF);
     ck_assert_uint_eq(fmoe_f32_to_f16(1e10f), 0x7C00);
     ck_assert_uint_eq(fmoe_f32_to_f16(-INFINITY), 0xFC00);
-    ck_assert_uint_eq(fmoe_f32_to_f16(0x1p-24f), 0x0001);  /* smallest subnormal */
-    ck_assert_uint_eq(fmoe_f32_to_f16(0x1p-25f), 0x0000);  /* tie: to even (0) */
-    ck_assert_uint_eq(fmoe_f32_to_f16(0x1.8p-24f), 0x0002); /* tie 1.5 ulp: to even (2) */
+    ck_assert_uint_eq(fmoe_f32_to_f16(0x1p-24f), 0x0001);     /* smallest subnormal */
+    ck_assert_uint_eq(fmoe_f32_to_f16(0x1p-25f), 0x0000);     /* tie: to even (0) */
+    ck_assert_uint_eq(fmoe_f32_to_f16(0x1.8p-24f), 0x0002);   /* tie 1.5 ulp: to even (2) */
     ck_assert_uint_eq(fmoe_f32_to_f16(0x1.fffp-15f), 0x0400); /* rounds up to the smallest normal */
     ck_assert_uint_eq(fmoe_f32_to_f16(-0.0f), 0x8000);
     uint16_t n = fmoe_f32_to_f16(f32_from_bits(0x7F800001u));
@@ -252,14 +252,14 @@ END_TEST
 
 static const float tiny_x[2 * 4] = {1.0f, -0.5f, 2.0f, 0.25f, 0.5f, 1.0f, -1.0f, 3.0f};
 static const float tiny_w13[3 * 4 * 4] = {
-    0.5f, 0, -0.25f, 1, 0.1f, 0.2f, 0.3f, 0.4f, 1, 1, 0, 0, -0.5f, 0.5f, 0.5f, -0.5f,  /* e0 */
-    0.25f, -0.5f, 0.5f, 0, 0, 0.5f, -1, 0.25f, 0.3f, 0, 0.1f, -0.2f, 1, -1, 1, -1,    /* e1 */
-    -1, 0.5f, 0, 0.5f, 0.2f, 0.2f, 0.2f, 0.2f, 0.5f, 0, 0, -0.5f, 0, 1, 0.5f, 0,      /* e2 */
+    0.5f,  0,     -0.25f, 1,    0.1f, 0.2f, 0.3f, 0.4f,  1,    1, 0,    0,     -0.5f, 0.5f, 0.5f, -0.5f, /* e0 */
+    0.25f, -0.5f, 0.5f,   0,    0,    0.5f, -1,   0.25f, 0.3f, 0, 0.1f, -0.2f, 1,     -1,   1,    -1,    /* e1 */
+    -1,    0.5f,  0,      0.5f, 0.2f, 0.2f, 0.2f, 0.2f,  0.5f, 0, 0,    -0.5f, 0,     1,    0.5f, 0,     /* e2 */
 };
 static const float tiny_w2[3 * 4 * 2] = {
-    1, 0, 0, 1, 0.5f, -0.5f, -1, 2,      /* e0 */
-    0.5f, 0.5f, -0.25f, 1, 2, 0, 0, -1,  /* e1 */
-    1, 1, 0.5f, -0.5f, 0, 0.25f, -2, 1,  /* e2 */
+    1,    0,    0,      1,     0.5f, -0.5f, -1, 2,  /* e0 */
+    0.5f, 0.5f, -0.25f, 1,     2,    0,     0,  -1, /* e1 */
+    1,    1,    0.5f,   -0.5f, 0,    0.25f, -2, 1,  /* e2 */
 };
 static const float tiny_b13[3 * 4] = {0.1f, -0.1f, 0.2f, 0, 0, 0.5f, -0.5f, 0.25f, -0.2f, 0, 0.1f, 0.3f};
 static const float tiny_b2[3 * 4] = {0.5f, 0, -0.5f, 1, 0.25f, 0.25f, 0, -1, 0, 1, 0, -0.5f};
@@ -280,10 +280,24 @@ static fmoe_layer_config tiny_config(uint32_t k)
 static void tiny_run(const fmoe_layer_config *cfg, const float *w, const int32_t *ids, float *out)
 {
     fmoe_ref_problem p = {
-        .cfg = cfg, .hidden = 4, .inter = 2, .local_experts = 3, .global_experts = 3, .expert_map = NULL,
-        .w_dtype = FMOE_DTYPE_F32, .w13 = tiny_w13, .w2 = tiny_w2,
-        .b13 = cfg->has_bias ? tiny_b13 : NULL, .b2 = cfg->has_bias ? tiny_b2 : NULL,
-        .m = 2, .x = tiny_x, .x_ld = 4, .out = out, .out_ld = 4, .topk_w = w, .topk_ids = ids,
+        .cfg = cfg,
+        .hidden = 4,
+        .inter = 2,
+        .local_experts = 3,
+        .global_experts = 3,
+        .expert_map = NULL,
+        .w_dtype = FMOE_DTYPE_F32,
+        .w13 = tiny_w13,
+        .w2 = tiny_w2,
+        .b13 = cfg->has_bias ? tiny_b13 : NULL,
+        .b2 = cfg->has_bias ? tiny_b2 : NULL,
+        .m = 2,
+        .x = tiny_x,
+        .x_ld = 4,
+        .out = out,
+        .out_ld = 4,
+        .topk_w = w,
+        .topk_ids = ids,
     };
     ck_assert_int_eq(fmoe_ref_experts_unquantized(&p), 0);
 }
@@ -302,16 +316,16 @@ START_TEST(tiny_layer_by_hand)
     const float w[4] = {0.7f, 0.3f, 0.6f, 0.4f};
     float out[8];
     tiny_run(&cfg, w, ids, out);
-    expect_out(out, (const double[]){0.07077605211214306, -0.07968395558570197, 0.03228862019929632,
-                                     0.28082267640649744, -3.2250332828046133, -5.870354216665314,
-                                     0.19329571845001184, 6.815660003131919},
+    expect_out(out,
+               (const double[]){0.07077605211214306, -0.07968395558570197, 0.03228862019929632, 0.28082267640649744,
+                                -3.2250332828046133, -5.870354216665314, 0.19329571845001184, 6.815660003131919},
                8);
 
     cfg.has_bias = 1;
     tiny_run(&cfg, w, ids, out);
-    expect_out(out, (const double[]){0.29591748034941767, 0.5706140490082506, -0.08687699691199666,
-                                     0.3162772512257292, -3.3847334400187425, -6.391490556918543,
-                                     0.36179052205111245, 6.88067506633934},
+    expect_out(out,
+               (const double[]){0.29591748034941767, 0.5706140490082506, -0.08687699691199666, 0.3162772512257292,
+                                -3.3847334400187425, -6.391490556918543, 0.36179052205111245, 6.88067506633934},
                8);
 }
 END_TEST
@@ -326,9 +340,9 @@ START_TEST(tiny_layer_weight_on_input)
     const float w[2] = {0.5f, 2.0f};
     float out[8];
     tiny_run(&cfg, w, ids, out);
-    expect_out(out, (const double[]){-0.16567343403988669, -0.47461112493708285, 0.22922281097169514,
-                                     0.44595827356562096, 20.980867924917586, -7.316460163830408,
-                                     14.148664044373998, -35.6137882525784},
+    expect_out(out,
+               (const double[]){-0.16567343403988669, -0.47461112493708285, 0.22922281097169514, 0.44595827356562096,
+                                20.980867924917586, -7.316460163830408, 14.148664044373998, -35.6137882525784},
                8);
 }
 END_TEST
@@ -341,9 +355,9 @@ START_TEST(tiny_layer_invalid_ids_add_zero)
     const float w[4] = {0.7f, NAN, INFINITY, 0.6f};
     float out[8];
     tiny_run(&cfg, w, ids, out);
-    expect_out(out, (const double[]){0.04969443332892563, -0.09722388460511633, 0.030517775317394788,
-                                     0.26682443715088616, -2.7053987137629236, -5.516990644040926,
-                                     0.16990914642412602, 5.495752000737911},
+    expect_out(out,
+               (const double[]){0.04969443332892563, -0.09722388460511633, 0.030517775317394788, 0.26682443715088616,
+                                -2.7053987137629236, -5.516990644040926, 0.16990914642412602, 5.495752000737911},
                8);
 
     /* Exactly the single-slot result (k = 1 with the valid slot). */
@@ -591,10 +605,24 @@ static void run_oracle(const test_layer *L, const shard *s, double *out)
     void *o = xmalloc((size_t)L->M * L->H * esz);
     memset(o, 0xFF, (size_t)L->M * L->H * esz); /* NaN: every element must be written */
     fmoe_ref_problem p = {
-        .cfg = &s->cfg, .hidden = L->H, .inter = s->inter, .local_experts = s->local, .global_experts = L->E,
-        .expert_map = s->map, .w_dtype = L->wdt, .w13 = w13, .w2 = w2,
-        .b13 = L->cfg.has_bias ? b13 : NULL, .b2 = L->cfg.has_bias ? b2 : NULL,
-        .m = L->M, .x = x, .x_ld = L->H, .out = o, .out_ld = L->H, .topk_w = L->topk_w, .topk_ids = L->ids,
+        .cfg = &s->cfg,
+        .hidden = L->H,
+        .inter = s->inter,
+        .local_experts = s->local,
+        .global_experts = L->E,
+        .expert_map = s->map,
+        .w_dtype = L->wdt,
+        .w13 = w13,
+        .w2 = w2,
+        .b13 = L->cfg.has_bias ? b13 : NULL,
+        .b2 = L->cfg.has_bias ? b2 : NULL,
+        .m = L->M,
+        .x = x,
+        .x_ld = L->H,
+        .out = o,
+        .out_ld = L->H,
+        .topk_w = L->topk_w,
+        .topk_ids = L->ids,
     };
     ck_assert_int_eq(fmoe_ref_experts_unquantized(&p), 0);
     for (size_t i = 0; i < (size_t)L->M * L->H; i++)
@@ -627,15 +655,14 @@ static double nmse(const double *got, const double *want, size_t n)
  * one ulp of its terms' total size (`mag`). That bound is loose on purpose;
  * the sharp check is that at least 90% of the elements are bit-identical
  * (a missing or extra rounding step fails it). */
-static void expect_within_rounding(fmoe_dtype adt, const double *got, const double *want, const double *mag,
-                                   size_t n)
+static void expect_within_rounding(fmoe_dtype adt, const double *got, const double *want, const double *mag, size_t n)
 {
     int bits = adt == FMOE_DTYPE_BF16 ? 8 : 11;
     size_t exact = 0;
     for (size_t i = 0; i < n; i++) {
         double tol = 2 * ldexp(fabs(want[i]), 1 - bits) + ldexp(mag[i], 1 - bits);
-        ck_assert_msg(fabs(got[i] - want[i]) <= tol, "out[%zu] = %.9g, expected %.9g (tol %.3g)", i, got[i],
-                      want[i], tol);
+        ck_assert_msg(fabs(got[i] - want[i]) <= tol, "out[%zu] = %.9g, expected %.9g (tol %.3g)", i, got[i], want[i],
+                      tol);
         exact += got[i] == want[i];
     }
     ck_assert_msg(exact * 10 >= n * 9, "only %zu of %zu elements bit-identical", exact, n);
@@ -752,7 +779,7 @@ static uint32_t tp_w13_row(const test_layer *L, uint32_t Ip, uint32_t r, uint32_
     if (!L->cfg.gated)
         return r * Ip + local_row;
     if (local_row < Ip)
-        return r * Ip + local_row;            /* gate */
+        return r * Ip + local_row;           /* gate */
     return L->I + r * Ip + (local_row - Ip); /* up */
 }
 
@@ -794,8 +821,7 @@ START_TEST(ep_sum_over_ranks)
     const int32_t placements[2] = {FMOE_PLACEMENT_LINEAR, FMOE_PLACEMENT_ROUND_ROBIN};
     for (int iter = 0; iter < 4; iter++) {
         test_layer L;
-        layer_make(&L, &r, 10, 3, 32, 16, 29, FMOE_ACT_SILU, 1, (uint32_t)iter % 2, FMOE_DTYPE_F32,
-                   FMOE_DTYPE_F32);
+        layer_make(&L, &r, 10, 3, 32, 16, 29, FMOE_ACT_SILU, 1, (uint32_t)iter % 2, FMOE_DTYPE_F32, FMOE_DTYPE_F32);
         fill_ids(&r, &L, 1);
         size_t n = (size_t)L.M * L.H;
         double *whole = xmalloc(n * sizeof(double)), *part = xmalloc(n * sizeof(double));

@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fusedmoe/kit/routing.h"
 #include "fusedmoe/fusedmoe.h"
+#include "fusedmoe/kit/routing.h"
 #include "test_util.h"
 
 #define TOL 2e-6 /* relative; f32 scores vs double hand values */
@@ -29,8 +29,8 @@ static fmoe_layer_config base_config(uint32_t E, uint32_t k, int32_t scoring)
 
 /* Route M rows through the code under test; validates the config first so
  * that every case here is one the library accepts. */
-static void route(const fmoe_layer_config *cfg, const float *logits, int64_t M, int64_t ld, const float *bias,
-                  float *w, int32_t *ids)
+static void route(const fmoe_layer_config *cfg, const float *logits, int64_t M, int64_t ld, const float *bias, float *w,
+                  int32_t *ids)
 {
     ck_assert_int_eq(fmoe_layer_config_validate(cfg), FMOE_STATUS_OK);
     float *scratch = malloc(sizeof(float) * (size_t)fmoe_route_scratch_floats(cfg));
@@ -39,8 +39,7 @@ static void route(const fmoe_layer_config *cfg, const float *logits, int64_t M, 
     free(scratch);
 }
 
-static void expect_row(const float *w, const int32_t *ids, uint32_t k, const int32_t *want_ids,
-                       const double *want_w)
+static void expect_row(const float *w, const int32_t *ids, uint32_t k, const int32_t *want_ids, const double *want_w)
 {
     for (uint32_t j = 0; j < k; j++) {
         ck_assert_msg(ids[j] == want_ids[j], "slot %u: id %d, expected %d", j, ids[j], want_ids[j]);
@@ -517,8 +516,7 @@ static int ranked_desc(const void *a, const void *b)
  * with masking as in vLLM's grouped_topk. Returns the smallest gap between
  * neighbouring sorted values that decide the result, so near-ties that f32
  * could order differently can be skipped. */
-static double naive_route(const fmoe_layer_config *cfg, const float *logits, const float *bias, double *w,
-                          int *ids)
+static double naive_route(const fmoe_layer_config *cfg, const float *logits, const float *bias, double *w, int *ids)
 {
     int E = (int)cfg->num_experts, k = (int)cfg->top_k;
     double s[64], v[64];
@@ -622,8 +620,7 @@ START_TEST(random_against_naive_router)
             for (uint32_t j = 0; j < cfg.top_k; j++) {
                 ck_assert_int_eq(ids[t * cfg.top_k + j], eids[j]);
                 ck_assert_msg(fabs(w[t * cfg.top_k + j] - ew[j]) <= 1e-5 * fabs(ew[j]) + 1e-7,
-                              "iter %d row %d slot %u: %.9g vs %.9g", iter, t, j, (double)w[t * cfg.top_k + j],
-                              ew[j]);
+                              "iter %d row %d slot %u: %.9g vs %.9g", iter, t, j, (double)w[t * cfg.top_k + j], ew[j]);
             }
         }
     }

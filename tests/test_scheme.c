@@ -13,7 +13,7 @@
 #include "fusedmoe/fusedmoe.h"
 #include "test_util.h"
 
-#define ATTR_LIST                                                                                                 \
+#define ATTR_LIST \
     "(expected tensor, channel, token, group<N>, block<N>x<K>, tgroup<N>, asym, sym, actorder, actorder-weight, " \
     "scale-<dtype>, dynamic, static)"
 #define DTYPE_LIST "(expected f32, bf16, f16, fp8e4m3, fp8e4m3fnuz, fp8e5m2, int8, int4, fp4)"
@@ -23,9 +23,9 @@ static int scheme_equal(const fmoe_scheme *a, const fmoe_scheme *b)
 {
     return a->struct_size == b->struct_size && a->w_dtype == b->w_dtype && a->w_strategy == b->w_strategy &&
            a->w_group_size == b->w_group_size && a->w_block_n == b->w_block_n && a->w_block_k == b->w_block_k &&
-           a->w_scale_dtype == b->w_scale_dtype && a->w_symmetric == b->w_symmetric &&
-           a->w_actorder == b->w_actorder && a->a_dtype == b->a_dtype && a->a_strategy == b->a_strategy &&
-           a->a_group_size == b->a_group_size && a->a_dynamic == b->a_dynamic && a->a_symmetric == b->a_symmetric;
+           a->w_scale_dtype == b->w_scale_dtype && a->w_symmetric == b->w_symmetric && a->w_actorder == b->w_actorder &&
+           a->a_dtype == b->a_dtype && a->a_strategy == b->a_strategy && a->a_group_size == b->a_group_size &&
+           a->a_dynamic == b->a_dynamic && a->a_symmetric == b->a_symmetric;
 }
 
 /* parse(key) must succeed and give back exactly `key`. */
@@ -161,8 +161,7 @@ START_TEST(test_canonicalize)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         fmoe_scheme a, b;
         char key[FMOE_SCHEME_KEY_MAX];
-        ck_assert_msg(fmoe_scheme_parse(cases[i].in, &a) == FMOE_STATUS_OK, "%s: %s", cases[i].in,
-                      fmoe_last_error());
+        ck_assert_msg(fmoe_scheme_parse(cases[i].in, &a) == FMOE_STATUS_OK, "%s: %s", cases[i].in, fmoe_last_error());
         ck_assert_int_eq(fmoe_scheme_key(&a, key, sizeof key), FMOE_STATUS_OK);
         ck_assert_str_eq(key, cases[i].canonical);
         ck_assert_int_eq(fmoe_scheme_parse(cases[i].canonical, &b), FMOE_STATUS_OK);
@@ -211,8 +210,7 @@ START_TEST(test_parse_errors)
         {"fp8e4m3:block128x", "bad size in \"block128x\" (expected block<N>x<K> with N and K in 1..1048576)"},
         {"fp8e4m3:blockx128", "bad size in \"blockx128\" (expected block<N>x<K> with N and K in 1..1048576)"},
         {"fp8e4m3:block0x128", "bad size in \"block0x128\" (expected block<N>x<K> with N and K in 1..1048576)"},
-        {"fp8e4m3:block128x128x1",
-         "bad size in \"block128x128x1\" (expected block<N>x<K> with N and K in 1..1048576)"},
+        {"fp8e4m3:block128x128x1", "bad size in \"block128x128x1\" (expected block<N>x<K> with N and K in 1..1048576)"},
         {"fp8e4m3:block128X128", "bad size in \"block128X128\" (expected block<N>x<K> with N and K in 1..1048576)"},
         /* repeats and contradictions */
         {"int4:group128:group128", "duplicate attribute \"group128\""},
@@ -275,8 +273,7 @@ START_TEST(test_parse_errors)
         memset(&s, 0xA5, sizeof s);
         before = s;
         snprintf(want, sizeof want, "scheme \"%s\": %s", cases[i].key, cases[i].detail);
-        ck_assert_msg(fmoe_scheme_parse(cases[i].key, &s) == FMOE_STATUS_PARSE_ERROR, "accepted \"%s\"",
-                      cases[i].key);
+        ck_assert_msg(fmoe_scheme_parse(cases[i].key, &s) == FMOE_STATUS_PARSE_ERROR, "accepted \"%s\"", cases[i].key);
         ck_assert_str_eq(fmoe_last_error(), want);
         ck_assert_msg(memcmp(&s, &before, sizeof s) == 0, "\"%s\" wrote the scheme", cases[i].key);
     }
@@ -480,53 +477,55 @@ static int check_struct(const fmoe_scheme *s)
 START_TEST(test_exhaustive_round_trip)
 {
     static const fmoe_dtype values[] = {
-        FMOE_DTYPE_INVALID, FMOE_DTYPE_F32,  FMOE_DTYPE_BF16, FMOE_DTYPE_F16,  FMOE_DTYPE_FP8_E4M3FN,
-        FMOE_DTYPE_FP8_E4M3FNUZ, FMOE_DTYPE_FP8_E5M2, FMOE_DTYPE_INT8, FMOE_DTYPE_INT4, FMOE_DTYPE_FP4_E2M1X2,
-        FMOE_DTYPE_INT32,
+        FMOE_DTYPE_INVALID,    FMOE_DTYPE_F32,          FMOE_DTYPE_BF16,     FMOE_DTYPE_F16,
+        FMOE_DTYPE_FP8_E4M3FN, FMOE_DTYPE_FP8_E4M3FNUZ, FMOE_DTYPE_FP8_E5M2, FMOE_DTYPE_INT8,
+        FMOE_DTYPE_INT4,       FMOE_DTYPE_FP4_E2M1X2,   FMOE_DTYPE_INT32,
     };
-    static const fmoe_dtype scales[] = {FMOE_DTYPE_INVALID, FMOE_DTYPE_F32, FMOE_DTYPE_BF16, FMOE_DTYPE_F16,
-                                        FMOE_DTYPE_FP8_E4M3FN, FMOE_DTYPE_UE8M0};
+    static const fmoe_dtype scales[] = {FMOE_DTYPE_INVALID, FMOE_DTYPE_F32,        FMOE_DTYPE_BF16,
+                                        FMOE_DTYPE_F16,     FMOE_DTYPE_FP8_E4M3FN, FMOE_DTYPE_UE8M0};
     const uint32_t big = FMOE_SCHEME_MAX_GROUP;
     size_t nv = sizeof values / sizeof values[0];
     long valid = 0, weight_sides = 0;
     int longest = 0;
     for (size_t wd = 0; wd < nv; wd++)
-    for (int32_t ws = 0; ws <= FMOE_QSTRATEGY_TENSOR_GROUP; ws++)
-    for (int32_t ao = 0; ao <= FMOE_ACTORDER_WEIGHT; ao++)
-    for (size_t sc = 0; sc < sizeof scales / sizeof scales[0]; sc++)
-    for (uint32_t wsym = 0; wsym <= 1; wsym++) {
-        fmoe_scheme s;
-        memset(&s, 0, sizeof s);
-        s.struct_size = sizeof s;
-        s.w_dtype = values[wd];
-        s.w_strategy = ws;
-        s.w_group_size = ws == FMOE_QSTRATEGY_GROUP || ws == FMOE_QSTRATEGY_TENSOR_GROUP ? big : 0;
-        s.w_block_n = s.w_block_k = ws == FMOE_QSTRATEGY_BLOCK ? big : 0;
-        s.w_scale_dtype = scales[sc];
-        s.w_symmetric = wsym;
-        s.w_actorder = ao;
-        weight_sides++;
-        /* An invalid weight side is invalid with any activation side (the
-         * random tests cover that); only valid ones get the inner loops. */
-        if (check_struct(&s) < 0)
-            continue;
-        for (size_t ad = 0; ad < nv; ad++)
-        for (int32_t as = 0; as <= FMOE_QSTRATEGY_TENSOR_GROUP; as++)
-        for (uint32_t dyn = 0; dyn <= 1; dyn++)
-        for (uint32_t asym = 0; asym <= 1; asym++) {
-            s.a_dtype = values[ad];
-            s.a_strategy = as;
-            s.a_group_size = as == FMOE_QSTRATEGY_GROUP || as == FMOE_QSTRATEGY_TENSOR_GROUP ? big : 0;
-            s.a_dynamic = dyn;
-            s.a_symmetric = asym;
-            int len = check_struct(&s);
-            if (len < 0)
-                continue;
-            valid++;
-            if (len > longest)
-                longest = len;
-        }
-    }
+        for (int32_t ws = 0; ws <= FMOE_QSTRATEGY_TENSOR_GROUP; ws++)
+            for (int32_t ao = 0; ao <= FMOE_ACTORDER_WEIGHT; ao++)
+                for (size_t sc = 0; sc < sizeof scales / sizeof scales[0]; sc++)
+                    for (uint32_t wsym = 0; wsym <= 1; wsym++) {
+                        fmoe_scheme s;
+                        memset(&s, 0, sizeof s);
+                        s.struct_size = sizeof s;
+                        s.w_dtype = values[wd];
+                        s.w_strategy = ws;
+                        s.w_group_size = ws == FMOE_QSTRATEGY_GROUP || ws == FMOE_QSTRATEGY_TENSOR_GROUP ? big : 0;
+                        s.w_block_n = s.w_block_k = ws == FMOE_QSTRATEGY_BLOCK ? big : 0;
+                        s.w_scale_dtype = scales[sc];
+                        s.w_symmetric = wsym;
+                        s.w_actorder = ao;
+                        weight_sides++;
+                        /* An invalid weight side is invalid with any activation side (the
+                         * random tests cover that); only valid ones get the inner loops. */
+                        if (check_struct(&s) < 0)
+                            continue;
+                        for (size_t ad = 0; ad < nv; ad++)
+                            for (int32_t as = 0; as <= FMOE_QSTRATEGY_TENSOR_GROUP; as++)
+                                for (uint32_t dyn = 0; dyn <= 1; dyn++)
+                                    for (uint32_t asym = 0; asym <= 1; asym++) {
+                                        s.a_dtype = values[ad];
+                                        s.a_strategy = as;
+                                        s.a_group_size = as == FMOE_QSTRATEGY_GROUP || as == FMOE_QSTRATEGY_TENSOR_GROUP
+                                                             ? big
+                                                             : 0;
+                                        s.a_dynamic = dyn;
+                                        s.a_symmetric = asym;
+                                        int len = check_struct(&s);
+                                        if (len < 0)
+                                            continue;
+                                        valid++;
+                                        if (len > longest)
+                                            longest = len;
+                                    }
+                    }
     ck_assert_int_eq(weight_sides, 11L * 7 * 3 * 6 * 2);
     /* The count pins the rules. Unquantized: 3 (no activation side). A
      * quantized weight side, per dtype and symmetry: 5 strategies plus
@@ -541,20 +540,25 @@ START_TEST(test_exhaustive_round_trip)
     ck_assert_int_eq(longest, 88);
     ck_assert_int_lt(longest + 1, FMOE_SCHEME_KEY_MAX);
     fmoe_scheme s;
-    assert_round_trip("fp8e4m3fnuz:group1048576:actorder-weight:scale-fp8e4m3/fp8e4m3fnuz:tgroup1048576:dynamic",
-                      &s);
+    assert_round_trip("fp8e4m3fnuz:group1048576:actorder-weight:scale-fp8e4m3/fp8e4m3fnuz:tgroup1048576:dynamic", &s);
 }
 END_TEST
 
 static uint32_t random_size(fmoe_rng *rng)
 {
     switch (fmoe_rng_u64(rng) % 6) {
-    case 0: return 0;
-    case 1: return 1;
-    case 2: return FMOE_SCHEME_MAX_GROUP;
-    case 3: return FMOE_SCHEME_MAX_GROUP + 1;
-    case 4: return (uint32_t)fmoe_rng_u64(rng);
-    default: return 1u << (fmoe_rng_u64(rng) % 11);
+    case 0:
+        return 0;
+    case 1:
+        return 1;
+    case 2:
+        return FMOE_SCHEME_MAX_GROUP;
+    case 3:
+        return FMOE_SCHEME_MAX_GROUP + 1;
+    case 4:
+        return (uint32_t)fmoe_rng_u64(rng);
+    default:
+        return 1u << (fmoe_rng_u64(rng) % 11);
     }
 }
 
@@ -619,7 +623,7 @@ static fmoe_scheme random_valid(fmoe_rng *rng)
 {
     static const fmoe_dtype unquantized[] = {FMOE_DTYPE_F32, FMOE_DTYPE_BF16, FMOE_DTYPE_F16};
     static const fmoe_dtype quantized[] = {FMOE_DTYPE_FP8_E4M3FN, FMOE_DTYPE_FP8_E4M3FNUZ, FMOE_DTYPE_FP8_E5M2,
-                                           FMOE_DTYPE_INT8, FMOE_DTYPE_INT4, FMOE_DTYPE_FP4_E2M1X2};
+                                           FMOE_DTYPE_INT8,       FMOE_DTYPE_INT4,         FMOE_DTYPE_FP4_E2M1X2};
     static const fmoe_dtype scales[] = {FMOE_DTYPE_F32, FMOE_DTYPE_BF16, FMOE_DTYPE_F16, FMOE_DTYPE_FP8_E4M3FN,
                                         FMOE_DTYPE_UE8M0};
     static const int32_t w_strategies[] = {FMOE_QSTRATEGY_TENSOR, FMOE_QSTRATEGY_CHANNEL, FMOE_QSTRATEGY_GROUP,
@@ -711,8 +715,8 @@ START_TEST(test_random_spellings)
             respell_side(&rng, slash + 1, 0, spelled + len + 1, sizeof spelled - len - 1);
         }
         fmoe_scheme back;
-        ck_assert_msg(fmoe_scheme_parse(spelled, &back) == FMOE_STATUS_OK, "\"%s\" (from \"%s\"): %s", spelled,
-                      key, fmoe_last_error());
+        ck_assert_msg(fmoe_scheme_parse(spelled, &back) == FMOE_STATUS_OK, "\"%s\" (from \"%s\"): %s", spelled, key,
+                      fmoe_last_error());
         ck_assert_msg(scheme_equal(&s, &back), "\"%s\" (from \"%s\") parses differently", spelled, key);
         ck_assert_int_eq(fmoe_scheme_key(&back, again, sizeof again), FMOE_STATUS_OK);
         ck_assert_str_eq(again, key);
@@ -725,9 +729,10 @@ END_TEST
 START_TEST(test_random_strings)
 {
     static const char *const pieces[] = {
-        "int4", "int8", "fp8e4m3", "fp8e4m3fnuz", "fp8e5m2", "fp4", "bf16", "f32", ":", ":", ":", "/",
-        "tensor", "channel", "token", "group", "tgroup", "block", "128", "16", "32", "0", "x", "asym", "sym",
-        "actorder", "actorder-weight", "scale-", "ue8m0", "fp8e4m3", "bf16", "dynamic", "static", "", "\xff", " ",
+        "int4",   "int8",  "fp8e4m3", "fp8e4m3fnuz", "fp8e5m2", "fp4",    "bf16",  "f32",      ":",
+        ":",      ":",     "/",       "tensor",      "channel", "token",  "group", "tgroup",   "block",
+        "128",    "16",    "32",      "0",           "x",       "asym",   "sym",   "actorder", "actorder-weight",
+        "scale-", "ue8m0", "fp8e4m3", "bf16",        "dynamic", "static", "",      "\xff",     " ",
     };
     size_t np = sizeof pieces / sizeof pieces[0];
     fmoe_rng rng = fmoe_rng_for(4);

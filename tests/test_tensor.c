@@ -11,10 +11,10 @@
 #include "fusedmoe/fusedmoe.h"
 #include "test_util.h"
 
-#define EXPECT_ERROR(call, status, text)                                                                          \
-    do {                                                                                                          \
-        ck_assert_int_eq((call), (status));                                                                       \
-        ck_assert_str_eq(fmoe_last_error(), (text));                                                              \
+#define EXPECT_ERROR(call, status, text) \
+    do { \
+        ck_assert_int_eq((call), (status)); \
+        ck_assert_str_eq(fmoe_last_error(), (text)); \
     } while (0)
 
 static float storage[64];

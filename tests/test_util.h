@@ -66,8 +66,7 @@ static inline float fmoe_rng_normal(fmoe_rng *r)
 static inline int fmoe_test_main(Suite *suite, int min_tests)
 {
     const char *env = getenv("FMOE_TEST_SEED");
-    fmoe_test_seed_value = env && *env ? strtoull(env, NULL, 0)
-                                       : ((uint64_t)time(NULL) << 20) ^ (uint64_t)getpid();
+    fmoe_test_seed_value = env && *env ? strtoull(env, NULL, 0) : ((uint64_t)time(NULL) << 20) ^ (uint64_t)getpid();
     printf("# seed %llu (rerun with FMOE_TEST_SEED=%llu)\n", (unsigned long long)fmoe_test_seed_value,
            (unsigned long long)fmoe_test_seed_value);
     fflush(stdout);

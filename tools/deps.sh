@@ -7,7 +7,7 @@ export DEBIAN_FRONTEND=noninteractive
 $sudo_cmd apt-get update -qq
 $sudo_cmd apt-get install -y -qq --no-install-recommends \
   build-essential meson ninja-build pkg-config check libsubunit-dev \
-  libtomlplusplus-dev libjansson-dev python3 python3-venv python3-pip \
+  libtomlplusplus-dev libjansson-dev python3 python3-venv python3-pip clang-format \
   libdnnl-dev gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user >/dev/null
 
 # --- bounded fuzzing in CI (tests/fuzz/run_ci.sh): clang's libFuzzer runtime

@@ -18,6 +18,9 @@ cd "$(dirname "$0")/.."
 root=$PWD
 jobs=$(nproc)
 
+echo "== formatting: every C/C++ source as .clang-format says (tools/check_format.sh)"
+bash tools/check_format.sh
+
 echo "== build + unit tests"
 rm -rf build build-asan
 meson setup build -Dwerror=true --prefix="$root/_install" >/dev/null
@@ -35,7 +38,7 @@ echo "== ThreadSanitizer: one layer forwarded from several threads (fusedmoe.h, 
 rm -rf build-tsan
 meson setup build-tsan -Db_sanitize=thread -Db_lundef=false -Dbuildtype=debug \
   -Dcuda=disabled -Dcpu=disabled -Dcpu_arm=disabled >/dev/null
-meson compile -C build-tsan -j "$jobs" plugins/reference/libfmoe-reference.so tests/registry/test_layer_threads
+ninja -C build-tsan -j "$jobs" plugins/reference/libfmoe-reference.so tests/registry/test_layer_threads >/dev/null
 TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/registry/test_layer_threads build-tsan/plugins/reference/reference.toml
 
 echo "== fuzzing: each harness for a bounded time (clang libFuzzer, tests/fuzz/run_ci.sh)"

@@ -40,7 +40,6 @@ size_t bench_read_bytes(void);
 /* How it reads, in words, for the record ("avx512 loads, 8 streams ..."). */
 const char *bench_read_method(void);
 
-
 /* Median seconds of `iters` forwards on the layer's device, timed by its
  * plugin (plugin ABI 1.2): forward i reads routing set i % n_sets, each
  * recorded once and replayed. -2 when the plugin does not time (use a host

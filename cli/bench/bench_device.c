@@ -25,8 +25,12 @@ typedef struct replay_ctx {
 static fmoe_status enqueue_forward(void *ctx, uint32_t index, void *stream)
 {
     const replay_ctx *c = ctx;
-    fmoe_forward_args a = {.struct_size = sizeof a, .x = c->x, .out = c->out, .topk_weights = c->w[index],
-                           .topk_ids = c->ids[index], .stream = stream};
+    fmoe_forward_args a = {.struct_size = sizeof a,
+                           .x = c->x,
+                           .out = c->out,
+                           .topk_weights = c->w[index],
+                           .topk_ids = c->ids[index],
+                           .stream = stream};
     return fmoe_layer_forward(c->layer, &a);
 }
 

@@ -57,7 +57,7 @@ static double now_s(void)
  * weights. The widest vector loads the CPU *and* OS enable are used
  * (__builtin_cpu_supports checks XCR0 too); a portable loop otherwise. */
 #define STREAMS 8
-#define BLOCK 256
+#define BLOCK   256
 
 typedef uint64_t (*read_fn)(const unsigned char *p, size_t per_stream);
 

@@ -21,16 +21,16 @@
 
 #include "cli/args.h"
 #include "cli/bench/bench.h"
-#include "fusedmoe/kit/cpu_name.h"
 #include "cli/cli.h"
 #include "cli/halfconv.h"
 #include "cli/json_out.h"
 #include "cli/rng.h"
 #include "cli/run_weights.h"
 #include "cli/selection_out.h"
+#include "fusedmoe/kit/cpu_name.h"
 
-#define MAX_SHAPES 8
-#define MAX_TOKENS 16
+#define MAX_SHAPES   8
+#define MAX_TOKENS   16
 #define ROUTING_SETS 4
 /* Seconds of warm-up forwards (flushes included) before a point is timed. */
 #define WARMUP_S 1.0
@@ -42,7 +42,7 @@ typedef struct bench_opts {
     size_t n_shapes;
     uint32_t tokens[MAX_TOKENS];
     size_t n_tokens;
-    double max_gib;        /* weights of one layer, per backend, at most this */
+    double max_gib; /* weights of one layer, per backend, at most this */
     uint32_t iters;
     int reference;
     double reference_max_gflop;
@@ -56,7 +56,7 @@ typedef struct bench_point {
     bench_shape shape;     /* as run (experts possibly scaled) */
     uint32_t full_experts; /* the model's */
     uint32_t m;
-    double distinct;       /* experts touched, averaged over the routing sets */
+    double distinct; /* experts touched, averaged over the routing sets */
     double bytes, flops;
     double us, floor_us, ref_us; /* ref_us < 0: not timed */
     int on_device;               /* timed on a device, against its copy rate */
@@ -141,8 +141,8 @@ static int parse_args(int argc, char **argv, bench_opts *o)
             o->scheme_key = v;
         } else if ((r = cli_opt_value(argc, argv, &i, "--shape", &v)) != CLI_OPT_NO) {
             if (r == CLI_OPT_MISSING || o->n_shapes == MAX_SHAPES || bench_shape_parse(v, &o->shapes[o->n_shapes]))
-                return cli_usage("bench", "--shape: '%s' (expected a model name or E,k,H,I; at most %d)",
-                                 v ? v : "", MAX_SHAPES);
+                return cli_usage("bench", "--shape: '%s' (expected a model name or E,k,H,I; at most %d)", v ? v : "",
+                                 MAX_SHAPES);
             o->n_shapes++;
         } else if ((r = cli_opt_value(argc, argv, &i, "--tokens", &v)) != CLI_OPT_NO) {
             if (r == CLI_OPT_MISSING || parse_list(v, o))
@@ -528,8 +528,8 @@ static int is_int8(const fmoe_scheme *s)
 
 static void print_table(const bench_point *pts, size_t n, const fmoe_scheme *s)
 {
-    printf("%-16s %8s %6s %5s %11s %11s %7s %8s %9s %11s\n", "shape", "experts", "M", "D", "us", "floor us",
-           "%floor", "GB/s", is_int8(s) ? "int8 TOP/s" : "TFLOP/s", "reference us");
+    printf("%-16s %8s %6s %5s %11s %11s %7s %8s %9s %11s\n", "shape", "experts", "M", "D", "us", "floor us", "%floor",
+           "GB/s", is_int8(s) ? "int8 TOP/s" : "TFLOP/s", "reference us");
     for (size_t i = 0; i < n; i++) {
         const bench_point *p = &pts[i];
         char experts[32], ref[32];
@@ -547,9 +547,9 @@ static void print_table(const bench_point *pts, size_t n, const fmoe_scheme *s)
     }
 }
 
-static int write_json(const char *path, const bench_point *pts, size_t n, const char *scheme_key,
-                      const char *backend, const char *cpu, double bw1, double bwn, long cpus, const char *command,
-                      uint64_t seed, double gemm_peak_tflops)
+static int write_json(const char *path, const bench_point *pts, size_t n, const char *scheme_key, const char *backend,
+                      const char *cpu, double bw1, double bwn, long cpus, const char *command, uint64_t seed,
+                      double gemm_peak_tflops)
 {
     json_t *root = json_object(), *arr = json_array(), *machine = json_object();
     char date[64];

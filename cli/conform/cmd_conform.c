@@ -48,8 +48,11 @@ static int parse_mode(const char *v, uint32_t *modes)
     static const struct {
         const char *name;
         uint32_t bit;
-    } names[] = {{"abi", CF_MODE_ABI}, {"support", CF_MODE_SUPPORT}, {"test", CF_MODE_TEST},
-                 {"stress", CF_MODE_STRESS}, {"all", CF_MODE_ALL}};
+    } names[] = {{"abi", CF_MODE_ABI},
+                 {"support", CF_MODE_SUPPORT},
+                 {"test", CF_MODE_TEST},
+                 {"stress", CF_MODE_STRESS},
+                 {"all", CF_MODE_ALL}};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(v, names[i].name) == 0) {
             *modes |= names[i].bit;
@@ -146,8 +149,9 @@ static void run_modes(cf_run *r, int have_reference)
         r->mode = "test";
         if (!have_reference) {
             if (cf_begin(r, "oracle"))
-                cf_end(r, CF_FAIL, "the reference plugin (the oracle) is not loaded: give its manifest with "
-                                   "--plugin, or install it beside libfusedmoe");
+                cf_end(r, CF_FAIL,
+                       "the reference plugin (the oracle) is not loaded: give its manifest with "
+                       "--plugin, or install it beside libfusedmoe");
         } else {
             cf_mode_test(r);
         }
@@ -229,8 +233,12 @@ int cmd_conform(const cli_globals *g, int argc, char **argv)
                 wanted = 0;
         if (!wanted)
             continue;
-        plugins[n_test++] = (cf_plugin){.name = info.name, .path = info.path, .manifest = info.manifest,
-                                        .schemes = info.schemes, .state = info.state, .reason = info.reason};
+        plugins[n_test++] = (cf_plugin){.name = info.name,
+                                        .path = info.path,
+                                        .manifest = info.manifest,
+                                        .schemes = info.schemes,
+                                        .state = info.state,
+                                        .reason = info.reason};
     }
     if (!plugins || n_test == 0) {
         if (plugins && o.plugin)

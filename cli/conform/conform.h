@@ -32,32 +32,32 @@
 #define CF_MODE_ALL     (CF_MODE_ABI | CF_MODE_SUPPORT | CF_MODE_TEST | CF_MODE_STRESS)
 
 typedef struct cf_opts {
-    const char *plugin;       /* --plugin NAME|PATH, or NULL for every loaded plugin */
-    const char *scheme_glob;  /* --scheme KEY|GLOB, or NULL for all */
-    const char *filter;       /* --filter SUBSTR over case ids, or NULL */
-    const char *json_path;    /* --json FILE, or NULL */
-    uint32_t modes;           /* CF_MODE_* */
+    const char *plugin;      /* --plugin NAME|PATH, or NULL for every loaded plugin */
+    const char *scheme_glob; /* --scheme KEY|GLOB, or NULL for all */
+    const char *filter;      /* --filter SUBSTR over case ids, or NULL */
+    const char *json_path;   /* --json FILE, or NULL */
+    uint32_t modes;          /* CF_MODE_* */
     uint64_t seed;
     int seed_given;
     int exhaustive;
-    int verbose;              /* print PASS lines too */
+    int verbose; /* print PASS lines too */
 } cf_opts;
 
 typedef struct cf_case {
     char *plugin;
     char *id;
-    int status;               /* CF_* */
-    char *detail;             /* one line: why it failed / was unsupported, or a note */
+    int status;   /* CF_* */
+    char *detail; /* one line: why it failed / was unsupported, or a note */
     double seconds;
 } cf_case;
 
 /* The plugin under test, as the production loader saw it. */
 typedef struct cf_plugin {
     const char *name;
-    const char *path;         /* shared library */
-    const char *manifest;     /* "" if none */
-    const char *schemes;      /* manifest globs, comma-separated */
-    int32_t state;            /* FMOE_PLUGIN_STATE_* */
+    const char *path;     /* shared library */
+    const char *manifest; /* "" if none */
+    const char *schemes;  /* manifest globs, comma-separated */
+    int32_t state;        /* FMOE_PLUGIN_STATE_* */
     const char *reason;
 } cf_plugin;
 
@@ -65,8 +65,8 @@ typedef struct cf_run {
     const cli_globals *g;
     const cf_opts *o;
     fmoe_context *ctx;
-    const cf_plugin *plugin;  /* current plugin */
-    const char *mode;         /* current mode name: "abi", ... */
+    const cf_plugin *plugin; /* current plugin */
+    const char *mode;        /* current mode name: "abi", ... */
     cf_case *cases;
     size_t n_cases, cap_cases;
     /* the open case */

@@ -9,11 +9,11 @@
 #include <stddef.h>
 
 typedef struct cf_elf_exports {
-    size_t n_defined;          /* defined GLOBAL/WEAK symbols of default/protected visibility */
-    char names[16][128];       /* the first 16 of them */
-    int entry_is_func;         /* fmoe_plugin_entry found and of type FUNC */
-    size_t n_needed;           /* DT_NEEDED entries */
-    char needed[32][128];      /* the first 32 of them */
+    size_t n_defined;     /* defined GLOBAL/WEAK symbols of default/protected visibility */
+    char names[16][128];  /* the first 16 of them */
+    int entry_is_func;    /* fmoe_plugin_entry found and of type FUNC */
+    size_t n_needed;      /* DT_NEEDED entries */
+    char needed[32][128]; /* the first 32 of them */
 } cf_elf_exports;
 
 /* 0 on success; -1 with a reason in `why` for an unreadable or malformed

@@ -12,8 +12,8 @@
 #include "cli/run_device.h"
 #include "cli/synth/synth.h"
 
-fmoe_status cf_create(fmoe_context *ctx, const fmoe_layer_config *cfg, const fmoe_scheme *scheme,
-                      const char *backend, int32_t dev_kind, int32_t dev_index, fmoe_layer **out)
+fmoe_status cf_create(fmoe_context *ctx, const fmoe_layer_config *cfg, const fmoe_scheme *scheme, const char *backend,
+                      int32_t dev_kind, int32_t dev_index, fmoe_layer **out)
 {
     fmoe_layer_options lo;
     fmoe_layer_options_init(&lo);
@@ -39,7 +39,10 @@ fmoe_status cf_build(const cf_weights *w, synth_ckpt **out, char *why, size_t ca
         snprintf(why, cap, "suite bug: scheme key '%s' does not parse: %s", w->cs->key, fmoe_last_error());
         return FMOE_STATUS_INTERNAL;
     }
-    synth_spec spec = {.seed = w->seed, .cfg = w->cfg, .scheme = &scheme, .correction_bias = w->correction_bias,
+    synth_spec spec = {.seed = w->seed,
+                       .cfg = w->cfg,
+                       .scheme = &scheme,
+                       .correction_bias = w->correction_bias,
                        .dead_expert = w->dead_expert};
     return w->cs->store(&spec, out, why, cap);
 }
@@ -179,8 +182,8 @@ static void forward_failed(char *why, size_t cap)
 }
 
 /* A host layer: out is host memory with the canary after it. */
-static fmoe_status forward_on_host(fmoe_layer *layer, const fmoe_layer_config *cfg, const cf_inputs *in,
-                                   int use_logits, float *out_f32, int *guard_ok, char *why, size_t cap)
+static fmoe_status forward_on_host(fmoe_layer *layer, const fmoe_layer_config *cfg, const cf_inputs *in, int use_logits,
+                                   float *out_f32, int *guard_ok, char *why, size_t cap)
 {
     size_t n = (size_t)in->m * cfg->hidden_size, bytes = n * fmoe_dtype_size(cfg->act_dtype);
     unsigned char *buf = cf_guarded_alloc(bytes);
@@ -324,8 +327,8 @@ static fmoe_status forward_on_device(fmoe_layer *layer, const fmoe_layer_config 
         fmoe_tensor_init(&host_out, cfg->act_dtype, 2, shape, buf);
         st = dev_inputs(&ops, in, &host_out, buf, dev, views, why, cap) == 0 ? FMOE_STATUS_OK : lm_failed(&lm);
     }
-    fwd_tensors t = {.x = &views[D_X], .logits = &views[D_LOGITS], .w = &views[D_W], .ids = &views[D_IDS],
-                     .out = &views[D_OUT]};
+    fwd_tensors t = {
+        .x = &views[D_X], .logits = &views[D_LOGITS], .w = &views[D_W], .ids = &views[D_IDS], .out = &views[D_OUT]};
     for (int attempt = 0; st == FMOE_STATUS_OK && attempt < 2; attempt++) {
         if (attempt && cf_device_fill(&ops, dev[D_OUT], buf, bytes, why, cap) != 0) {
             st = lm_failed(&lm);
@@ -365,9 +368,10 @@ int cf_layer_fed(fmoe_layer *layer, char *why, size_t cap)
         fmoe_layer_tensor_free(layer, &t);
         return 1;
     }
-    snprintf(why, cap, "conform links no device runtime, so it gives a layer on %s:%d device tensors through the "
-             "plugin's memory table (ABI 1.1), and that failed: %s", fmoe_device_kind_name(kind), index,
-             fmoe_last_error());
+    snprintf(why, cap,
+             "conform links no device runtime, so it gives a layer on %s:%d device tensors through the "
+             "plugin's memory table (ABI 1.1), and that failed: %s",
+             fmoe_device_kind_name(kind), index, fmoe_last_error());
     return 0;
 }
 
@@ -415,17 +419,20 @@ int cf_compare(const float *got, const float *ref, int64_t m, uint32_t h, const 
     }
     double nmse = sq_ref > 0 ? sq_err / sq_ref : (sq_err > 0 ? INFINITY : 0.0);
     if (unwritten || nonfinite) {
-        snprintf(why, cap, "%lld element(s) NaN (not written: still the NaN poison) and %lld other non-finite; "
-                 "first at token %lld col %lld (got %g, ref %g)", (long long)unwritten, (long long)nonfinite,
-                 (long long)(first_bad / h), (long long)(first_bad % h), (double)got[first_bad],
-                 (double)ref[first_bad]);
+        snprintf(why, cap,
+                 "%lld element(s) NaN (not written: still the NaN poison) and %lld other non-finite; "
+                 "first at token %lld col %lld (got %g, ref %g)",
+                 (long long)unwritten, (long long)nonfinite, (long long)(first_bad / h), (long long)(first_bad % h),
+                 (double)got[first_bad], (double)ref[first_bad]);
         return 0;
     }
     /* The manifest's allowance: a whole number of elements, rounded down. */
     int64_t allowed = (int64_t)floor(tol->mismatch * (double)counted);
     if (outside > allowed) {
-        snprintf(why, cap, "%lld element(s) outside %g + %g*|ref|%s; worst token %lld col %lld: got %.6g ref %.6g; "
-                 "nmse %.3g", (long long)outside, tol->atol, tol->rtol,
+        snprintf(why, cap,
+                 "%lld element(s) outside %g + %g*|ref|%s; worst token %lld col %lld: got %.6g ref %.6g; "
+                 "nmse %.3g",
+                 (long long)outside, tol->atol, tol->rtol,
                  tol->mismatch > 0 ? " (more than the manifest's mismatch allows)" : "", (long long)(worst / h),
                  (long long)(worst % h), (double)got[worst], (double)ref[worst], nmse);
         return 0;
@@ -435,9 +442,11 @@ int cf_compare(const float *got, const float *ref, int64_t m, uint32_t h, const 
         return 0;
     }
     if (outside)
-        snprintf(why, cap, "nmse %.2e; %lld of %lld element(s) outside %g + %g*|ref|, within the manifest's mismatch "
-                 "%g (%s: %s)", nmse, (long long)outside, (long long)counted, tol->atol, tol->rtol,
-                 tol->mismatch, tol->reason ? tol->reason : "", tol->link ? tol->link : "");
+        snprintf(why, cap,
+                 "nmse %.2e; %lld of %lld element(s) outside %g + %g*|ref|, within the manifest's mismatch "
+                 "%g (%s: %s)",
+                 nmse, (long long)outside, (long long)counted, tol->atol, tol->rtol, tol->mismatch,
+                 tol->reason ? tol->reason : "", tol->link ? tol->link : "");
     else
         snprintf(why, cap, "nmse %.2e", nmse);
     return 1;

@@ -30,8 +30,8 @@ typedef struct cf_weights {
 
 /* fmoe_layer_create pinned to plugin `backend` (and a device, or
  * FMOE_DEVICE_ANY). The library's status; fmoe_last_error says why. */
-fmoe_status cf_create(fmoe_context *ctx, const fmoe_layer_config *cfg, const fmoe_scheme *scheme,
-                      const char *backend, int32_t dev_kind, int32_t dev_index, fmoe_layer **out);
+fmoe_status cf_create(fmoe_context *ctx, const fmoe_layer_config *cfg, const fmoe_scheme *scheme, const char *backend,
+                      int32_t dev_kind, int32_t dev_index, fmoe_layer **out);
 
 /* The checkpoint of `w` (w->cfg's sizes, unsharded). FMOE_STATUS_OK, or a
  * status with the reason in `why` (UNSUPPORTED: no generator). */
@@ -49,7 +49,7 @@ fmoe_status cf_load(fmoe_layer *layer, const cf_weights *w, char *why, size_t ca
 typedef struct cf_inputs {
     int64_t m;
     void *x;
-    float *xf;            /* x as f32 (before rounding to the act dtype) */
+    float *xf; /* x as f32 (before rounding to the act dtype) */
     float *logits;
     float *bias;
     float *topk_w;

@@ -105,8 +105,15 @@ static fmoe_host *make_host(size_t size, uint32_t major, uint32_t minor, int fen
     fmoe_host *h = fenced ? cf_fenced_alloc(size) : cf_guarded_alloc(alloc);
     if (!h)
         return NULL;
-    fmoe_host full = {.struct_size = size, .abi_major = major, .abi_minor = minor, .host_version = fmoe_version(),
-                      .ctx = &stats, .log = h_log, .error_set = h_error_set, .alloc = h_alloc, .free = h_free};
+    fmoe_host full = {.struct_size = size,
+                      .abi_major = major,
+                      .abi_minor = minor,
+                      .host_version = fmoe_version(),
+                      .ctx = &stats,
+                      .log = h_log,
+                      .error_set = h_error_set,
+                      .alloc = h_alloc,
+                      .free = h_free};
     memcpy(h, &full, size < sizeof full ? size : sizeof full);
     return h;
 }
@@ -143,9 +150,9 @@ typedef struct entry_call {
     fmoe_status st;
     const fmoe_plugin *table;
     fmoe_error err;
-    int guards_ok;    /* canaries after the args and the host intact */
-    int tail_clean;   /* bytes past the known fields still zero */
-    int host_intact;  /* the host table was not written */
+    int guards_ok;   /* canaries after the args and the host intact */
+    int tail_clean;  /* bytes past the known fields still zero */
+    int host_intact; /* the host table was not written */
 } entry_call;
 
 static int zero_tail(const void *p, size_t from, size_t to)
@@ -211,9 +218,10 @@ static void case_exports(cf_run *r)
         size_t len = strlen(list);
         snprintf(list + len, sizeof list - len, "%s%s", i ? ", " : "", ex.names[i]);
     }
-    cf_end(r, CF_FAIL, "exports %zu symbols (%s%s), expected exactly one function %s: build with hidden "
-           "visibility and a version script", ex.n_defined, list, ex.n_defined > 16 ? ", ..." : "",
-           FMOE_PLUGIN_ENTRY_SYMBOL);
+    cf_end(r, CF_FAIL,
+           "exports %zu symbols (%s%s), expected exactly one function %s: build with hidden "
+           "visibility and a version script",
+           ex.n_defined, list, ex.n_defined > 16 ? ", ..." : "", FMOE_PLUGIN_ENTRY_SYMBOL);
 }
 
 static void case_no_libfusedmoe(cf_run *r)
@@ -240,7 +248,8 @@ static int check_table(const cf_plugin *p, const fmoe_plugin *t, char *why, size
         return snprintf(why, cap, "entry returned OK but no table"), 0;
     if (t->struct_size < FMOE_STRUCT_SIZE_UPTO(fmoe_plugin, query))
         return snprintf(why, cap, "table struct_size %zu is below the ABI 1.0 minimum %zu", t->struct_size,
-                        (size_t)FMOE_STRUCT_SIZE_UPTO(fmoe_plugin, query)), 0;
+                        (size_t)FMOE_STRUCT_SIZE_UPTO(fmoe_plugin, query)),
+               0;
     if (t->abi_major != FMOE_ABI_MAJOR)
         return snprintf(why, cap, "table says ABI major %u, host %d", t->abi_major, FMOE_ABI_MAJOR), 0;
     if (!t->name || !t->vendor || !t->version || !t->version[0] || !t->vendor[0])
@@ -266,7 +275,8 @@ static const fmoe_plugin *case_entry_same(cf_run *r, fmoe_plugin_entry_fn entry)
         else if (!ok)
             cf_end(r, CF_FAIL, "%s", why);
         else if (!c.guards_ok || !c.host_intact)
-            cf_end(r, CF_FAIL, "entry wrote %s", !c.guards_ok ? "past its args or the host table" : "into the host table");
+            cf_end(r, CF_FAIL, "entry wrote %s",
+                   !c.guards_ok ? "past its args or the host table" : "into the host table");
         else
             cf_end(r, CF_PASS, "%s %s (%s), built for ABI %u.%u", c.table->name, c.table->version, c.table->vendor,
                    c.table->abi_major, c.table->abi_minor);
@@ -274,9 +284,8 @@ static const fmoe_plugin *case_entry_same(cf_run *r, fmoe_plugin_entry_fn entry)
     return ok ? c.table : NULL;
 }
 
-static void case_entry_variant(cf_run *r, fmoe_plugin_entry_fn entry, const char *id, size_t host_size,
-                               uint32_t major, uint32_t minor, int fenced, size_t args_size, int must_accept,
-                               const char *rule)
+static void case_entry_variant(cf_run *r, fmoe_plugin_entry_fn entry, const char *id, size_t host_size, uint32_t major,
+                               uint32_t minor, int fenced, size_t args_size, int must_accept, const char *rule)
 {
     if (!cf_begin(r, "%s", id))
         return;
@@ -418,8 +427,11 @@ static void run_probe(const session *s, uint32_t capacity, size_t report_size, p
             reps[i]->struct_size = report_size;
     }
     fmoe_error err = {0};
-    *a = (fmoe_probe_args){.struct_size = sizeof *a, .err = &err, .state = s->state,
-                           .reports = (fmoe_device_report *const *)reps, .capacity = capacity};
+    *a = (fmoe_probe_args){.struct_size = sizeof *a,
+                           .err = &err,
+                           .state = s->state,
+                           .reports = (fmoe_device_report *const *)reps,
+                           .capacity = capacity};
     out->st = s->t->probe(a);
     out->count = a->count;
     out->guards_ok = cf_guard_intact(a);
@@ -469,8 +481,10 @@ static void case_probe(cf_run *r, const session *s, int32_t *dev_kind, int32_t *
         else if (!same)
             cf_end(r, CF_FAIL, "two probes gave different answers (probe must not change observable state)");
         else if (w0 >= 0 && w1 > w0)
-            cf_end(r, CF_FAIL, "probe wrote %lld bytes to files or streams (it must have no side effects; log "
-                   "through host->log)", w1 - w0);
+            cf_end(r, CF_FAIL,
+                   "probe wrote %lld bytes to files or streams (it must have no side effects; log "
+                   "through host->log)",
+                   w1 - w0);
         else
             cf_end(r, CF_PASS, "%u device(s), same answers twice, no writes", p1.count);
     }
@@ -497,8 +511,10 @@ static void case_probe(cf_run *r, const session *s, int32_t *dev_kind, int32_t *
         if (p.st != FMOE_STATUS_OK)
             cf_end(r, CF_FAIL, "probe failed with shorter reports (%s: %s)", fmoe_status_name(p.st), p.err);
         else if (!p.guards_ok)
-            cf_end(r, CF_FAIL, "probe wrote past the report struct_size %zu it was given (a field it did not check "
-                   "with FMOE_HAS_FIELD, R1)", small);
+            cf_end(r, CF_FAIL,
+                   "probe wrote past the report struct_size %zu it was given (a field it did not check "
+                   "with FMOE_HAS_FIELD, R1)",
+                   small);
         else
             cf_end(r, CF_PASS, NULL);
         probe_free(&p, CAP);
@@ -585,8 +601,9 @@ static void case_no_device(cf_run *r)
     }
     if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && !doc)
         /* posix_spawn's child reports a failed exec as exit 127: no run. */
-        cf_end(r, CF_UNSUPPORTED, "the child %s could not be exec'd here (exit 127, e.g. qemu-user without "
-                                  "binfmt_misc)",
+        cf_end(r, CF_UNSUPPORTED,
+               "the child %s could not be exec'd here (exit 127, e.g. qemu-user without "
+               "binfmt_misc)",
                exe);
     else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
         cf_end(r, CF_FAIL, "'fusedmoe plugins' with no visible GPU %s", WIFSIGNALED(status) ? "crashed" : "failed");
@@ -617,15 +634,19 @@ static void *tm_alloc(void *ctx, size_t bytes, char *why, size_t cap)
         snprintf(why, cap, "out of memory");
         return NULL;
     }
-    *a = (fmoe_memory_args){.struct_size = sizeof *a, .err = &err, .state = m->s->state, .device_kind = m->kind,
-                            .device_index = m->index, .bytes = bytes};
+    *a = (fmoe_memory_args){.struct_size = sizeof *a,
+                            .err = &err,
+                            .state = m->s->state,
+                            .device_kind = m->kind,
+                            .device_index = m->index,
+                            .bytes = bytes};
     fmoe_status st = m->mem->alloc(a);
     void *p = st == FMOE_STATUS_OK ? a->ptr : NULL;
     if (!cf_guard_intact(a))
         snprintf(why, cap, "memory.alloc wrote past fmoe_memory_args");
     else if (st != FMOE_STATUS_OK || !p)
-        snprintf(why, cap, "memory.alloc of %zu bytes on %s:%d failed (%s): %s", bytes,
-                 fmoe_device_kind_name(m->kind), m->index, fmoe_status_name(st), st ? err.text : "no pointer");
+        snprintf(why, cap, "memory.alloc of %zu bytes on %s:%d failed (%s): %s", bytes, fmoe_device_kind_name(m->kind),
+                 m->index, fmoe_status_name(st), st ? err.text : "no pointer");
     else if ((uintptr_t)p % 256)
         snprintf(why, cap, "memory.alloc returned %p, not aligned to 256 bytes (§6a)", p);
     if (p && (!cf_guard_intact(a) || (uintptr_t)p % 256)) {
@@ -646,10 +667,15 @@ static int tm_copy(void *ctx, void *dst, const void *src, size_t bytes, int to_d
         snprintf(why, cap, "out of memory");
         return -1;
     }
-    *a = (fmoe_copy_args){.struct_size = sizeof *a, .err = &err, .state = m->s->state, .device_kind = m->kind,
+    *a = (fmoe_copy_args){.struct_size = sizeof *a,
+                          .err = &err,
+                          .state = m->s->state,
+                          .device_kind = m->kind,
                           .device_index = m->index,
-                          .direction = to_device ? FMOE_COPY_TO_DEVICE : FMOE_COPY_FROM_DEVICE, .dst = dst,
-                          .src = src, .bytes = bytes};
+                          .direction = to_device ? FMOE_COPY_TO_DEVICE : FMOE_COPY_FROM_DEVICE,
+                          .dst = dst,
+                          .src = src,
+                          .bytes = bytes};
     fmoe_status st = m->mem->copy(a);
     int guard = cf_guard_intact(a);
     cf_guarded_free(a);
@@ -664,8 +690,8 @@ static int tm_copy(void *ctx, void *dst, const void *src, size_t bytes, int to_d
 static void tm_free(void *ctx, void *ptr)
 {
     const table_memory *m = ctx;
-    fmoe_memory_args a = {.struct_size = sizeof a, .state = m->s->state, .device_kind = m->kind,
-                          .device_index = m->index, .ptr = ptr};
+    fmoe_memory_args a = {
+        .struct_size = sizeof a, .state = m->s->state, .device_kind = m->kind, .device_index = m->index, .ptr = ptr};
     m->mem->free(&a);
 }
 
@@ -676,8 +702,8 @@ static int tm_sync(const table_memory *m, char *why, size_t cap)
     fmoe_error err = {0};
     if (!a)
         return snprintf(why, cap, "out of memory"), -1;
-    *a = (fmoe_sync_args){.struct_size = sizeof *a, .err = &err, .state = m->s->state, .device_kind = m->kind,
-                          .device_index = m->index};
+    *a = (fmoe_sync_args){
+        .struct_size = sizeof *a, .err = &err, .state = m->s->state, .device_kind = m->kind, .device_index = m->index};
     fmoe_status st = m->mem->synchronize(a);
     int guard = cf_guard_intact(a);
     cf_guarded_free(a);
@@ -699,8 +725,9 @@ static const fmoe_device_memory *memory_table(const fmoe_plugin *t, int *bad, ch
 {
     *bad = 0;
     if (t->abi_minor < 1 || !FMOE_HAS_FIELD(t, memory) || !t->memory) {
-        snprintf(why, cap, "the plugin lends no device memory (ABI 1.1 fmoe_plugin.memory), so conform, which links "
-                           "no device runtime, cannot give its layers device tensors");
+        snprintf(why, cap,
+                 "the plugin lends no device memory (ABI 1.1 fmoe_plugin.memory), so conform, which links "
+                 "no device runtime, cannot give its layers device tensors");
         return NULL;
     }
     const fmoe_device_memory *m = t->memory;
@@ -710,7 +737,10 @@ static const fmoe_device_memory *memory_table(const fmoe_plugin *t, int *bad, ch
                  (size_t)FMOE_STRUCT_SIZE_UPTO(fmoe_device_memory, synchronize));
     else if (!m->alloc || !m->free || !m->copy || !m->synchronize)
         snprintf(why, cap, "memory.%s is NULL (all four are mandatory): the host ignores the table",
-                 !m->alloc ? "alloc" : !m->free ? "free" : !m->copy ? "copy" : "synchronize");
+                 !m->alloc  ? "alloc"
+                 : !m->free ? "free"
+                 : !m->copy ? "copy"
+                            : "synchronize");
     else
         return *bad = 0, m;
     return NULL;
@@ -736,8 +766,8 @@ static int memory_round_trip(table_memory *m, char *why, size_t cap)
         tm_copy(m, back, dev, N, 0, why, cap) || tm_sync(m, why, cap))
         goto done;
     if (memcmp(in, back, N) != 0)
-        snprintf(why, cap, "%d bytes copied to %s:%d and back came back different", N,
-                 fmoe_device_kind_name(m->kind), m->index);
+        snprintf(why, cap, "%d bytes copied to %s:%d and back came back different", N, fmoe_device_kind_name(m->kind),
+                 m->index);
     else if (!cf_guard_intact(back))
         snprintf(why, cap, "memory.copy from the device wrote past the %d bytes it was asked for", N);
     else
@@ -780,13 +810,17 @@ static int method_ok(const fmoe_method *m, char *why, size_t cap)
 {
     if (m->struct_size < FMOE_STRUCT_SIZE_UPTO(fmoe_method, destroy))
         return snprintf(why, cap, "method struct_size %zu below the ABI 1.0 minimum %zu", m->struct_size,
-                        (size_t)FMOE_STRUCT_SIZE_UPTO(fmoe_method, destroy)), 0;
+                        (size_t)FMOE_STRUCT_SIZE_UPTO(fmoe_method, destroy)),
+               0;
     if (!m->name || !m->name[0])
         return snprintf(why, cap, "method has no name"), 0;
     if (!m->create || !m->declare_params || !m->finalize || !m->destroy)
         return snprintf(why, cap, "method '%s': mandatory slot %s is NULL", m->name,
-                        !m->create ? "create" : !m->declare_params ? "declare_params" : !m->finalize ? "finalize"
-                                                                                                      : "destroy"), 0;
+                        !m->create           ? "create"
+                        : !m->declare_params ? "declare_params"
+                        : !m->finalize       ? "finalize"
+                                             : "destroy"),
+               0;
     if (!m->apply && !m->apply_logits)
         return snprintf(why, cap, "method '%s' has neither apply nor apply_logits", m->name), 0;
     return 1;
@@ -820,8 +854,13 @@ static const fmoe_method *case_query(cf_run *r, const session *s, int32_t kind, 
             if (!a)
                 return NULL;
             /* a newer host's args: 64 more bytes the plugin must leave alone */
-            *a = (fmoe_query_args){.struct_size = sizeof *a + 64, .err = &err, .state = s->state, .config = cfg,
-                                   .scheme = scheme, .scheme_key = cs->key, .device_kind = kind,
+            *a = (fmoe_query_args){.struct_size = sizeof *a + 64,
+                                   .err = &err,
+                                   .state = s->state,
+                                   .config = cfg,
+                                   .scheme = scheme,
+                                   .scheme_key = cs->key,
+                                   .device_kind = kind,
                                    .device_index = index};
             fmoe_status st = s->t->query(a);
             if (!cf_guard_intact(a) || !zero_tail(a, sizeof *a, sizeof *a + 64)) {
@@ -1011,8 +1050,12 @@ static void case_lifecycle(cf_run *r, const session *s, const fmoe_method *m, co
         fmoe_roundup_args *ra = cf_guarded_alloc(sizeof *ra);
         if (!ra)
             goto done;
-        *ra = (fmoe_roundup_args){.struct_size = sizeof *ra, .err = &err, .config = cfg, .scheme = scheme,
-                                  .hidden_size = hidden, .intermediate_per_rank = inter};
+        *ra = (fmoe_roundup_args){.struct_size = sizeof *ra,
+                                  .err = &err,
+                                  .config = cfg,
+                                  .scheme = scheme,
+                                  .hidden_size = hidden,
+                                  .intermediate_per_rank = inter};
         fmoe_status st = m->roundup_sizes(ra);
         int g = cf_guard_intact(ra);
         if (st == FMOE_STATUS_OK && (ra->hidden_size < hidden || ra->intermediate_per_rank < inter)) {
@@ -1028,9 +1071,16 @@ static void case_lifecycle(cf_run *r, const session *s, const fmoe_method *m, co
             goto done;
         }
     }
-    *ca = (fmoe_create_args){.struct_size = sizeof *ca, .err = &err, .state = s->state, .config = cfg,
-                             .scheme = scheme, .device_kind = kind, .device_index = index, .hidden_size = hidden,
-                             .intermediate_per_rank = inter, .num_local_experts = cfg->num_experts,
+    *ca = (fmoe_create_args){.struct_size = sizeof *ca,
+                             .err = &err,
+                             .state = s->state,
+                             .config = cfg,
+                             .scheme = scheme,
+                             .device_kind = kind,
+                             .device_index = index,
+                             .hidden_size = hidden,
+                             .intermediate_per_rank = inter,
+                             .num_local_experts = cfg->num_experts,
                              .num_global_experts = cfg->num_experts};
     fmoe_status st = m->create(ca);
     if (st != FMOE_STATUS_OK) {
@@ -1077,8 +1127,11 @@ static void case_lifecycle(cf_run *r, const session *s, const fmoe_method *m, co
         fill_param(d, &params[i], r->o->seed, i);
         pptr[i] = params[i].t;
     }
-    *fa = (fmoe_finalize_args){.struct_size = sizeof *fa, .err = &err, .instance = ca->instance,
-                               .params = (const fmoe_tensor *const *)pptr, .n_params = n_params};
+    *fa = (fmoe_finalize_args){.struct_size = sizeof *fa,
+                               .err = &err,
+                               .instance = ca->instance,
+                               .params = (const fmoe_tensor *const *)pptr,
+                               .n_params = n_params};
     st = m->finalize(fa);
     if (st != FMOE_STATUS_OK) {
         snprintf(why, sizeof why, "finalize failed (%s: %s)", fmoe_status_name(st), err.text);
@@ -1113,8 +1166,10 @@ static void case_lifecycle(cf_run *r, const session *s, const fmoe_method *m, co
     memset(out.data, 0xFF, out.bytes);
     if (on_device && !mem) {
         status = CF_UNSUPPORTED;
-        snprintf(why, sizeof why, "create, declare_params (%u) and finalize pass; apply not called: no usable device "
-                 "memory for %s:%d (abi/device-memory says why)", n_params, fmoe_device_kind_name(kind), index);
+        snprintf(why, sizeof why,
+                 "create, declare_params (%u) and finalize pass; apply not called: no usable device "
+                 "memory for %s:%d (abi/device-memory says why)",
+                 n_params, fmoe_device_kind_name(kind), index);
         goto done;
     }
     if (on_device && io_to_device(&tmem, io, (int)(sizeof io / sizeof io[0]), why, sizeof why) != 0)
@@ -1123,8 +1178,13 @@ static void case_lifecycle(cf_run *r, const session *s, const fmoe_method *m, co
         fmoe_apply_args *aa = cf_guarded_alloc(sizeof *aa);
         if (!aa)
             goto done;
-        *aa = (fmoe_apply_args){.struct_size = sizeof *aa, .err = &err, .instance = ca->instance, .x = x.t,
-                                .topk_weights = w.t, .topk_ids = ids.t, .out = out.t};
+        *aa = (fmoe_apply_args){.struct_size = sizeof *aa,
+                                .err = &err,
+                                .instance = ca->instance,
+                                .x = x.t,
+                                .topk_weights = w.t,
+                                .topk_ids = ids.t,
+                                .out = out.t};
         st = m->apply(aa);
         if (!cf_guard_intact(aa))
             st = -1;
@@ -1133,8 +1193,12 @@ static void case_lifecycle(cf_run *r, const session *s, const fmoe_method *m, co
         fmoe_apply_logits_args *aa = cf_guarded_alloc(sizeof *aa);
         if (!aa)
             goto done;
-        *aa = (fmoe_apply_logits_args){.struct_size = sizeof *aa, .err = &err, .instance = ca->instance, .x = x.t,
-                                       .router_logits = logits.t, .out = out.t};
+        *aa = (fmoe_apply_logits_args){.struct_size = sizeof *aa,
+                                       .err = &err,
+                                       .instance = ca->instance,
+                                       .x = x.t,
+                                       .router_logits = logits.t,
+                                       .out = out.t};
         st = m->apply_logits(aa);
         if (!cf_guard_intact(aa))
             st = -1;

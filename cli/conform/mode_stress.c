@@ -26,7 +26,7 @@
 
 int cf_plugin_claims_scheme(const cf_plugin *p, const char *key);
 
-#define THREADS 4
+#define THREADS  4
 #define FORWARDS 8
 #define STRESS_M 32
 
@@ -49,8 +49,8 @@ static int one_layer(job *j, fmoe_context *ctx, int forwards)
         snprintf(j->why, sizeof j->why, "create: %s", fmoe_last_error());
         return 0;
     }
-    cf_weights w = {.seed = j->r->o->seed, .cfg = j->cfg, .cs = j->cs, .correction_bias = j->in->bias,
-                    .dead_expert = -1};
+    cf_weights w = {
+        .seed = j->r->o->seed, .cfg = j->cfg, .cs = j->cs, .correction_bias = j->in->bias, .dead_expert = -1};
     size_t n = (size_t)STRESS_M * j->cfg->hidden_size;
     float *first = malloc(n * sizeof(float)), *got = malloc(n * sizeof(float));
     int ok = first && got;

@@ -87,8 +87,8 @@ static int32_t verdict_for(cf_run *r, const fmoe_layer_config *cfg, const fmoe_s
 /* Create, load, finalize, forward: CF_PASS when all of it worked,
  * CF_UNSUPPORTED when conform cannot give the layer its tensors, else
  * CF_FAIL; `why` says which. */
-static int runs(cf_run *r, const cf_scheme *cs, const fmoe_layer_config *cfg, const fmoe_scheme *scheme,
-                int32_t kind, int32_t index, char *why, size_t cap)
+static int runs(cf_run *r, const cf_scheme *cs, const fmoe_layer_config *cfg, const fmoe_scheme *scheme, int32_t kind,
+                int32_t index, char *why, size_t cap)
 {
     fmoe_layer *layer = NULL;
     fmoe_status st = cf_create(r->ctx, cfg, scheme, r->plugin->name, kind, index, &layer);
@@ -156,7 +156,7 @@ void cf_mode_support(cf_run *r)
     static const struct {
         int32_t a;
         uint32_t gated;
-    } fns[] = {{FMOE_ACT_SILU, 1}, {FMOE_ACT_SILU, 0}, {FMOE_ACT_GELU, 1}, {FMOE_ACT_GELU, 0},
+    } fns[] = {{FMOE_ACT_SILU, 1},      {FMOE_ACT_SILU, 0},      {FMOE_ACT_GELU, 1},  {FMOE_ACT_GELU, 0},
                {FMOE_ACT_GELU_TANH, 1}, {FMOE_ACT_GELU_TANH, 0}, {FMOE_ACT_RELU2, 1}, {FMOE_ACT_RELU2, 0},
                {FMOE_ACT_SWIGLUOAI, 1}, {FMOE_ACT_SWIGLUSTEP, 1}};
     const size_t per = 3 * (sizeof fns / sizeof fns[0]) * 3;

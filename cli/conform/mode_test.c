@@ -21,16 +21,16 @@
 
 /* What a case does besides a plain top-k forward. */
 enum {
-    K_PLAIN,       /* top-k routing given */
-    K_LOGITS,      /* router logits given: the plugin (or the core) routes */
-    K_EP_SUM,      /* `shards` EP ranks; their outputs sum to the unsharded output */
-    K_TP_SUM,      /* `shards` TP ranks; likewise */
-    K_SKEW,        /* every token's first slot on the last expert */
-    K_DUP_IDS,     /* the same expert twice in a row (NaN-logit routers, #6) */
-    K_BAD_IDS,     /* ids 123456789 and -1 in topk_ids contribute 0 (#7, #8) */
-    K_NAN_ROW,     /* NaN and inf in one row must not spread to other rows */
-    K_DEAD,        /* one expert with weights ~1e-23 (#4): finite, near zero */
-    K_REPEAT,      /* two forwards give identical bytes */
+    K_PLAIN,   /* top-k routing given */
+    K_LOGITS,  /* router logits given: the plugin (or the core) routes */
+    K_EP_SUM,  /* `shards` EP ranks; their outputs sum to the unsharded output */
+    K_TP_SUM,  /* `shards` TP ranks; likewise */
+    K_SKEW,    /* every token's first slot on the last expert */
+    K_DUP_IDS, /* the same expert twice in a row (NaN-logit routers, #6) */
+    K_BAD_IDS, /* ids 123456789 and -1 in topk_ids contribute 0 (#7, #8) */
+    K_NAN_ROW, /* NaN and inf in one row must not spread to other rows */
+    K_DEAD,    /* one expert with weights ~1e-23 (#4): finite, near zero */
+    K_REPEAT,  /* two forwards give identical bytes */
 };
 
 typedef struct tcase {
@@ -135,14 +135,24 @@ static void build_grid(const cf_scheme *cs, int exhaustive, grid *g)
     /* many experts on a small layer (the expert count is what is tested) */
     const uint32_t small_h = round_up(64, cs->h_align), small_i = round_up(32, cs->i_align);
     if (full) {
-        c = base; c.num_experts = 64; add(g, "experts", &c, 64, K_PLAIN, 1);
-    }
-    if (full || small_h * small_i < 128 * 128) {
-        c = base; c.num_experts = 256; c.top_k = 8; c.hidden_size = small_h; c.intermediate_size = small_i;
+        c = base;
+        c.num_experts = 64;
         add(g, "experts", &c, 64, K_PLAIN, 1);
     }
-    c = base; c.top_k = 1; add(g, "topk", &c, 16, K_PLAIN, 1);
-    c = base; c.top_k = 8; add(g, "topk", &c, 16, K_PLAIN, 1);
+    if (full || small_h * small_i < 128 * 128) {
+        c = base;
+        c.num_experts = 256;
+        c.top_k = 8;
+        c.hidden_size = small_h;
+        c.intermediate_size = small_i;
+        add(g, "experts", &c, 64, K_PLAIN, 1);
+    }
+    c = base;
+    c.top_k = 1;
+    add(g, "topk", &c, 16, K_PLAIN, 1);
+    c = base;
+    c.top_k = 8;
+    add(g, "topk", &c, 16, K_PLAIN, 1);
     /* sizes that are not multiples of any tile, where the scheme allows (an
      * odd number of its groups otherwise) */
     c = base;
@@ -150,11 +160,14 @@ static void build_grid(const cf_scheme *cs, int exhaustive, grid *g)
     c.intermediate_size = round_up(40, cs->i_align);
     add(g, "sizes", &c, 33, K_PLAIN, 1);
     if (cs->h_align == 1 && cs->i_align == 1) {
-        c = base; c.hidden_size = 130; c.intermediate_size = 33; add(g, "sizes", &c, 17, K_PLAIN, 1);
+        c = base;
+        c.hidden_size = 130;
+        c.intermediate_size = 33;
+        add(g, "sizes", &c, 17, K_PLAIN, 1);
     }
     /* activations, gated and not, and bias */
-    static const int32_t acts[] = {FMOE_ACT_SILU, FMOE_ACT_GELU, FMOE_ACT_GELU_TANH, FMOE_ACT_RELU2,
-                                   FMOE_ACT_SWIGLUOAI, FMOE_ACT_SWIGLUSTEP};
+    static const int32_t acts[] = {FMOE_ACT_SILU,  FMOE_ACT_GELU,      FMOE_ACT_GELU_TANH,
+                                   FMOE_ACT_RELU2, FMOE_ACT_SWIGLUOAI, FMOE_ACT_SWIGLUSTEP};
     for (size_t a = 0; a < sizeof acts / sizeof acts[0]; a++)
         for (uint32_t gated = 0; gated <= 1; gated++) {
             if (acts[a] == FMOE_ACT_SILU && gated)
@@ -168,64 +181,130 @@ static void build_grid(const cf_scheme *cs, int exhaustive, grid *g)
                 c.swiglu_limit = 7.0f;
             add(g, "act", &c, 16, K_PLAIN, 1);
         }
-    c = base; c.swiglu_limit = 7.0f; add(g, "act-limit7", &c, 16, K_PLAIN, 1);
-    c = base; c.has_bias = 1; add(g, "bias", &c, 16, K_PLAIN, 1);
-    c = base; c.has_bias = 1; c.gated = 0; c.activation = FMOE_ACT_GELU; add(g, "bias", &c, 16, K_PLAIN, 1);
+    c = base;
+    c.swiglu_limit = 7.0f;
+    add(g, "act-limit7", &c, 16, K_PLAIN, 1);
+    c = base;
+    c.has_bias = 1;
+    add(g, "bias", &c, 16, K_PLAIN, 1);
+    c = base;
+    c.has_bias = 1;
+    c.gated = 0;
+    c.activation = FMOE_ACT_GELU;
+    add(g, "bias", &c, 16, K_PLAIN, 1);
     /* routing variants, through router logits (a monolithic plugin routes itself) */
-    c = base; add(g, "route-softmax", &c, 16, K_LOGITS, 1);
+    c = base;
+    add(g, "route-softmax", &c, 16, K_LOGITS, 1);
     if (full) {
-        c = base; c.renormalize = 1; add(g, "route-softmax-renorm", &c, 16, K_LOGITS, 1);
-        c = base; c.scoring = FMOE_SCORING_SIGMOID; c.renormalize = 1; add(g, "route-sigmoid", &c, 16, K_LOGITS, 1);
-        c = base; c.scoring = FMOE_SCORING_SQRTSOFTPLUS; c.renormalize = 1;
+        c = base;
+        c.renormalize = 1;
+        add(g, "route-softmax-renorm", &c, 16, K_LOGITS, 1);
+        c = base;
+        c.scoring = FMOE_SCORING_SIGMOID;
+        c.renormalize = 1;
+        add(g, "route-sigmoid", &c, 16, K_LOGITS, 1);
+        c = base;
+        c.scoring = FMOE_SCORING_SQRTSOFTPLUS;
+        c.renormalize = 1;
         add(g, "route-sqrtsoftplus", &c, 16, K_LOGITS, 1);
-        c = base; c.routed_scaling_factor = 2.5f; add(g, "route-scaled", &c, 16, K_LOGITS, 1);
+        c = base;
+        c.routed_scaling_factor = 2.5f;
+        add(g, "route-scaled", &c, 16, K_LOGITS, 1);
     }
-    c = base; c.num_experts = 64; c.top_k = 6; c.scoring = FMOE_SCORING_SIGMOID; c.renormalize = 1;
-    c.grouped_topk = 1; c.num_expert_group = 8; c.topk_group = 4; c.has_correction_bias = 1;
+    c = base;
+    c.num_experts = 64;
+    c.top_k = 6;
+    c.scoring = FMOE_SCORING_SIGMOID;
+    c.renormalize = 1;
+    c.grouped_topk = 1;
+    c.num_expert_group = 8;
+    c.topk_group = 4;
+    c.has_correction_bias = 1;
     c.routed_scaling_factor = 2.5f;
     add(g, "route-grouped-bias", &c, 32, K_LOGITS, 1);
-    c = base; c.top_k = 1; c.apply_router_weight_on_input = 1; add(g, "weight-on-input", &c, 16, K_LOGITS, 1);
-    c = base; c.top_k = 1; c.apply_router_weight_on_input = 1; add(g, "weight-on-input-topk", &c, 16, K_PLAIN, 1);
+    c = base;
+    c.top_k = 1;
+    c.apply_router_weight_on_input = 1;
+    add(g, "weight-on-input", &c, 16, K_LOGITS, 1);
+    c = base;
+    c.top_k = 1;
+    c.apply_router_weight_on_input = 1;
+    add(g, "weight-on-input-topk", &c, 16, K_PLAIN, 1);
     /* expert parallelism: expert_map with -1, and shards summing to the whole */
-    c = base; c.ep_size = 4; c.ep_rank = 2; add(g, "ep-shard", &c, 16, K_PLAIN, 1);
-    c = base; c.ep_size = 2; add(g, "ep-sum2", &c, 16, K_EP_SUM, 2);
-    c = base; c.ep_size = 4; c.placement = FMOE_PLACEMENT_ROUND_ROBIN; add(g, "ep-sum4-rr", &c, 16, K_EP_SUM, 4);
+    c = base;
+    c.ep_size = 4;
+    c.ep_rank = 2;
+    add(g, "ep-shard", &c, 16, K_PLAIN, 1);
+    c = base;
+    c.ep_size = 2;
+    add(g, "ep-sum2", &c, 16, K_EP_SUM, 2);
+    c = base;
+    c.ep_size = 4;
+    c.placement = FMOE_PLACEMENT_ROUND_ROBIN;
+    add(g, "ep-sum4-rr", &c, 16, K_EP_SUM, 4);
     if (full) {
-        c = base; c.num_experts = 64; c.top_k = 6; c.ep_size = 4; add(g, "ep-sum4", &c, 64, K_EP_SUM, 4);
+        c = base;
+        c.num_experts = 64;
+        c.top_k = 6;
+        c.ep_size = 4;
+        add(g, "ep-sum4", &c, 64, K_EP_SUM, 4);
     }
     /* tensor parallelism: I/TP = 96, not a multiple of 128 (#13), where the
      * scheme's I alignment allows; else one aligned unit per rank */
-    c = base; c.intermediate_size = 2 * (96 % cs->i_align == 0 ? 96 : cs->i_align); c.tp_size = 2;
+    c = base;
+    c.intermediate_size = 2 * (96 % cs->i_align == 0 ? 96 : cs->i_align);
+    c.tp_size = 2;
     add(g, "tp-sum2", &c, 16, K_TP_SUM, 2);
     /* EPLB: physical experts != logical (#15) */
-    c = base; c.enable_eplb = 1; c.num_redundant_experts = 3; add(g, "eplb", &c, 16, K_PLAIN, 1);
+    c = base;
+    c.enable_eplb = 1;
+    c.num_redundant_experts = 3;
+    add(g, "eplb", &c, 16, K_PLAIN, 1);
     /* skewed and edge routing */
-    c = base; add(g, "skew", &c, 64, K_SKEW, 1);
+    c = base;
+    add(g, "skew", &c, 64, K_SKEW, 1);
     if (full) {
-        c = base; c.top_k = 1; add(g, "skew", &c, 64, K_SKEW, 1);
+        c = base;
+        c.top_k = 1;
+        add(g, "skew", &c, 64, K_SKEW, 1);
     }
-    c = base; add(g, "dup-ids", &c, 16, K_DUP_IDS, 1);
-    c = base; add(g, "bad-ids", &c, 16, K_BAD_IDS, 1);
-    c = base; c.ep_size = 2; c.ep_rank = 1; add(g, "bad-ids-ep", &c, 16, K_BAD_IDS, 1);
+    c = base;
+    add(g, "dup-ids", &c, 16, K_DUP_IDS, 1);
+    c = base;
+    add(g, "bad-ids", &c, 16, K_BAD_IDS, 1);
+    c = base;
+    c.ep_size = 2;
+    c.ep_rank = 1;
+    add(g, "bad-ids-ep", &c, 16, K_BAD_IDS, 1);
     /* (not with dynamic per-tensor activation scales: the inf is in every
      * row's scale by definition) */
     if (!dynamic_tensor_scale(cs)) {
-        c = base; add(g, "nan-row", &c, 16, K_NAN_ROW, 1);
+        c = base;
+        add(g, "nan-row", &c, 16, K_NAN_ROW, 1);
     }
-    c = base; add(g, "dead-expert", &c, 16, K_DEAD, 1);
-    c = base; add(g, "repeat-bitwise", &c, 64, K_REPEAT, 1);
+    c = base;
+    add(g, "dead-expert", &c, 16, K_DEAD, 1);
+    c = base;
+    add(g, "repeat-bitwise", &c, 64, K_REPEAT, 1);
     /* regression shapes: E not a power of two and E > 1024 (#11), M=1 on a small w2 (#12) */
-    c = base; c.num_experts = 257; c.hidden_size = small_h; c.intermediate_size = small_i;
+    c = base;
+    c.num_experts = 257;
+    c.hidden_size = small_h;
+    c.intermediate_size = small_i;
     add(g, "experts", &c, 64, K_PLAIN, 1);
     /* E > 1024 on the smallest layer the scheme allows; in the default grid
      * only where that is at most 32 x 128 (1025 experts of a 128 x 128
      * int4-group128 layer cost more than the rest of its grid) */
-    c = base; c.num_experts = 1025; c.top_k = 8;
+    c = base;
+    c.num_experts = 1025;
+    c.top_k = 8;
     c.hidden_size = round_up(32, cs->h_align);
     c.intermediate_size = round_up(16, cs->i_align);
     if (exhaustive || c.hidden_size * c.intermediate_size <= 32 * 128)
         add(g, "experts", &c, 16, K_PLAIN, 1);
-    c = base; c.intermediate_size = round_up(16, cs->i_align); add(g, "small-w2", &c, 1, K_PLAIN, 1);
+    c = base;
+    c.intermediate_size = round_up(16, cs->i_align);
+    add(g, "small-w2", &c, 1, K_PLAIN, 1);
     if (!exhaustive)
         return;
     static const uint32_t es[] = {8, 64, 256}, ks[] = {1, 2, 8};
@@ -247,10 +326,19 @@ static void build_grid(const cf_scheme *cs, int exhaustive, grid *g)
                             add(g, "full", &c, ms[mi], K_PLAIN, 1);
                         }
     /* gpt-oss 2880 (#19) and M*topk > 65535 (#11) */
-    c = base; c.num_experts = 4; c.top_k = 2; c.hidden_size = 2880; c.intermediate_size = 2880;
-    c.activation = FMOE_ACT_SWIGLUOAI; c.swiglu_limit = 7.0f;
+    c = base;
+    c.num_experts = 4;
+    c.top_k = 2;
+    c.hidden_size = 2880;
+    c.intermediate_size = 2880;
+    c.activation = FMOE_ACT_SWIGLUOAI;
+    c.swiglu_limit = 7.0f;
     add(g, "gpt-oss", &c, 3, K_PLAIN, 1);
-    c = base; c.num_experts = 16; c.top_k = 8; c.hidden_size = 32; c.intermediate_size = 16;
+    c = base;
+    c.num_experts = 16;
+    c.top_k = 8;
+    c.hidden_size = 32;
+    c.intermediate_size = 16;
     c.max_num_tokens = 8200;
     add(g, "many-slots", &c, 8200, K_PLAIN, 1);
 }
@@ -328,7 +416,6 @@ static fmoe_status forward_sum(fmoe_layer **lay, uint32_t n, const cf_inputs *in
     return FMOE_STATUS_OK;
 }
 
-
 /* The plugin's manifest may loosen the suite's tolerance for a scheme
  * ([[tolerance]]: a fraction of elements allowed past the per-element
  * bound, with the reason and link; docs/CONFORMANCE.md, Tolerances). */
@@ -400,8 +487,8 @@ static void run_case(cf_run *r, const cf_scheme *cs, const fmoe_scheme *scheme, 
             set(o, CF_UNSUPPORTED, "%s", why);
             goto done;
         }
-        if (per_shard_ref && cf_create(r->ctx, &c, scheme, "reference", FMOE_DEVICE_ANY, -1, &rlay[s]) !=
-                                 FMOE_STATUS_OK) {
+        if (per_shard_ref &&
+            cf_create(r->ctx, &c, scheme, "reference", FMOE_DEVICE_ANY, -1, &rlay[s]) != FMOE_STATUS_OK) {
             set(o, CF_UNSUPPORTED, "the reference does not serve shard %u: %s", s, fmoe_last_error());
             goto done;
         }
@@ -412,7 +499,10 @@ static void run_case(cf_run *r, const cf_scheme *cs, const fmoe_scheme *scheme, 
     }
     have_inputs = 1;
     /* One checkpoint (unsharded) for every layer of the case. */
-    cf_weights w = {.seed = r->o->seed, .cfg = &full, .cs = cs, .correction_bias = in.bias,
+    cf_weights w = {.seed = r->o->seed,
+                    .cfg = &full,
+                    .cs = cs,
+                    .correction_bias = in.bias,
                     .dead_expert = tc->kind == K_DEAD ? 0 : -1};
     st = cf_build(&w, &ck, why, sizeof why);
     if (st == FMOE_STATUS_OK)

@@ -103,8 +103,8 @@ static void progress_draw(cf_run *r)
     for (size_t i = 0; i < 20; i++)
         bar[i] = i < fill ? '#' : '.';
     bar[20] = '\0';
-    fprintf(stderr, "\r\033[K%s %s [%s] %zu/%zu %.60s", r->plugin->name, r->mode, bar, done,
-            r->progress_total, r->cur_id);
+    fprintf(stderr, "\r\033[K%s %s [%s] %zu/%zu %.60s", r->plugin->name, r->mode, bar, done, r->progress_total,
+            r->cur_id);
     fflush(stderr);
 }
 
@@ -138,8 +138,8 @@ int cf_begin(cf_run *r, const char *fmt, ...)
     cf_repro_line(r, r->cur_id, repro, sizeof repro);
     crash_armed = 0;
     snprintf(crash_text, sizeof crash_text,
-             "\nFAIL %s %s: the plugin crashed (fatal signal) in this case\n  repro: %s\n", r->plugin->name,
-             r->cur_id, repro);
+             "\nFAIL %s %s: the plugin crashed (fatal signal) in this case\n  repro: %s\n", r->plugin->name, r->cur_id,
+             repro);
     crash_armed = 1;
     progress_draw(r);
     return 1;

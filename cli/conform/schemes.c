@@ -53,6 +53,8 @@
  */
 #include "cli/conform/schemes.h"
 
+/* clang-format 14 splits brace-initializer macros over several lines. */
+// clang-format off
 #define TOL_F32 {1e-4, 1e-4, 1e-8}
 #define TOL_F16 {3e-3, 3e-3, 1e-5}
 #define TOL_BF16 {2e-2, 2e-2, 1e-4}
@@ -60,6 +62,7 @@
 #define TOL_FP4 {1e-1, 1e-1, 5e-3}  /* fp4 activations */
 #define TOL_INT8 {2e-2, 2e-2, 5e-4} /* int8 activations */
 #define TOL_WONLY TOL_BF16          /* weight-only: the activation dtype's row */
+// clang-format on
 
 #define BF FMOE_DTYPE_BF16
 
@@ -81,8 +84,7 @@ const cf_scheme cf_schemes[] = {
     {"fp4:group32:scale-ue8m0", BF, 32, 32, TOL_WONLY, synth_build, "weight-only: bf16 row (MXFP4 W4A16)"},
     {"fp4:group32:scale-ue8m0/fp4:group32:dynamic", BF, 32, 32, TOL_FP4, synth_build, "e2m1 ties; MXFP4 W4A4"},
     {"fp4:tgroup16:scale-fp8e4m3", BF, 16, 16, TOL_WONLY, synth_build, "weight-only: bf16 row (NVFP4 W4A16)"},
-    {"fp4:tgroup16:scale-fp8e4m3/fp4:tgroup16:dynamic", BF, 16, 16, TOL_FP4, synth_build,
-     "e2m1 ties; CUTLASS NVFP4"},
+    {"fp4:tgroup16:scale-fp8e4m3/fp4:tgroup16:dynamic", BF, 16, 16, TOL_FP4, synth_build, "e2m1 ties; CUTLASS NVFP4"},
     /* WNA16 (weight-only integers) */
     {"int4:group128", BF, 128, 128, TOL_WONLY, synth_build, "weight-only: bf16 row (GPTQ / Marlin)"},
     {"int4:group32:asym", BF, 32, 32, TOL_WONLY, synth_build, "weight-only: bf16 row (AWQ zero points)"},

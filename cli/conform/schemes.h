@@ -31,13 +31,13 @@ typedef struct cf_tolerance {
 typedef fmoe_status (*cf_store_fn)(const synth_spec *spec, synth_ckpt **out, char *why, size_t cap);
 
 typedef struct cf_scheme {
-    const char *key;          /* canonical scheme key (docs/SCHEMES.md) */
-    fmoe_dtype act_dtype;     /* activation dtype of the test grid */
-    uint32_t h_align;         /* H must be a multiple of this (groups along K of w13, int32 words) */
-    uint32_t i_align;         /* I per rank must be a multiple of this (K of w2, block_n of w13) */
+    const char *key;      /* canonical scheme key (docs/SCHEMES.md) */
+    fmoe_dtype act_dtype; /* activation dtype of the test grid */
+    uint32_t h_align;     /* H must be a multiple of this (groups along K of w13, int32 words) */
+    uint32_t i_align;     /* I per rank must be a multiple of this (K of w2, block_n of w13) */
     cf_tolerance tol;
-    cf_store_fn store;        /* NULL: no generator yet, every case UNSUPPORTED */
-    const char *why;          /* where the tolerance comes from (docs/CONFORMANCE.md) */
+    cf_store_fn store; /* NULL: no generator yet, every case UNSUPPORTED */
+    const char *why;   /* where the tolerance comes from (docs/CONFORMANCE.md) */
 } cf_scheme;
 
 extern const cf_scheme cf_schemes[];

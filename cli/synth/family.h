@@ -15,8 +15,8 @@
 
 /* One expert being quantized. */
 typedef struct synth_expert {
-    uint32_t e;          /* global logical id */
-    uint32_t h, i, r;    /* hidden, full intermediate, W13 halves (2 gated, 1 not) */
+    uint32_t e;       /* global logical id */
+    uint32_t h, i, r; /* hidden, full intermediate, W13 halves (2 gated, 1 not) */
     const float *w1, *w3, *w2;
     /* Calibration (when the family's `calibrates` says so): max |x| over the expert's
      * calibration batch, and max |act(x W13^T + b13)| (the GEMM2 input). */

@@ -75,8 +75,8 @@ static fmoe_status fp8_quantize(synth_ckpt *ck, const synth_expert *x, int32_t s
                           : synth_add(ck, x->e, shard, FMOE_ROLE_WEIGHT_SCALE, FMOE_DTYPE_F32, 2, rn, rk);
         if (!sc)
             return ue8m0 ? synth_why(ck, FMOE_STATUS_OUT_OF_MEMORY, "out of memory") : FMOE_STATUS_OUT_OF_MEMORY;
-        st = fmoe_fp8_quantize_blocks(fp8, fmax, ue8m0 ? FMOE_FP8_SCALE_UE8M0 : FMOE_FP8_SCALE_F32, n, k, bn, bk, w,
-                                      q, sc);
+        st = fmoe_fp8_quantize_blocks(fp8, fmax, ue8m0 ? FMOE_FP8_SCALE_UE8M0 : FMOE_FP8_SCALE_F32, n, k, bn, bk, w, q,
+                                      sc);
         if (ue8m0 && st == FMOE_STATUS_OK) {
             uint8_t *b = synth_add(ck, x->e, shard, FMOE_ROLE_WEIGHT_SCALE, FMOE_DTYPE_UE8M0, 2, rn, rk);
             for (size_t i = 0; b && i < (size_t)rn * rk; i++)

@@ -33,8 +33,8 @@ static int mxfp4_serves(const fmoe_scheme *s)
 
 static fmoe_status need_groups(synth_ckpt *ck, uint32_t k, const char *name)
 {
-    return synth_why(ck, FMOE_STATUS_INVALID_ARGUMENT, "%s: K = %u is not a multiple of the scale group of %u", name,
-                     k, GROUP);
+    return synth_why(ck, FMOE_STATUS_INVALID_ARGUMENT, "%s: K = %u is not a multiple of the scale group of %u", name, k,
+                     GROUP);
 }
 
 static fmoe_status mxfp8_quantize(synth_ckpt *ck, const synth_expert *x, int32_t shard, const float *w, uint32_t n,

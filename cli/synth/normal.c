@@ -13,7 +13,7 @@
  * which the top layer closes at x = 0. */
 #define LAYERS 256
 #define TAIL_R 3.6541528853610088
-#define STEP 0x1.0p-24 /* a magnitude counts halves of 2^-23 of a layer's width */
+#define STEP   0x1.0p-24 /* a magnitude counts halves of 2^-23 of a layer's width */
 
 static struct {
     double x[LAYERS + 1], f[LAYERS + 1]; /* edges and f at them */

@@ -16,10 +16,10 @@
 #include "cli/synth/normal.h"
 #include "cli/synth/parallel.h"
 
-#define DEAD_SCALE 1e-23f
-#define CALIB_TOKENS 16 /* tokens per expert in the calibration batch */
-#define TOKEN_GROUP 4   /* divides CALIB_TOKENS */
-#define MIN_WORK 262144.0 /* weights per worker at least (a few ms): a small layer starts fewer threads */
+#define DEAD_SCALE   1e-23f
+#define CALIB_TOKENS 16       /* tokens per expert in the calibration batch */
+#define TOKEN_GROUP  4        /* divides CALIB_TOKENS */
+#define MIN_WORK     262144.0 /* weights per worker at least (a few ms): a small layer starts fewer threads */
 
 typedef struct synth_tensor {
     uint32_t expert;
@@ -43,7 +43,7 @@ struct synth_ckpt {
 };
 
 static const synth_family *const families[] = {
-    &synth_family_float, &synth_family_fp8,  &synth_family_mxfp8, &synth_family_mxfp4,
+    &synth_family_float, &synth_family_fp8,   &synth_family_mxfp8, &synth_family_mxfp4,
     &synth_family_nvfp4, &synth_family_wna16, &synth_family_int8,  &synth_family_w4a8,
 };
 
@@ -61,8 +61,10 @@ int synth_supports(const fmoe_scheme *s, char *why, size_t cap)
         return 1;
     char key[FMOE_SCHEME_KEY_MAX] = "?";
     fmoe_scheme_key(s, key, sizeof key);
-    snprintf(why, cap, "no synthesizer makes %s checkpoints (cli/synth/ knows float, FP8 tensor/channel/block, "
-             "MXFP8, MXFP4, NVFP4, WNA16, INT8 W8A8 and W4A8 schemes)", key);
+    snprintf(why, cap,
+             "no synthesizer makes %s checkpoints (cli/synth/ knows float, FP8 tensor/channel/block, "
+             "MXFP8, MXFP4, NVFP4, WNA16, INT8 W8A8 and W4A8 schemes)",
+             key);
     return 0;
 }
 
@@ -106,8 +108,13 @@ void *synth_add(synth_ckpt *ck, uint32_t expert, int32_t shard, int32_t role, fm
         synth_why(ck, FMOE_STATUS_OUT_OF_MEMORY, "out of memory");
         return NULL;
     }
-    ck->t[ck->n++] = (synth_tensor){.expert = expert, .shard = shard, .role = role, .dtype = dtype, .ndim = ndim,
-                                    .shape = {ndim > 0 ? d0 : 0, ndim > 1 ? d1 : 0}, .data = data};
+    ck->t[ck->n++] = (synth_tensor){.expert = expert,
+                                    .shard = shard,
+                                    .role = role,
+                                    .dtype = dtype,
+                                    .ndim = ndim,
+                                    .shape = {ndim > 0 ? d0 : 0, ndim > 1 ? d1 : 0},
+                                    .data = data};
     return data;
 }
 
@@ -213,16 +220,21 @@ static float activation(const fmoe_layer_config *c, float g, float u)
 {
     float lim = c->swiglu_limit, a;
     switch (c->activation) {
-    case FMOE_ACT_GELU: a = 0.5f * g * (1.0f + erff(g * 0.70710678f)); break;
+    case FMOE_ACT_GELU:
+        a = 0.5f * g * (1.0f + erff(g * 0.70710678f));
+        break;
     case FMOE_ACT_GELU_TANH:
         a = 0.5f * g * (1.0f + tanhf(0.7978845608f * (g + 0.044715f * g * g * g)));
         break;
-    case FMOE_ACT_RELU2: a = g > 0.0f ? g * g : 0.0f; break;
+    case FMOE_ACT_RELU2:
+        a = g > 0.0f ? g * g : 0.0f;
+        break;
     case FMOE_ACT_SWIGLUOAI:
         if (lim > 0.0f)
             g = fminf(g, lim), u = clampf(u, -lim, lim);
         return g / (1.0f + expf(-c->swiglu_alpha * g)) * (u + 1.0f);
-    case FMOE_ACT_SWIGLUSTEP: return fminf(silu(g), 7.0f) * clampf(u, -7.0f, 7.0f);
+    case FMOE_ACT_SWIGLUSTEP:
+        return fminf(silu(g), 7.0f) * clampf(u, -7.0f, 7.0f);
     default:
         if (lim > 0.0f && c->gated)
             g = fminf(g, lim), u = clampf(u, -lim, lim);
@@ -329,10 +341,10 @@ typedef struct build_job {
     const synth_spec *spec;
     const synth_ckpt *ck;
     const uint32_t *experts;
-    synth_ckpt *parts;    /* per item */
-    fmoe_status *st;      /* per item */
-    unsigned char *ran;   /* per item */
-    floats *scratch;      /* per worker */
+    synth_ckpt *parts;  /* per item */
+    fmoe_status *st;    /* per item */
+    unsigned char *ran; /* per item */
+    floats *scratch;    /* per worker */
 } build_job;
 
 static fmoe_status build_expert(synth_ckpt *part, const synth_spec *spec, uint32_t e, floats *f)
@@ -352,8 +364,13 @@ static fmoe_status build_expert(synth_ckpt *part, const synth_spec *spec, uint32
         }
     }
     synth_expert_floats(spec, e, f->w1, f->w3, f->w2, c->has_bias ? f->b13 : NULL, c->has_bias ? f->b2 : NULL);
-    synth_expert x = {.e = e, .h = (uint32_t)h, .i = (uint32_t)i, .r = c->gated ? 2 : 1, .w1 = f->w1,
-                      .w3 = c->gated ? f->w3 : NULL, .w2 = f->w2};
+    synth_expert x = {.e = e,
+                      .h = (uint32_t)h,
+                      .i = (uint32_t)i,
+                      .r = c->gated ? 2 : 1,
+                      .w1 = f->w1,
+                      .w3 = c->gated ? f->w3 : NULL,
+                      .w2 = f->w2};
     if (part->family->calibrates && part->family->calibrates(&part->scheme) &&
         calibrate(spec, e, f->w1, f->w3, c->has_bias ? f->b13 : NULL, &x) != 0)
         return synth_why(part, FMOE_STATUS_OUT_OF_MEMORY, "out of memory for the calibration batch");
@@ -403,8 +420,12 @@ static fmoe_status build_experts(synth_ckpt *ck, const synth_spec *spec)
     free(map);
     double per_expert = 3.0 * (double)c->hidden_size * (double)c->intermediate_size;
     uint32_t workers = synth_workers(spec->threads, items, per_expert, MIN_WORK);
-    build_job j = {.spec = spec, .ck = ck, .experts = experts, .parts = calloc(items + 1, sizeof *j.parts),
-                   .st = calloc(items + 1, sizeof *j.st), .ran = calloc(items + 1, 1),
+    build_job j = {.spec = spec,
+                   .ck = ck,
+                   .experts = experts,
+                   .parts = calloc(items + 1, sizeof *j.parts),
+                   .st = calloc(items + 1, sizeof *j.st),
+                   .ran = calloc(items + 1, 1),
                    .scratch = calloc(workers, sizeof *j.scratch)};
     fmoe_status st = FMOE_STATUS_OK;
     if (!experts || !j.parts || !j.st || !j.ran || !j.scratch)
@@ -496,8 +517,13 @@ void synth_tensor_get(const synth_ckpt *ck, size_t i, synth_tensor_info *out)
 {
     const synth_tensor *t = &ck->t[i];
     size_t numel = t->ndim == 0 ? 1 : (size_t)t->shape[0] * (t->ndim == 2 ? (size_t)t->shape[1] : 1);
-    *out = (synth_tensor_info){.expert = t->expert, .shard = t->shard, .role = t->role, .dtype = t->dtype,
-                               .ndim = t->ndim, .shape = {t->shape[0], t->shape[1]}, .data = t->data,
+    *out = (synth_tensor_info){.expert = t->expert,
+                               .shard = t->shard,
+                               .role = t->role,
+                               .dtype = t->dtype,
+                               .ndim = t->ndim,
+                               .shape = {t->shape[0], t->shape[1]},
+                               .data = t->data,
                                .bytes = numel * fmoe_dtype_size(t->dtype)};
 }
 
@@ -510,8 +536,16 @@ static int32_t projection_of(int32_t shard)
 
 static const char *role_name(int32_t role)
 {
-    static const char *const names[] = {"?", "weight", "bias", "weight scale", "weight global scale", "input scale",
-                                        "input global scale", "zero point", "g_idx", "routing bias"};
+    static const char *const names[] = {"?",
+                                        "weight",
+                                        "bias",
+                                        "weight scale",
+                                        "weight global scale",
+                                        "input scale",
+                                        "input global scale",
+                                        "zero point",
+                                        "g_idx",
+                                        "routing bias"};
     return role >= 0 && role < (int32_t)(sizeof names / sizeof names[0]) ? names[role] : "?";
 }
 
@@ -557,8 +591,8 @@ static const void *as_declared(const synth_ckpt *ck, const fmoe_param_info *p, c
     if (t->dtype == p->dtype && !recip)
         return t->data;
     if (!cli_is_float_storage(t->dtype) || !cli_is_float_storage(p->dtype)) {
-        snprintf(why, cap, "declares %s (%s) as %s, but a %s checkpoint stores it as %s", p->name,
-                 role_name(p->role), fmoe_dtype_name(p->dtype), ck->key, fmoe_dtype_name(t->dtype));
+        snprintf(why, cap, "declares %s (%s) as %s, but a %s checkpoint stores it as %s", p->name, role_name(p->role),
+                 fmoe_dtype_name(p->dtype), ck->key, fmoe_dtype_name(t->dtype));
         return NULL;
     }
     float *f = reserve(s, n * sizeof(float) * 2);
@@ -598,7 +632,9 @@ static fmoe_status load_per_expert(fmoe_layer *layer, const synth_ckpt *ck, cons
     }
     if (found == 0) {
         snprintf(why, cap, "declares %s (%s of %s), which a %s checkpoint does not have", p->name, role_name(p->role),
-                 p->projection == FMOE_PROJ_W2 ? "w2" : p->projection == FMOE_PROJ_W13 ? "w13" : "no projection",
+                 p->projection == FMOE_PROJ_W2    ? "w2"
+                 : p->projection == FMOE_PROJ_W13 ? "w13"
+                                                  : "no projection",
                  ck->key);
         return FMOE_STATUS_UNSUPPORTED;
     }
@@ -608,8 +644,8 @@ static fmoe_status load_per_expert(fmoe_layer *layer, const synth_ckpt *ck, cons
 /* A parameter without an expert axis, loaded whole: the correction bias the
  * routing also uses, or another float parameter (random values keyed by its
  * name, so every layer gets the same ones). */
-static fmoe_status load_whole(fmoe_layer *layer, const synth_ckpt *ck, const fmoe_param_info *p, scratch *s,
-                              char *why, size_t cap)
+static fmoe_status load_whole(fmoe_layer *layer, const synth_ckpt *ck, const fmoe_param_info *p, scratch *s, char *why,
+                              size_t cap)
 {
     fmoe_tensor t;
     fmoe_status st = fmoe_tensor_init(&t, p->dtype, p->ndim, p->shape, NULL);

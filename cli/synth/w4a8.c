@@ -33,8 +33,7 @@ static fmoe_status w4a8_quantize(synth_ckpt *ck, const synth_expert *x, int32_t 
         return synth_why(ck, FMOE_STATUS_INVALID_ARGUMENT, "W4A8: K = %u does not split into groups of %u%s", k, g,
                          packed ? " and int32 words of 8" : "");
     float *sc = malloc((size_t)n * G * sizeof *sc);
-    int8_t *q = packed ? malloc((size_t)n * k)
-                       : synth_add(ck, x->e, shard, FMOE_ROLE_WEIGHT, FMOE_DTYPE_INT8, 2, n, k);
+    int8_t *q = packed ? malloc((size_t)n * k) : synth_add(ck, x->e, shard, FMOE_ROLE_WEIGHT, FMOE_DTYPE_INT8, 2, n, k);
     void *scales = synth_add(ck, x->e, shard, FMOE_ROLE_WEIGHT_SCALE, s->w_scale_dtype, 2, n, G);
     fmoe_status st = sc && q && scales ? FMOE_STATUS_OK : FMOE_STATUS_OUT_OF_MEMORY;
     if (st == FMOE_STATUS_OK)

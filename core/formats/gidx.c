@@ -13,8 +13,7 @@
 
 #include <stdlib.h>
 
-fmoe_status fmoe_gidx_sort(int64_t k, const int32_t *g_idx, int64_t num_groups, int32_t *perm,
-                           int32_t *g_idx_sorted)
+fmoe_status fmoe_gidx_sort(int64_t k, const int32_t *g_idx, int64_t num_groups, int32_t *perm, int32_t *g_idx_sorted)
 {
     if (k < 0 || k > INT32_MAX || num_groups <= 0)
         return FMOE_STATUS_INVALID_ARGUMENT;

@@ -19,11 +19,11 @@
 #include "fusedmoe/formats.h"
 
 #include <float.h>
-#include <string.h>
 #include <math.h>
+#include <string.h>
 
-#include "fusedmoe/kit/w4a8_row.h"
 #include "fusedmoe/kit/half.h"
+#include "fusedmoe/kit/w4a8_row.h"
 
 void fmoe_w4a8_row_params(float mn, float mx, float *s0_out, int32_t *nzp)
 {

@@ -100,8 +100,8 @@ static fmoe_status read_routing(model_reader *r, const deepseek_defaults *d, con
     if (TG > G)
         return mjson_fail_at(&r->j, "topk_group", FMOE_STATUS_INVALID_ARGUMENT, "%u exceeds n_group = %u", TG, G);
     if (c->num_experts % G != 0)
-        return mjson_fail_at(&r->j, "n_group", FMOE_STATUS_INVALID_ARGUMENT,
-                             "%u does not divide %s = %u", G, experts_key, c->num_experts);
+        return mjson_fail_at(&r->j, "n_group", FMOE_STATUS_INVALID_ARGUMENT, "%u does not divide %s = %u", G,
+                             experts_key, c->num_experts);
 
     int grouped;
     if (strcmp(method, "greedy") == 0) {
@@ -168,12 +168,12 @@ static fmoe_status read_deepseek(model_reader *r, const deepseek_defaults *d)
         (st = model_uint_spellings(r, d->experts_keys, 1, 1, MODEL_MAX_EXPERTS, &c->num_experts, &experts_key)) ||
         (st = mjson_uint(&r->j, r->obj, "num_experts_per_tok", 1, 1, MODEL_MAX_TOP_K, &c->top_k)) ||
         (st = mjson_uint(&r->j, r->obj, "hidden_size", 1, 1, MODEL_MAX_HIDDEN, &c->hidden_size)) ||
-        (st = mjson_uint(&r->j, r->obj, "moe_intermediate_size", 1, 1, MODEL_MAX_INTERMEDIATE, &c->intermediate_size)) ||
+        (st = mjson_uint(&r->j, r->obj, "moe_intermediate_size", 1, 1, MODEL_MAX_INTERMEDIATE,
+                         &c->intermediate_size)) ||
         (st = mjson_uint(&r->j, r->obj, "first_k_dense_replace", 0, 0, layers, &first_dense)) ||
         (st = mjson_uint(&r->j, r->obj, "moe_layer_freq", 0, 1, MODEL_MAX_LAYERS, &freq)) ||
-        (st = mjson_require_silu(&r->j, r->obj)) ||
-        (st = model_check_top_k(r, experts_key, "num_experts_per_tok")) || (st = read_shared(r)) ||
-        (st = read_routing(r, d, experts_key)))
+        (st = mjson_require_silu(&r->j, r->obj)) || (st = model_check_top_k(r, experts_key, "num_experts_per_tok")) ||
+        (st = read_shared(r)) || (st = read_routing(r, d, experts_key)))
         return st;
     if ((st = model_set_layers(m, layers)) != FMOE_STATUS_OK)
         return st;

@@ -32,8 +32,7 @@ static fmoe_status read_mixtral(model_reader *r)
         (st = mjson_uint(&r->j, r->obj, "num_experts_per_tok", 1, 1, MODEL_MAX_TOP_K, &c->top_k)) ||
         (st = mjson_uint(&r->j, r->obj, "hidden_size", 1, 1, MODEL_MAX_HIDDEN, &c->hidden_size)) ||
         (st = mjson_uint(&r->j, r->obj, "intermediate_size", 1, 1, MODEL_MAX_INTERMEDIATE, &c->intermediate_size)) ||
-        (st = mjson_require_silu(&r->j, r->obj)) ||
-        (st = model_check_top_k(r, experts_key, "num_experts_per_tok")))
+        (st = mjson_require_silu(&r->j, r->obj)) || (st = model_check_top_k(r, experts_key, "num_experts_per_tok")))
         return st;
     c->scoring = FMOE_SCORING_SOFTMAX;
     c->renormalize = 1;

@@ -86,11 +86,11 @@ static fmoe_status read_qwen(model_reader *r, int has_shared, const char *const 
         (st = model_uint_spellings(r, experts_keys, 1, 1, MODEL_MAX_EXPERTS, &c->num_experts, &experts_key)) ||
         (st = mjson_uint(&r->j, r->obj, "num_experts_per_tok", 1, 1, MODEL_MAX_TOP_K, &c->top_k)) ||
         (st = mjson_uint(&r->j, r->obj, "hidden_size", 1, 1, MODEL_MAX_HIDDEN, &c->hidden_size)) ||
-        (st = mjson_uint(&r->j, r->obj, "moe_intermediate_size", 1, 1, MODEL_MAX_INTERMEDIATE, &c->intermediate_size)) ||
+        (st = mjson_uint(&r->j, r->obj, "moe_intermediate_size", 1, 1, MODEL_MAX_INTERMEDIATE,
+                         &c->intermediate_size)) ||
         (st = qjson_bool(&r->j, r->obj, "norm_topk_prob", 0, &renorm, NULL)) ||
         (st = mjson_uint(&r->j, r->obj, "decoder_sparse_step", 0, 1, MODEL_MAX_LAYERS, &step)) ||
-        (st = mjson_require_silu(&r->j, r->obj)) ||
-        (st = model_check_top_k(r, experts_key, "num_experts_per_tok")))
+        (st = mjson_require_silu(&r->j, r->obj)) || (st = model_check_top_k(r, experts_key, "num_experts_per_tok")))
         return st;
     if (has_shared) {
         uint32_t shared = 0;

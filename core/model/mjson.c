@@ -77,6 +77,5 @@ fmoe_status mjson_require_silu(qjson *j, const json_t *obj)
     if (st != FMOE_STATUS_OK || !given || strcmp(act, "silu") == 0)
         return st;
     return mjson_fail_at(j, "hidden_act", FMOE_STATUS_UNSUPPORTED,
-                         "\"%s\" is not supported; the experts of this family are implemented for \"silu\" only",
-                         act);
+                         "\"%s\" is not supported; the experts of this family are implemented for \"silu\" only", act);
 }

@@ -20,17 +20,16 @@
 #include "core/model/model.h"
 #include "fusedmoe/fusedmoe.h"
 
-
 static const model_family *const families[] = {
     &fmoe_family_mixtral,     &fmoe_family_qwen2_moe, &fmoe_family_qwen3_moe, &fmoe_family_deepseek_v2,
     &fmoe_family_deepseek_v3, &fmoe_family_gpt_oss,   &fmoe_family_llama4,    &fmoe_family_llama4_text,
 };
 #define FAMILY_COUNT (sizeof families / sizeof families[0])
 
-#define ARCHITECTURES_TEXT                                                                                         \
-    "MixtralForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, DeepseekV2ForCausalLM, "                         \
+#define ARCHITECTURES_TEXT \
+    "MixtralForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, DeepseekV2ForCausalLM, " \
     "DeepseekV3ForCausalLM, GptOssForCausalLM, Llama4ForConditionalGeneration, Llama4ForCausalLM"
-#define MODEL_TYPES_TEXT                                                                                           \
+#define MODEL_TYPES_TEXT \
     "mixtral, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3, kimi_k2, gpt_oss, llama4, llama4_text"
 
 static int in_list(const char *const *list, const char *s)
@@ -57,8 +56,8 @@ fmoe_status model_check_top_k(model_reader *r, const char *experts_key, const ch
     const fmoe_layer_config *c = &r->model->cfg;
     if (c->top_k <= c->num_experts)
         return FMOE_STATUS_OK;
-    return mjson_fail_at(&r->j, top_k_key, FMOE_STATUS_INVALID_ARGUMENT, "%u exceeds %s = %u", c->top_k,
-                         experts_key, c->num_experts);
+    return mjson_fail_at(&r->j, top_k_key, FMOE_STATUS_INVALID_ARGUMENT, "%u exceeds %s = %u", c->top_k, experts_key,
+                         c->num_experts);
 }
 
 fmoe_status model_uint_spellings(model_reader *r, const char *const *keys, int required, uint32_t lo, uint32_t hi,
@@ -80,8 +79,7 @@ fmoe_status model_uint_spellings(model_reader *r, const char *const *keys, int r
             value = v;
         } else if (v != value) {
             return mjson_fail_at(&r->j, *k, FMOE_STATUS_INVALID_ARGUMENT,
-                                 "%u disagrees with %s = %u (two spellings of one setting)", v, first,
-                                 value);
+                                 "%u disagrees with %s = %u (two spellings of one setting)", v, first, value);
         }
     }
     if (first) {
@@ -115,8 +113,9 @@ static fmoe_status family_by_architectures(qjson *j, char **archs, size_t n, con
         }
     }
     size_t mark = qjson_enter_key(j, "architectures");
-    fmoe_status st = qjson_fail(j, FMOE_STATUS_UNSUPPORTED, "\"%s\"%s is not a supported MoE architecture; expected one of %s",
-                                archs[0], n > 1 ? " (nor are the others)" : "", ARCHITECTURES_TEXT);
+    fmoe_status st = qjson_fail(j, FMOE_STATUS_UNSUPPORTED,
+                                "\"%s\"%s is not a supported MoE architecture; expected one of %s", archs[0],
+                                n > 1 ? " (nor are the others)" : "", ARCHITECTURES_TEXT);
     qjson_leave(j, mark);
     return st;
 }
@@ -153,8 +152,8 @@ static fmoe_status pick_family(qjson *j, const json_t *root, const model_family 
             return FMOE_STATUS_OK;
         }
     }
-    return mjson_fail_at(j, "model_type", FMOE_STATUS_UNSUPPORTED, "\"%s\" is not a supported MoE model; expected one of %s",
-                         model_type, MODEL_TYPES_TEXT);
+    return mjson_fail_at(j, "model_type", FMOE_STATUS_UNSUPPORTED,
+                         "\"%s\" is not a supported MoE model; expected one of %s", model_type, MODEL_TYPES_TEXT);
 }
 
 /* torch_dtype (transformers < 4.56) or dtype (newer); F32 when absent.
@@ -165,7 +164,7 @@ static fmoe_status read_dtype_from(qjson *j, const json_t *obj, fmoe_dtype *out,
         const char *name;
         fmoe_dtype dtype;
     } names[] = {
-        {"float32", FMOE_DTYPE_F32}, {"float", FMOE_DTYPE_F32},     {"bfloat16", FMOE_DTYPE_BF16},
+        {"float32", FMOE_DTYPE_F32}, {"float", FMOE_DTYPE_F32}, {"bfloat16", FMOE_DTYPE_BF16},
         {"float16", FMOE_DTYPE_F16}, {"half", FMOE_DTYPE_F16},
     };
     const char *keys[2] = {"torch_dtype", "dtype"};
@@ -330,8 +329,8 @@ FMOE_API fmoe_dtype fmoe_model_dtype(const fmoe_model *m)
 }
 
 /* OK when `layer` is a MoE layer of m; otherwise the error says why. */
-static fmoe_status check_moe_layer(const char *fn, const fmoe_model *m, uint32_t layer, const void *arg,
-                                   size_t size, size_t need)
+static fmoe_status check_moe_layer(const char *fn, const fmoe_model *m, uint32_t layer, const void *arg, size_t size,
+                                   size_t need)
 {
     if (!m || !arg)
         return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT, "%s: model and output must not be NULL", fn);

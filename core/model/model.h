@@ -34,10 +34,10 @@
 /* How a family names the tensors of one MoE layer, relative to
  * "<layer prefix>.<N>." (naming.c turns it into full names). */
 typedef struct model_naming {
-    const char *layer_prefix;  /* "model.layers" */
-    const char *block;         /* the MoE module of a layer: "mlp", "block_sparse_moe", "feed_forward" */
-    const char *router;        /* the router linear under block: "gate", "router" */
-    uint32_t router_bias;      /* the router has a bias (gpt-oss) */
+    const char *layer_prefix; /* "model.layers" */
+    const char *block;        /* the MoE module of a layer: "mlp", "block_sparse_moe", "feed_forward" */
+    const char *router;       /* the router linear under block: "gate", "router" */
+    uint32_t router_bias;     /* the router has a bias (gpt-oss) */
     /* Per-expert form <block>.experts.<e>.<proj>.weight; NULL: no such form. */
     const char *gate, *up, *down;
     /* Fused 3-D form <block>.experts.gate_up_proj / down_proj. */
@@ -94,9 +94,9 @@ struct fmoe_model {
     char *source;
     const model_family *family;
     uint32_t num_layers;
-    uint8_t *is_moe;        /* [num_layers] */
-    char pattern[160];      /* the keys that decided is_moe, for messages */
-    fmoe_layer_config cfg;  /* every MoE layer's config (all are alike) */
+    uint8_t *is_moe;       /* [num_layers] */
+    char pattern[160];     /* the keys that decided is_moe, for messages */
+    fmoe_layer_config cfg; /* every MoE layer's config (all are alike) */
     fmoe_dtype dtype;
     uint32_t shared_count;        /* shared experts per MoE layer */
     uint32_t shared_intermediate; /* their combined intermediate size */

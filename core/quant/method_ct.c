@@ -64,9 +64,9 @@ typedef struct ct_state {
     size_t n_targets, cap_targets;
     ct_literal *literals; /* the literal targets, by name */
     size_t n_literals;
-    size_t *regexes;      /* indices of the regex targets, in order */
+    size_t *regexes; /* indices of the regex targets, in order */
     size_t n_regexes;
-    size_t class_hit;     /* first target matching the class, or n_targets */
+    size_t class_hit; /* first target matching the class, or n_targets */
     name_set ignore;
 } ct_state;
 
@@ -97,8 +97,8 @@ static fmoe_status out_of_memory(void)
  * (compressed-tensors utils.is_activation_quantization_format). */
 static int is_activation_format(const char *format)
 {
-    static const char *const formats[] = {"naive-quantized", "int-quantized", "float-quantized",
-                                          "nvfp4-pack-quantized", "mxfp4-pack-quantized"};
+    static const char *const formats[] = {"naive-quantized", "int-quantized", "float-quantized", "nvfp4-pack-quantized",
+                                          "mxfp4-pack-quantized"};
     for (size_t i = 0; format && i < sizeof formats / sizeof formats[0]; i++)
         if (strcmp(format, formats[i]) == 0)
             return 1;
@@ -290,8 +290,7 @@ static fmoe_status read_groups(qjson *j, ct_state *s, const json_t *qcfg)
     size_t mark = qjson_enter_key(j, "config_groups");
     const char *name;
     json_t *group;
-    json_object_foreach(groups, name, group)
-    {
+    json_object_foreach(groups, name, group) {
         size_t at = qjson_enter_key(j, name);
         st = read_group(j, s, group);
         qjson_leave(j, at);

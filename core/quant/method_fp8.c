@@ -112,8 +112,7 @@ static fmoe_status read_formats(qjson *j, const json_t *qcfg, fp8_state *s)
         return FMOE_STATUS_OK;
     }
     size_t mark = qjson_enter_key(j, "scale_fmt");
-    st = qjson_fail(j, FMOE_STATUS_UNSUPPORTED, "\"%s\" is not supported (expected \"float\" or \"ue8m0\")",
-                    scale_fmt);
+    st = qjson_fail(j, FMOE_STATUS_UNSUPPORTED, "\"%s\" is not supported (expected \"float\" or \"ue8m0\")", scale_fmt);
     qjson_leave(j, mark);
     return st;
 }

@@ -129,8 +129,7 @@ static fmoe_status read_dynamic(qjson *j, const json_t *qcfg, gptq_state *s)
     size_t mark = qjson_enter_key(j, "dynamic");
     const char *key;
     json_t *value;
-    json_object_foreach(rules, key, value)
-    {
+    json_object_foreach(rules, key, value) {
         size_t at = qjson_enter_key(j, key);
         st = read_rule(j, key, value, &s->rules[s->n_rules]);
         qjson_leave(j, at);
@@ -166,8 +165,7 @@ static fmoe_status read_in_block(qjson *j, const json_t *qcfg, gptq_state *s)
                 size_t inner = json_is_array(item) ? qjson_enter_index(j, k) : j->len;
                 if (!json_is_string(name))
                     st = qjson_expected(j, name, json_is_array(item) ? "a string" : "a string or a list of strings");
-                else if ((st = qjson_strdup(json_string_value(name), &s->in_block[s->n_in_block])) ==
-                         FMOE_STATUS_OK)
+                else if ((st = qjson_strdup(json_string_value(name), &s->in_block[s->n_in_block])) == FMOE_STATUS_OK)
                     s->n_in_block++;
                 qjson_leave(j, inner);
             }

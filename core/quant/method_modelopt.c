@@ -39,8 +39,10 @@ static const struct {
     const char *name;
     int algo; /* 0: a ModelOpt algorithm we do not read */
 } algos[] = {
-    {"FP8", ALGO_FP8},     {"FP8_PER_CHANNEL_PER_TOKEN", ALGO_FP8_PCPT}, {"FP8_PB_WO", 0}, {"NVFP4", ALGO_NVFP4},
-    {"NVFP4_AWQ", 0},      {"W4A16_NVFP4", ALGO_W4A16},                  {"MXFP8", 0},     {"MIXED_PRECISION", 0},
+    {"FP8", ALGO_FP8}, {"FP8_PER_CHANNEL_PER_TOKEN", ALGO_FP8_PCPT},
+    {"FP8_PB_WO", 0},  {"NVFP4", ALGO_NVFP4},
+    {"NVFP4_AWQ", 0},  {"W4A16_NVFP4", ALGO_W4A16},
+    {"MXFP8", 0},      {"MIXED_PRECISION", 0},
 };
 
 #define SUPPORTED_TEXT "FP8, FP8_PER_CHANNEL_PER_TOKEN, NVFP4, W4A16_NVFP4"
@@ -87,11 +89,11 @@ static fmoe_status read_algo(qjson *j, const json_t *where, modelopt_state *s)
         qjson_leave(j, mark);
         return st;
     }
-    st = qjson_fail(j, FMOE_STATUS_UNSUPPORTED,
-                    "unknown ModelOpt quant_algo \"%s\" (ModelOpt algorithms: FP8, FP8_PER_CHANNEL_PER_TOKEN, "
-                    "FP8_PB_WO, NVFP4, NVFP4_AWQ, W4A16_NVFP4, MXFP8, MIXED_PRECISION; supported for MoE: " SUPPORTED_TEXT
-                    ")",
-                    text);
+    st = qjson_fail(
+        j, FMOE_STATUS_UNSUPPORTED,
+        "unknown ModelOpt quant_algo \"%s\" (ModelOpt algorithms: FP8, FP8_PER_CHANNEL_PER_TOKEN, "
+        "FP8_PB_WO, NVFP4, NVFP4_AWQ, W4A16_NVFP4, MXFP8, MIXED_PRECISION; supported for MoE: " SUPPORTED_TEXT ")",
+        text);
     qjson_leave(j, mark);
     return st;
 }

@@ -305,8 +305,9 @@ static fmoe_status add_glob(qjson *j, module_list *l, const char *entry)
 {
     size_t len = strlen(entry);
     if (len > FMOE_LIMIT_PATTERN_BYTES)
-        return qjson_fail(j, FMOE_STATUS_INVALID_ARGUMENT, "the glob \"%.64s...\" has %zu bytes, more than the %u allowed",
-                          entry, len, FMOE_LIMIT_PATTERN_BYTES);
+        return qjson_fail(j, FMOE_STATUS_INVALID_ARGUMENT,
+                          "the glob \"%.64s...\" has %zu bytes, more than the %u allowed", entry, len,
+                          FMOE_LIMIT_PATTERN_BYTES);
     nfa *globs = realloc(l->globs, (l->n_globs + 1) * sizeof *globs);
     if (globs)
         l->globs = globs;

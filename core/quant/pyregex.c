@@ -33,12 +33,12 @@ enum { N_EMPTY, N_BYTE, N_SET, N_ASSERT, N_CAT, N_ALT, N_REPEAT };
 typedef struct node {
     uint8_t kind, byte; /* byte: N_BYTE's value, N_ASSERT's kind */
     int first, next;
-    uint32_t lo, hi;    /* N_REPEAT */
-    nfa_set set;        /* N_SET */
+    uint32_t lo, hi; /* N_REPEAT */
+    nfa_set set;     /* N_SET */
 } node;
 
 typedef struct parser {
-    const char *p;     /* the next character */
+    const char *p; /* the next character */
     node *nodes;
     int n, cap;
     unsigned depth;
@@ -107,10 +107,20 @@ static int class_escape(char c, nfa_set *s)
     nfa_set t;
     nfa_set_clear(&t);
     switch (c) {
-    case 'd': case 'D': set_digits(&t); break;
-    case 'w': case 'W': set_word(&t); break;
-    case 's': case 'S': set_space(&t); break;
-    default: return 0;
+    case 'd':
+    case 'D':
+        set_digits(&t);
+        break;
+    case 'w':
+    case 'W':
+        set_word(&t);
+        break;
+    case 's':
+    case 'S':
+        set_space(&t);
+        break;
+    default:
+        return 0;
     }
     if (c == 'D' || c == 'W' || c == 'S')
         nfa_set_invert(&t);
@@ -593,8 +603,9 @@ int fmoe_pyregex_compile(const char *pattern, fmoe_pyregex **out, char *why, siz
         root = fail(&ps, "unbalanced parenthesis");
     uint64_t size = root >= 0 ? sat_add(size_of(ps.nodes, root), 1) : 0;
     if (root >= 0 && size > FMOE_LIMIT_PATTERN_PROGRAM)
-        root = fail(&ps, "compiles to more than %u instructions (repeat counts multiply the size of what they "
-                         "repeat)",
+        root = fail(&ps,
+                    "compiles to more than %u instructions (repeat counts multiply the size of what they "
+                    "repeat)",
                     FMOE_LIMIT_PATTERN_PROGRAM);
     fmoe_pyregex *re = root >= 0 ? calloc(1, sizeof *re) : NULL;
     if (root >= 0 && !re)

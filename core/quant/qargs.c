@@ -41,27 +41,26 @@ const char *qargs_strategy_name(int strategy)
 
 /* Every key QuantizationArgs has; anything else is an error there too. */
 static const char *const known_keys[] = {
-    "num_bits", "type",     "symmetric",   "group_size", "strategy",       "block_structure",
-    "dynamic",  "actorder", "scale_dtype", "zp_dtype",   "observer",       "observer_kwargs",
+    "num_bits", "type",     "symmetric",   "group_size", "strategy", "block_structure",
+    "dynamic",  "actorder", "scale_dtype", "zp_dtype",   "observer", "observer_kwargs",
 };
 
-#define KNOWN_KEYS_TEXT                                                                                          \
-    "num_bits, type, symmetric, group_size, strategy, block_structure, dynamic, actorder, scale_dtype, "         \
+#define KNOWN_KEYS_TEXT \
+    "num_bits, type, symmetric, group_size, strategy, block_structure, dynamic, actorder, scale_dtype, " \
     "zp_dtype, observer, observer_kwargs"
 
 static fmoe_status check_keys(qjson *j, const json_t *obj)
 {
     const char *key;
     json_t *value;
-    json_object_foreach((json_t *)obj, key, value)
-    {
+    json_object_foreach((json_t *)obj, key, value) {
         int known = 0;
         for (size_t i = 0; i < sizeof known_keys / sizeof known_keys[0]; i++)
             known |= strcmp(key, known_keys[i]) == 0;
         if (!known) {
             size_t mark = qjson_enter_key(j, key);
-            fmoe_status st =
-                qjson_fail(j, FMOE_STATUS_INVALID_ARGUMENT, "unknown key (QuantizationArgs has " KNOWN_KEYS_TEXT ")");
+            fmoe_status st = qjson_fail(j, FMOE_STATUS_INVALID_ARGUMENT,
+                                        "unknown key (QuantizationArgs has " KNOWN_KEYS_TEXT ")");
             qjson_leave(j, mark);
             return st;
         }
@@ -224,7 +223,9 @@ static fmoe_status read_actorder(qjson *j, const json_t *obj, qargs *a)
     static const struct {
         const char *name;
         int value;
-    } orders[] = {{"group", QORDER_GROUP}, {"dynamic", QORDER_GROUP}, {"weight", QORDER_WEIGHT},
+    } orders[] = {{"group", QORDER_GROUP},
+                  {"dynamic", QORDER_GROUP},
+                  {"weight", QORDER_WEIGHT},
                   {"static", QORDER_WEIGHT}};
     json_t *v = qjson_member(obj, "actorder");
     if (!v)
@@ -345,8 +346,8 @@ void qargs_describe(const qargs *a, char *buf, size_t cap)
 {
     static const char *const dynamic_names[] = {"false", "true", "\"local\""};
     static const char *const order_names[] = {"none", "group", "weight"};
-    int n = snprintf(buf, cap, "type=%s num_bits=%u strategy=%s", a->type == QTYPE_FLOAT ? "float" : "int",
-                     a->num_bits, qargs_strategy_name(a->strategy));
+    int n = snprintf(buf, cap, "type=%s num_bits=%u strategy=%s", a->type == QTYPE_FLOAT ? "float" : "int", a->num_bits,
+                     qargs_strategy_name(a->strategy));
     size_t len = n < 0 ? 0 : (size_t)n;
     if (len < cap && a->group_size)
         len += (size_t)snprintf(buf + len, cap - len, " group_size=%d", a->group_size);

@@ -44,15 +44,15 @@
 #define QARGS_MAX_SIZE (1u << 20)
 
 typedef struct qargs {
-    int type;              /* QTYPE_* */
-    uint32_t num_bits;     /* 1..32 */
-    int strategy;          /* QS_* */
-    int32_t group_size;    /* 0: None; -1: per channel; > 0: elements per group */
-    uint32_t block_n;      /* block_structure [rows, cols]; 0 when absent */
+    int type;           /* QTYPE_* */
+    uint32_t num_bits;  /* 1..32 */
+    int strategy;       /* QS_* */
+    int32_t group_size; /* 0: None; -1: per channel; > 0: elements per group */
+    uint32_t block_n;   /* block_structure [rows, cols]; 0 when absent */
     uint32_t block_k;
     int symmetric;
-    int dynamic;           /* QDYN_* */
-    int actorder;          /* QORDER_* */
+    int dynamic;            /* QDYN_* */
+    int actorder;           /* QORDER_* */
     fmoe_dtype scale_dtype; /* FMOE_DTYPE_INVALID when not given */
 } qargs;
 

@@ -92,14 +92,29 @@ static void describe_real(double v, char *buf, size_t cap)
 void qjson_describe(const json_t *value, char *buf, size_t cap)
 {
     switch (json_typeof(value)) {
-    case JSON_OBJECT: snprintf(buf, cap, "an object"); return;
-    case JSON_ARRAY: snprintf(buf, cap, "an array"); return;
-    case JSON_INTEGER: snprintf(buf, cap, "%" JSON_INTEGER_FORMAT, json_integer_value(value)); return;
-    case JSON_REAL: describe_real(json_real_value(value), buf, cap); return;
-    case JSON_TRUE: snprintf(buf, cap, "true"); return;
-    case JSON_FALSE: snprintf(buf, cap, "false"); return;
-    case JSON_NULL: snprintf(buf, cap, "null"); return;
-    case JSON_STRING: break;
+    case JSON_OBJECT:
+        snprintf(buf, cap, "an object");
+        return;
+    case JSON_ARRAY:
+        snprintf(buf, cap, "an array");
+        return;
+    case JSON_INTEGER:
+        snprintf(buf, cap, "%" JSON_INTEGER_FORMAT, json_integer_value(value));
+        return;
+    case JSON_REAL:
+        describe_real(json_real_value(value), buf, cap);
+        return;
+    case JSON_TRUE:
+        snprintf(buf, cap, "true");
+        return;
+    case JSON_FALSE:
+        snprintf(buf, cap, "false");
+        return;
+    case JSON_NULL:
+        snprintf(buf, cap, "null");
+        return;
+    case JSON_STRING:
+        break;
     }
     /* Quote strings, cut long ones, and keep control bytes out of the
      * message. */
@@ -145,8 +160,8 @@ static fmoe_status member_or_missing(qjson *j, const json_t *obj, const char *ke
 }
 
 /* Check the member's type with the path pointing at it. */
-static fmoe_status typed(qjson *j, const json_t *obj, const char *key, int required, json_type type,
-                         const char *what, json_t **out, int *given)
+static fmoe_status typed(qjson *j, const json_t *obj, const char *key, int required, json_type type, const char *what,
+                         json_t **out, int *given)
 {
     json_t *v;
     if (given)
@@ -167,8 +182,7 @@ static fmoe_status typed(qjson *j, const json_t *obj, const char *key, int requi
     return FMOE_STATUS_OK;
 }
 
-fmoe_status qjson_string(qjson *j, const json_t *obj, const char *key, int required, const char **out,
-                         int *given)
+fmoe_status qjson_string(qjson *j, const json_t *obj, const char *key, int required, const char **out, int *given)
 {
     json_t *v = NULL;
     fmoe_status st = typed(j, obj, key, required, JSON_STRING, "a string", &v, given);

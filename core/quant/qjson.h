@@ -43,8 +43,7 @@ size_t qjson_enter_index(qjson *j, size_t index);
 void qjson_leave(qjson *j, size_t mark);
 
 /* "<source>: <path>: <message>" (the path left out at the root). */
-fmoe_status qjson_fail(const qjson *j, fmoe_status status, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+fmoe_status qjson_fail(const qjson *j, fmoe_status status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* INVALID_ARGUMENT "<source>: <path>: expected <what>, got <value>". */
 fmoe_status qjson_expected(const qjson *j, const json_t *got, const char *what);
@@ -63,8 +62,7 @@ json_t *qjson_member(const json_t *obj, const char *key);
  * untouched when it is absent or null and not `required`; INVALID_ARGUMENT
  * naming the path otherwise ("missing required key" for a required one).
  */
-fmoe_status qjson_string(qjson *j, const json_t *obj, const char *key, int required, const char **out,
-                         int *given);
+fmoe_status qjson_string(qjson *j, const json_t *obj, const char *key, int required, const char **out, int *given);
 fmoe_status qjson_int(qjson *j, const json_t *obj, const char *key, int required, long long *out, int *given);
 fmoe_status qjson_bool(qjson *j, const json_t *obj, const char *key, int required, int *out, int *given);
 fmoe_status qjson_object(qjson *j, const json_t *obj, const char *key, int required, json_t **out, int *given);

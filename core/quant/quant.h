@@ -22,9 +22,9 @@
 
 /* What one module (one projection of one expert) is quantized as. */
 typedef struct qspec {
-    int quantized;      /* 0: the module is not quantized (ignored, excluded, untargeted) */
+    int quantized; /* 0: the module is not quantized (ignored, excluded, untargeted) */
     qargs weights;
-    int has_input;      /* 0: activations are not quantized */
+    int has_input; /* 0: activations are not quantized */
     qargs input;
     const char *format; /* compressed-tensors format in effect; NULL for None */
 } qspec;

@@ -17,10 +17,9 @@
 
 #include "base/error.h"
 #include "base/limits.h"
+#include "base/scheme.h"
 #include "base/text_file.h"
 #include "core/quant/quant.h"
-#include "base/scheme.h"
-
 
 struct fmoe_quant_config {
     char *source;
@@ -81,7 +80,7 @@ static fmoe_status read_dtype(qjson *j, const json_t *root, fmoe_dtype *out)
         const char *name;
         fmoe_dtype dtype;
     } names[] = {
-        {"float32", FMOE_DTYPE_F32}, {"float", FMOE_DTYPE_F32},     {"bfloat16", FMOE_DTYPE_BF16},
+        {"float32", FMOE_DTYPE_F32}, {"float", FMOE_DTYPE_F32}, {"bfloat16", FMOE_DTYPE_BF16},
         {"float16", FMOE_DTYPE_F16}, {"half", FMOE_DTYPE_F16},
     };
     const char *key = qjson_member(root, "torch_dtype") ? "torch_dtype" : "dtype";
@@ -144,8 +143,8 @@ static fmoe_status read_method(qjson *j, const json_t *qcfg, fmoe_quant_config *
         }
     }
     size_t mark = qjson_enter_key(j, "quant_method");
-    st = qjson_fail(j, FMOE_STATUS_UNSUPPORTED, "quantization method \"%s\" is not supported (fusedmoe reads " READERS_TEXT ")",
-                    name);
+    st = qjson_fail(j, FMOE_STATUS_UNSUPPORTED,
+                    "quantization method \"%s\" is not supported (fusedmoe reads " READERS_TEXT ")", name);
     qjson_leave(j, mark);
     return st;
 }
@@ -292,8 +291,8 @@ static fmoe_status check_match_work(const fmoe_quant_config *qc, const fmoe_expe
                           "%s: %s: matching %u expert module names against the quantization_config's patterns (%llu "
                           "instructions) would take up to %llu steps, more than the %llu allowed; the config's "
                           "regular expressions or globs are too large for a layer of %u experts",
-                          qc->source, m->prefix, names, (unsigned long long)qc->pattern_cost,
-                          (unsigned long long)work, (unsigned long long)FMOE_LIMIT_MATCH_WORK, m->num_experts);
+                          qc->source, m->prefix, names, (unsigned long long)qc->pattern_cost, (unsigned long long)work,
+                          (unsigned long long)FMOE_LIMIT_MATCH_WORK, m->num_experts);
 }
 
 fmoe_status fmoe_quant_config_scheme(const fmoe_quant_config *qc, const fmoe_expert_modules *m, fmoe_scheme *out)

@@ -27,8 +27,8 @@
 #include <string.h>
 
 #include "base/error.h"
-#include "core/quant/quant.h"
 #include "base/scheme.h"
+#include "core/quant/quant.h"
 
 /* ---- predicates (vLLM's names, our added conditions marked) -------------- */
 
@@ -96,8 +96,7 @@ static int is_w4a8_shape(const qspec *s)
 
 static int is_fp8_w4a8(const qspec *s)
 {
-    return is_w4a8_shape(s) && s->weights.strategy == QS_GROUP && s->input.symmetric &&
-           s->input.type == QTYPE_FLOAT;
+    return is_w4a8_shape(s) && s->weights.strategy == QS_GROUP && s->input.symmetric && s->input.type == QTYPE_FLOAT;
 }
 
 static int is_dynamic_token_w4a8_int(const qspec *s)
@@ -272,8 +271,7 @@ static fmoe_status build_fp8(const qspec *s, fmoe_scheme *out)
     if (!per_tensor && !per_channel)
         return fmoe_error_set(FMOE_STATUS_UNSUPPORTED, "For FP8 Fused MoE layer, we require either per tensor or "
                                                        "channelwise, dynamic per token quantization.");
-    weights(out, FMOE_DTYPE_FP8_E4M3FN, per_tensor ? FMOE_QSTRATEGY_TENSOR : FMOE_QSTRATEGY_CHANNEL, 0,
-            FMOE_DTYPE_F32);
+    weights(out, FMOE_DTYPE_FP8_E4M3FN, per_tensor ? FMOE_QSTRATEGY_TENSOR : FMOE_QSTRATEGY_CHANNEL, 0, FMOE_DTYPE_F32);
     activations(out, FMOE_DTYPE_FP8_E4M3FN, per_tensor ? FMOE_QSTRATEGY_TENSOR : FMOE_QSTRATEGY_TOKEN, 0, 1);
     out->a_dynamic = a->dynamic != QDYN_STATIC;
     return FMOE_STATUS_OK;
@@ -282,8 +280,8 @@ static fmoe_status build_fp8(const qspec *s, fmoe_scheme *out)
 /* 6. INT8 W8A8 with dynamic per-token activations. */
 static fmoe_status build_w8a8_int8(const qspec *s, fmoe_scheme *out)
 {
-    weights(out, FMOE_DTYPE_INT8, s->weights.strategy == QS_TENSOR ? FMOE_QSTRATEGY_TENSOR : FMOE_QSTRATEGY_CHANNEL,
-            0, FMOE_DTYPE_F32);
+    weights(out, FMOE_DTYPE_INT8, s->weights.strategy == QS_TENSOR ? FMOE_QSTRATEGY_TENSOR : FMOE_QSTRATEGY_CHANNEL, 0,
+            FMOE_DTYPE_F32);
     activations(out, FMOE_DTYPE_INT8, FMOE_QSTRATEGY_TOKEN, 0, s->input.symmetric);
     return FMOE_STATUS_OK;
 }

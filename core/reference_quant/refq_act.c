@@ -18,12 +18,12 @@
 #include <math.h>
 #include <string.h>
 
-#include "fusedmoe/kit/refq.h"
 #include "fusedmoe/formats.h"
+#include "fusedmoe/kit/refq.h"
 
-#define FP8 FMOE_DTYPE_FP8_E4M3FN
+#define FP8         FMOE_DTYPE_FP8_E4M3FN
 #define NVFP4_BLOCK 16
-#define MX_BLOCK 32
+#define MX_BLOCK    32
 
 float refq_fp8_tensor_scale(float amax)
 {
@@ -33,9 +33,12 @@ float refq_fp8_tensor_scale(float amax)
 uint32_t refq_actq_multiple(const refq_actq *q)
 {
     switch (q->kind) {
-    case REFQ_A_NVFP4: return NVFP4_BLOCK;
-    case REFQ_A_MXFP4: return MX_BLOCK;
-    default: return 1;
+    case REFQ_A_NVFP4:
+        return NVFP4_BLOCK;
+    case REFQ_A_MXFP4:
+        return MX_BLOCK;
+    default:
+        return 1;
     }
 }
 
@@ -121,14 +124,24 @@ int refq_actq_row(const refq_actq *q, uint32_t expert, float tensor_scale, float
     if (n == 0)
         return 0;
     switch (q->kind) {
-    case REFQ_A_NONE: return 0;
-    case REFQ_A_FP8_TENSOR: return fp8_tensor(tensor_scale, x, n, scratch);
-    case REFQ_A_FP8_TOKEN: return fp8_blocks(q, n, x, n, scratch);
-    case REFQ_A_FP8_GROUP: return q->group ? fp8_blocks(q, q->group, x, n, scratch) : -1;
-    case REFQ_A_NVFP4: return nvfp4(q->scale[expert], q->convention, x, n);
-    case REFQ_A_MXFP4: return mxfp4(x, n);
-    case REFQ_A_INT8_TOKEN: int8_token(x, n); return 0;
-    case REFQ_A_INT8_ASYM: return int8_asym(x, n, scratch);
-    default: return -1;
+    case REFQ_A_NONE:
+        return 0;
+    case REFQ_A_FP8_TENSOR:
+        return fp8_tensor(tensor_scale, x, n, scratch);
+    case REFQ_A_FP8_TOKEN:
+        return fp8_blocks(q, n, x, n, scratch);
+    case REFQ_A_FP8_GROUP:
+        return q->group ? fp8_blocks(q, q->group, x, n, scratch) : -1;
+    case REFQ_A_NVFP4:
+        return nvfp4(q->scale[expert], q->convention, x, n);
+    case REFQ_A_MXFP4:
+        return mxfp4(x, n);
+    case REFQ_A_INT8_TOKEN:
+        int8_token(x, n);
+        return 0;
+    case REFQ_A_INT8_ASYM:
+        return int8_asym(x, n, scratch);
+    default:
+        return -1;
     }
 }

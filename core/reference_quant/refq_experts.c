@@ -20,9 +20,9 @@
 #include "fusedmoe/kit/half.h"
 #include "fusedmoe/kit/refq.h"
 
-#define PAIR_BLOCK 16
+#define PAIR_BLOCK    16
 #define BUDGET_FLOATS ((int64_t)1 << 22) /* per-chunk y + activations: 16 MiB */
-#define DOT_LANES 8
+#define DOT_LANES     8
 
 typedef struct dims {
     uint32_t H, I, rI, k, wide;
@@ -120,7 +120,8 @@ static int block_gemm1(const refq_problem *p, const dims *d, int64_t l, const in
         refq_matrix_row(p->w13, (uint32_t)l, n, s->row);
         float bias = p->b13 ? fmoe_load_float(p->b13, p->bias_dtype, l * d->rI + n) : 0.0f;
         for (int b = 0; b < nb; b++)
-            s->hb[(size_t)b * d->rI + n] = fmoe_round_to(d->act, dot_f32(s->xb + (size_t)b * d->wide, s->row, d->H) + bias);
+            s->hb[(size_t)b * d->rI + n] = fmoe_round_to(d->act,
+                                                         dot_f32(s->xb + (size_t)b * d->wide, s->row, d->H) + bias);
     }
     for (int b = 0; b < nb; b++) {
         float *a = s->acts + (size_t)rows[b] * d->I;
@@ -148,8 +149,8 @@ static int block_gemm2(const refq_problem *p, const dims *d, int64_t l, const in
         refq_matrix_row(p->w2, (uint32_t)l, n, s->row);
         float bias = add_b2 ? fmoe_load_float(p->b2, p->bias_dtype, l * d->H + n) : 0.0f;
         for (int b = 0; b < nb; b++)
-            s->y[(size_t)rows[b] * d->H + n] =
-                fmoe_round_to(d->act, dot_f32(s->xb + (size_t)b * d->wide, s->row, d->I) + bias);
+            s->y[(size_t)rows[b] * d->H + n] = fmoe_round_to(d->act,
+                                                             dot_f32(s->xb + (size_t)b * d->wide, s->row, d->I) + bias);
     }
     return 0;
 }
@@ -181,7 +182,8 @@ static int for_blocks(const refq_problem *p, const dims *d, int64_t p0, int gemm
         for (int64_t i = s->start[l]; i < s->start[l + 1]; i += PAIR_BLOCK) {
             int nb = (int)(s->start[l + 1] - i < PAIR_BLOCK ? s->start[l + 1] - i : PAIR_BLOCK);
             const int32_t *rows = s->order + i;
-            int rc = gemm == 1 ? block_gemm1(p, d, l, rows, nb, p0, scale, s) : block_gemm2(p, d, l, rows, nb, scale, s);
+            int rc = gemm == 1 ? block_gemm1(p, d, l, rows, nb, p0, scale, s)
+                               : block_gemm2(p, d, l, rows, nb, scale, s);
             if (rc != 0)
                 return rc;
         }

@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fusedmoe/formats.h"
 #include "fusedmoe/kit/half.h"
 #include "fusedmoe/kit/refq.h"
-#include "fusedmoe/formats.h"
 
 static size_t numel(const refq_matrix *m)
 {

@@ -12,8 +12,8 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "fusedmoe/kit/refq.h"
 #include "fusedmoe/formats.h"
+#include "fusedmoe/kit/refq.h"
 
 static int positive(float v)
 {

@@ -12,8 +12,8 @@
  */
 #include <stdlib.h>
 
-#include "fusedmoe/kit/refq.h"
 #include "fusedmoe/formats.h"
+#include "fusedmoe/kit/refq.h"
 
 static void fp8_row(const refq_matrix *m, uint32_t e, uint32_t n, float *out)
 {
@@ -59,11 +59,20 @@ static void int_row(const refq_matrix *m, uint32_t e, uint32_t n, float *out)
 void refq_matrix_row(const refq_matrix *m, uint32_t e, uint32_t n, float *out)
 {
     switch (m->format) {
-    case REFQ_W_FP8: fp8_row(m, e, n, out); break;
-    case REFQ_W_NVFP4: nvfp4_row(m, e, n, out); break;
-    case REFQ_W_MXFP4: mxfp4_row(m, e, n, out); break;
-    case REFQ_W_INT: int_row(m, e, n, out); break;
-    default: break;
+    case REFQ_W_FP8:
+        fp8_row(m, e, n, out);
+        break;
+    case REFQ_W_NVFP4:
+        nvfp4_row(m, e, n, out);
+        break;
+    case REFQ_W_MXFP4:
+        mxfp4_row(m, e, n, out);
+        break;
+    case REFQ_W_INT:
+        int_row(m, e, n, out);
+        break;
+    default:
+        break;
     }
 }
 

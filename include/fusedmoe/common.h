@@ -32,11 +32,11 @@ extern "C" {
 
 typedef int32_t fmoe_status;
 
-#define FMOE_STATUS_OK               0
+#define FMOE_STATUS_OK 0
 /* Not handled here: a backend does not serve this case. Not an error; the
  * caller may try another backend. Always comes with a reason text. */
 #define FMOE_STATUS_UNSUPPORTED      1
-#define FMOE_STATUS_INVALID_ARGUMENT 2  /* bad config, tensor, call argument */
+#define FMOE_STATUS_INVALID_ARGUMENT 2 /* bad config, tensor, call argument */
 #define FMOE_STATUS_OUT_OF_MEMORY    3
 #define FMOE_STATUS_NOT_FOUND        4  /* file, plugin, parameter, symbol */
 #define FMOE_STATUS_IO_ERROR         5  /* reading or writing a file failed */
@@ -53,35 +53,35 @@ typedef int32_t fmoe_status;
 
 typedef int32_t fmoe_dtype;
 
-#define FMOE_DTYPE_INVALID       0
-#define FMOE_DTYPE_F32           1
-#define FMOE_DTYPE_BF16          2
-#define FMOE_DTYPE_F16           3
-#define FMOE_DTYPE_F64           4
-#define FMOE_DTYPE_FP8_E4M3FN    5  /* OCP e4m3, no inf, NaN = S.1111.111, max 448 */
-#define FMOE_DTYPE_FP8_E4M3FNUZ  6  /* AMD e4m3, bias 8, NaN = 0x80 only, max 240 */
-#define FMOE_DTYPE_FP8_E5M2      7
-#define FMOE_DTYPE_INT8          8
-#define FMOE_DTYPE_UINT8         9
-#define FMOE_DTYPE_INT32         10
-#define FMOE_DTYPE_INT64         11
+#define FMOE_DTYPE_INVALID      0
+#define FMOE_DTYPE_F32          1
+#define FMOE_DTYPE_BF16         2
+#define FMOE_DTYPE_F16          3
+#define FMOE_DTYPE_F64          4
+#define FMOE_DTYPE_FP8_E4M3FN   5 /* OCP e4m3, no inf, NaN = S.1111.111, max 448 */
+#define FMOE_DTYPE_FP8_E4M3FNUZ 6 /* AMD e4m3, bias 8, NaN = 0x80 only, max 240 */
+#define FMOE_DTYPE_FP8_E5M2     7
+#define FMOE_DTYPE_INT8         8
+#define FMOE_DTYPE_UINT8        9
+#define FMOE_DTYPE_INT32        10
+#define FMOE_DTYPE_INT64        11
 /* Two e2m1 values per byte, element 0 in the low nibble. One tensor element
  * is one byte (a pair), so shapes count pairs along the packed axis. */
-#define FMOE_DTYPE_FP4_E2M1X2    12
-#define FMOE_DTYPE_UE8M0         13 /* power-of-two scale 2^(b-127); 255 = NaN */
+#define FMOE_DTYPE_FP4_E2M1X2 12
+#define FMOE_DTYPE_UE8M0      13 /* power-of-two scale 2^(b-127); 255 = NaN */
 /* A 4-bit integer *value type*, used in schemes; never a storage dtype
  * (4-bit weights are stored packed in INT32 or UINT8 tensors). */
-#define FMOE_DTYPE_INT4          14
-#define FMOE_DTYPE_COUNT_        15 /* not a dtype; grows as values are appended */
+#define FMOE_DTYPE_INT4   14
+#define FMOE_DTYPE_COUNT_ 15 /* not a dtype; grows as values are appended */
 
 /* ------------------------------------------------------------------------ */
 /* Devices.                                                                  */
 /* ------------------------------------------------------------------------ */
 
-#define FMOE_DEVICE_ANY   (-1) /* selection only: any device */
-#define FMOE_DEVICE_CPU   0    /* host memory */
-#define FMOE_DEVICE_CUDA  1
-#define FMOE_DEVICE_ROCM  2
+#define FMOE_DEVICE_ANY  (-1) /* selection only: any device */
+#define FMOE_DEVICE_CPU  0    /* host memory */
+#define FMOE_DEVICE_CUDA 1
+#define FMOE_DEVICE_ROCM 2
 
 /* ------------------------------------------------------------------------ */
 /* Tensor descriptor. Describes memory; never owns it.                       */
@@ -92,25 +92,25 @@ typedef int32_t fmoe_dtype;
 typedef struct fmoe_tensor {
     size_t struct_size;
     fmoe_dtype dtype;
-    int32_t device_kind;   /* FMOE_DEVICE_* */
+    int32_t device_kind; /* FMOE_DEVICE_* */
     int32_t device_index;
-    uint32_t ndim;         /* 0..FMOE_MAX_DIMS; 0 is a scalar */
+    uint32_t ndim; /* 0..FMOE_MAX_DIMS; 0 is a scalar */
     int64_t shape[FMOE_MAX_DIMS];
     /* Strides in elements (not bytes), one per dimension; always filled in.
      * Row-major contiguous: strides[ndim-1] == 1, strides[i] = strides[i+1]*shape[i+1]. */
     int64_t strides[FMOE_MAX_DIMS];
-    void *data;            /* may be NULL only when the tensor has 0 elements */
+    void *data; /* may be NULL only when the tensor has 0 elements */
 } fmoe_tensor;
 
 /* ------------------------------------------------------------------------ */
 /* Activations (spec/interface.md §5).                                       */
 /* ------------------------------------------------------------------------ */
 
-#define FMOE_ACT_INVALID    0
-#define FMOE_ACT_SILU       1 /* gated: silu(g)*u; with swiglu_limit L: silu(min(g,L))*clamp(u,-L,L) */
-#define FMOE_ACT_GELU       2 /* gated: gelu_erf(g)*u; non-gated: gelu_erf(h) */
-#define FMOE_ACT_GELU_TANH  3 /* tanh approximation of gelu */
-#define FMOE_ACT_RELU2      4 /* relu(x)^2; gated: relu(g)^2*u */
+#define FMOE_ACT_INVALID   0
+#define FMOE_ACT_SILU      1 /* gated: silu(g)*u; with swiglu_limit L: silu(min(g,L))*clamp(u,-L,L) */
+#define FMOE_ACT_GELU      2 /* gated: gelu_erf(g)*u; non-gated: gelu_erf(h) */
+#define FMOE_ACT_GELU_TANH 3 /* tanh approximation of gelu */
+#define FMOE_ACT_RELU2     4 /* relu(x)^2; gated: relu(g)^2*u */
 /* gpt-oss: gate/up rows interleaved [g0,u0,g1,u1,..] in w13; g=min(g,L),
  * u=clamp(u,-L,L), out = g*sigmoid(alpha*g)*(u+1). Gated only. */
 #define FMOE_ACT_SWIGLUOAI  5
@@ -147,15 +147,15 @@ typedef struct fmoe_layer_config {
     uint32_t num_experts;
     uint32_t num_redundant_experts; /* requires enable_eplb; <= FMOE_MAX_REDUNDANT_EXPERTS */
     uint32_t top_k;
-    uint32_t hidden_size;           /* H, as in the checkpoint */
-    uint32_t intermediate_size;     /* I, full (before tensor-parallel split) */
+    uint32_t hidden_size;       /* H, as in the checkpoint */
+    uint32_t intermediate_size; /* I, full (before tensor-parallel split) */
 
     /* Expert function. gated: w13 produces [gate; up] (2*I rows per TP
      * shard) and the activation multiplies; non-gated: w13 has I rows. */
-    int32_t activation;             /* FMOE_ACT_* */
-    uint32_t gated;                 /* 0 or 1 */
-    uint32_t has_bias;              /* w13_bias [E,rI] and w2_bias [E,H] present */
-    float swiglu_alpha;             /* SWIGLUOAI alpha (default 1.702) */
+    int32_t activation; /* FMOE_ACT_* */
+    uint32_t gated;     /* 0 or 1 */
+    uint32_t has_bias;  /* w13_bias [E,rI] and w2_bias [E,H] present */
+    float swiglu_alpha; /* SWIGLUOAI alpha (default 1.702) */
     /* Clamp limit L of gated SILU and SWIGLUOAI; 0 = no clamp (the default).
      * gpt-oss uses 7.0 (its config.json swiglu_limit): set it explicitly. */
     float swiglu_limit;
@@ -164,20 +164,20 @@ typedef struct fmoe_layer_config {
     fmoe_dtype act_dtype;
 
     /* Routing. */
-    int32_t scoring;                /* FMOE_SCORING_* */
-    uint32_t renormalize;           /* divide the top-k weights by their sum */
-    uint32_t grouped_topk;          /* DeepSeek grouped top-k; needs the two below */
+    int32_t scoring;       /* FMOE_SCORING_* */
+    uint32_t renormalize;  /* divide the top-k weights by their sum */
+    uint32_t grouped_topk; /* DeepSeek grouped top-k; needs the two below */
     uint32_t num_expert_group;
     uint32_t topk_group;
-    uint32_t has_correction_bias;   /* e_score_correction_bias[E]: selection only */
-    float routed_scaling_factor;    /* multiplies the final weights (default 1.0) */
+    uint32_t has_correction_bias;          /* e_score_correction_bias[E]: selection only */
+    float routed_scaling_factor;           /* multiplies the final weights (default 1.0) */
     uint32_t apply_router_weight_on_input; /* x *= w before GEMM1; top_k must be 1 */
 
     /* Parallelism. TP splits I across ranks; EP gives each rank whole experts.
      * (vLLM never uses both inside one MoE layer; neither do we.) */
     uint32_t tp_size, tp_rank;
     uint32_t ep_size, ep_rank;
-    int32_t placement;              /* FMOE_PLACEMENT_* (default LINEAR) */
+    int32_t placement; /* FMOE_PLACEMENT_* (default LINEAR) */
     uint32_t enable_eplb;
 
     /* Largest number of tokens one forward may see (sizes workspaces). */
@@ -223,13 +223,13 @@ typedef struct fmoe_scheme {
     size_t struct_size;
     /* Weights. For an unquantized layer w_dtype is the storage dtype
      * (F32/BF16/F16) and w_strategy is NONE. */
-    fmoe_dtype w_dtype;         /* value type: BF16, FP8_E4M3FN, INT4, FP4_E2M1X2, ... */
-    int32_t w_strategy;         /* FMOE_QSTRATEGY_* */
-    uint32_t w_group_size;      /* GROUP / TENSOR_GROUP */
+    fmoe_dtype w_dtype;            /* value type: BF16, FP8_E4M3FN, INT4, FP4_E2M1X2, ... */
+    int32_t w_strategy;            /* FMOE_QSTRATEGY_* */
+    uint32_t w_group_size;         /* GROUP / TENSOR_GROUP */
     uint32_t w_block_n, w_block_k; /* BLOCK */
-    fmoe_dtype w_scale_dtype;   /* F32, BF16, FP8_E4M3FN (NVFP4), UE8M0 (MX) */
+    fmoe_dtype w_scale_dtype;      /* F32, BF16, FP8_E4M3FN (NVFP4), UE8M0 (MX) */
     uint32_t w_symmetric;
-    int32_t w_actorder;         /* FMOE_ACTORDER_* */
+    int32_t w_actorder; /* FMOE_ACTORDER_* */
     /* Activations. a_dtype INVALID and a_strategy NONE: not quantized. */
     fmoe_dtype a_dtype;
     int32_t a_strategy;

@@ -118,9 +118,10 @@ FMOE_API void fmoe_fp8_e4m3fn_to_fnuz(uint8_t *q, int64_t n, float *scales, int6
 
 /* How a block's dequant scale s is derived from amax = max |x| over the block
  * (NaN elements are skipped by the max). */
-#define FMOE_FP8_SCALE_F32   1 /* s = max(amax / fp8_max, 1 / (fp8_max * 512))   (vLLM) */
-#define FMOE_FP8_SCALE_UE8M0 2 /* s = 2^ceil(log2(max(amax, 1e-4) / fp8_max)),
-                                  exponent clamped to [-126, 127]   (DeepGEMM) */
+#define FMOE_FP8_SCALE_F32 1 /* s = max(amax / fp8_max, 1 / (fp8_max * 512))   (vLLM) */
+#define FMOE_FP8_SCALE_UE8M0 \
+    2 /* s = 2^ceil(log2(max(amax, 1e-4) / fp8_max)), \
+         exponent clamped to [-126, 127]   (DeepGEMM) */
 
 /* The scale of one block with maximum magnitude `amax` under `rule`, every
  * step in f32 as written above (the UE8M0 power of two is the one
@@ -350,8 +351,8 @@ FMOE_API fmoe_status fmoe_w4a8_quantize_activations(int64_t rows, int64_t k, con
                                                     int32_t *offsets, float *scales);
 
 /* x[r, c] = (float)(q[r, c] + offsets[r]) * scales[r]. */
-FMOE_API fmoe_status fmoe_w4a8_dequantize_activations(int64_t rows, int64_t k, const int8_t *q,
-                                                      const int32_t *offsets, const float *scales, float *x);
+FMOE_API fmoe_status fmoe_w4a8_dequantize_activations(int64_t rows, int64_t k, const int8_t *q, const int32_t *offsets,
+                                                      const float *scales, float *x);
 
 /* int4 weights [n, k] with values in [-8, 7] (k even) -> uint8 [n, k/2], the
  * input format of KleidiAI's packers and of PyTorch _dyn_quant_pack_4bit_weight:

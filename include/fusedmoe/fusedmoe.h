@@ -33,8 +33,8 @@
 #define FUSEDMOE_H
 
 #include "fusedmoe/common.h"
-#include "fusedmoe/model.h"
 #include "fusedmoe/formats.h"
+#include "fusedmoe/model.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -93,8 +93,8 @@ FMOE_API size_t fmoe_dtype_size(fmoe_dtype dtype);
 
 /* Describe contiguous row-major host memory: sets struct_size, dtype,
  * device CPU/0, shape and strides. ndim must be <= FMOE_MAX_DIMS. */
-FMOE_API fmoe_status fmoe_tensor_init(fmoe_tensor *t, fmoe_dtype dtype, uint32_t ndim,
-                                      const int64_t *shape, void *data);
+FMOE_API fmoe_status fmoe_tensor_init(fmoe_tensor *t, fmoe_dtype dtype, uint32_t ndim, const int64_t *shape,
+                                      void *data);
 
 /* Number of elements (product of the shape; 1 for a scalar); -1 if t is
  * NULL or malformed or the product overflows int64. */
@@ -128,8 +128,7 @@ FMOE_API uint32_t fmoe_layer_config_intermediate_per_rank(const fmoe_layer_confi
 /* Fill expert_map[global_experts] for this EP rank: the local index of each
  * global expert, or -1 when another rank owns it. With ep_size 1 the map is
  * the identity. Fails if `len` is not the global expert count. */
-FMOE_API fmoe_status fmoe_layer_config_expert_map(const fmoe_layer_config *cfg, int32_t *expert_map,
-                                                  uint32_t len);
+FMOE_API fmoe_status fmoe_layer_config_expert_map(const fmoe_layer_config *cfg, int32_t *expert_map, uint32_t len);
 
 /* Expert placement tables (spec/interface.md §7; docs/PLACEMENT.md). Each
  * validates cfg and the buffer length first (INVALID_ARGUMENT naming it).
@@ -196,8 +195,7 @@ typedef struct fmoe_quant_config fmoe_quant_config;
  * module is unquantized. */
 FMOE_API fmoe_status fmoe_quant_config_load(const char *path, fmoe_quant_config **out);
 /* The same from text; `source` names it in messages (NULL: "config.json"). */
-FMOE_API fmoe_status fmoe_quant_config_parse(const char *json, size_t len, const char *source,
-                                             fmoe_quant_config **out);
+FMOE_API fmoe_status fmoe_quant_config_parse(const char *json, size_t len, const char *source, fmoe_quant_config **out);
 FMOE_API void fmoe_quant_config_destroy(fmoe_quant_config *qc);
 /* "compressed-tensors", "fp8", "modelopt", "gptq", "mxfp4", or "none".
  * Checkpoint layouts differ by method even for one scheme (ModelOpt stores
@@ -211,8 +209,8 @@ FMOE_API fmoe_dtype fmoe_quant_config_dtype(const fmoe_quant_config *qc);
 /* How one MoE layer's expert modules are named in the checkpoint. */
 typedef struct fmoe_expert_modules {
     size_t struct_size;
-    const char *prefix;    /* "model.layers.3.mlp.experts" */
-    uint32_t num_experts;  /* experts 0 .. num_experts-1 are all checked */
+    const char *prefix;   /* "model.layers.3.mlp.experts" */
+    uint32_t num_experts; /* experts 0 .. num_experts-1 are all checked */
     /* Per-expert projections: prefix.<e>.<gate|up|down>. `up` NULL for a
      * non-gated layer. Defaults: gate_proj, up_proj, down_proj. */
     const char *gate, *up, *down;
@@ -340,16 +338,16 @@ FMOE_API const char *fmoe_context_config_path(const fmoe_context *ctx);
 
 typedef struct fmoe_plugin_info {
     size_t struct_size;
-    const char *name;       /* from the manifest (or file name if none) */
-    const char *version;    /* "" if unknown */
+    const char *name;    /* from the manifest (or file name if none) */
+    const char *version; /* "" if unknown */
     const char *vendor;
-    const char *path;       /* shared library path */
-    const char *manifest;   /* manifest path, "" if none */
-    uint32_t abi_major;     /* from the plugin's table, else its manifest (0 if neither was read) */
-    uint32_t abi_minor;     /* negotiated minor (0 unless loaded) */
-    int32_t state;          /* FMOE_PLUGIN_STATE_* */
-    const char *reason;     /* why disabled/skipped/failed; "" when loaded */
-    const char *schemes;    /* scheme globs served, comma-separated */
+    const char *path;     /* shared library path */
+    const char *manifest; /* manifest path, "" if none */
+    uint32_t abi_major;   /* from the plugin's table, else its manifest (0 if neither was read) */
+    uint32_t abi_minor;   /* negotiated minor (0 unless loaded) */
+    int32_t state;        /* FMOE_PLUGIN_STATE_* */
+    const char *reason;   /* why disabled/skipped/failed; "" when loaded */
+    const char *schemes;  /* scheme globs served, comma-separated */
 } fmoe_plugin_info;
 
 FMOE_API uint32_t fmoe_context_plugin_count(const fmoe_context *ctx);
@@ -383,8 +381,8 @@ FMOE_API fmoe_status fmoe_context_plugin_option(const fmoe_context *ctx, uint32_
  * the issue or paper that shows it. `fusedmoe conform` applies and prints it. */
 typedef struct fmoe_plugin_tolerance {
     size_t struct_size;
-    double mismatch;        /* fraction of output elements allowed past the per-element bound, (0, 0.01] */
-    const char *schemes;    /* the entry's scheme globs, comma-separated */
+    double mismatch;     /* fraction of output elements allowed past the per-element bound, (0, 0.01] */
+    const char *schemes; /* the entry's scheme globs, comma-separated */
     const char *reason;
     const char *link;
 } fmoe_plugin_tolerance;
@@ -399,16 +397,16 @@ FMOE_API fmoe_status fmoe_context_plugin_tolerance(const fmoe_context *ctx, uint
 
 typedef struct fmoe_device_info {
     size_t struct_size;
-    const char *plugin;     /* reporting plugin */
-    int32_t kind;           /* FMOE_DEVICE_* */
+    const char *plugin; /* reporting plugin */
+    int32_t kind;       /* FMOE_DEVICE_* */
     int32_t index;
-    uint32_t available;     /* 1 if the plugin can run on it */
-    uint32_t score;         /* plugin's device-level preference; 0 = unusable */
+    uint32_t available; /* 1 if the plugin can run on it */
+    uint32_t score;     /* plugin's device-level preference; 0 = unusable */
     const char *name;
-    const char *arch;       /* "x86-64 avx2", "sm_90a", ... */
-    const char *id;         /* stable physical id (PCI bus id, UUID, "cpu") */
-    const char *driver;     /* driver/runtime versions actually resolved */
-    const char *reason;     /* why unavailable, or notes */
+    const char *arch;   /* "x86-64 avx2", "sm_90a", ... */
+    const char *id;     /* stable physical id (PCI bus id, UUID, "cpu") */
+    const char *driver; /* driver/runtime versions actually resolved */
+    const char *reason; /* why unavailable, or notes */
     uint64_t memory_bytes;
 } fmoe_device_info;
 
@@ -427,12 +425,12 @@ FMOE_API fmoe_status fmoe_context_device(const fmoe_context *ctx, uint32_t index
 typedef struct fmoe_candidate {
     size_t struct_size;
     const char *plugin;
-    const char *method;     /* method name, "" if none */
+    const char *method; /* method name, "" if none */
     int32_t device_kind, device_index;
-    int32_t verdict;        /* FMOE_VERDICT_* */
+    int32_t verdict; /* FMOE_VERDICT_* */
     uint32_t score;
-    int32_t preference;     /* position in the configured order, -1 if not named */
-    const char *reason;     /* one line */
+    int32_t preference; /* position in the configured order, -1 if not named */
+    const char *reason; /* one line */
 } fmoe_candidate;
 
 typedef struct fmoe_selection fmoe_selection;
@@ -440,11 +438,10 @@ typedef struct fmoe_selection fmoe_selection;
 /* Run the selection for (config, scheme) without creating a layer. Always
  * produces a report when it returns OK or UNSUPPORTED (no candidate could
  * serve); INVALID_ARGUMENT for a bad config. Free with fmoe_selection_destroy. */
-FMOE_API fmoe_status fmoe_context_explain(fmoe_context *ctx, const fmoe_layer_config *cfg,
-                                          const fmoe_scheme *scheme, fmoe_selection **out);
+FMOE_API fmoe_status fmoe_context_explain(fmoe_context *ctx, const fmoe_layer_config *cfg, const fmoe_scheme *scheme,
+                                          fmoe_selection **out);
 FMOE_API uint32_t fmoe_selection_candidate_count(const fmoe_selection *sel);
-FMOE_API fmoe_status fmoe_selection_candidate(const fmoe_selection *sel, uint32_t index,
-                                              fmoe_candidate *out);
+FMOE_API fmoe_status fmoe_selection_candidate(const fmoe_selection *sel, uint32_t index, fmoe_candidate *out);
 /* Index of the selected candidate, or -1 when none was selected. */
 FMOE_API int32_t fmoe_selection_chosen(const fmoe_selection *sel);
 /* One-line summary ("reference/unquantized on cpu:0: preferred by [schemes]"
@@ -466,14 +463,14 @@ typedef struct fmoe_layer fmoe_layer;
  * and include any padding the method asked for. */
 typedef struct fmoe_param_info {
     size_t struct_size;
-    const char *name;       /* "w13_weight", "w2_bias", ... */
+    const char *name; /* "w13_weight", "w2_bias", ... */
     fmoe_dtype dtype;
     uint32_t ndim;
     int64_t shape[FMOE_MAX_DIMS];
-    int32_t projection;     /* FMOE_PROJ_* */
-    int32_t role;           /* FMOE_ROLE_* */
-    uint32_t per_expert;    /* 1: axis 0 indexes local experts */
-    uint32_t required;      /* 1: finalize refuses the layer until fully loaded */
+    int32_t projection;  /* FMOE_PROJ_* */
+    int32_t role;        /* FMOE_ROLE_* */
+    uint32_t per_expert; /* 1: axis 0 indexes local experts */
+    uint32_t required;   /* 1: finalize refuses the layer until fully loaded */
 } fmoe_param_info;
 
 typedef struct fmoe_layer_options {
@@ -493,9 +490,8 @@ FMOE_API void fmoe_layer_options_init(fmoe_layer_options *opts);
  * parameters (host buffers are allocated here, filled with NaN/0xFF so that
  * anything left unloaded is visible). UNSUPPORTED when no backend can serve,
  * with every candidate's reason in the error text. `opts` may be NULL. */
-FMOE_API fmoe_status fmoe_layer_create(fmoe_context *ctx, const fmoe_layer_config *cfg,
-                                       const fmoe_scheme *scheme, const fmoe_layer_options *opts,
-                                       fmoe_layer **out);
+FMOE_API fmoe_status fmoe_layer_create(fmoe_context *ctx, const fmoe_layer_config *cfg, const fmoe_scheme *scheme,
+                                       const fmoe_layer_options *opts, fmoe_layer **out);
 FMOE_API void fmoe_layer_destroy(fmoe_layer *layer);
 
 /* The selection this layer was created from (owned by the layer). */
@@ -529,8 +525,8 @@ FMOE_API fmoe_status fmoe_layer_param(const fmoe_layer *layer, uint32_t index, f
  * Shape and dtype must match exactly (after TP narrowing); every mismatch is
  * INVALID_ARGUMENT naming the parameter, the expert and both shapes. Loading
  * the same slot twice is allowed (last write wins). `taken` may be NULL. */
-FMOE_API fmoe_status fmoe_layer_load(fmoe_layer *layer, const char *param, int32_t expert,
-                                     int32_t shard, const fmoe_tensor *tensor, uint32_t *taken);
+FMOE_API fmoe_status fmoe_layer_load(fmoe_layer *layer, const char *param, int32_t expert, int32_t shard,
+                                     const fmoe_tensor *tensor, uint32_t *taken);
 
 /* Refuse the layer if any required (param, expert, shard) slot is still
  * unloaded (naming the first ones missing); otherwise let the backend
@@ -539,10 +535,10 @@ FMOE_API fmoe_status fmoe_layer_finalize(fmoe_layer *layer);
 
 typedef struct fmoe_forward_args {
     size_t struct_size;
-    const fmoe_tensor *x;             /* [M, H], act_dtype, on the layer's device */
+    const fmoe_tensor *x; /* [M, H], act_dtype, on the layer's device */
     /* Either routing given (modular): */
-    const fmoe_tensor *topk_weights;  /* [M, k] F32 */
-    const fmoe_tensor *topk_ids;      /* [M, k] INT32 global physical expert ids */
+    const fmoe_tensor *topk_weights; /* [M, k] F32 */
+    const fmoe_tensor *topk_ids;     /* [M, k] INT32 global physical expert ids */
     /* or router logits (routing done by the backend, or by the core for a
      * modular backend): */
     const fmoe_tensor *router_logits; /* [M, E_logical] F32 or BF16 */
@@ -551,7 +547,7 @@ typedef struct fmoe_forward_args {
      * like x): the routing that was used. May be NULL. */
     fmoe_tensor *topk_weights_out;
     fmoe_tensor *topk_ids_out;
-    void *stream;                     /* cudaStream_t / hipStream_t; NULL on CPU */
+    void *stream; /* cudaStream_t / hipStream_t; NULL on CPU */
 } fmoe_forward_args;
 
 /* Run the layer. Exactly one of (topk_weights + topk_ids) or router_logits
@@ -564,8 +560,8 @@ FMOE_API fmoe_status fmoe_layer_forward(fmoe_layer *layer, const fmoe_forward_ar
  * UNSUPPORTED when the layer's plugin lends no allocator for its device.
  * The tensor is contiguous; free it with fmoe_layer_tensor_free on the same
  * layer (a zeroed or already-freed tensor is a no-op). */
-FMOE_API fmoe_status fmoe_layer_tensor_alloc(fmoe_layer *layer, fmoe_dtype dtype, uint32_t ndim,
-                                             const int64_t *shape, fmoe_tensor *out);
+FMOE_API fmoe_status fmoe_layer_tensor_alloc(fmoe_layer *layer, fmoe_dtype dtype, uint32_t ndim, const int64_t *shape,
+                                             fmoe_tensor *out);
 FMOE_API void fmoe_layer_tensor_free(fmoe_layer *layer, fmoe_tensor *t);
 /* Copy between host and the layer's device (either direction, or host to
  * host): same dtype, same shape, both contiguous. Complete on return. */

@@ -104,7 +104,7 @@ FMOE_API fmoe_status fmoe_model_layer_config(const fmoe_model *m, uint32_t layer
  * added to the routed output. fmoe_layer does not compute them. */
 typedef struct fmoe_model_shared {
     size_t struct_size;
-    uint32_t count;             /* 0: none (Mixtral, Qwen3-MoE, gpt-oss) */
+    uint32_t count; /* 0: none (Mixtral, Qwen3-MoE, gpt-oss) */
     /* Intermediate size of the shared MLP (all shared experts together,
      * as one gated SiLU MLP): DeepSeek n_shared_experts *
      * moe_intermediate_size, Qwen2-MoE shared_expert_intermediate_size,
@@ -137,12 +137,12 @@ FMOE_API fmoe_status fmoe_model_layer_shared(const fmoe_model *m, uint32_t layer
  * N = 2I interleaved rows for gate_up and N = H for down. */
 typedef struct fmoe_model_names {
     size_t struct_size;
-    const char *router_weight;   /* [E, H]: "model.layers.3.mlp.gate.weight" */
-    const char *router_bias;     /* [E] (gpt-oss) */
+    const char *router_weight; /* [E, H]: "model.layers.3.mlp.gate.weight" */
+    const char *router_bias;   /* [E] (gpt-oss) */
     /* [E] f32 selection bias (DeepSeek topk_method "noaux_tc"):
      * "model.layers.3.mlp.gate.e_score_correction_bias" */
     const char *correction_bias;
-    const char *experts;         /* "model.layers.3.mlp.experts" */
+    const char *experts; /* "model.layers.3.mlp.experts" */
     /* Per-expert projection module names ("gate_proj", "up_proj",
      * "down_proj"; Mixtral "w1", "w3", "w2"); NULL without that form. */
     const char *expert_gate, *expert_up, *expert_down;
@@ -158,8 +158,8 @@ typedef struct fmoe_model_names {
     /* Shared experts (see fmoe_model_layer_shared); NULL when none.
      * "<shared>.gate_proj.weight", "<shared>.up_proj.weight",
      * "<shared>.down_proj.weight". */
-    const char *shared;              /* "model.layers.3.mlp.shared_experts" */
-    const char *shared_gate_weight;  /* [1, H] (Qwen2-MoE) */
+    const char *shared;             /* "model.layers.3.mlp.shared_experts" */
+    const char *shared_gate_weight; /* [1, H] (Qwen2-MoE) */
 } fmoe_model_names;
 
 FMOE_API fmoe_status fmoe_model_layer_names(const fmoe_model *m, uint32_t layer, fmoe_model_names *names);

@@ -101,10 +101,10 @@ typedef struct fmoe_error fmoe_error;
 
 typedef struct fmoe_host {
     size_t struct_size;
-    uint32_t abi_major;        /* FMOE_ABI_MAJOR of the host */
-    uint32_t abi_minor;        /* highest minor the host speaks */
-    const char *host_version;  /* libfusedmoe version, "0.1.0" */
-    void *ctx;                 /* pass back to log/alloc/free; per plugin */
+    uint32_t abi_major;       /* FMOE_ABI_MAJOR of the host */
+    uint32_t abi_minor;       /* highest minor the host speaks */
+    const char *host_version; /* libfusedmoe version, "0.1.0" */
+    void *ctx;                /* pass back to log/alloc/free; per plugin */
     /* Log one line (no trailing newline) under this plugin's name. */
     void (*log)(void *ctx, int32_t level, const char *msg);
     /* Record error text for the current call and return `status` unchanged,
@@ -129,8 +129,8 @@ typedef struct fmoe_entry_args {
     /* in; valid during this call only: one library may be entered by several
      * contexts. The host table to keep comes with init. */
     const fmoe_host *host;
-    fmoe_error *err;                   /* in */
-    const struct fmoe_plugin *plugin;  /* out: static table, valid forever */
+    fmoe_error *err;                  /* in */
+    const struct fmoe_plugin *plugin; /* out: static table, valid forever */
 } fmoe_entry_args;
 
 /* The one exported symbol. Must not initialise devices, start threads or
@@ -165,7 +165,7 @@ static inline fmoe_status fmoe_plugin_entry_check(fmoe_entry_args *a, const stru
 typedef struct fmoe_option {
     size_t struct_size;
     const char *key;
-    const char *value;   /* always a string; the plugin parses it */
+    const char *value; /* always a string; the plugin parses it */
 } fmoe_option;
 
 /* Options, as the host hands them to init (docs/PLUGIN-ABI.md, "Options").
@@ -189,24 +189,24 @@ typedef struct fmoe_init_args {
     /* This context's host services: valid until shutdown(state). A plugin
      * that logs or allocates after init keeps it in its state. */
     const fmoe_host *host;
-    uint32_t abi_minor;             /* negotiated: min(host, plugin) */
+    uint32_t abi_minor;                /* negotiated: min(host, plugin) */
     const fmoe_option *const *options; /* user options; valid during the call */
     uint32_t n_options;
-    void *state;                    /* out: handed back to every later call */
+    void *state; /* out: handed back to every later call */
 } fmoe_init_args;
 
 /* One device as the plugin sees it. The host pre-sets struct_size. */
 typedef struct fmoe_device_report {
     size_t struct_size;
-    int32_t kind;                   /* FMOE_DEVICE_* */
+    int32_t kind; /* FMOE_DEVICE_* */
     int32_t index;
-    uint32_t available;             /* 1: the plugin can run on it */
-    uint32_t score;                 /* device-level preference, 0 = unusable */
+    uint32_t available; /* 1: the plugin can run on it */
+    uint32_t score;     /* device-level preference, 0 = unusable */
     char name[128];
-    char arch[64];                  /* "x86-64 avx2 avx512_vnni", "sm_90a" */
-    char id[64];                    /* stable physical id (PCI bus id, UUID) */
-    char driver[64];                /* versions actually resolved */
-    char reason[256];               /* why unavailable, or notes */
+    char arch[64];    /* "x86-64 avx2 avx512_vnni", "sm_90a" */
+    char id[64];      /* stable physical id (PCI bus id, UUID) */
+    char driver[64];  /* versions actually resolved */
+    char reason[256]; /* why unavailable, or notes */
     uint64_t memory_bytes;
 } fmoe_device_report;
 
@@ -216,7 +216,7 @@ typedef struct fmoe_probe_args {
     void *state;
     fmoe_device_report *const *reports; /* host-owned, `capacity` entries */
     uint32_t capacity;
-    uint32_t count;                 /* out: devices reported (<= capacity) */
+    uint32_t count; /* out: devices reported (<= capacity) */
 } fmoe_probe_args;
 
 struct fmoe_method;
@@ -225,13 +225,13 @@ typedef struct fmoe_query_args {
     size_t struct_size;
     fmoe_error *err;
     void *state;
-    const fmoe_layer_config *config;   /* validated by the host */
+    const fmoe_layer_config *config; /* validated by the host */
     const fmoe_scheme *scheme;
     const char *scheme_key;            /* canonical key of `scheme` */
     int32_t device_kind, device_index; /* one the plugin reported available */
     /* out (on OK): */
-    const struct fmoe_method *method;  /* valid forever */
-    uint32_t score;                    /* > 0; higher wins */
+    const struct fmoe_method *method; /* valid forever */
+    uint32_t score;                   /* > 0; higher wins */
     /* out (always): one line; why it refused, or notes on what it will run */
     char reason[256];
 } fmoe_query_args;
@@ -251,11 +251,11 @@ typedef struct fmoe_query_args {
 typedef struct fmoe_memory_args {
     size_t struct_size;
     fmoe_error *err;
-    void *state;          /* from init */
-    int32_t device_kind;  /* FMOE_DEVICE_*: one the plugin reported */
+    void *state;         /* from init */
+    int32_t device_kind; /* FMOE_DEVICE_*: one the plugin reported */
     int32_t device_index;
-    size_t bytes;         /* alloc: > 0 */
-    void *ptr;            /* alloc: out (aligned to 256 bytes); free: in */
+    size_t bytes; /* alloc: > 0 */
+    void *ptr;    /* alloc: out (aligned to 256 bytes); free: in */
 } fmoe_memory_args;
 
 typedef struct fmoe_copy_args {
@@ -264,11 +264,11 @@ typedef struct fmoe_copy_args {
     void *state;
     int32_t device_kind;
     int32_t device_index;
-    int32_t direction;    /* FMOE_COPY_* */
+    int32_t direction; /* FMOE_COPY_* */
     void *dst;
     const void *src;
     size_t bytes;
-    void *stream;         /* NULL: complete when copy returns */
+    void *stream; /* NULL: complete when copy returns */
 } fmoe_copy_args;
 
 typedef struct fmoe_sync_args {
@@ -277,7 +277,7 @@ typedef struct fmoe_sync_args {
     void *state;
     int32_t device_kind;
     int32_t device_index;
-    void *stream;         /* NULL: the whole device */
+    void *stream; /* NULL: the whole device */
 } fmoe_sync_args;
 
 /* \since 1.2. Timing a device the way its vendor does, for tools that do
@@ -292,11 +292,11 @@ typedef struct fmoe_replay_args {
     void *state;
     int32_t device_kind;
     int32_t device_index;
-    uint32_t n_graphs;      /* >= 1 */
-    uint32_t warmup, reps;  /* reps >= 1 */
+    uint32_t n_graphs;     /* >= 1 */
+    uint32_t warmup, reps; /* reps >= 1 */
     fmoe_enqueue_fn enqueue;
     void *ctx;
-    double *seconds;        /* [reps] out: device time of each timed replay */
+    double *seconds; /* [reps] out: device time of each timed replay */
 } fmoe_replay_args;
 
 /* \since 1.2. Device-to-device copy rate, the memory floor of a benchmark:
@@ -315,7 +315,7 @@ typedef struct fmoe_copy_rate_args {
 
 typedef struct fmoe_device_memory {
     size_t struct_size;
-    fmoe_status (*alloc)(fmoe_memory_args *args);    /* [mandatory in the table] */
+    fmoe_status (*alloc)(fmoe_memory_args *args);     /* [mandatory in the table] */
     void (*free)(fmoe_memory_args *args);             /* [mandatory] NULL ptr: no-op */
     fmoe_status (*copy)(fmoe_copy_args *args);        /* [mandatory] */
     fmoe_status (*synchronize)(fmoe_sync_args *args); /* [mandatory] */
@@ -326,17 +326,17 @@ typedef struct fmoe_device_memory {
 
 typedef struct fmoe_plugin {
     size_t struct_size;
-    uint32_t abi_major;             /* FMOE_ABI_MAJOR the plugin was built with */
-    uint32_t abi_minor;             /* FMOE_ABI_MINOR the plugin was built with */
-    const char *name;               /* must equal the manifest name */
+    uint32_t abi_major; /* FMOE_ABI_MAJOR the plugin was built with */
+    uint32_t abi_minor; /* FMOE_ABI_MINOR the plugin was built with */
+    const char *name;   /* must equal the manifest name */
     const char *vendor;
     const char *version;
-    const char *build_id;           /* git hash / toolchain; may be "" */
-    fmoe_status (*init)(fmoe_init_args *args);       /* optional */
-    fmoe_status (*probe)(fmoe_probe_args *args);     /* [mandatory] never fatal: no device = available 0 */
+    const char *build_id;                        /* git hash / toolchain; may be "" */
+    fmoe_status (*init)(fmoe_init_args *args);   /* optional */
+    fmoe_status (*probe)(fmoe_probe_args *args); /* [mandatory] never fatal: no device = available 0 */
     /* [mandatory] OK + method + score, or UNSUPPORTED + reason. No side effects. */
     fmoe_status (*query)(fmoe_query_args *args);
-    void (*shutdown)(void *state);                   /* optional; when the context that ran init goes */
+    void (*shutdown)(void *state); /* optional; when the context that ran init goes */
     /* \since 1.1. Memory on the plugin's non-host devices; NULL when all
      * its devices compute on host memory. */
     const fmoe_device_memory *memory;
@@ -354,20 +354,20 @@ typedef struct fmoe_plugin {
 #define FMOE_SCALE_BLOCK   4
 
 /* Parameter flags. */
-#define FMOE_PARAM_OPTIONAL     (1u << 0) /* finalize does not require it */
-#define FMOE_PARAM_TRANSPOSED   (1u << 1) /* checkpoint stores each expert slice transposed */
-#define FMOE_PARAM_LOAD_FULL    (1u << 2) /* not narrowed for TP (e.g. act-order w2 scales) */
+#define FMOE_PARAM_OPTIONAL       (1u << 0) /* finalize does not require it */
+#define FMOE_PARAM_TRANSPOSED     (1u << 1) /* checkpoint stores each expert slice transposed */
+#define FMOE_PARAM_LOAD_FULL      (1u << 2) /* not narrowed for TP (e.g. act-order w2 scales) */
 #define FMOE_PARAM_GLOBAL_EXPERTS (1u << 3) /* axis 0 indexes global, not local, experts */
 
 typedef struct fmoe_param_desc {
     size_t struct_size;
-    const char *name;               /* "w13_weight"; unique within the method */
+    const char *name; /* "w13_weight"; unique within the method */
     fmoe_dtype dtype;
     uint32_t ndim;
-    int64_t shape[FMOE_MAX_DIMS];   /* local: [E_local, ...] for per-expert params */
-    int32_t projection;             /* FMOE_PROJ_* (common.h) */
-    int32_t role;                   /* FMOE_ROLE_* (common.h) */
-    int32_t scale_kind;             /* FMOE_SCALE_* */
+    int64_t shape[FMOE_MAX_DIMS]; /* local: [E_local, ...] for per-expert params */
+    int32_t projection;           /* FMOE_PROJ_* (common.h) */
+    int32_t role;                 /* FMOE_ROLE_* (common.h) */
+    int32_t scale_kind;           /* FMOE_SCALE_* */
     /* Axis of one expert's slice (i.e. excluding the expert axis) that holds
      * the intermediate dimension split across TP ranks and, for W13, the
      * gate/up halves. -1: neither (e.g. a per-tensor scale). A W13
@@ -375,8 +375,8 @@ typedef struct fmoe_param_desc {
      * [2] holds w1's scale at 0 and w3's at 1; each is loaded from a scalar
      * (0-d or shape [1]) checkpoint tensor. */
     int32_t shard_axis;
-    uint32_t per_expert;            /* 1: axis 0 indexes experts */
-    uint32_t flags;                 /* FMOE_PARAM_* */
+    uint32_t per_expert; /* 1: axis 0 indexes experts */
+    uint32_t flags;      /* FMOE_PARAM_* */
 } fmoe_param_desc;
 
 /* Method flags. */
@@ -399,18 +399,18 @@ typedef struct fmoe_roundup_args {
 typedef struct fmoe_create_args {
     size_t struct_size;
     fmoe_error *err;
-    void *state;                       /* plugin state from init */
-    const fmoe_layer_config *config;   /* validated */
+    void *state;                     /* plugin state from init */
+    const fmoe_layer_config *config; /* validated */
     const fmoe_scheme *scheme;
     int32_t device_kind, device_index;
-    uint32_t hidden_size;              /* padded sizes (after roundup_sizes) */
+    uint32_t hidden_size; /* padded sizes (after roundup_sizes) */
     uint32_t intermediate_per_rank;
     uint32_t num_local_experts;
-    uint32_t num_global_experts;       /* physical */
+    uint32_t num_global_experts; /* physical */
     /* expert_map[num_global_experts]: local index or -1. Host memory, valid
      * during the call; copy it. NULL when ep_size == 1 (identity). */
     const int32_t *expert_map;
-    void *instance;                    /* out: per-layer state */
+    void *instance; /* out: per-layer state */
 } fmoe_create_args;
 
 typedef struct fmoe_declare_params_args {
@@ -439,11 +439,11 @@ typedef struct fmoe_apply_args {
     size_t struct_size;
     fmoe_error *err;
     void *instance;
-    const fmoe_tensor *x;              /* [M, H_ckpt] act_dtype */
-    const fmoe_tensor *topk_weights;   /* [M, k] F32 */
-    const fmoe_tensor *topk_ids;       /* [M, k] INT32 global physical ids; ids outside
-                                          [0, E_global) and non-local experts contribute 0 */
-    fmoe_tensor *out;                  /* [M, H_ckpt] act_dtype; write every element */
+    const fmoe_tensor *x;            /* [M, H_ckpt] act_dtype */
+    const fmoe_tensor *topk_weights; /* [M, k] F32 */
+    const fmoe_tensor *topk_ids;     /* [M, k] INT32 global physical ids; ids outside
+                                        [0, E_global) and non-local experts contribute 0 */
+    fmoe_tensor *out;                /* [M, H_ckpt] act_dtype; write every element */
     void *stream;
 } fmoe_apply_args;
 
@@ -451,11 +451,11 @@ typedef struct fmoe_apply_logits_args {
     size_t struct_size;
     fmoe_error *err;
     void *instance;
-    const fmoe_tensor *x;              /* [M, H_ckpt] */
-    const fmoe_tensor *router_logits;  /* [M, E_logical] F32 or BF16 */
-    fmoe_tensor *out;                  /* [M, H_ckpt] */
-    fmoe_tensor *topk_weights_out;     /* optional [M, k] F32 */
-    fmoe_tensor *topk_ids_out;         /* optional [M, k] INT32 */
+    const fmoe_tensor *x;             /* [M, H_ckpt] */
+    const fmoe_tensor *router_logits; /* [M, E_logical] F32 or BF16 */
+    fmoe_tensor *out;                 /* [M, H_ckpt] */
+    fmoe_tensor *topk_weights_out;    /* optional [M, k] F32 */
+    fmoe_tensor *topk_ids_out;        /* optional [M, k] INT32 */
     void *stream;
 } fmoe_apply_logits_args;
 
@@ -466,8 +466,8 @@ typedef struct fmoe_destroy_args {
 
 typedef struct fmoe_method {
     size_t struct_size;
-    const char *name;                  /* "unquantized", "fp8_w8a8_block", ... */
-    uint32_t flags;                    /* FMOE_METHOD_* */
+    const char *name;                                              /* "unquantized", "fp8_w8a8_block", ... */
+    uint32_t flags;                                                /* FMOE_METHOD_* */
     fmoe_status (*roundup_sizes)(fmoe_roundup_args *args);         /* optional */
     fmoe_status (*create)(fmoe_create_args *args);                 /* [mandatory] */
     fmoe_status (*declare_params)(fmoe_declare_params_args *args); /* [mandatory] */
@@ -475,7 +475,7 @@ typedef struct fmoe_method {
     /* At least one of apply / apply_logits is non-NULL. */
     fmoe_status (*apply)(fmoe_apply_args *args);
     fmoe_status (*apply_logits)(fmoe_apply_logits_args *args);
-    void (*destroy)(fmoe_destroy_args *args);                       /* [mandatory] */
+    void (*destroy)(fmoe_destroy_args *args); /* [mandatory] */
 } fmoe_method;
 
 /* ------------------------------------------------------------------------ */

@@ -41,10 +41,10 @@
 
 #include "plugins/cpu/cpu.h"
 
-#define CPU_BNR 64  /* output rows per tile */
-#define CPU_BKP 32  /* K is padded to a multiple of this */
-#define CPU_BMR 16  /* activation rows per kernel call, at most */
-#define CPU_BNT 4   /* tiles per kernel call, at most */
+#define CPU_BNR 64 /* output rows per tile */
+#define CPU_BKP 32 /* K is padded to a multiple of this */
+#define CPU_BMR 16 /* activation rows per kernel call, at most */
+#define CPU_BNT 4  /* tiles per kernel call, at most */
 
 /* One kernel call: nt tiles (of one expert) against mr activation rows.
  * Several tiles per call are several memory streams in flight: one
@@ -52,19 +52,19 @@
  * bench's floor); the SIMD kernels run the nt tiles side by side and
  * prefetch ahead in each. */
 typedef struct cpu_btile {
-    const uint16_t *w[CPU_BNT];     /* the tiles: kp/2 steps of 64 pairs each */
-    uint32_t nt;                    /* 1 .. CPU_BNT */
-    uint32_t k;                     /* K (the pairs read: ceil(K/2)) */
-    uint32_t mr;                    /* 1 .. CPU_BMR */
-    const uint16_t *a[CPU_BMR];     /* activation rows, K bf16 values each */
-    const uint16_t *ahead;          /* NULL, or the tile the next call reads
-                                       first: the SIMD kernels prefetch its
-                                       start as this call ends (AVX2: in step,
-                                       into L2), so the stream runs on warm */
-    const uint16_t *apk;            /* AMX kernel only (nt = 1): the mr rows packed
-                                       apk_stride values apart, K zero-padded to a
-                                       multiple of 32 (the others read a[]) */
-    uint32_t apk_stride;            /* a multiple of 32 */
+    const uint16_t *w[CPU_BNT];           /* the tiles: kp/2 steps of 64 pairs each */
+    uint32_t nt;                          /* 1 .. CPU_BNT */
+    uint32_t k;                           /* K (the pairs read: ceil(K/2)) */
+    uint32_t mr;                          /* 1 .. CPU_BMR */
+    const uint16_t *a[CPU_BMR];           /* activation rows, K bf16 values each */
+    const uint16_t *ahead;                /* NULL, or the tile the next call reads
+                                             first: the SIMD kernels prefetch its
+                                             start as this call ends (AVX2: in step,
+                                             into L2), so the stream runs on warm */
+    const uint16_t *apk;                  /* AMX kernel only (nt = 1): the mr rows packed
+                                             apk_stride values apart, K zero-padded to a
+                                             multiple of 32 (the others read a[]) */
+    uint32_t apk_stride;                  /* a multiple of 32 */
     float out[CPU_BNT][CPU_BMR][CPU_BNR]; /* out: every tile's 64 rows (padding rows give 0) */
 } cpu_btile;
 
@@ -101,10 +101,10 @@ const cpu_bkernels *cpu_bkernels_for(int isa);
 /* ------------------------------------------------------------------------ */
 
 typedef struct cpu_bweights {
-    uint32_t experts, n, k;  /* logical sizes */
-    uint32_t kp, tiles;      /* K padded to CPU_BKP; ceil(n / 64) */
-    size_t expert_elems;     /* tiles * 64 * kp: one expert, = oneDNN's size / 2 */
-    uint16_t *w;             /* [experts][tiles][kp/2][64][2] */
+    uint32_t experts, n, k; /* logical sizes */
+    uint32_t kp, tiles;     /* K padded to CPU_BKP; ceil(n / 64) */
+    size_t expert_elems;    /* tiles * 64 * kp: one expert, = oneDNN's size / 2 */
+    uint16_t *w;            /* [experts][tiles][kp/2][64][2] */
 } cpu_bweights;
 
 /* bf16 weights [E, N, K] (row-major, the checkpoint's layout) into tiles.

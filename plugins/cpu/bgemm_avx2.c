@@ -20,7 +20,7 @@
 #define INLINE static inline __attribute__((always_inline))
 /* The register-blocked loops must be unrolled (GCC at -O2 keeps their
  * accumulators in memory otherwise). */
-#define UNROLL _Pragma("GCC unroll 16")
+#define UNROLL   _Pragma("GCC unroll 16")
 #define PF_STEPS 32
 
 INLINE __m256i apair(const uint16_t *a, uint32_t s, uint32_t k)
@@ -47,8 +47,8 @@ static void block(cpu_btile *t, uint32_t i, uint32_t s0, uint32_t s1, uint32_t m
                 _mm_prefetch((const char *)(w + PF_STEPS * 2 * CPU_BNR + 32 * l), _MM_HINT_T0);
             if (i + 1 == t->nt && t->ahead) /* the next call's tile, into L2 */
                 UNROLL
-                for (int l = 0; l < 4; l++)
-                    _mm_prefetch((const char *)(t->ahead + (size_t)s * 2 * CPU_BNR + 32 * l), _MM_HINT_T1);
+            for (int l = 0; l < 4; l++)
+                _mm_prefetch((const char *)(t->ahead + (size_t)s * 2 * CPU_BNR + 32 * l), _MM_HINT_T1);
         }
         __m256i p = apair(t->a[m], s, t->k);
         __m256 ao = _mm256_castsi256_ps(_mm256_and_si256(p, mask));

@@ -22,10 +22,10 @@ static inline __attribute__((always_inline)) __m512 even_f32(__m512i v)
     return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
 }
 
-#define ACC_STEP(acc, w, p)                                                                                            \
+#define ACC_STEP(acc, w, p) \
     ((acc) = _mm512_fmadd_ps(even_f32(w), even_f32(p), _mm512_fmadd_ps(odd_f32(w), odd_f32(p), (acc))))
-#define KERNEL_FN avx512_tile
+#define KERNEL_FN   avx512_tile
 #define KERNEL_NAME "avx512_vnni"
-#define KERNEL_SET cpu_bkernels_avx512
+#define KERNEL_SET  cpu_bkernels_avx512
 
 #include "plugins/cpu/bgemm_avx512_body.h"

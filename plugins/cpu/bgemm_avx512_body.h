@@ -57,10 +57,10 @@ INLINE void block(cpu_btile *t, uint32_t s0, uint32_t s1, uint32_t m0, uint32_t 
     UNROLL
     for (uint32_t i = 0; i < nt; i++)
         UNROLL
-        for (uint32_t m = 0; m < g; m++)
-            UNROLL
-            for (int j = 0; j < 4; j++)
-                acc[i][m][j] = s0 == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(t->out[i][m0 + m] + 16 * j);
+    for (uint32_t m = 0; m < g; m++)
+        UNROLL
+    for (int j = 0; j < 4; j++)
+        acc[i][m][j] = s0 == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(t->out[i][m0 + m] + 16 * j);
     for (uint32_t s = s0; s < s1; s++) {
         __m512i p[4];
         UNROLL
@@ -75,13 +75,13 @@ INLINE void block(cpu_btile *t, uint32_t s0, uint32_t s1, uint32_t m0, uint32_t 
                     _mm_prefetch((const char *)(w + PF_STEPS * 2 * CPU_BNR + 32 * l), PF_HINT);
                 if (far)
                     UNROLL
-                    for (int l = 0; l < 4; l++)
-                        _mm_prefetch((const char *)(w + (size_t)far * 2 * CPU_BNR + 32 * l), _MM_HINT_T1);
+                for (int l = 0; l < 4; l++)
+                    _mm_prefetch((const char *)(w + (size_t)far * 2 * CPU_BNR + 32 * l), _MM_HINT_T1);
                 if (i == 0 && t->ahead && s + PF_STEPS >= pairs)
                     UNROLL
-                    for (int l = 0; l < 4; l++)
-                        _mm_prefetch((const char *)(t->ahead + (size_t)(s + PF_STEPS - pairs) * 2 * CPU_BNR + 32 * l),
-                                     PF_HINT);
+                for (int l = 0; l < 4; l++)
+                    _mm_prefetch((const char *)(t->ahead + (size_t)(s + PF_STEPS - pairs) * 2 * CPU_BNR + 32 * l),
+                                 PF_HINT);
             }
             UNROLL
             for (int j = 0; j < 4; j++) {
@@ -95,10 +95,10 @@ INLINE void block(cpu_btile *t, uint32_t s0, uint32_t s1, uint32_t m0, uint32_t 
     UNROLL
     for (uint32_t i = 0; i < nt; i++)
         UNROLL
-        for (uint32_t m = 0; m < g; m++)
-            UNROLL
-            for (int j = 0; j < 4; j++)
-                _mm512_storeu_ps(t->out[i][m0 + m] + 16 * j, acc[i][m][j]);
+    for (uint32_t m = 0; m < g; m++)
+        UNROLL
+    for (int j = 0; j < 4; j++)
+        _mm512_storeu_ps(t->out[i][m0 + m] + 16 * j, acc[i][m][j]);
 }
 
 /* Every group of rows over one K block, with nt and the group size fixed. */
@@ -108,10 +108,17 @@ INLINE void groups(cpu_btile *t, uint32_t s0, uint32_t s1, uint32_t kb, const ui
     for (; m0 + g <= t->mr; m0 += g)
         block(t, s0, s1, m0, far, nt, g);
     switch (t->mr - m0) { /* the rows left: fewer than g */
-    case 1: block(t, s0, s1, m0, far, nt, 1); break;
-    case 2: block(t, s0, s1, m0, far, nt, 2); break;
-    case 3: block(t, s0, s1, m0, far, nt, 3); break;
-    default: break;
+    case 1:
+        block(t, s0, s1, m0, far, nt, 1);
+        break;
+    case 2:
+        block(t, s0, s1, m0, far, nt, 2);
+        break;
+    case 3:
+        block(t, s0, s1, m0, far, nt, 3);
+        break;
+    default:
+        break;
     }
 }
 
@@ -122,10 +129,18 @@ static void KERNEL_FN(cpu_btile *t)
     for (uint32_t s0 = 0; s0 < pairs; s0 += kb) {
         uint32_t s1 = pairs - s0 < kb ? pairs : s0 + kb;
         switch (nt) {
-        case 1: groups(t, s0, s1, kb, 1, 4); break;
-        case 2: groups(t, s0, s1, kb, 2, 2); break;
-        case 3: groups(t, s0, s1, kb, 3, 1); break;
-        default: groups(t, s0, s1, kb, 4, 1); break;
+        case 1:
+            groups(t, s0, s1, kb, 1, 4);
+            break;
+        case 2:
+            groups(t, s0, s1, kb, 2, 2);
+            break;
+        case 3:
+            groups(t, s0, s1, kb, 3, 1);
+            break;
+        default:
+            groups(t, s0, s1, kb, 4, 1);
+            break;
         }
     }
 }

@@ -11,8 +11,8 @@
 #include <immintrin.h>
 
 #define ACC_STEP(acc, w, p) ((acc) = _mm512_dpbf16_ps((acc), (__m512bh)(w), (__m512bh)(p)))
-#define KERNEL_FN bf16_tile
-#define KERNEL_NAME "avx512_bf16"
-#define KERNEL_SET cpu_bkernels_avx512_bf16
+#define KERNEL_FN           bf16_tile
+#define KERNEL_NAME         "avx512_bf16"
+#define KERNEL_SET          cpu_bkernels_avx512_bf16
 
 #include "plugins/cpu/bgemm_avx512_body.h"

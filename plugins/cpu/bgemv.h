@@ -21,20 +21,20 @@ typedef struct cpu_bgemv_item {
 
 typedef struct cpu_bgemv {
     const cpu_bkernels *kern;
-    cpu_bgemv_item *items;    /* room for items_cap */
-    uint32_t items_cap;       /* cpu_bgemv_items_cap() */
+    cpu_bgemv_item *items; /* room for items_cap */
+    uint32_t items_cap;    /* cpu_bgemv_items_cap() */
     /* One run. */
     const cpu_bweights *w;
-    const uint32_t *start;    /* [experts + 1]: expert -> first position */
-    const uint16_t *in;       /* bf16 rows by position, in_stride apart */
+    const uint32_t *start; /* [experts + 1]: expert -> first position */
+    const uint16_t *in;    /* bf16 rows by position, in_stride apart */
     size_t in_stride;
     const uint16_t *const *in_rows; /* or NULL: else each position's row (no gather) */
-    float *out;               /* f32 rows by position, out_stride apart */
+    float *out;                     /* f32 rows by position, out_stride apart */
     size_t out_stride;
-    const void *bias;         /* NULL, or [experts][N] in bias_dtype: out = round(sum + bias) */
+    const void *bias; /* NULL, or [experts][N] in bias_dtype: out = round(sum + bias) */
     fmoe_dtype bias_dtype;
-    fmoe_dtype round;         /* out rounded to this dtype (FMOE_DTYPE_F32: the f32 sums) */
-    uint32_t max_rows;        /* experts with more rows are left out (another path's) */
+    fmoe_dtype round;  /* out rounded to this dtype (FMOE_DTYPE_F32: the f32 sums) */
+    uint32_t max_rows; /* experts with more rows are left out (another path's) */
     /* AMX (set at create where the kernel may run, else amx = NULL): experts
      * of CPU_BAMX_MIN_ROWS or more rows take it; their rows are packed into
      * the worker's apack ([pool size][CPU_BMR][apk_stride] bf16, apk_stride

@@ -25,8 +25,8 @@
 #ifndef FMOE_PLUGIN_CPU_H
 #define FMOE_PLUGIN_CPU_H
 
-#include <stddef.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "fusedmoe/plugin.h"
@@ -40,7 +40,7 @@
 #define CPU_ISA_AVX512_BF16 3
 #define CPU_ISA_COUNT       4
 /* Option isa = "auto": the best the machine enables. */
-#define CPU_ISA_AUTO        (-1)
+#define CPU_ISA_AUTO (-1)
 
 /* The best path this CPU and OS support (CPUID feature bits and, for the
  * AVX state, XCR0 through XGETBV). CPU_ISA_PORTABLE off x86-64. */
@@ -81,15 +81,15 @@ typedef void *(*cpu_alloc_fn)(void *ctx, size_t size, size_t alignment);
 /* Per-context state from init. */
 typedef struct cpu_state {
     const fmoe_host *host;
-    cpu_options opt;   /* as the user (or the defaults) asked */
-    int isa_detected;  /* what the machine has */
-    int isa;           /* what the kernels use (option isa, clamped to isa_detected) */
-    int amx;           /* AMX-BF16 kernel for bf16 experts of 3..16 rows (isa avx512_bf16,
-                          option amx and cpu_amx_enable()) */
-    uint32_t threads;  /* threads per layer (option threads, 0 resolved to the CPUs we may run on) */
-    uint32_t spin_ms;  /* idle pool threads spin this long before sleeping (option spin_ms) */
-    int onednn_bf16;   /* oneDNN has an optimized bf16 matmul on the kernels' weight
-                          layout (cpu_onednn_bf16_optimized; not on aarch64 without ACL) */
+    cpu_options opt;            /* as the user (or the defaults) asked */
+    int isa_detected;           /* what the machine has */
+    int isa;                    /* what the kernels use (option isa, clamped to isa_detected) */
+    int amx;                    /* AMX-BF16 kernel for bf16 experts of 3..16 rows (isa avx512_bf16,
+                                   option amx and cpu_amx_enable()) */
+    uint32_t threads;           /* threads per layer (option threads, 0 resolved to the CPUs we may run on) */
+    uint32_t spin_ms;           /* idle pool threads spin this long before sleeping (option spin_ms) */
+    int onednn_bf16;            /* oneDNN has an optimized bf16 matmul on the kernels' weight
+                                   layout (cpu_onednn_bf16_optimized; not on aarch64 without ACL) */
     atomic_uintptr_t last_pool; /* the layers' pools: which one ran last (pool.h) */
     char isa_note[160];
 } cpu_state;

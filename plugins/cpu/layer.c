@@ -47,7 +47,8 @@ fmoe_status cpu_layer_init(cpu_layer *L, const fmoe_create_args *a, size_t per_t
     const fmoe_host *h = st->host;
     L->host = h;
     memcpy(&L->cfg, a->config, sizeof L->cfg < a->config->struct_size ? sizeof L->cfg : a->config->struct_size);
-    memcpy(&L->scheme, a->scheme, sizeof L->scheme < a->scheme->struct_size ? sizeof L->scheme : a->scheme->struct_size);
+    memcpy(&L->scheme, a->scheme,
+           sizeof L->scheme < a->scheme->struct_size ? sizeof L->scheme : a->scheme->struct_size);
     L->isa = st->isa;
     L->H = a->hidden_size;
     L->I = a->intermediate_per_rank;
@@ -95,8 +96,8 @@ void cpu_layer_release(cpu_layer *L)
     h->free(h->ctx, L->expert_map);
 }
 
-void cpu_layer_param(cpu_layer *L, const char *name, fmoe_dtype dtype, int32_t proj, int32_t role,
-                     int32_t scale_kind, int32_t shard_axis, uint32_t ndim, int64_t d1, int64_t d2)
+void cpu_layer_param(cpu_layer *L, const char *name, fmoe_dtype dtype, int32_t proj, int32_t role, int32_t scale_kind,
+                     int32_t shard_axis, uint32_t ndim, int64_t d1, int64_t d2)
 {
     if (L->n_params >= CPU_MAX_PARAMS)
         return; /* at most 6 are declared; finalize's count check catches a bug */

@@ -29,24 +29,24 @@ typedef struct cpu_layer {
     fmoe_layer_config cfg;
     fmoe_scheme scheme;
     int isa;
-    uint32_t H, I, rI, k;               /* rI = 2I gated, I otherwise */
+    uint32_t H, I, rI, k; /* rI = 2I gated, I otherwise */
     uint32_t local_experts, global_experts;
-    int32_t *expert_map;                /* NULL: identity */
+    int32_t *expert_map; /* NULL: identity */
     cpu_pool *pool;
     fmoe_param_desc descs[CPU_MAX_PARAMS];
     const fmoe_param_desc *desc_ptrs[CPU_MAX_PARAMS];
     uint32_t n_params;
-    int32_t bias13, bias2;              /* param indices, or -1 */
+    int32_t bias13, bias2; /* param indices, or -1 */
     /* The gated SiLU rounded to bf16 in AVX-512 (rowops.h) where the path
      * has it and the layer's activation is that; else NULL. */
     uint32_t (*act_bf16)(const fmoe_layer_config *cfg, const float *h, uint32_t I, float *out);
-    const void *b13, *b2;               /* after finalize (act dtype) */
+    const void *b13, *b2; /* after finalize (act dtype) */
     /* Per chunk of tokens. */
-    uint32_t chunk;                     /* tokens per chunk */
-    int32_t *order;                     /* [chunk*k] position -> pair (in chunk) */
-    int32_t *pos;                       /* [chunk*k] pair -> position, or -1 */
-    uint32_t *start;                    /* [E_local + 1] expert -> first position */
-    float *y;                           /* [chunk*k][H] rounded GEMM2 outputs (+ b2) */
+    uint32_t chunk;  /* tokens per chunk */
+    int32_t *order;  /* [chunk*k] position -> pair (in chunk) */
+    int32_t *pos;    /* [chunk*k] pair -> position, or -1 */
+    uint32_t *start; /* [E_local + 1] expert -> first position */
+    float *y;        /* [chunk*k][H] rounded GEMM2 outputs (+ b2) */
 } cpu_layer;
 
 /* Fill the head from create's args; per_token_bytes: what the method's
@@ -56,8 +56,8 @@ fmoe_status cpu_layer_init(cpu_layer *L, const fmoe_create_args *a, size_t per_t
 void cpu_layer_release(cpu_layer *L);
 
 /* Declare a per-expert parameter [E_local, d1(, d2)] (ndim counts the expert axis). */
-void cpu_layer_param(cpu_layer *L, const char *name, fmoe_dtype dtype, int32_t proj, int32_t role,
-                     int32_t scale_kind, int32_t shard_axis, uint32_t ndim, int64_t d1, int64_t d2);
+void cpu_layer_param(cpu_layer *L, const char *name, fmoe_dtype dtype, int32_t proj, int32_t role, int32_t scale_kind,
+                     int32_t shard_axis, uint32_t ndim, int64_t d1, int64_t d2);
 /* w13_bias [E, rI] and w2_bias [E, H] in the activation dtype, when has_bias. */
 void cpu_layer_param_biases(cpu_layer *L);
 

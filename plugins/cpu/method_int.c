@@ -49,27 +49,31 @@ typedef struct q_item {
 
 typedef struct q_layer {
     cpu_layer L;
-    int w4;                      /* 1: W4A8, 0: W8A8 */
+    int w4; /* 1: W4A8, 0: W8A8 */
     const cpu_kernels *kern;
     /* cpu_quant_asym, or its AVX-512 version (rowops.h, the same bits). */
-    void (*quant_asym)(const float *x, uint32_t n, uint32_t kp, uint32_t group, int8_t *q, int32_t *off,
-                       float *scale, int32_t *qsum);
+    void (*quant_asym)(const float *x, uint32_t n, uint32_t kp, uint32_t group, int8_t *q, int32_t *off, float *scale,
+                       int32_t *qsum);
     cpu_qweights w13, w2;
-    float *row_scales[2];        /* W8A8 per-tensor: per-row scales built at finalize */
+    float *row_scales[2]; /* W8A8 per-tensor: per-row scales built at finalize */
     /* GEMM1 inputs, per token of the chunk (qc: cpu_qcorr words, when the
      * groups are small enough for them, else NULL). */
-    int8_t *q1;  float *s1;  int32_t *o1, *qs1, *qc1;
+    int8_t *q1;
+    float *s1;
+    int32_t *o1, *qs1, *qc1;
     /* GEMM1 outputs and GEMM2 inputs, per position. */
     float *h;
-    int8_t *q2;  float *s2;  int32_t *o2, *qs2, *qc2;
-    float *rows;                 /* [threads][max(H, I)] */
+    int8_t *q2;
+    float *s2;
+    int32_t *o2, *qs2, *qc2;
+    float *rows; /* [threads][max(H, I)] */
     q_item *items;
     uint32_t items_cap;
     /* The current call. */
     const fmoe_tensor *x;
     const float *topk_w;
     int64_t t0;
-    int gemm;                    /* 1 or 2 */
+    int gemm; /* 1 or 2 */
 } q_layer;
 
 static int act_int8_token(const fmoe_scheme *s)
@@ -162,7 +166,8 @@ static void declare(q_layer *q)
         int g = s->w_strategy == FMOE_QSTRATEGY_GROUP;
         uint32_t G13 = g ? L->H / s->w_group_size : 1, G2 = g ? L->I / s->w_group_size : 1;
         int32_t kind = g ? FMOE_SCALE_GROUP : FMOE_SCALE_CHANNEL;
-        cpu_layer_param(L, "w13_weight", FMOE_DTYPE_INT8, FMOE_PROJ_W13, FMOE_ROLE_WEIGHT, FMOE_SCALE_NONE, 0, 3, rI, H);
+        cpu_layer_param(L, "w13_weight", FMOE_DTYPE_INT8, FMOE_PROJ_W13, FMOE_ROLE_WEIGHT, FMOE_SCALE_NONE, 0, 3, rI,
+                        H);
         cpu_layer_param(L, "w2_weight", FMOE_DTYPE_INT8, FMOE_PROJ_W2, FMOE_ROLE_WEIGHT, FMOE_SCALE_NONE, 1, 3, H, I);
         cpu_layer_param(L, "w13_weight_scale", s->w_scale_dtype, FMOE_PROJ_W13, FMOE_ROLE_WEIGHT_SCALE, kind, 0, 3, rI,
                         G13);
@@ -304,8 +309,8 @@ static fmoe_status q_finalize(fmoe_finalize_args *a)
     }
     L->b13 = L->bias13 >= 0 ? p[L->bias13]->data : NULL;
     L->b2 = L->bias2 >= 0 ? p[L->bias2]->data : NULL;
-    cpu_log(h, FMOE_PLUGIN_LOG_DEBUG, "%s: repacked %u experts (%s kernels, %s weights)", q->w4 ? "w4a8" : "int8",
-            E, q->kern->name, q->w4 ? "packed int4" : "int8");
+    cpu_log(h, FMOE_PLUGIN_LOG_DEBUG, "%s: repacked %u experts (%s kernels, %s weights)", q->w4 ? "w4a8" : "int8", E,
+            q->kern->name, q->w4 ? "packed int4" : "int8");
     return FMOE_STATUS_OK;
 }
 

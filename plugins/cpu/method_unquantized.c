@@ -71,18 +71,18 @@ typedef struct uq_gemm {
 typedef struct uq_layer {
     cpu_layer L;
     fmoe_dtype w_dtype;
-    dnnl_data_type_t cdt;   /* compute type: dnnl_bf16 or dnnl_f32 */
-    size_t celt;            /* its size in bytes */
+    dnnl_data_type_t cdt; /* compute type: dnnl_bf16 or dnnl_f32 */
+    size_t celt;          /* its size in bytes */
     dnnl_engine_t eng;
     dnnl_stream_t stream;
     uq_gemm g13, g2;
-    uint32_t slack;         /* rows past the end of xg/h/act/y2 (largest bucket) */
-    dnnl_memory_t *wmem;    /* [2][E]: each expert's reordered weights */
+    uint32_t slack;      /* rows past the end of xg/h/act/y2 (largest bucket) */
+    dnnl_memory_t *wmem; /* [2][E]: each expert's reordered weights */
     void *wbuf[2];
     dnnl_memory_t scratch_mem;
     void *scratch;
     /* bf16 compute type only. */
-    cpu_bweights bw[2];     /* W13, W2 in bgemm.h's tiles (= BA16a64b2a) */
+    cpu_bweights bw[2]; /* W13, W2 in bgemm.h's tiles (= BA16a64b2a) */
     cpu_bgemv bg;
     int onednn_bf16;        /* cpu_state's: oneDNN has an optimized bf16 matmul at all */
     int dnnl_ok;            /* oneDNN serves the larger experts; 0: bgemv runs all */
@@ -280,8 +280,7 @@ static dnnl_status_t make_matmul(uq_layer *u, int64_t rows, int64_t K, int64_t N
  * the weights layout chosen for one row (*wmd out), or with `fixed` on the
  * layout *wmd holds (no reference-code fallbacks then); a row count oneDNN
  * cannot serve on that layout ends the list. -1 if even one row fails. */
-static int make_gemm(uq_layer *u, uq_gemm *g, int64_t K, int64_t N, int fixed, dnnl_memory_desc_t *wmd,
-                     size_t *scratch)
+static int make_gemm(uq_layer *u, uq_gemm *g, int64_t K, int64_t N, int fixed, dnnl_memory_desc_t *wmd, size_t *scratch)
 {
     for (uint32_t rows = 1; rows <= u->slack && g->n < MAX_BUCKETS; rows *= 2) {
         uint32_t b = g->n;
@@ -430,7 +429,8 @@ static fmoe_status finalize_bf16(uq_layer *u, fmoe_finalize_args *a, size_t *scr
         *scratch = 0;
     }
     cpu_log(h, FMOE_PLUGIN_LOG_DEBUG, "bf16: %s kernels%s for experts with up to %u rows%s", u->bg.kern->name,
-            u->bg.amx ? " (amx_bf16 from 3 rows)" : "", BGEMV_ROWS, u->dnnl_ok ? ", oneDNN matmul above" : "; no optimized oneDNN bf16 matmul: kernels for all");
+            u->bg.amx ? " (amx_bf16 from 3 rows)" : "", BGEMV_ROWS,
+            u->dnnl_ok ? ", oneDNN matmul above" : "; no optimized oneDNN bf16 matmul: kernels for all");
     return FMOE_STATUS_OK;
 }
 
@@ -543,7 +543,9 @@ static int run_gemm(uq_layer *u, const uq_gemm *g, dnnl_memory_t w, int64_t K, i
         while (b + 1 < g->n && g->rows[b] < rows)
             b++;
         uint32_t take = rows < g->rows[b] ? rows : g->rows[b];
-        dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, g->src[b]}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DST, g->dst[b]},
+        dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, g->src[b]},
+                                   {DNNL_ARG_WEIGHTS, w},
+                                   {DNNL_ARG_DST, g->dst[b]},
                                    {DNNL_ARG_SCRATCHPAD, u->scratch_mem}};
         if (dnnl_memory_set_data_handle(g->src[b], in) != dnnl_success ||
             dnnl_memory_set_data_handle(g->dst[b], out) != dnnl_success ||

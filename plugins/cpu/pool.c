@@ -46,29 +46,29 @@
 
 struct cpu_pool {
     const fmoe_host *host;
-    uint32_t size;            /* threads including the caller */
-    uint32_t started;         /* workers actually started */
+    uint32_t size;    /* threads including the caller */
+    uint32_t started; /* workers actually started */
     pthread_t *threads;
     pthread_mutex_t mu;
     pthread_cond_t wake, done;
-    int64_t spin_ns;          /* how long waiting threads spin before they sleep */
+    int64_t spin_ns;             /* how long waiting threads spin before they sleep */
     atomic_uintptr_t *last_used; /* shared by a context's pools: the pool that ran last */
-    atomic_uint_fast64_t word; /* run word: generation | item count | next item (below) */
-    uint64_t pokes;           /* cpu_pool_wake calls (under mu) */
+    atomic_uint_fast64_t word;   /* run word: generation | item count | next item (below) */
+    uint64_t pokes;              /* cpu_pool_wake calls (under mu) */
     atomic_int quit;
-    atomic_uint finished;     /* items of the current run done */
+    atomic_uint finished; /* items of the current run done */
     /* The current run's task (published before its word; read only by a
      * thread holding one of its items, which the next run waits for). */
     cpu_task_fn fn;
     void *ctx;
-    uint32_t base;            /* item index of this part of a cpu_pool_run */
+    uint32_t base; /* item index of this part of a cpu_pool_run */
 };
 
 /* The run word: generation (16 bits, wraps; only "changed" matters), item
  * count (24 bits), next item (24 bits). A run of more items is handed out
  * in parts of RUN_MAX. */
 #define RUN_BITS 24
-#define RUN_MAX ((1u << RUN_BITS) - 1)
+#define RUN_MAX  ((1u << RUN_BITS) - 1)
 static uint64_t word_gen(uint64_t w)
 {
     return w >> (2 * RUN_BITS);

@@ -50,28 +50,28 @@
 
 #include "plugins/cpu/cpu.h"
 
-#define CPU_NR 16
+#define CPU_NR     16
 #define CPU_MR_MAX 8
 
 /* One kernel call: a tile of 16 weight rows against mr activation rows. */
 typedef struct cpu_qtile {
-    const uint8_t *w;        /* the tile: kp*16 bytes (int8) or kp*8 (int4) */
-    const float *gscale;     /* [groups][16] */
-    const uint16_t *gscale16; /* NULL, or the same scales as bf16 (exact), [groups][16]:
-                                 half the bytes for a kernel to stream */
-    const int32_t *wsum;     /* [groups][16] */
-    uint32_t kp;             /* padded K */
-    uint32_t group, groups;  /* int4: K values per group (multiple of 8), count; int8: kp, 1 */
-    uint32_t mr;             /* 1 .. the kernel set's mr */
+    const uint8_t *w;                 /* the tile: kp*16 bytes (int8) or kp*8 (int4) */
+    const float *gscale;              /* [groups][16] */
+    const uint16_t *gscale16;         /* NULL, or the same scales as bf16 (exact), [groups][16]:
+                                         half the bytes for a kernel to stream */
+    const int32_t *wsum;              /* [groups][16] */
+    uint32_t kp;                      /* padded K */
+    uint32_t group, groups;           /* int4: K values per group (multiple of 8), count; int8: kp, 1 */
+    uint32_t mr;                      /* 1 .. the kernel set's mr */
     const int8_t *a[CPU_MR_MAX];      /* activation rows, kp values */
     int32_t off[CPU_MR_MAX];          /* int4: added to every activation of the row */
     const int32_t *qsum[CPU_MR_MAX];  /* int4: [groups] sums of the row's activations */
     const int32_t *qcorr[CPU_MR_MAX]; /* int4, optional (all mr or none): the rows' cpu_qcorr
                                          words, which let the VNNI kernel apply the group
                                          correction in one vpdpwssd */
-    const uint8_t *ahead;    /* NULL, or a later tile of the same size: the SIMD
-                                kernels prefetch it into L2 as they go, a second
-                                memory stream besides their own (qgemm_*.c) */
+    const uint8_t *ahead;             /* NULL, or a later tile of the same size: the SIMD
+                                         kernels prefetch it into L2 as they go, a second
+                                         memory stream besides their own (qgemm_*.c) */
     float out[CPU_MR_MAX][CPU_NR];    /* out */
 } cpu_qtile;
 
@@ -79,9 +79,9 @@ typedef void (*cpu_qtile_fn)(cpu_qtile *t);
 
 typedef struct cpu_kernels {
     const char *name;
-    uint32_t mr;        /* rows per call it handles best (<= CPU_MR_MAX) */
-    cpu_qtile_fn i8;    /* int8 weights */
-    cpu_qtile_fn i4;    /* packed int4 weights */
+    uint32_t mr;     /* rows per call it handles best (<= CPU_MR_MAX) */
+    cpu_qtile_fn i8; /* int8 weights */
+    cpu_qtile_fn i4; /* packed int4 weights */
 } cpu_kernels;
 
 extern const cpu_kernels cpu_kernels_portable;
@@ -98,15 +98,15 @@ const cpu_kernels *cpu_kernels_for(int isa);
 /* ------------------------------------------------------------------------ */
 
 typedef struct cpu_qweights {
-    int int4;                /* 1: packed int4, 0: int8 */
-    uint32_t experts, n, k;  /* logical sizes */
-    uint32_t kp, tiles;      /* padded K; ceil(n / 16) */
-    uint32_t group, groups;  /* K values per group (kp when one group), count */
+    int int4;               /* 1: packed int4, 0: int8 */
+    uint32_t experts, n, k; /* logical sizes */
+    uint32_t kp, tiles;     /* padded K; ceil(n / 16) */
+    uint32_t group, groups; /* K values per group (kp when one group), count */
     size_t tile_bytes;
-    uint8_t *w;              /* [experts][tiles][tile_bytes] */
-    float *gscale;           /* [experts][tiles][groups][16] */
-    uint16_t *gscale16;      /* the same as bf16 when every scale is one exactly (int4 groups), else NULL */
-    int32_t *wsum;           /* [experts][tiles][groups][16] */
+    uint8_t *w;         /* [experts][tiles][tile_bytes] */
+    float *gscale;      /* [experts][tiles][groups][16] */
+    uint16_t *gscale16; /* the same as bf16 when every scale is one exactly (int4 groups), else NULL */
+    int32_t *wsum;      /* [experts][tiles][groups][16] */
 } cpu_qweights;
 
 /* int8 weights [E, N, K] with one f32 scale per row [E, N]. 0, or -1 (no memory). */

@@ -21,7 +21,7 @@
 
 #include "plugins/cpu/qgemm.h"
 
-#define INLINE static inline __attribute__((always_inline))
+#define INLINE   static inline __attribute__((always_inline))
 #define PF_BYTES 2048
 
 INLINE void prefetch_step(const cpu_qtile *t, size_t off)

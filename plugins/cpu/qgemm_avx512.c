@@ -126,8 +126,9 @@ INLINE void i4_body(cpu_qtile *t, const uint32_t mr, const int s16, const int pa
                     alo[m] = _mm512_dpbusd_epi32(alo[m], hi, bcast4(t->a[m] + 8 * s + 4));
             }
         }
-        __m512 sc = s16 ? _mm512_castsi512_ps(_mm512_slli_epi32(
-                              _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(t->gscale16 + g * CPU_NR))), 16))
+        __m512 sc = s16 ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(
+                                                                    (const __m256i *)(t->gscale16 + g * CPU_NR))),
+                                                                16))
                         : _mm512_loadu_ps(t->gscale + g * CPU_NR);
         __m512i us8 = _mm512_add_epi32(us, eight_hi);
         UNROLL
@@ -150,28 +151,60 @@ INLINE void i4_body(cpu_qtile *t, const uint32_t mr, const int s16, const int pa
 static void vnni_i8(cpu_qtile *t)
 {
     switch (t->mr) {
-    case 1: i8_body(t, 1); break;
-    case 2: i8_body(t, 2); break;
-    case 3: i8_body(t, 3); break;
-    case 4: i8_body(t, 4); break;
-    case 5: i8_body(t, 5); break;
-    case 6: i8_body(t, 6); break;
-    case 7: i8_body(t, 7); break;
-    default: i8_body(t, 8); break;
+    case 1:
+        i8_body(t, 1);
+        break;
+    case 2:
+        i8_body(t, 2);
+        break;
+    case 3:
+        i8_body(t, 3);
+        break;
+    case 4:
+        i8_body(t, 4);
+        break;
+    case 5:
+        i8_body(t, 5);
+        break;
+    case 6:
+        i8_body(t, 6);
+        break;
+    case 7:
+        i8_body(t, 7);
+        break;
+    default:
+        i8_body(t, 8);
+        break;
     }
 }
 
 /* One instantiation per row count, scale copy and correction form. */
-#define I4_ROWS(S16, P)                                                                                                \
-    switch (t->mr) {                                                                                                   \
-    case 1: i4_body(t, 1, S16, P); break;                                                                              \
-    case 2: i4_body(t, 2, S16, P); break;                                                                              \
-    case 3: i4_body(t, 3, S16, P); break;                                                                              \
-    case 4: i4_body(t, 4, S16, P); break;                                                                              \
-    case 5: i4_body(t, 5, S16, P); break;                                                                              \
-    case 6: i4_body(t, 6, S16, P); break;                                                                              \
-    case 7: i4_body(t, 7, S16, P); break;                                                                              \
-    default: i4_body(t, 8, S16, P); break;                                                                             \
+#define I4_ROWS(S16, P) \
+    switch (t->mr) { \
+    case 1: \
+        i4_body(t, 1, S16, P); \
+        break; \
+    case 2: \
+        i4_body(t, 2, S16, P); \
+        break; \
+    case 3: \
+        i4_body(t, 3, S16, P); \
+        break; \
+    case 4: \
+        i4_body(t, 4, S16, P); \
+        break; \
+    case 5: \
+        i4_body(t, 5, S16, P); \
+        break; \
+    case 6: \
+        i4_body(t, 6, S16, P); \
+        break; \
+    case 7: \
+        i4_body(t, 7, S16, P); \
+        break; \
+    default: \
+        i4_body(t, 8, S16, P); \
+        break; \
     }
 
 static void vnni_i4(cpu_qtile *t)

@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "fusedmoe/kit/activation.h"
-#include "fusedmoe/kit/w4a8_row.h"
 #include "fusedmoe/kit/half.h"
+#include "fusedmoe/kit/w4a8_row.h"
 #include "plugins/cpu/rowops.h"
 
 /* ------------------------------------------------------------------------ */

@@ -20,8 +20,7 @@
 
 #define MR 4 /* activation rows per pass: two SMMLA row pairs */
 
-static void finish(int32x4_t r03, int32x4_t r47, const int32_t *sums, const float *scales, int32_t o,
-                   float32x4_t *f)
+static void finish(int32x4_t r03, int32x4_t r47, const int32_t *sums, const float *scales, int32_t o, float32x4_t *f)
 {
     r03 = vmlaq_n_s32(r03, vld1q_s32(sums), o);
     r47 = vmlaq_n_s32(r47, vld1q_s32(sums + 4), o);
@@ -74,8 +73,7 @@ static void rows(uint32_t m, const int8_t *const *a, const int32_t *o, const uin
                    vcombine_s32(vget_low_s32(acc[r][2]), vget_low_s32(acc[r][3])), sums, scales, o[i0], f[i0]);
             if (i1 != i0)
                 finish(vcombine_s32(vget_high_s32(acc[r][0]), vget_high_s32(acc[r][1])),
-                       vcombine_s32(vget_high_s32(acc[r][2]), vget_high_s32(acc[r][3])), sums, scales, o[i1],
-                       f[i1]);
+                       vcombine_s32(vget_high_s32(acc[r][2]), vget_high_s32(acc[r][3])), sums, scales, o[i1], f[i1]);
         }
     }
     for (uint32_t i = 0; i < m; i++) {

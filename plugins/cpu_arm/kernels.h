@@ -62,8 +62,8 @@ static inline size_t carm_group_bytes(uint32_t bl)
 /* m >= 1 rows of activations (a[i] points at kp int8 values, o[i] their
  * offset), one packed row block `w` of `groups` groups of bl columns:
  * out [m][8] as in the contract above. */
-typedef void (*carm_kernel_fn)(uint32_t m, const int8_t *const *a, const int32_t *o, const uint8_t *w,
-                               uint32_t groups, uint32_t bl, float *out);
+typedef void (*carm_kernel_fn)(uint32_t m, const int8_t *const *a, const int32_t *o, const uint8_t *w, uint32_t groups,
+                               uint32_t bl, float *out);
 
 /* Instruction-set levels, lowest first. */
 #define CARM_ISA_PORTABLE 0 /* C */

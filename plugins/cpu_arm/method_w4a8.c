@@ -29,16 +29,16 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "fusedmoe/formats.h"
 #include "fusedmoe/kit/activation.h"
 #include "fusedmoe/kit/half.h"
-#include "fusedmoe/formats.h"
 #include "plugins/cpu_arm/cpu_arm.h"
 #include "plugins/cpu_arm/pack.h"
 
-#define TILE 16                          /* pairs per work item */
-#define Y_BUDGET ((size_t)1 << 22)       /* floats of GEMM2 outputs per chunk: 16 MiB */
-#define N_PARAMS_MAX 6
-#define PARALLEL_MIN_TOKENS 32           /* below this, quantize / combine on one thread */
+#define TILE                16                /* pairs per work item */
+#define Y_BUDGET            ((size_t)1 << 22) /* floats of GEMM2 outputs per chunk: 16 MiB */
+#define N_PARAMS_MAX        6
+#define PARALLEL_MIN_TOKENS 32 /* below this, quantize / combine on one thread */
 
 typedef struct proj {
     carm_shape shape;
@@ -47,10 +47,10 @@ typedef struct proj {
 } proj;
 
 typedef struct scratch {
-    float *row;          /* [H] one input row */
-    float *h;            /* [TILE][rI] GEMM1 outputs */
-    float *act;          /* [TILE][I] activations */
-    int8_t *aq;          /* [TILE][kp2] requantized activations */
+    float *row; /* [H] one input row */
+    float *h;   /* [TILE][rI] GEMM1 outputs */
+    float *act; /* [TILE][I] activations */
+    int8_t *aq; /* [TILE][kp2] requantized activations */
     int32_t o[TILE];
     float s[TILE];
     const int8_t *ptr[TILE];
@@ -68,7 +68,7 @@ typedef struct instance {
     fmoe_layer_config cfg;
     fmoe_scheme scheme;
     uint32_t H, I, rI, k, local, global;
-    int32_t *expert_map;               /* NULL: identity */
+    int32_t *expert_map; /* NULL: identity */
     fmoe_param_desc descs[N_PARAMS_MAX];
     const fmoe_param_desc *desc_ptrs[N_PARAMS_MAX];
     uint32_t n_params;
@@ -77,7 +77,7 @@ typedef struct instance {
     uint32_t threads;
     /* Workspace for a chunk of `chunk` tokens. */
     uint32_t chunk;
-    int8_t *xq;      /* [chunk][kp1] */
+    int8_t *xq; /* [chunk][kp1] */
     int32_t *xo;
     float *xs;
     float *y;        /* [chunk * k][H] */
@@ -125,7 +125,8 @@ int carm_w4a8_serves(const fmoe_scheme *s, const fmoe_layer_config *cfg, char *r
                  g, cfg->hidden_size, inter);
         return 0;
     }
-    snprintf(reason, cap, "W4A8 int4 %s x int8 asym per row", s->w_strategy == FMOE_QSTRATEGY_GROUP ? "group" : "channel");
+    snprintf(reason, cap, "W4A8 int4 %s x int8 asym per row",
+             s->w_strategy == FMOE_QSTRATEGY_GROUP ? "group" : "channel");
     return 1;
 }
 
@@ -182,9 +183,8 @@ static void declare(instance *in)
 static void destroy_instance(instance *in)
 {
     const fmoe_host *h = in->host;
-    void *bufs[] = {in->expert_map, in->w13.packed, in->w13.bias, in->w2.packed, in->w2.bias,
-                    in->xq,         in->xo,         in->xs,       in->y,         in->order,
-                    in->start,      in->items};
+    void *bufs[] = {in->expert_map, in->w13.packed, in->w13.bias, in->w2.packed, in->w2.bias, in->xq,
+                    in->xo,         in->xs,         in->y,        in->order,     in->start,   in->items};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         h->free(h->ctx, bufs[i]);
     if (in->scr)
@@ -345,7 +345,8 @@ static fmoe_status finalize(fmoe_finalize_args *a)
     if (s == FMOE_STATUS_OK)
         s = pack_proj(in, &in->w2, a->params[1], a->params[3], "w2_weight", a->err);
     if (s == FMOE_STATUS_OK && in->cfg.has_bias &&
-        (widen_bias(in, &in->w13, a->params[4]) != FMOE_STATUS_OK || widen_bias(in, &in->w2, a->params[5]) != FMOE_STATUS_OK))
+        (widen_bias(in, &in->w13, a->params[4]) != FMOE_STATUS_OK ||
+         widen_bias(in, &in->w2, a->params[5]) != FMOE_STATUS_OK))
         s = h->error_set(a->err, FMOE_STATUS_OUT_OF_MEMORY, "out of memory");
     return s;
 }
@@ -355,9 +356,9 @@ static fmoe_status finalize(fmoe_finalize_args *a)
 typedef struct call {
     instance *in;
     const fmoe_apply_args *a;
-    const float *w;       /* topk_weights */
+    const float *w; /* topk_weights */
     const int32_t *ids;
-    uint32_t t0, tokens;  /* this chunk */
+    uint32_t t0, tokens; /* this chunk */
     uint32_t n_items;
 } call;
 

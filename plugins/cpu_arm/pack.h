@@ -18,11 +18,11 @@ typedef struct carm_shape {
     uint32_t n, k;
     uint32_t groups, group;
     /* derived by carm_shape_init */
-    uint32_t kp;          /* K rounded up to CARM_KC: activation row length */
-    uint32_t bl;          /* packed group width: group, or kp when channelwise */
-    uint32_t row_blocks;  /* ceil(N / 8) */
-    size_t block_bytes;   /* one row block: groups * carm_group_bytes(bl) */
-    size_t expert_bytes;  /* row_blocks * block_bytes */
+    uint32_t kp;         /* K rounded up to CARM_KC: activation row length */
+    uint32_t bl;         /* packed group width: group, or kp when channelwise */
+    uint32_t row_blocks; /* ceil(N / 8) */
+    size_t block_bytes;  /* one row block: groups * carm_group_bytes(bl) */
+    size_t expert_bytes; /* row_blocks * block_bytes */
 } carm_shape;
 
 /* Fill the derived fields. groups must be 1 or group a multiple of

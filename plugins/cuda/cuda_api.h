@@ -28,11 +28,11 @@ extern "C" {
 typedef struct fmcu_device_info {
     char name[128];
     char pci_id[64];
-    int major, minor;          /* compute capability */
+    int major, minor; /* compute capability */
     int multiprocessors;
     uint64_t memory_bytes;
-    int driver_version;        /* cudaDriverGetVersion: 13000 = 13.0; 0: no driver */
-    int runtime_version;       /* cudaRuntimeGetVersion (the static cudart linked in) */
+    int driver_version;  /* cudaDriverGetVersion: 13000 = 13.0; 0: no driver */
+    int runtime_version; /* cudaRuntimeGetVersion (the static cudart linked in) */
 } fmcu_device_info;
 
 /* Number of CUDA devices; -1 with the reason (no driver, no device...). */
@@ -46,8 +46,7 @@ void fmcu_free(int device, void *ptr);
 /* Synchronous host -> device copy (finalize only). */
 int fmcu_upload(int device, void *dst, const void *src, size_t bytes, char *err, size_t cap);
 /* Copy to (to_device = 1) or from the device on `stream`; NULL stream: complete on return. */
-int fmcu_copy(int device, int to_device, void *dst, const void *src, size_t bytes, void *stream, char *err,
-              size_t cap);
+int fmcu_copy(int device, int to_device, void *dst, const void *src, size_t bytes, void *stream, char *err, size_t cap);
 /* Wait for `stream`, or for the whole device when NULL. */
 int fmcu_synchronize(int device, void *stream, char *err, size_t cap);
 
@@ -74,21 +73,21 @@ int fmcu_copy_rate(int device, uint64_t bytes, uint32_t reps, double *bytes_per_
 typedef struct fmcu_layer {
     int device;
     /* Sizes (per rank, padded). */
-    uint32_t hidden, inter, rows13;       /* H, I, r*I */
+    uint32_t hidden, inter, rows13; /* H, I, r*I */
     uint32_t local_experts, global_experts, logical_experts, redundant_experts;
     uint32_t top_k, max_tokens;
-    int32_t act_dtype;                    /* FMOE_DTYPE_BF16 or FMOE_DTYPE_F16 */
+    int32_t act_dtype; /* FMOE_DTYPE_BF16 or FMOE_DTYPE_F16 */
     /* Expert function. */
-    int32_t activation;                   /* FMOE_ACT_* */
+    int32_t activation; /* FMOE_ACT_* */
     int gated;
     float swiglu_alpha, swiglu_limit;
-    int on_input;                         /* apply_router_weight_on_input (top_k == 1) */
-    int add_b2;                           /* has_bias && tp_rank == 0 */
+    int on_input; /* apply_router_weight_on_input (top_k == 1) */
+    int add_b2;   /* has_bias && tp_rank == 0 */
     /* Quantization. */
-    int32_t quant;                        /* FMCU_Q_* */
-    int a_dynamic;                        /* TENSOR: dynamic input scale */
-    int ue8m0;                            /* BLOCK: activation scales 2^ceil(log2) (DeepGEMM) */
-    uint32_t block_n, block_k;            /* BLOCK */
+    int32_t quant;             /* FMCU_Q_* */
+    int a_dynamic;             /* TENSOR: dynamic input scale */
+    int ue8m0;                 /* BLOCK: activation scales 2^ceil(log2) (DeepGEMM) */
+    uint32_t block_n, block_k; /* BLOCK */
     /* Routing (monolithic). */
     int32_t scoring;
     int renormalize, grouped, has_correction_bias;
@@ -100,12 +99,12 @@ typedef struct fmcu_layer {
     fmcu_options opt;
 
     /* Device memory, set by finalize (weights) and create (workspace). */
-    const void *w13, *w2;                 /* [E, r*I, H], [E, H, I]: bf16 or fp8 codes */
-    const float *w13_scale, *w2_scale;    /* TENSOR [E]; CHANNEL [E, N]; BLOCK [E, ceil(N/bn), ceil(K/bk)] */
-    const void *b13, *b2;                 /* [E, r*I], [E, H] act dtype, or NULL */
-    const float *correction_bias;         /* [logical] or NULL */
-    const int32_t *expert_map;            /* [global] local or -1, or NULL (identity) */
-    float *in_scales;                     /* [2]: TENSOR's GEMM1/GEMM2 input scales (static: set at finalize) */
+    const void *w13, *w2;              /* [E, r*I, H], [E, H, I]: bf16 or fp8 codes */
+    const float *w13_scale, *w2_scale; /* TENSOR [E]; CHANNEL [E, N]; BLOCK [E, ceil(N/bn), ceil(K/bk)] */
+    const void *b13, *b2;              /* [E, r*I], [E, H] act dtype, or NULL */
+    const float *correction_bias;      /* [logical] or NULL */
+    const int32_t *expert_map;         /* [global] local or -1, or NULL (identity) */
+    float *in_scales;                  /* [2]: TENSOR's GEMM1/GEMM2 input scales (static: set at finalize) */
 
     /* Workspace: one allocation, buffers at the offsets of `ws`. */
     void *workspace;
@@ -118,13 +117,24 @@ typedef struct fmcu_layer {
  * so only device pointers are graph-capturable). */
 typedef struct fmcu_call {
     int64_t m;
-    const void *x;  int64_t x_ld;  int x_host;
-    void *out;      int64_t out_ld; int out_host;
+    const void *x;
+    int64_t x_ld;
+    int x_host;
+    void *out;
+    int64_t out_ld;
+    int out_host;
     /* Modular: routing given (dense [m, k]). */
-    const float *topk_w; const int32_t *topk_ids; int topk_host;
+    const float *topk_w;
+    const int32_t *topk_ids;
+    int topk_host;
     /* Monolithic: logits [m, E_logical] (F32 or BF16), strides in elements. */
-    const void *logits; int32_t logits_dtype; int64_t logits_ld, logits_cs; int logits_host;
-    float *topk_w_out; int32_t *topk_ids_out; int topk_out_host; /* optional, logical ids */
+    const void *logits;
+    int32_t logits_dtype;
+    int64_t logits_ld, logits_cs;
+    int logits_host;
+    float *topk_w_out;
+    int32_t *topk_ids_out;
+    int topk_out_host; /* optional, logical ids */
     void *stream;
 } fmcu_call;
 

@@ -11,7 +11,7 @@
 /* Per-context state (from init). */
 typedef struct fmcu_state {
     const fmoe_host *host;
-    fmcu_options opt;      /* parsed at init; each layer takes a copy at create */
+    fmcu_options opt; /* parsed at init; each layer takes a copy at create */
 } fmcu_state;
 
 /* The method serving FMCU_Q_* `quant` (every one both modular and

@@ -20,11 +20,11 @@
 
 struct fmcu_fused_args {
     /* Routing and the plan's inputs. */
-    const int32_t *topk_ids;     /* [pairs] physical expert ids */
-    const float *topk_w;         /* [pairs] */
+    const int32_t *topk_ids; /* [pairs] physical expert ids */
+    const float *topk_w;     /* [pairs] */
     uint32_t pairs, top_k;
     uint32_t global_experts, local_experts;
-    const int32_t *expert_map;   /* [global] local id or -1, or NULL */
+    const int32_t *expert_map; /* [global] local id or -1, or NULL */
 
     /* The GEMM inputs: x rows (act dtype, 16-byte aligned rows) and how
      * both inputs are quantized (FMCU_Q_*, cuda_api.h). */
@@ -32,7 +32,7 @@ struct fmcu_fused_args {
     int64_t ldx;
     int32_t act_dtype;
     int quant, a_dynamic, ue8m0;
-    const float *in_scales;      /* [2] static per-tensor scales of the GEMM1 / GEMM2 inputs, or NULL */
+    const float *in_scales; /* [2] static per-tensor scales of the GEMM1 / GEMM2 inputs, or NULL */
 
     /* The weights, scales, biases and epilogues as the stream tier reads
      * them (gemm.h): GEMM1 from g1 (w, n_rows, n_out, k, gated, w_scale*,
@@ -40,12 +40,12 @@ struct fmcu_fused_args {
      * bias). Their a, tiles and out fields are not read. */
     fmcu_gemm_args g1, g2;
 
-    void *act;                   /* [pairs, I] act dtype: GEMM1's output, exchanged through L2 */
-    uint32_t *sync;              /* [2] u32, zero between calls: the grid barrier (arrivals, departures) */
-    void *out;                   /* [m, ldo] act dtype */
+    void *act;      /* [pairs, I] act dtype: GEMM1's output, exchanged through L2 */
+    uint32_t *sync; /* [2] u32, zero between calls: the grid barrier (arrivals, departures) */
+    void *out;      /* [m, ldo] act dtype */
     int64_t ldo;
 
-    fmcu_fused_cfg cfg;          /* fmcu_fused_plan's */
+    fmcu_fused_cfg cfg; /* fmcu_fused_plan's */
 };
 
 /* Launch on `stream` (programmatic dependent launch; cooperative, so the

@@ -19,28 +19,28 @@
 #include "plugins/cuda/tier.h"
 
 struct fmcu_tail_args {
-    int quant;                   /* FMCU_Q_* (cuda_api.h) */
-    int a_dynamic;               /* FMCU_Q_TENSOR: scale from the amax of all pairs' act */
-    int ue8m0;                   /* FMCU_Q_BLOCK: power-of-two activation scales */
-    const float *a_static;       /* FMCU_Q_TENSOR static: the GEMM2 input scale */
+    int quant;             /* FMCU_Q_* (cuda_api.h) */
+    int a_dynamic;         /* FMCU_Q_TENSOR: scale from the amax of all pairs' act */
+    int ue8m0;             /* FMCU_Q_BLOCK: power-of-two activation scales */
+    const float *a_static; /* FMCU_Q_TENSOR static: the GEMM2 input scale */
 
-    const void *act;             /* [pairs, I] GEMM1 output, act dtype */
+    const void *act; /* [pairs, I] GEMM1 output, act dtype */
     int32_t act_dtype;
     uint32_t I, H, pairs, top_k;
-    const int32_t *pair_local;   /* [pairs] local expert or -1 (the plan's) */
-    const float *topk_w;         /* [pairs] */
-    int on_input;                /* router weight applied to the input: combine with 1 */
+    const int32_t *pair_local; /* [pairs] local expert or -1 (the plan's) */
+    const float *topk_w;       /* [pairs] */
+    int on_input;              /* router weight applied to the input: combine with 1 */
 
-    const uint8_t *w2;           /* [E, H, I] e4m3 or bf16 */
-    const float *w_scale;        /* gemm.h's w_scale for GEMM2, or NULL */
+    const uint8_t *w2;    /* [E, H, I] e4m3 or bf16 */
+    const float *w_scale; /* gemm.h's w_scale for GEMM2, or NULL */
     int64_t w_scale_e, w_scale_n;
-    uint32_t block_n, block_k;   /* FMCU_Q_BLOCK */
-    const void *bias;            /* [E, H] act dtype, or NULL */
+    uint32_t block_n, block_k; /* FMCU_Q_BLOCK */
+    const void *bias;          /* [E, H] act dtype, or NULL */
 
-    void *out;                   /* [m, ldo] act dtype */
+    void *out; /* [m, ldo] act dtype */
     int64_t ldo;
 
-    fmcu_tail_cfg cfg;           /* fmcu_tail_plan's */
+    fmcu_tail_cfg cfg; /* fmcu_tail_plan's */
 };
 
 /* Launch on `stream` (programmatic dependent launch: its weight copies

@@ -33,16 +33,16 @@ struct route_args {
     const void *logits;
     int32_t dtype;
     int64_t ld, cs;
-    uint32_t n;                 /* logical experts */
+    uint32_t n; /* logical experts */
     uint32_t k;
     int32_t scoring;
     int renormalize, grouped;
     uint32_t n_groups, topk_group;
     const float *bias;
     float scaling;
-    uint32_t redundant;         /* EPLB replicas */
+    uint32_t redundant; /* EPLB replicas */
     float *w;
-    int32_t *ids;               /* physical */
+    int32_t *ids; /* physical */
     int32_t *ids_logical;
 };
 
@@ -62,14 +62,14 @@ struct plan_args {
     uint32_t row_tile;
     int32_t *pair_local, *offsets, *sorted, *n_tiles;
     int2 *tiles;
-    fmcu_quant::quant_args q;   /* blocks 1..: quantize row blockIdx.x - 1 of the GEMM1 input */
+    fmcu_quant::quant_args q; /* blocks 1..: quantize row blockIdx.x - 1 of the GEMM1 input */
 };
 
 /* The wide plan's workspace counters. */
 struct plan_wide {
-    int32_t *counts;  /* [E_local], zero between calls */
-    int32_t *cursor;  /* [E_local] */
-    uint32_t *done;   /* zero between calls */
+    int32_t *counts; /* [E_local], zero between calls */
+    int32_t *cursor; /* [E_local] */
+    uint32_t *done;  /* zero between calls */
 };
 
 /* One block plans the call; `quant_rows` more blocks quantize the first
@@ -95,7 +95,7 @@ int quantize(fmcu_quant::quant_args q, int64_t rows, uint32_t *amax, cudaStream_
 /* ------------------------------------------------------------------------ */
 
 struct combine_args {
-    const void *y;              /* [pairs, H] act dtype */
+    const void *y; /* [pairs, H] act dtype */
     const float *w;
     const int32_t *pair_local;
     uint32_t k, hidden;

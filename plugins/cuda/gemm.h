@@ -17,23 +17,23 @@
 #include <stdint.h>
 
 struct fmcu_gemm_args {
-    int fp8;                     /* operands are e4m3 codes (else bf16) */
-    int block_scaled;            /* FMCU_Q_BLOCK: scales per K group */
-    int gemm1;                   /* epilogue: activation (GEMM1) or plain store (GEMM2) */
-    uint32_t row_tile;           /* 16, 32 or 64 (fmcu_row_tile) */
-    int split_k;                 /* stream tier: a CTA's warps split K (very few rows per expert) */
-    int wait_first;              /* stream tier: let the next kernel launch only after this one's
-                                  * griddepcontrol.wait (the decode tail reads the plan early) */
-    int64_t grid_tiles;          /* upper bound of row tiles (fmcu_max_tiles) */
+    int fp8;            /* operands are e4m3 codes (else bf16) */
+    int block_scaled;   /* FMCU_Q_BLOCK: scales per K group */
+    int gemm1;          /* epilogue: activation (GEMM1) or plain store (GEMM2) */
+    uint32_t row_tile;  /* 16, 32 or 64 (fmcu_row_tile) */
+    int split_k;        /* stream tier: a CTA's warps split K (very few rows per expert) */
+    int wait_first;     /* stream tier: let the next kernel launch only after this one's
+                         * griddepcontrol.wait (the decode tail reads the plan early) */
+    int64_t grid_tiles; /* upper bound of row tiles (fmcu_max_tiles) */
 
-    const void *a;               /* rows of K elements, row stride lda elements */
+    const void *a; /* rows of K elements, row stride lda elements */
     int64_t lda;
-    int a_row_div;               /* A row of a pair = pair / a_row_div (top_k for GEMM1, 1 for GEMM2) */
-    const void *w;               /* [E, n_rows, K] */
-    uint32_t n_rows;             /* rows of one expert's W (r*I or H) */
-    uint32_t n_out;              /* output columns (I for GEMM1, H for GEMM2) */
-    uint32_t k;                  /* K elements */
-    int gated;                   /* GEMM1: gate rows [0, I), up rows [I, 2I) */
+    int a_row_div;   /* A row of a pair = pair / a_row_div (top_k for GEMM1, 1 for GEMM2) */
+    const void *w;   /* [E, n_rows, K] */
+    uint32_t n_rows; /* rows of one expert's W (r*I or H) */
+    uint32_t n_out;  /* output columns (I for GEMM1, H for GEMM2) */
+    uint32_t k;      /* K elements */
+    int gated;       /* GEMM1: gate rows [0, I), up rows [I, 2I) */
 
     /* Scales. Non-block: C *= a_scale[row_src * a_scale_ld] * w_scale[e * w_scale_e + n * w_scale_n]
      * (strides 0 broadcast; a NULL pointer means 1). Block: a_scale [src, ceil(K/bk)],
@@ -44,16 +44,16 @@ struct fmcu_gemm_args {
     int64_t w_scale_e, w_scale_n;
     uint32_t block_n, block_k;
 
-    const void *bias;            /* [E, n_rows] act dtype, or NULL */
-    int32_t act_dtype;           /* FMOE_DTYPE_BF16 / F16: rounding and storage of outputs */
-    int32_t activation;          /* GEMM1 */
+    const void *bias;   /* [E, n_rows] act dtype, or NULL */
+    int32_t act_dtype;  /* FMOE_DTYPE_BF16 / F16: rounding and storage of outputs */
+    int32_t activation; /* GEMM1 */
     float swiglu_alpha, swiglu_limit;
 
-    const int32_t *sorted;       /* [pairs] pair ids by expert */
-    const int2 *tiles;           /* (expert, first sorted position) */
+    const int32_t *sorted; /* [pairs] pair ids by expert */
+    const int2 *tiles;     /* (expert, first sorted position) */
     const int32_t *n_tiles;
-    const int32_t *offsets;      /* [E + 1] sorted positions of each expert */
-    void *out;                   /* [pairs, n_out] act dtype */
+    const int32_t *offsets; /* [E + 1] sorted positions of each expert */
+    void *out;              /* [pairs, n_out] act dtype */
     int64_t ldo;
 };
 

@@ -41,22 +41,22 @@
 #include "plugins/cuda/launch_shape.h"
 
 struct fmcu_gg_args {
-    const uint8_t *a;        /* [rows_cap, K] */
-    const uint8_t *b;        /* [E, N, K] */
-    __nv_bfloat16 *d;        /* [rows_cap, N] */
-    const float *s_row;      /* [rows_cap] when row_vec, else [1]; NULL: 1 */
-    const float *s_col;      /* [E, N] when col_vec, else [E]; NULL: 1 */
-    const int32_t *offsets;  /* [E + 1], device */
+    const uint8_t *a;       /* [rows_cap, K] */
+    const uint8_t *b;       /* [E, N, K] */
+    __nv_bfloat16 *d;       /* [rows_cap, N] */
+    const float *s_row;     /* [rows_cap] when row_vec, else [1]; NULL: 1 */
+    const float *s_col;     /* [E, N] when col_vec, else [E]; NULL: 1 */
+    const int32_t *offsets; /* [E + 1], device */
     int row_vec, col_vec;
-    uint32_t E, N, K;        /* K, N multiples of 16 */
+    uint32_t E, N, K; /* K, N multiples of 16 */
     int64_t rows_cap;
-    int bf16;                 /* A and B bf16, no scales (fast kinds: wgmma accumulates bf16 in f32) */
-    int whole_tiles;          /* 1: every tile 128 rows (measurements); 0: an expert's last
-                                 row block of at most 64 rows is a half tile, 64 rows with the
-                                 warp groups splitting its columns (same bits) */
-    int32_t *sched;           /* [2] device memory, zero before the first launch: the tile
-                                 counter; each launch leaves it zero again */
-    int order;                /* FMCU_GG_ORDER_*: which CTA takes which tile */
+    int bf16;        /* A and B bf16, no scales (fast kinds: wgmma accumulates bf16 in f32) */
+    int whole_tiles; /* 1: every tile 128 rows (measurements); 0: an expert's last
+                        row block of at most 64 rows is a half tile, 64 rows with the
+                        warp groups splitting its columns (same bits) */
+    int32_t *sched;  /* [2] device memory, zero before the first launch: the tile
+                        counter; each launch leaves it zero again */
+    int order;       /* FMCU_GG_ORDER_*: which CTA takes which tile */
 };
 
 /* Tile kinds (fmcu_gg_kind) and orders (FMCU_GG_ORDER_*) are in

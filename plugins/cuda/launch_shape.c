@@ -53,7 +53,5 @@ void fmcu_gg_kinds(int bf16, int64_t rows, uint32_t H, int *k1, int *k2)
 {
     *k1 = bf16 ? FMCU_GG_N256_FAST : FMCU_GG_N192_PROMOTED;
     const uint32_t width = rows < 128 ? 128 : 256;
-    *k2 = padded(H, 192) < padded(H, width) ? FMCU_GG_N192_FAST
-          : width == 128                    ? FMCU_GG_N128_FAST
-                                            : FMCU_GG_N256_FAST;
+    *k2 = padded(H, 192) < padded(H, width) ? FMCU_GG_N192_FAST : width == 128 ? FMCU_GG_N128_FAST : FMCU_GG_N256_FAST;
 }

@@ -40,7 +40,8 @@ int fmcu_scheme_quant(const fmoe_scheme *s, char *why, size_t cap)
     case FMOE_QSTRATEGY_BLOCK:
         if ((s->w_scale_dtype != FMOE_DTYPE_F32 && s->w_scale_dtype != FMOE_DTYPE_UE8M0) ||
             s->a_strategy != FMOE_QSTRATEGY_GROUP || !s->a_dynamic || s->a_group_size != s->w_block_k)
-            return refuse(why, cap, "fp8 block weights need f32/ue8m0 scales and dynamic 1 x block_k activation groups");
+            return refuse(why, cap,
+                          "fp8 block weights need f32/ue8m0 scales and dynamic 1 x block_k activation groups");
         if (s->w_block_k % FMCU_GEMM_BK_BYTES != 0)
             return refuse(why, cap, "fp8 block: block_k must be a multiple of 64 (the GEMM's K stage)");
         return FMCU_Q_BLOCK;
@@ -49,15 +50,16 @@ int fmcu_scheme_quant(const fmoe_scheme *s, char *why, size_t cap)
     }
 }
 
-int fmcu_check_config(const fmoe_layer_config *cfg, const fmoe_scheme *s, uint32_t hidden, uint32_t inter,
-                      char *why, size_t cap)
+int fmcu_check_config(const fmoe_layer_config *cfg, const fmoe_scheme *s, uint32_t hidden, uint32_t inter, char *why,
+                      size_t cap)
 {
     int quant = fmcu_scheme_quant(s, why, cap);
     if (quant < 0)
         return -1;
     if (cfg->act_dtype != FMOE_DTYPE_BF16 && !(cfg->act_dtype == FMOE_DTYPE_F16 && quant != FMCU_Q_NONE))
-        return refuse(why, cap, quant == FMCU_Q_NONE ? "unquantized: bf16 activations only"
-                                                     : "fp8: bf16 or f16 activations only (no f32)");
+        return refuse(why, cap,
+                      quant == FMCU_Q_NONE ? "unquantized: bf16 activations only"
+                                           : "fp8: bf16 or f16 activations only (no f32)");
     if (hidden % FMCU_K_ALIGN || inter % FMCU_K_ALIGN) {
         snprintf(why, cap, "hidden %u and per-rank intermediate %u must be multiples of %d", hidden, inter,
                  FMCU_K_ALIGN);
@@ -106,8 +108,7 @@ static uint32_t ceil_div(uint32_t a, uint32_t b)
 }
 
 int fmcu_declare(const fmoe_layer_config *cfg, const fmoe_scheme *s, uint32_t hidden, uint32_t inter,
-                 uint32_t local_experts, fmoe_param_desc descs[FMCU_MAX_PARAMS], uint32_t *n, char *why,
-                 size_t cap)
+                 uint32_t local_experts, fmoe_param_desc descs[FMCU_MAX_PARAMS], uint32_t *n, char *why, size_t cap)
 {
     int quant = fmcu_scheme_quant(s, why, cap);
     if (quant < 0)
@@ -120,7 +121,8 @@ int fmcu_declare(const fmoe_layer_config *cfg, const fmoe_scheme *s, uint32_t hi
         if (inter % s->w_block_n) {
             snprintf(why, cap,
                      "The output_size of gate's and up's weight = %u is not divisible by weight quantization "
-                     "block_n = %u.", inter, s->w_block_n);
+                     "block_n = %u.",
+                     inter, s->w_block_n);
             return -1;
         }
         if (cfg->tp_size > 1 && inter % s->w_block_k) {
@@ -144,15 +146,15 @@ int fmcu_declare(const fmoe_layer_config *cfg, const fmoe_scheme *s, uint32_t hi
     case FMCU_Q_CHANNEL:
         param(&descs[k++], "w13_weight_scale", FMOE_DTYPE_F32, FMOE_PROJ_W13, FMOE_ROLE_WEIGHT_SCALE,
               FMOE_SCALE_CHANNEL, 0, E, 3, rI, 1);
-        param(&descs[k++], "w2_weight_scale", FMOE_DTYPE_F32, FMOE_PROJ_W2, FMOE_ROLE_WEIGHT_SCALE,
-              FMOE_SCALE_CHANNEL, -1, E, 3, H, 1);
+        param(&descs[k++], "w2_weight_scale", FMOE_DTYPE_F32, FMOE_PROJ_W2, FMOE_ROLE_WEIGHT_SCALE, FMOE_SCALE_CHANNEL,
+              -1, E, 3, H, 1);
         break;
     case FMCU_Q_BLOCK: {
         uint32_t bn = s->w_block_n, bk = s->w_block_k;
         param(&descs[k++], "w13_weight_scale", s->w_scale_dtype, FMOE_PROJ_W13, FMOE_ROLE_WEIGHT_SCALE,
               FMOE_SCALE_BLOCK, 0, E, 3, (int64_t)r * (inter / bn), ceil_div(hidden, bk));
-        param(&descs[k++], "w2_weight_scale", s->w_scale_dtype, FMOE_PROJ_W2, FMOE_ROLE_WEIGHT_SCALE,
-              FMOE_SCALE_BLOCK, 1, E, 3, ceil_div(hidden, bn), ceil_div(inter, bk));
+        param(&descs[k++], "w2_weight_scale", s->w_scale_dtype, FMOE_PROJ_W2, FMOE_ROLE_WEIGHT_SCALE, FMOE_SCALE_BLOCK,
+              1, E, 3, ceil_div(hidden, bn), ceil_div(inter, bk));
         break;
     }
     default:
@@ -182,9 +184,8 @@ static size_t take(size_t *at, size_t bytes)
     return off;
 }
 
-void fmcu_workspace_layout(uint32_t max_tokens, uint32_t top_k, uint32_t hidden, uint32_t inter,
-                           uint32_t local_experts, uint32_t logical_experts, int32_t quant, uint32_t block_k,
-                           fmcu_ws *ws)
+void fmcu_workspace_layout(uint32_t max_tokens, uint32_t top_k, uint32_t hidden, uint32_t inter, uint32_t local_experts,
+                           uint32_t logical_experts, int32_t quant, uint32_t block_k, fmcu_ws *ws)
 {
     size_t M = max_tokens, P = (size_t)max_tokens * top_k, H = hidden, I = inter, E = local_experts;
     size_t at = 0;

@@ -31,7 +31,7 @@ typedef struct fmcu_instance {
     fmoe_param_desc descs[FMCU_MAX_PARAMS];
     const fmoe_param_desc *desc_ptrs[FMCU_MAX_PARAMS];
     uint32_t n_params;
-    void *buffers[MAX_BUFFERS];   /* device allocations freed at destroy */
+    void *buffers[MAX_BUFFERS]; /* device allocations freed at destroy */
     uint32_t n_buffers;
 } fmcu_instance;
 
@@ -129,8 +129,8 @@ static fmoe_status cuda_create(fmoe_create_args *a)
      * and the wide plan's counts and done counter start from zero (the last
      * CTA of each resets them after each call). */
     static const uint32_t zero_sync[2] = {0, 0};
-    fmcu_workspace_layout(L->max_tokens, L->top_k, L->hidden, L->inter, L->local_experts, L->logical_experts,
-                          L->quant, L->block_k, &L->ws);
+    fmcu_workspace_layout(L->max_tokens, L->top_k, L->hidden, L->inter, L->local_experts, L->logical_experts, L->quant,
+                          L->block_k, &L->ws);
     uint32_t *zero_plan = calloc((size_t)L->local_experts + 1, sizeof *zero_plan);
     if (!zero_plan) {
         destroy_instance(in);
@@ -145,11 +145,9 @@ static fmoe_status cuda_create(fmoe_create_args *a)
                  fmcu_upload(L->device, (char *)L->workspace + L->ws.plan_sync, zero_plan,
                              ((size_t)L->local_experts + 1) * sizeof *zero_plan, why, sizeof why) == 0;
     free(zero_plan);
-    if (!zeroed ||
-        !(L->in_scales = device_alloc(in, 2 * sizeof(float), why, sizeof why)) ||
-        (a->expert_map &&
-         !(L->expert_map = upload(in, a->expert_map, (size_t)a->num_global_experts * sizeof(int32_t), why,
-                                  sizeof why)))) {
+    if (!zeroed || !(L->in_scales = device_alloc(in, 2 * sizeof(float), why, sizeof why)) ||
+        (a->expert_map && !(L->expert_map = upload(in, a->expert_map, (size_t)a->num_global_experts * sizeof(int32_t),
+                                                   why, sizeof why)))) {
         fmoe_status s = device_error(in, a->err, why);
         destroy_instance(in);
         return s;
@@ -184,7 +182,7 @@ static size_t numel(const fmoe_tensor *t)
 
 static size_t bytes_of(const fmoe_tensor *t)
 {
-    size_t es = t->dtype == FMOE_DTYPE_F32 || t->dtype == FMOE_DTYPE_INT32 ? 4
+    size_t es = t->dtype == FMOE_DTYPE_F32 || t->dtype == FMOE_DTYPE_INT32  ? 4
                 : t->dtype == FMOE_DTYPE_BF16 || t->dtype == FMOE_DTYPE_F16 ? 2
                                                                             : 1;
     return numel(t) * es;
@@ -382,17 +380,17 @@ static void cuda_destroy(fmoe_destroy_args *a)
     destroy_instance(a->instance);
 }
 
-#define METHOD(var, method_name)                                                                                    \
-    static const fmoe_method var = {                                                                                \
-        .struct_size = sizeof(fmoe_method),                                                                         \
-        .name = method_name,                                                                                        \
-        .flags = FMOE_METHOD_MONOLITHIC | FMOE_METHOD_EPLB | FMOE_METHOD_GRAPH_SAFE,                                \
-        .create = cuda_create,                                                                                      \
-        .declare_params = cuda_declare,                                                                             \
-        .finalize = cuda_finalize,                                                                                  \
-        .apply = cuda_apply,                                                                                        \
-        .apply_logits = cuda_apply_logits,                                                                          \
-        .destroy = cuda_destroy,                                                                                    \
+#define METHOD(var, method_name) \
+    static const fmoe_method var = { \
+        .struct_size = sizeof(fmoe_method), \
+        .name = method_name, \
+        .flags = FMOE_METHOD_MONOLITHIC | FMOE_METHOD_EPLB | FMOE_METHOD_GRAPH_SAFE, \
+        .create = cuda_create, \
+        .declare_params = cuda_declare, \
+        .finalize = cuda_finalize, \
+        .apply = cuda_apply, \
+        .apply_logits = cuda_apply_logits, \
+        .destroy = cuda_destroy, \
     }
 
 METHOD(method_bf16, "bf16");
@@ -403,9 +401,13 @@ METHOD(method_fp8_block, "fp8_w8a8_block");
 const fmoe_method *fmcu_method(int quant)
 {
     switch (quant) {
-    case FMCU_Q_TENSOR: return &method_fp8_tensor;
-    case FMCU_Q_CHANNEL: return &method_fp8_channel;
-    case FMCU_Q_BLOCK: return &method_fp8_block;
-    default: return &method_bf16;
+    case FMCU_Q_TENSOR:
+        return &method_fp8_tensor;
+    case FMCU_Q_CHANNEL:
+        return &method_fp8_channel;
+    case FMCU_Q_BLOCK:
+        return &method_fp8_block;
+    default:
+        return &method_bf16;
     }
 }

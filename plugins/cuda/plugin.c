@@ -90,8 +90,8 @@ static fmoe_status cuda_probe(fmoe_probe_args *a)
             continue;
         }
         snprintf(r->name, sizeof r->name, "%s", info.name);
-        snprintf(r->arch, sizeof r->arch, "sm_%d%d%s (%d SMs)", info.major, info.minor,
-                 info.major >= 9 ? "a" : "", info.multiprocessors);
+        snprintf(r->arch, sizeof r->arch, "sm_%d%d%s (%d SMs)", info.major, info.minor, info.major >= 9 ? "a" : "",
+                 info.multiprocessors);
         snprintf(r->id, sizeof r->id, "%s", info.pci_id);
         versions_text(r->driver, sizeof r->driver);
         if (FMOE_HAS_FIELD(r, memory_bytes)) /* an older host's report may end before it */
@@ -132,8 +132,7 @@ static fmoe_status cuda_query(fmoe_query_args *a)
     }
     a->method = fmcu_method(quant);
     a->score = DEVICE_SCORE;
-    snprintf(a->reason, sizeof a->reason, "%s: grouped mma.sync GEMMs, fused activation, GPU routing",
-             a->method->name);
+    snprintf(a->reason, sizeof a->reason, "%s: grouped mma.sync GEMMs, fused activation, GPU routing", a->method->name);
     return FMOE_STATUS_OK;
 }
 

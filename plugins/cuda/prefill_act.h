@@ -19,25 +19,25 @@
 namespace fmcu_pf {
 
 struct act_args {
-    const bf16 *h;                 /* [R, rows13] */
+    const bf16 *h; /* [R, rows13] */
     uint32_t I, rows13, E;
     act_fn fn;
     const int32_t *offsets;
     int mode, ue8m0;
-    int dynamic;                   /* QM_TENSOR: stage to `stage` and take the amax */
-    const float *static_scale;     /* QM_TENSOR static */
-    void *dst;                     /* [R, I] bf16 (QM_BF16) or fp8 */
-    float *scale;                  /* QM_TOKEN [R]; QM_GROUP grouped M-major */
-    bf16 *stage;                   /* QM_TENSOR dynamic: [R, I] bf16 activations */
-    uint32_t *amax;                /* QM_TENSOR dynamic: their amax */
-    float *tensor_scale;           /* QM_TENSOR dynamic: the scale quant_staged_kernel writes */
+    int dynamic;               /* QM_TENSOR: stage to `stage` and take the amax */
+    const float *static_scale; /* QM_TENSOR static */
+    void *dst;                 /* [R, I] bf16 (QM_BF16) or fp8 */
+    float *scale;              /* QM_TOKEN [R]; QM_GROUP grouped M-major */
+    bf16 *stage;               /* QM_TENSOR dynamic: [R, I] bf16 activations */
+    uint32_t *amax;            /* QM_TENSOR dynamic: their amax */
+    float *tensor_scale;       /* QM_TENSOR dynamic: the scale quant_staged_kernel writes */
     /* QM_TENSOR dynamic, the amax recomputed exactly (amax_exact_kernel): */
-    float *row_max;                /* [R] each row's amax, written by act_kernel */
-    int32_t *cand;                 /* [R] rows to recompute, *n_cand of them (zeroed before) */
+    float *row_max; /* [R] each row's amax, written by act_kernel */
+    int32_t *cand;  /* [R] rows to recompute, *n_cand of them (zeroed before) */
     uint32_t *n_cand;
-    uint32_t *amax_exact;          /* the amax quant_staged_kernel takes (zeroed before) */
-    const uint8_t *a1, *w13;       /* GEMM1's e4m3 operands: [R, H] sorted rows, [E, rows13, H] */
-    const float *s_x, *s_w;        /* GEMM1's scales: x (one), W13 [E] */
+    uint32_t *amax_exact;    /* the amax quant_staged_kernel takes (zeroed before) */
+    const uint8_t *a1, *w13; /* GEMM1's e4m3 operands: [R, H] sorted rows, [E, rows13, H] */
+    const float *s_x, *s_w;  /* GEMM1's scales: x (one), W13 [E] */
     uint32_t H;
 };
 

@@ -28,22 +28,22 @@ struct gather_args {
     const bf16 *x;
     int64_t x_ld;
     uint32_t H, k;
-    int vec;                       /* x rows 16-byte aligned */
+    int vec; /* x rows 16-byte aligned */
     const int32_t *offsets, *pair_local, *pos;
     int mode, ue8m0;
-    const float *static_scale;     /* QM_TENSOR static */
-    const uint32_t *amax;          /* QM_TENSOR dynamic */
-    float *tensor_scale;           /* QM_TENSOR dynamic: the scale, written once */
-    void *dst;                     /* [R, H] */
-    float *scale;                  /* QM_TOKEN [R]; QM_GROUP grouped M-major */
+    const float *static_scale; /* QM_TENSOR static */
+    const uint32_t *amax;      /* QM_TENSOR dynamic */
+    float *tensor_scale;       /* QM_TENSOR dynamic: the scale, written once */
+    void *dst;                 /* [R, H] */
+    float *scale;              /* QM_TOKEN [R]; QM_GROUP grouped M-major */
 };
 
 struct combine_args {
-    const bf16 *y;                 /* [R, H] sorted */
+    const bf16 *y; /* [R, H] sorted */
     const float *w;
     const int32_t *pair_local, *pos;
     uint32_t k, H;
-    int vec;                       /* out rows 16-byte aligned */
+    int vec; /* out rows 16-byte aligned */
     bf16 *out;
     int64_t ldo;
 };

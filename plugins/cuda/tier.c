@@ -40,8 +40,8 @@ static size_t fused_red_bytes(uint32_t groups)
     return (size_t)groups * 3 * 4 * 32 * sizeof(float);
 }
 
-int fmcu_fused_plan(int tier, int64_t pairs, uint32_t top_k, uint32_t H, uint32_t I, int fp8, uint32_t block_k,
-                    int sms, fmcu_fused_cfg *cfg)
+int fmcu_fused_plan(int tier, int64_t pairs, uint32_t top_k, uint32_t H, uint32_t I, int fp8, uint32_t block_k, int sms,
+                    fmcu_fused_cfg *cfg)
 {
     if (tier != FMCU_TIER_STREAM || pairs <= 0 || pairs > FMCU_TAIL_MAX_PAIRS || top_k == 0 || pairs % top_k ||
         H == 0 || I == 0 || sms <= 0)

@@ -49,19 +49,19 @@ extern "C" {
  * does). */
 #define FMCU_TAIL_MAX_PAIRS 8
 #define FMCU_TAIL_ROWS      16
-#define FMCU_TAIL_ROW_PAD   16                 /* bytes after each staged row: conflict-free 16-byte fragment loads */
-#define FMCU_TAIL_SMEM_MAX  (220u * 1024u)     /* dynamic shared memory of a CTA */
-#define FMCU_TAIL_SM_SMEM   (228u * 1024u)     /* shared memory of an SM (sm_90) */
-#define FMCU_TAIL_CTA_EXTRA 2048u              /* per CTA beyond the dynamic part: static arrays, reserve */
+#define FMCU_TAIL_ROW_PAD   16             /* bytes after each staged row: conflict-free 16-byte fragment loads */
+#define FMCU_TAIL_SMEM_MAX  (220u * 1024u) /* dynamic shared memory of a CTA */
+#define FMCU_TAIL_SM_SMEM   (228u * 1024u) /* shared memory of an SM (sm_90) */
+#define FMCU_TAIL_CTA_EXTRA 2048u          /* per CTA beyond the dynamic part: static arrays, reserve */
 
 /* Where things are in a tail CTA's dynamic shared memory (bytes). */
 typedef struct fmcu_tail_layout {
-    size_t weights;    /* [pairs][ROWS] rows of I e4m3 or bf16, ROW_PAD bytes apart */
-    size_t act;        /* [pairs][I] GEMM2 input, e4m3 codes or bf16 */
-    size_t a_scale;    /* [pairs][kgroups] f32 */
-    size_t y;          /* [pairs][ROWS] f32: the rounded GEMM2 outputs */
-    size_t bar;        /* the mbarrier of the weight copies */
-    size_t amax;       /* [pairs][kgroups] u32: the input's amaxes (stage_rows.cuh) */
+    size_t weights; /* [pairs][ROWS] rows of I e4m3 or bf16, ROW_PAD bytes apart */
+    size_t act;     /* [pairs][I] GEMM2 input, e4m3 codes or bf16 */
+    size_t a_scale; /* [pairs][kgroups] f32 */
+    size_t y;       /* [pairs][ROWS] f32: the rounded GEMM2 outputs */
+    size_t bar;     /* the mbarrier of the weight copies */
+    size_t amax;    /* [pairs][kgroups] u32: the input's amaxes (stage_rows.cuh) */
     size_t total;
 } fmcu_tail_layout;
 
@@ -91,7 +91,7 @@ static inline fmcu_tail_layout fmcu_tail_layout_of(uint32_t pairs, uint32_t inte
 
 /* The tail's shape for a call. */
 typedef struct fmcu_tail_cfg {
-    uint32_t ctas;      /* ceil(H / ROWS) */
+    uint32_t ctas; /* ceil(H / ROWS) */
     fmcu_tail_layout layout;
 } fmcu_tail_cfg;
 
@@ -117,10 +117,10 @@ int fmcu_tail_plan(int tier, int64_t pairs, uint32_t H, uint32_t I, int fp8, uin
  * need more). */
 #define FMCU_FUSED_GROUPS       6
 #define FMCU_FUSED_GROUPS_BLOCK 5
-#define FMCU_FUSED_X_PAD        16    /* bytes after each staged GEMM1 input row: conflict-free fragment loads */
+#define FMCU_FUSED_X_PAD        16 /* bytes after each staged GEMM1 input row: conflict-free fragment loads */
 /* With W13 by bulk copies (fmcu_fused_bulk_plan): groups, each with a
  * shared-memory slot for the two 8-row pieces of its unit. */
-#define FMCU_FUSED_GROUPS_BULK  3
+#define FMCU_FUSED_GROUPS_BULK 3
 
 typedef struct fmcu_fused_layout {
     fmcu_tail_layout tail; /* the GEMM2 side, at the same offsets as the tail's */
@@ -134,11 +134,11 @@ typedef struct fmcu_fused_layout {
 } fmcu_fused_layout;
 
 typedef struct fmcu_fused_cfg {
-    uint32_t ctas;         /* one an SM */
-    uint32_t groups;       /* GEMM1 units a CTA runs at once */
-    uint32_t tail_ctas;    /* ceil(H / FMCU_TAIL_ROWS): the CTAs that own W2 rows */
-    uint32_t tokens;       /* pairs / top_k */
-    uint32_t w13_piece;    /* bytes of a W13 piece (8 rows) when W13 comes by bulk copies, else 0 */
+    uint32_t ctas;      /* one an SM */
+    uint32_t groups;    /* GEMM1 units a CTA runs at once */
+    uint32_t tail_ctas; /* ceil(H / FMCU_TAIL_ROWS): the CTAs that own W2 rows */
+    uint32_t tokens;    /* pairs / top_k */
+    uint32_t w13_piece; /* bytes of a W13 piece (8 rows) when W13 comes by bulk copies, else 0 */
     fmcu_fused_layout layout;
 } fmcu_fused_cfg;
 
@@ -147,8 +147,8 @@ typedef struct fmcu_fused_cfg {
  * activation group of block scales, 0 for none) on `sms` multiprocessors:
  * the tail's conditions, every W2-owning CTA on its own SM, and the GEMM1
  * input beside the W2 rows in one CTA's shared memory. */
-int fmcu_fused_plan(int tier, int64_t pairs, uint32_t top_k, uint32_t H, uint32_t I, int fp8, uint32_t block_k,
-                    int sms, fmcu_fused_cfg *cfg);
+int fmcu_fused_plan(int tier, int64_t pairs, uint32_t top_k, uint32_t H, uint32_t I, int fp8, uint32_t block_k, int sms,
+                    fmcu_fused_cfg *cfg);
 
 /* 1 and *cfg changed so that W13 comes into shared memory by bulk copies
  * that the copy warp issues as soon as the plan is known (one 8-row piece

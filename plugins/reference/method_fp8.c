@@ -87,17 +87,17 @@ static fmoe_status fp8_declare(refq_instance *in, fmoe_error *err)
         }
         break;
     case FMOE_QSTRATEGY_CHANNEL:
-        refq_param(in, "w13_weight_scale", FMOE_DTYPE_F32, FMOE_PROJ_W13, FMOE_ROLE_WEIGHT_SCALE, FMOE_SCALE_CHANNEL,
-                   0, 0, 3, rI, 1);
+        refq_param(in, "w13_weight_scale", FMOE_DTYPE_F32, FMOE_PROJ_W13, FMOE_ROLE_WEIGHT_SCALE, FMOE_SCALE_CHANNEL, 0,
+                   0, 3, rI, 1);
         refq_param(in, "w2_weight_scale", FMOE_DTYPE_F32, FMOE_PROJ_W2, FMOE_ROLE_WEIGHT_SCALE, FMOE_SCALE_CHANNEL, -1,
                    0, 3, H, 1);
         break;
     default: {
         uint32_t bn = s->w_block_n, bk = s->w_block_k;
-        refq_param(in, "w13_weight_scale", s->w_scale_dtype, FMOE_PROJ_W13, FMOE_ROLE_WEIGHT_SCALE, FMOE_SCALE_BLOCK,
-                   0, 0, 3, (int64_t)in->r * (in->inter / bn), ceil_div(in->hidden, bk));
-        refq_param(in, "w2_weight_scale", s->w_scale_dtype, FMOE_PROJ_W2, FMOE_ROLE_WEIGHT_SCALE, FMOE_SCALE_BLOCK,
-                   1, 0, 3, ceil_div(in->hidden, bn), ceil_div(in->inter, bk));
+        refq_param(in, "w13_weight_scale", s->w_scale_dtype, FMOE_PROJ_W13, FMOE_ROLE_WEIGHT_SCALE, FMOE_SCALE_BLOCK, 0,
+                   0, 3, (int64_t)in->r * (in->inter / bn), ceil_div(in->hidden, bk));
+        refq_param(in, "w2_weight_scale", s->w_scale_dtype, FMOE_PROJ_W2, FMOE_ROLE_WEIGHT_SCALE, FMOE_SCALE_BLOCK, 1,
+                   0, 3, ceil_div(in->hidden, bn), ceil_div(in->inter, bk));
     }
     }
     refq_param_biases(in);
@@ -108,8 +108,15 @@ static void matrix(refq_matrix *m, uint32_t experts, uint32_t rows, uint32_t col
                    const void *values, const float *scales)
 {
     memset(m, 0, sizeof *m);
-    *m = (refq_matrix){.format = REFQ_W_FP8, .experts = experts, .rows = rows, .cols = cols, .fp8_dtype = FP8,
-                       .bn = bn, .bk = bk, .values = values, .scales = scales};
+    *m = (refq_matrix){.format = REFQ_W_FP8,
+                       .experts = experts,
+                       .rows = rows,
+                       .cols = cols,
+                       .fp8_dtype = FP8,
+                       .bn = bn,
+                       .bk = bk,
+                       .values = values,
+                       .scales = scales};
 }
 
 /* One static input scale per GEMM: the max over the local experts (and
@@ -185,7 +192,8 @@ static fmoe_status finalize_block(refq_instance *in, const fmoe_tensor *const *p
     refq_matrix_own(&in->w2, c2);
     if (ue8m0 && (!c13 || !c2))
         return in->host->error_set(err, FMOE_STATUS_OUT_OF_MEMORY, "out of memory");
-    in->a1 = in->a2 = (refq_actq){.kind = REFQ_A_FP8_GROUP, .group = bk,
+    in->a1 = in->a2 = (refq_actq){.kind = REFQ_A_FP8_GROUP,
+                                  .group = bk,
                                   .rule = ue8m0 ? FMOE_FP8_SCALE_UE8M0 : FMOE_FP8_SCALE_F32};
     return FMOE_STATUS_OK;
 }
@@ -211,11 +219,20 @@ const refq_family refq_family_fp8 = {
     .serves = fp8_serves,
     .declare = fp8_declare,
     .finalize = fp8_finalize,
-    .modular = {.struct_size = sizeof(fmoe_method), .name = "fp8_w8a8", .flags = FMOE_METHOD_EPLB,
-                .create = refq_create, .declare_params = refq_declare, .finalize = refq_finalize,
-                .apply = refq_apply, .destroy = refq_destroy},
-    .monolithic = {.struct_size = sizeof(fmoe_method), .name = "fp8_w8a8-monolithic",
-                   .flags = FMOE_METHOD_EPLB | FMOE_METHOD_MONOLITHIC, .create = refq_create,
-                   .declare_params = refq_declare, .finalize = refq_finalize, .apply_logits = refq_apply_logits,
+    .modular = {.struct_size = sizeof(fmoe_method),
+                .name = "fp8_w8a8",
+                .flags = FMOE_METHOD_EPLB,
+                .create = refq_create,
+                .declare_params = refq_declare,
+                .finalize = refq_finalize,
+                .apply = refq_apply,
+                .destroy = refq_destroy},
+    .monolithic = {.struct_size = sizeof(fmoe_method),
+                   .name = "fp8_w8a8-monolithic",
+                   .flags = FMOE_METHOD_EPLB | FMOE_METHOD_MONOLITHIC,
+                   .create = refq_create,
+                   .declare_params = refq_declare,
+                   .finalize = refq_finalize,
+                   .apply_logits = refq_apply_logits,
                    .destroy = refq_destroy},
 };

@@ -38,8 +38,8 @@ static fmoe_status int8_declare(refq_instance *in, fmoe_error *err)
     refq_param(in, "w13_weight", i8, FMOE_PROJ_W13, FMOE_ROLE_WEIGHT, FMOE_SCALE_NONE, 0, 0, 3, rI, H);
     refq_param(in, "w2_weight", i8, FMOE_PROJ_W2, FMOE_ROLE_WEIGHT, FMOE_SCALE_NONE, 1, 0, 3, H, I);
     if (channel(in)) {
-        refq_param(in, "w13_weight_scale", FMOE_DTYPE_F32, FMOE_PROJ_W13, FMOE_ROLE_WEIGHT_SCALE, FMOE_SCALE_CHANNEL,
-                   0, 0, 3, rI, 1);
+        refq_param(in, "w13_weight_scale", FMOE_DTYPE_F32, FMOE_PROJ_W13, FMOE_ROLE_WEIGHT_SCALE, FMOE_SCALE_CHANNEL, 0,
+                   0, 3, rI, 1);
         refq_param(in, "w2_weight_scale", FMOE_DTYPE_F32, FMOE_PROJ_W2, FMOE_ROLE_WEIGHT_SCALE, FMOE_SCALE_CHANNEL, -1,
                    0, 3, H, 1);
     } else {
@@ -74,10 +74,22 @@ static fmoe_status int8_finalize(refq_instance *in, const fmoe_tensor *const *p,
         if (!s13 || !s2)
             return in->host->error_set(err, FMOE_STATUS_OUT_OF_MEMORY, "out of memory");
     }
-    in->w13 = (refq_matrix){.format = REFQ_W_INT, .experts = E, .rows = rI, .cols = H, .groups = 1, .group = H,
-                            .values = p[0]->data, .scales = s13};
-    in->w2 = (refq_matrix){.format = REFQ_W_INT, .experts = E, .rows = H, .cols = I, .groups = 1, .group = I,
-                           .values = p[1]->data, .scales = s2};
+    in->w13 = (refq_matrix){.format = REFQ_W_INT,
+                            .experts = E,
+                            .rows = rI,
+                            .cols = H,
+                            .groups = 1,
+                            .group = H,
+                            .values = p[0]->data,
+                            .scales = s13};
+    in->w2 = (refq_matrix){.format = REFQ_W_INT,
+                           .experts = E,
+                           .rows = H,
+                           .cols = I,
+                           .groups = 1,
+                           .group = I,
+                           .values = p[1]->data,
+                           .scales = s2};
     in->a1 = in->a2 = (refq_actq){.kind = REFQ_A_INT8_TOKEN};
     return FMOE_STATUS_OK;
 }
@@ -87,11 +99,20 @@ const refq_family refq_family_int8 = {
     .serves = int8_serves,
     .declare = int8_declare,
     .finalize = int8_finalize,
-    .modular = {.struct_size = sizeof(fmoe_method), .name = "int8_w8a8", .flags = FMOE_METHOD_EPLB,
-                .create = refq_create, .declare_params = refq_declare, .finalize = refq_finalize,
-                .apply = refq_apply, .destroy = refq_destroy},
-    .monolithic = {.struct_size = sizeof(fmoe_method), .name = "int8_w8a8-monolithic",
-                   .flags = FMOE_METHOD_EPLB | FMOE_METHOD_MONOLITHIC, .create = refq_create,
-                   .declare_params = refq_declare, .finalize = refq_finalize, .apply_logits = refq_apply_logits,
+    .modular = {.struct_size = sizeof(fmoe_method),
+                .name = "int8_w8a8",
+                .flags = FMOE_METHOD_EPLB,
+                .create = refq_create,
+                .declare_params = refq_declare,
+                .finalize = refq_finalize,
+                .apply = refq_apply,
+                .destroy = refq_destroy},
+    .monolithic = {.struct_size = sizeof(fmoe_method),
+                   .name = "int8_w8a8-monolithic",
+                   .flags = FMOE_METHOD_EPLB | FMOE_METHOD_MONOLITHIC,
+                   .create = refq_create,
+                   .declare_params = refq_declare,
+                   .finalize = refq_finalize,
+                   .apply_logits = refq_apply_logits,
                    .destroy = refq_destroy},
 };

@@ -64,14 +64,14 @@ static fmoe_status mx_declare(refq_instance *in, fmoe_error *err, int fp4)
         return st;
     int64_t rI = (int64_t)in->r * in->inter, H = in->hidden, I = in->inter, per = fp4 ? 2 : 1;
     fmoe_dtype w = fp4 ? FMOE_DTYPE_FP4_E2M1X2 : FMOE_DTYPE_FP8_E4M3FN;
-    refq_param(in, fp4 ? "w13_weight_packed" : "w13_weight", w, FMOE_PROJ_W13, FMOE_ROLE_WEIGHT, FMOE_SCALE_NONE, 0,
-               0, 3, rI, H / per);
-    refq_param(in, fp4 ? "w2_weight_packed" : "w2_weight", w, FMOE_PROJ_W2, FMOE_ROLE_WEIGHT, FMOE_SCALE_NONE, 1, 0,
-               3, H, I / per);
-    refq_param(in, "w13_weight_scale", FMOE_DTYPE_UE8M0, FMOE_PROJ_W13, FMOE_ROLE_WEIGHT_SCALE, FMOE_SCALE_GROUP, 0,
-               0, 3, rI, H / MX);
-    refq_param(in, "w2_weight_scale", FMOE_DTYPE_UE8M0, FMOE_PROJ_W2, FMOE_ROLE_WEIGHT_SCALE, FMOE_SCALE_GROUP, 1, 0,
-               3, H, I / MX);
+    refq_param(in, fp4 ? "w13_weight_packed" : "w13_weight", w, FMOE_PROJ_W13, FMOE_ROLE_WEIGHT, FMOE_SCALE_NONE, 0, 0,
+               3, rI, H / per);
+    refq_param(in, fp4 ? "w2_weight_packed" : "w2_weight", w, FMOE_PROJ_W2, FMOE_ROLE_WEIGHT, FMOE_SCALE_NONE, 1, 0, 3,
+               H, I / per);
+    refq_param(in, "w13_weight_scale", FMOE_DTYPE_UE8M0, FMOE_PROJ_W13, FMOE_ROLE_WEIGHT_SCALE, FMOE_SCALE_GROUP, 0, 0,
+               3, rI, H / MX);
+    refq_param(in, "w2_weight_scale", FMOE_DTYPE_UE8M0, FMOE_PROJ_W2, FMOE_ROLE_WEIGHT_SCALE, FMOE_SCALE_GROUP, 1, 0, 3,
+               H, I / MX);
     refq_param_biases(in);
     return FMOE_STATUS_OK;
 }
@@ -90,10 +90,18 @@ static fmoe_status mxfp4_finalize(refq_instance *in, const fmoe_tensor *const *p
 {
     (void)err;
     uint32_t E = in->local_experts;
-    in->w13 = (refq_matrix){.format = REFQ_W_MXFP4, .experts = E, .rows = in->r * in->inter, .cols = in->hidden,
-                            .values = p[0]->data, .sf = p[2]->data};
-    in->w2 = (refq_matrix){.format = REFQ_W_MXFP4, .experts = E, .rows = in->hidden, .cols = in->inter,
-                           .values = p[1]->data, .sf = p[3]->data};
+    in->w13 = (refq_matrix){.format = REFQ_W_MXFP4,
+                            .experts = E,
+                            .rows = in->r * in->inter,
+                            .cols = in->hidden,
+                            .values = p[0]->data,
+                            .sf = p[2]->data};
+    in->w2 = (refq_matrix){.format = REFQ_W_MXFP4,
+                           .experts = E,
+                           .rows = in->hidden,
+                           .cols = in->inter,
+                           .values = p[1]->data,
+                           .sf = p[3]->data};
     int a4 = in->scheme.a_strategy != FMOE_QSTRATEGY_NONE;
     in->a1 = in->a2 = (refq_actq){.kind = a4 ? REFQ_A_MXFP4 : REFQ_A_NONE};
     return FMOE_STATUS_OK;
@@ -105,10 +113,24 @@ static fmoe_status mxfp8_finalize(refq_instance *in, const fmoe_tensor *const *p
     uint32_t E = in->local_experts, rI = in->r * in->inter, H = in->hidden, I = in->inter;
     float *s13 = refq_ue8m0_to_f32(p[2]->data, (size_t)E * rI * (H / MX));
     float *s2 = refq_ue8m0_to_f32(p[3]->data, (size_t)E * H * (I / MX));
-    in->w13 = (refq_matrix){.format = REFQ_W_FP8, .experts = E, .rows = rI, .cols = H, .fp8_dtype = FMOE_DTYPE_FP8_E4M3FN,
-                            .bn = 1, .bk = MX, .values = p[0]->data, .scales = s13};
-    in->w2 = (refq_matrix){.format = REFQ_W_FP8, .experts = E, .rows = H, .cols = I, .fp8_dtype = FMOE_DTYPE_FP8_E4M3FN,
-                           .bn = 1, .bk = MX, .values = p[1]->data, .scales = s2};
+    in->w13 = (refq_matrix){.format = REFQ_W_FP8,
+                            .experts = E,
+                            .rows = rI,
+                            .cols = H,
+                            .fp8_dtype = FMOE_DTYPE_FP8_E4M3FN,
+                            .bn = 1,
+                            .bk = MX,
+                            .values = p[0]->data,
+                            .scales = s13};
+    in->w2 = (refq_matrix){.format = REFQ_W_FP8,
+                           .experts = E,
+                           .rows = H,
+                           .cols = I,
+                           .fp8_dtype = FMOE_DTYPE_FP8_E4M3FN,
+                           .bn = 1,
+                           .bk = MX,
+                           .values = p[1]->data,
+                           .scales = s2};
     refq_matrix_own(&in->w13, s13);
     refq_matrix_own(&in->w2, s2);
     if (!s13 || !s2)
@@ -122,12 +144,21 @@ const refq_family refq_family_mxfp4 = {
     .serves = mxfp4_serves,
     .declare = mxfp4_declare,
     .finalize = mxfp4_finalize,
-    .modular = {.struct_size = sizeof(fmoe_method), .name = "mxfp4", .flags = FMOE_METHOD_EPLB,
-                .create = refq_create, .declare_params = refq_declare, .finalize = refq_finalize,
-                .apply = refq_apply, .destroy = refq_destroy},
-    .monolithic = {.struct_size = sizeof(fmoe_method), .name = "mxfp4-monolithic",
-                   .flags = FMOE_METHOD_EPLB | FMOE_METHOD_MONOLITHIC, .create = refq_create,
-                   .declare_params = refq_declare, .finalize = refq_finalize, .apply_logits = refq_apply_logits,
+    .modular = {.struct_size = sizeof(fmoe_method),
+                .name = "mxfp4",
+                .flags = FMOE_METHOD_EPLB,
+                .create = refq_create,
+                .declare_params = refq_declare,
+                .finalize = refq_finalize,
+                .apply = refq_apply,
+                .destroy = refq_destroy},
+    .monolithic = {.struct_size = sizeof(fmoe_method),
+                   .name = "mxfp4-monolithic",
+                   .flags = FMOE_METHOD_EPLB | FMOE_METHOD_MONOLITHIC,
+                   .create = refq_create,
+                   .declare_params = refq_declare,
+                   .finalize = refq_finalize,
+                   .apply_logits = refq_apply_logits,
                    .destroy = refq_destroy},
 };
 
@@ -136,11 +167,20 @@ const refq_family refq_family_mxfp8 = {
     .serves = mxfp8_serves,
     .declare = mxfp8_declare,
     .finalize = mxfp8_finalize,
-    .modular = {.struct_size = sizeof(fmoe_method), .name = "mxfp8", .flags = FMOE_METHOD_EPLB,
-                .create = refq_create, .declare_params = refq_declare, .finalize = refq_finalize,
-                .apply = refq_apply, .destroy = refq_destroy},
-    .monolithic = {.struct_size = sizeof(fmoe_method), .name = "mxfp8-monolithic",
-                   .flags = FMOE_METHOD_EPLB | FMOE_METHOD_MONOLITHIC, .create = refq_create,
-                   .declare_params = refq_declare, .finalize = refq_finalize, .apply_logits = refq_apply_logits,
+    .modular = {.struct_size = sizeof(fmoe_method),
+                .name = "mxfp8",
+                .flags = FMOE_METHOD_EPLB,
+                .create = refq_create,
+                .declare_params = refq_declare,
+                .finalize = refq_finalize,
+                .apply = refq_apply,
+                .destroy = refq_destroy},
+    .monolithic = {.struct_size = sizeof(fmoe_method),
+                   .name = "mxfp8-monolithic",
+                   .flags = FMOE_METHOD_EPLB | FMOE_METHOD_MONOLITHIC,
+                   .create = refq_create,
+                   .declare_params = refq_declare,
+                   .finalize = refq_finalize,
+                   .apply_logits = refq_apply_logits,
                    .destroy = refq_destroy},
 };

@@ -54,8 +54,8 @@ static fmoe_status nvfp4_declare(refq_instance *in, fmoe_error *err)
     int dq = in->nvfp4_dequant;
     int64_t rI = (int64_t)in->r * in->inter, H = in->hidden, I = in->inter;
     fmoe_dtype fp4 = FMOE_DTYPE_FP4_E2M1X2, e4m3 = FMOE_DTYPE_FP8_E4M3FN;
-    refq_param(in, dq ? "w13_weight" : "w13_weight_packed", fp4, FMOE_PROJ_W13, FMOE_ROLE_WEIGHT, FMOE_SCALE_NONE, 0,
-               0, 3, rI, H / 2);
+    refq_param(in, dq ? "w13_weight" : "w13_weight_packed", fp4, FMOE_PROJ_W13, FMOE_ROLE_WEIGHT, FMOE_SCALE_NONE, 0, 0,
+               3, rI, H / 2);
     refq_param(in, dq ? "w2_weight" : "w2_weight_packed", fp4, FMOE_PROJ_W2, FMOE_ROLE_WEIGHT, FMOE_SCALE_NONE, 1, 0, 3,
                H, I / 2);
     refq_param(in, "w13_weight_scale", e4m3, FMOE_PROJ_W13, FMOE_ROLE_WEIGHT_SCALE, FMOE_SCALE_GROUP, 0, 0, 3, rI,
@@ -99,10 +99,22 @@ static fmoe_status nvfp4_finalize(refq_instance *in, const fmoe_tensor *const *p
                  "%s: gate and up global scales differ for some experts; both halves use the gate's (column 0), as "
                  "the kernels do",
                  in->descs[4].name);
-    in->w13 = (refq_matrix){.format = REFQ_W_NVFP4, .experts = E, .rows = in->r * in->inter, .cols = in->hidden,
-                            .values = p[0]->data, .sf = p[2]->data, .global = g13, .global_convention = conv};
-    in->w2 = (refq_matrix){.format = REFQ_W_NVFP4, .experts = E, .rows = in->hidden, .cols = in->inter,
-                           .values = p[1]->data, .sf = p[3]->data, .global = g2, .global_convention = conv};
+    in->w13 = (refq_matrix){.format = REFQ_W_NVFP4,
+                            .experts = E,
+                            .rows = in->r * in->inter,
+                            .cols = in->hidden,
+                            .values = p[0]->data,
+                            .sf = p[2]->data,
+                            .global = g13,
+                            .global_convention = conv};
+    in->w2 = (refq_matrix){.format = REFQ_W_NVFP4,
+                           .experts = E,
+                           .rows = in->hidden,
+                           .cols = in->inter,
+                           .values = p[1]->data,
+                           .sf = p[3]->data,
+                           .global = g2,
+                           .global_convention = conv};
     if (!a4(in)) {
         in->a1 = in->a2 = (refq_actq){.kind = REFQ_A_NONE};
         return FMOE_STATUS_OK;
@@ -124,11 +136,20 @@ const refq_family refq_family_nvfp4 = {
     .serves = nvfp4_serves,
     .declare = nvfp4_declare,
     .finalize = nvfp4_finalize,
-    .modular = {.struct_size = sizeof(fmoe_method), .name = "nvfp4", .flags = FMOE_METHOD_EPLB,
-                .create = refq_create, .declare_params = refq_declare, .finalize = refq_finalize,
-                .apply = refq_apply, .destroy = refq_destroy},
-    .monolithic = {.struct_size = sizeof(fmoe_method), .name = "nvfp4-monolithic",
-                   .flags = FMOE_METHOD_EPLB | FMOE_METHOD_MONOLITHIC, .create = refq_create,
-                   .declare_params = refq_declare, .finalize = refq_finalize, .apply_logits = refq_apply_logits,
+    .modular = {.struct_size = sizeof(fmoe_method),
+                .name = "nvfp4",
+                .flags = FMOE_METHOD_EPLB,
+                .create = refq_create,
+                .declare_params = refq_declare,
+                .finalize = refq_finalize,
+                .apply = refq_apply,
+                .destroy = refq_destroy},
+    .monolithic = {.struct_size = sizeof(fmoe_method),
+                   .name = "nvfp4-monolithic",
+                   .flags = FMOE_METHOD_EPLB | FMOE_METHOD_MONOLITHIC,
+                   .create = refq_create,
+                   .declare_params = refq_declare,
+                   .finalize = refq_finalize,
+                   .apply_logits = refq_apply_logits,
                    .destroy = refq_destroy},
 };

@@ -19,7 +19,7 @@ typedef struct ref_instance {
     fmoe_layer_config cfg;
     fmoe_dtype w_dtype;
     uint32_t hidden, inter, local_experts, global_experts;
-    int32_t *expert_map;            /* NULL: identity */
+    int32_t *expert_map; /* NULL: identity */
     fmoe_param_desc descs[MAX_PARAMS];
     const fmoe_param_desc *desc_ptrs[MAX_PARAMS];
     uint32_t n_params;
@@ -84,7 +84,8 @@ static fmoe_status ref_create(fmoe_create_args *a)
     size_t slots = (size_t)in->cfg.max_num_tokens * in->cfg.top_k;
     in->route_w = host_alloc(h, slots * sizeof(float));
     in->route_ids = host_alloc(h, slots * sizeof(int32_t));
-    in->route_scratch = host_alloc(h, (size_t)(in->cfg.num_experts + fmoe_route_scratch_floats(&in->cfg)) * sizeof(float));
+    in->route_scratch = host_alloc(h,
+                                   (size_t)(in->cfg.num_experts + fmoe_route_scratch_floats(&in->cfg)) * sizeof(float));
     if (a->expert_map) {
         in->expert_map = host_alloc(h, in->global_experts * sizeof(int32_t));
         if (in->expert_map)
@@ -132,11 +133,24 @@ static fmoe_status run_experts(ref_instance *in, fmoe_error *err, const fmoe_ten
                                const int32_t *ids, fmoe_tensor *out)
 {
     fmoe_ref_problem p = {
-        .cfg = &in->cfg, .hidden = in->hidden, .inter = in->inter, .local_experts = in->local_experts,
-        .global_experts = in->global_experts, .expert_map = in->expert_map, .w_dtype = in->w_dtype,
-        .w13 = in->w13, .w2 = in->w2, .b13 = in->b13, .b2 = in->b2,
-        .m = x->shape[0], .x = x->data, .x_ld = x->strides[0], .out = out->data, .out_ld = out->strides[0],
-        .topk_w = w, .topk_ids = ids,
+        .cfg = &in->cfg,
+        .hidden = in->hidden,
+        .inter = in->inter,
+        .local_experts = in->local_experts,
+        .global_experts = in->global_experts,
+        .expert_map = in->expert_map,
+        .w_dtype = in->w_dtype,
+        .w13 = in->w13,
+        .w2 = in->w2,
+        .b13 = in->b13,
+        .b2 = in->b2,
+        .m = x->shape[0],
+        .x = x->data,
+        .x_ld = x->strides[0],
+        .out = out->data,
+        .out_ld = out->strides[0],
+        .topk_w = w,
+        .topk_ids = ids,
     };
     if (fmoe_ref_experts_unquantized(&p) != 0)
         return in->host->error_set(err, FMOE_STATUS_OUT_OF_MEMORY, "out of memory in the reference loop");

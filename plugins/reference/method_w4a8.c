@@ -76,8 +76,8 @@ static fmoe_status w4a8_fp8_declare(refq_instance *in, fmoe_error *err)
                                "int32 pack factor %u",
                                in->hidden, in->inter, PF4);
     int64_t rI = (int64_t)in->r * in->inter, H = in->hidden, I = in->inter;
-    refq_param(in, "w13_weight_packed", FMOE_DTYPE_INT32, FMOE_PROJ_W13, FMOE_ROLE_WEIGHT, FMOE_SCALE_NONE, 0, 0, 3,
-               rI, H / PF4);
+    refq_param(in, "w13_weight_packed", FMOE_DTYPE_INT32, FMOE_PROJ_W13, FMOE_ROLE_WEIGHT, FMOE_SCALE_NONE, 0, 0, 3, rI,
+               H / PF4);
     refq_param(in, "w2_weight_packed", FMOE_DTYPE_INT32, FMOE_PROJ_W2, FMOE_ROLE_WEIGHT, FMOE_SCALE_NONE, 1, 0, 3, H,
                I / PF4);
     declare_scales(in);
@@ -101,7 +101,10 @@ static fmoe_status w4a8_int_declare(refq_instance *in, fmoe_error *err)
 static void shape(const refq_instance *in, refq_matrix *m, uint32_t rows, uint32_t cols)
 {
     int g = grouped(in);
-    *m = (refq_matrix){.format = REFQ_W_INT, .experts = in->local_experts, .rows = rows, .cols = cols,
+    *m = (refq_matrix){.format = REFQ_W_INT,
+                       .experts = in->local_experts,
+                       .rows = rows,
+                       .cols = cols,
                        .group = g ? in->scheme.w_group_size : cols};
     m->groups = cols / m->group;
 }
@@ -140,12 +143,21 @@ const refq_family refq_family_w4a8_fp8 = {
     .serves = w4a8_fp8_serves,
     .declare = w4a8_fp8_declare,
     .finalize = w4a8_fp8_finalize,
-    .modular = {.struct_size = sizeof(fmoe_method), .name = "w4a8_fp8", .flags = FMOE_METHOD_EPLB,
-                .create = refq_create, .declare_params = refq_declare, .finalize = refq_finalize,
-                .apply = refq_apply, .destroy = refq_destroy},
-    .monolithic = {.struct_size = sizeof(fmoe_method), .name = "w4a8_fp8-monolithic",
-                   .flags = FMOE_METHOD_EPLB | FMOE_METHOD_MONOLITHIC, .create = refq_create,
-                   .declare_params = refq_declare, .finalize = refq_finalize, .apply_logits = refq_apply_logits,
+    .modular = {.struct_size = sizeof(fmoe_method),
+                .name = "w4a8_fp8",
+                .flags = FMOE_METHOD_EPLB,
+                .create = refq_create,
+                .declare_params = refq_declare,
+                .finalize = refq_finalize,
+                .apply = refq_apply,
+                .destroy = refq_destroy},
+    .monolithic = {.struct_size = sizeof(fmoe_method),
+                   .name = "w4a8_fp8-monolithic",
+                   .flags = FMOE_METHOD_EPLB | FMOE_METHOD_MONOLITHIC,
+                   .create = refq_create,
+                   .declare_params = refq_declare,
+                   .finalize = refq_finalize,
+                   .apply_logits = refq_apply_logits,
                    .destroy = refq_destroy},
 };
 
@@ -154,11 +166,20 @@ const refq_family refq_family_w4a8_int = {
     .serves = w4a8_int_serves,
     .declare = w4a8_int_declare,
     .finalize = w4a8_int_finalize,
-    .modular = {.struct_size = sizeof(fmoe_method), .name = "w4a8_int8", .flags = FMOE_METHOD_EPLB,
-                .create = refq_create, .declare_params = refq_declare, .finalize = refq_finalize,
-                .apply = refq_apply, .destroy = refq_destroy},
-    .monolithic = {.struct_size = sizeof(fmoe_method), .name = "w4a8_int8-monolithic",
-                   .flags = FMOE_METHOD_EPLB | FMOE_METHOD_MONOLITHIC, .create = refq_create,
-                   .declare_params = refq_declare, .finalize = refq_finalize, .apply_logits = refq_apply_logits,
+    .modular = {.struct_size = sizeof(fmoe_method),
+                .name = "w4a8_int8",
+                .flags = FMOE_METHOD_EPLB,
+                .create = refq_create,
+                .declare_params = refq_declare,
+                .finalize = refq_finalize,
+                .apply = refq_apply,
+                .destroy = refq_destroy},
+    .monolithic = {.struct_size = sizeof(fmoe_method),
+                   .name = "w4a8_int8-monolithic",
+                   .flags = FMOE_METHOD_EPLB | FMOE_METHOD_MONOLITHIC,
+                   .create = refq_create,
+                   .declare_params = refq_declare,
+                   .finalize = refq_finalize,
+                   .apply_logits = refq_apply_logits,
                    .destroy = refq_destroy},
 };

@@ -116,8 +116,12 @@ static int build(refq_instance *in, refq_matrix *m, const sizes *z, uint32_t row
                  uint32_t group, const fmoe_tensor *w, const fmoe_tensor *s, const fmoe_tensor *zp,
                  const fmoe_tensor *gidx)
 {
-    *m = (refq_matrix){.format = REFQ_W_INT, .experts = in->local_experts, .rows = rows, .cols = cols,
-                       .groups = groups, .group = group};
+    *m = (refq_matrix){.format = REFQ_W_INT,
+                       .experts = in->local_experts,
+                       .rows = rows,
+                       .cols = cols,
+                       .groups = groups,
+                       .group = group};
     if (refq_int_values_kn(m, z->bits, w->data) != 0 || refq_int_scales(m, s->data, s->dtype, 1) != 0)
         return -1;
     if (zp && refq_int_zero_points(m, z->bits, zp->data) != 0)
@@ -147,11 +151,20 @@ const refq_family refq_family_wna16 = {
     .serves = wna16_serves,
     .declare = wna16_declare,
     .finalize = wna16_finalize,
-    .modular = {.struct_size = sizeof(fmoe_method), .name = "wna16", .flags = FMOE_METHOD_EPLB,
-                .create = refq_create, .declare_params = refq_declare, .finalize = refq_finalize,
-                .apply = refq_apply, .destroy = refq_destroy},
-    .monolithic = {.struct_size = sizeof(fmoe_method), .name = "wna16-monolithic",
-                   .flags = FMOE_METHOD_EPLB | FMOE_METHOD_MONOLITHIC, .create = refq_create,
-                   .declare_params = refq_declare, .finalize = refq_finalize, .apply_logits = refq_apply_logits,
+    .modular = {.struct_size = sizeof(fmoe_method),
+                .name = "wna16",
+                .flags = FMOE_METHOD_EPLB,
+                .create = refq_create,
+                .declare_params = refq_declare,
+                .finalize = refq_finalize,
+                .apply = refq_apply,
+                .destroy = refq_destroy},
+    .monolithic = {.struct_size = sizeof(fmoe_method),
+                   .name = "wna16-monolithic",
+                   .flags = FMOE_METHOD_EPLB | FMOE_METHOD_MONOLITHIC,
+                   .create = refq_create,
+                   .declare_params = refq_declare,
+                   .finalize = refq_finalize,
+                   .apply_logits = refq_apply_logits,
                    .destroy = refq_destroy},
 };

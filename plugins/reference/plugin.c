@@ -55,7 +55,6 @@ static void ref_shutdown(void *state)
         st->host->free(st->host->ctx, st);
 }
 
-
 static fmoe_status ref_probe(fmoe_probe_args *a)
 {
     if (a->capacity < 1)

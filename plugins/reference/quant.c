@@ -135,8 +135,8 @@ static fmoe_status alloc_buffers(refq_instance *in, const fmoe_create_args *a)
     size_t slots = (size_t)in->cfg.max_num_tokens * in->cfg.top_k;
     in->route_w = host_alloc(h, slots * sizeof(float));
     in->route_ids = host_alloc(h, slots * sizeof(int32_t));
-    in->route_scratch =
-        host_alloc(h, (size_t)(in->cfg.num_experts + fmoe_route_scratch_floats(&in->cfg)) * sizeof(float));
+    in->route_scratch = host_alloc(h,
+                                   (size_t)(in->cfg.num_experts + fmoe_route_scratch_floats(&in->cfg)) * sizeof(float));
     if (a->expert_map) {
         in->expert_map = host_alloc(h, in->global_experts * sizeof(int32_t));
         if (in->expert_map)
@@ -207,11 +207,26 @@ static fmoe_status run(refq_instance *in, fmoe_error *err, const fmoe_tensor *x,
                        fmoe_tensor *out)
 {
     refq_problem p = {
-        .cfg = &in->cfg, .hidden = in->hidden, .inter = in->inter, .local_experts = in->local_experts,
-        .global_experts = in->global_experts, .expert_map = in->expert_map, .w13 = &in->w13, .w2 = &in->w2,
-        .a1 = &in->a1, .a2 = &in->a2, .bias_dtype = in->cfg.act_dtype, .b13 = in->b13, .b2 = in->b2,
-        .m = x->shape[0], .x = x->data, .x_ld = x->strides[0], .out = out->data, .out_ld = out->strides[0],
-        .topk_w = w, .topk_ids = ids,
+        .cfg = &in->cfg,
+        .hidden = in->hidden,
+        .inter = in->inter,
+        .local_experts = in->local_experts,
+        .global_experts = in->global_experts,
+        .expert_map = in->expert_map,
+        .w13 = &in->w13,
+        .w2 = &in->w2,
+        .a1 = &in->a1,
+        .a2 = &in->a2,
+        .bias_dtype = in->cfg.act_dtype,
+        .b13 = in->b13,
+        .b2 = in->b2,
+        .m = x->shape[0],
+        .x = x->data,
+        .x_ld = x->strides[0],
+        .out = out->data,
+        .out_ld = out->strides[0],
+        .topk_w = w,
+        .topk_ids = ids,
     };
     if (refq_run(&p) != 0)
         return in->host->error_set(err, FMOE_STATUS_OUT_OF_MEMORY, "out of memory in the quantized reference loop");

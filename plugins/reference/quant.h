@@ -39,19 +39,19 @@ struct refq_instance {
     const refq_family *family;
     fmoe_layer_config cfg;
     fmoe_scheme scheme;
-    int nvfp4_dequant;              /* option nvfp4_globals = "dequant" (ModelOpt names) */
+    int nvfp4_dequant; /* option nvfp4_globals = "dequant" (ModelOpt names) */
     uint32_t hidden, inter, local_experts, global_experts;
-    uint32_t r;                     /* w13 halves: 2 gated, 1 not */
-    int32_t *expert_map;            /* NULL: identity */
+    uint32_t r;          /* w13 halves: 2 gated, 1 not */
+    int32_t *expert_map; /* NULL: identity */
     fmoe_param_desc descs[REFQ_MAX_PARAMS];
     const fmoe_param_desc *desc_ptrs[REFQ_MAX_PARAMS];
     uint32_t n_params;
-    int32_t bias13, bias2;          /* indices of the bias params, or -1 */
-    const void *b13, *b2;           /* their data after finalize */
+    int32_t bias13, bias2; /* indices of the bias params, or -1 */
+    const void *b13, *b2;  /* their data after finalize */
     /* Filled by the family's finalize. */
     refq_matrix w13, w2;
     refq_actq a1, a2;
-    float *per_expert[4];           /* arrays the actq/matrix point into, host-allocated */
+    float *per_expert[4]; /* arrays the actq/matrix point into, host-allocated */
     const float *correction_bias;
     /* Monolithic routing buffers, sized at create. */
     float *route_w;
@@ -92,7 +92,7 @@ fmoe_status refq_apply_logits(fmoe_apply_logits_args *a);
 void refq_destroy(fmoe_destroy_args *a);
 
 /* The families. */
-extern const refq_family refq_family_fp8, refq_family_mxfp8, refq_family_mxfp4, refq_family_nvfp4,
-    refq_family_wna16, refq_family_int8, refq_family_w4a8_fp8, refq_family_w4a8_int;
+extern const refq_family refq_family_fp8, refq_family_mxfp8, refq_family_mxfp4, refq_family_nvfp4, refq_family_wna16,
+    refq_family_int8, refq_family_w4a8_fp8, refq_family_w4a8_int;
 
 #endif

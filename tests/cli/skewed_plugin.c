@@ -17,10 +17,10 @@
 
 #include "fusedmoe/plugin.h"
 
-#define MODE_ZERO 0
+#define MODE_ZERO          0
 #define MODE_FAIL_FINALIZE 1
-#define MODE_FAIL_APPLY 2
-#define MODE_NAN 3
+#define MODE_FAIL_APPLY    2
+#define MODE_NAN           3
 
 typedef struct sk_state {
     const fmoe_host *host;

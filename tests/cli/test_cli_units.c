@@ -9,12 +9,12 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/config_args.h"
 #include "cli/args.h"
 #include "cli/halfconv.h"
 #include "cli/layer_flags.h"
 #include "cli/rng.h"
 #include "cli/run_compare.h"
-#include "base/config_args.h"
 #include "fusedmoe/fusedmoe.h"
 #include "tests/test_util.h"
 

@@ -55,8 +55,7 @@ START_TEST(test_normal_moments)
     /* Six standard errors: mean sd 1/sqrt(n), variance sd sqrt(2/n), kurtosis sd sqrt(24/n). */
     ck_assert_msg(fabs(mean) < 6.0 / sqrt((double)n), "mean %g (seed %llu)", mean, (unsigned long long)seed);
     ck_assert_msg(fabs(var - 1.0) < 6.0 * sqrt(2.0 / n), "variance %g (seed %llu)", var, (unsigned long long)seed);
-    ck_assert_msg(fabs(kurt - 3.0) < 6.0 * sqrt(24.0 / n), "kurtosis %g (seed %llu)", kurt,
-                  (unsigned long long)seed);
+    ck_assert_msg(fabs(kurt - 3.0) < 6.0 * sqrt(24.0 / n), "kurtosis %g (seed %llu)", kurt, (unsigned long long)seed);
     /* P(|x| < 1) = 0.682689, P(|x| > 3) = 0.0026998, P(|x| > R) = 2.58e-4. */
     double p1 = (double)within1 / n, p3 = (double)beyond3 / n, pr = (double)beyond_r / n;
     ck_assert_msg(fabs(p1 - 0.682689) < 6.0 * sqrt(0.2166 / n), "P(|x|<1) = %g (seed %llu)", p1,
@@ -146,9 +145,9 @@ END_TEST
 
 /* --- checkpoints ------------------------------------------------------------------ */
 
-#define E 8
-#define H 256
-#define I 256
+#define E    8
+#define H    256
+#define I    256
 #define DEAD 5
 
 static synth_ckpt *build(const char *key, uint64_t seed, uint32_t threads, int bias)
@@ -168,8 +167,7 @@ static synth_ckpt *build(const char *key, uint64_t seed, uint32_t threads, int b
     synth_ckpt *ck = NULL;
     char why[768] = "";
     fmoe_status st = synth_build(&spec, &ck, why, sizeof why);
-    ck_assert_msg(st == FMOE_STATUS_OK, "%s (seed %llu, %u threads): %s", key, (unsigned long long)seed, threads,
-                  why);
+    ck_assert_msg(st == FMOE_STATUS_OK, "%s (seed %llu, %u threads): %s", key, (unsigned long long)seed, threads, why);
     return ck;
 }
 
@@ -283,7 +281,7 @@ static float *dequantize(const synth_ckpt *ck, size_t i, const char *key, int64_
         ck_assert(sc);
         cli_load_floats(s.dtype, sc, s.data, (size_t)(srows * scols));
     }
-#define SCALE(r, c) sc[((r) * srows / n) * scols + (c) * scols / k]
+#define SCALE(r, c) sc[((r)*srows / n) * scols + (c)*scols / k]
     if (w.dtype == FMOE_DTYPE_BF16) {
         cli_load_floats(w.dtype, out, w.data, (size_t)(n * k));
     } else if (w.dtype == FMOE_DTYPE_FP8_E4M3FN) {
@@ -355,15 +353,14 @@ START_TEST(test_statistics)
          * is about amax/7 of a group (variance + 1/12 step^2, under 4%), fp8's
          * relative error a few %. */
         double slack = 6.0 * sqrt(2.0 / m.n) + (int4 ? 0.05 : 0.01);
-        ck_assert_msg(fabs(mean) < 6.0 * sqrt(want / m.n),
-                      "%s: expert %u shard %d mean %g (want 0 +- %g, seed %llu)", key, t.expert, t.shard, mean,
-                      6.0 * sqrt(want / m.n), (unsigned long long)seed);
+        ck_assert_msg(fabs(mean) < 6.0 * sqrt(want / m.n), "%s: expert %u shard %d mean %g (want 0 +- %g, seed %llu)",
+                      key, t.expert, t.shard, mean, 6.0 * sqrt(want / m.n), (unsigned long long)seed);
         ck_assert_msg(fabs(var / want - 1.0) < slack,
-                      "%s: expert %u shard %d variance %g, want %g within %.1f%% (seed %llu)", key, t.expert,
-                      t.shard, var, want, 100 * slack, (unsigned long long)seed);
+                      "%s: expert %u shard %d variance %g, want %g within %.1f%% (seed %llu)", key, t.expert, t.shard,
+                      var, want, 100 * slack, (unsigned long long)seed);
         /* Zeros only where rounding puts values below half a step. */
-        ck_assert_msg(m.zeros < m.n * (int4 ? 0.3 : 0.01), "%s: %zu of %.0f values are zero (seed %llu)", key,
-                      m.zeros, m.n, (unsigned long long)seed);
+        ck_assert_msg(m.zeros < m.n * (int4 ? 0.3 : 0.01), "%s: %zu of %.0f values are zero (seed %llu)", key, m.zeros,
+                      m.n, (unsigned long long)seed);
     }
     ck_assert_uint_eq(weights, 3 * E);
     synth_free(ck);

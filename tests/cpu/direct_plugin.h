@@ -56,8 +56,13 @@ static void dp_host_free(void *ctx, void *p)
 }
 
 static const fmoe_host dp_host = {
-    .struct_size = sizeof(fmoe_host), .abi_major = FMOE_ABI_MAJOR, .abi_minor = FMOE_ABI_MINOR,
-    .host_version = "test", .log = dp_host_log, .error_set = dp_host_error_set, .alloc = dp_host_alloc,
+    .struct_size = sizeof(fmoe_host),
+    .abi_major = FMOE_ABI_MAJOR,
+    .abi_minor = FMOE_ABI_MINOR,
+    .host_version = "test",
+    .log = dp_host_log,
+    .error_set = dp_host_error_set,
+    .alloc = dp_host_alloc,
     .free = dp_host_free,
 };
 
@@ -95,8 +100,8 @@ static inline fmoe_status dp_init(const fmoe_plugin *p, const char *const *kv, u
     }
     dp_error[0] = '\0';
     dp_log[0] = '\0';
-    fmoe_init_args ia = {.struct_size = sizeof ia, .host = &dp_host, .abi_minor = FMOE_ABI_MINOR,
-                         .options = ptrs, .n_options = n};
+    fmoe_init_args ia = {
+        .struct_size = sizeof ia, .host = &dp_host, .abi_minor = FMOE_ABI_MINOR, .options = ptrs, .n_options = n};
     fmoe_status st = p->init(&ia);
     *state = st == FMOE_STATUS_OK ? ia.state : NULL;
     if (st == FMOE_STATUS_OK)
@@ -126,8 +131,8 @@ static inline void dp_refused(const fmoe_plugin *p, const char *key, const char 
     ck_assert_int_eq(dp_init(p, kv, 1, &state), FMOE_STATUS_INVALID_ARGUMENT);
     ck_assert_ptr_null(state);
     for (int i = 0; words[i]; i++)
-        ck_assert_msg(strstr(dp_error, words[i]) != NULL, "%s = '%s': error \"%s\" lacks \"%s\"", key, value,
-                      dp_error, words[i]);
+        ck_assert_msg(strstr(dp_error, words[i]) != NULL, "%s = '%s': error \"%s\" lacks \"%s\"", key, value, dp_error,
+                      words[i]);
 }
 
 #endif

@@ -45,8 +45,10 @@ static inline int cpu_test_args_parse(int argc, char **argv, cpu_test_args *out)
         else if (strcmp(argv[i], "--amx=true") == 0 || strcmp(argv[i], "--amx=false") == 0)
             out->amx = argv[i] + 6;
         else {
-            fprintf(stderr, "%s: unexpected argument '%s'\nusage: %s [--isa=portable|avx2|avx512_vnni|avx512_bf16] "
-                            "[--amx=true|false]\n", argv[0], argv[i], argv[0]);
+            fprintf(stderr,
+                    "%s: unexpected argument '%s'\nusage: %s [--isa=portable|avx2|avx512_vnni|avx512_bf16] "
+                    "[--amx=true|false]\n",
+                    argv[0], argv[i], argv[0]);
             return -1;
         }
     }

@@ -27,8 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fusedmoe/kit/half.h"
 #include "fusedmoe/fusedmoe.h"
+#include "fusedmoe/kit/half.h"
 #include "tests/cpu/option_args.h"
 #include "tests/test_util.h"
 

@@ -30,8 +30,7 @@ static void *test_alloc(void *ctx, size_t size, size_t alignment)
 {
     (void)ctx;
     void *p = NULL;
-    return posix_memalign(&p, alignment < sizeof(void *) ? sizeof(void *) : alignment, size ? size : 1) == 0 ? p
-                                                                                                              : NULL;
+    return posix_memalign(&p, alignment < sizeof(void *) ? sizeof(void *) : alignment, size ? size : 1) == 0 ? p : NULL;
 }
 
 static uint16_t *random_bf16(fmoe_rng *r, size_t n, float scale)
@@ -61,8 +60,8 @@ static void check_value(const char *name, const uint16_t *w, const uint16_t *a, 
     }
     double bound = (K + 1) * ldexp(1.0, -24) * mag + 1e-30;
     ck_assert_msg(fabs(got - exact) <= bound,
-                  "%s N%u K%u M%u: expert %u row %u act %u: got %.9g, exact %.12g, bound %.3g (seed %llu)", name, N,
-                  K, M, e, n, row, got, exact, bound, (unsigned long long)fmoe_test_seed());
+                  "%s N%u K%u M%u: expert %u row %u act %u: got %.9g, exact %.12g, bound %.3g (seed %llu)", name, N, K,
+                  M, e, n, row, got, exact, bound, (unsigned long long)fmoe_test_seed());
     ck_assert_msg(mag == 0 || got != 0.0f, "%s: a zero where %g was due", name, exact);
 }
 
@@ -122,37 +121,38 @@ static void check_shape(uint32_t E, uint32_t N, uint32_t K, uint32_t M, uint64_t
         ck_assert_str_eq(kern->name, cpu_isa_name(isa));
         /* Every tile count per call (the last call of an expert takes the rest). */
         for (uint32_t nt = 1; nt <= CPU_BNT; nt++)
-        for (uint32_t e = 0; e < E; e++)
-            for (uint32_t t0 = 0; t0 < b.tiles; t0 += nt)
-                for (uint32_t m0 = 0; m0 < M; m0 += CPU_BMR) {
-                    static cpu_btile tile;
-                    memset(&tile, 0xFF, sizeof tile); /* out starts as NaN */
-                    tile.nt = b.tiles - t0 < nt ? b.tiles - t0 : nt;
-                    for (uint32_t i = 0; i < tile.nt; i++)
-                        tile.w[i] = cpu_bweights_tile(&b, e, t0 + i);
-                    tile.ahead = t0 + tile.nt < b.tiles ? cpu_bweights_tile(&b, e, t0 + tile.nt) : NULL;
-                    tile.k = K;
-                    tile.mr = M - m0 < CPU_BMR ? M - m0 : CPU_BMR;
-                    for (uint32_t m = 0; m < tile.mr; m++)
-                        tile.a[m] = a + (size_t)(m0 + m) * K;
-                    kern->tile(&tile);
-                    for (uint32_t i = 0; i < tile.nt; i++)
-                    for (uint32_t m = 0; m < tile.mr; m++)
-                        for (uint32_t rr = 0; rr < CPU_BNR; rr++) {
-                            uint32_t t = t0 + i, n = t * CPU_BNR + rr;
-                            float got = tile.out[i][m][rr];
-                            float *keep = &first[(((size_t)e * b.tiles + t) * CPU_BNR + rr) * M + m0 + m];
-                            if (isa == CPU_ISA_PORTABLE && nt == 1)
-                                *keep = got;
-                            else
-                                ck_assert_msg(memcmp(&got, keep, sizeof got) == 0,
-                                              "%s (%u tiles a call) vs portable N%u K%u M%u: expert %u row %u act %u: "
-                                              "%.9g != %.9g (seed %llu)",
-                                              kern->name, tile.nt, N, K, M, e, n, m0 + m, got, *keep,
-                                              (unsigned long long)fmoe_test_seed());
-                            check_value(kern->name, w, a, N, K, M, e, n, m0 + m, got);
-                        }
-                }
+            for (uint32_t e = 0; e < E; e++)
+                for (uint32_t t0 = 0; t0 < b.tiles; t0 += nt)
+                    for (uint32_t m0 = 0; m0 < M; m0 += CPU_BMR) {
+                        static cpu_btile tile;
+                        memset(&tile, 0xFF, sizeof tile); /* out starts as NaN */
+                        tile.nt = b.tiles - t0 < nt ? b.tiles - t0 : nt;
+                        for (uint32_t i = 0; i < tile.nt; i++)
+                            tile.w[i] = cpu_bweights_tile(&b, e, t0 + i);
+                        tile.ahead = t0 + tile.nt < b.tiles ? cpu_bweights_tile(&b, e, t0 + tile.nt) : NULL;
+                        tile.k = K;
+                        tile.mr = M - m0 < CPU_BMR ? M - m0 : CPU_BMR;
+                        for (uint32_t m = 0; m < tile.mr; m++)
+                            tile.a[m] = a + (size_t)(m0 + m) * K;
+                        kern->tile(&tile);
+                        for (uint32_t i = 0; i < tile.nt; i++)
+                            for (uint32_t m = 0; m < tile.mr; m++)
+                                for (uint32_t rr = 0; rr < CPU_BNR; rr++) {
+                                    uint32_t t = t0 + i, n = t * CPU_BNR + rr;
+                                    float got = tile.out[i][m][rr];
+                                    float *keep = &first[(((size_t)e * b.tiles + t) * CPU_BNR + rr) * M + m0 + m];
+                                    if (isa == CPU_ISA_PORTABLE && nt == 1)
+                                        *keep = got;
+                                    else
+                                        ck_assert_msg(
+                                            memcmp(&got, keep, sizeof got) == 0,
+                                            "%s (%u tiles a call) vs portable N%u K%u M%u: expert %u row %u act %u: "
+                                            "%.9g != %.9g (seed %llu)",
+                                            kern->name, tile.nt, N, K, M, e, n, m0 + m, got, *keep,
+                                            (unsigned long long)fmoe_test_seed());
+                                    check_value(kern->name, w, a, N, K, M, e, n, m0 + m, got);
+                                }
+                    }
     }
 #if defined(FMOE_CPU_HAVE_AMX)
     if (cpu_amx_enable())

@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fusedmoe/kit/half.h"
 #include "fusedmoe/formats.h"
+#include "fusedmoe/kit/half.h"
 #include "plugins/cpu/cpu.h"
 #include "plugins/cpu/qgemm.h"
 #include "tests/test_util.h"
@@ -22,8 +22,7 @@ static void *test_alloc(void *ctx, size_t size, size_t alignment)
 {
     (void)ctx;
     void *p = NULL;
-    return posix_memalign(&p, alignment < sizeof(void *) ? sizeof(void *) : alignment, size ? size : 1) == 0 ? p
-                                                                                                              : NULL;
+    return posix_memalign(&p, alignment < sizeof(void *) ? sizeof(void *) : alignment, size ? size : 1) == 0 ? p : NULL;
 }
 
 static void qw_free(cpu_qweights *q)
@@ -97,7 +96,8 @@ static void check_shape(int int4, uint32_t E, uint32_t N, uint32_t K, uint32_t g
         for (uint32_t k = 0; k < K; k++) {
             /* int8 weights need |a| <= 127 (symmetric per-token quantization). */
             int lo = int4 ? -128 : -127;
-            int v = draw == DRAW_EXTREME ? (fmoe_rng_u64(&r) & 1 ? lo : 127) : lo + (int)(fmoe_rng_u64(&r) % (127 - lo + 1));
+            int v = draw == DRAW_EXTREME ? (fmoe_rng_u64(&r) & 1 ? lo : 127)
+                                         : lo + (int)(fmoe_rng_u64(&r) % (127 - lo + 1));
             a[(size_t)m * q.kp + k] = (int8_t)v;
         }
         off[m] = int4 ? (int32_t)(fmoe_rng_u64(&r) % 256) - 128 : 0;
@@ -118,38 +118,40 @@ static void check_shape(int int4, uint32_t E, uint32_t N, uint32_t K, uint32_t g
         const cpu_kernels *kern = cpu_kernels_for(isa);
         ck_assert_str_eq(kern->name, cpu_isa_name(isa));
         for (int form = 0; form < forms; form++)
-        for (uint32_t e = 0; e < E; e++)
-            for (uint32_t t = 0; t < q.tiles; t++)
-                for (uint32_t m0 = 0; m0 < M; m0 += kern->mr) {
-                    cpu_qtile tile;
-                    memset(&tile, 0, sizeof tile);
-                    tile.w = cpu_qweights_tile(&q, e, t);
-                    tile.gscale = cpu_qweights_gscale(&q, e, t);
-                    tile.wsum = cpu_qweights_wsum(&q, e, t);
-                    tile.gscale16 = cpu_qweights_gscale16(&q, e, t);
-                    tile.ahead = t + 1 < q.tiles ? cpu_qweights_tile(&q, e, t + 1) : NULL;
-                    tile.kp = q.kp;
-                    tile.group = q.group;
-                    tile.groups = q.groups;
-                    tile.mr = M - m0 < kern->mr ? M - m0 : kern->mr;
-                    for (uint32_t m = 0; m < tile.mr; m++) {
-                        tile.a[m] = a + (size_t)(m0 + m) * q.kp;
-                        tile.off[m] = off[m0 + m];
-                        tile.qsum[m] = qsum + (size_t)(m0 + m) * q.groups;
-                        tile.qcorr[m] = form ? qcorr + (size_t)(m0 + m) * q.groups : NULL;
-                    }
-                    (int4 ? kern->i4 : kern->i8)(&tile);
-                    for (uint32_t m = 0; m < tile.mr; m++)
-                        for (uint32_t rr = 0; rr < CPU_NR && t * CPU_NR + rr < N; rr++) {
-                            float want;
-                            model_row(&q, w, sc, e, t * CPU_NR + rr, a + (size_t)(m0 + m) * q.kp, off[m0 + m], &want);
-                            ck_assert_msg(tile.out[m][rr] == want,
-                                          "%s %s%s N%u K%u g%u: expert %u row %u token %u: got %.9g want %.9g (seed %llu)",
-                                          kern->name, int4 ? "int4" : "int8", form ? " qcorr" : "", N, K, group, e,
-                                          t * CPU_NR + rr,
-                                          m0 + m, tile.out[m][rr], want, (unsigned long long)fmoe_test_seed());
+            for (uint32_t e = 0; e < E; e++)
+                for (uint32_t t = 0; t < q.tiles; t++)
+                    for (uint32_t m0 = 0; m0 < M; m0 += kern->mr) {
+                        cpu_qtile tile;
+                        memset(&tile, 0, sizeof tile);
+                        tile.w = cpu_qweights_tile(&q, e, t);
+                        tile.gscale = cpu_qweights_gscale(&q, e, t);
+                        tile.wsum = cpu_qweights_wsum(&q, e, t);
+                        tile.gscale16 = cpu_qweights_gscale16(&q, e, t);
+                        tile.ahead = t + 1 < q.tiles ? cpu_qweights_tile(&q, e, t + 1) : NULL;
+                        tile.kp = q.kp;
+                        tile.group = q.group;
+                        tile.groups = q.groups;
+                        tile.mr = M - m0 < kern->mr ? M - m0 : kern->mr;
+                        for (uint32_t m = 0; m < tile.mr; m++) {
+                            tile.a[m] = a + (size_t)(m0 + m) * q.kp;
+                            tile.off[m] = off[m0 + m];
+                            tile.qsum[m] = qsum + (size_t)(m0 + m) * q.groups;
+                            tile.qcorr[m] = form ? qcorr + (size_t)(m0 + m) * q.groups : NULL;
                         }
-                }
+                        (int4 ? kern->i4 : kern->i8)(&tile);
+                        for (uint32_t m = 0; m < tile.mr; m++)
+                            for (uint32_t rr = 0; rr < CPU_NR && t * CPU_NR + rr < N; rr++) {
+                                float want;
+                                model_row(&q, w, sc, e, t * CPU_NR + rr, a + (size_t)(m0 + m) * q.kp, off[m0 + m],
+                                          &want);
+                                ck_assert_msg(
+                                    tile.out[m][rr] == want,
+                                    "%s %s%s N%u K%u g%u: expert %u row %u token %u: got %.9g want %.9g (seed %llu)",
+                                    kern->name, int4 ? "int4" : "int8", form ? " qcorr" : "", N, K, group, e,
+                                    t * CPU_NR + rr, m0 + m, tile.out[m][rr], want,
+                                    (unsigned long long)fmoe_test_seed());
+                            }
+                    }
     }
     qw_free(&q);
     free(w), free(sc), free(a), free(off), free(qsum), free(qcorr);

@@ -18,8 +18,7 @@ static void *test_alloc(void *ctx, size_t size, size_t alignment)
 {
     (void)ctx;
     void *p = NULL;
-    return posix_memalign(&p, alignment < sizeof(void *) ? sizeof(void *) : alignment, size ? size : 1) == 0 ? p
-                                                                                                              : NULL;
+    return posix_memalign(&p, alignment < sizeof(void *) ? sizeof(void *) : alignment, size ? size : 1) == 0 ? p : NULL;
 }
 
 static void test_free(void *ctx, void *p)
@@ -32,7 +31,7 @@ static void test_free(void *ctx, void *p)
 
 typedef struct run_state {
     atomic_int count[MAX_ITEMS];
-    uint32_t run;      /* which run this is (the task checks it sees its own) */
+    uint32_t run; /* which run this is (the task checks it sees its own) */
     uint32_t expect;
     atomic_int wrong_run;
     atomic_int bad_worker;
@@ -81,8 +80,9 @@ static void stress(uint32_t threads, uint64_t spin_ns, uint64_t stream)
             cpu_pool_wake(p);
         cpu_pool_run(p, n, task, s);
         for (uint32_t i = 0; i < n; i++)
-            ck_assert_msg(atomic_load(&s->count[i]) == 1, "threads %u spin %llu: run %u of %u items: item %u ran %d times",
-                          threads, (unsigned long long)spin_ns, run, n, i, atomic_load(&s->count[i]));
+            ck_assert_msg(atomic_load(&s->count[i]) == 1,
+                          "threads %u spin %llu: run %u of %u items: item %u ran %d times", threads,
+                          (unsigned long long)spin_ns, run, n, i, atomic_load(&s->count[i]));
         ck_assert_int_eq(atomic_load(&s->wrong_run), 0);
         ck_assert_int_eq(atomic_load(&s->bad_worker), 0);
     }

@@ -128,8 +128,8 @@ START_TEST(silu_special_values)
 {
     if (!have_avx512())
         return;
-    const float g[] = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f, -87.0f, -87.5f, -88.0f, -89.0f, -150.0f, 88.0f, 89.0f,
-                       1e30f, -1e30f, 1e-40f, -1e-40f, 7.0f, 7.5f, -7.5f, 3.0f};
+    const float g[] = {NAN,   INFINITY, -INFINITY, 0.0f,   -0.0f,  -87.0f,  -87.5f, -88.0f, -89.0f, -150.0f,
+                       88.0f, 89.0f,    1e30f,     -1e30f, 1e-40f, -1e-40f, 7.0f,   7.5f,   -7.5f,  3.0f};
     const uint32_t I = sizeof g / sizeof g[0];
     float h[2 * sizeof g / sizeof g[0]];
     for (uint32_t i = 0; i < I; i++) {

@@ -28,8 +28,8 @@ static inline int carm_test_args_parse(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         int level = strncmp(argv[i], flag, strlen(flag)) == 0 ? carm_isa_parse(argv[i] + strlen(flag)) : -1;
         if (level < 0) {
-            fprintf(stderr, "%s: unexpected argument '%s'\nusage: %s [--expect-hwcap=portable|dotprod|i8mm]\n",
-                    argv[0], argv[i], argv[0]);
+            fprintf(stderr, "%s: unexpected argument '%s'\nusage: %s [--expect-hwcap=portable|dotprod|i8mm]\n", argv[0],
+                    argv[i], argv[0]);
             return -1;
         }
         carm_test_expected_hwcap = level;

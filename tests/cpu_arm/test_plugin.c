@@ -17,8 +17,8 @@
  */
 #include <string.h>
 
-#include "fusedmoe/kit/half.h"
 #include "fusedmoe/fusedmoe.h"
+#include "fusedmoe/kit/half.h"
 #include "plugins/cpu_arm/kernels.h"
 #include "tests/cpu_arm/hwcap_arg.h"
 #include "tests/test_util.h"
@@ -35,8 +35,16 @@ typedef struct pcase {
 
 static pcase pcase_init(const char *key)
 {
-    return (pcase){.key = key, .E = 8, .H = 128, .I = 64, .topk = 2, .M = 13, .activation = FMOE_ACT_SILU,
-                   .act = FMOE_DTYPE_F32, .tp = 1, .ep = 1};
+    return (pcase){.key = key,
+                   .E = 8,
+                   .H = 128,
+                   .I = 64,
+                   .topk = 2,
+                   .M = 13,
+                   .activation = FMOE_ACT_SILU,
+                   .act = FMOE_DTYPE_F32,
+                   .tp = 1,
+                   .ep = 1};
 }
 
 /* A context with both plugins; cpu_arm gets isa / threads options. */

@@ -156,8 +156,8 @@ typedef struct tcase {
     uint32_t ep_size, ep_rank;
     uint32_t redundant;
     int host_tensors;
-    uint32_t skew;              /* expert 0's logit raised for every token: it gets all M rows */
-    uint32_t saturate;          /* logits x40: sigmoid rounds most of them to 1.0f (Llama-4's routers) */
+    uint32_t skew;     /* expert 0's logit raised for every token: it gets all M rows */
+    uint32_t saturate; /* logits x40: sigmoid rounds most of them to 1.0f (Llama-4's routers) */
 } tcase;
 
 static void config_of(const tcase *t, fmoe_layer_config *c)
@@ -214,19 +214,40 @@ static void *make_param(const fmoe_param_info *p, const fmoe_layer_config *c, si
             continue;
         }
         switch (p->role) {
-        case FMOE_ROLE_WEIGHT: v = p->dtype == FMOE_DTYPE_FP8_E4M3FN ? normal() * 2.0f : normal() / (float)sqrt(fan_in); break;
-        case FMOE_ROLE_WEIGHT_SCALE: v = (float)((0.5 + uniform()) * 0.5 / sqrt(fan_in)); break;
-        case FMOE_ROLE_INPUT_SCALE: v = (float)((0.8 + 0.4 * uniform()) * 4.5 / 448.0); break;
-        case FMOE_ROLE_ROUTING_BIAS: v = normal() * 0.1f; break;
-        default: v = normal() * 0.1f; break;
+        case FMOE_ROLE_WEIGHT:
+            v = p->dtype == FMOE_DTYPE_FP8_E4M3FN ? normal() * 2.0f : normal() / (float)sqrt(fan_in);
+            break;
+        case FMOE_ROLE_WEIGHT_SCALE:
+            v = (float)((0.5 + uniform()) * 0.5 / sqrt(fan_in));
+            break;
+        case FMOE_ROLE_INPUT_SCALE:
+            v = (float)((0.8 + 0.4 * uniform()) * 4.5 / 448.0);
+            break;
+        case FMOE_ROLE_ROUTING_BIAS:
+            v = normal() * 0.1f;
+            break;
+        default:
+            v = normal() * 0.1f;
+            break;
         }
         switch (p->dtype) {
-        case FMOE_DTYPE_F32: ((float *)buf)[i] = v; break;
-        case FMOE_DTYPE_BF16: ((uint16_t *)buf)[i] = to_bf16(v); break;
-        case FMOE_DTYPE_F16: ((uint16_t *)buf)[i] = to_f16(v); break;
-        case FMOE_DTYPE_FP8_E4M3FN: ((uint8_t *)buf)[i] = fmoe_fp8_e4m3fn_encode(v); break;
-        case FMOE_DTYPE_UE8M0: ((uint8_t *)buf)[i] = (uint8_t)(127 - 8 + (rng_next() % 3)); break;
-        default: break;
+        case FMOE_DTYPE_F32:
+            ((float *)buf)[i] = v;
+            break;
+        case FMOE_DTYPE_BF16:
+            ((uint16_t *)buf)[i] = to_bf16(v);
+            break;
+        case FMOE_DTYPE_F16:
+            ((uint16_t *)buf)[i] = to_f16(v);
+            break;
+        case FMOE_DTYPE_FP8_E4M3FN:
+            ((uint8_t *)buf)[i] = fmoe_fp8_e4m3fn_encode(v);
+            break;
+        case FMOE_DTYPE_UE8M0:
+            ((uint8_t *)buf)[i] = (uint8_t)(127 - 8 + (rng_next() % 3));
+            break;
+        default:
+            break;
         }
     }
     *bytes_out = n * es;
@@ -366,15 +387,20 @@ static int run_case(fmoe_context *ctx, const tcase *t)
     for (size_t i = 0; i < M * E; i++)
         logits[i] = normal() * (t->saturate ? 40.0f : 1.0f) + (t->skew && i % E == 0 ? 8.0f : 0.0f);
     fmoe_tensor tx, tl, ttw, ttid, tout;
-    const int64_t xsh[2] = {(int64_t)M, (int64_t)H}, lsh[2] = {(int64_t)M, (int64_t)E}, ksh[2] = {(int64_t)M, (int64_t)K};
+    const int64_t xsh[2] = {(int64_t)M, (int64_t)H}, lsh[2] = {(int64_t)M, (int64_t)E},
+                  ksh[2] = {(int64_t)M, (int64_t)K};
     fmoe_tensor_init(&tx, t->act, 2, xsh, x);
     fmoe_tensor_init(&tl, FMOE_DTYPE_F32, 2, lsh, logits);
     fmoe_tensor_init(&ttw, FMOE_DTYPE_F32, 2, ksh, tw);
     fmoe_tensor_init(&ttid, FMOE_DTYPE_INT32, 2, ksh, tid);
     fmoe_tensor_init(&tout, t->act, 2, xsh, out_ref);
     /* Reference routing (the host router), then the reference forward from top-k. */
-    fmoe_forward_args fa = {.struct_size = sizeof fa, .x = &tx, .router_logits = &tl, .out = &tout,
-                            .topk_weights_out = &ttw, .topk_ids_out = &ttid};
+    fmoe_forward_args fa = {.struct_size = sizeof fa,
+                            .x = &tx,
+                            .router_logits = &tl,
+                            .out = &tout,
+                            .topk_weights_out = &ttw,
+                            .topk_ids_out = &ttid};
     if (fmoe_layer_forward(ref, &fa) != FMOE_STATUS_OK) {
         printf("FAIL %-34s reference forward: %s\n", t->name, fmoe_last_error());
         ok = 0;
@@ -582,8 +608,8 @@ static int bench_case(fmoe_context *ctx, const tcase *t)
     double p_hit = 1.0 - pow(1.0 - (double)t->k / t->E, (double)M);
     double bytes = wbytes_expert * t->E * p_hit;
     double flops = 2.0 * M * t->k * (double)(t->gated ? 3 : 2) * t->H * t->I;
-    printf("BENCH %-7s %-28s M=%-5zu median %8.1f us  weights %7.1f MB -> %6.0f GB/s  %6.1f TFLOP/s\n",
-           tier_name, t->name, M, med * 1e6, bytes / 1e6, bytes / med / 1e9, flops / med / 1e12);
+    printf("BENCH %-7s %-28s M=%-5zu median %8.1f us  weights %7.1f MB -> %6.0f GB/s  %6.1f TFLOP/s\n", tier_name,
+           t->name, M, med * 1e6, bytes / 1e6, bytes / med / 1e9, flops / med / 1e12);
     for (int r = 0; r < ROT; r++)
         cudaGraphExecDestroy(exec[r]);
     cudaStreamDestroy(st);
@@ -598,13 +624,13 @@ static int bench_case(fmoe_context *ctx, const tcase *t)
 
 /* ------------------------------------------------------------------------ */
 
-#define SILU FMOE_ACT_SILU
-#define SOFTMAX FMOE_SCORING_SOFTMAX
-#define SIGMOID FMOE_SCORING_SIGMOID
-#define BF16 FMOE_DTYPE_BF16
-#define F16 FMOE_DTYPE_F16
-#define BLOCK "fp8e4m3:block128x128/fp8e4m3:group128:dynamic"
-#define CHANNEL "fp8e4m3:channel/fp8e4m3:token:dynamic"
+#define SILU     FMOE_ACT_SILU
+#define SOFTMAX  FMOE_SCORING_SOFTMAX
+#define SIGMOID  FMOE_SCORING_SIGMOID
+#define BF16     FMOE_DTYPE_BF16
+#define F16      FMOE_DTYPE_F16
+#define BLOCK    "fp8e4m3:block128x128/fp8e4m3:group128:dynamic"
+#define CHANNEL  "fp8e4m3:channel/fp8e4m3:token:dynamic"
 #define TENSOR_S "fp8e4m3:tensor/fp8e4m3:tensor"
 #define TENSOR_D "fp8e4m3:tensor/fp8e4m3:tensor:dynamic"
 
@@ -612,15 +638,39 @@ static const tcase checks[] = {
     /* name                      scheme    act   E  k   H    I    M  act gated bias scoring grp g tg cb ren scale */
     {"bf16 silu softmax", "bf16", BF16, 8, 2, 256, 128, 33, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0, 1, 1.0f},
     {"bf16 decode m1", "bf16", BF16, 16, 4, 512, 256, 1, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0, 1, 1.0f},
-    {"bf16 prefill m300 bias gelu", "bf16", BF16, 8, 2, 256, 192, 300, FMOE_ACT_GELU, 1, 1, SOFTMAX, 0, 0, 0, 0, 0, 1.0f},
+    {"bf16 prefill m300 bias gelu", "bf16", BF16, 8, 2, 256, 192, 300, FMOE_ACT_GELU, 1, 1, SOFTMAX, 0, 0, 0, 0, 0,
+     1.0f},
     {"bf16 nongated relu2", "bf16", BF16, 8, 2, 128, 64, 40, FMOE_ACT_RELU2, 0, 0, SOFTMAX, 0, 0, 0, 0, 1, 1.0f},
     {"bf16 swigluoai bias", "bf16", BF16, 8, 2, 128, 64, 20, FMOE_ACT_SWIGLUOAI, 1, 1, SOFTMAX, 0, 0, 0, 0, 1, 1.0f},
     {"bf16 deepseek routing", "bf16", BF16, 64, 6, 256, 64, 50, SILU, 1, 0, SIGMOID, 1, 8, 3, 1, 1, 2.5f},
     {"bf16 weight on input", "bf16", BF16, 8, 1, 128, 64, 17, SILU, 1, 0, SIGMOID, 0, 0, 0, 0, 0, 1.0f, 1},
     /* Llama-4: sigmoid top-1, no bias, saturated scores: the largest logit
      * wins as in transformers, not the lowest id among the 1.0f scores. */
-    {"bf16 llama4 saturated sigmoid", "bf16", BF16, 16, 1, 128, 64, 24, SILU, 1, 0, SIGMOID, 0, 0, 0, 0, 0, 1.0f, 1,
-     0, 0, 0, 0, 0, 1},
+    {"bf16 llama4 saturated sigmoid",
+     "bf16",
+     BF16,
+     16,
+     1,
+     128,
+     64,
+     24,
+     SILU,
+     1,
+     0,
+     SIGMOID,
+     0,
+     0,
+     0,
+     0,
+     0,
+     1.0f,
+     1,
+     0,
+     0,
+     0,
+     0,
+     0,
+     1},
     {"bf16 ep 2/1", "bf16", BF16, 16, 4, 128, 64, 30, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0, 1, 1.0f, 0, 2, 1},
     {"bf16 eplb r5", "bf16", BF16, 8, 2, 128, 64, 30, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0, 1, 1.0f, 0, 1, 0, 5},
     {"bf16 host tensors", "bf16", BF16, 8, 2, 128, 64, 9, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0, 1, 1.0f, 0, 0, 0, 0, 1},
@@ -631,8 +681,8 @@ static const tcase checks[] = {
     {"fp8 channel nongated", CHANNEL, BF16, 8, 2, 256, 128, 5, FMOE_ACT_GELU_TANH, 0, 0, SOFTMAX, 0, 0, 0, 0, 1, 1.0f},
     {"fp8 block", BLOCK, BF16, 8, 2, 512, 256, 64, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0, 1, 1.0f},
     {"fp8 block k tail h=320", BLOCK, BF16, 8, 2, 320, 256, 64, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0, 1, 1.0f},
-    {"fp8 block ue8m0 deepseek", "fp8e4m3:block128x128:scale-ue8m0/fp8e4m3:group128:dynamic", BF16, 64, 6, 512,
-     256, 200, SILU, 1, 0, SIGMOID, 1, 8, 3, 1, 1, 2.5f},
+    {"fp8 block ue8m0 deepseek", "fp8e4m3:block128x128:scale-ue8m0/fp8e4m3:group128:dynamic", BF16, 64, 6, 512, 256,
+     200, SILU, 1, 0, SIGMOID, 1, 8, 3, 1, 1, 2.5f},
     {"fp8 block decode m1", BLOCK, BF16, 32, 8, 1024, 512, 1, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0, 1, 1.0f},
     /* Decode sizes (the stream tier, GEMM1's input quantized by the plan
      * kernel's extra blocks) for every activation scale kind. */
@@ -640,32 +690,101 @@ static const tcase checks[] = {
     {"fp8 tensor static decode m2", TENSOR_S, BF16, 8, 2, 256, 128, 2, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0, 1, 1.0f},
     {"fp8 tensor dynamic decode m4", TENSOR_D, BF16, 8, 2, 256, 192, 4, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0, 1, 1.0f},
     {"fp8 channel decode m32 e16", CHANNEL, BF16, 16, 2, 512, 256, 32, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0, 1, 1.0f},
-    {"fp8 block ue8m0 decode m16", "fp8e4m3:block128x128:scale-ue8m0/fp8e4m3:group128:dynamic", BF16, 64, 6, 512,
-     256, 16, SILU, 1, 0, SIGMOID, 1, 8, 3, 1, 1, 2.5f},
+    {"fp8 block ue8m0 decode m16", "fp8e4m3:block128x128:scale-ue8m0/fp8e4m3:group128:dynamic", BF16, 64, 6, 512, 256,
+     16, SILU, 1, 0, SIGMOID, 1, 8, 3, 1, 1, 2.5f},
     /* Non-gated activations and biases at decode sizes (the one-launch decode, decode_fused.cu). */
-    {"fp8 channel nongated decode m4", CHANNEL, BF16, 8, 2, 256, 128, 4, FMOE_ACT_GELU_TANH, 0, 0, SOFTMAX, 0, 0, 0,
-     0, 1, 1.0f},
-    {"bf16 nongated relu2 decode m3 bias", "bf16", BF16, 8, 2, 128, 64, 3, FMOE_ACT_RELU2, 0, 1, SOFTMAX, 0, 0, 0, 0,
+    {"fp8 channel nongated decode m4", CHANNEL, BF16, 8, 2, 256, 128, 4, FMOE_ACT_GELU_TANH, 0, 0, SOFTMAX, 0, 0, 0, 0,
      1, 1.0f},
+    {"bf16 nongated relu2 decode m3 bias", "bf16", BF16, 8, 2, 128, 64, 3, FMOE_ACT_RELU2, 0, 1, SOFTMAX, 0, 0, 0, 0, 1,
+     1.0f},
     /* EP with one token and one slot: one of the two ranks has no local pair (output all zeros). */
     {"bf16 ep decode 2/0", "bf16", BF16, 16, 1, 128, 64, 1, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0, 1, 1.0f, 0, 2, 0},
     {"fp8 ep decode 2/1", CHANNEL, BF16, 16, 1, 128, 64, 1, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0, 1, 1.0f, 0, 2, 1},
     {"fp8 ep decode 2/0", CHANNEL, BF16, 16, 1, 128, 64, 1, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0, 1, 1.0f, 0, 2, 0},
     /* Split K with one expert on every token: a 20-24 row tile, which the
      * split-K stream GEMM walks 8 token columns at a time. */
-    {"fp8 channel split-k skew m24", CHANNEL, BF16, 16, 2, 256, 128, 24, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0, 1, 1.0f, 0,
-     0, 0, 0, 0, 1},
-    {"fp8 block split-k skew m24", BLOCK, BF16, 16, 2, 512, 256, 24, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0, 1, 1.0f, 0, 0,
-     0, 0, 0, 1},
-    {"bf16 split-k skew m20 bias", "bf16", BF16, 16, 2, 256, 128, 20, SILU, 1, 1, SOFTMAX, 0, 0, 0, 0, 1, 1.0f, 0, 0,
-     0, 0, 0, 1},
+    {"fp8 channel split-k skew m24",
+     CHANNEL,
+     BF16,
+     16,
+     2,
+     256,
+     128,
+     24,
+     SILU,
+     1,
+     0,
+     SOFTMAX,
+     0,
+     0,
+     0,
+     0,
+     1,
+     1.0f,
+     0,
+     0,
+     0,
+     0,
+     0,
+     1},
+    {"fp8 block split-k skew m24",
+     BLOCK,
+     BF16,
+     16,
+     2,
+     512,
+     256,
+     24,
+     SILU,
+     1,
+     0,
+     SOFTMAX,
+     0,
+     0,
+     0,
+     0,
+     1,
+     1.0f,
+     0,
+     0,
+     0,
+     0,
+     0,
+     1},
+    {"bf16 split-k skew m20 bias",
+     "bf16",
+     BF16,
+     16,
+     2,
+     256,
+     128,
+     20,
+     SILU,
+     1,
+     1,
+     SOFTMAX,
+     0,
+     0,
+     0,
+     0,
+     1,
+     1.0f,
+     0,
+     0,
+     0,
+     0,
+     0,
+     1},
 };
 
 /* Shapes of spec/performance.md's grid (DeepSeek-V3 at E256 k8 H7168 I2048
  * only in fp8: its bf16 weights need 22 GiB of host memory to fill). */
-#define GRID(name, scheme, E, k, H, I, M) {name, scheme, BF16, E, k, H, I, M, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0, 1, 1.0f}
-#define GRID_SIZES(name, scheme, E, k, H, I)                                                                       \
-    GRID(name, scheme, E, k, H, I, 1), GRID(name, scheme, E, k, H, I, 16), GRID(name, scheme, E, k, H, I, 128),    \
+#define GRID(name, scheme, E, k, H, I, M) \
+    { \
+        name, scheme, BF16, E, k, H, I, M, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0, 1, 1.0f \
+    }
+#define GRID_SIZES(name, scheme, E, k, H, I) \
+    GRID(name, scheme, E, k, H, I, 1), GRID(name, scheme, E, k, H, I, 16), GRID(name, scheme, E, k, H, I, 128), \
         GRID(name, scheme, E, k, H, I, 1024), GRID(name, scheme, E, k, H, I, 8192)
 static const tcase benches[] = {
     GRID_SIZES("qwen3-30b bf16", "bf16", 128, 8, 2048, 768),
@@ -679,8 +798,8 @@ static const tcase benches[] = {
 };
 
 #define MAX_OPTIONS 16
-#define USAGE                                                                                                       \
-    "usage: cuda_check REFERENCE_TOML CUDA_TOML EMPTY_TOML [--tier T] [--option NAME=VALUE]... [--seed N]\n"        \
+#define USAGE \
+    "usage: cuda_check REFERENCE_TOML CUDA_TOML EMPTY_TOML [--tier T] [--option NAME=VALUE]... [--seed N]\n" \
     "                  [--bench [NAME_SUBSTRING [MAX_M]]]\n"
 
 /* A configuration with the cuda plugin's options (NAME=VALUE each) in a

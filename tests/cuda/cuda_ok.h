@@ -10,13 +10,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define CUDA_OK(call)                                                                                               \
-    do {                                                                                                            \
-        cudaError_t e_ = (call);                                                                                    \
-        if (e_ != cudaSuccess) {                                                                                    \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));                   \
-            exit(1);                                                                                                \
-        }                                                                                                           \
+#define CUDA_OK(call) \
+    do { \
+        cudaError_t e_ = (call); \
+        if (e_ != cudaSuccess) { \
+            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+            exit(1); \
+        } \
     } while (0)
 
 #endif

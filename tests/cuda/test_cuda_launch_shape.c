@@ -13,24 +13,24 @@
 
 #include "plugins/cuda/launch_shape.h"
 
-#define CK_SHAPE(l, thr, c, sm, warp)                                                                                  \
-    do {                                                                                                               \
-        ck_assert_uint_eq((l).threads, (thr));                                                                         \
-        ck_assert_int_eq((l).ch, (c));                                                                                 \
-        ck_assert_uint_eq((l).smem, (sm));                                                                             \
-        ck_assert_int_eq((l).warp_rows, (warp));                                                                       \
+#define CK_SHAPE(l, thr, c, sm, warp) \
+    do { \
+        ck_assert_uint_eq((l).threads, (thr)); \
+        ck_assert_int_eq((l).ch, (c)); \
+        ck_assert_uint_eq((l).smem, (sm)); \
+        ck_assert_int_eq((l).warp_rows, (warp)); \
     } while (0)
 
 /* The register path of quant_row.cuh holds 2 pieces of 8 values a thread:
  * rows of up to 4096 values fit 256 threads, longer ones get 1024. */
 START_TEST(quant_blocks_by_row_length)
 {
-    ck_assert_uint_eq(fmcu_quant_threads(768), 256);   /* Qwen3-30B-A3B I */
-    ck_assert_uint_eq(fmcu_quant_threads(2048), 256);  /* Qwen3 H, DeepSeek-V3 I */
-    ck_assert_uint_eq(fmcu_quant_threads(2880), 256);  /* gpt-oss-120b */
-    ck_assert_uint_eq(fmcu_quant_threads(4096), 256);  /* Mixtral H */
+    ck_assert_uint_eq(fmcu_quant_threads(768), 256);  /* Qwen3-30B-A3B I */
+    ck_assert_uint_eq(fmcu_quant_threads(2048), 256); /* Qwen3 H, DeepSeek-V3 I */
+    ck_assert_uint_eq(fmcu_quant_threads(2880), 256); /* gpt-oss-120b */
+    ck_assert_uint_eq(fmcu_quant_threads(4096), 256); /* Mixtral H */
     ck_assert_uint_eq(fmcu_quant_threads(4104), 1024);
-    ck_assert_uint_eq(fmcu_quant_threads(7168), 1024); /* DeepSeek-V3 H */
+    ck_assert_uint_eq(fmcu_quant_threads(7168), 1024);  /* DeepSeek-V3 H */
     ck_assert_uint_eq(fmcu_quant_threads(14336), 1024); /* Mixtral I */
 }
 END_TEST
@@ -86,12 +86,12 @@ START_TEST(block_scheme_takes_a_half_warp_per_group)
 }
 END_TEST
 
-#define CK_KINDS(bf16, rows, H, want1, want2)                                                                          \
-    do {                                                                                                               \
-        int k1_ = -7, k2_ = -7;                                                                                        \
-        fmcu_gg_kinds((bf16), (rows), (H), &k1_, &k2_);                                                                \
-        ck_assert_int_eq(k1_, (want1));                                                                                \
-        ck_assert_int_eq(k2_, (want2));                                                                                \
+#define CK_KINDS(bf16, rows, H, want1, want2) \
+    do { \
+        int k1_ = -7, k2_ = -7; \
+        fmcu_gg_kinds((bf16), (rows), (H), &k1_, &k2_); \
+        ck_assert_int_eq(k1_, (want1)); \
+        ck_assert_int_eq(k2_, (want2)); \
     } while (0)
 
 START_TEST(grouped_gemm_kinds_of_the_grid_models)
@@ -101,7 +101,7 @@ START_TEST(grouped_gemm_kinds_of_the_grid_models)
      * unless 192 pads H less. */
     CK_KINDS(0, 512, 2048, FMCU_GG_N192_PROMOTED, FMCU_GG_N256_FAST); /* Qwen3-30B-A3B M=8192 */
     CK_KINDS(1, 512, 2048, FMCU_GG_N256_FAST, FMCU_GG_N256_FAST);
-    CK_KINDS(0, 64, 2048, FMCU_GG_N192_PROMOTED, FMCU_GG_N128_FAST);  /* Qwen3-30B-A3B M=1024 */
+    CK_KINDS(0, 64, 2048, FMCU_GG_N192_PROMOTED, FMCU_GG_N128_FAST); /* Qwen3-30B-A3B M=1024 */
     CK_KINDS(1, 64, 2048, FMCU_GG_N256_FAST, FMCU_GG_N128_FAST);
     /* gpt-oss-120b, H = 2880: 15 tiles of 192 against 12 of 256 (3072) or 23 of 128 (2944). */
     CK_KINDS(0, 256, 2880, FMCU_GG_N192_PROMOTED, FMCU_GG_N192_FAST); /* M=8192 */

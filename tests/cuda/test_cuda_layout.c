@@ -61,8 +61,14 @@ static void h_free(void *ctx, void *p)
 }
 
 static const fmoe_host host = {
-    .struct_size = sizeof(fmoe_host), .abi_major = FMOE_ABI_MAJOR, .abi_minor = FMOE_ABI_MINOR,
-    .host_version = "test", .log = h_log, .error_set = h_error_set, .alloc = h_alloc, .free = h_free,
+    .struct_size = sizeof(fmoe_host),
+    .abi_major = FMOE_ABI_MAJOR,
+    .abi_minor = FMOE_ABI_MINOR,
+    .host_version = "test",
+    .log = h_log,
+    .error_set = h_error_set,
+    .alloc = h_alloc,
+    .free = h_free,
 };
 
 typedef struct loaded {
@@ -98,8 +104,8 @@ static fmoe_status init_with(const fmoe_plugin *p, const char *const (*kv)[2], u
         opts[i] = (fmoe_option){.key = kv[i][0], .value = kv[i][1]};
         ptrs[i] = &opts[i];
     }
-    fmoe_init_args ia = {.struct_size = sizeof ia, .host = &host, .abi_minor = FMOE_ABI_MINOR, .options = ptrs,
-                         .n_options = n};
+    fmoe_init_args ia = {
+        .struct_size = sizeof ia, .host = &host, .abi_minor = FMOE_ABI_MINOR, .options = ptrs, .n_options = n};
     last_error[0] = 0;
     fmoe_status st = p->init(&ia);
     *state = ia.state;
@@ -231,12 +237,22 @@ START_TEST(params_match_reference)
             uint32_t gated = variant & 1, bias = (variant >> 1) & 1, tp = (variant & 4) ? 2 : 1;
             fmoe_layer_config c = config(gated, bias, tp, FMOE_DTYPE_BF16);
             uint32_t inter = c.intermediate_size / tp;
-            fmoe_query_args q = {.struct_size = sizeof q, .state = ref.state, .config = &c, .scheme = &served[si],
-                                 .scheme_key = "test", .device_kind = FMOE_DEVICE_CPU};
+            fmoe_query_args q = {.struct_size = sizeof q,
+                                 .state = ref.state,
+                                 .config = &c,
+                                 .scheme = &served[si],
+                                 .scheme_key = "test",
+                                 .device_kind = FMOE_DEVICE_CPU};
             ck_assert_int_eq(ref.plugin->query(&q), FMOE_STATUS_OK);
-            fmoe_create_args ca = {.struct_size = sizeof ca, .state = ref.state, .config = &c, .scheme = &served[si],
-                                   .device_kind = FMOE_DEVICE_CPU, .hidden_size = c.hidden_size,
-                                   .intermediate_per_rank = inter, .num_local_experts = 8, .num_global_experts = 8};
+            fmoe_create_args ca = {.struct_size = sizeof ca,
+                                   .state = ref.state,
+                                   .config = &c,
+                                   .scheme = &served[si],
+                                   .device_kind = FMOE_DEVICE_CPU,
+                                   .hidden_size = c.hidden_size,
+                                   .intermediate_per_rank = inter,
+                                   .num_local_experts = 8,
+                                   .num_global_experts = 8};
             ck_assert_int_eq(q.method->create(&ca), FMOE_STATUS_OK);
             fmoe_declare_params_args da = {.struct_size = sizeof da, .instance = ca.instance};
             ck_assert_int_eq(q.method->declare_params(&da), FMOE_STATUS_OK);
@@ -290,15 +306,15 @@ START_TEST(workspace)
                 ck_assert_uint_gt(off[i], off[i - 1]);
         }
         ck_assert_uint_ge(ws.total, ws.logits_stage + 100 * 64 * 4);
-        ck_assert_uint_ge(ws.y - ws.act, 800 * 256 * 2);            /* act [P, I] act dtype */
-        ck_assert_uint_ge(ws.logits_stage - ws.y, 800 * 320 * 2);   /* y [P, H] */
+        ck_assert_uint_ge(ws.y - ws.act, 800 * 256 * 2);          /* act [P, I] act dtype */
+        ck_assert_uint_ge(ws.logits_stage - ws.y, 800 * 320 * 2); /* y [P, H] */
         if (quant == FMCU_Q_BLOCK)
-            ck_assert_uint_ge(ws.act - ws.a1_scale, 100 * 3 * 4);  /* 320 / 128 -> 3 groups */
+            ck_assert_uint_ge(ws.act - ws.a1_scale, 100 * 3 * 4); /* 320 / 128 -> 3 groups */
     }
     /* The plan's per-expert buffers with more experts than 256 bytes hold. */
     fmcu_workspace_layout(100, 8, 320, 256, 300, 300, FMCU_Q_NONE, 128, &ws);
     ck_assert_uint_ge(ws.plan_sync - ws.offsets, 301 * 4);
-    ck_assert_uint_ge(ws.plan_cursor - ws.plan_sync, 301 * 4);   /* counts [E] + done counter */
+    ck_assert_uint_ge(ws.plan_cursor - ws.plan_sync, 301 * 4); /* counts [E] + done counter */
     ck_assert_uint_ge(ws.sorted - ws.plan_cursor, 300 * 4);
 }
 END_TEST
@@ -381,8 +397,12 @@ START_TEST(probe_without_gpu_is_not_fatal)
     }
     make_served();
     fmoe_layer_config c = config(1, 0, 1, FMOE_DTYPE_BF16);
-    fmoe_query_args q = {.struct_size = sizeof q, .state = l.state, .config = &c, .scheme = &served[0],
-                         .scheme_key = "bf16", .device_kind = FMOE_DEVICE_CPU};
+    fmoe_query_args q = {.struct_size = sizeof q,
+                         .state = l.state,
+                         .config = &c,
+                         .scheme = &served[0],
+                         .scheme_key = "bf16",
+                         .device_kind = FMOE_DEVICE_CPU};
     ck_assert_int_eq(l.plugin->query(&q), FMOE_STATUS_UNSUPPORTED);
     ck_assert_uint_gt(strlen(q.reason), 0);
     q.device_kind = FMOE_DEVICE_CUDA;
@@ -401,9 +421,14 @@ START_TEST(init_parses_the_options)
     const fmoe_plugin *p = entry_of(cuda_path);
     void *state = NULL;
     static const char *const all[][2] = {
-        {"tier", "stream"},          {"plan_wide_pairs", "1"},        {"decode_tail", "false"},
-        {"decode_fused", "on"},      {"decode_fused_w13", "registers"}, {"prefill_warp_rows", "false"},
-        {"prefill_half_tiles", "false"}, {"prefill_tile_order", "counter"},
+        {"tier", "stream"},
+        {"plan_wide_pairs", "1"},
+        {"decode_tail", "false"},
+        {"decode_fused", "on"},
+        {"decode_fused_w13", "registers"},
+        {"prefill_warp_rows", "false"},
+        {"prefill_half_tiles", "false"},
+        {"prefill_tile_order", "counter"},
     };
     ck_assert_int_eq(init_with(p, all, 8, &state), FMOE_STATUS_OK);
     ck_assert_ptr_nonnull(state);

@@ -147,24 +147,26 @@ END_TEST
 
 /* A refused value names the option, what it takes and what it got, and
  * leaves the options as they were. */
-#define CK_REFUSED(name, value, text)                                                                                  \
-    do {                                                                                                               \
-        fmcu_options o_, d_;                                                                                           \
-        char why_[256];                                                                                                \
-        ck_assert_int_eq(set_one(&o_, (name), (value), why_, sizeof why_), -1);                                        \
-        ck_assert_str_eq(why_, (text));                                                                                \
-        fmcu_options_default(&d_);                                                                                     \
-        ck_assert(same_options(&o_, &d_));                                                                             \
+#define CK_REFUSED(name, value, text) \
+    do { \
+        fmcu_options o_, d_; \
+        char why_[256]; \
+        ck_assert_int_eq(set_one(&o_, (name), (value), why_, sizeof why_), -1); \
+        ck_assert_str_eq(why_, (text)); \
+        fmcu_options_default(&d_); \
+        ck_assert(same_options(&o_, &d_)); \
     } while (0)
 
 START_TEST(bad_values_are_refused_naming_the_option)
 {
     CK_REFUSED("tier", "Stream", "option 'tier': expected auto, stream, tiled or prefill, got 'Stream'");
     CK_REFUSED("tier", "", "option 'tier': expected auto, stream, tiled or prefill, got ''");
-    CK_REFUSED("plan_wide_pairs", "-5", "option 'plan_wide_pairs': expected a whole number of pairs >= 0 (0: never), "
-                                        "got '-5'");
-    CK_REFUSED("plan_wide_pairs", "12x", "option 'plan_wide_pairs': expected a whole number of pairs >= 0 (0: never), "
-                                         "got '12x'");
+    CK_REFUSED("plan_wide_pairs", "-5",
+               "option 'plan_wide_pairs': expected a whole number of pairs >= 0 (0: never), "
+               "got '-5'");
+    CK_REFUSED("plan_wide_pairs", "12x",
+               "option 'plan_wide_pairs': expected a whole number of pairs >= 0 (0: never), "
+               "got '12x'");
     CK_REFUSED("plan_wide_pairs", "99999999999999999999999",
                "option 'plan_wide_pairs': expected a whole number of pairs >= 0 (0: never), "
                "got '99999999999999999999999'");
@@ -173,8 +175,9 @@ START_TEST(bad_values_are_refused_naming_the_option)
     CK_REFUSED("decode_fused_w13", "regs", "option 'decode_fused_w13': expected auto or registers, got 'regs'");
     CK_REFUSED("prefill_warp_rows", "yes", "option 'prefill_warp_rows': expected true or false, got 'yes'");
     CK_REFUSED("prefill_half_tiles", "2", "option 'prefill_half_tiles': expected true or false, got '2'");
-    CK_REFUSED("prefill_tile_order", "fixedx", "option 'prefill_tile_order': expected auto, fixed or counter, got "
-                                               "'fixedx'");
+    CK_REFUSED("prefill_tile_order", "fixedx",
+               "option 'prefill_tile_order': expected auto, fixed or counter, got "
+               "'fixedx'");
 }
 END_TEST
 

@@ -9,8 +9,8 @@
 #ifndef FMOE_TESTS_FORMATS_GOLDEN_H
 #define FMOE_TESTS_FORMATS_GOLDEN_H
 
-#include <stdint.h>
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct golden golden;
 

@@ -26,7 +26,7 @@ START_TEST(test_e2m1_every_code)
     for (int c = 0; c < 16; c++) {
         float v = fmoe_fp4_e2m1_decode((uint8_t)c);
         ck_assert_msg(bits(v) == bits(want[c]), "code %d: %a, want %a", c, v, want[c]);
-        ck_assert_uint_eq(fmoe_fp4_e2m1_encode(v), c); /* -0 (0x8) included */
+        ck_assert_uint_eq(fmoe_fp4_e2m1_encode(v), c);                               /* -0 (0x8) included */
         ck_assert_uint_eq(bits(fmoe_fp4_e2m1_decode((uint8_t)(0xF0 | c))), bits(v)); /* high bits ignored */
     }
     free(want);
@@ -111,7 +111,7 @@ START_TEST(test_ue8m0_every_byte)
             ck_assert_uint_eq(fmoe_ue8m0_encode_ceil(v), b);
     }
     ck_assert_uint_eq(bits(fmoe_ue8m0_decode(0)), 0x00400000u); /* 2^-127, not 0.0 */
-    ck_assert(isnan(fmoe_ue8m0_decode(255)));                     /* NaN, not inf */
+    ck_assert(isnan(fmoe_ue8m0_decode(255)));                   /* NaN, not inf */
     free(want);
     golden_free(g);
 }

@@ -103,8 +103,8 @@ START_TEST(test_special_rules)
     /* Ties to even at the subnormal boundary: 2^-10 is half of e4m3fn's 2^-9. */
     ck_assert_uint_eq(fmoe_fp8_e4m3fn_encode(0x1p-10f), 0x00);
     ck_assert_uint_eq(fmoe_fp8_e4m3fn_encode(3 * 0x1p-10f), 0x02);
-    ck_assert_uint_eq(fmoe_fp8_e4m3fn_encode(1.0625f), 0x38);               /* tie between 1 and 1.125 */
-    ck_assert_uint_eq(fmoe_fp8_e4m3fn_encode(1.0625f + 0x1p-20f), 0x39);    /* no double rounding */
+    ck_assert_uint_eq(fmoe_fp8_e4m3fn_encode(1.0625f), 0x38);            /* tie between 1 and 1.125 */
+    ck_assert_uint_eq(fmoe_fp8_e4m3fn_encode(1.0625f + 0x1p-20f), 0x39); /* no double rounding */
     ck_assert(isinf(fmoe_fp8_e5m2_decode(0xFC)) && fmoe_fp8_e5m2_decode(0xFC) < 0);
     ck_assert(signbit(fmoe_fp8_e4m3fn_decode(0xFF)) && isnan(fmoe_fp8_e4m3fn_decode(0xFF)));
 }
@@ -194,8 +194,7 @@ START_TEST(test_quantize_rejects)
     ck_assert_int_eq(fmoe_fp8_quantize(FMOE_DTYPE_FP8_E4M3FNUZ, 448.0f, 1.0f, x, 2, q), FMOE_STATUS_INVALID_ARGUMENT);
     ck_assert_int_eq(fmoe_fp8_quantize(FMOE_DTYPE_FP8_E4M3FN, 448.0f, 0.0f, x, 2, q), FMOE_STATUS_INVALID_ARGUMENT);
     ck_assert_int_eq(fmoe_fp8_quantize(FMOE_DTYPE_FP8_E4M3FN, NAN, 1.0f, x, 2, q), FMOE_STATUS_INVALID_ARGUMENT);
-    ck_assert_int_eq(fmoe_fp8_quantize(FMOE_DTYPE_FP8_E4M3FN, 448.0f, INFINITY, x, 2, q),
-                     FMOE_STATUS_INVALID_ARGUMENT);
+    ck_assert_int_eq(fmoe_fp8_quantize(FMOE_DTYPE_FP8_E4M3FN, 448.0f, INFINITY, x, 2, q), FMOE_STATUS_INVALID_ARGUMENT);
     ck_assert_int_eq(fmoe_fp8_dequantize(FMOE_DTYPE_F32, 1.0f, q, 2, x), FMOE_STATUS_INVALID_ARGUMENT);
 }
 END_TEST
@@ -206,10 +205,10 @@ START_TEST(test_e1_fp8_decode_table)
     static const struct {
         uint8_t b;
         float v;
-    } fn[] = {{0x00, 0.0f},  {0x01, 0.001953125f}, {0x07, 0.013671875f}, {0x08, 0.015625f}, {0x38, 1.0f},
-              {0x3C, 1.5f},  {0x40, 2.0f},         {0x70, 128.0f},       {0x7E, 448.0f},    {0xC0, -2.0f},
-              {0xC8, -4.0f}, {0xFE, -448.0f}},
-      fnuz[] = {{0x01, 0.0009765625f}, {0x08, 0.0078125f}, {0x38, 0.5f},   {0x40, 1.0f},
+    } fn[] = {{0x00, 0.0f},   {0x01, 0.001953125f}, {0x07, 0.013671875f}, {0x08, 0.015625f},
+              {0x38, 1.0f},   {0x3C, 1.5f},         {0x40, 2.0f},         {0x70, 128.0f},
+              {0x7E, 448.0f}, {0xC0, -2.0f},        {0xC8, -4.0f},        {0xFE, -448.0f}},
+      fnuz[] = {{0x01, 0.0009765625f}, {0x08, 0.0078125f}, {0x38, 0.5f},  {0x40, 1.0f},
                 {0x7E, 224.0f},        {0x7F, 240.0f},     {0xC8, -2.0f}, {0xFF, -240.0f}},
       e5m2[] = {{0x01, 0x1p-16f}, {0x04, 0x1p-14f}, {0x3C, 1.0f}, {0x7B, 57344.0f}, {0xFB, -57344.0f}};
     for (size_t i = 0; i < sizeof fn / sizeof fn[0]; i++)

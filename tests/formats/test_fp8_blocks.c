@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fusedmoe/kit/half.h"
 #include "fusedmoe/formats.h"
+#include "fusedmoe/kit/half.h"
 #include "tests/formats/golden.h"
 #include "tests/test_util.h"
 
@@ -191,9 +191,9 @@ START_TEST(test_e4_dynamic_activation_quant)
     ck_assert_uint_eq(bits(s), bits(0.0078125f));
     ck_assert(q[0] == 0x70 && q[1] == 0xFE && q[2] == 0x60);
     /* ROCm FNUZ with max 224: identical bytes, doubled scale. */
-    ck_assert_int_eq(
-        fmoe_fp8_quantize_blocks(FMOE_DTYPE_FP8_E4M3FNUZ, 224.0f, FMOE_FP8_SCALE_F32, 1, 3, 1, 3, x, q, &s),
-        FMOE_STATUS_OK);
+    ck_assert_int_eq(fmoe_fp8_quantize_blocks(FMOE_DTYPE_FP8_E4M3FNUZ, 224.0f, FMOE_FP8_SCALE_F32, 1, 3, 1, 3, x, q,
+                                              &s),
+                     FMOE_STATUS_OK);
     ck_assert_uint_eq(bits(s), bits(0.015625f));
     ck_assert(q[0] == 0x70 && q[1] == 0xFE && q[2] == 0x60);
     ck_assert_float_eq(fmoe_fp8_e4m3fnuz_decode(q[0]), 64.0f);
@@ -202,9 +202,9 @@ START_TEST(test_e4_dynamic_activation_quant)
     /* Per token: rows [[1, -3.5], [0.5, 0.25]]. */
     float rows[4] = {1.0f, -3.5f, 0.5f, 0.25f}, s2[2];
     uint8_t q2[4];
-    ck_assert_int_eq(
-        fmoe_fp8_quantize_blocks(FMOE_DTYPE_FP8_E4M3FN, 448.0f, FMOE_FP8_SCALE_F32, 2, 2, 1, 2, rows, q2, s2),
-        FMOE_STATUS_OK);
+    ck_assert_int_eq(fmoe_fp8_quantize_blocks(FMOE_DTYPE_FP8_E4M3FN, 448.0f, FMOE_FP8_SCALE_F32, 2, 2, 1, 2, rows, q2,
+                                              s2),
+                     FMOE_STATUS_OK);
     ck_assert_uint_eq(bits(s2[0]), bits(3.5f / 448.0f));
     ck_assert_uint_eq(bits(s2[1]), bits(0.5f / 448.0f));
     ck_assert_uint_eq(q2[2], 0x7E); /* 448 */
@@ -222,18 +222,18 @@ START_TEST(test_e5_group_quant)
     x[0] = 1.0f;
     x[1] = -0.3f;
     x[2] = 3.5f; /* group amax */
-    ck_assert_int_eq(
-        fmoe_fp8_quantize_blocks(FMOE_DTYPE_FP8_E4M3FN, 448.0f, FMOE_FP8_SCALE_F32, 1, 128, 1, 128, x, q, &s),
-        FMOE_STATUS_OK);
+    ck_assert_int_eq(fmoe_fp8_quantize_blocks(FMOE_DTYPE_FP8_E4M3FN, 448.0f, FMOE_FP8_SCALE_F32, 1, 128, 1, 128, x, q,
+                                              &s),
+                     FMOE_STATUS_OK);
     ck_assert_float_eq(s, 0x1p-7f);
     ck_assert_uint_eq(q[0], 0x70);
     ck_assert_uint_eq(q[1], 0xE2); /* -38.4 -> -40 */
     ck_assert_float_eq(fmoe_fp8_e4m3fn_decode(q[1]) * s, -0.3125f);
     /* UE8M0 with amax 3.0: 3/448 = 0.006696 -> 2^-7, exponent byte 120. */
     x[2] = 3.0f;
-    ck_assert_int_eq(
-        fmoe_fp8_quantize_blocks(FMOE_DTYPE_FP8_E4M3FN, 448.0f, FMOE_FP8_SCALE_UE8M0, 1, 128, 1, 128, x, q, &s),
-        FMOE_STATUS_OK);
+    ck_assert_int_eq(fmoe_fp8_quantize_blocks(FMOE_DTYPE_FP8_E4M3FN, 448.0f, FMOE_FP8_SCALE_UE8M0, 1, 128, 1, 128, x, q,
+                                              &s),
+                     FMOE_STATUS_OK);
     ck_assert_float_eq(s, 0x1p-7f);
     ck_assert_uint_eq(fmoe_ue8m0_encode_floor(s), 120);
 }
@@ -249,9 +249,9 @@ START_TEST(test_e18_megamoe_requant)
     for (int i = 0; i < 32; i++)
         act[i] = 0.25f * (float)(i % 9) - 1.0f;
     act[5] = -14.999319f;
-    ck_assert_int_eq(
-        fmoe_fp8_quantize_blocks(FMOE_DTYPE_FP8_E4M3FN, 448.0f, FMOE_FP8_SCALE_UE8M0, 1, 32, 1, 32, act, q, &s),
-        FMOE_STATUS_OK);
+    ck_assert_int_eq(fmoe_fp8_quantize_blocks(FMOE_DTYPE_FP8_E4M3FN, 448.0f, FMOE_FP8_SCALE_UE8M0, 1, 32, 1, 32, act, q,
+                                              &s),
+                     FMOE_STATUS_OK);
     ck_assert_float_eq(s, 0x1p-4f);
     ck_assert_uint_eq(fmoe_ue8m0_encode_floor(s), 123);
     ck_assert_uint_eq(q[5], 0xF7);

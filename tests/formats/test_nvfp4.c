@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fusedmoe/kit/half.h"
 #include "fusedmoe/formats.h"
+#include "fusedmoe/kit/half.h"
 #include "tests/formats/golden.h"
 #include "tests/test_util.h"
 
@@ -61,8 +61,8 @@ START_TEST(test_quantize_table)
             ck_assert_msg(scales[b] == want_s[b], "case %d block %lld: sf 0x%02x, want 0x%02x", c, (long long)b,
                           scales[b], want_s[b]);
         for (int64_t i = 0; i < n / 2; i++)
-            ck_assert_msg(packed[i] == want_p[i], "case %d byte %lld: 0x%02x, want 0x%02x", c, (long long)i,
-                          packed[i], want_p[i]);
+            ck_assert_msg(packed[i] == want_p[i], "case %d byte %lld: 0x%02x, want 0x%02x", c, (long long)i, packed[i],
+                          want_p[i]);
         char prefix[32];
         snprintf(prefix, sizeof prefix, "nvfp4.%d", c);
         check_dequant(g, prefix, rows, cols, packed, scales, global, convention);
@@ -134,14 +134,14 @@ END_TEST
 /* E6 - NVFP4 block with a compressed-tensors input global scale. */
 START_TEST(test_e6_nvfp4_block)
 {
-    static const float in[16] = {10,        -5,         2.5,       1,        0.2002f,  -0.5,  0,       7.5,
+    static const float in[16] = {10,        -5,         2.5,       1,        0.2002f,  -0.5,   0,      7.5,
                                  3.296875f, -2.203125f, 0.8984375, 4.40625f, -6.59375, 8.8125, -9.875, 0.050049f};
     float x[16];
     for (int i = 0; i < 16; i++) /* the inputs are bf16 */
         x[i] = fmoe_bf16_to_f32(fmoe_f32_to_bf16(in[i]));
     float g = fmoe_nvfp4_global_from_amax(10.0f);
     ck_assert_uint_eq(bits(g), bits(268.79998779f));
-    ck_assert_uint_eq(bits(g * (10.0f * (1.0f / 6.0f))), bits(448.0f)); /* SFValue */
+    ck_assert_uint_eq(bits(g * (10.0f * (1.0f / 6.0f))), bits(448.0f));       /* SFValue */
     ck_assert_uint_eq(bits(1.0f / (448.0f * (1.0f / g))), bits(0.59999996f)); /* outScale */
     uint8_t packed[8], sf;
     ck_assert_int_eq(fmoe_nvfp4_quantize(1, 16, x, g, FMOE_NVFP4_GLOBAL_QUANT, packed, &sf), FMOE_STATUS_OK);
@@ -153,8 +153,8 @@ START_TEST(test_e6_nvfp4_block)
     fmoe_fp4_unpack(packed, 16, got);
     ck_assert_int_eq(memcmp(got, codes, 16), 0);
     float d[16];
-    static const float deq[16] = {10,          -5,         2.5, 0.8333333f, 0,  -0.8333333f, 0,   6.6666667f,
-                                  3.3333333f, -2.5,       0.8333333f, 5,   -6.6666667f, 10,  -10, 0};
+    static const float deq[16] = {10,         -5,   2.5,        0.8333333f, 0,           -0.8333333f, 0,   6.6666667f,
+                                  3.3333333f, -2.5, 0.8333333f, 5,          -6.6666667f, 10,          -10, 0};
     ck_assert_int_eq(fmoe_nvfp4_dequantize(1, 16, packed, &sf, g, FMOE_NVFP4_GLOBAL_QUANT, d), FMOE_STATUS_OK);
     for (int i = 0; i < 16; i++)
         ck_assert_float_eq_tol(d[i], deq[i], 1e-5f);

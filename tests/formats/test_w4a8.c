@@ -44,8 +44,8 @@ START_TEST(test_table)
             ck_assert_uint_eq(bits(sc[r]), bits(want_sc[r]));
         }
         for (int64_t i = 0; i < m * k; i++)
-            ck_assert_msg(q[i] == want_q[i], "case %d q[%lld] = %d, want %d (x = %a)", c, (long long)i, q[i],
-                          want_q[i], x[i]);
+            ck_assert_msg(q[i] == want_q[i], "case %d q[%lld] = %d, want %d (x = %a)", c, (long long)i, q[i], want_q[i],
+                          x[i]);
         ck_assert_int_eq(fmoe_w4a8_dequantize_activations(m, k, q, off, sc, deq), FMOE_STATUS_OK);
         for (int64_t i = 0; i < m * k; i++)
             ck_assert_uint_eq(bits(deq[i]), bits(want_deq[i]));
@@ -70,8 +70,8 @@ START_TEST(test_table)
         }
         ck_assert_int_eq(fmoe_w4a8_matmul(m, n, k, q, off, sc, packed, group, ws, ws_dtype, out), FMOE_STATUS_OK);
         for (int64_t i = 0; i < m * n; i++)
-            ck_assert_msg(bits(out[i]) == bits(want_out[i]), "case %d out[%lld] = %a, want %a", c, (long long)i,
-                          out[i], want_out[i]);
+            ck_assert_msg(bits(out[i]) == bits(want_out[i]), "case %d out[%lld] = %a, want %a", c, (long long)i, out[i],
+                          want_out[i]);
         /* The scale dtype must match the granularity (pitfall 7 of spec §9). */
         fmoe_dtype wrong = ws_dtype == FMOE_DTYPE_F32 ? FMOE_DTYPE_BF16 : FMOE_DTYPE_F32;
         ck_assert_int_eq(fmoe_w4a8_matmul(m, n, k, q, off, sc, packed, group, ws, wrong, out),

@@ -5,8 +5,8 @@
  * tensor is viewed and its bytes read, so a bad offset check shows up as an
  * out-of-bounds read under ASan. Replayed over corpus/safetensors by meson.
  */
-#include <stdint.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "core/safetensors.h"
 

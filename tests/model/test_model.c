@@ -275,7 +275,8 @@ START_TEST(deepseek_v2_lite)
     fmoe_layer_config d;
     fmoe_layer_config_init(&d);
     ck_assert_int_eq(fmoe_model_layer_config(m, 0, &d), FMOE_STATUS_INVALID_ARGUMENT);
-    ck_assert_str_eq(fmoe_last_error(), FMOE_TEST_DATA_DIR "/model_configs/deepseek-v2-lite.json: layer 0 is a "
+    ck_assert_str_eq(fmoe_last_error(),
+                     FMOE_TEST_DATA_DIR "/model_configs/deepseek-v2-lite.json: layer 0 is a "
                                         "dense layer, not a MoE layer (first_k_dense_replace = 1, moe_layer_freq = 1)");
     fmoe_model_destroy(m);
 }

@@ -26,8 +26,12 @@ static const kv mixtral[] = {
 };
 
 static const kv qwen2[] = {
-    {"model_type", "\"qwen2_moe\""},   {"num_hidden_layers", "4"},      {"num_experts", "8"},
-    {"num_experts_per_tok", "2"},      {"hidden_size", "64"},           {"moe_intermediate_size", "32"},
+    {"model_type", "\"qwen2_moe\""},
+    {"num_hidden_layers", "4"},
+    {"num_experts", "8"},
+    {"num_experts_per_tok", "2"},
+    {"hidden_size", "64"},
+    {"moe_intermediate_size", "32"},
     {"shared_expert_intermediate_size", "64"},
 };
 
@@ -68,8 +72,8 @@ static const kv gpt_oss[] = {
 };
 
 static const kv llama4_text[] = {
-    {"model_type", "\"llama4_text\""}, {"num_hidden_layers", "4"}, {"num_local_experts", "16"},
-    {"num_experts_per_tok", "1"},      {"hidden_size", "64"},      {"intermediate_size", "32"},
+    {"model_type", "\"llama4_text\""},  {"num_hidden_layers", "4"}, {"num_local_experts", "16"},
+    {"num_experts_per_tok", "1"},       {"hidden_size", "64"},      {"intermediate_size", "32"},
     {"interleave_moe_layer_step", "2"},
 };
 
@@ -136,7 +140,7 @@ static const char *plus(const char *json, const char *key, const char *value)
     return buf;
 }
 
-#define INVALID FMOE_STATUS_INVALID_ARGUMENT
+#define INVALID     FMOE_STATUS_INVALID_ARGUMENT
 #define UNSUPPORTED FMOE_STATUS_UNSUPPORTED
 
 START_TEST(bases_are_valid)
@@ -211,8 +215,7 @@ END_TEST
 
 START_TEST(document)
 {
-    expect("{\"model_type\": ", FMOE_STATUS_PARSE_ERROR,
-           "config.json:1:15: unexpected token near end of file");
+    expect("{\"model_type\": ", FMOE_STATUS_PARSE_ERROR, "config.json:1:15: unexpected token near end of file");
     expect("[1]", INVALID, "config.json: expected an object, got an array");
     expect("{\"a\": 1, \"a\": 2}", FMOE_STATUS_PARSE_ERROR, "config.json:1:12: duplicate object key near '\"a\"'");
     fmoe_model *m = NULL;

@@ -175,8 +175,7 @@ static fmoe_status fx_time_replays(fmoe_replay_args *a)
         return h->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT, "fixture device: bad time_replays arguments");
     for (uint32_t i = 0; i < a->n_graphs; i++) /* "capture" */
         if (a->enqueue(a->ctx, i, &fx_stream_token) != FMOE_STATUS_OK)
-            return h->error_set(a->err, FMOE_STATUS_PLUGIN_ERROR, "fixture device: forward %u failed under capture",
-                                i);
+            return h->error_set(a->err, FMOE_STATUS_PLUGIN_ERROR, "fixture device: forward %u failed under capture", i);
     for (uint32_t r = 0; r < a->warmup + a->reps; r++) {
         double t0 = fx_now();
         if (a->enqueue(a->ctx, r % a->n_graphs, &fx_stream_token) != FMOE_STATUS_OK)
@@ -249,10 +248,14 @@ static void fx_write_past_init(void)
 /* Declares one more parameter of four axes of 2^20, whose element count
  * (2^80) overflows int64: the host must refuse it naming this plugin, never
  * allocate a token buffer and blame the checkpoint later. */
-static fmoe_param_desc fx_huge_desc = {
-    .struct_size = sizeof(fmoe_param_desc), .name = "huge", .dtype = FMOE_DTYPE_F32, .ndim = 4,
-    .shape = {1 << 20, 1 << 20, 1 << 20, 1 << 20}, .projection = FMOE_PROJ_NONE, .role = FMOE_ROLE_WEIGHT,
-    .shard_axis = -1};
+static fmoe_param_desc fx_huge_desc = {.struct_size = sizeof(fmoe_param_desc),
+                                       .name = "huge",
+                                       .dtype = FMOE_DTYPE_F32,
+                                       .ndim = 4,
+                                       .shape = {1 << 20, 1 << 20, 1 << 20, 1 << 20},
+                                       .projection = FMOE_PROJ_NONE,
+                                       .role = FMOE_ROLE_WEIGHT,
+                                       .shard_axis = -1};
 static const fmoe_param_desc *fx_huge_list[16];
 
 static fmoe_status fx_declare_huge(fmoe_declare_params_args *a)
@@ -281,8 +284,8 @@ static void fx_huge_init(void)
 static fmoe_status fx_probe(fmoe_probe_args *a)
 {
 #ifdef FIXTURE_PROBE_FAIL
-    return ((const fx_state *)a->state)->ref.host->error_set(a->err, FMOE_STATUS_DEVICE_ERROR,
-                                                              "fixture probe fails on purpose");
+    return ((const fx_state *)a->state)
+        ->ref.host->error_set(a->err, FMOE_STATUS_DEVICE_ERROR, "fixture probe fails on purpose");
 #endif
     if (a->capacity < 1) /* conform's abi/probe-no-room */
         return FMOE_STATUS_OK;
@@ -342,28 +345,29 @@ static const struct {
     fmoe_plugin table;
     char future_fields[64];
 } fx = {
-    .table = {
+    .table =
+        {
 #if defined(FIXTURE_TABLE_SMALL)
-        .struct_size = offsetof(fmoe_plugin, probe),
+            .struct_size = offsetof(fmoe_plugin, probe),
 #elif defined(FIXTURE_TABLE_LARGE)
-        .struct_size = sizeof(fmoe_plugin) + 64,
+            .struct_size = sizeof(fmoe_plugin) + 64,
 #else
-        .struct_size = sizeof(fmoe_plugin),
+            .struct_size = sizeof(fmoe_plugin),
 #endif
-        .abi_major = FIXTURE_ABI_MAJOR,
-        .abi_minor = FIXTURE_ABI_MINOR,
-        .name = FIXTURE_NAME,
-        .vendor = "fusedmoe tests",
-        .version = "0.0.1",
-        .build_id = "fixture",
-        .init = fx_init,
-        .probe = fx_probe,
-        .query = fx_query,
-        .shutdown = fx_shutdown,
+            .abi_major = FIXTURE_ABI_MAJOR,
+            .abi_minor = FIXTURE_ABI_MINOR,
+            .name = FIXTURE_NAME,
+            .vendor = "fusedmoe tests",
+            .version = "0.0.1",
+            .build_id = "fixture",
+            .init = fx_init,
+            .probe = fx_probe,
+            .query = fx_query,
+            .shutdown = fx_shutdown,
 #ifdef FIXTURE_DEVICE
-        .memory = &fx_memory,
+            .memory = &fx_memory,
 #endif
-    },
+        },
 };
 
 #ifdef FIXTURE_NO_ENTRY

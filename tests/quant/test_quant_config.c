@@ -47,32 +47,40 @@ static void expect_error(const char *json, fmoe_status want_st, const char *want
 {
     char key[FMOE_SCHEME_KEY_MAX] = "";
     fmoe_status st = scheme_of(json, 4, key, sizeof key);
-    ck_assert_msg(st == want_st, "%s\n-> status %d (%s), key '%s'; want %d", json, st, fmoe_last_error(), key,
-                  want_st);
+    ck_assert_msg(st == want_st, "%s\n-> status %d (%s), key '%s'; want %d", json, st, fmoe_last_error(), key, want_st);
     ck_assert_str_eq(fmoe_last_error(), want_msg);
 }
 
 /* A compressed-tensors config with one group targeting Linear. */
-#define CT(format, weights, input, ignore)                                                                  \
+#define CT(format, weights, input, ignore) \
     "{\"torch_dtype\": \"bfloat16\", \"quantization_config\": {\"quant_method\": \"compressed-tensors\", " \
-    "\"format\": \"" format "\", \"config_groups\": {\"group_0\": {\"targets\": [\"Linear\"], "           \
+    "\"format\": \"" format "\", \"config_groups\": {\"group_0\": {\"targets\": [\"Linear\"], " \
     "\"weights\": " weights ", \"input_activations\": " input "}}, \"ignore\": " ignore "}}"
 
-#define W_INT4_G128 "{\"num_bits\": 4, \"type\": \"int\", \"strategy\": \"group\", \"group_size\": 128, \"symmetric\": true, \"dynamic\": false}"
-#define W_FP8_CHANNEL "{\"num_bits\": 8, \"type\": \"float\", \"strategy\": \"channel\", \"symmetric\": true, \"dynamic\": false}"
-#define W_FP8_TENSOR "{\"num_bits\": 8, \"type\": \"float\", \"strategy\": \"tensor\", \"symmetric\": true, \"dynamic\": false}"
-#define A_FP8_TOKEN "{\"num_bits\": 8, \"type\": \"float\", \"strategy\": \"token\", \"symmetric\": true, \"dynamic\": true}"
-#define A_FP8_TENSOR_STATIC "{\"num_bits\": 8, \"type\": \"float\", \"strategy\": \"tensor\", \"symmetric\": true, \"dynamic\": false}"
-#define W_NVFP4 "{\"num_bits\": 4, \"type\": \"float\", \"strategy\": \"tensor_group\", \"group_size\": 16, \"symmetric\": true, \"dynamic\": false}"
-#define A_NVFP4 "{\"num_bits\": 4, \"type\": \"float\", \"strategy\": \"tensor_group\", \"group_size\": 16, \"symmetric\": true, \"dynamic\": \"local\"}"
+#define W_INT4_G128 \
+    "{\"num_bits\": 4, \"type\": \"int\", \"strategy\": \"group\", \"group_size\": 128, \"symmetric\": true, " \
+    "\"dynamic\": false}"
+#define W_FP8_CHANNEL \
+    "{\"num_bits\": 8, \"type\": \"float\", \"strategy\": \"channel\", \"symmetric\": true, \"dynamic\": false}"
+#define W_FP8_TENSOR \
+    "{\"num_bits\": 8, \"type\": \"float\", \"strategy\": \"tensor\", \"symmetric\": true, \"dynamic\": false}"
+#define A_FP8_TOKEN \
+    "{\"num_bits\": 8, \"type\": \"float\", \"strategy\": \"token\", \"symmetric\": true, \"dynamic\": true}"
+#define A_FP8_TENSOR_STATIC \
+    "{\"num_bits\": 8, \"type\": \"float\", \"strategy\": \"tensor\", \"symmetric\": true, \"dynamic\": false}"
+#define W_NVFP4 \
+    "{\"num_bits\": 4, \"type\": \"float\", \"strategy\": \"tensor_group\", \"group_size\": 16, \"symmetric\": true, " \
+    "\"dynamic\": false}"
+#define A_NVFP4 \
+    "{\"num_bits\": 4, \"type\": \"float\", \"strategy\": \"tensor_group\", \"group_size\": 16, \"symmetric\": true, " \
+    "\"dynamic\": \"local\"}"
 #define IGNORE_STD "[\"lm_head\", \"re:.*mlp.gate$\"]"
 
 START_TEST(test_compressed_tensors_schemes)
 {
     /* The three examples of spec/interface.md §9.3. */
     expect_key(CT("pack-quantized", W_INT4_G128, "null", IGNORE_STD), "int4:group128");
-    expect_key(CT("float-quantized", W_FP8_CHANNEL, A_FP8_TOKEN, IGNORE_STD),
-               "fp8e4m3:channel/fp8e4m3:token:dynamic");
+    expect_key(CT("float-quantized", W_FP8_CHANNEL, A_FP8_TOKEN, IGNORE_STD), "fp8e4m3:channel/fp8e4m3:token:dynamic");
     expect_key(CT("nvfp4-pack-quantized", W_NVFP4, A_NVFP4, IGNORE_STD),
                "fp4:tgroup16:scale-fp8e4m3/fp4:tgroup16:dynamic");
     /* W4A16 NVFP4: no input activations. */
@@ -118,8 +126,7 @@ START_TEST(test_compressed_tensors_schemes)
                   "\"symmetric\": false}",
                   "[]"),
                "int4:channel/int8:token:dynamic:asym");
-    expect_key(CT("int-quantized",
-                  "{\"num_bits\": 4, \"type\": \"int\", \"strategy\": \"group\", \"group_size\": 32}",
+    expect_key(CT("int-quantized", "{\"num_bits\": 4, \"type\": \"int\", \"strategy\": \"group\", \"group_size\": 32}",
                   "{\"num_bits\": 8, \"type\": \"int\", \"strategy\": \"token\", \"dynamic\": true}", "[]"),
                "int4:group32:scale-bf16/int8:token:dynamic:asym");
     expect_key(CT("float-quantized",
@@ -128,8 +135,7 @@ START_TEST(test_compressed_tensors_schemes)
                "int4:group128/fp8e4m3:token:dynamic");
     /* MXFP4 weights, with MXFP4 activations or none. */
     expect_key(CT("mxfp4-pack-quantized",
-                  "{\"num_bits\": 4, \"type\": \"float\", \"strategy\": \"group\", \"group_size\": 32}", "null",
-                  "[]"),
+                  "{\"num_bits\": 4, \"type\": \"float\", \"strategy\": \"group\", \"group_size\": 32}", "null", "[]"),
                "fp4:group32:scale-ue8m0");
 }
 END_TEST
@@ -140,8 +146,7 @@ START_TEST(test_selection_errors)
                  "config.json: quantization_config.config_groups.group_0: format \"int-quantized\" quantizes "
                  "activations, but the group has no input_activations (only float weights may leave them out: "
                  "W8A16-FP8)");
-    expect_error(CT("naive-quantized", "{\"num_bits\": 3, \"type\": \"int\", \"strategy\": \"channel\"}",
-                    "{}", "[]"),
+    expect_error(CT("naive-quantized", "{\"num_bits\": 3, \"type\": \"int\", \"strategy\": \"channel\"}", "{}", "[]"),
                  FMOE_STATUS_INVALID_ARGUMENT,
                  "config.json: quantization_config.config_groups.group_0: format \"naive-quantized\" quantizes "
                  "activations, but the group has no input_activations (only float weights may leave them out: "
@@ -164,8 +169,8 @@ START_TEST(test_selection_errors)
                  FMOE_STATUS_UNSUPPORTED,
                  "config.json: " LAYER ".0.gate_proj: The block-wise quantization only supports dynamic activation "
                  "scheme for now, but got static activation scheme.");
-    expect_error(CT("float-quantized", "{\"num_bits\": 8, \"type\": \"int\", \"strategy\": \"channel\"}",
-                    A_FP8_TOKEN, "[]"),
+    expect_error(CT("float-quantized", "{\"num_bits\": 8, \"type\": \"int\", \"strategy\": \"channel\"}", A_FP8_TOKEN,
+                    "[]"),
                  FMOE_STATUS_UNSUPPORTED,
                  "config.json: " LAYER ".0.gate_proj: Unsupported FusedMoe scheme: weights {type=int num_bits=8 "
                  "strategy=channel symmetric=true dynamic=false}, input_activations {type=float num_bits=8 "
@@ -176,8 +181,7 @@ END_TEST
 /* Resolution runs over every expert, not only expert 0 (vLLM's TODO). */
 START_TEST(test_every_expert_is_checked)
 {
-    expect_error(CT("pack-quantized", W_INT4_G128, "null", "[\"" LAYER ".3.down_proj\"]"),
-                 FMOE_STATUS_INVALID_ARGUMENT,
+    expect_error(CT("pack-quantized", W_INT4_G128, "null", "[\"" LAYER ".3.down_proj\"]"), FMOE_STATUS_INVALID_ARGUMENT,
                  "config.json: " LAYER ": All MoE projections need to have same quantization scheme but found "
                  "multiple: " LAYER ".0.gate_proj is 'int4:group128', " LAYER ".3.down_proj is 'bf16'");
     /* A regex ignore that catches all experts makes the layer unquantized. */
@@ -228,7 +232,8 @@ START_TEST(test_mixtral_names_and_expert_count)
                      "'int4:group128', model.layers.1.block_sparse_moe.experts.7.w2 is 'bf16'");
     m.gate = "w1.x";
     ck_assert_int_eq(fmoe_quant_config_scheme(qc, &m, &s), FMOE_STATUS_INVALID_ARGUMENT);
-    ck_assert_str_eq(fmoe_last_error(), "fmoe_quant_config_scheme: modules.gate/up/down must be plain names without '.'");
+    ck_assert_str_eq(fmoe_last_error(),
+                     "fmoe_quant_config_scheme: modules.gate/up/down must be plain names without '.'");
     fmoe_quant_config_destroy(qc);
 }
 END_TEST
@@ -354,8 +359,8 @@ START_TEST(test_unquantized_and_methods)
     expect_key("{\"dtype\": \"float16\"}", "f16");
     expect_key("{}", "f32");
     expect_key("{\"torch_dtype\": \"bfloat16\", \"compression_config\": {\"quant_method\": \"compressed-tensors\", "
-               "\"format\": \"pack-quantized\", \"config_groups\": {\"g\": {\"targets\": [\"Linear\"], \"weights\": "
-               W_INT4_G128 "}}}}",
+               "\"format\": \"pack-quantized\", \"config_groups\": {\"g\": {\"targets\": [\"Linear\"], "
+               "\"weights\": " W_INT4_G128 "}}}}",
                "int4:group128");
     expect_error("{\"quantization_config\": {\"quant_method\": \"awq\", \"bits\": 4}}", FMOE_STATUS_UNSUPPORTED,
                  "config.json: quantization_config.quant_method: quantization method \"awq\" is not supported "

@@ -88,8 +88,8 @@ static void fp8_groups(const fmoe_scheme *s, uint32_t g, float *x, uint32_t n)
 }
 
 typedef struct rank_ctx {
-    uint32_t tp_rank, e0, e1;  /* experts [e0, e1) are local */
-    float s1, s2;              /* FP8 per-tensor scales of this rank's GEMM inputs */
+    uint32_t tp_rank, e0, e1; /* experts [e0, e1) are local */
+    float s1, s2;             /* FP8 per-tensor scales of this rank's GEMM inputs */
 } rank_ctx;
 
 /* Quantize x[0..n) in place as GEMM `gemm` (1 or 2) input of expert e. */
@@ -274,8 +274,8 @@ static rank_ctx rank_of(const tq_layer *L, uint32_t tp_rank, uint32_t ep_rank)
 }
 
 /* Sum of every rank's model output into out[M, H] (zeroed here). */
-static void model_all(const tq_layer *L, const double *W13, const double *W2, int quant, const routing *rt,
-                      double *out, float *amax_act)
+static void model_all(const tq_layer *L, const double *W13, const double *W2, int quant, const routing *rt, double *out,
+                      float *amax_act)
 {
     memset(out, 0, (size_t)rt->M * L->c->H * sizeof *out);
     for (uint32_t tr = 0; tr < L->c->tp; tr++)
@@ -545,8 +545,8 @@ static void make_routing(fmoe_rng *rng, const qcase *c, float *x, float *w, int3
             w[t * c->topk + j] = fmoe_rng_uniform(rng, 0.1f, 1.0f);
         }
     if (c->invalid_ids && c->M >= 2) {
-        ids[0] = -1;                           /* masked slot */
-        ids[c->topk] = (int32_t)(c->E + 3);    /* out of range: contributes 0 */
+        ids[0] = -1;                        /* masked slot */
+        ids[c->topk] = (int32_t)(c->E + 3); /* out of range: contributes 0 */
     }
 }
 
@@ -611,8 +611,9 @@ static double run(const qcase *c, uint64_t seed, uint64_t stream, int broken, do
             den += unq[i] * unq[i];
         }
         *loose_err = den > 0.0 ? sqrt(num / den) : 0.0;
-        ck_assert_msg(n == 0 || *loose_err <= c->loose, "%s: ||ref - unquantized|| / ||unquantized|| = %g > %g (seed %llu)",
-                      c->key, *loose_err, c->loose, (unsigned long long)seed);
+        ck_assert_msg(n == 0 || *loose_err <= c->loose,
+                      "%s: ||ref - unquantized|| / ||unquantized|| = %g > %g (seed %llu)", c->key, *loose_err, c->loose,
+                      (unsigned long long)seed);
         free(o13), free(o2), free(unq);
     }
     fmoe_context_destroy(ctx);

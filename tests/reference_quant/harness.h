@@ -21,17 +21,17 @@
 #include "tests/test_util.h"
 
 typedef struct qcase {
-    const char *key;        /* scheme key */
+    const char *key; /* scheme key */
     uint32_t E, H, I, topk, M;
-    int gated;              /* default 1 via qcase_init */
+    int gated; /* default 1 via qcase_init */
     int bias;
-    int on_input;           /* apply_router_weight_on_input (topk must be 1) */
-    uint32_t tp, ep;        /* ranks to run and sum (1 = unsharded) */
-    int skew;               /* w1 / w3 quantized with different tensor scales */
-    int invalid_ids;        /* some routed ids are -1 or out of range */
-    int monolithic;         /* context option monolithic = true; routing by logits */
-    int nvfp4_dequant;      /* context option nvfp4_globals = "dequant" */
-    double loose;           /* bound on ||ref - unquantized|| / ||unquantized|| */
+    int on_input;      /* apply_router_weight_on_input (topk must be 1) */
+    uint32_t tp, ep;   /* ranks to run and sum (1 = unsharded) */
+    int skew;          /* w1 / w3 quantized with different tensor scales */
+    int invalid_ids;   /* some routed ids are -1 or out of range */
+    int monolithic;    /* context option monolithic = true; routing by logits */
+    int nvfp4_dequant; /* context option nvfp4_globals = "dequant" */
+    double loose;      /* bound on ||ref - unquantized|| / ||unquantized|| */
 } qcase;
 
 /* Defaults: E=4, H=I=64, topk=2, M=8, gated, TP=EP=1, loose 0.1. */

@@ -36,8 +36,8 @@ float tq_bf16(float f)
     return r;
 }
 
-void tq_add(tq_layer *L, const char *suffix, int32_t expert, int32_t shard, fmoe_dtype dtype, uint32_t ndim,
-            int64_t d0, int64_t d1, void *data)
+void tq_add(tq_layer *L, const char *suffix, int32_t expert, int32_t shard, fmoe_dtype dtype, uint32_t ndim, int64_t d0,
+            int64_t d1, void *data)
 {
     if (L->n == L->cap) {
         L->cap = L->cap ? 2 * L->cap : 64;
@@ -193,8 +193,8 @@ static void quant_nvfp4(tq_layer *L, int e, int shard, const float *w, uint32_t 
 /* ---- integers -------------------------------------------------------------- */
 
 /* Symmetric or asymmetric quantization of one group (the columns `cols`). */
-static void int_group(const float *row, const int32_t *cols, uint32_t n, int bits, int asym, fmoe_dtype sd,
-                      int8_t *q, float *scale, int8_t *zp, double *deq)
+static void int_group(const float *row, const int32_t *cols, uint32_t n, int bits, int asym, fmoe_dtype sd, int8_t *q,
+                      float *scale, int8_t *zp, double *deq)
 {
     int qmin = -(1 << (bits - 1)), qmax = (1 << (bits - 1)) - 1;
     float lo = 0.0f, hi = 0.0f;
@@ -324,9 +324,14 @@ void tq_quantize_expert(tq_layer *L, int e)
 tq_quant_fn tq_quantizer(int fam)
 {
     switch (fam) {
-    case TQ_FP8: case TQ_MXFP8: return quant_fp8;
-    case TQ_MXFP4: return quant_mxfp4;
-    case TQ_NVFP4: return quant_nvfp4;
-    default: return quant_int;
+    case TQ_FP8:
+    case TQ_MXFP8:
+        return quant_fp8;
+    case TQ_MXFP4:
+        return quant_mxfp4;
+    case TQ_NVFP4:
+        return quant_nvfp4;
+    default:
+        return quant_int;
     }
 }

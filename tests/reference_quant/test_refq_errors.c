@@ -152,10 +152,10 @@ START_TEST(wna16_declared_params)
         fmoe_dtype dtype;
         int64_t d1, d2;
     } want[] = {
-        {"w13_weight_packed", FMOE_DTYPE_INT32, 64 / 8, 128},  {"w2_weight_packed", FMOE_DTYPE_INT32, 64 / 8, 64},
-        {"w13_weight_scale", FMOE_DTYPE_F32, 64 / 32, 128},    {"w2_weight_scale", FMOE_DTYPE_F32, 128 / 32, 64},
+        {"w13_weight_packed", FMOE_DTYPE_INT32, 64 / 8, 128},    {"w2_weight_packed", FMOE_DTYPE_INT32, 64 / 8, 64},
+        {"w13_weight_scale", FMOE_DTYPE_F32, 64 / 32, 128},      {"w2_weight_scale", FMOE_DTYPE_F32, 128 / 32, 64},
         {"w13_weight_zero_point", FMOE_DTYPE_INT32, 2, 128 / 8}, {"w2_weight_zero_point", FMOE_DTYPE_INT32, 4, 64 / 8},
-        {"w13_weight_g_idx", FMOE_DTYPE_INT32, 64, 0},         {"w2_weight_g_idx", FMOE_DTYPE_INT32, 64, 0},
+        {"w13_weight_g_idx", FMOE_DTYPE_INT32, 64, 0},           {"w2_weight_g_idx", FMOE_DTYPE_INT32, 64, 0},
     };
     ck_assert_uint_eq(fmoe_layer_param_count(layer), 8);
     for (uint32_t i = 0; i < 8; i++) {

@@ -32,8 +32,8 @@ static inline void fx_write(const char *path, const char *text)
 }
 
 /* Write <dir>/<file> as a manifest for plugin `name` built at `library`. */
-static inline void fx_manifest(const char *dir, const char *file, const char *name, const char *library,
-                               int abi_major, const char *arch, const char *schemes)
+static inline void fx_manifest(const char *dir, const char *file, const char *name, const char *library, int abi_major,
+                               const char *arch, const char *schemes)
 {
     char path[1024], text[2048];
     snprintf(path, sizeof path, "%s/%s", dir, file);

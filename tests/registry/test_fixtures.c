@@ -89,15 +89,14 @@ static double *inputs(int64_t h)
 /* The float weights of one layer in [rows, K] form per expert. */
 typedef struct float_layer {
     int64_t e, h, i;
-    double *w1, *w3, *w2;  /* [E, I, H], [E, I, H], [E, H, I] */
-    double *b1, *b3, *b2;  /* [E, I], [E, I], [E, H] or NULL */
+    double *w1, *w3, *w2; /* [E, I, H], [E, I, H], [E, H, I] */
+    double *b1, *b3, *b2; /* [E, I], [E, I], [E, H] or NULL */
     double *router, *router_bias;
 } float_layer;
 
 static void free_float_layer(float_layer *l)
 {
-    free(l->w1), free(l->w3), free(l->w2), free(l->b1), free(l->b3), free(l->b2), free(l->router),
-        free(l->router_bias);
+    free(l->w1), free(l->w3), free(l->w2), free(l->b1), free(l->b3), free(l->b2), free(l->router), free(l->router_bias);
 }
 
 /* bf16: per-expert Linear weights. */
@@ -333,8 +332,8 @@ static void check_fixture(const char *name, const char *float_name, double tol, 
         fmoe_status st = run_layer(&f, layer, &r.cfg, 1, 0, 1, 0, 0, r.x, r.logits, MAX_M, y);
         ck_assert_msg(st == FMOE_STATUS_OK, "%s layer %u: %s", name, layer, fmoe_last_error());
         double err = rel_err(y, r.y, MAX_M * r.l.h), e2 = nmse(y, r.y, MAX_M * r.l.h);
-        printf("# %s layer %u: max|y - y_f64| / max|y_f64| = %.3e (tolerance %.1e), nmse %.3e (tolerance %.1e)\n",
-               name, layer, err, tol, e2, nmse_tol);
+        printf("# %s layer %u: max|y - y_f64| / max|y_f64| = %.3e (tolerance %.1e), nmse %.3e (tolerance %.1e)\n", name,
+               layer, err, tol, e2, nmse_tol);
         ck_assert_msg(err <= tol, "%s layer %u: relative error %.3e > %.1e", name, layer, err, tol);
         ck_assert_msg(e2 <= nmse_tol, "%s layer %u: nmse %.3e > %.1e", name, layer, e2, nmse_tol);
         free(y);
@@ -585,8 +584,8 @@ static void write_gptq_fixture(const char *dir)
     json_error_t jerr;
     json_t *cfg = json_load_file(MODELS "/w4a16-actorder/config.json", 0, &jerr);
     ck_assert_ptr_nonnull(cfg);
-    json_t *q = json_pack("{s:s, s:i, s:i, s:b, s:b}", "quant_method", "gptq", "bits", 4, "group_size", 32,
-                          "desc_act", 1, "sym", 1);
+    json_t *q = json_pack("{s:s, s:i, s:i, s:b, s:b}", "quant_method", "gptq", "bits", 4, "group_size", 32, "desc_act",
+                          1, "sym", 1);
     json_object_set_new(cfg, "quantization_config", q);
     snprintf(path, sizeof path, "%s/config.json", dir);
     ck_assert_int_eq(json_dump_file(cfg, path, JSON_INDENT(2)), 0);
@@ -615,8 +614,10 @@ static void write_modelopt_fixture(const char *dir)
         o->bytes = bytes, o->ndim = t.ndim;
         for (uint32_t a = 0; a < t.ndim; a++)
             o->shape[a] = t.shape[a];
-        o->dtype = t.dtype == FMOE_DTYPE_BF16 ? "BF16" : t.dtype == FMOE_DTYPE_F32 ? "F32"
-                 : t.dtype == FMOE_DTYPE_FP8_E4M3FN ? "F8_E4M3" : "U8";
+        o->dtype = t.dtype == FMOE_DTYPE_BF16         ? "BF16"
+                   : t.dtype == FMOE_DTYPE_F32        ? "F32"
+                   : t.dtype == FMOE_DTYPE_FP8_E4M3FN ? "F8_E4M3"
+                                                      : "U8";
         const char *suffix = dot + 1;
         if (strcmp(suffix, "weight_global_scale") == 0 || strcmp(suffix, "input_global_scale") == 0) {
             float *v = o->data;
@@ -699,7 +700,7 @@ static void write_llama4_fixture(const char *dir, const float_layer *l)
     size_t off = 0;
     for (size_t q = 0; q < n; q++) {
         int gate_up = strstr(out[q].name, "gate_up") != NULL, router = strstr(out[q].name, "router") != NULL;
-        json_t *shape = router ? json_pack("[I,I]", (json_int_t)e, (json_int_t)h)
+        json_t *shape = router    ? json_pack("[I,I]", (json_int_t)e, (json_int_t)h)
                         : gate_up ? json_pack("[I,I,I]", (json_int_t)e, (json_int_t)h, (json_int_t)(2 * i))
                                   : json_pack("[I,I,I]", (json_int_t)e, (json_int_t)i, (json_int_t)h);
         json_object_set_new(hdr, out[q].name,
@@ -723,9 +724,9 @@ static void write_llama4_fixture(const char *dir, const float_layer *l)
     free(gu), free(dn), free(rt);
     json_t *cfg = json_pack("{s:[s], s:s, s:I, s:i, s:I, s:I, s:i, s:i, s:s, s:s}", "architectures",
                             "Llama4ForCausalLM", "model_type", "llama4_text", "num_local_experts", (json_int_t)e,
-                            "num_experts_per_tok", 1, "hidden_size", (json_int_t)h, "intermediate_size",
-                            (json_int_t)i, "num_hidden_layers", 2, "interleave_moe_layer_step", 1, "hidden_act",
-                            "silu", "torch_dtype", "bfloat16");
+                            "num_experts_per_tok", 1, "hidden_size", (json_int_t)h, "intermediate_size", (json_int_t)i,
+                            "num_hidden_layers", 2, "interleave_moe_layer_step", 1, "hidden_act", "silu", "torch_dtype",
+                            "bfloat16");
     snprintf(path, sizeof path, "%s/config.json", dir);
     ck_assert_int_eq(json_dump_file(cfg, path, JSON_INDENT(2)), 0);
     json_decref(cfg);

@@ -351,9 +351,9 @@ START_TEST(monolithic_equals_host_routing)
     float w_host[M][K], w_mono[M][K];
     int32_t id_host[M][K], id_mono[M][K];
     const char *configs[2] = {NULL, "[plugins.reference.options]\nmonolithic = true\n"};
-    float (*outs[2])[H] = {a, b};
-    float (*ws[2])[K] = {w_host, w_mono};
-    int32_t (*ids[2])[K] = {id_host, id_mono};
+    float(*outs[2])[H] = {a, b};
+    float(*ws[2])[K] = {w_host, w_mono};
+    int32_t(*ids[2])[K] = {id_host, id_mono};
     const char *methods[2] = {"unquantized", "unquantized-monolithic"};
     for (int v = 0; v < 2; v++) {
         fmoe_context *ctx = ref_ctx(configs[v]);
@@ -373,8 +373,12 @@ START_TEST(monolithic_equals_host_routing)
         fmoe_tensor_init(&y, FMOE_DTYPE_F32, 2, mh, outs[v]);
         fmoe_tensor_init(&tw, FMOE_DTYPE_F32, 2, mk, ws[v]);
         fmoe_tensor_init(&ti, FMOE_DTYPE_INT32, 2, mk, ids[v]);
-        fmoe_forward_args f = {.struct_size = sizeof f, .x = &x, .router_logits = &lg, .out = &y,
-                               .topk_weights_out = &tw, .topk_ids_out = &ti};
+        fmoe_forward_args f = {.struct_size = sizeof f,
+                               .x = &x,
+                               .router_logits = &lg,
+                               .out = &y,
+                               .topk_weights_out = &tw,
+                               .topk_ids_out = &ti};
         ck_assert_msg(fmoe_layer_forward(layer, &f) == FMOE_STATUS_OK, "%s", fmoe_last_error());
         /* A monolithic method cannot take routing from the caller. */
         fmoe_forward_args g = {.struct_size = sizeof g, .x = &x, .topk_weights = &tw, .topk_ids = &ti, .out = &y};
@@ -542,10 +546,10 @@ START_TEST(device_layer_timed_by_plugin)
     ck_assert_int_eq(fmoe_layer_tensor_copy(layer, &dx, &hx), FMOE_STATUS_OK);
     ck_assert_int_eq(fmoe_layer_tensor_copy(layer, &dw, &hw), FMOE_STATUS_OK);
     ck_assert_int_eq(fmoe_layer_tensor_copy(layer, &did, &hid), FMOE_STATUS_OK);
-    replay_probe p = {.layer = layer,
-                      .args = {.struct_size = sizeof p.args, .x = &dx, .topk_weights = &dw, .topk_ids = &did,
-                               .out = &dy},
-                      .fail_at = UINT32_MAX};
+    replay_probe p = {
+        .layer = layer,
+        .args = {.struct_size = sizeof p.args, .x = &dx, .topk_weights = &dw, .topk_ids = &did, .out = &dy},
+        .fail_at = UINT32_MAX};
     double sec[5] = {-1, -1, -1, -1, -1};
     ck_assert_msg(fmoe_layer_time_replays(layer, 3, 2, 5, probe_enqueue, &p, sec) == FMOE_STATUS_OK, "%s",
                   fmoe_last_error());

@@ -21,13 +21,13 @@
 
 #include "fusedmoe/fusedmoe.h"
 
-#define E 8
-#define K 2
-#define H 64
-#define I 32
-#define M 48
+#define E       8
+#define K       2
+#define H       64
+#define I       32
+#define M       48
 #define THREADS 4
-#define ROUNDS 60
+#define ROUNDS  60
 
 typedef struct job {
     fmoe_layer *layer;

@@ -189,8 +189,9 @@ START_TEST(tp_cannot_split_odd_rows)
     ck_assert_str_eq(fmoe_last_error(),
                      "w13_channel_scale expert 0 (w1): axis 0 has 7 rows, which tp_size 2 does not divide");
     ck_assert_int_eq(load2(layer, "w13_channel_scale", 0, FMOE_SHARD_W1, 10, 1), FMOE_STATUS_INVALID_ARGUMENT);
-    ck_assert_str_eq(fmoe_last_error(),
-                     "w13_channel_scale expert 0 (w1): tensor gives [5, 1] after TP narrowing, the layer expects [4, 1]");
+    ck_assert_str_eq(
+        fmoe_last_error(),
+        "w13_channel_scale expert 0 (w1): tensor gives [5, 1] after TP narrowing, the layer expects [4, 1]");
     fmoe_layer_destroy(layer);
     fmoe_context_destroy(ctx);
 }

@@ -6,8 +6,8 @@
 
 /* The host's minor version as text, for messages that quote it. */
 #define FMOE_TEST_STR2(x) #x
-#define FMOE_TEST_STR(x) FMOE_TEST_STR2(x)
-#define FMOE_TEST_MINOR FMOE_TEST_STR(FMOE_ABI_MINOR)
+#define FMOE_TEST_STR(x)  FMOE_TEST_STR2(x)
+#define FMOE_TEST_MINOR   FMOE_TEST_STR(FMOE_ABI_MINOR)
 
 /* Load `so` as an explicit file next to a good plugin; return its record. */
 static fmoe_plugin_info load_one(const char *so, const char *name, fmoe_context **ctx_out)
@@ -47,7 +47,8 @@ START_TEST(other_major_in_table_refused_by_host)
     fmoe_context *ctx;
     fmoe_plugin_info p = load_one(FIXTURE_SO_FIXTURE_MAJOR2_LIES, "libfixture_major2_lies.so", &ctx);
     ck_assert_int_eq(p.state, FMOE_PLUGIN_STATE_FAILED);
-    ck_assert_str_eq(p.reason, "plugin ABI 2." FMOE_TEST_MINOR ", host ABI 1." FMOE_TEST_MINOR ": the major version must match");
+    ck_assert_str_eq(p.reason,
+                     "plugin ABI 2." FMOE_TEST_MINOR ", host ABI 1." FMOE_TEST_MINOR ": the major version must match");
     fmoe_context_destroy(ctx);
 }
 END_TEST
@@ -64,7 +65,8 @@ START_TEST(other_major_in_manifest_skipped_without_loading)
     fmoe_context *ctx = fx_context(files, 1, NULL, 0, NULL);
     fmoe_plugin_info p = fx_plugin(ctx, "future");
     ck_assert_int_eq(p.state, FMOE_PLUGIN_STATE_SKIPPED);
-    ck_assert_str_eq(p.reason, "manifest declares ABI 2.0, host ABI 1." FMOE_TEST_MINOR ": the major version must match");
+    ck_assert_str_eq(p.reason,
+                     "manifest declares ABI 2.0, host ABI 1." FMOE_TEST_MINOR ": the major version must match");
     fmoe_context_destroy(ctx);
 }
 END_TEST
@@ -147,8 +149,8 @@ START_TEST(dlopen_failure_has_dlerror_text)
     fmoe_plugin_info p = fx_plugin(ctx, "ghost");
     ck_assert_int_eq(p.state, FMOE_PLUGIN_STATE_FAILED);
     char want[1024];
-    snprintf(want, sizeof want, "dlopen failed: %s/libghost.so: cannot open shared object file: No such file or directory",
-             dir);
+    snprintf(want, sizeof want,
+             "dlopen failed: %s/libghost.so: cannot open shared object file: No such file or directory", dir);
     ck_assert_str_eq(p.reason, want);
     fmoe_context_destroy(ctx);
 }

@@ -130,7 +130,8 @@ START_TEST(toml_disable_and_enabled_false)
     snprintf(cfg, sizeof cfg, "%s/fusedmoe.toml", dir);
     snprintf(text, sizeof text,
              "[search]\nfiles = [\"%s\", \"%s\"]\n[select]\ndisable = [\"fixture_o?\"]\n"
-             "[plugins.fixture_refuse]\nenabled = false\n", a, b);
+             "[plugins.fixture_refuse]\nenabled = false\n",
+             a, b);
     fx_write(cfg, text);
     fmoe_context *ctx = fx_context(NULL, 0, cfg, 0, NULL);
     fmoe_plugin_info p = fx_plugin(ctx, "fixture_ok");
@@ -159,7 +160,8 @@ START_TEST(current_directory_never_searched)
         fmoe_context_plugin(ctx, i, &info);
         ck_assert_msg(strncmp(info.manifest, dir, strlen(dir)) != 0, "loaded from cwd: %s", info.manifest);
     }
-    ck_assert_ptr_nonnull(strstr(lg.text, "FMOE_PLUGIN_PATH entry '.' ignored: only absolute directories are searched"));
+    ck_assert_ptr_nonnull(
+        strstr(lg.text, "FMOE_PLUGIN_PATH entry '.' ignored: only absolute directories are searched"));
     fmoe_context_destroy(ctx);
 }
 END_TEST
@@ -174,8 +176,9 @@ START_TEST(plugin_options_reach_init)
     fmoe_context *ctx = fx_context(files, 1, cfg, 0, NULL);
     fmoe_plugin_info p = fx_plugin(ctx, "reference");
     ck_assert_int_eq(p.state, FMOE_PLUGIN_STATE_FAILED);
-    ck_assert_msg(strstr(p.reason, "[plugins.reference.options]: plugin 'reference' has no option 'bogus' (its manifest "
-                                   "declares: monolithic, nvfp4_globals)") != NULL,
+    ck_assert_msg(strstr(p.reason,
+                         "[plugins.reference.options]: plugin 'reference' has no option 'bogus' (its manifest "
+                         "declares: monolithic, nvfp4_globals)") != NULL,
                   "reason: %s", p.reason);
     fmoe_context_destroy(ctx);
 }

@@ -123,8 +123,7 @@ END_TEST
 START_TEST(named_backend_falls_back_when_allowed)
 {
     fx_log lg = {0};
-    fmoe_context *ctx =
-        ctx_with("[select]\nfallback = true\n[select.schemes]\n\"bf16\" = \"fixture_refuse\"\n", &lg);
+    fmoe_context *ctx = ctx_with("[select]\nfallback = true\n[select.schemes]\n\"bf16\" = \"fixture_refuse\"\n", &lg);
     fmoe_layer_config cfg = fx_layer();
     fmoe_scheme s = bf16();
     fmoe_selection *sel = NULL;
@@ -162,15 +161,16 @@ START_TEST(unserved_scheme_lists_every_reason)
     ck_assert_int_eq(fmoe_scheme_parse("fp8e4m3fnuz:channel/fp8e4m3fnuz:token:dynamic", &s), FMOE_STATUS_OK);
     fmoe_selection *sel = NULL;
     ck_assert_int_eq(fmoe_context_explain(ctx, &cfg, &s, &sel), FMOE_STATUS_UNSUPPORTED);
-    ck_assert_str_eq(fmoe_last_error(),
-                     "no backend can serve scheme 'fp8e4m3fnuz:channel/fp8e4m3fnuz:token:dynamic' for this layer:\n"
-                     "  reference: does not serve scheme 'fp8e4m3fnuz:channel/fp8e4m3fnuz:token:dynamic' (serves f32, bf16, f16, "
-                     "fp8e4m3:tensor/fp8e4m3:tensor*, fp8e4m3:channel/fp8e4m3:token:dynamic, "
-                     "fp8e4m3:block*/fp8e4m3:group*:dynamic, fp8e4m3:group32:scale-ue8m0/fp8e4m3:group32:dynamic, "
-                     "fp4:group32:scale-ue8m0*, fp4:tgroup16:scale-fp8e4m3*, int[48]:channel*, int[48]:group*, "
-                     "int8:tensor/int8:token:dynamic*)\n"
-                     "  fixture_ok on cpu: fixture serves unquantized layers only\n"
-                     "  fixture_refuse on cpu: fixture refuses every layer");
+    ck_assert_str_eq(
+        fmoe_last_error(),
+        "no backend can serve scheme 'fp8e4m3fnuz:channel/fp8e4m3fnuz:token:dynamic' for this layer:\n"
+        "  reference: does not serve scheme 'fp8e4m3fnuz:channel/fp8e4m3fnuz:token:dynamic' (serves f32, bf16, f16, "
+        "fp8e4m3:tensor/fp8e4m3:tensor*, fp8e4m3:channel/fp8e4m3:token:dynamic, "
+        "fp8e4m3:block*/fp8e4m3:group*:dynamic, fp8e4m3:group32:scale-ue8m0/fp8e4m3:group32:dynamic, "
+        "fp4:group32:scale-ue8m0*, fp4:tgroup16:scale-fp8e4m3*, int[48]:channel*, int[48]:group*, "
+        "int8:tensor/int8:token:dynamic*)\n"
+        "  fixture_ok on cpu: fixture serves unquantized layers only\n"
+        "  fixture_refuse on cpu: fixture refuses every layer");
     fmoe_selection_destroy(sel);
     fmoe_context_destroy(ctx);
 }
@@ -192,7 +192,8 @@ START_TEST(application_pins_backend)
     o.backend = "fixture_refuse";
     ck_assert_int_eq(fmoe_layer_create(ctx, &cfg, &s, &o, &layer), FMOE_STATUS_UNSUPPORTED);
     ck_assert_ptr_nonnull(strstr(fmoe_last_error(), "  fixture_refuse on cpu: fixture refuses every layer"));
-    ck_assert_ptr_nonnull(strstr(fmoe_last_error(), "  reference: not requested (the layer asks for backend 'fixture_refuse')"));
+    ck_assert_ptr_nonnull(
+        strstr(fmoe_last_error(), "  reference: not requested (the layer asks for backend 'fixture_refuse')"));
     fmoe_context_destroy(ctx);
 }
 END_TEST

@@ -134,8 +134,8 @@ START_TEST(test_model_ceilings)
                  FMOE_LIMIT_TOP_K + 1ull);
     expect_range(mixtral(4, 8, 2, FMOE_LIMIT_HIDDEN + 1ull, 32, &m), "hidden_size", FMOE_LIMIT_HIDDEN,
                  FMOE_LIMIT_HIDDEN + 1ull);
-    expect_range(mixtral(4, 8, 2, 64, FMOE_LIMIT_INTERMEDIATE + 1ull, &m), "intermediate_size",
-                 FMOE_LIMIT_INTERMEDIATE, FMOE_LIMIT_INTERMEDIATE + 1ull);
+    expect_range(mixtral(4, 8, 2, 64, FMOE_LIMIT_INTERMEDIATE + 1ull, &m), "intermediate_size", FMOE_LIMIT_INTERMEDIATE,
+                 FMOE_LIMIT_INTERMEDIATE + 1ull);
     expect_range(mixtral(FMOE_LIMIT_LAYERS + 1ull, 8, 2, 64, 32, &m), "num_hidden_layers", FMOE_LIMIT_LAYERS,
                  FMOE_LIMIT_LAYERS + 1ull);
     ck_assert_ptr_null(m);
@@ -340,8 +340,7 @@ START_TEST(test_size_limits_exact)
      * without being read (it used to pass up to twice the limit). */
     const char *config = path_in("config.json");
     sized_file(config, FMOE_LIMIT_CONFIG_BYTES);
-    ck_assert_int_eq(fmoe_read_text_file(config, FMOE_LIMIT_CONFIG_BYTES, "config.json", &buf, &len),
-                     FMOE_STATUS_OK);
+    ck_assert_int_eq(fmoe_read_text_file(config, FMOE_LIMIT_CONFIG_BYTES, "config.json", &buf, &len), FMOE_STATUS_OK);
     ck_assert_uint_eq(len, FMOE_LIMIT_CONFIG_BYTES);
     free(buf);
     sized_file(config, FMOE_LIMIT_CONFIG_BYTES + 1ull);

@@ -28,9 +28,9 @@ static void cap_memory(void)
 }
 
 /* A compressed-tensors config with one int4 group and these members. */
-#define CT_FORMAT                                                                                                  \
-    "{\"torch_dtype\": \"bfloat16\", \"quantization_config\": {\"quant_method\": \"compressed-tensors\", "           \
-    "\"format\": \"pack-quantized\", \"config_groups\": {\"g\": {\"targets\": %s, \"weights\": {\"num_bits\": 4, "   \
+#define CT_FORMAT \
+    "{\"torch_dtype\": \"bfloat16\", \"quantization_config\": {\"quant_method\": \"compressed-tensors\", " \
+    "\"format\": \"pack-quantized\", \"config_groups\": {\"g\": {\"targets\": %s, \"weights\": {\"num_bits\": 4, " \
     "\"type\": \"int\", \"symmetric\": true, \"strategy\": \"group\", \"group_size\": 128}}}, \"ignore\": %s}}"
 
 static char *ct_config(const char *targets, const char *ignore)

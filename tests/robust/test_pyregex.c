@@ -96,8 +96,8 @@ START_TEST(test_regex_answers)
         fmoe_pyregex *re = NULL;
         char why[256] = "";
         ck_assert_msg(fmoe_pyregex_compile(c->pattern, &re, why, sizeof why) == 0, "/%s/: %s", c->pattern, why);
-        ck_assert_msg(fmoe_pyregex_match(re, c->name) == c->want, "re.match(r'%s', '%s') is %s in Python",
-                      c->pattern, c->name, c->want ? "a match" : "None");
+        ck_assert_msg(fmoe_pyregex_match(re, c->name) == c->want, "re.match(r'%s', '%s') is %s in Python", c->pattern,
+                      c->name, c->want ? "a match" : "None");
         fmoe_pyregex_free(re);
     }
 }

@@ -85,8 +85,8 @@ static void expect_refusal(fmoe_status st, const char *path, int kind, const cha
     snprintf(want, sizeof want, "%s: is %s, not a regular file (expected a %s)", path, kind_text[kind], what);
     ck_assert_msg(st == FMOE_STATUS_IO_ERROR, "%s (%s): status %d, expected IO_ERROR; message: %s", path,
                   kind_text[kind], st, fmoe_last_error());
-    ck_assert_msg(strstr(fmoe_last_error(), want) != NULL, "message \"%s\" does not contain \"%s\"",
-                  fmoe_last_error(), want);
+    ck_assert_msg(strstr(fmoe_last_error(), want) != NULL, "message \"%s\" does not contain \"%s\"", fmoe_last_error(),
+                  want);
 }
 
 /* ---- one reader per test, every kind each ------------------------------------ */

@@ -25,9 +25,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "fusedmoe/kit/half.h"
 #include "core/safetensors.h"
 #include "fusedmoe/fusedmoe.h"
+#include "fusedmoe/kit/half.h"
 #include "fusedmoe/model.h"
 #include "test_util.h"
 
@@ -42,10 +42,18 @@ typedef struct dtype_case {
 } dtype_case;
 
 static const dtype_case dtypes[] = {
-    {"F4", 4, FMOE_DTYPE_FP4_E2M1X2},   {"U8", 8, FMOE_DTYPE_UINT8},          {"I8", 8, FMOE_DTYPE_INT8},
-    {"F8_E5M2", 8, FMOE_DTYPE_FP8_E5M2}, {"F8_E4M3", 8, FMOE_DTYPE_FP8_E4M3FN}, {"F8_E8M0", 8, FMOE_DTYPE_UE8M0},
-    {"F8_E4M3FNUZ", 8, FMOE_DTYPE_FP8_E4M3FNUZ}, {"F16", 16, FMOE_DTYPE_F16}, {"BF16", 16, FMOE_DTYPE_BF16},
-    {"I32", 32, FMOE_DTYPE_INT32},       {"F32", 32, FMOE_DTYPE_F32},          {"F64", 64, FMOE_DTYPE_F64},
+    {"F4", 4, FMOE_DTYPE_FP4_E2M1X2},
+    {"U8", 8, FMOE_DTYPE_UINT8},
+    {"I8", 8, FMOE_DTYPE_INT8},
+    {"F8_E5M2", 8, FMOE_DTYPE_FP8_E5M2},
+    {"F8_E4M3", 8, FMOE_DTYPE_FP8_E4M3FN},
+    {"F8_E8M0", 8, FMOE_DTYPE_UE8M0},
+    {"F8_E4M3FNUZ", 8, FMOE_DTYPE_FP8_E4M3FNUZ},
+    {"F16", 16, FMOE_DTYPE_F16},
+    {"BF16", 16, FMOE_DTYPE_BF16},
+    {"I32", 32, FMOE_DTYPE_INT32},
+    {"F32", 32, FMOE_DTYPE_F32},
+    {"F64", 64, FMOE_DTYPE_F64},
     {"I64", 64, FMOE_DTYPE_INT64},
 };
 
@@ -112,8 +120,8 @@ START_TEST(test_every_dtype)
                         want = d->dtype == FMOE_DTYPE_F16 ? fmoe_f16_to_f32(h) : fmoe_bf16_to_f32(h);
                     }
                     float got = fmoe_load_float(v.data, d->dtype, e);
-                    ck_assert_msg(got == want, "%s element %lld at odd address: %g, expected %g", d->name,
-                                  (long long)e, (double)got, (double)want);
+                    ck_assert_msg(got == want, "%s element %lld at odd address: %g, expected %g", d->name, (long long)e,
+                                  (double)got, (double)want);
                 }
             }
             fmoe_st_close(f);
@@ -311,8 +319,7 @@ START_TEST(test_fixture_checkpoints)
                 nonzero |= y_aligned[i];
             ck_assert_msg(nonzero, "%s layer %u: the output is all zeros", fixtures[f], layer);
             ck_assert_msg(memcmp(y_aligned, y_odd, bytes) == 0,
-                          "%s layer %u: the output differs when the tensors are at odd addresses", fixtures[f],
-                          layer);
+                          "%s layer %u: the output differs when the tensors are at odd addresses", fixtures[f], layer);
         }
     }
     fmoe_context_destroy(ctx);

@@ -84,7 +84,7 @@ static void write_sharded(void)
     write_st("model-00002-of-00002.safetensors", b, nb, 1, 1000.5f);
 }
 
-#define INDEX_OK                                                                                              \
+#define INDEX_OK \
     "{\"metadata\": {\"total_size\": 36}, \"weight_map\": {\"layer.0.b\": \"model-00002-of-00002.safetensors\", " \
     "\"layer.0.w\": \"model-00001-of-00002.safetensors\", \"layer.1.w\": \"model-00001-of-00002.safetensors\"}}"
 
@@ -174,13 +174,13 @@ START_TEST(index_errors)
     expect_open_error(dir, FMOE_STATUS_PARSE_ERROR, msg);
 
     write_text("model.safetensors.index.json", "{\"weight_map\": {\"layer.0.b\": \"../model.safetensors\"}}");
-    snprintf(msg, sizeof msg,
-             "%s: weight_map[\"layer.0.b\"]: expected the file name of a shard in the same directory", index);
+    snprintf(msg, sizeof msg, "%s: weight_map[\"layer.0.b\"]: expected the file name of a shard in the same directory",
+             index);
     expect_open_error(dir, FMOE_STATUS_PARSE_ERROR, msg);
 
     write_text("model.safetensors.index.json", "{\"weight_map\": {\"layer.0.b\": \"missing.safetensors\"}}");
-    snprintf(msg, sizeof msg, "%s: weight_map[\"layer.0.b\"]: %s/missing.safetensors: No such file or directory",
-             index, dir);
+    snprintf(msg, sizeof msg, "%s: weight_map[\"layer.0.b\"]: %s/missing.safetensors: No such file or directory", index,
+             dir);
     expect_open_error(dir, FMOE_STATUS_NOT_FOUND, msg);
 
     write_text("model.safetensors.index.json", "{\"weight_map\": []}");
@@ -195,8 +195,8 @@ START_TEST(index_errors)
     fmoe_checkpoint *ck = NULL;
     ck_assert_int_eq(fmoe_checkpoint_open(dir, &ck), FMOE_STATUS_PARSE_ERROR);
     snprintf(msg, sizeof msg, "%s:1:", index);
-    ck_assert_msg(strncmp(fmoe_last_error(), msg, strlen(msg)) == 0 && strstr(fmoe_last_error(), "duplicate"),
-                  "%s", fmoe_last_error());
+    ck_assert_msg(strncmp(fmoe_last_error(), msg, strlen(msg)) == 0 && strstr(fmoe_last_error(), "duplicate"), "%s",
+                  fmoe_last_error());
 }
 END_TEST
 

@@ -166,8 +166,9 @@ START_TEST(offset_and_size_rules)
           "\"b\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[2,6]}}",
           data16, 6);
     rejects(&im, "tensor 'b': data_offsets [2, 6] overlap (expected to start at 4)");
-    build(&im, "{\"a\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]},"
-               "\"b\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[4,3]}}",
+    build(&im,
+          "{\"a\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]},"
+          "\"b\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[4,3]}}",
           data16, 4);
     rejects(&im, "tensor 'b': data_offsets [4, 3] end before begin (expected to start at 4)");
     build(&im, "{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,16],\"data_offsets\":[0,4]}}", data16, 4);

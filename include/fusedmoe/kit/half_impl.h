@@ -68,8 +68,8 @@ static inline uint16_t fmoe_f32_to_f16(float f)
 
     if (exp == 0xFFu) {
         if (mant == 0)
-            return (uint16_t)(sign | 0x7C00u);                        /* inf */
-        return (uint16_t)(sign | 0x7E00u | (mant >> 13));             /* quiet NaN */
+            return (uint16_t)(sign | 0x7C00u);            /* inf */
+        return (uint16_t)(sign | 0x7E00u | (mant >> 13)); /* quiet NaN */
     }
     /* Unbiased exponent; f16 normals cover [-14, 15]. */
     int32_t e = (int32_t)exp - 127;
@@ -86,8 +86,8 @@ static inline uint16_t fmoe_f32_to_f16(float f)
      * f32 subnormals (exp == 0) are far below that. */
     if (e < -25 || exp == 0)
         return sign;
-    uint32_t full = mant | 0x800000u;                   /* 24 significant bits */
-    uint32_t shift = (uint32_t)(-e - 1);                /* 14..24 */
+    uint32_t full = mant | 0x800000u;                      /* 24 significant bits */
+    uint32_t shift = (uint32_t)(-e - 1);                   /* 14..24 */
     return (uint16_t)(sign | fmoe_shift_rne(full, shift)); /* may round up to the smallest normal */
 }
 

@@ -23,12 +23,12 @@
 #include "fusedmoe/common.h"
 
 typedef struct fmoe_ref_problem {
-    const fmoe_layer_config *cfg;   /* validated */
-    uint32_t hidden;                /* H: width of x/out and of the weights */
-    uint32_t inter;                 /* I per rank */
+    const fmoe_layer_config *cfg; /* validated */
+    uint32_t hidden;              /* H: width of x/out and of the weights */
+    uint32_t inter;               /* I per rank */
     uint32_t local_experts;
-    uint32_t global_experts;        /* physical */
-    const int32_t *expert_map;      /* [global_experts] local index or -1; NULL: identity */
+    uint32_t global_experts;   /* physical */
+    const int32_t *expert_map; /* [global_experts] local index or -1; NULL: identity */
     /* Weights, contiguous, dtype w_dtype (F32/BF16/F16):
      * w13 [E_local, r*I, H] (r = 2 if gated), w2 [E_local, H, I],
      * b13 [E_local, r*I] and b2 [E_local, H] when cfg->has_bias (else NULL). */
@@ -36,10 +36,12 @@ typedef struct fmoe_ref_problem {
     const void *w13, *w2, *b13, *b2;
     /* Activations (cfg->act_dtype). */
     int64_t m;
-    const void *x;  int64_t x_ld;   /* row stride in elements */
-    void *out;      int64_t out_ld;
-    const float *topk_w;            /* [M, k] contiguous */
-    const int32_t *topk_ids;        /* [M, k] contiguous, global physical ids */
+    const void *x;
+    int64_t x_ld; /* row stride in elements */
+    void *out;
+    int64_t out_ld;
+    const float *topk_w;     /* [M, k] contiguous */
+    const int32_t *topk_ids; /* [M, k] contiguous, global physical ids */
 } fmoe_ref_problem;
 
 /* 0 on success, -1 if scratch memory could not be allocated. */

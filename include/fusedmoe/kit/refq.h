@@ -42,13 +42,14 @@
 #define REFQ_W_FP8   1 /* fp8 bytes, f32 scale per bn x bk tile */
 #define REFQ_W_NVFP4 2 /* e2m1 pairs, e4m3 scale per 16, f32 global per expert */
 #define REFQ_W_MXFP4 3 /* e2m1 pairs, ue8m0 scale per 32 */
-#define REFQ_W_INT   4 /* int8 values (int4 or int8 range), f32 scale per
-                          (row, group), optional zero point, optional g_idx */
+#define REFQ_W_INT \
+    4 /* int8 values (int4 or int8 range), f32 scale per \
+         (row, group), optional zero point, optional g_idx */
 
 typedef struct refq_matrix {
-    int32_t format;        /* REFQ_W_* */
-    uint32_t experts;      /* local experts */
-    uint32_t rows, cols;   /* N, K of one expert */
+    int32_t format;      /* REFQ_W_* */
+    uint32_t experts;    /* local experts */
+    uint32_t rows, cols; /* N, K of one expert */
     /* FP8: values [E, N, K] bytes of fp8_dtype; scales [E, ceil(N/bn),
      * ceil(K/bk)] f32 dequant multipliers. */
     fmoe_dtype fp8_dtype;
@@ -91,21 +92,22 @@ int refq_matrix_own(refq_matrix *m, void *buf);
 /* Activation quantization                                                   */
 /* ------------------------------------------------------------------------ */
 
-#define REFQ_A_NONE        0 /* weight-only schemes: GEMM input stays in act dtype */
-#define REFQ_A_FP8_TENSOR  1 /* fp8, one scale: static (per-expert value given) or
-                                dynamic (amax over the whole GEMM input) */
-#define REFQ_A_FP8_TOKEN   2 /* fp8, dynamic, one scale per row */
-#define REFQ_A_FP8_GROUP   3 /* fp8, dynamic, one scale per `group` columns of a row */
-#define REFQ_A_NVFP4       4 /* e2m1, e4m3 scale per 16, global per expert (given) */
-#define REFQ_A_MXFP4       5 /* e2m1, ue8m0 scale per 32 (OCP recipe) */
-#define REFQ_A_INT8_TOKEN  6 /* int8 symmetric, dynamic per row: s = amax/127 */
-#define REFQ_A_INT8_ASYM   7 /* int8 asymmetric per row (KleidiAI qai8dx, W4A8) */
+#define REFQ_A_NONE 0 /* weight-only schemes: GEMM input stays in act dtype */
+#define REFQ_A_FP8_TENSOR \
+    1                       /* fp8, one scale: static (per-expert value given) or \
+                               dynamic (amax over the whole GEMM input) */
+#define REFQ_A_FP8_TOKEN  2 /* fp8, dynamic, one scale per row */
+#define REFQ_A_FP8_GROUP  3 /* fp8, dynamic, one scale per `group` columns of a row */
+#define REFQ_A_NVFP4      4 /* e2m1, e4m3 scale per 16, global per expert (given) */
+#define REFQ_A_MXFP4      5 /* e2m1, ue8m0 scale per 32 (OCP recipe) */
+#define REFQ_A_INT8_TOKEN 6 /* int8 symmetric, dynamic per row: s = amax/127 */
+#define REFQ_A_INT8_ASYM  7 /* int8 asymmetric per row (KleidiAI qai8dx, W4A8) */
 
 typedef struct refq_actq {
-    int32_t kind;       /* REFQ_A_* */
-    uint32_t group;     /* FP8_GROUP */
-    int32_t rule;       /* FP8 dynamic scale rule: FMOE_FP8_SCALE_F32 / _UE8M0 */
-    uint32_t dynamic;   /* FP8_TENSOR: 1 = dynamic */
+    int32_t kind;     /* REFQ_A_* */
+    uint32_t group;   /* FP8_GROUP */
+    int32_t rule;     /* FP8 dynamic scale rule: FMOE_FP8_SCALE_F32 / _UE8M0 */
+    uint32_t dynamic; /* FP8_TENSOR: 1 = dynamic */
     /* FP8_TENSOR static: the dequant scale, per local expert (after finalize
      * every entry holds the max over experts, vLLM's single scale).
      * NVFP4: the global factor per local expert in `convention`. */
@@ -117,7 +119,7 @@ typedef struct refq_actq {
  * for FP8_TENSOR (static or the dynamic one refq_run computed); `expert`
  * picks the per-expert static/global factor. scratch: REFQ_ACTQ_SCRATCH(n)
  * bytes, 8-byte aligned. 0, or -1 on a bad kind/size. */
-#define REFQ_ACTQ_SCRATCH(n) ((size_t)(n) * 8u + 64u)
+#define REFQ_ACTQ_SCRATCH(n) ((size_t)(n)*8u + 64u)
 int refq_actq_row(const refq_actq *q, uint32_t expert, float tensor_scale, float *x, uint32_t n, uint8_t *scratch);
 
 /* The dynamic per-tensor scale of values with maximum magnitude amax. */
@@ -180,21 +182,23 @@ int refq_int_act_order(refq_matrix *m, const int32_t *g_idx);
 /* ------------------------------------------------------------------------ */
 
 typedef struct refq_problem {
-    const fmoe_layer_config *cfg;   /* validated */
-    uint32_t hidden, inter;         /* H, I per rank */
+    const fmoe_layer_config *cfg; /* validated */
+    uint32_t hidden, inter;       /* H, I per rank */
     uint32_t local_experts, global_experts;
-    const int32_t *expert_map;      /* [global] local index or -1; NULL: identity */
-    const refq_matrix *w13;         /* N = r*I, K = H */
-    const refq_matrix *w2;          /* N = H, K = I */
-    const refq_actq *a1, *a2;       /* GEMM1 / GEMM2 input quantization */
+    const int32_t *expert_map; /* [global] local index or -1; NULL: identity */
+    const refq_matrix *w13;    /* N = r*I, K = H */
+    const refq_matrix *w2;     /* N = H, K = I */
+    const refq_actq *a1, *a2;  /* GEMM1 / GEMM2 input quantization */
     /* Biases [E_local, r*I], [E_local, H] of dtype bias_dtype, or NULL. */
     fmoe_dtype bias_dtype;
     const void *b13, *b2;
     int64_t m;
-    const void *x;  int64_t x_ld;   /* act_dtype rows */
-    void *out;      int64_t out_ld;
-    const float *topk_w;            /* [M, k] */
-    const int32_t *topk_ids;        /* [M, k] global physical ids */
+    const void *x;
+    int64_t x_ld; /* act_dtype rows */
+    void *out;
+    int64_t out_ld;
+    const float *topk_w;     /* [M, k] */
+    const int32_t *topk_ids; /* [M, k] global physical ids */
 } refq_problem;
 
 /* 0 on success, -1 if scratch memory could not be allocated or a

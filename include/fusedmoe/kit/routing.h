@@ -29,8 +29,8 @@
  * bias: [num_experts] or NULL (must be non-NULL iff cfg->has_correction_bias).
  * Writes topk_w[M*k] and topk_ids[M*k] (logical expert ids, row-major).
  * scratch: at least fmoe_route_scratch_floats(cfg) floats. */
-void fmoe_route_rows(const fmoe_layer_config *cfg, const float *logits, int64_t M, int64_t ld,
-                     const float *bias, float *topk_w, int32_t *topk_ids, float *scratch);
+void fmoe_route_rows(const fmoe_layer_config *cfg, const float *logits, int64_t M, int64_t ld, const float *bias,
+                     float *topk_w, int32_t *topk_ids, float *scratch);
 
 /* Scratch floats fmoe_route_rows needs (independent of M). */
 int64_t fmoe_route_scratch_floats(const fmoe_layer_config *cfg);
