@@ -214,25 +214,4 @@ static fmoe_status fp8_finalize(refq_instance *in, const fmoe_tensor *const *p, 
     }
 }
 
-const refq_family refq_family_fp8 = {
-    .name = "fp8",
-    .serves = fp8_serves,
-    .declare = fp8_declare,
-    .finalize = fp8_finalize,
-    .modular = {.struct_size = sizeof(fmoe_method),
-                .name = "fp8_w8a8",
-                .flags = FMOE_METHOD_EPLB,
-                .create = refq_create,
-                .declare_params = refq_declare,
-                .finalize = refq_finalize,
-                .apply = refq_apply,
-                .destroy = refq_destroy},
-    .monolithic = {.struct_size = sizeof(fmoe_method),
-                   .name = "fp8_w8a8-monolithic",
-                   .flags = FMOE_METHOD_EPLB | FMOE_METHOD_MONOLITHIC,
-                   .create = refq_create,
-                   .declare_params = refq_declare,
-                   .finalize = refq_finalize,
-                   .apply_logits = refq_apply_logits,
-                   .destroy = refq_destroy},
-};
+const refq_family refq_family_fp8 = REFQ_FAMILY("fp8", "fp8_w8a8", fp8_serves, fp8_declare, fp8_finalize);

@@ -94,25 +94,4 @@ static fmoe_status int8_finalize(refq_instance *in, const fmoe_tensor *const *p,
     return FMOE_STATUS_OK;
 }
 
-const refq_family refq_family_int8 = {
-    .name = "int8",
-    .serves = int8_serves,
-    .declare = int8_declare,
-    .finalize = int8_finalize,
-    .modular = {.struct_size = sizeof(fmoe_method),
-                .name = "int8_w8a8",
-                .flags = FMOE_METHOD_EPLB,
-                .create = refq_create,
-                .declare_params = refq_declare,
-                .finalize = refq_finalize,
-                .apply = refq_apply,
-                .destroy = refq_destroy},
-    .monolithic = {.struct_size = sizeof(fmoe_method),
-                   .name = "int8_w8a8-monolithic",
-                   .flags = FMOE_METHOD_EPLB | FMOE_METHOD_MONOLITHIC,
-                   .create = refq_create,
-                   .declare_params = refq_declare,
-                   .finalize = refq_finalize,
-                   .apply_logits = refq_apply_logits,
-                   .destroy = refq_destroy},
-};
+const refq_family refq_family_int8 = REFQ_FAMILY("int8", "int8_w8a8", int8_serves, int8_declare, int8_finalize);

@@ -139,48 +139,6 @@ static fmoe_status mxfp8_finalize(refq_instance *in, const fmoe_tensor *const *p
     return FMOE_STATUS_OK;
 }
 
-const refq_family refq_family_mxfp4 = {
-    .name = "mxfp4",
-    .serves = mxfp4_serves,
-    .declare = mxfp4_declare,
-    .finalize = mxfp4_finalize,
-    .modular = {.struct_size = sizeof(fmoe_method),
-                .name = "mxfp4",
-                .flags = FMOE_METHOD_EPLB,
-                .create = refq_create,
-                .declare_params = refq_declare,
-                .finalize = refq_finalize,
-                .apply = refq_apply,
-                .destroy = refq_destroy},
-    .monolithic = {.struct_size = sizeof(fmoe_method),
-                   .name = "mxfp4-monolithic",
-                   .flags = FMOE_METHOD_EPLB | FMOE_METHOD_MONOLITHIC,
-                   .create = refq_create,
-                   .declare_params = refq_declare,
-                   .finalize = refq_finalize,
-                   .apply_logits = refq_apply_logits,
-                   .destroy = refq_destroy},
-};
+const refq_family refq_family_mxfp4 = REFQ_FAMILY("mxfp4", "mxfp4", mxfp4_serves, mxfp4_declare, mxfp4_finalize);
 
-const refq_family refq_family_mxfp8 = {
-    .name = "mxfp8",
-    .serves = mxfp8_serves,
-    .declare = mxfp8_declare,
-    .finalize = mxfp8_finalize,
-    .modular = {.struct_size = sizeof(fmoe_method),
-                .name = "mxfp8",
-                .flags = FMOE_METHOD_EPLB,
-                .create = refq_create,
-                .declare_params = refq_declare,
-                .finalize = refq_finalize,
-                .apply = refq_apply,
-                .destroy = refq_destroy},
-    .monolithic = {.struct_size = sizeof(fmoe_method),
-                   .name = "mxfp8-monolithic",
-                   .flags = FMOE_METHOD_EPLB | FMOE_METHOD_MONOLITHIC,
-                   .create = refq_create,
-                   .declare_params = refq_declare,
-                   .finalize = refq_finalize,
-                   .apply_logits = refq_apply_logits,
-                   .destroy = refq_destroy},
-};
+const refq_family refq_family_mxfp8 = REFQ_FAMILY("mxfp8", "mxfp8", mxfp8_serves, mxfp8_declare, mxfp8_finalize);

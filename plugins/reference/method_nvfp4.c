@@ -131,25 +131,4 @@ static fmoe_status nvfp4_finalize(refq_instance *in, const fmoe_tensor *const *p
     return FMOE_STATUS_OK;
 }
 
-const refq_family refq_family_nvfp4 = {
-    .name = "nvfp4",
-    .serves = nvfp4_serves,
-    .declare = nvfp4_declare,
-    .finalize = nvfp4_finalize,
-    .modular = {.struct_size = sizeof(fmoe_method),
-                .name = "nvfp4",
-                .flags = FMOE_METHOD_EPLB,
-                .create = refq_create,
-                .declare_params = refq_declare,
-                .finalize = refq_finalize,
-                .apply = refq_apply,
-                .destroy = refq_destroy},
-    .monolithic = {.struct_size = sizeof(fmoe_method),
-                   .name = "nvfp4-monolithic",
-                   .flags = FMOE_METHOD_EPLB | FMOE_METHOD_MONOLITHIC,
-                   .create = refq_create,
-                   .declare_params = refq_declare,
-                   .finalize = refq_finalize,
-                   .apply_logits = refq_apply_logits,
-                   .destroy = refq_destroy},
-};
+const refq_family refq_family_nvfp4 = REFQ_FAMILY("nvfp4", "nvfp4", nvfp4_serves, nvfp4_declare, nvfp4_finalize);

@@ -138,48 +138,8 @@ static fmoe_status w4a8_int_finalize(refq_instance *in, const fmoe_tensor *const
     return finalize(in, p, err, 0);
 }
 
-const refq_family refq_family_w4a8_fp8 = {
-    .name = "w4a8_fp8",
-    .serves = w4a8_fp8_serves,
-    .declare = w4a8_fp8_declare,
-    .finalize = w4a8_fp8_finalize,
-    .modular = {.struct_size = sizeof(fmoe_method),
-                .name = "w4a8_fp8",
-                .flags = FMOE_METHOD_EPLB,
-                .create = refq_create,
-                .declare_params = refq_declare,
-                .finalize = refq_finalize,
-                .apply = refq_apply,
-                .destroy = refq_destroy},
-    .monolithic = {.struct_size = sizeof(fmoe_method),
-                   .name = "w4a8_fp8-monolithic",
-                   .flags = FMOE_METHOD_EPLB | FMOE_METHOD_MONOLITHIC,
-                   .create = refq_create,
-                   .declare_params = refq_declare,
-                   .finalize = refq_finalize,
-                   .apply_logits = refq_apply_logits,
-                   .destroy = refq_destroy},
-};
+const refq_family refq_family_w4a8_fp8 = REFQ_FAMILY("w4a8_fp8", "w4a8_fp8", w4a8_fp8_serves, w4a8_fp8_declare,
+                                                     w4a8_fp8_finalize);
 
-const refq_family refq_family_w4a8_int = {
-    .name = "w4a8_int8",
-    .serves = w4a8_int_serves,
-    .declare = w4a8_int_declare,
-    .finalize = w4a8_int_finalize,
-    .modular = {.struct_size = sizeof(fmoe_method),
-                .name = "w4a8_int8",
-                .flags = FMOE_METHOD_EPLB,
-                .create = refq_create,
-                .declare_params = refq_declare,
-                .finalize = refq_finalize,
-                .apply = refq_apply,
-                .destroy = refq_destroy},
-    .monolithic = {.struct_size = sizeof(fmoe_method),
-                   .name = "w4a8_int8-monolithic",
-                   .flags = FMOE_METHOD_EPLB | FMOE_METHOD_MONOLITHIC,
-                   .create = refq_create,
-                   .declare_params = refq_declare,
-                   .finalize = refq_finalize,
-                   .apply_logits = refq_apply_logits,
-                   .destroy = refq_destroy},
-};
+const refq_family refq_family_w4a8_int = REFQ_FAMILY("w4a8_int8", "w4a8_int8", w4a8_int_serves, w4a8_int_declare,
+                                                     w4a8_int_finalize);

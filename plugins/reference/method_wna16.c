@@ -146,25 +146,4 @@ static fmoe_status wna16_finalize(refq_instance *in, const fmoe_tensor *const *p
     return FMOE_STATUS_OK;
 }
 
-const refq_family refq_family_wna16 = {
-    .name = "wna16",
-    .serves = wna16_serves,
-    .declare = wna16_declare,
-    .finalize = wna16_finalize,
-    .modular = {.struct_size = sizeof(fmoe_method),
-                .name = "wna16",
-                .flags = FMOE_METHOD_EPLB,
-                .create = refq_create,
-                .declare_params = refq_declare,
-                .finalize = refq_finalize,
-                .apply = refq_apply,
-                .destroy = refq_destroy},
-    .monolithic = {.struct_size = sizeof(fmoe_method),
-                   .name = "wna16-monolithic",
-                   .flags = FMOE_METHOD_EPLB | FMOE_METHOD_MONOLITHIC,
-                   .create = refq_create,
-                   .declare_params = refq_declare,
-                   .finalize = refq_finalize,
-                   .apply_logits = refq_apply_logits,
-                   .destroy = refq_destroy},
-};
+const refq_family refq_family_wna16 = REFQ_FAMILY("wna16", "wna16", wna16_serves, wna16_declare, wna16_finalize);

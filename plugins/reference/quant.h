@@ -91,6 +91,30 @@ fmoe_status refq_apply(fmoe_apply_args *a);
 fmoe_status refq_apply_logits(fmoe_apply_logits_args *a);
 void refq_destroy(fmoe_destroy_args *a);
 
+/* A family's table: its modular and monolithic methods share the calls
+ * above; METHOD names them (the second "METHOD-monolithic"). */
+#define REFQ_FAMILY(NAME, METHOD, SERVES, DECLARE, FINALIZE) \
+    { \
+        .name = NAME, .serves = SERVES, .declare = DECLARE, .finalize = FINALIZE, \
+        .modular = {.struct_size = sizeof(fmoe_method), \
+                    .name = METHOD, \
+                    .flags = FMOE_METHOD_EPLB, \
+                    .create = refq_create, \
+                    .declare_params = refq_declare, \
+                    .finalize = refq_finalize, \
+                    .apply = refq_apply, \
+                    .destroy = refq_destroy}, \
+        .monolithic = \
+        {.struct_size = sizeof(fmoe_method), \
+         .name = METHOD "-monolithic", \
+         .flags = FMOE_METHOD_EPLB | FMOE_METHOD_MONOLITHIC, \
+         .create = refq_create, \
+         .declare_params = refq_declare, \
+         .finalize = refq_finalize, \
+         .apply_logits = refq_apply_logits, \
+         .destroy = refq_destroy } \
+    }
+
 /* The families. */
 extern const refq_family refq_family_fp8, refq_family_mxfp8, refq_family_mxfp4, refq_family_nvfp4, refq_family_wna16,
     refq_family_int8, refq_family_w4a8_fp8, refq_family_w4a8_int;
