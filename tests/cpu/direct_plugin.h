@@ -135,4 +135,35 @@ static inline void dp_refused(const fmoe_plugin *p, const char *key, const char 
                       words[i]);
 }
 
+/* Two inits keep two states: one with isa = "portable" probes at score
+ * 10, one with isa = "auto" at `auto_score`, whichever came first. */
+static inline void dp_check_states_apart(const char *path, uint32_t auto_score)
+{
+    const fmoe_plugin *p = dp_load(path);
+    const char *kv_portable[] = {"isa", "portable"}, *kv_auto[] = {"isa", "auto"};
+    void *a, *b;
+    ck_assert_int_eq(dp_init(p, kv_portable, 1, &a), FMOE_STATUS_OK);
+    ck_assert_int_eq(dp_init(p, kv_auto, 1, &b), FMOE_STATUS_OK);
+    fmoe_device_report ra = dp_probe(p, a), rb = dp_probe(p, b);
+    ck_assert_uint_eq(ra.score, 10);
+    ck_assert_uint_eq(rb.score, auto_score);
+    p->shutdown(a);
+    p->shutdown(b);
+}
+
+/* The entry point refuses a host of another ABI major with
+ * ABI_MISMATCH, no table, and text naming the plugin `name`. */
+static inline void dp_check_entry_refuses_other_major(const char *path, const char *name)
+{
+    fmoe_host other = dp_host;
+    other.abi_major = FMOE_ABI_MAJOR + 1;
+    fmoe_entry_args ea = {.struct_size = sizeof ea, .host = &other};
+    dp_error[0] = '\0';
+    ck_assert_int_eq(dp_entry(path)(&ea), FMOE_STATUS_ABI_MISMATCH);
+    ck_assert_ptr_null(ea.plugin);
+    char want[96];
+    snprintf(want, sizeof want, "plugin '%s'", name);
+    ck_assert_msg(strstr(dp_error, want) != NULL, "error \"%s\" lacks \"%s\"", dp_error, want);
+}
+
 #endif

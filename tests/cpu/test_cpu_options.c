@@ -153,31 +153,15 @@ START_TEST(refused)
 }
 END_TEST
 
-/* Each init has its own state: a portable context next to an auto one. */
 START_TEST(states_apart)
 {
-    const fmoe_plugin *p = dp_load(CPU_PLUGIN_LIBRARY);
-    const char *kv_portable[] = {"isa", "portable"}, *kv_auto[] = {"isa", "auto"};
-    void *a, *b;
-    ck_assert_int_eq(dp_init(p, kv_portable, 1, &a), FMOE_STATUS_OK);
-    ck_assert_int_eq(dp_init(p, kv_auto, 1, &b), FMOE_STATUS_OK);
-    fmoe_device_report ra = dp_probe(p, a), rb = dp_probe(p, b);
-    ck_assert_uint_eq(ra.score, 10);
-    ck_assert_uint_eq(rb.score, 10u * (uint32_t)(cpu_isa_detect() + 1));
-    p->shutdown(a);
-    p->shutdown(b);
+    dp_check_states_apart(CPU_PLUGIN_LIBRARY, 10u * (uint32_t)(cpu_isa_detect() + 1));
 }
 END_TEST
 
 START_TEST(entry_refuses_other_major)
 {
-    fmoe_host other = dp_host;
-    other.abi_major = FMOE_ABI_MAJOR + 1;
-    fmoe_entry_args ea = {.struct_size = sizeof ea, .host = &other};
-    dp_error[0] = '\0';
-    ck_assert_int_eq(dp_entry(CPU_PLUGIN_LIBRARY)(&ea), FMOE_STATUS_ABI_MISMATCH);
-    ck_assert_ptr_null(ea.plugin);
-    ck_assert_msg(contains(dp_error, "plugin 'cpu'"), "%s", dp_error);
+    dp_check_entry_refuses_other_major(CPU_PLUGIN_LIBRARY, "cpu");
 }
 END_TEST
 
