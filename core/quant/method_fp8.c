@@ -16,7 +16,16 @@
  *    scales) gives scale-ue8m0, "float" or absent f32;
  *  - ignored_layers and modules_to_not_convert both list unquantized
  *    modules (vLLM reads the first, transformers the second; a module in
- *    either is unquantized).
+ *    either is unquantized);
+ *  - expert_dtype "fp4" (DeepSeek-V4: at the top of config.json, which
+ *    model_keys reads; some converters copy it into quantization_config)
+ *    makes the routed experts MXFP4 (e2m1, UE8M0 per 32, the checkpoint's
+ *    weight + scale [rows, K/32]) on FP8 activations quantized per 32 with
+ *    power-of-two scales, whatever weight_block_size says (it is the dense
+ *    layers'): fp4:group32:scale-ue8m0/fp8e4m3:group32:dynamic. "fp8" (or
+ *    absent) keeps the block-FP8 experts. The activations are dynamic
+ *    even with activation_scheme "static": the FP4 expert kernels
+ *    (DeepGEMM MegaMoE, the V4 reference) only quantize them per forward.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +39,8 @@ typedef struct fp8_state {
     uint32_t block_n, block_k; /* 0: per tensor */
     fmoe_dtype scale;
     module_list skip;
+    int experts_fp4;       /* expert_dtype "fp4" */
+    int expert_dtype_read; /* given in quantization_config */
 } fp8_state;
 
 static void fp8_destroy(void *state)
@@ -117,6 +128,44 @@ static fmoe_status read_formats(qjson *j, const json_t *qcfg, fp8_state *s)
     return st;
 }
 
+/* expert_dtype at the current path: "fp4" or "fp8"; *given 0 if absent. */
+static fmoe_status read_expert_dtype(qjson *j, const json_t *obj, int *fp4, int *given)
+{
+    const char *text = NULL;
+    fmoe_status st = qjson_string(j, obj, "expert_dtype", 0, &text, given);
+    if (st != FMOE_STATUS_OK || !*given)
+        return st;
+    if (strcmp(text, "fp4") == 0 || strcmp(text, "fp8") == 0) {
+        *fp4 = strcmp(text, "fp4") == 0;
+        return FMOE_STATUS_OK;
+    }
+    size_t mark = qjson_enter_key(j, "expert_dtype");
+    st = qjson_fail(j, FMOE_STATUS_UNSUPPORTED,
+                    "\"%s\" is not supported (expected \"fp4\": MXFP4 experts, or \"fp8\": the block-FP8 ones)", text);
+    qjson_leave(j, mark);
+    return st;
+}
+
+/* The top-level expert_dtype; if quantization_config gave one too, they
+ * must agree. */
+static fmoe_status fp8_model_keys(qjson *j, const json_t *root, void *state)
+{
+    fp8_state *s = state;
+    int fp4 = 0, given = 0;
+    fmoe_status st = read_expert_dtype(j, root, &fp4, &given);
+    if (st != FMOE_STATUS_OK || !given)
+        return st;
+    if (s->expert_dtype_read && fp4 != s->experts_fp4) {
+        size_t mark = qjson_enter_key(j, "expert_dtype");
+        st = qjson_fail(j, FMOE_STATUS_INVALID_ARGUMENT, "\"%s\" disagrees with quantization_config.expert_dtype",
+                        fp4 ? "fp4" : "fp8");
+        qjson_leave(j, mark);
+        return st;
+    }
+    s->experts_fp4 = fp4;
+    return FMOE_STATUS_OK;
+}
+
 /* Both skip lists, as one. */
 static fmoe_status read_skip(qjson *j, const json_t *qcfg, fp8_state *s)
 {
@@ -139,6 +188,8 @@ static fmoe_status fp8_parse(qjson *j, const json_t *qcfg, void **state)
         st = read_formats(j, qcfg, s);
     if (st == FMOE_STATUS_OK)
         st = read_skip(j, qcfg, s);
+    if (st == FMOE_STATUS_OK)
+        st = read_expert_dtype(j, qcfg, &s->experts_fp4, &s->expert_dtype_read);
     if (st != FMOE_STATUS_OK) {
         fp8_destroy(s);
         return st;
@@ -159,6 +210,15 @@ static fmoe_status fp8_resolve(const void *state, const char *module, qspec *out
     qargs_defaults(&out->weights);
     qargs_defaults(&out->input);
     out->weights.type = out->input.type = QTYPE_FLOAT;
+    if (s->experts_fp4) { /* MXFP4 experts x FP8 per-32 activations */
+        out->mxfp4_fp8 = 1;
+        out->weights.num_bits = 4;
+        out->weights.strategy = out->input.strategy = QS_GROUP;
+        out->weights.group_size = out->input.group_size = 32;
+        out->weights.scale_dtype = FMOE_DTYPE_UE8M0;
+        out->input.dynamic = QDYN_DYNAMIC;
+        return FMOE_STATUS_OK;
+    }
     out->weights.scale_dtype = s->scale;
     out->weights.strategy = out->input.strategy = QS_TENSOR;
     out->input.dynamic = s->dynamic ? QDYN_DYNAMIC : QDYN_STATIC;
@@ -179,4 +239,5 @@ const quant_method fmoe_qm_fp8 = {
     .parse = fp8_parse,
     .resolve = fp8_resolve,
     .destroy = fp8_destroy,
+    .model_keys = fp8_model_keys,
 };

@@ -27,6 +27,10 @@ typedef struct qspec {
     int has_input; /* 0: activations are not quantized */
     qargs input;
     const char *format; /* compressed-tensors format in effect; NULL for None */
+    /* DeepSeek-V4 (fp8 config, expert_dtype "fp4"): MXFP4 experts computed
+     * on FP8 group-32 activations, a pairing only that reader states (a
+     * compressed-tensors config asking for it keeps vLLM's refusal). */
+    int mxfp4_fp8;
 } qspec;
 
 /*
@@ -40,6 +44,10 @@ typedef struct quant_method {
     fmoe_status (*parse)(qjson *j, const json_t *qcfg, void **state);
     fmoe_status (*resolve)(const void *state, const char *module, qspec *out);
     void (*destroy)(void *state);
+    /* Optional: keys outside quantization_config that change what the
+     * experts are (DeepSeek-V4's top-level expert_dtype), read from the
+     * config's root after parse; the path of `j` is the root. */
+    fmoe_status (*model_keys)(qjson *j, const json_t *root, void *state);
 } quant_method;
 
 extern const quant_method fmoe_qm_compressed_tensors; /* method_ct.c */

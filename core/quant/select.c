@@ -177,6 +177,20 @@ static fmoe_status build_mxfp4(const qspec *s, fmoe_scheme *out)
     return FMOE_STATUS_OK;
 }
 
+/* 1b. (not in vLLM's tree) DeepSeek-V4 MXFP4 experts on FP8 activations
+ * quantized per 32 with UE8M0 scales (DeepGEMM MegaMoE); only the fp8
+ * reader's expert_dtype "fp4" asks for it (qspec.mxfp4_fp8). */
+static fmoe_status build_mxfp4_fp8(const qspec *s, fmoe_scheme *out)
+{
+    const qargs *a = &s->input;
+    if (!is_mxfp4(&s->weights) || !s->has_input || !is_float(a, 8) || a->strategy != QS_GROUP || a->group_size != 32 ||
+        a->dynamic == QDYN_STATIC || !a->symmetric)
+        return unsupported_scheme(s);
+    weights(out, FMOE_DTYPE_FP4_E2M1X2, FMOE_QSTRATEGY_GROUP, 32, FMOE_DTYPE_UE8M0);
+    activations(out, FMOE_DTYPE_FP8_E4M3FN, FMOE_QSTRATEGY_GROUP, 32, 1);
+    return FMOE_STATUS_OK;
+}
+
 /* 2. MXFP8: the method quantizes activations to MXFP8 itself. */
 static fmoe_status build_mxfp8(const qspec *s, fmoe_scheme *out)
 {
@@ -310,6 +324,8 @@ static fmoe_status build_w4a8_int(const qspec *s, fmoe_scheme *out)
 static fmoe_status select_quantized(const qspec *s, fmoe_scheme *out)
 {
     fmoe_status st;
+    if (s->mxfp4_fp8)
+        return build_mxfp4_fp8(s, out);
     if (is_mxfp4(&s->weights))
         return build_mxfp4(s, out);
     if (is_mxfp8(&s->weights))

@@ -14,8 +14,8 @@
 #include "plugins/reference/quant.h"
 
 static const refq_family *const families[] = {
-    &refq_family_fp8,   &refq_family_mxfp8, &refq_family_mxfp4,    &refq_family_nvfp4,
-    &refq_family_wna16, &refq_family_int8,  &refq_family_w4a8_fp8, &refq_family_w4a8_int,
+    &refq_family_fp8,  &refq_family_mxfp8,    &refq_family_mxfp4,    &refq_family_nvfp4,   &refq_family_wna16,
+    &refq_family_int8, &refq_family_w4a8_fp8, &refq_family_w4a8_int, &refq_family_megamoe,
 };
 
 const refq_family *refq_family_of(const fmoe_scheme *s)
@@ -206,6 +206,8 @@ fmoe_status refq_finalize(fmoe_finalize_args *a)
 static fmoe_status run(refq_instance *in, fmoe_error *err, const fmoe_tensor *x, const float *w, const int32_t *ids,
                        fmoe_tensor *out)
 {
+    if (in->family->run)
+        return in->family->run(in, err, x, w, ids, out);
     refq_problem p = {
         .cfg = &in->cfg,
         .hidden = in->hidden,

@@ -28,6 +28,10 @@ typedef struct refq_family {
     fmoe_status (*declare)(refq_instance *in, fmoe_error *err);
     /* params: the loaded tensors in declaration order. */
     fmoe_status (*finalize)(refq_instance *in, const fmoe_tensor *const *params, fmoe_error *err);
+    /* The family's own expert loop, or NULL for refq_run (method_megamoe.c:
+     * the routing weight goes before GEMM2, which refq_run cannot say). */
+    fmoe_status (*run)(refq_instance *in, fmoe_error *err, const fmoe_tensor *x, const float *w, const int32_t *ids,
+                       fmoe_tensor *out);
     fmoe_method modular, monolithic; /* create = refq_create, which finds the family again */
 } refq_family;
 
@@ -117,6 +121,6 @@ void refq_destroy(fmoe_destroy_args *a);
 
 /* The families. */
 extern const refq_family refq_family_fp8, refq_family_mxfp8, refq_family_mxfp4, refq_family_nvfp4, refq_family_wna16,
-    refq_family_int8, refq_family_w4a8_fp8, refq_family_w4a8_int;
+    refq_family_int8, refq_family_w4a8_fp8, refq_family_w4a8_int, refq_family_megamoe;
 
 #endif

@@ -275,6 +275,71 @@ START_TEST(test_fp8_config)
 }
 END_TEST
 
+/* DeepSeek-V4: fp8 config with expert_dtype "fp4" (top level, or inside
+ * quantization_config) makes the routed experts MXFP4 on FP8 per-32
+ * activations (docs/SCHEMES.md, docs/MEGAMOE.md). */
+#define V4_QCFG(extra) \
+    "\"quantization_config\": {\"activation_scheme\": \"dynamic\", \"fmt\": \"e4m3\", \"quant_method\": \"fp8\", " \
+    "\"scale_fmt\": \"ue8m0\", \"weight_block_size\": [128, 128]" extra "}"
+#define V4_KEY "fp4:group32:scale-ue8m0/fp8e4m3:group32:dynamic"
+
+START_TEST(test_deepseek_v4_fp4_experts)
+{
+    expect_key("{\"expert_dtype\": \"fp4\", \"torch_dtype\": \"bfloat16\", " V4_QCFG("") "}", V4_KEY);
+    expect_key("{\"torch_dtype\": \"bfloat16\", " V4_QCFG(", \"expert_dtype\": \"fp4\"") "}", V4_KEY);
+    expect_key("{\"expert_dtype\": \"fp4\", " V4_QCFG(", \"expert_dtype\": \"fp4\"") "}", V4_KEY);
+    /* static activation_scheme: the FP4 expert kernels quantize per forward anyway */
+    expect_key("{\"expert_dtype\": \"fp4\", \"quantization_config\": {\"activation_scheme\": \"static\", "
+               "\"quant_method\": \"fp8\"}}",
+               V4_KEY);
+    /* fp8 experts: the block-FP8 scheme of the config */
+    expect_key("{\"expert_dtype\": \"fp8\", " V4_QCFG("") "}",
+               "fp8e4m3:block128x128:scale-ue8m0/fp8e4m3:group128:dynamic");
+    /* an excluded expert layer stays unquantized */
+    expect_key("{\"expert_dtype\": \"fp4\", \"torch_dtype\": \"bfloat16\", " V4_QCFG(
+                   ", \"modules_to_not_convert\": [\"model.layers.0.mlp\"]") "}",
+               "bf16");
+    expect_error("{\"expert_dtype\": \"int4\", " V4_QCFG("") "}", FMOE_STATUS_UNSUPPORTED,
+                 "config.json: expert_dtype: \"int4\" is not supported (expected \"fp4\": MXFP4 experts, or \"fp8\": "
+                 "the block-FP8 ones)");
+    expect_error("{\"expert_dtype\": 4, " V4_QCFG("") "}", FMOE_STATUS_INVALID_ARGUMENT,
+                 "config.json: expert_dtype: expected a string, got 4");
+    expect_error("{\"expert_dtype\": \"fp8\", " V4_QCFG(", \"expert_dtype\": \"fp4\"") "}",
+                 FMOE_STATUS_INVALID_ARGUMENT,
+                 "config.json: expert_dtype: \"fp8\" disagrees with quantization_config.expert_dtype");
+    /* Other readers ignore it: a compressed-tensors MXFP4 config asking for
+     * FP8 activations keeps vLLM's refusal. */
+    expect_error(CT("mxfp4-pack-quantized",
+                    "{\"num_bits\": 4, \"type\": \"float\", \"strategy\": \"group\", \"group_size\": 32}",
+                    "{\"num_bits\": 8, \"type\": \"float\", \"strategy\": \"group\", \"group_size\": 32, "
+                    "\"dynamic\": true}",
+                    "[]"),
+                 FMOE_STATUS_UNSUPPORTED,
+                 "config.json: " LAYER ".0.gate_proj: For MXFP4 weights, input quantization must also be MXFP4 "
+                 "format or None for MXFP4A16, found {type=float num_bits=8 strategy=group group_size=32 "
+                 "symmetric=true dynamic=true}");
+
+    /* V4 names: layers.N.ffn.experts.<e>.w1 / w3 / w2 */
+    const char *json = "{\"expert_dtype\": \"fp4\", " V4_QCFG(
+        ", \"modules_to_not_convert\": [\"layers.3.ffn.shared_experts\"]") "}";
+    fmoe_quant_config *qc = NULL;
+    ck_assert_int_eq(fmoe_quant_config_parse(json, strlen(json), NULL, &qc), FMOE_STATUS_OK);
+    fmoe_expert_modules m;
+    fmoe_expert_modules_init(&m);
+    m.prefix = "layers.3.ffn.experts";
+    m.num_experts = 8;
+    m.gate = "w1";
+    m.up = "w3";
+    m.down = "w2";
+    fmoe_scheme sc;
+    char key[FMOE_SCHEME_KEY_MAX];
+    ck_assert_int_eq(fmoe_quant_config_scheme(qc, &m, &sc), FMOE_STATUS_OK);
+    ck_assert_int_eq(fmoe_scheme_key(&sc, key, sizeof key), FMOE_STATUS_OK);
+    ck_assert_str_eq(key, V4_KEY);
+    fmoe_quant_config_destroy(qc);
+}
+END_TEST
+
 START_TEST(test_modelopt_config)
 {
     expect_key("{\"quantization_config\": {\"quant_method\": \"modelopt\", \"quantization\": {\"quant_algo\": "
@@ -421,6 +486,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_every_expert_is_checked);
     tcase_add_test(tc, test_mixtral_names_and_expert_count);
     tcase_add_test(tc, test_fp8_config);
+    tcase_add_test(tc, test_deepseek_v4_fp4_experts);
     tcase_add_test(tc, test_modelopt_config);
     tcase_add_test(tc, test_gptq_config);
     tcase_add_test(tc, test_mxfp4_fused);
@@ -432,5 +498,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-    return fmoe_test_main(suite(), 10);
+    return fmoe_test_main(suite(), 11);
 }
