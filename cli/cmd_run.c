@@ -18,6 +18,7 @@
 #include "cli/run.h"
 #include "cli/run_compare.h"
 #include "cli/run_device.h"
+#include "cli/run_ep.h"
 #include "cli/run_model.h"
 #include "cli/run_weights.h"
 #include "cli/scheme_arg.h"
@@ -61,6 +62,18 @@ static void help(FILE *f)
           "                         (needed by backends that route themselves)\n"
           "  --json                 one JSON document instead of text\n"
           "  --help                 this help\n"
+          "\n"
+          "Expert parallelism on a real group (docs/EP.md); every rank takes --tokens M tokens and\n"
+          "checks its rows against the reference on one device over all of them:\n"
+          "  --gpus N               N ranks in this process (threads), on N devices of the plugin\n"
+          "                         (a host plugin such as reference: N ranks on the host)\n"
+          "  --ep-id-file PATH      with --ep N --ep-rank R: this process is rank R of N; rank 0\n"
+          "                         writes the group's unique id to PATH, the others read it\n"
+          "  --ep-wait-ms MS        how long ranks > 0 wait for PATH (default 60000)\n"
+          "  --ep-dispatch D        activation (default), fp8_token or fp8_block\n"
+          "  --ep-mode M            low_latency (default) or high_throughput\n"
+          "  (--ep N --ep-rank R alone simulate one rank: its share of the experts, no\n"
+          "  communication, compared with the reference's same share.)\n"
           "\n",
           f);
     layer_flags_help(f);
@@ -75,6 +88,9 @@ static int parse_args(int argc, char **argv, run_opts *o)
 {
     o->scheme_key = "bf16";
     o->tokens = DEFAULT_TOKENS;
+    o->ep_dispatch = FMOE_EP_DISPATCH_ACTIVATION;
+    o->ep_mode = FMOE_EP_MODE_LOW_LATENCY;
+    o->ep_wait_ms = 60000;
     layer_flags_defaults(&o->cfg);
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
@@ -106,6 +122,22 @@ static int parse_args(int argc, char **argv, run_opts *o)
             if (cli_parse_u64(v, &o->seed) != 0)
                 return cli_usage("run", "--seed: invalid value '%s' (expected a whole number from 0 to 2^64-1)", v);
             o->seed_given = 1;
+        } else if ((r = cli_opt_value(argc, argv, &i, "--gpus", &v)) != CLI_OPT_NO) {
+            if (r == CLI_OPT_MISSING || cli_parse_u32(v, &o->gpus) != 0 || o->gpus == 0 || o->gpus > 64)
+                return cli_usage("run", "--gpus: expected a number of ranks from 1 to 64");
+        } else if ((r = cli_opt_value(argc, argv, &i, "--ep-id-file", &v)) != CLI_OPT_NO) {
+            if (r == CLI_OPT_MISSING || !v[0])
+                return cli_usage("run", "--ep-id-file needs a path every rank can reach");
+            o->ep_id_file = v;
+        } else if ((r = cli_opt_value(argc, argv, &i, "--ep-wait-ms", &v)) != CLI_OPT_NO) {
+            if (r == CLI_OPT_MISSING || cli_parse_u32(v, &o->ep_wait_ms) != 0)
+                return cli_usage("run", "--ep-wait-ms: expected milliseconds");
+        } else if ((r = cli_opt_value(argc, argv, &i, "--ep-dispatch", &v)) != CLI_OPT_NO) {
+            if (r == CLI_OPT_MISSING || !(o->ep_dispatch = fmoe_ep_dispatch_from_name(v)))
+                return cli_usage("run", "--ep-dispatch: expected activation, fp8_token or fp8_block");
+        } else if ((r = cli_opt_value(argc, argv, &i, "--ep-mode", &v)) != CLI_OPT_NO) {
+            if (r == CLI_OPT_MISSING || !(o->ep_mode = fmoe_ep_mode_from_name(v)))
+                return cli_usage("run", "--ep-mode: expected low_latency or high_throughput");
         } else if ((r = cli_opt_value(argc, argv, &i, "--backend", &v)) != CLI_OPT_NO) {
             if (r == CLI_OPT_MISSING || !v[0])
                 return cli_usage("run", "--backend needs a plugin-name glob");
@@ -331,10 +363,23 @@ int cmd_run(const cli_globals *g, int argc, char **argv)
     }
     if (!o.seed_given)
         o.seed = cli_rng_fresh_seed();
+    int ep_group = o.gpus || o.ep_id_file;
+    if (o.gpus && (o.ep_id_file || o.cfg.ep_size > 1))
+        return cli_usage("run", "--gpus N runs every rank in this process; --ep N --ep-rank R --ep-id-file PATH "
+                                "runs one: give one form");
+    if (ep_group && o.logits)
+        return cli_usage("run", "--logits: on an EP group run passes top-k routing (it travels with the tokens)");
+    if (ep_group && o.cfg.tp_size > 1)
+        return cli_usage("run", "--tp: a layer on an EP group holds whole experts");
 
     fmoe_context *ctx = NULL;
     if ((rc = cli_open_context(g, &ctx)) != CLI_EXIT_OK)
         return rc;
+    if (ep_group) {
+        rc = run_ep(g, &o, ctx);
+        fmoe_context_destroy(ctx);
+        return rc;
+    }
     fmoe_layer *sel = NULL, *ref = NULL;
     run_inputs in = {0};
     rc = create_layer(ctx, &o, o.backend, "selected", &sel);

@@ -24,6 +24,13 @@ typedef struct run_opts {
     int json;
     fmoe_layer_config cfg;
     fmoe_scheme scheme;
+    /* Expert parallelism on a group (cli/run_ep.c): --gpus N ranks in this
+     * process, or --ep-id-file PATH with --ep N --ep-rank R (this process is
+     * one rank); --ep-dispatch, --ep-mode, --ep-wait-ms. */
+    uint32_t gpus;
+    const char *ep_id_file;
+    int32_t ep_dispatch, ep_mode;
+    uint32_t ep_wait_ms;
 } run_opts;
 
 /* Everything the report shows. */

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "core/ep_group.h"
 #include "core/layer.h"
 #include "core/tensor.h"
 #include "fusedmoe/fusedmoe.h"
@@ -72,7 +73,8 @@ static fmoe_status instantiate(fmoe_layer *layer)
                           .intermediate_per_rank = layer->inter,
                           .num_local_experts = layer->local_experts,
                           .num_global_experts = layer->global_experts,
-                          .expert_map = layer->cfg.ep_size > 1 ? layer->expert_map : NULL};
+                          .expert_map = layer->cfg.ep_size > 1 ? layer->expert_map : NULL,
+                          .ep_group = layer->ep ? layer->ep->group : NULL};
     fmoe_status st = layer->method->create(&a);
     if (st != FMOE_STATUS_OK)
         return method_error(layer, "create", st, &err);
@@ -122,22 +124,35 @@ fmoe_status fmoe_layer_create(fmoe_context *ctx, const fmoe_layer_config *cfg, c
     memcpy(&layer->scheme, scheme,
            scheme->struct_size < sizeof layer->scheme ? scheme->struct_size : sizeof layer->scheme);
     layer->scheme.struct_size = sizeof layer->scheme;
+    if (FMOE_HAS_FIELD(&o, ep_group) && o.ep_group && (st = fmoe_layer_ep_bind(layer, &o)) != FMOE_STATUS_OK) {
+        fmoe_layer_destroy(layer);
+        return st;
+    }
     layer->global_experts = fmoe_layer_config_global_experts(&layer->cfg);
     layer->local_experts = fmoe_layer_config_local_experts(&layer->cfg);
     layer->inter_ckpt = fmoe_layer_config_intermediate_per_rank(&layer->cfg);
     layer->expert_map = malloc(layer->global_experts * sizeof *layer->expert_map);
+    layer->load = calloc(layer->global_experts, sizeof *layer->load);
     if (!layer->expert_map) {
-        free(layer);
+        fmoe_layer_destroy(layer);
         return fmoe_error_set(FMOE_STATUS_OUT_OF_MEMORY, "out of memory");
     }
     st = fmoe_layer_config_expert_map(&layer->cfg, layer->expert_map, layer->global_experts);
+    /* A layer on an EP group runs on the group's plugin and device only. */
+    fmoe_select_filter filter = {o.device_kind, o.device_index, o.backend, NULL};
+    if (layer->ep) {
+        filter.backend = layer->ep->plugin->name;
+        filter.ep_group = layer->ep->group;
+    }
     if (st == FMOE_STATUS_OK)
-        st = fmoe_registry_select(&ctx->registry, &layer->cfg, &layer->scheme,
-                                  &(fmoe_select_filter){o.device_kind, o.device_index, o.backend}, &layer->selection);
+        st = fmoe_registry_select(&ctx->registry, &layer->cfg, &layer->scheme, &filter, &layer->selection);
     if (st == FMOE_STATUS_OK) {
         layer->chosen = &layer->selection->candidates[layer->selection->chosen];
         layer->method = layer->chosen->method;
-        st = run_roundup(layer);
+        if (layer->ep)
+            st = fmoe_layer_ep_check_method(layer);
+        if (st == FMOE_STATUS_OK)
+            st = run_roundup(layer);
     }
     if (st == FMOE_STATUS_OK)
         st = instantiate(layer);
@@ -165,6 +180,8 @@ void fmoe_layer_destroy(fmoe_layer *layer)
     free(layer->route_w);
     free(layer->route_ids);
     free(layer->route_scratch);
+    free(layer->expert_owner);
+    free(layer->load);
     pthread_mutex_destroy(&layer->lock);
     free(layer);
 }
@@ -364,10 +381,13 @@ static fmoe_status route_then_apply(fmoe_layer *layer, const fmoe_forward_args *
         memcpy(f->topk_ids_out->data, layer->route_ids, (size_t)slots * sizeof(int32_t));
     if (cfg->num_redundant_experts)
         fmoe_eplb_map_ids(cfg->num_experts, cfg->num_redundant_experts, layer->route_ids, slots);
+    fmoe_layer_record_load(layer, layer->route_ids, slots);
     fmoe_tensor w, ids;
     const int64_t shape[2] = {m, cfg->top_k};
     fmoe_tensor_init(&w, FMOE_DTYPE_F32, 2, shape, layer->route_w);
     fmoe_tensor_init(&ids, FMOE_DTYPE_INT32, 2, shape, layer->route_ids);
+    if (layer->ep)
+        return fmoe_layer_ep_apply(layer, f->x, &w, &ids, f->out, f->stream);
     return call_apply(layer, f->x, &w, &ids, f->out, f->stream);
 }
 
@@ -436,9 +456,16 @@ static fmoe_status forward_locked(fmoe_layer *layer, const fmoe_forward_args *f)
         return fmoe_error_set(FMOE_STATUS_BAD_STATE, "forward before fmoe_layer_finalize");
     int64_t m = 0;
     fmoe_status st = check_forward(layer, f, &m);
-    if (st != FMOE_STATUS_OK || m == 0)
+    /* A bound layer's forward is collective: M_local = 0 still takes part. */
+    if (st != FMOE_STATUS_OK || (m == 0 && !layer->ep))
         return st;
     const fmoe_method *meth = layer->method;
+    if (f->topk_ids) {
+        if (f->topk_ids->device_kind == FMOE_DEVICE_CPU)
+            fmoe_layer_record_load(layer, f->topk_ids->data, m * layer->cfg.top_k);
+        else
+            layer->load_on_device = 1;
+    }
     if (f->router_logits) {
         if (routes_in_method(layer))
             return call_apply_logits(layer, f);
@@ -448,5 +475,7 @@ static fmoe_status forward_locked(fmoe_layer *layer, const fmoe_forward_args *f)
         return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT,
                               "%s/%s is monolithic (routes itself): pass router_logits, not topk_weights/topk_ids",
                               layer->chosen->plugin->name, meth->name);
+    if (layer->ep)
+        return fmoe_layer_ep_apply(layer, f->x, f->topk_weights, f->topk_ids, f->out, f->stream);
     return call_apply(layer, f->x, f->topk_weights, f->topk_ids, f->out, f->stream);
 }

@@ -53,7 +53,29 @@ struct fmoe_layer {
     float *route_w;
     int32_t *route_ids;
     float *route_scratch;
+    /* EP (layer_ep.c): the group the layer is bound to (NULL: none) and the
+     * rank holding each physical expert [global_experts]. */
+    fmoe_ep_group *ep;
+    int32_t *expert_owner;
+    /* The expert load record [global_experts] (fusedmoe.h
+     * fmoe_layer_expert_load); load_on_device: a forward's routing stayed
+     * on a device, so the record is incomplete. */
+    uint64_t *load;
+    int load_on_device;
 };
+
+/* layer_ep.c: bind a layer being created to opts->ep_group: check and set
+ * its config (ep size/rank, max_num_tokens), restrict the selection to the
+ * group's plugin and device (opts is updated), build expert_owner. */
+fmoe_status fmoe_layer_ep_bind(fmoe_layer *layer, fmoe_layer_options *opts);
+/* The checks a method must pass to run on the group (after selection). */
+fmoe_status fmoe_layer_ep_check_method(const fmoe_layer *layer);
+/* Run a bound layer's collective forward through the group's plugin:
+ * m <= max_tokens_per_rank (else refused), m = 0 included. */
+fmoe_status fmoe_layer_ep_apply(fmoe_layer *layer, const fmoe_tensor *x, const fmoe_tensor *w, const fmoe_tensor *ids,
+                                fmoe_tensor *out, void *stream);
+/* Add a forward's host routing to the load record. */
+void fmoe_layer_record_load(fmoe_layer *layer, const int32_t *ids, int64_t slots);
 
 /* layer_load.c: allocate (poisoned) buffers and bitmaps for the declared params. */
 fmoe_status fmoe_layer_alloc_params(fmoe_layer *layer, const fmoe_param_desc *const *descs, uint32_t n);

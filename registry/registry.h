@@ -139,6 +139,7 @@ typedef struct fmoe_select_filter {
     int32_t device_kind;  /* FMOE_DEVICE_ANY for any */
     int32_t device_index; /* -1 for any */
     const char *backend;  /* plugin-name glob, NULL for any */
+    void *ep_group;       /* the plugin's EP group the layer binds to (query_args.ep_group), or NULL */
 } fmoe_select_filter;
 
 fmoe_status fmoe_registry_select(const fmoe_registry *reg, const fmoe_layer_config *cfg, const fmoe_scheme *scheme,

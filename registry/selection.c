@@ -62,7 +62,7 @@ static const char *method_defect(const fmoe_method *m)
 }
 
 static void query_candidate(const fmoe_plugin_record *p, const fmoe_device_report *dev, const fmoe_layer_config *cfg,
-                            const fmoe_scheme *scheme, const char *key, fmoe_candidate_rec *c)
+                            const fmoe_scheme *scheme, const char *key, void *ep_group, fmoe_candidate_rec *c)
 {
     fmoe_error err;
     fmoe_plugin_error_reset(&err);
@@ -73,7 +73,9 @@ static void query_candidate(const fmoe_plugin_record *p, const fmoe_device_repor
                          .scheme = scheme,
                          .scheme_key = key,
                          .device_kind = dev->kind,
-                         .device_index = dev->index};
+                         .device_index = dev->index,
+                         /* Only the plugin that made the group is asked (the caller's filter). */
+                         .ep_group = p->abi_minor >= 3 ? ep_group : NULL};
     fmoe_status st = p->table->query(&q);
     q.reason[sizeof q.reason - 1] = '\0';
     const char *why = q.reason[0] ? q.reason : fmoe_plugin_error_text(&err, "");
@@ -185,7 +187,7 @@ static fmoe_status gather(const fmoe_registry *reg, const fmoe_layer_config *cfg
                 snprintf(c->reason, sizeof c->reason, "device %s:%d unavailable: %s", fmoe_device_kind_name(dev->kind),
                          dev->index, dev->reason[0] ? dev->reason : "no reason given");
             } else {
-                query_candidate(p, dev, cfg, scheme, sel->scheme_key, c);
+                query_candidate(p, dev, cfg, scheme, sel->scheme_key, filter->ep_group, c);
             }
         }
     }

@@ -3,7 +3,8 @@
 # .ci/run or tools/deps.sh):
 #   1. release-style build (warnings are errors) and `meson test`;
 #   2. the same under AddressSanitizer + UndefinedBehaviorSanitizer;
-#   3. the per-layer lock under ThreadSanitizer (tests/registry/test_layer_threads.c),
+#   3. the per-layer lock and the reference plugin's EP groups (ranks as threads) under
+#      ThreadSanitizer (tests/registry/test_layer_threads.c, tests/ep/test_ep_reference.c),
 #      and each fuzz harness for 40 s (tests/fuzz/run_ci.sh);
 #   4. install to a prefix, build examples/vendor-plugin out of tree against
 #      the installed SDK, check the registry serves it through a TOML file and
@@ -48,8 +49,12 @@ echo "== ThreadSanitizer: one layer forwarded from several threads (fusedmoe.h, 
 rm -rf build-tsan
 meson setup build-tsan -Db_sanitize=thread -Db_lundef=false -Dbuildtype=debug \
   -Dcuda=disabled -Dcpu=disabled -Dcpu_arm=disabled >/dev/null
-ninja -C build-tsan -j "$jobs" plugins/reference/libfmoe-reference.so tests/registry/test_layer_threads >/dev/null
+ninja -C build-tsan -j "$jobs" plugins/reference/libfmoe-reference.so tests/registry/test_layer_threads \
+  tests/ep/test_ep_reference tests/plugins/libfixture_device_v10.so tests/plugins/libfixture_ok.so >/dev/null
 TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/registry/test_layer_threads build-tsan/plugins/reference/reference.toml
+# EP ranks as threads of one process (the reference plugin's groups, docs/EP.md).
+TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/ep/test_ep_reference build-tsan/plugins/reference/reference.toml \
+  build-tsan/tests/plugins/libfixture_device_v10.so build-tsan/tests/plugins/libfixture_ok.so
 
 echo "== fuzzing: each harness for a bounded time (clang libFuzzer, tests/fuzz/run_ci.sh)"
 bash tests/fuzz/run_ci.sh 40

@@ -21,6 +21,7 @@
 
 #include "cli/args.h"
 #include "cli/bench/bench.h"
+#include "cli/bench/bench_ep.h"
 #include "cli/cli.h"
 #include "cli/halfconv.h"
 #include "cli/json_out.h"
@@ -49,6 +50,9 @@ typedef struct bench_opts {
     double gemm_peak_tflops; /* device compute floor; 0: memory floor only */
     uint64_t seed;
     const char *json_path;
+    /* --gpus N: on an EP group of N ranks (bench_ep.c) */
+    uint32_t gpus;
+    int32_t ep_dispatch, ep_mode;
 } bench_opts;
 
 /* One measured point. */
@@ -90,6 +94,12 @@ static void help(FILE *f)
           "                   flops / T); without it, a device's floor is the memory floor\n"
           "  --seed N         weights and routing (default: fresh, printed)\n"
           "  --json FILE      write the record (machine, command, every point) as JSON\n"
+          "  --gpus N         on an EP group of N ranks (threads; N devices of the plugin, or the\n"
+          "                   host): --tokens are per rank, the model's full expert count is\n"
+          "                   spread over the ranks; prints the layer time and the plugin's\n"
+          "                   dispatch / experts / combine split (docs/EP.md)\n"
+          "  --ep-dispatch D  activation (default), fp8_token or fp8_block (with --gpus)\n"
+          "  --ep-mode M      low_latency (default) or high_throughput (with --gpus)\n"
           "\n"
           "Documentation: docs/BENCH.md. Results are recorded under bench/.\n",
           f);
@@ -119,6 +129,8 @@ static int parse_args(int argc, char **argv, bench_opts *o)
     o->reference = 1;
     o->reference_max_gflop = 50.0;
     o->seed = cli_rng_fresh_seed();
+    o->ep_dispatch = FMOE_EP_DISPATCH_ACTIVATION;
+    o->ep_mode = FMOE_EP_MODE_LOW_LATENCY;
     memcpy(o->tokens, default_tokens, sizeof default_tokens);
     o->n_tokens = sizeof default_tokens / sizeof default_tokens[0];
     for (int i = 1; i < argc; i++) {
@@ -163,6 +175,15 @@ static int parse_args(int argc, char **argv, bench_opts *o)
         } else if ((r = cli_opt_value(argc, argv, &i, "--seed", &v)) != CLI_OPT_NO) {
             if (r == CLI_OPT_MISSING || cli_parse_u64(v, &o->seed))
                 return cli_usage("bench", "--seed: expected a whole number");
+        } else if ((r = cli_opt_value(argc, argv, &i, "--gpus", &v)) != CLI_OPT_NO) {
+            if (r == CLI_OPT_MISSING || cli_parse_u32(v, &o->gpus) != 0 || o->gpus == 0 || o->gpus > 64)
+                return cli_usage("bench", "--gpus: expected a number of ranks from 1 to 64");
+        } else if ((r = cli_opt_value(argc, argv, &i, "--ep-dispatch", &v)) != CLI_OPT_NO) {
+            if (r == CLI_OPT_MISSING || !(o->ep_dispatch = fmoe_ep_dispatch_from_name(v)))
+                return cli_usage("bench", "--ep-dispatch: expected activation, fp8_token or fp8_block");
+        } else if ((r = cli_opt_value(argc, argv, &i, "--ep-mode", &v)) != CLI_OPT_NO) {
+            if (r == CLI_OPT_MISSING || !(o->ep_mode = fmoe_ep_mode_from_name(v)))
+                return cli_usage("bench", "--ep-mode: expected low_latency or high_throughput");
         } else if ((r = cli_opt_value(argc, argv, &i, "--json", &v)) != CLI_OPT_NO) {
             if (r == CLI_OPT_MISSING || !v[0])
                 return cli_usage("bench", "--json needs a file");
@@ -171,6 +192,8 @@ static int parse_args(int argc, char **argv, bench_opts *o)
             return cli_usage("bench", "unknown option '%s'", argv[i]);
         }
     }
+    if (o->gpus && o->json_path)
+        return cli_usage("bench", "--json is not written for --gpus yet: read the table");
     if (o->n_shapes == 0) {
         bench_shape_parse("qwen3-30b-a3b", &o->shapes[0]);
         bench_shape_parse("mixtral-8x7b", &o->shapes[1]);
@@ -599,6 +622,31 @@ static int write_json(const char *path, const bench_point *pts, size_t n, const 
     return CLI_EXIT_OK;
 }
 
+/* --gpus N: every shape on an EP group (bench_ep.c); owns ctx. */
+static int bench_ep(fmoe_context *ctx, const bench_opts *o, const fmoe_scheme *scheme)
+{
+    bench_ep_opts eo = {.gpus = o->gpus,
+                        .backend = o->backend,
+                        .dispatch = o->ep_dispatch,
+                        .mode = o->ep_mode,
+                        .tokens = o->tokens,
+                        .n_tokens = o->n_tokens,
+                        .iters = o->iters,
+                        .seed = o->seed};
+    printf("scheme:    %s; seed %llu; median of %u forwards per rank\n", o->scheme_key, (unsigned long long)o->seed,
+           o->iters);
+    bench_ep_point *pts = calloc(MAX_SHAPES * MAX_TOKENS, sizeof *pts);
+    size_t n = 0;
+    int rc = pts ? CLI_EXIT_OK : (cli_error("out of memory"), CLI_EXIT_INTERNAL);
+    for (size_t s = 0; s < o->n_shapes && rc == CLI_EXIT_OK; s++)
+        rc = bench_ep_shape(ctx, &eo, &o->shapes[s], scheme, pts, &n);
+    if (rc == CLI_EXIT_OK)
+        bench_ep_print(&eo, pts, n);
+    free(pts);
+    fmoe_context_destroy(ctx);
+    return rc;
+}
+
 int cmd_bench(const cli_globals *g, int argc, char **argv)
 {
     bench_opts o;
@@ -612,6 +660,8 @@ int cmd_bench(const cli_globals *g, int argc, char **argv)
     fmoe_context *ctx = NULL;
     if ((rc = cli_open_context(g, &ctx)) != CLI_EXIT_OK)
         return rc;
+    if (o.gpus)
+        return bench_ep(ctx, &o, &scheme);
     char cpu[256], command[2048] = "fusedmoe";
     fmoe_cpu_model_name(cpu, sizeof cpu);
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);

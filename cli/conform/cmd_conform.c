@@ -18,7 +18,7 @@
 static void help(FILE *f)
 {
     fputs("Usage: fusedmoe [global options] conform [--plugin NAME|PATH] [--scheme KEY|GLOB]\n"
-          "           [--mode abi|support|test|stress|all] [--filter SUBSTR] [--seed N]\n"
+          "           [--mode abi|support|test|stress|ep|all] [--filter SUBSTR] [--seed N]\n"
           "           [--exhaustive] [--json FILE] [--verbose]\n"
           "\n"
           "Checks a backend plugin against the plugin ABI and against the reference plugin.\n"
@@ -29,7 +29,8 @@ static void help(FILE *f)
           "  --plugin NAME|PATH  the plugin to check: a name the registry found, or a manifest\n"
           "                      (.toml) or library (.so) to load; default: every plugin found\n"
           "  --scheme KEY|GLOB   only schemes whose canonical key matches (docs/SCHEMES.md)\n"
-          "  --mode M            abi, support, test, stress or all (default all); repeatable\n"
+          "  --mode M            abi, support, test, stress, ep or all (default all); repeatable;\n"
+          "                      ep: the plugin's N-rank EP groups against one device (docs/EP.md)\n"
           "  --filter SUBSTR     only cases whose id contains SUBSTR (e.g. test/bf16/tokens)\n"
           "  --seed N            seed of every random input (default: a fresh one, printed)\n"
           "  --exhaustive        test the full shape product, not the default grid\n"
@@ -48,11 +49,10 @@ static int parse_mode(const char *v, uint32_t *modes)
     static const struct {
         const char *name;
         uint32_t bit;
-    } names[] = {{"abi", CF_MODE_ABI},
-                 {"support", CF_MODE_SUPPORT},
-                 {"test", CF_MODE_TEST},
-                 {"stress", CF_MODE_STRESS},
-                 {"all", CF_MODE_ALL}};
+    } names[] = {
+        {"abi", CF_MODE_ABI},       {"support", CF_MODE_SUPPORT}, {"test", CF_MODE_TEST},
+        {"stress", CF_MODE_STRESS}, {"ep", CF_MODE_EP},           {"all", CF_MODE_ALL},
+    };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(v, names[i].name) == 0) {
             *modes |= names[i].bit;
@@ -84,7 +84,7 @@ static int parse_args(int argc, char **argv, cf_opts *o)
             o->scheme_glob = v;
         } else if ((r = cli_opt_value(argc, argv, &i, "--mode", &v)) != CLI_OPT_NO) {
             if (r == CLI_OPT_MISSING || parse_mode(v, &o->modes) != 0)
-                return cli_usage("conform", "--mode: expected abi, support, test, stress or all");
+                return cli_usage("conform", "--mode: expected abi, support, test, stress, ep or all");
         } else if ((r = cli_opt_value(argc, argv, &i, "--filter", &v)) != CLI_OPT_NO) {
             if (r == CLI_OPT_MISSING)
                 return cli_usage("conform", "--filter needs a substring of case ids");
@@ -159,6 +159,10 @@ static void run_modes(cf_run *r, int have_reference)
     if (r->o->modes & CF_MODE_STRESS) {
         r->mode = "stress";
         cf_mode_stress(r);
+    }
+    if (r->o->modes & CF_MODE_EP) {
+        r->mode = "ep";
+        cf_mode_ep(r);
     }
 }
 

@@ -29,7 +29,8 @@
 #define CF_MODE_SUPPORT (1u << 1)
 #define CF_MODE_TEST    (1u << 2)
 #define CF_MODE_STRESS  (1u << 3)
-#define CF_MODE_ALL     (CF_MODE_ABI | CF_MODE_SUPPORT | CF_MODE_TEST | CF_MODE_STRESS)
+#define CF_MODE_EP      (1u << 4)
+#define CF_MODE_ALL     (CF_MODE_ABI | CF_MODE_SUPPORT | CF_MODE_TEST | CF_MODE_STRESS | CF_MODE_EP)
 
 typedef struct cf_opts {
     const char *plugin;      /* --plugin NAME|PATH, or NULL for every loaded plugin */
@@ -111,5 +112,6 @@ void cf_mode_abi(cf_run *r);
 void cf_mode_support(cf_run *r);
 void cf_mode_test(cf_run *r);
 void cf_mode_stress(cf_run *r);
+void cf_mode_ep(cf_run *r); /* mode_ep.c: N ranks of an EP group equal one device */
 
 #endif

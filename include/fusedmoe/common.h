@@ -133,6 +133,23 @@ typedef struct fmoe_tensor {
 /* Upper bound on redundant (EPLB) experts, as vLLM's MAX_EXPERT_REDUNDANCY. */
 #define FMOE_MAX_REDUNDANT_EXPERTS 1023
 
+/* Expert-parallel groups (fusedmoe.h fmoe_ep_group, plugin.h fmoe_ep_ops;
+ * docs/EP.md). How a group moves tokens between ranks: */
+#define FMOE_EP_MODE_INVALID         0
+#define FMOE_EP_MODE_LOW_LATENCY     1 /* decode: fixed-capacity buffers, no host sync, graph-capturable */
+#define FMOE_EP_MODE_HIGH_THROUGHPUT 2 /* prefill: buffers sized by the actual counts, host sync allowed */
+/* What a token travels as on its way to the rank of its expert (the
+ * combine always carries the activation dtype): */
+#define FMOE_EP_DISPATCH_INVALID    0
+#define FMOE_EP_DISPATCH_ACTIVATION 1 /* unchanged, in the layer's act_dtype (bf16 for served models) */
+#define FMOE_EP_DISPATCH_FP8_TOKEN  2 /* e4m3 + one f32 scale per token (amax / 448) */
+#define FMOE_EP_DISPATCH_FP8_BLOCK  3 /* e4m3 + one f32 scale per 1x128 group of a token; H % 128 == 0 */
+/* Bytes of an EP unique id (fmoe_ep_unique_id): the host's 64-byte header
+ * (magic, plugin name) and up to FMOE_EP_ID_PAYLOAD_BYTES of the plugin's
+ * own (NCCL's ncclUniqueId is 128). */
+#define FMOE_EP_UNIQUE_ID_BYTES  256
+#define FMOE_EP_ID_PAYLOAD_BYTES 192
+
 /* ------------------------------------------------------------------------ */
 /* Layer configuration. Initialise with fmoe_layer_config_init() (host) or   */
 /* zero it and set struct_size; then fill in. fmoe_layer_config_validate()   */

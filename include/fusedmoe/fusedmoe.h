@@ -456,6 +456,9 @@ FMOE_API void fmoe_selection_destroy(fmoe_selection *sel);
 /* ------------------------------------------------------------------------ */
 
 typedef struct fmoe_layer fmoe_layer;
+/* An expert-parallel group: this rank's membership (below, "Expert
+ * parallelism across devices"). */
+typedef struct fmoe_ep_group fmoe_ep_group;
 
 /* What a backend method declares it needs loaded (FMOE_PROJ_* and
  * FMOE_ROLE_* are in common.h). Strings live as long as the layer. Shapes
@@ -481,6 +484,15 @@ typedef struct fmoe_layer_options {
     /* Restrict selection to plugins whose name matches this glob (NULL: any).
      * Strict: if none of them accepts the layer, create fails with their reasons. */
     const char *backend;
+    /* Bind the layer to this rank's EP group (NULL: none; docs/EP.md). The
+     * layer then runs on the group's plugin and device (backend and device
+     * above must agree with them or be left unset), its ep_size/ep_rank are
+     * the group's (a config that sets other values than the default 1/0 is
+     * refused naming both), its hidden_size, top_k, global expert count
+     * and act_dtype must be the group's, tp_size must be 1, and its
+     * max_num_tokens becomes the group's expert capacity. Its forward is
+     * collective (fmoe_layer_forward). The group must outlive the layer. */
+    fmoe_ep_group *ep_group;
 } fmoe_layer_options;
 
 FMOE_API void fmoe_layer_options_init(fmoe_layer_options *opts);
@@ -551,8 +563,26 @@ typedef struct fmoe_forward_args {
 } fmoe_forward_args;
 
 /* Run the layer. Exactly one of (topk_weights + topk_ids) or router_logits
- * must be given. M = 0 is a successful no-op. */
+ * must be given. M = 0 is a successful no-op.
+ *
+ * A layer bound to an EP group: x is this rank's M_local tokens, with
+ * M_local <= the group's max_tokens_per_rank (more is refused, never
+ * truncated), and the routing is over global physical expert ids; out is
+ * this rank's output. The call is collective: every rank of the group
+ * calls it for its layer, M_local = 0 included, concurrently (one thread
+ * or process per rank), and the ranks' layers must be called in the same
+ * order. A rank that fails before joining makes the others fail after the
+ * plugin's timeout, naming it. */
 FMOE_API fmoe_status fmoe_layer_forward(fmoe_layer *layer, const fmoe_forward_args *args);
+
+/* The expert load record (docs/PLACEMENT.md, "Load record"): counts[p] =
+ * routing slots this layer's forwards sent to physical expert p since the
+ * layer was finalized or the last reset (len = global physical experts).
+ * On an EP group each rank counts its own tokens; the sum over ranks is the
+ * load EPLB balances. Counted where the routing is on the host (host
+ * layers, and logits routed by the core); UNSUPPORTED when the routing
+ * stayed on a device. reset = 1 zeroes it after the read. */
+FMOE_API fmoe_status fmoe_layer_expert_load(fmoe_layer *layer, uint64_t *counts, uint32_t len, uint32_t reset);
 
 /* Tensors on the layer's device. For a host (CPU) layer these are host
  * allocations; for a device layer the plugin's allocator is used (ABI 1.1
@@ -584,6 +614,110 @@ FMOE_API fmoe_status fmoe_layer_time_replays(fmoe_layer *layer, uint32_t n_graph
  * UNSUPPORTED as above. */
 FMOE_API fmoe_status fmoe_layer_device_copy_rate(fmoe_layer *layer, uint64_t bytes, uint32_t reps,
                                                  double *bytes_per_second);
+
+/* ------------------------------------------------------------------------ */
+/* Expert parallelism across devices (docs/EP.md)                            */
+/* ------------------------------------------------------------------------ */
+
+/* A layer whose experts do not fit one device runs on an EP group: each rank
+ * (one device) holds its share of the experts (docs/PLACEMENT.md), takes its
+ * own tokens and routing, and gets its own output back; the group's plugin
+ * moves the tokens (NCCL on CUDA; the reference plugin's one-machine double
+ * in tests). The application owns the communication: it passes its
+ * communicator, or broadcasts a unique id that one rank made, to every
+ * rank. One process per device and one process driving several devices
+ * (a thread per rank) both work; nothing assumes one host.
+ *
+ *   rank 0:   fmoe_ep_unique_id_make(ctx, &opts, &id); send id to all ranks
+ *   each:     opts.rank = r; opts.unique_id = &id;
+ *             fmoe_ep_group_create(ctx, &opts, &group);   collective
+ *             lopts.ep_group = group; fmoe_layer_create(..., &lopts, &layer);
+ *             load, finalize; fmoe_layer_forward(...)     collective
+ *             fmoe_layer_destroy(layer); fmoe_ep_group_destroy(group);
+ */
+
+/* Opaque bytes a plugin's bootstrap needs (NCCL's unique id, ...), tagged
+ * with the plugin's name. Plain data: copy and send it as it is. */
+typedef struct fmoe_ep_unique_id {
+    uint8_t bytes[FMOE_EP_UNIQUE_ID_BYTES];
+} fmoe_ep_unique_id;
+
+typedef struct fmoe_ep_group_options {
+    size_t struct_size;
+    /* The plugin: a name glob (NULL: any loaded plugin with EP support on
+     * the device; the highest device score wins, then the name). */
+    const char *backend;
+    /* This rank's device. FMOE_DEVICE_ANY / -1 (default): the plugin's
+     * first available device. */
+    int32_t device_kind;
+    int32_t device_index;
+    uint32_t rank; /* < size */
+    uint32_t size; /* ranks in the group, >= 1 */
+    /* The same on every rank: */
+    uint32_t max_tokens_per_rank; /* most tokens one rank passes one forward (>= 1) */
+    uint32_t hidden_size;         /* H of the group's layers */
+    uint32_t top_k;               /* k of the group's layers */
+    uint32_t num_experts;         /* global physical experts (logical + redundant) of its layers, >= size */
+    fmoe_dtype act_dtype;         /* x / out dtype of its layers (default BF16) */
+    int32_t dispatch;             /* FMOE_EP_DISPATCH_* (default ACTIVATION) */
+    int32_t mode;                 /* FMOE_EP_MODE_* (default LOW_LATENCY) */
+    uint32_t timing;              /* 1: the plugin measures its phases (fmoe_ep_group_timing) */
+    /* Bootstrap, exactly one: the application's communicator for this rank
+     * (an ncclComm_t for the cuda plugin; for the reference plugin, any
+     * object the ranks, threads of one process, share; borrowed, must
+     * outlive the group), or the unique id made by fmoe_ep_unique_id_make on
+     * one rank. */
+    void *comm;
+    const fmoe_ep_unique_id *unique_id;
+} fmoe_ep_group_options;
+
+/* Defaults as listed; rank 0, size 1, sizes 0 (must be set). */
+FMOE_API void fmoe_ep_group_options_init(fmoe_ep_group_options *opts);
+
+/* Make a unique id on one rank with the plugin `opts` selects (backend,
+ * device; the other fields are not read). The application sends the bytes
+ * to every rank (MPI, a file, a TCP store: its choice). */
+FMOE_API fmoe_status fmoe_ep_unique_id_make(fmoe_context *ctx, const fmoe_ep_group_options *opts,
+                                            fmoe_ep_unique_id *out);
+
+/* Join this rank to its group. Collective: returns when all `size` ranks
+ * have joined with the same sizes, dtype, dispatch and mode, or fails
+ * (INVALID_ARGUMENT naming the field, a unique id from another plugin,
+ * DEVICE_ERROR naming the ranks missing after the plugin's timeout,
+ * UNSUPPORTED when no plugin serves EP on the device, with each one's
+ * reason). */
+FMOE_API fmoe_status fmoe_ep_group_create(fmoe_context *ctx, const fmoe_ep_group_options *opts, fmoe_ep_group **out);
+/* Destroy after every layer bound to it. Call it on every rank (a plugin
+ * may make it collective). */
+FMOE_API void fmoe_ep_group_destroy(fmoe_ep_group *group);
+
+FMOE_API uint32_t fmoe_ep_group_rank(const fmoe_ep_group *group);
+FMOE_API uint32_t fmoe_ep_group_size(const fmoe_ep_group *group);
+/* The options the group was created with (defaults resolved, the device
+ * the plugin chose; comm and unique_id cleared). Owned by the group. */
+FMOE_API const fmoe_ep_group_options *fmoe_ep_group_get_options(const fmoe_ep_group *group);
+/* The serving plugin's name. */
+FMOE_API const char *fmoe_ep_group_plugin(const fmoe_ep_group *group);
+
+/* Seconds the group's forwards spent dispatching, in the experts and
+ * combining, summed since creation or the last reset, as the plugin
+ * measures them (docs/EP.md, "Timing"). UNSUPPORTED when the group was
+ * created without `timing` or the plugin does not measure. */
+typedef struct fmoe_ep_timing {
+    size_t struct_size;
+    uint64_t forwards;
+    double dispatch_seconds, experts_seconds, combine_seconds;
+} fmoe_ep_timing;
+
+FMOE_API fmoe_status fmoe_ep_group_timing(fmoe_ep_group *group, uint32_t reset, fmoe_ep_timing *out);
+
+/* "low_latency", "high_throughput"; "activation", "fp8_token", "fp8_block";
+ * "unknown" for other values. The parsers return 0 (INVALID) for an
+ * unknown name. */
+FMOE_API const char *fmoe_ep_mode_name(int32_t mode);
+FMOE_API const char *fmoe_ep_dispatch_name(int32_t dispatch);
+FMOE_API int32_t fmoe_ep_mode_from_name(const char *name);
+FMOE_API int32_t fmoe_ep_dispatch_from_name(const char *name);
 
 /* ------------------------------------------------------------------------ */
 /* Loading a layer from a checkpoint                                         */

@@ -62,7 +62,7 @@ extern "C" {
 /* Major must match exactly. Minor: host and plugin agree on min(host, plugin);
  * each side then only uses what that minor provides. */
 #define FMOE_ABI_MAJOR 1
-#define FMOE_ABI_MINOR 2
+#define FMOE_ABI_MINOR 3
 /* Oldest plugin minor this host still accepts. */
 #define FMOE_ABI_MINOR_MIN 0
 
@@ -234,6 +234,11 @@ typedef struct fmoe_query_args {
     uint32_t score;                   /* > 0; higher wins */
     /* out (always): one line; why it refused, or notes on what it will run */
     char reason[256];
+    /* \since 1.3. The plugin's EP group (fmoe_ep_group_args.group) the layer
+     * will be bound to, or NULL for a layer without one. Only the plugin
+     * that made the group is asked. Refuse (UNSUPPORTED + reason) a method
+     * the plugin cannot run on its group. */
+    void *ep_group;
 } fmoe_query_args;
 
 /* ------------------------------------------------------------------------ */
@@ -340,6 +345,9 @@ typedef struct fmoe_plugin {
     /* \since 1.1. Memory on the plugin's non-host devices; NULL when all
      * its devices compute on host memory. */
     const fmoe_device_memory *memory;
+    /* \since 1.3. Expert parallelism across devices; NULL when the plugin
+     * has none (docs/EP.md, docs/PLUGIN-ABI.md §6c). */
+    const struct fmoe_ep_ops *ep;
 } fmoe_plugin;
 
 /* ------------------------------------------------------------------------ */
@@ -383,7 +391,7 @@ typedef struct fmoe_param_desc {
 #define FMOE_METHOD_MONOLITHIC       (1u << 0) /* does routing itself: prefers apply_logits */
 #define FMOE_METHOD_EPLB             (1u << 1) /* supports redundant experts / rearrangement */
 #define FMOE_METHOD_EXPERT_MASK      (1u << 2) /* consumes an AITER expert mask, not a map */
-#define FMOE_METHOD_HANDLES_COMM     (1u << 3) /* does its own EP dispatch/combine */
+#define FMOE_METHOD_HANDLES_COMM     (1u << 3) /* does its own EP dispatch/combine (fmoe_ep_ops) */
 #define FMOE_METHOD_SERIALIZED_APPLY (1u << 4) /* apply must not run concurrently, even across layers */
 #define FMOE_METHOD_GRAPH_SAFE       (1u << 5) /* apply may be captured in a CUDA/HIP graph */
 
@@ -411,6 +419,11 @@ typedef struct fmoe_create_args {
      * during the call; copy it. NULL when ep_size == 1 (identity). */
     const int32_t *expert_map;
     void *instance; /* out: per-layer state */
+    /* \since 1.3. The plugin's EP group this layer is bound to (the one its
+     * query accepted), or NULL. config->ep_size/ep_rank are the group's;
+     * config->max_num_tokens is the group's expert_capacity: the most rows
+     * the group's forward hands this instance's apply. */
+    void *ep_group;
 } fmoe_create_args;
 
 typedef struct fmoe_declare_params_args {
@@ -477,6 +490,127 @@ typedef struct fmoe_method {
     fmoe_status (*apply_logits)(fmoe_apply_logits_args *args);
     void (*destroy)(fmoe_destroy_args *args); /* [mandatory] */
 } fmoe_method;
+
+/* ------------------------------------------------------------------------ */
+/* Expert parallelism across devices (\since 1.3; docs/EP.md)              */
+/* ------------------------------------------------------------------------ */
+
+/* A plugin that runs layers across EP ranks sets fmoe_plugin.ep. The host
+ * uses it only when the negotiated minor is at least 3, the plugin table
+ * holds the field and every mandatory slot is set.
+ *
+ * The application owns the communication: it hands each rank either its own
+ * communicator (an ncclComm_t as an opaque pointer: `comm`) or the same
+ * unique id, made once by unique_id on one rank and broadcast by the
+ * application (`unique_id`). Every rank creates its group (group_create is
+ * collective: it returns when all `size` ranks have joined, or fails). A
+ * layer bound to the group gets it at query and create; its forward is
+ * collective too: the host calls `forward` on every rank, M_local = 0
+ * included, and the plugin dispatches each rank's tokens to the ranks that
+ * hold their experts, runs the method there (`apply`, unless the method is
+ * FMOE_METHOD_HANDLES_COMM and does it all itself) and combines the
+ * results back on the rank that owns each token.
+ *
+ * Contract a plugin keeps:
+ *  - No rank waits forever: every wait has a bound (a declared plugin
+ *    option), and a rank that does not arrive fails the others with a
+ *    message naming the missing ranks (FMOE_STATUS_DEVICE_ERROR).
+ *  - LOW_LATENCY: buffers sized at group_create for max_tokens_per_rank on
+ *    every rank; forward does no host synchronization and allocates nothing,
+ *    so a forward can be captured in a CUDA/HIP graph (and the method's
+ *    FMOE_METHOD_GRAPH_SAFE then holds for the bound layer).
+ *  - HIGH_THROUGHPUT: may size by the real counts and synchronize.
+ *  - The output equals the single-device output of the same layer within
+ *    the scheme's tolerance (bit for bit when the plugin can order the
+ *    combine as its single-device path sums). */
+
+typedef struct fmoe_ep_unique_id_args {
+    size_t struct_size;
+    fmoe_error *err;
+    void *state;
+    int32_t device_kind, device_index; /* one the plugin reported */
+    uint8_t *bytes;                    /* out: `capacity` bytes (FMOE_EP_ID_PAYLOAD_BYTES) */
+    uint32_t capacity;
+    uint32_t length; /* out: bytes written, 1..capacity */
+} fmoe_ep_unique_id_args;
+
+typedef struct fmoe_ep_group_args {
+    size_t struct_size;
+    fmoe_error *err;
+    void *state;
+    int32_t device_kind, device_index; /* this rank's device, one the plugin reported */
+    uint32_t rank, size;               /* validated: rank < size */
+    /* The same on every rank (a plugin checks what it can and names the
+     * field that differs). */
+    uint32_t max_tokens_per_rank; /* most tokens one rank passes one forward */
+    uint32_t hidden_size;
+    uint32_t top_k;
+    uint32_t num_experts; /* global physical experts of the group's layers */
+    fmoe_dtype act_dtype; /* x / out of the group's layers: F32, BF16, F16 */
+    int32_t dispatch;     /* FMOE_EP_DISPATCH_* */
+    int32_t mode;         /* FMOE_EP_MODE_* */
+    uint32_t timing;      /* 1: measure dispatch / experts / combine for `timing` */
+    /* Exactly one of: */
+    void *comm;                /* the application's communicator (ncclComm_t), borrowed */
+    const uint8_t *unique_id;  /* the payload unique_id made, `unique_id_length` bytes */
+    uint32_t unique_id_length; /* valid during the call */
+    /* out: */
+    void *group;              /* the plugin's group, handed back to every call below */
+    uint64_t expert_capacity; /* most rows forward hands one rank's apply (the
+                                 max_num_tokens the bound methods are created with) */
+} fmoe_ep_group_args;
+
+typedef struct fmoe_ep_group_destroy_args {
+    size_t struct_size;
+    void *state;
+    void *group;
+} fmoe_ep_group_destroy_args;
+
+typedef struct fmoe_ep_forward_args {
+    size_t struct_size;
+    fmoe_error *err;
+    void *state;
+    void *group;
+    /* The bound layer's method and instance (created with this group). */
+    const struct fmoe_method *method;
+    void *instance;
+    const fmoe_layer_config *config; /* the layer's, with the group's ep size/rank */
+    /* expert_owner[num_global_experts]: the rank holding each physical
+     * expert (docs/PLACEMENT.md; EPLB replicas included). Host memory,
+     * valid during the call. */
+    const int32_t *expert_owner;
+    uint32_t num_global_experts;
+    /* This rank's tokens, on its device (M_local = x->shape[0] may be 0). */
+    const fmoe_tensor *x;            /* [M_local, H] act_dtype */
+    const fmoe_tensor *topk_weights; /* [M_local, k] F32 */
+    const fmoe_tensor *topk_ids;     /* [M_local, k] INT32 global physical ids; out of
+                                        range contributes 0 */
+    fmoe_tensor *out;                /* [M_local, H]: written completely */
+    void *stream;
+} fmoe_ep_forward_args;
+
+/* Seconds the group's forwards spent in each phase since creation or the
+ * last reset, as the plugin measures them (device events on a GPU; a
+ * host clock in the reference double, waits for peers included in
+ * dispatch and combine). UNSUPPORTED when created without `timing`. */
+typedef struct fmoe_ep_timing_args {
+    size_t struct_size;
+    fmoe_error *err;
+    void *state;
+    void *group;
+    uint32_t reset;    /* in: 1 = zero the sums after reading them */
+    uint64_t forwards; /* out */
+    double dispatch_seconds, experts_seconds, combine_seconds;
+} fmoe_ep_timing_args;
+
+typedef struct fmoe_ep_ops {
+    size_t struct_size;
+    fmoe_status (*unique_id)(fmoe_ep_unique_id_args *args);  /* [mandatory] */
+    fmoe_status (*group_create)(fmoe_ep_group_args *args);   /* [mandatory] collective */
+    void (*group_destroy)(fmoe_ep_group_destroy_args *args); /* [mandatory] */
+    fmoe_status (*forward)(fmoe_ep_forward_args *args);      /* [mandatory] collective */
+    fmoe_status (*timing)(fmoe_ep_timing_args *args);        /* optional */
+} fmoe_ep_ops;
 
 /* ------------------------------------------------------------------------ */
 /* Inline helpers (header-only: a plugin still links nothing of ours)        */

@@ -32,6 +32,7 @@
  * w13_weight_scale [E, 2I, H/32] and w2_weight_scale [E, H, I/32] UE8M0.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,17 +59,35 @@ static fmoe_status unsupported(refq_instance *in, fmoe_error *err, const char *w
     return in->host->error_set(err, FMOE_STATUS_UNSUPPORTED, "MXFP4 x FP8 (MegaMoE): %s", what);
 }
 
+/* The layer features the scheme's epilogue has (query and create ask the
+ * same, so a layer the query accepts is never refused at create): NULL, or
+ * the first one missing. */
+static const char *megamoe_layer_refusal(const fmoe_layer_config *c)
+{
+    if (!c->gated || c->activation != FMOE_ACT_SILU)
+        return "the scheme's epilogue is SwiGLU: needs a gated layer with activation silu";
+    if (c->act_dtype != FMOE_DTYPE_BF16)
+        return "GEMM2 outputs and the combine are bf16: needs act_dtype bf16";
+    if (c->has_bias)
+        return "expert biases are not part of the scheme";
+    if (c->apply_router_weight_on_input)
+        return "the router weight is applied after SwiGLU, not on the input";
+    return NULL;
+}
+
+static int megamoe_layer_ok(const fmoe_layer_config *c, char *why, size_t cap)
+{
+    const char *no = megamoe_layer_refusal(c);
+    if (no)
+        snprintf(why, cap, "MXFP4 x FP8 (MegaMoE): %s", no);
+    return no == NULL;
+}
+
 static fmoe_status megamoe_declare(refq_instance *in, fmoe_error *err)
 {
-    const fmoe_layer_config *c = &in->cfg;
-    if (!c->gated || c->activation != FMOE_ACT_SILU)
-        return unsupported(in, err, "the scheme's epilogue is SwiGLU: needs a gated layer with activation silu");
-    if (c->act_dtype != FMOE_DTYPE_BF16)
-        return unsupported(in, err, "GEMM2 outputs and the combine are bf16: needs act_dtype bf16");
-    if (c->has_bias)
-        return unsupported(in, err, "expert biases are not part of the scheme");
-    if (c->apply_router_weight_on_input)
-        return unsupported(in, err, "the router weight is applied after SwiGLU, not on the input");
+    const char *no = megamoe_layer_refusal(&in->cfg);
+    if (no)
+        return unsupported(in, err, no);
     if (in->hidden % MX)
         return refq_size_error(in, err, "MXFP4 x FP8: hidden_size %u is not divisible by the scale group of %u",
                                in->hidden, MX);
@@ -343,6 +362,7 @@ static fmoe_status megamoe_run(refq_instance *in, fmoe_error *err, const fmoe_te
 const refq_family refq_family_megamoe = {
     .name = "mxfp4-fp8",
     .serves = megamoe_serves,
+    .layer_ok = megamoe_layer_ok,
     .declare = megamoe_declare,
     .finalize = megamoe_finalize,
     .run = megamoe_run,

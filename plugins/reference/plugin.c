@@ -8,6 +8,7 @@
 #include <sys/utsname.h>
 
 #include "fusedmoe/kit/cpu_name.h"
+#include "plugins/reference/ep.h"
 #include "plugins/reference/reference.h"
 
 static fmoe_status ref_init(fmoe_init_args *a)
@@ -18,6 +19,7 @@ static fmoe_status ref_init(fmoe_init_args *a)
         return h->error_set(a->err, FMOE_STATUS_OUT_OF_MEMORY, "out of memory");
     memset(st, 0, sizeof *st);
     st->host = h;
+    st->ep_timeout_ms = 10000;
     /* The host has already checked names and types against the manifest;
      * this is the plugin's own check, for a load without the manifest. */
     static const char *const globals[] = {"quant", "dequant", NULL};
@@ -32,6 +34,11 @@ static fmoe_status ref_init(fmoe_init_args *a)
             st->nvfp4_dequant = v == 1;
             continue;
         }
+        long long ms = 0;
+        if (strcmp(o->key, "ep_timeout_ms") == 0 && fmoe_option_parse_int(o->value, 1, 3600000, &ms) == 0) {
+            st->ep_timeout_ms = (long)ms;
+            continue;
+        }
         h->free(h->ctx, st);
         if (strcmp(o->key, "monolithic") == 0)
             return h->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT,
@@ -41,8 +48,13 @@ static fmoe_status ref_init(fmoe_init_args *a)
                                 "option 'nvfp4_globals' = \"%s\": expected \"quant\" (compressed-tensors) or "
                                 "\"dequant\" (ModelOpt)",
                                 o->value);
+        if (strcmp(o->key, "ep_timeout_ms") == 0)
+            return h->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT,
+                                "option 'ep_timeout_ms' = \"%s\": expected milliseconds, 1..3600000", o->value);
         return h->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT,
-                            "unknown option '%s' (the reference plugin takes: monolithic, nvfp4_globals)", o->key);
+                            "unknown option '%s' (the reference plugin takes: monolithic, nvfp4_globals, "
+                            "ep_timeout_ms)",
+                            o->key);
     }
     a->state = st;
     return FMOE_STATUS_OK;
@@ -94,6 +106,13 @@ static fmoe_status ref_query(fmoe_query_args *a)
         snprintf(a->reason, sizeof a->reason, "runs on the host CPU only");
         return FMOE_STATUS_UNSUPPORTED;
     }
+    if (FMOE_HAS_FIELD(a, ep_group) && a->ep_group && st->monolithic) {
+        snprintf(a->reason, sizeof a->reason,
+                 "option monolithic: a layer on an EP group needs a modular method (routing travels with the tokens)");
+        return FMOE_STATUS_UNSUPPORTED;
+    }
+    if (quant && !ref_quant_layer_ok(s, a->config, a->reason, sizeof a->reason))
+        return FMOE_STATUS_UNSUPPORTED;
     if (quant)
         a->method = quant;
     else
@@ -116,6 +135,7 @@ static const fmoe_plugin ref_plugin = {
     .probe = ref_probe,
     .query = ref_query,
     .shutdown = ref_shutdown,
+    .ep = &ref_ep_ops,
 };
 
 FMOE_DEFINE_PLUGIN_ENTRY(ref_plugin)

@@ -32,6 +32,12 @@ const fmoe_method *ref_quant_method(const fmoe_scheme *s, int monolithic)
     return !f ? NULL : monolithic ? &f->monolithic : &f->modular;
 }
 
+int ref_quant_layer_ok(const fmoe_scheme *s, const fmoe_layer_config *c, char *why, size_t cap)
+{
+    const refq_family *f = refq_family_of(s);
+    return !f || !f->layer_ok || f->layer_ok(c, why, cap);
+}
+
 static void *host_alloc(const fmoe_host *h, size_t n)
 {
     return h->alloc(h->ctx, n ? n : 1, 0);

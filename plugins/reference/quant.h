@@ -25,6 +25,10 @@ typedef struct refq_family {
     const char *name;
     /* Does the family serve `s`? 1, or 0 with nothing written. */
     int (*serves)(const fmoe_scheme *s);
+    /* Does the family compute this layer (activation, dtype, biases...)?
+     * 1, or 0 with one line in `why`; NULL: every layer. The query asks it,
+     * so that create never refuses what the query accepted. */
+    int (*layer_ok)(const fmoe_layer_config *c, char *why, size_t cap);
     fmoe_status (*declare)(refq_instance *in, fmoe_error *err);
     /* params: the loaded tensors in declaration order. */
     fmoe_status (*finalize)(refq_instance *in, const fmoe_tensor *const *params, fmoe_error *err);

@@ -16,6 +16,7 @@ typedef struct ref_state {
     int nvfp4_dequant;     /* option nvfp4_globals = "dequant": NVFP4 global factors are
                               dequant scales under ModelOpt names (default "quant":
                               compressed-tensors quant multipliers) */
+    long ep_timeout_ms;    /* option ep_timeout_ms: the bound of every EP wait (ep.h) */
 } ref_state;
 
 /* The unquantized method (modular and monolithic flavours). */
@@ -24,5 +25,7 @@ extern const fmoe_method ref_method_unquantized_monolithic;
 
 /* The quantized methods (quant.h): the method serving scheme `s`, or NULL. */
 const fmoe_method *ref_quant_method(const fmoe_scheme *s, int monolithic);
+/* 1 if that method computes layer `c`, else 0 with the reason in `why`. */
+int ref_quant_layer_ok(const fmoe_scheme *s, const fmoe_layer_config *c, char *why, size_t cap);
 
 #endif

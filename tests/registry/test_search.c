@@ -178,7 +178,7 @@ START_TEST(plugin_options_reach_init)
     ck_assert_int_eq(p.state, FMOE_PLUGIN_STATE_FAILED);
     ck_assert_msg(strstr(p.reason,
                          "[plugins.reference.options]: plugin 'reference' has no option 'bogus' (its manifest "
-                         "declares: monolithic, nvfp4_globals)") != NULL,
+                         "declares: monolithic, nvfp4_globals, ep_timeout_ms)") != NULL,
                   "reason: %s", p.reason);
     fmoe_context_destroy(ctx);
 }

@@ -1,0 +1,182 @@
+/*
+ * cli/bench/bench_ep.c - `fusedmoe bench --gpus N`: the layer on an EP group
+ * of N ranks (threads of this process, on N devices of the plugin, or on
+ * the host for a host plugin; docs/EP.md). For each shape and token count M
+ * (tokens per rank): every rank forwards --iters times (the forward is
+ * collective, so all ranks run the same count) after one warm-up forward;
+ * the table gives the slowest rank's median layer time and, where the
+ * plugin measures them (plugin ABI 1.3 fmoe_ep_ops.timing), the dispatch,
+ * experts and combine times per forward, averaged over the ranks.
+ *
+ * The layer time is a host clock around each forward and a device
+ * synchronize: on a GPU it includes launch overhead that a CUDA-graph
+ * replay would not (the plugin's phase split is its own events).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/bench/bench.h"
+#include "cli/bench/bench_ep.h"
+#include "cli/ep_ranks.h"
+#include "cli/halfconv.h"
+#include "cli/rng.h"
+#include "cli/run_weights.h"
+
+/* One shape, one M: 0 and the point, or an exit code after reporting. */
+static int one_point(fmoe_context *ctx, const bench_ep_opts *o, const fmoe_layer_config *cfg, const fmoe_scheme *scheme,
+                     const synth_ckpt *built, uint32_t m, int32_t kind, int32_t base, bench_ep_point *p)
+{
+    uint32_t n = o->gpus, k = cfg->top_k, h = cfg->hidden_size;
+    size_t total = (size_t)n * m;
+    float *xf = malloc(total * h * sizeof *xf), *logits = malloc(total * cfg->num_experts * sizeof *logits);
+    uint16_t *x = malloc(total * h * 2), *y = malloc(total * h * 2);
+    float *w = malloc(total * k * sizeof *w);
+    int32_t *ids = malloc(total * k * sizeof *ids);
+    uint32_t *counts = malloc(n * sizeof *counts);
+    ep_rank_result *res = calloc(n, sizeof *res);
+    int rc = CLI_EXIT_OK;
+    if (!xf || !logits || !x || !y || !w || !ids || !counts || !res) {
+        cli_error("out of memory for %zu tokens", total);
+        rc = CLI_EXIT_INTERNAL;
+        goto done;
+    }
+    cli_rng_fill_normal(xf, total * h, 1.0f, o->seed, "bench_x", 0);
+    cli_store_floats(FMOE_DTYPE_BF16, x, xf, total * h);
+    cli_rng_fill_normal(logits, total * cfg->num_experts, 1.0f, o->seed, "bench_logits", m);
+    fmoe_tensor tl, tw, ti;
+    const int64_t ls[2] = {(int64_t)total, cfg->num_experts}, ks[2] = {(int64_t)total, k};
+    fmoe_tensor_init(&tl, FMOE_DTYPE_F32, 2, ls, logits);
+    fmoe_tensor_init(&tw, FMOE_DTYPE_F32, 2, ks, w);
+    fmoe_tensor_init(&ti, FMOE_DTYPE_INT32, 2, ks, ids);
+    fmoe_status st = fmoe_reference_route(cfg, &tl, NULL, &tw, &ti);
+    if (st != FMOE_STATUS_OK) {
+        rc = cli_fail(st, "routing");
+        goto done;
+    }
+    for (uint32_t r = 0; r < n; r++)
+        counts[r] = m;
+    fmoe_ep_group_options io;
+    fmoe_ep_group_options_init(&io);
+    io.backend = o->backend;
+    fmoe_ep_unique_id id;
+    if ((st = fmoe_ep_unique_id_make(ctx, &io, &id)) != FMOE_STATUS_OK) {
+        cli_error("EP unique id: %s", fmoe_last_error());
+        rc = cli_exit_for_status(st);
+        goto done;
+    }
+    ep_plan plan = {.ctx = ctx,
+                    .cfg = cfg,
+                    .scheme = scheme,
+                    .backend = o->backend,
+                    .size = n,
+                    .first = 0,
+                    .count = n,
+                    .max_tokens = m,
+                    .m = counts,
+                    .dispatch = o->dispatch,
+                    .mode = o->mode,
+                    .id = &id,
+                    .device_kind = kind,
+                    .device_base = base,
+                    .built = built,
+                    .x = x,
+                    .topk_w = w,
+                    .topk_ids = ids,
+                    .out = y,
+                    .timed = o->iters};
+    if (ep_ranks_run(&plan, res) != 0) {
+        for (uint32_t r = 0; r < n; r++)
+            if (res[r].status != FMOE_STATUS_OK) {
+                cli_error("rank %u: %s", r, res[r].error);
+                if (rc == CLI_EXIT_OK)
+                    rc = cli_exit_for_status(res[r].status);
+            }
+    } else {
+        memset(p, 0, sizeof *p);
+        p->m = m;
+        p->have_split = 1;
+        for (uint32_t r = 0; r < n; r++) {
+            if (res[r].median_s * 1e6 > p->layer_us)
+                p->layer_us = res[r].median_s * 1e6;
+            const fmoe_ep_timing *t = &res[r].timing;
+            if (!res[r].have_timing || !t->forwards) {
+                p->have_split = 0;
+                continue;
+            }
+            p->dispatch_us += 1e6 * t->dispatch_seconds / (double)t->forwards / n;
+            p->experts_us += 1e6 * t->experts_seconds / (double)t->forwards / n;
+            p->combine_us += 1e6 * t->combine_seconds / (double)t->forwards / n;
+        }
+    }
+    ep_ranks_free(res, n);
+done:
+    free(xf), free(logits), free(x), free(y), free(w), free(ids), free(counts), free(res);
+    return rc;
+}
+
+int bench_ep_shape(fmoe_context *ctx, const bench_ep_opts *o, const bench_shape *shape, const fmoe_scheme *scheme,
+                   bench_ep_point *pts, size_t *n_pts)
+{
+    uint32_t max_m = 0;
+    for (size_t i = 0; i < o->n_tokens; i++)
+        max_m = o->tokens[i] > max_m ? o->tokens[i] : max_m;
+    fmoe_layer_config cfg;
+    fmoe_layer_config_init(&cfg);
+    cfg.num_experts = shape->experts;
+    cfg.top_k = shape->top_k;
+    cfg.hidden_size = shape->hidden;
+    cfg.intermediate_size = shape->inter;
+    cfg.act_dtype = FMOE_DTYPE_BF16;
+    cfg.renormalize = 1;
+    cfg.max_num_tokens = max_m * o->gpus;
+    int32_t kind, base;
+    char why[512];
+    if (ep_devices_for(ctx, o->backend, o->gpus, &kind, &base, why, sizeof why) != 0) {
+        cli_error("%s", why);
+        return CLI_EXIT_NO_BACKEND;
+    }
+    /* The checkpoint of every expert, from a layer of the plugin on one
+     * device that declares them all (never loaded). */
+    fmoe_layer_options lo;
+    fmoe_layer_options_init(&lo);
+    lo.backend = o->backend;
+    fmoe_layer *probe = NULL;
+    fmoe_status st = fmoe_layer_create(ctx, &cfg, scheme, &lo, &probe);
+    if (st != FMOE_STATUS_OK) {
+        cli_error("%s: %s", shape->name, fmoe_last_error());
+        return cli_exit_for_status(st);
+    }
+    synth_ckpt *built = NULL;
+    run_checkpoint ck = {.seed = o->seed, .cfg = &cfg, .scheme = scheme};
+    int rc = run_build_checkpoint(probe, "selected", &ck, &built);
+    fmoe_layer_destroy(probe);
+    for (size_t t = 0; t < o->n_tokens && rc == CLI_EXIT_OK; t++) {
+        bench_ep_point *p = &pts[*n_pts];
+        rc = one_point(ctx, o, &cfg, scheme, built, o->tokens[t], kind, base, p);
+        if (rc == CLI_EXIT_OK) {
+            p->shape = *shape;
+            (*n_pts)++;
+        }
+    }
+    synth_free(built);
+    return rc;
+}
+
+void bench_ep_print(const bench_ep_opts *o, const bench_ep_point *pts, size_t n)
+{
+    printf("ep:        %u ranks, dispatch %s, mode %s; layer = slowest rank's median (host clock, device "
+           "synchronized); phases = the plugin's split, averaged over the ranks\n\n",
+           o->gpus, fmoe_ep_dispatch_name(o->dispatch), fmoe_ep_mode_name(o->mode));
+    printf("%-16s %8s %6s %11s %12s %12s %12s\n", "shape", "experts", "M/rank", "layer us", "dispatch us", "experts us",
+           "combine us");
+    for (size_t i = 0; i < n; i++) {
+        const bench_ep_point *p = &pts[i];
+        if (p->have_split)
+            printf("%-16s %8u %6u %11.1f %12.1f %12.1f %12.1f\n", p->shape.name, p->shape.experts, p->m, p->layer_us,
+                   p->dispatch_us, p->experts_us, p->combine_us);
+        else
+            printf("%-16s %8u %6u %11.1f %12s %12s %12s\n", p->shape.name, p->shape.experts, p->m, p->layer_us, "-",
+                   "-", "-");
+    }
+}

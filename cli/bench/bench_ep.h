@@ -1,0 +1,39 @@
+/*
+ * cli/bench/bench_ep.h - `fusedmoe bench --gpus N`: the layer on an EP group
+ * (cli/bench/bench_ep.c says what is timed and how).
+ */
+#ifndef FMOE_CLI_BENCH_EP_H
+#define FMOE_CLI_BENCH_EP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cli/bench/bench.h"
+#include "fusedmoe/fusedmoe.h"
+
+typedef struct bench_ep_opts {
+    uint32_t gpus;
+    const char *backend;
+    int32_t dispatch, mode;
+    const uint32_t *tokens; /* per rank */
+    size_t n_tokens;
+    uint32_t iters;
+    uint64_t seed;
+} bench_ep_opts;
+
+typedef struct bench_ep_point {
+    bench_shape shape;
+    uint32_t m; /* tokens per rank */
+    double layer_us;
+    int have_split; /* the plugin measured its phases on every rank */
+    double dispatch_us, experts_us, combine_us;
+} bench_ep_point;
+
+/* Every token count of one shape (its full expert count, spread over the
+ * ranks); points appended. Returns an exit code after reporting. */
+int bench_ep_shape(fmoe_context *ctx, const bench_ep_opts *o, const bench_shape *shape, const fmoe_scheme *scheme,
+                   bench_ep_point *pts, size_t *n_pts);
+
+void bench_ep_print(const bench_ep_opts *o, const bench_ep_point *pts, size_t n);
+
+#endif
