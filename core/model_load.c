@@ -95,13 +95,16 @@ static void declared_list(const fmoe_layer *layer, char *buf, size_t cap)
  * Suffixes whose parameter has another name in our methods. DeepSeek's fp8
  * checkpoints call the block scale "weight_scale_inv" (it multiplies, the
  * name notwithstanding), ModelOpt calls the NVFP4 global dequant scale
- * "weight_scale_2".
+ * "weight_scale_2", and DeepSeek-V4's original checkpoints call every
+ * expert scale "scale" (the MXFP4 UE8M0 scales [rows, K/32], or the block
+ * FP8 ones of expert_dtype "fp8"; vLLM renames it weight_scale).
  */
 static const struct {
     const char *suffix, *param;
 } aliases[] = {
     {"weight_scale_inv", "weight_scale"},
     {"weight_scale_2", "weight_scale_2"},
+    {"scale", "weight_scale"},
 };
 
 /* Widen a float tensor or view (bf16/f16 -> f32) into a contiguous `buf`

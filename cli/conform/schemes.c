@@ -85,6 +85,10 @@ const cf_scheme cf_schemes[] = {
     {"fp4:group32:scale-ue8m0/fp4:group32:dynamic", BF, 32, 32, TOL_FP4, synth_build, "e2m1 ties; MXFP4 W4A4"},
     {"fp4:tgroup16:scale-fp8e4m3", BF, 16, 16, TOL_WONLY, synth_build, "weight-only: bf16 row (NVFP4 W4A16)"},
     {"fp4:tgroup16:scale-fp8e4m3/fp4:tgroup16:dynamic", BF, 16, 16, TOL_FP4, synth_build, "e2m1 ties; CUTLASS NVFP4"},
+    /* MXFP4 weights x FP8 activations with UE8M0 per-32 scales (DeepSeek-V4 experts, plugins/megamoe): the
+     * activations are the quantized input, so the e4m3 row; cli/synth/mx.c writes the MXFP4 weights. */
+    {"fp4:group32:scale-ue8m0/fp8e4m3:group32:dynamic", BF, 32, 32, TOL_FP8, synth_build,
+     "e4m3 ties; MXFP4 x FP8 (MegaMoE)"},
     /* WNA16 (weight-only integers) */
     {"int4:group128", BF, 128, 128, TOL_WONLY, synth_build, "weight-only: bf16 row (GPTQ / Marlin)"},
     {"int4:group32:asym", BF, 32, 32, TOL_WONLY, synth_build, "weight-only: bf16 row (AWQ zero points)"},

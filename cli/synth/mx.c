@@ -6,7 +6,11 @@
  *       (fmoe_fp8_quantize_blocks with 1 x 32 blocks, DeepGEMM's rule);
  *   MXFP4 (fp4:group32:scale-ue8m0): weight_packed [n, k/2] e2m1 pairs,
  *       weight_scale [n, k/32] UE8M0, the OCP recipe (floor(log2 amax) - 2),
- *       as gpt-oss and llm-compressor write them.
+ *       as gpt-oss and llm-compressor write them. The same tensors serve
+ *       every activation of MXFP4 weights: none (W4A16), MXFP4 (W4A4) and
+ *       FP8 per 32 (fp4:group32:scale-ue8m0/fp8e4m3:group32:dynamic,
+ *       DeepSeek-V4's experts; the loader matches them by role to that
+ *       method's w13_weight / w13_weight_scale).
  * Activations are quantized dynamically, so there is no input scale.
  */
 #include "cli/synth/family.h"

@@ -136,8 +136,7 @@ static fmoe_status read_routing(model_reader *r, const deepseek_defaults *d, con
     return FMOE_STATUS_OK;
 }
 
-/* n_shared_experts: required key, null = none. */
-static fmoe_status read_shared(model_reader *r)
+fmoe_status model_read_shared_count(model_reader *r)
 {
     fmoe_model *m = r->model;
     if (!json_object_get(r->obj, "n_shared_experts"))
@@ -173,7 +172,7 @@ static fmoe_status read_deepseek(model_reader *r, const deepseek_defaults *d)
         (st = mjson_uint(&r->j, r->obj, "first_k_dense_replace", 0, 0, layers, &first_dense)) ||
         (st = mjson_uint(&r->j, r->obj, "moe_layer_freq", 0, 1, MODEL_MAX_LAYERS, &freq)) ||
         (st = mjson_require_silu(&r->j, r->obj)) || (st = model_check_top_k(r, experts_key, "num_experts_per_tok")) ||
-        (st = read_shared(r)) || (st = read_routing(r, d, experts_key)))
+        (st = model_read_shared_count(r)) || (st = read_routing(r, d, experts_key)))
         return st;
     if ((st = model_set_layers(m, layers)) != FMOE_STATUS_OK)
         return st;

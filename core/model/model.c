@@ -21,16 +21,18 @@
 #include "fusedmoe/fusedmoe.h"
 
 static const model_family *const families[] = {
-    &fmoe_family_mixtral,     &fmoe_family_qwen2_moe, &fmoe_family_qwen3_moe, &fmoe_family_deepseek_v2,
-    &fmoe_family_deepseek_v3, &fmoe_family_gpt_oss,   &fmoe_family_llama4,    &fmoe_family_llama4_text,
+    &fmoe_family_mixtral,     &fmoe_family_qwen2_moe,   &fmoe_family_qwen3_moe,
+    &fmoe_family_deepseek_v2, &fmoe_family_deepseek_v3, &fmoe_family_deepseek_v4,
+    &fmoe_family_gpt_oss,     &fmoe_family_llama4,      &fmoe_family_llama4_text,
 };
 #define FAMILY_COUNT (sizeof families / sizeof families[0])
 
 #define ARCHITECTURES_TEXT \
     "MixtralForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, DeepseekV2ForCausalLM, " \
-    "DeepseekV3ForCausalLM, GptOssForCausalLM, Llama4ForConditionalGeneration, Llama4ForCausalLM"
+    "DeepseekV3ForCausalLM, DeepseekV4ForCausalLM, GptOssForCausalLM, Llama4ForConditionalGeneration, " \
+    "Llama4ForCausalLM"
 #define MODEL_TYPES_TEXT \
-    "mixtral, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3, kimi_k2, gpt_oss, llama4, llama4_text"
+    "mixtral, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3, kimi_k2, deepseek_v4, gpt_oss, llama4, llama4_text"
 
 static int in_list(const char *const *list, const char *s)
 {
@@ -46,7 +48,8 @@ fmoe_status model_set_layers(fmoe_model *m, uint32_t num_layers)
 {
     m->num_layers = num_layers;
     m->is_moe = calloc(num_layers, 1);
-    if (!m->is_moe)
+    m->hash_routed = calloc(num_layers, 1);
+    if (!m->is_moe || !m->hash_routed)
         return fmoe_error_set(FMOE_STATUS_OUT_OF_MEMORY, "out of memory");
     return FMOE_STATUS_OK;
 }
@@ -260,6 +263,7 @@ FMOE_API void fmoe_model_destroy(fmoe_model *m)
         free(m->names);
     }
     free(m->is_moe);
+    free(m->hash_routed);
     free(m->source);
     free(m);
 }
@@ -356,6 +360,13 @@ FMOE_API fmoe_status fmoe_model_layer_config(const fmoe_model *m, uint32_t layer
                                      LAYER_CONFIG_V1_SIZE);
     if (st != FMOE_STATUS_OK)
         return st;
+    if (m->hash_routed[layer])
+        return fmoe_error_set(
+            FMOE_STATUS_UNSUPPORTED,
+            "%s: layer %u is hash-routed (%s): its experts are picked by token id, tid2eid[input_ids], "
+            "which a layer routed from router logits cannot do (the layers routed by their logits are "
+            "served)",
+            m->source, layer, m->hash_key);
     size_t size = cfg->struct_size < sizeof *cfg ? cfg->struct_size : sizeof *cfg;
     memcpy(cfg, &m->cfg, size);
     cfg->struct_size = size;

@@ -38,6 +38,11 @@ typedef struct model_naming {
     const char *block;        /* the MoE module of a layer: "mlp", "block_sparse_moe", "feed_forward" */
     const char *router;       /* the router linear under block: "gate", "router" */
     uint32_t router_bias;     /* the router has a bias (gpt-oss) */
+    /* The selection bias under router; NULL: "e_score_correction_bias",
+     * named only when the config routes with it. Set (DeepSeek-V4's
+     * "bias"): named on every layer that is not hash-routed, so the loader
+     * refuses a bias the config does not route with. */
+    const char *correction_bias;
     /* Per-expert form <block>.experts.<e>.<proj>.weight; NULL: no such form. */
     const char *gate, *up, *down;
     /* Fused 3-D form <block>.experts.gate_up_proj / down_proj. */
@@ -67,6 +72,7 @@ extern const model_family fmoe_family_qwen2_moe;
 extern const model_family fmoe_family_qwen3_moe;
 extern const model_family fmoe_family_deepseek_v2;
 extern const model_family fmoe_family_deepseek_v3;
+extern const model_family fmoe_family_deepseek_v4;
 extern const model_family fmoe_family_gpt_oss;
 extern const model_family fmoe_family_llama4;
 extern const model_family fmoe_family_llama4_text;
@@ -101,7 +107,12 @@ struct fmoe_model {
     uint32_t shared_count;        /* shared experts per MoE layer */
     uint32_t shared_intermediate; /* their combined intermediate size */
     uint32_t shared_gated;        /* output scaled by sigmoid(x . w_gate) */
-    char **names;                 /* [num_layers * MN_COUNT], rows of dense layers NULL */
+    /* Layers that pick their experts by token id (DeepSeek-V4's hash MoE):
+     * MoE layers whose layer config is refused. [num_layers], all 0 for
+     * the other families; hash_key names the config key that said so. */
+    uint8_t *hash_routed;
+    char hash_key[32];
+    char **names; /* [num_layers * MN_COUNT], rows of dense layers NULL */
 };
 
 /* What a family reader works on. */
@@ -130,8 +141,13 @@ fmoe_status mjson_require_silu(qjson *j, const json_t *obj);
 
 /* ---- helpers for family readers (model.c) ------------------------------- */
 
-/* Mark every layer as a MoE layer or not with a predicate over the index. */
+/* Allocate the per-layer flags (is_moe, hash_routed: all 0) of
+ * num_layers decoder layers. */
 fmoe_status model_set_layers(fmoe_model *m, uint32_t num_layers);
+/* DeepSeek's n_shared_experts (V2, V3, V4): required, null = none; the
+ * shared MLP is n * moe_intermediate_size wide (cfg.intermediate_size must
+ * be read first). */
+fmoe_status model_read_shared_count(model_reader *r);
 /* Check top_k <= num_experts with the families' key names. */
 fmoe_status model_check_top_k(model_reader *r, const char *experts_key, const char *top_k_key);
 

@@ -4,7 +4,8 @@
  * read, so that queries hand out stable strings and never allocate.
  *
  * Layout: "<layer_prefix>.<N>.<block>." then
- *   <router>.weight, <router>.bias, <router>.e_score_correction_bias
+ *   <router>.weight, <router>.bias, <router>.e_score_correction_bias (or the
+ *   family's name for it; none on a hash-routed layer)
  *   experts                                  (prefix of either form)
  *   experts.gate_up_proj[_bias], experts.down_proj[_bias]       (fused)
  *   experts.gate_up_proj_blocks/_scales, experts.down_proj_*    (MXFP4)
@@ -59,7 +60,11 @@ static fmoe_status layer_names(const fmoe_model *m, uint32_t layer, char **row)
     } items[] = {
         {MN_ROUTER_WEIGHT, 1, router, "weight"},
         {MN_ROUTER_BIAS, (int)nm->router_bias, router, "bias"},
-        {MN_CORRECTION_BIAS, (int)m->cfg.has_correction_bias, router, "e_score_correction_bias"},
+        /* A family that names the bias itself (DeepSeek-V4) gets the name
+         * even without noaux_tc, so that the loader refuses a checkpoint
+         * that has one the config does not route with. */
+        {MN_CORRECTION_BIAS, (m->cfg.has_correction_bias || nm->correction_bias) && !m->hash_routed[layer], router,
+         nm->correction_bias ? nm->correction_bias : "e_score_correction_bias"},
         {MN_EXPERTS, 1, block, "experts"},
         {MN_FUSED_GATE_UP, (int)nm->fused, block, "experts.gate_up_proj"},
         {MN_FUSED_GATE_UP_BIAS, (int)nm->fused_bias, block, "experts.gate_up_proj_bias"},

@@ -26,4 +26,17 @@ int mm_layer_supported(const fmoe_layer_config *c, const fmoe_scheme *s, uint32_
  * transforms); apply refuses until a kernel exists. */
 extern const fmoe_method mm_method;
 
+/* What an instance of mm_method holds after create (the plan) and finalize
+ * (the transformed weights; NULL before): for the kernel launch to come,
+ * and for tests/megamoe, which check it against host.h. */
+typedef struct mm_weights {
+    const mm_layout *layout; /* the symmetric buffer planned at create */
+    const uint8_t *l1;       /* [E_local, 2I, H/2] e2m1 pairs, gate/up interleaved */
+    const uint32_t *l1_sf;   /* mm_sf_words(E_local, 2I, H) words */
+    const uint32_t *l2_sf;   /* mm_sf_words(E_local, H, I) words */
+    const uint8_t *l2;       /* the loaded w2 values, read in place */
+} mm_weights;
+
+void mm_instance_weights(const void *instance, mm_weights *out);
+
 #endif

@@ -130,6 +130,12 @@ static fmoe_status mm_apply(fmoe_apply_args *a)
                                "only; docs/MEGAMOE.md)");
 }
 
+void mm_instance_weights(const void *instance, mm_weights *out)
+{
+    const mm_instance *in = instance;
+    *out = (mm_weights){.layout = &in->layout, .l1 = in->l1, .l1_sf = in->l1_sf, .l2_sf = in->l2_sf, .l2 = in->l2};
+}
+
 static void mm_destroy(fmoe_destroy_args *a)
 {
     if (a->instance)

@@ -232,11 +232,12 @@ START_TEST(family)
            "config.json: missing required key \"architectures\" or \"model_type\" (which model is this?)");
     expect(WITH(qwen2, "model_type", "\"llama\""), UNSUPPORTED,
            "config.json: model_type: \"llama\" is not a supported MoE model; expected one of mixtral, qwen2_moe, "
-           "qwen3_moe, deepseek_v2, deepseek_v3, kimi_k2, gpt_oss, llama4, llama4_text");
+           "qwen3_moe, deepseek_v2, deepseek_v3, kimi_k2, deepseek_v4, gpt_oss, llama4, llama4_text");
     expect(WITH(mixtral, "architectures", "[\"LlamaForCausalLM\"]"), UNSUPPORTED,
            "config.json: architectures: \"LlamaForCausalLM\" is not a supported MoE architecture; expected one of "
            "MixtralForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, DeepseekV2ForCausalLM, "
-           "DeepseekV3ForCausalLM, GptOssForCausalLM, Llama4ForConditionalGeneration, Llama4ForCausalLM");
+           "DeepseekV3ForCausalLM, DeepseekV4ForCausalLM, GptOssForCausalLM, Llama4ForConditionalGeneration, "
+           "Llama4ForCausalLM");
     expect(WITH(mixtral, "model_type", "\"qwen3_moe\""), INVALID,
            "config.json: model_type: \"qwen3_moe\" does not match architectures (MixtralForCausalLM), expected "
            "\"mixtral\"");

@@ -1,0 +1,372 @@
+/*
+ * tests/megamoe/test_megamoe_method.c - plugins/megamoe's method and plugin
+ * tables called directly, as the host would, without a GPU:
+ *
+ *   - create plans the symmetric buffer (the plan equals mm_layout_plan's
+ *     for the layer's dims; a ring_tokens outside its bounds is refused
+ *     there) and declares vLLM's four parameters; a layer outside the
+ *     kernel's contract is refused with the rule;
+ *   - finalize transforms seeded random weights: the L1 values equal the
+ *     spec's interleave row by row, the scales equal mm_transform_sf's,
+ *     the L2 values are read in place;
+ *   - apply refuses: more tokens than the buffer holds (INVALID_ARGUMENT,
+ *     never truncated), otherwise UNSUPPORTED (no kernel yet);
+ *   - the plugin (when built: it needs the CUDA toolkit, not a device):
+ *     init's options, the probe (score 0 without a usable device, with the
+ *     runtime's reason), and the query, which refuses every layer with the
+ *     first rule it breaks, or "not implemented" when it breaks none.
+ */
+#include <stdlib.h>
+
+#include "plugins/megamoe/megamoe.h"
+#include "tests/cpu/direct_plugin.h"
+#include "tests/test_util.h"
+
+enum { E = 4, K = 2, H = 512, I = 512, TOKENS = 16 };
+
+static fmoe_layer_config layer(void)
+{
+    fmoe_layer_config c;
+    memset(&c, 0, sizeof c);
+    c.struct_size = sizeof c;
+    c.num_experts = E;
+    c.top_k = K;
+    c.hidden_size = H;
+    c.intermediate_size = I;
+    c.activation = FMOE_ACT_SILU;
+    c.gated = 1;
+    c.swiglu_limit = 10.0f;
+    c.act_dtype = FMOE_DTYPE_BF16;
+    c.scoring = FMOE_SCORING_SQRTSOFTPLUS;
+    c.renormalize = 1;
+    c.routed_scaling_factor = 1.5f;
+    c.tp_size = c.ep_size = 1;
+    c.max_num_tokens = TOKENS;
+    return c;
+}
+
+/* MM_SCHEME_KEY, field by field (the parser lives in libfusedmoe, which
+ * this test does not link). */
+static fmoe_scheme scheme(void)
+{
+    fmoe_scheme s;
+    memset(&s, 0, sizeof s);
+    s.struct_size = sizeof s;
+    s.w_dtype = FMOE_DTYPE_FP4_E2M1X2;
+    s.w_strategy = FMOE_QSTRATEGY_GROUP;
+    s.w_group_size = 32;
+    s.w_scale_dtype = FMOE_DTYPE_UE8M0;
+    s.w_actorder = FMOE_ACTORDER_NONE;
+    s.a_dtype = FMOE_DTYPE_FP8_E4M3FN;
+    s.a_strategy = FMOE_QSTRATEGY_GROUP;
+    s.a_group_size = 32;
+    s.a_dynamic = 1;
+    s.a_symmetric = 1;
+    return s;
+}
+
+static fmoe_status create(mm_state *st, const fmoe_layer_config *c, const fmoe_scheme *s, void **instance)
+{
+    fmoe_create_args a = {.struct_size = sizeof a,
+                          .state = st,
+                          .config = c,
+                          .scheme = s,
+                          .device_kind = FMOE_DEVICE_CUDA,
+                          .hidden_size = c->hidden_size,
+                          .intermediate_per_rank = c->intermediate_size,
+                          .num_local_experts = c->num_experts / c->ep_size,
+                          .num_global_experts = c->num_experts};
+    dp_error[0] = '\0';
+    fmoe_status r = mm_method.create(&a);
+    *instance = r == FMOE_STATUS_OK ? a.instance : NULL;
+    return r;
+}
+
+static void destroy(void *instance)
+{
+    fmoe_destroy_args d = {.struct_size = sizeof d, .instance = instance};
+    mm_method.destroy(&d);
+}
+
+START_TEST(create_plans_and_declares)
+{
+    mm_state st = {.host = &dp_host};
+    fmoe_layer_config c = layer();
+    fmoe_scheme s = scheme();
+    void *in = NULL;
+    ck_assert_msg(create(&st, &c, &s, &in) == FMOE_STATUS_OK, "%s", dp_error);
+
+    /* The plan is host.h's for these dims with our ring rule. */
+    mm_weights w;
+    mm_instance_weights(in, &w);
+    mm_dims d = {.ranks = 1, .experts = E, .max_tokens = TOKENS, .topk = K, .hidden = H, .inter = I};
+    mm_layout want;
+    char why[256];
+    ck_assert_int_eq(mm_layout_plan(&d, 0, &want, why, sizeof why), 0);
+    ck_assert_uint_eq(w.layout->tokens, 384);
+    ck_assert_uint_eq(w.layout->ring, want.ring_max);
+    ck_assert_uint_eq(w.layout->total, want.total);
+    ck_assert_int_eq(memcmp(w.layout->view, want.view, sizeof want.view), 0);
+    ck_assert_ptr_null(w.l1); /* nothing transformed before finalize */
+
+    fmoe_declare_params_args da = {.struct_size = sizeof da, .instance = in};
+    ck_assert_int_eq(mm_method.declare_params(&da), FMOE_STATUS_OK);
+    ck_assert_uint_eq(da.n_params, 4);
+    const struct {
+        const char *name;
+        fmoe_dtype dtype;
+        int64_t d1, d2;
+    } params[4] = {
+        {"w13_weight", FMOE_DTYPE_FP4_E2M1X2, 2 * I, H / 2},
+        {"w2_weight", FMOE_DTYPE_FP4_E2M1X2, H, I / 2},
+        {"w13_weight_scale", FMOE_DTYPE_UE8M0, 2 * I, H / 32},
+        {"w2_weight_scale", FMOE_DTYPE_UE8M0, H, I / 32},
+    };
+    for (int i = 0; i < 4; i++) {
+        const fmoe_param_desc *p = da.params[i];
+        ck_assert_str_eq(p->name, params[i].name);
+        ck_assert_int_eq(p->dtype, params[i].dtype);
+        ck_assert_uint_eq(p->ndim, 3);
+        ck_assert_int_eq(p->shape[0], E);
+        ck_assert_int_eq(p->shape[1], params[i].d1);
+        ck_assert_int_eq(p->shape[2], params[i].d2);
+        ck_assert_uint_eq(p->per_expert, 1);
+    }
+    destroy(in);
+
+    /* ring_tokens is planned at create: one outside [ring_min, ring_max] is refused there. */
+    st.ring_tokens = want.ring_max + 384;
+    ck_assert_int_eq(create(&st, &c, &s, &in), FMOE_STATUS_UNSUPPORTED);
+    ck_assert_ptr_null(in);
+    ck_assert_msg(strstr(dp_error, "ring") != NULL, "%s", dp_error);
+    st.ring_tokens = want.ring_min;
+    ck_assert_msg(create(&st, &c, &s, &in) == FMOE_STATUS_OK, "%s", dp_error);
+    mm_instance_weights(in, &w);
+    ck_assert_uint_eq(w.layout->ring, want.ring_min);
+    destroy(in);
+}
+END_TEST
+
+START_TEST(create_refuses_with_the_rule)
+{
+    mm_state st = {.host = &dp_host};
+    fmoe_scheme s = scheme();
+    void *in = NULL;
+    fmoe_layer_config c = layer();
+    c.has_bias = 1;
+    ck_assert_int_eq(create(&st, &c, &s, &in), FMOE_STATUS_UNSUPPORTED);
+    ck_assert_str_eq(dp_error, "MegaMoE: no expert biases");
+    ck_assert_ptr_null(in);
+    c = layer();
+    c.hidden_size = 256; /* a multiple of 128, not of 512 */
+    ck_assert_int_eq(create(&st, &c, &s, &in), FMOE_STATUS_UNSUPPORTED);
+    ck_assert_msg(strstr(dp_error, "512") != NULL, "%s", dp_error);
+    s.a_group_size = 128;
+    c = layer();
+    ck_assert_int_eq(create(&st, &c, &s, &in), FMOE_STATUS_UNSUPPORTED);
+    ck_assert_str_eq(dp_error, "MegaMoE serves " MM_SCHEME_KEY " only (MXFP4 weights x FP8 per-32 activations)");
+}
+END_TEST
+
+static uint8_t *random_bytes(fmoe_rng *r, size_t n, uint8_t lo, uint8_t span)
+{
+    uint8_t *p = malloc(n);
+    ck_assert_ptr_nonnull(p);
+    for (size_t i = 0; i < n; i++)
+        p[i] = (uint8_t)(lo + fmoe_rng_u64(r) % span);
+    return p;
+}
+
+static fmoe_tensor param_tensor(fmoe_dtype dt, int64_t d1, int64_t d2, void *data)
+{
+    fmoe_tensor t;
+    memset(&t, 0, sizeof t);
+    t.struct_size = sizeof t;
+    t.dtype = dt;
+    t.ndim = 3;
+    t.shape[0] = E;
+    t.shape[1] = d1;
+    t.shape[2] = d2;
+    t.strides[0] = d1 * d2;
+    t.strides[1] = d2;
+    t.strides[2] = 1;
+    t.data = data;
+    return t;
+}
+
+START_TEST(finalize_transforms_and_apply_refuses)
+{
+    uint64_t seed = fmoe_test_seed();
+    fmoe_rng r = fmoe_rng_for(seed);
+    mm_state st = {.host = &dp_host};
+    fmoe_layer_config c = layer();
+    fmoe_scheme s = scheme();
+    void *in = NULL;
+    ck_assert_msg(create(&st, &c, &s, &in) == FMOE_STATUS_OK, "%s", dp_error);
+
+    size_t row13 = H / 2, row2 = I / 2;
+    uint8_t *w13 = random_bytes(&r, (size_t)E * 2 * I * row13, 0, 255);
+    uint8_t *w2 = random_bytes(&r, (size_t)E * H * row2, 0, 255);
+    uint8_t *s13 = random_bytes(&r, (size_t)E * 2 * I * (H / 32), 110, 30); /* UE8M0 bytes near 2^0 */
+    uint8_t *s2 = random_bytes(&r, (size_t)E * H * (I / 32), 110, 30);
+    fmoe_tensor t[4] = {param_tensor(FMOE_DTYPE_FP4_E2M1X2, 2 * I, H / 2, w13),
+                        param_tensor(FMOE_DTYPE_FP4_E2M1X2, H, I / 2, w2),
+                        param_tensor(FMOE_DTYPE_UE8M0, 2 * I, H / 32, s13),
+                        param_tensor(FMOE_DTYPE_UE8M0, H, I / 32, s2)};
+    const fmoe_tensor *ptrs[4] = {&t[0], &t[1], &t[2], &t[3]};
+
+    /* The wrong number of parameters is an internal error, not a crash. */
+    fmoe_finalize_args fa = {.struct_size = sizeof fa, .instance = in, .params = ptrs, .n_params = 3};
+    ck_assert_int_eq(mm_method.finalize(&fa), FMOE_STATUS_INTERNAL);
+    fa.n_params = 4;
+    ck_assert_msg(mm_method.finalize(&fa) == FMOE_STATUS_OK, "%s", dp_error);
+
+    mm_weights w;
+    mm_instance_weights(in, &w);
+    ck_assert_ptr_nonnull(w.l1);
+    /* L1 values: row n of each expert is row mm_interleave_src(n) of [w1; w3]. */
+    int moved = 0;
+    for (uint32_t e = 0; e < E; e++)
+        for (uint32_t n = 0; n < 2 * I; n++) {
+            const uint8_t *got = w.l1 + ((size_t)e * 2 * I + n) * row13;
+            const uint8_t *src = w13 + ((size_t)e * 2 * I + mm_interleave_src(n, 2 * I)) * row13;
+            ck_assert_msg(memcmp(got, src, row13) == 0, "seed %llu: expert %u L1 row %u", (unsigned long long)seed, e,
+                          n);
+            moved += mm_interleave_src(n, 2 * I) != n;
+        }
+    ck_assert_int_gt(moved, 0);
+    /* Scales: what the host library makes of the loaded bytes. */
+    uint64_t n13 = mm_sf_words(E, 2 * I, H), n2 = mm_sf_words(E, H, I);
+    uint32_t *want13 = malloc(n13 * 4), *want2 = malloc(n2 * 4);
+    char why[256];
+    ck_assert_int_eq(mm_transform_sf(s13, want13, E, 2 * I, H, 1, why, sizeof why), 0);
+    ck_assert_int_eq(mm_transform_sf(s2, want2, E, H, I, 0, why, sizeof why), 0);
+    ck_assert_int_eq(memcmp(w.l1_sf, want13, n13 * 4), 0);
+    ck_assert_int_eq(memcmp(w.l2_sf, want2, n2 * 4), 0);
+    /* and the L1 ones are not just packed: interleave then UTCCP moved rows. */
+    uint32_t *plain = malloc(n13 * 4);
+    ck_assert_int_eq(mm_transform_sf(s13, plain, E, 2 * I, H, 0, why, sizeof why), 0);
+    ck_assert_int_ne(memcmp(w.l1_sf, plain, n13 * 4), 0);
+    ck_assert_ptr_eq(w.l2, w2); /* read in place */
+
+    /* apply: the token check first, then the missing kernel. */
+    uint16_t *x = calloc((size_t)(TOKENS + 1) * H, sizeof *x);
+    ck_assert_ptr_nonnull(x);
+    fmoe_tensor tx;
+    memset(&tx, 0, sizeof tx);
+    tx.struct_size = sizeof tx;
+    tx.dtype = FMOE_DTYPE_BF16;
+    tx.ndim = 2;
+    tx.shape[0] = TOKENS + 1;
+    tx.shape[1] = H;
+    tx.data = x;
+    fmoe_apply_args aa = {.struct_size = sizeof aa, .instance = in, .x = &tx, .out = &tx};
+    ck_assert_int_eq(mm_method.apply(&aa), FMOE_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(dp_error, "MegaMoE got 17 tokens, but the symmetric buffer was sized for 16 (max_num_tokens; "
+                               "384 rows after rounding to 384): refused, not truncated");
+    tx.shape[0] = TOKENS;
+    ck_assert_int_eq(mm_method.apply(&aa), FMOE_STATUS_UNSUPPORTED);
+    ck_assert_msg(strstr(dp_error, "not implemented yet") != NULL, "%s", dp_error);
+
+    destroy(in);
+    free(x);
+    free(w13);
+    free(w2);
+    free(s13);
+    free(s2);
+    free(want13);
+    free(want2);
+    free(plain);
+}
+END_TEST
+
+#ifdef MEGAMOE_PLUGIN
+static fmoe_status query(const fmoe_plugin *p, void *state, int32_t kind, const fmoe_layer_config *c,
+                         const fmoe_scheme *s, char *reason, size_t cap)
+{
+    fmoe_query_args q = {.struct_size = sizeof q,
+                         .state = state,
+                         .config = c,
+                         .scheme = s,
+                         .scheme_key = MM_SCHEME_KEY,
+                         .device_kind = kind};
+    fmoe_status r = p->query(&q);
+    snprintf(reason, cap, "%s", q.reason);
+    ck_assert_ptr_null(q.method); /* never handed out: no kernel */
+    return r;
+}
+
+START_TEST(plugin_table)
+{
+    const fmoe_plugin *p = dp_load(MEGAMOE_PLUGIN);
+    ck_assert_str_eq(p->name, "megamoe");
+    dp_check_entry_refuses_other_major(MEGAMOE_PLUGIN, "megamoe");
+    const char *const words[] = {"ring_tokens", "384", NULL};
+    dp_refused(p, "ring_tokens", "100", words);
+    const char *const unknown[] = {"unknown option 'isa'", "ring_tokens", NULL};
+    dp_refused(p, "isa", "auto", unknown);
+    const char *kv[] = {"ring_tokens", "768"};
+    void *state = NULL;
+    ck_assert_int_eq(dp_init(p, kv, 1, &state), FMOE_STATUS_OK);
+
+    /* The probe: a usable device is an SM100 / SM90 path at score 100
+     * (kernel missing, said so); without one, score 0 and the reason. */
+    fmoe_device_report rep = dp_probe(p, state);
+    ck_assert_int_eq(rep.kind, FMOE_DEVICE_CUDA);
+    ck_assert(rep.reason[0] != '\0');
+    if (rep.available) {
+        ck_assert_uint_eq(rep.score, 100);
+        ck_assert_msg(strstr(rep.reason, "not implemented yet") != NULL, "%s", rep.reason);
+    } else {
+        ck_assert_uint_eq(rep.score, 0);
+    }
+
+    /* The query: the first rule a layer breaks, in serve.c's order. */
+    char reason[256];
+    fmoe_layer_config c = layer();
+    fmoe_scheme s = scheme();
+    ck_assert_int_eq(query(p, state, FMOE_DEVICE_CPU, &c, &s, reason, sizeof reason), FMOE_STATUS_UNSUPPORTED);
+    ck_assert_str_eq(reason, "MegaMoE runs on CUDA devices only");
+    c.act_dtype = FMOE_DTYPE_F16;
+    c.has_bias = 1; /* also broken, but later in the list */
+    ck_assert_int_eq(query(p, state, FMOE_DEVICE_CUDA, &c, &s, reason, sizeof reason), FMOE_STATUS_UNSUPPORTED);
+    ck_assert_str_eq(reason, "MegaMoE: activations and output are bf16");
+    c.act_dtype = FMOE_DTYPE_BF16;
+    ck_assert_int_eq(query(p, state, FMOE_DEVICE_CUDA, &c, &s, reason, sizeof reason), FMOE_STATUS_UNSUPPORTED);
+    ck_assert_str_eq(reason, "MegaMoE: no expert biases");
+    c = layer();
+    c.ep_size = 2;
+    c.placement = FMOE_PLACEMENT_ROUND_ROBIN;
+    ck_assert_int_eq(query(p, state, FMOE_DEVICE_CUDA, &c, &s, reason, sizeof reason), FMOE_STATUS_UNSUPPORTED);
+    ck_assert_msg(strstr(reason, "round_robin") != NULL, "%s", reason);
+    c = layer();
+    ck_assert_int_eq(query(p, state, FMOE_DEVICE_CUDA, &c, &s, reason, sizeof reason), FMOE_STATUS_UNSUPPORTED);
+    ck_assert_str_eq(reason, "MegaMoE: the layer fits the kernel's contract, but the SM100 and SM90 kernels are not "
+                             "implemented yet");
+    p->shutdown(state);
+}
+END_TEST
+#endif
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("megamoe_method");
+    TCase *tc = tcase_create("method");
+    tcase_add_test(tc, create_plans_and_declares);
+    tcase_add_test(tc, create_refuses_with_the_rule);
+    tcase_add_test(tc, finalize_transforms_and_apply_refuses);
+#ifdef MEGAMOE_PLUGIN
+    tcase_add_test(tc, plugin_table);
+#endif
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+#ifdef MEGAMOE_PLUGIN
+    return fmoe_test_main(suite(), 4);
+#else
+    return fmoe_test_main(suite(), 3);
+#endif
+}
