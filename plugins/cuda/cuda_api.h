@@ -16,6 +16,7 @@
 
 #include "plugins/cuda/layout.h"
 #include "plugins/cuda/options.h"
+#include "plugins/cuda/wq_pack.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -69,6 +70,13 @@ int fmcu_copy_rate(int device, uint64_t bytes, uint32_t reps, double *bytes_per_
 #define FMCU_Q_TENSOR  1 /* fp8, one weight scale per expert, one activation scale (static or dynamic) */
 #define FMCU_Q_CHANNEL 2 /* fp8, weight scale per output row, activation scale per token row (dynamic) */
 #define FMCU_Q_BLOCK   3 /* fp8, weight scale per bn x bk tile, activation scale per 1 x bk group (dynamic) */
+/* 4-bit and int weights (wq_gemm.cu): weights repacked at finalize
+ * (wq_pack.h), dequantized in registers into bf16/f16 MMA operands. */
+#define FMCU_Q_WNA16    4 /* int4/int8 x act dtype, scale per (row, group), zero points, act-order */
+#define FMCU_Q_MXFP4    5 /* e2m1 x ue8m0 per 32 (W4A16, gpt-oss) */
+#define FMCU_Q_NVFP4    6 /* e2m1 x e4m3 per 16 x global per expert (W4A16) */
+#define FMCU_Q_NVFP4_A4 7 /* NVFP4 W4A4: activations NVFP4-quantized per pair (emulated on bf16 MMA) */
+#define FMCU_Q_IS_WQ(q) ((q) >= FMCU_Q_WNA16)
 
 typedef struct fmcu_layer {
     int device;
@@ -105,6 +113,9 @@ typedef struct fmcu_layer {
     const float *correction_bias;      /* [logical] or NULL */
     const int32_t *expert_map;         /* [global] local or -1, or NULL (identity) */
     float *in_scales;                  /* [2]: TENSOR's GEMM1/GEMM2 input scales (static: set at finalize) */
+
+    /* The FMCU_Q_WNA16 / MXFP4 / NVFP4 weights (finalize, wq_pack.h). */
+    fmcu_wq wq;
 
     /* Workspace: one allocation, buffers at the offsets of `ws`. */
     void *workspace;

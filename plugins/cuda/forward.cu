@@ -39,6 +39,7 @@
 #include "plugins/cuda/prefill.h"
 #include "plugins/cuda/quant_row.cuh"
 #include "plugins/cuda/tier.h"
+#include "plugins/cuda/wq_gemm.h"
 
 namespace {
 
@@ -130,7 +131,7 @@ int multiprocessors(int device)
  * shape. The option decode_tail = false turns it off (A/B timing). */
 bool tail_wanted(const fmcu_layer *L, int tier, int64_t pairs, fmcu_tail_cfg *cfg)
 {
-    if (!L->opt.decode_tail || (L->quant == FMCU_Q_BLOCK && (L->block_k == 0 || L->block_k % 128 || L->block_n == 0)))
+    if (!L->opt.decode_tail || FMCU_Q_IS_WQ(L->quant) || (L->quant == FMCU_Q_BLOCK && (L->block_k == 0 || L->block_k % 128 || L->block_n == 0)))
         return false;
     const uint32_t kgroups = L->quant == FMCU_Q_BLOCK ? (L->inter + L->block_k - 1) / L->block_k : 1;
     return fmcu_tail_plan(tier, pairs, L->hidden, L->inter, L->quant != FMCU_Q_NONE, kgroups, multiprocessors(L->device),
@@ -150,7 +151,7 @@ bool fused_wanted(const fmcu_layer *L, int tier, int64_t pairs, bool x_aligned, 
 {
     const int mode = L->opt.decode_fused;
     const bool block = L->quant == FMCU_Q_BLOCK;
-    if (mode == FMCU_FUSED_OFF || (mode == FMCU_FUSED_AUTO && L->quant == FMCU_Q_NONE) || L->on_input || !x_aligned ||
+    if (mode == FMCU_FUSED_OFF || FMCU_Q_IS_WQ(L->quant) || (mode == FMCU_FUSED_AUTO && L->quant == FMCU_Q_NONE) || L->on_input || !x_aligned ||
         (block && (L->block_k == 0 || L->block_k % 128 || L->block_n == 0)))
         return false;
     if (!fmcu_fused_plan(tier, pairs, L->top_k, L->hidden, L->inter, L->quant != FMCU_Q_NONE, block ? L->block_k : 0,
@@ -165,6 +166,110 @@ bool fused_wanted(const fmcu_layer *L, int tier, int64_t pairs, bool x_aligned, 
     if (!L->opt.decode_fused_w13_regs)
         fmcu_fused_bulk_plan(L->hidden, L->quant != FMCU_Q_NONE, cfg);
     return true;
+}
+
+/* The GEMMs and combine of the 4-bit and int schemes (wq_gemm.h): each
+ * GEMM input is staged per pair where act-order permutes it or W4A4
+ * quantizes it with the pair's expert's global, then the GEMM. */
+int wq_forward(const fmcu_layer *L, int64_t m, const void *x, int64_t x_ld, const float *topk_w,
+               const fmcu_fwd::plan_args &pl, uint32_t bm, void *out, int64_t ldo, cudaStream_t st, char *err,
+               size_t cap)
+{
+    const fmcu_wq *wq = &L->wq;
+    const int64_t pairs = m * L->top_k;
+    const uint32_t H = L->hidden, I = L->inter;
+    const bool a4 = L->quant == FMCU_Q_NVFP4_A4;
+    fmcu_wq_gemm_args g = {};
+    g.format = wq->format;
+    g.fp4_block = wq->fp4_block;
+    g.row_tile = bm;
+    g.grid_tiles = fmcu_max_tiles(pairs, L->local_experts, bm);
+    g.sorted = pl.sorted;
+    g.tiles = pl.tiles;
+    g.n_tiles = pl.n_tiles;
+    g.offsets = pl.offsets;
+    g.act_dtype = L->act_dtype;
+    g.activation = L->activation;
+    g.swiglu_alpha = L->swiglu_alpha;
+    g.swiglu_limit = L->swiglu_limit;
+
+    /* GEMM1. */
+    g.w = wq->w13;
+    g.gemm1 = 1;
+    g.gated = L->gated;
+    g.n_rows = L->rows13;
+    g.n_out = I;
+    g.bias = L->b13;
+    g.out = at<void>(L, L->ws.act);
+    g.ldo = I;
+    fmcu_wq_stage_args sa = {};
+    sa.dtype = L->act_dtype;
+    sa.pair_local = pl.pair_local;
+    if (wq->w13.perm || a4) {
+        sa.src = x;
+        sa.ld = x_ld;
+        sa.row_div = (int)L->top_k;
+        sa.perm = wq->w13.perm;
+        sa.in_glob = a4 ? wq->w13.in_glob : nullptr;
+        sa.k = H;
+        sa.kp = wq->w13.perm ? wq->w13.kp : H;
+        sa.dst = wq->a1;
+        CK(fmcu_wq_stage_launch(sa, pairs, st), "GEMM1 input staging");
+        g.a = wq->a1;
+        g.lda = sa.kp;
+        g.a_k = sa.kp;
+        g.a_row_div = 1;
+    } else {
+        g.a = x;
+        g.lda = x_ld;
+        g.a_k = H;
+        g.a_row_div = (int)L->top_k;
+    }
+    CK(fmcu_wq_gemm_launch(g, st), "GEMM1 (4-bit/int weights)");
+
+    /* GEMM2. */
+    void *act = at<void>(L, L->ws.act);
+    g.w = wq->w2;
+    g.gemm1 = 0;
+    g.gated = 0;
+    g.n_rows = H;
+    g.n_out = H;
+    g.bias = L->add_b2 ? L->b2 : nullptr;
+    g.out = at<void>(L, L->ws.y);
+    g.ldo = H;
+    if (wq->w2.perm || a4) {
+        sa.src = act;
+        sa.ld = I;
+        sa.row_div = 1;
+        sa.perm = wq->w2.perm;
+        sa.in_glob = a4 ? wq->w2.in_glob : nullptr;
+        sa.k = I;
+        sa.kp = wq->w2.perm ? wq->w2.kp : I;
+        sa.dst = wq->a2;
+        CK(fmcu_wq_stage_launch(sa, pairs, st), "GEMM2 input staging");
+        g.a = wq->a2;
+        g.lda = sa.kp;
+        g.a_k = sa.kp;
+    } else {
+        g.a = act;
+        g.lda = I;
+        g.a_k = I;
+    }
+    g.a_row_div = 1;
+    CK(fmcu_wq_gemm_launch(g, st), "GEMM2 (4-bit/int weights)");
+
+    fmcu_fwd::combine_args cb = {};
+    cb.y = g.out;
+    cb.w = topk_w;
+    cb.pair_local = pl.pair_local;
+    cb.k = L->top_k;
+    cb.hidden = H;
+    cb.on_input = L->on_input;
+    cb.dtype = L->act_dtype;
+    cb.out = out;
+    cb.ldo = ldo;
+    CK(fmcu_fwd::combine_launch(cb, m, st), "combine kernel");
+    return 0;
 }
 
 } // namespace
@@ -271,9 +376,13 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
      * neighbouring code: a few elements in 100k leave the conformance
      * suite's per-element bound, which the manifest's [[tolerance]]
      * declares (docs/CUDA.md, "FP8 accuracy"). */
-    const bool prefill_ok = fmcu_prefill_supported(L);
-    const int tier = fmcu_gemm_tier(m, L->top_k, L->local_experts, L->opt.tier, prefill_ok);
-    const uint32_t bm = tier == FMCU_TIER_STREAM ? FMCU_STREAM_ROW_TILE : fmcu_row_tile(m, L->top_k, L->local_experts);
+    const bool wq = FMCU_Q_IS_WQ(L->quant);
+    const bool prefill_ok = !wq && fmcu_prefill_supported(L);
+    const int tier = wq ? FMCU_TIER_TILED : fmcu_gemm_tier(m, L->top_k, L->local_experts, L->opt.tier, prefill_ok);
+    /* The 4-bit and int GEMM (wq_gemm.cu) has row tiles of 16 and 64. */
+    const uint32_t bm = wq                         ? (fmcu_row_tile(m, L->top_k, L->local_experts) <= 16 ? 16u : 64u)
+                        : tier == FMCU_TIER_STREAM ? FMCU_STREAM_ROW_TILE
+                                                   : fmcu_row_tile(m, L->top_k, L->local_experts);
     auto gemm = tier == FMCU_TIER_STREAM ? fmcu_stream_gemm_launch : fmcu_gemm_launch;
 
     /* GEMM1 input: quantized (or copied to bf16: router weight on the
@@ -293,7 +402,7 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
     q.dst = at<void>(L, L->ws.a1);
     q.scale = at<float>(L, L->ws.a1_scale);
     const bool x_aligned = ((uintptr_t)x % 16 == 0) && ((size_t)x_ld * act_size) % 16 == 0;
-    const bool stage_x = tier != FMCU_TIER_PREFILL && (L->quant != FMCU_Q_NONE || L->on_input || !x_aligned);
+    const bool stage_x = tier != FMCU_TIER_PREFILL && ((L->quant != FMCU_Q_NONE && !wq) || L->on_input || !x_aligned);
     const bool quant_in_plan = stage_x && !(q.mode == QM_TENSOR && !q.static_scale);
 
     fmcu_fused_cfg fcfg;
@@ -371,6 +480,17 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
         const int64_t ldo = c->out_host ? H : c->out_ld;
         CK(fmcu_prefill_forward(L, m, x, x_ld, topk_w, pl.pair_local, pl.offsets, pl.sorted, out, ldo, st),
            "prefill path");
+        return finish(L, c, out, st, err, cap);
+    }
+
+    if (wq) {
+        if (stage_x && !quant_in_plan && fmcu_fwd::quantize(q, m, at<uint32_t>(L, L->ws.amax), st, err, cap) != 0)
+            return -1;
+        void *out = c->out_host ? at<void>(L, L->ws.out_stage) : c->out;
+        const int64_t ldo = c->out_host ? H : c->out_ld;
+        if (wq_forward(L, m, stage_x ? q.dst : x, stage_x ? (int64_t)H : x_ld, topk_w, pl, bm, out, ldo, st, err,
+                       cap) != 0)
+            return -1;
         return finish(L, c, out, st, err, cap);
     }
 

@@ -16,12 +16,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fusedmoe/formats.h"
 #include "fusedmoe/kit/refq.h"
 #include "plugins/cuda/cuda_api.h"
 #include "plugins/cuda/cuda_plugin.h"
 #include "plugins/cuda/layout.h"
 
-#define MAX_BUFFERS 12
+#define MAX_BUFFERS 32
 
 typedef struct fmcu_instance {
     const fmoe_host *host;
@@ -259,6 +260,139 @@ static const float *upload_scales(fmcu_instance *in, const fmoe_tensor *t, char 
     return d;
 }
 
+/* Upload one projection built on the host (wq_pack.h). */
+static int upload_wq(fmcu_instance *in, fmcu_wq_host *h, fmcu_wq_proj *d, char *why, size_t cap)
+{
+    uint32_t E = h->experts;
+    d->k = h->k;
+    d->kp = h->kp;
+    d->groups = h->groups;
+    d->group = h->group;
+    d->w = upload(in, h->w, h->w_bytes, why, cap);
+    d->scale = d->w ? upload(in, h->scale, h->scale_count * sizeof(float), why, cap) : NULL;
+    if (!d->scale)
+        return -1;
+    if (h->zero && !(d->zero = upload(in, h->zero, h->scale_count, why, cap)))
+        return -1;
+    if (h->kgrp && !(d->kgrp = upload(in, h->kgrp, (size_t)E * (h->kp / 16) * sizeof(uint16_t), why, cap)))
+        return -1;
+    if (h->perm && !(d->perm = upload(in, h->perm, (size_t)E * h->kp * sizeof(int32_t), why, cap)))
+        return -1;
+    return 0;
+}
+
+/* NVFP4's per-expert multipliers: the accumulator's 1 / g_w (W4A4: also
+ * 1 / g_in) and W4A4's activation quant multiplier g_in. */
+static fmoe_status finalize_nvfp4_globals(fmcu_instance *in, const fmoe_tensor *const *p, fmoe_error *err, char *why,
+                                          size_t cap)
+{
+    fmcu_layer *L = &in->layer;
+    uint32_t E = L->local_experts, r = L->gated ? 2 : 1;
+    int a4 = L->quant == FMCU_Q_NVFP4_A4, differ = 0, unused = 0;
+    float *g = malloc(sizeof(float) * 8 * (E ? E : 1));
+    if (!g)
+        return in->host->error_set(err, FMOE_STATUS_OUT_OF_MEMORY, "out of memory");
+    float *g13 = g, *g2 = g + E, *i13 = g + 2 * E, *i2 = g + 3 * E, *m13 = g + 4 * E, *m2 = g + 5 * E;
+    const char *bad = NULL;
+    if (refq_nvfp4_weight_global(param_named(in, p, "w13_weight_global_scale")->data, E, r, g13, &differ) != 0)
+        bad = "w13_weight_global_scale";
+    else if (refq_nvfp4_weight_global(param_named(in, p, "w2_weight_global_scale")->data, E, 1, g2, &unused) != 0)
+        bad = "w2_weight_global_scale";
+    else if (a4 && refq_nvfp4_input_global(param_named(in, p, "w13_input_global_scale")->data, E, r,
+                                           FMOE_NVFP4_GLOBAL_QUANT, i13) != 0)
+        bad = "w13_input_global_scale";
+    else if (a4 && refq_nvfp4_input_global(param_named(in, p, "w2_input_global_scale")->data, E, 1,
+                                           FMOE_NVFP4_GLOBAL_QUANT, i2) != 0)
+        bad = "w2_input_global_scale";
+    if (bad) {
+        free(g);
+        return in->host->error_set(err, FMOE_STATUS_INVALID_ARGUMENT, "%s: every value must be finite and > 0", bad);
+    }
+    if (differ)
+        in->host->log(in->host->ctx, FMOE_PLUGIN_LOG_WARN,
+                      "w13_weight_global_scale: gate and up global scales differ for some experts; both halves use "
+                      "the gate's (column 0), as the kernels do");
+    for (uint32_t e = 0; e < E; e++) {
+        m13[e] = a4 ? (float)(1.0 / ((double)g13[e] * i13[e])) : 1.0f / g13[e];
+        m2[e] = a4 ? (float)(1.0 / ((double)g2[e] * i2[e])) : 1.0f / g2[e];
+    }
+    L->wq.w13.out_mul = upload(in, m13, E * sizeof(float), why, cap);
+    L->wq.w2.out_mul = L->wq.w13.out_mul ? upload(in, m2, E * sizeof(float), why, cap) : NULL;
+    int ok = L->wq.w2.out_mul != NULL;
+    if (ok && a4) {
+        L->wq.w13.in_glob = upload(in, i13, E * sizeof(float), why, cap);
+        L->wq.w2.in_glob = L->wq.w13.in_glob ? upload(in, i2, E * sizeof(float), why, cap) : NULL;
+        ok = L->wq.w2.in_glob != NULL;
+    }
+    free(g);
+    return ok ? FMOE_STATUS_OK : device_error(in, err, why);
+}
+
+/* The 4-bit and int schemes: weights repacked (wq_pack.h) and uploaded,
+ * the per-pair input buffers of act-order and W4A4 allocated. */
+static fmoe_status finalize_wq(fmcu_instance *in, const fmoe_tensor *const *p, fmoe_error *err)
+{
+    fmcu_layer *L = &in->layer;
+    const fmoe_scheme *s = &in->scheme;
+    char why[256];
+    uint32_t E = L->local_experts, H = L->hidden, I = L->inter;
+    fmcu_wq_host h13, h2;
+    int rc;
+    if (L->quant == FMCU_Q_WNA16) {
+        int32_t bits = s->w_dtype == FMOE_DTYPE_INT4 ? 4 : 8;
+        int grouped = s->w_strategy == FMOE_QSTRATEGY_GROUP, ao = s->w_actorder == FMOE_ACTORDER_GROUP;
+        uint32_t g = s->w_group_size, g13 = grouped ? g : H, g2 = grouped ? g : I;
+        uint32_t G2 = grouped ? (ao ? in->cfg.intermediate_size : I) / g : 1;
+        const fmoe_tensor *z13 = param_named(in, p, "w13_weight_zero_point"),
+                          *z2 = param_named(in, p, "w2_weight_zero_point");
+        const fmoe_tensor *x13 = param_named(in, p, "w13_weight_g_idx"), *x2 = param_named(in, p, "w2_weight_g_idx");
+        const fmoe_tensor *s13 = param_named(in, p, "w13_weight_scale"), *s2 = param_named(in, p, "w2_weight_scale");
+        L->wq.format = bits == 4 ? FMCU_WQ_INT4 : FMCU_WQ_INT8;
+        rc = fmcu_wq_build_int(E, L->rows13, H, bits, H / g13, g13, param_named(in, p, "w13_weight_packed")->data,
+                               s13->data, s13->dtype, z13 ? z13->data : NULL, x13 ? x13->data : NULL, &h13, why,
+                               sizeof why);
+        if (rc != 0)
+            return in->host->error_set(err, FMOE_STATUS_INVALID_ARGUMENT, "w13: %s", why);
+        rc = fmcu_wq_build_int(E, H, I, bits, G2, g2, param_named(in, p, "w2_weight_packed")->data, s2->data, s2->dtype,
+                               z2 ? z2->data : NULL, x2 ? x2->data : NULL, &h2, why, sizeof why);
+        if (rc != 0) {
+            fmcu_wq_host_free(&h13);
+            return in->host->error_set(err, FMOE_STATUS_INVALID_ARGUMENT, "w2: %s", why);
+        }
+    } else {
+        int mx = L->quant == FMCU_Q_MXFP4;
+        uint32_t blk = mx ? 32 : 16;
+        L->wq.format = FMCU_WQ_FP4;
+        L->wq.fp4_block = blk;
+        rc = fmcu_wq_build_fp4(E, L->rows13, H, blk, mx, param_named(in, p, "w13_weight_packed")->data,
+                               param_named(in, p, "w13_weight_scale")->data, &h13, why, sizeof why);
+        if (rc != 0)
+            return in->host->error_set(err, FMOE_STATUS_OUT_OF_MEMORY, "w13: %s", why);
+        rc = fmcu_wq_build_fp4(E, H, I, blk, mx, param_named(in, p, "w2_weight_packed")->data,
+                               param_named(in, p, "w2_weight_scale")->data, &h2, why, sizeof why);
+        if (rc != 0) {
+            fmcu_wq_host_free(&h13);
+            return in->host->error_set(err, FMOE_STATUS_OUT_OF_MEMORY, "w2: %s", why);
+        }
+    }
+    rc = upload_wq(in, &h13, &L->wq.w13, why, sizeof why) == 0 && upload_wq(in, &h2, &L->wq.w2, why, sizeof why) == 0;
+    fmcu_wq_host_free(&h13);
+    fmcu_wq_host_free(&h2);
+    if (!rc)
+        return device_error(in, err, why);
+    size_t pairs = (size_t)L->max_tokens * L->top_k;
+    int a4 = L->quant == FMCU_Q_NVFP4_A4;
+    if ((L->wq.w13.perm || a4) &&
+        !(L->wq.a1 = device_alloc(in, pairs * (L->wq.w13.perm ? L->wq.w13.kp : H) * 2, why, sizeof why)))
+        return device_error(in, err, why);
+    if ((L->wq.w2.perm || a4) &&
+        !(L->wq.a2 = device_alloc(in, pairs * (L->wq.w2.perm ? L->wq.w2.kp : I) * 2, why, sizeof why)))
+        return device_error(in, err, why);
+    if (L->quant == FMCU_Q_NVFP4 || a4)
+        return finalize_nvfp4_globals(in, p, err, why, sizeof why);
+    return FMOE_STATUS_OK;
+}
+
 static fmoe_status cuda_finalize(fmoe_finalize_args *a)
 {
     fmcu_instance *in = a->instance;
@@ -269,7 +403,11 @@ static fmoe_status cuda_finalize(fmoe_finalize_args *a)
                                    in->n_params);
     const fmoe_tensor *const *p = a->params;
     const fmoe_tensor *w2 = param_named(in, p, "w2_weight");
-    if (L->quant == FMCU_Q_TENSOR) {
+    if (FMCU_Q_IS_WQ(L->quant)) {
+        fmoe_status s = finalize_wq(in, p, a->err);
+        if (s != FMOE_STATUS_OK)
+            return s;
+    } else if (L->quant == FMCU_Q_TENSOR) {
         fmoe_status s = finalize_tensor(in, p, a->err, why, sizeof why);
         if (s != FMOE_STATUS_OK)
             return s;
@@ -290,8 +428,7 @@ static fmoe_status cuda_finalize(fmoe_finalize_args *a)
                 return device_error(in, a->err, why);
         }
     }
-    L->w2 = upload(in, w2->data, bytes_of(w2), why, sizeof why);
-    if (!L->w2)
+    if (!FMCU_Q_IS_WQ(L->quant) && !(L->w2 = upload(in, w2->data, bytes_of(w2), why, sizeof why)))
         return device_error(in, a->err, why);
     if (in->cfg.has_bias) {
         const fmoe_tensor *b13 = param_named(in, p, "w13_bias"), *b2 = param_named(in, p, "w2_bias");
@@ -397,6 +534,13 @@ METHOD(method_bf16, "bf16");
 METHOD(method_fp8_tensor, "fp8_w8a8_tensor");
 METHOD(method_fp8_channel, "fp8_w8a8_channel");
 METHOD(method_fp8_block, "fp8_w8a8_block");
+/* The names say what the sm_90a kernels do: weights dequantized in
+ * registers into bf16/f16 mma.sync operands; NVFP4 W4A4's fp4 x fp4
+ * products are emulated there (Hopper has no fp4 tensor cores). */
+METHOD(method_wna16, "wna16_dequant_mma");
+METHOD(method_mxfp4, "mxfp4_w4a16_dequant_mma");
+METHOD(method_nvfp4, "nvfp4_w4a16_dequant_mma");
+METHOD(method_nvfp4_a4, "nvfp4_w4a4_emulated_bf16_mma");
 
 const fmoe_method *fmcu_method(int quant)
 {
@@ -407,6 +551,14 @@ const fmoe_method *fmcu_method(int quant)
         return &method_fp8_channel;
     case FMCU_Q_BLOCK:
         return &method_fp8_block;
+    case FMCU_Q_WNA16:
+        return &method_wna16;
+    case FMCU_Q_MXFP4:
+        return &method_mxfp4;
+    case FMCU_Q_NVFP4:
+        return &method_nvfp4;
+    case FMCU_Q_NVFP4_A4:
+        return &method_nvfp4_a4;
     default:
         return &method_bf16;
     }

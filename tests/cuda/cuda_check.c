@@ -188,6 +188,54 @@ static void config_of(const tcase *t, fmoe_layer_config *c)
         c->swiglu_limit = 7.0f;
 }
 
+/* The scheme's weight group size (act-order g_idx values), set per case. */
+static uint32_t case_group = 0;
+/* Largest int weight magnitude of the scheme (8 int4, 128 int8, else 1):
+ * weight scales are divided by it so that layers keep O(1) outputs. */
+static double case_qmax = 1.0;
+
+static void set_case_scheme(const fmoe_scheme *s)
+{
+    case_group = s->w_group_size;
+    case_qmax = s->w_dtype == FMOE_DTYPE_INT4 ? 8.0 : s->w_dtype == FMOE_DTYPE_INT8 ? 128.0 : 1.0;
+}
+
+/* Parameters of the 4-bit and int schemes: packed words and fp4 pairs are
+ * random bits; g_idx random groups (act-order with uneven group sizes);
+ * NVFP4 globals as compressed-tensors calibrates them (g = 2688 / amax).
+ * Returns 0 when `p` is not one of them. */
+static int make_wq_param(const fmoe_param_info *p, const fmoe_layer_config *c, void *buf, size_t n)
+{
+    if (p->dtype == FMOE_DTYPE_INT32 && p->role == FMOE_ROLE_G_IDX) {
+        uint32_t k = (uint32_t)p->shape[1];
+        uint32_t full = p->projection == FMOE_PROJ_W2 ? c->intermediate_size : c->hidden_size;
+        uint32_t groups = case_group ? full / case_group : 1;
+        for (size_t i = 0; i < n; i++)
+            ((int32_t *)buf)[i] = (int32_t)(rng_next() % groups);
+        (void)k;
+        return 1;
+    }
+    if (p->dtype == FMOE_DTYPE_INT32 || p->dtype == FMOE_DTYPE_FP4_E2M1X2) {
+        size_t bytes = n * fmoe_dtype_size(p->dtype);
+        for (size_t i = 0; i < bytes; i += 8) {
+            uint64_t r = rng_next();
+            memcpy((uint8_t *)buf + i, &r, bytes - i < 8 ? bytes - i : 8);
+        }
+        return 1;
+    }
+    if (p->role == FMOE_ROLE_WEIGHT_GLOBAL_SCALE) {
+        for (size_t i = 0; i < n; i++)
+            ((float *)buf)[i] = (float)(0.8 + 0.4 * uniform());
+        return 1;
+    }
+    if (p->role == FMOE_ROLE_INPUT_GLOBAL_SCALE) {
+        for (size_t i = 0; i < n; i++)
+            ((float *)buf)[i] = (float)(2688.0 / (3.0 + 2.0 * uniform()));
+        return 1;
+    }
+    return 0;
+}
+
 /* Fill declared parameter `p` (whole local tensor) with values valid for its role. */
 static void *make_param(const fmoe_param_info *p, const fmoe_layer_config *c, size_t *bytes_out)
 {
@@ -197,6 +245,10 @@ static void *make_param(const fmoe_param_info *p, const fmoe_layer_config *c, si
     size_t es = fmoe_dtype_size(p->dtype);
     void *buf = malloc(n * es + 1);
     double fan_in = p->projection == FMOE_PROJ_W2 ? c->intermediate_size : c->hidden_size;
+    if (make_wq_param(p, c, buf, n)) {
+        *bytes_out = n * es;
+        return buf;
+    }
     if (fast_fill && p->dtype == FMOE_DTYPE_FP8_E4M3FN) {
         uint8_t *b = buf;
         for (size_t i = 0; i < n; i++) {
@@ -218,7 +270,7 @@ static void *make_param(const fmoe_param_info *p, const fmoe_layer_config *c, si
             v = p->dtype == FMOE_DTYPE_FP8_E4M3FN ? normal() * 2.0f : normal() / (float)sqrt(fan_in);
             break;
         case FMOE_ROLE_WEIGHT_SCALE:
-            v = (float)((0.5 + uniform()) * 0.5 / sqrt(fan_in));
+            v = (float)((0.5 + uniform()) * 0.5 / sqrt(fan_in) / case_qmax);
             break;
         case FMOE_ROLE_INPUT_SCALE:
             v = (float)((0.8 + 0.4 * uniform()) * 4.5 / 448.0);
@@ -365,6 +417,7 @@ static int run_case(fmoe_context *ctx, const tcase *t)
         printf("FAIL %-34s scheme %s: %s\n", t->name, t->scheme, fmoe_last_error());
         return 0;
     }
+    set_case_scheme(&s);
     fmoe_layer *ref = create(ctx, &c, &s, "reference", FMOE_DEVICE_CPU);
     fmoe_layer *gpu = create(ctx, &c, &s, "cuda", FMOE_DEVICE_CUDA);
     int ok = ref && gpu && same_params(gpu, ref, why, sizeof why);
@@ -437,6 +490,10 @@ static int run_case(fmoe_context *ctx, const tcase *t)
     device_tensor(&gtid2, FMOE_DTYPE_INT32, M, K, dtid2);
     double atol = t->scheme[0] == 'b' ? 2e-2 : 5e-2, rtol = t->scheme[0] == 'b' ? 2e-2 : 1e-2;
     double gate = t->scheme[0] == 'b' ? 1e-4 : 5e-4;
+    if (strstr(t->scheme, "/fp4")) { /* e2m1 activation ties (cli/conform/schemes.c TOL_FP4) */
+        atol = rtol = 1e-1;
+        gate = 5e-3;
+    }
     const char *modes[2] = {"topk", "logits"};
     for (int mode = 0; mode < 2 && ok; mode++) {
         CUDA_OK(cudaMemset(dout, 0xff, xs * 2)); /* NaN poison */
@@ -540,6 +597,7 @@ static int bench_case(fmoe_context *ctx, const tcase *t)
     fmoe_scheme s;
     char why[512] = "";
     fmoe_scheme_parse(t->scheme, &s);
+    set_case_scheme(&s);
     fmoe_layer *gpu = create(ctx, &c, &s, "cuda", FMOE_DEVICE_CUDA);
     if (!gpu || !load_layers(&gpu, 1, &c, why, sizeof why)) {
         printf("FAIL bench %s: %s\n", t->name, why);
@@ -604,7 +662,8 @@ static int bench_case(fmoe_context *ctx, const tcase *t)
     qsort(ms, REPS, sizeof ms[0], cmp_float);
     double med = ms[REPS / 2] * 1e-3;
     /* Experts hit (expected, uniform routing) and the bytes of their weights. */
-    double wbytes_expert = (double)(t->gated ? 3 : 2) * t->H * t->I * (s.w_strategy ? 1 : 2);
+    double wsize = s.w_dtype == FMOE_DTYPE_INT4 || s.w_dtype == FMOE_DTYPE_FP4_E2M1X2 ? 0.5 : s.w_strategy ? 1 : 2;
+    double wbytes_expert = (double)(t->gated ? 3 : 2) * t->H * t->I * wsize; /* scales not counted */
     double p_hit = 1.0 - pow(1.0 - (double)t->k / t->E, (double)M);
     double bytes = wbytes_expert * t->E * p_hit;
     double flops = 2.0 * M * t->k * (double)(t->gated ? 3 : 2) * t->H * t->I;
@@ -775,6 +834,38 @@ static const tcase checks[] = {
      0,
      0,
      1},
+    /* 4-bit and int weights (wq_gemm.cu), last so that the cases above see
+     * the random stream they always saw: row tiles of 16 (M <= 16 rows an
+     * expert) and 64, every format, zero points, act-order, f16. */
+    {"int4 g128 decode m1", "int4:group128", BF16, 8, 2, 256, 128, 1, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0, 1, 1.0f},
+    {"int4 g128 m40", "int4:group128", BF16, 8, 2, 256, 128, 40, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0, 1, 1.0f},
+    {"int4 g128 m300 bias gelu", "int4:group128", BF16, 8, 2, 256, 256, 300, FMOE_ACT_GELU, 1, 1, SOFTMAX, 0, 0, 0, 0,
+     0, 1.0f},
+    {"int4 g32 asym m33", "int4:group32:asym", BF16, 8, 2, 256, 128, 33, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0, 1, 1.0f},
+    {"int4 g64 actorder m50", "int4:group64:actorder", BF16, 8, 2, 256, 128, 50, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0, 1,
+     1.0f},
+    {"int4 g32 actorder asym m300 f16", "int4:group32:actorder:asym", F16, 8, 2, 256, 96, 300, SILU, 1, 0, SOFTMAX, 0,
+     0, 0, 0, 1, 1.0f},
+    {"int4 channel m20 scale-bf16", "int4:channel:scale-bf16", BF16, 8, 2, 256, 128, 20, SILU, 1, 0, SOFTMAX, 0, 0, 0,
+     0, 1, 1.0f},
+    {"int8 channel m20", "int8:channel", BF16, 8, 2, 256, 128, 20, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0, 1, 1.0f},
+    {"int8 g64 asym bias m200", "int8:group64:asym", BF16, 8, 2, 192, 128, 200, SILU, 1, 1, SOFTMAX, 0, 0, 0, 0, 1,
+     1.0f},
+    {"int8 g128 actorder nongated", "int8:group128:actorder", BF16, 8, 2, 256, 256, 24, FMOE_ACT_RELU2, 0, 0, SOFTMAX,
+     0, 0, 0, 0, 1, 1.0f},
+    {"mxfp4 swigluoai bias m1", "fp4:group32:scale-ue8m0", BF16, 8, 2, 256, 128, 1, FMOE_ACT_SWIGLUOAI, 1, 1, SOFTMAX,
+     0, 0, 0, 0, 1, 1.0f},
+    {"mxfp4 swigluoai bias m300", "fp4:group32:scale-ue8m0", BF16, 8, 4, 320, 96, 300, FMOE_ACT_SWIGLUOAI, 1, 1,
+     SOFTMAX, 0, 0, 0, 0, 1, 1.0f},
+    {"nvfp4 w4a16 m1", "fp4:tgroup16:scale-fp8e4m3", BF16, 8, 2, 256, 128, 1, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0, 1, 1.0f},
+    {"nvfp4 w4a16 m200 f16 h208", "fp4:tgroup16:scale-fp8e4m3", F16, 8, 2, 208, 80, 200, SILU, 1, 0, SOFTMAX, 0, 0, 0,
+     0, 1, 1.0f},
+    {"nvfp4 w4a4 m1", "fp4:tgroup16:scale-fp8e4m3/fp4:tgroup16:dynamic", BF16, 8, 2, 256, 128, 1, SILU, 1, 0, SOFTMAX,
+     0, 0, 0, 0, 1, 1.0f},
+    {"nvfp4 w4a4 m300 bias", "fp4:tgroup16:scale-fp8e4m3/fp4:tgroup16:dynamic", BF16, 8, 2, 256, 128, 300, SILU, 1, 1,
+     SOFTMAX, 0, 0, 0, 0, 1, 1.0f},
+    {"nvfp4 w4a4 weight on input", "fp4:tgroup16:scale-fp8e4m3/fp4:tgroup16:dynamic", BF16, 8, 1, 128, 64, 17, SILU, 1,
+     0, SIGMOID, 0, 0, 0, 0, 0, 1.0f, 1},
 };
 
 /* Shapes of spec/performance.md's grid (DeepSeek-V3 at E256 k8 H7168 I2048
@@ -795,6 +886,12 @@ static const tcase benches[] = {
     GRID_SIZES("gpt-oss-120b bf16", "bf16", 128, 4, 2880, 2880),
     GRID_SIZES("gpt-oss-120b fp8 channel", CHANNEL, 128, 4, 2880, 2880),
     GRID_SIZES("deepseek-v3 fp8 block", BLOCK, 256, 8, 7168, 2048),
+    /* 4-bit weights (issue 31; "w4" selects them): first timings of the
+     * mma.sync dequant kernels. */
+    GRID_SIZES("qwen3-30b w4 int4-g128", "int4:group128", 128, 8, 2048, 768),
+    GRID_SIZES("qwen3-30b w4 nvfp4-w4a4", "fp4:tgroup16:scale-fp8e4m3/fp4:tgroup16:dynamic", 128, 8, 2048, 768),
+    GRID_SIZES("mixtral w4 int4-g128", "int4:group128", 8, 2, 4096, 14336),
+    GRID_SIZES("gpt-oss-120b w4 mxfp4", "fp4:group32:scale-ue8m0", 128, 4, 2880, 2880),
 };
 
 #define MAX_OPTIONS 16

@@ -146,8 +146,30 @@ static fmoe_scheme scheme_of(fmoe_dtype w, int32_t ws, fmoe_dtype sd, uint32_t b
 
 #define FP8 FMOE_DTYPE_FP8_E4M3FN
 
-static fmoe_scheme served[6];
-static const int n_served = 6;
+static fmoe_scheme served[13];
+static const int n_served = 13;
+
+/* A 4-bit or int weight scheme (weight-only unless a4: NVFP4 W4A4). */
+static fmoe_scheme wq_scheme(fmoe_dtype w, int32_t ws, uint32_t group, fmoe_dtype sd, int sym, int actorder, int a4)
+{
+    fmoe_scheme s;
+    memset(&s, 0, sizeof s);
+    s.struct_size = sizeof s;
+    s.w_dtype = w;
+    s.w_strategy = ws;
+    s.w_group_size = group;
+    s.w_scale_dtype = sd;
+    s.w_symmetric = (uint32_t)sym;
+    s.w_actorder = actorder ? FMOE_ACTORDER_GROUP : FMOE_ACTORDER_NONE;
+    if (a4) {
+        s.a_dtype = w;
+        s.a_strategy = ws;
+        s.a_group_size = group;
+        s.a_dynamic = 1;
+        s.a_symmetric = 1;
+    }
+    return s;
+}
 
 static void make_served(void)
 {
@@ -157,13 +179,24 @@ static void make_served(void)
     served[3] = scheme_of(FP8, FMOE_QSTRATEGY_CHANNEL, FMOE_DTYPE_F32, 0, 0, FMOE_QSTRATEGY_TOKEN, 1);
     served[4] = scheme_of(FP8, FMOE_QSTRATEGY_BLOCK, FMOE_DTYPE_F32, 128, 128, FMOE_QSTRATEGY_GROUP, 1);
     served[5] = scheme_of(FP8, FMOE_QSTRATEGY_BLOCK, FMOE_DTYPE_UE8M0, 128, 128, FMOE_QSTRATEGY_GROUP, 1);
+    served[6] = wq_scheme(FMOE_DTYPE_INT4, FMOE_QSTRATEGY_GROUP, 128, FMOE_DTYPE_BF16, 1, 0, 0);
+    served[7] = wq_scheme(FMOE_DTYPE_INT4, FMOE_QSTRATEGY_GROUP, 32, FMOE_DTYPE_F32, 0, 1, 0);
+    served[8] = wq_scheme(FMOE_DTYPE_INT8, FMOE_QSTRATEGY_CHANNEL, 0, FMOE_DTYPE_F16, 1, 0, 0);
+    served[9] = wq_scheme(FMOE_DTYPE_INT8, FMOE_QSTRATEGY_GROUP, 64, FMOE_DTYPE_F32, 0, 0, 0);
+    served[10] = wq_scheme(FMOE_DTYPE_FP4_E2M1X2, FMOE_QSTRATEGY_GROUP, 32, FMOE_DTYPE_UE8M0, 1, 0, 0);
+    served[11] = wq_scheme(FMOE_DTYPE_FP4_E2M1X2, FMOE_QSTRATEGY_TENSOR_GROUP, 16, FP8, 1, 0, 0);
+    served[12] = wq_scheme(FMOE_DTYPE_FP4_E2M1X2, FMOE_QSTRATEGY_TENSOR_GROUP, 16, FP8, 1, 0, 1);
 }
+
+static fmoe_layer_config config(uint32_t gated, uint32_t bias, uint32_t tp, fmoe_dtype act);
 
 START_TEST(schemes)
 {
     char why[256];
     make_served();
-    const int expect[6] = {FMCU_Q_NONE, FMCU_Q_TENSOR, FMCU_Q_TENSOR, FMCU_Q_CHANNEL, FMCU_Q_BLOCK, FMCU_Q_BLOCK};
+    const int expect[13] = {FMCU_Q_NONE,  FMCU_Q_TENSOR, FMCU_Q_TENSOR,  FMCU_Q_CHANNEL, FMCU_Q_BLOCK,
+                            FMCU_Q_BLOCK, FMCU_Q_WNA16,  FMCU_Q_WNA16,   FMCU_Q_WNA16,   FMCU_Q_WNA16,
+                            FMCU_Q_MXFP4, FMCU_Q_NVFP4,  FMCU_Q_NVFP4_A4};
     for (int i = 0; i < n_served; i++)
         ck_assert_int_eq(fmcu_scheme_quant(&served[i], why, sizeof why), expect[i]);
     fmoe_scheme f16 = scheme_of(FMOE_DTYPE_F16, FMOE_QSTRATEGY_NONE, 0, 0, 0, 0, 0);
@@ -176,6 +209,23 @@ START_TEST(schemes)
     ck_assert_int_eq(fmcu_scheme_quant(&chan_static, why, sizeof why), -1);
     fmoe_scheme int4 = scheme_of(FMOE_DTYPE_INT4, FMOE_QSTRATEGY_GROUP, FMOE_DTYPE_BF16, 0, 0, 0, 0);
     ck_assert_int_eq(fmcu_scheme_quant(&int4, why, sizeof why), -1);
+    ck_assert_ptr_nonnull(strstr(why, "multiple of 16"));
+    /* Refused 4-bit and int schemes: W4A8, MXFP4 W4A4, act-order fp4. */
+    fmoe_scheme w4a8 = wq_scheme(FMOE_DTYPE_INT4, FMOE_QSTRATEGY_GROUP, 128, FMOE_DTYPE_F32, 1, 0, 0);
+    w4a8.a_dtype = FP8;
+    w4a8.a_strategy = FMOE_QSTRATEGY_TOKEN;
+    ck_assert_int_eq(fmcu_scheme_quant(&w4a8, why, sizeof why), -1);
+    ck_assert_ptr_nonnull(strstr(why, "weight-only"));
+    fmoe_scheme mx4 = wq_scheme(FMOE_DTYPE_FP4_E2M1X2, FMOE_QSTRATEGY_GROUP, 32, FMOE_DTYPE_UE8M0, 1, 0, 1);
+    ck_assert_int_eq(fmcu_scheme_quant(&mx4, why, sizeof why), -1);
+    ck_assert_ptr_nonnull(strstr(why, "MXFP4"));
+    fmoe_scheme g48 = wq_scheme(FMOE_DTYPE_INT4, FMOE_QSTRATEGY_GROUP, 40, FMOE_DTYPE_F32, 1, 0, 0);
+    ck_assert_int_eq(fmcu_scheme_quant(&g48, why, sizeof why), -1);
+    /* MXFP4 needs bf16 activations (2^e does not fit f16's range). */
+    fmoe_layer_config c = config(1, 0, 1, FMOE_DTYPE_F16);
+    ck_assert_int_eq(fmcu_check_config(&c, &served[10], 256, 512, why, sizeof why), -1);
+    ck_assert_ptr_nonnull(strstr(why, "MXFP4"));
+    ck_assert_int_eq(fmcu_check_config(&c, &served[11], 256, 512, why, sizeof why), 0);
 }
 END_TEST
 

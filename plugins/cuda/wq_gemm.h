@@ -1,0 +1,65 @@
+/*
+ * plugins/cuda/wq_gemm.h - the grouped expert GEMM over 4-bit and int
+ * weights (wq_gemm.cu), and the per-pair staging of its inputs, as the
+ * forward (forward.cu) launches them. Device-side C++ only.
+ *
+ * Same contract as gemm.h (C[row, n] = sum_k A[src(row), k] * W[e, n, k],
+ * GEMM1's activation epilogue, GEMM2's plain store), with W in the layout
+ * of wq_pack.h dequantized in registers.
+ */
+#ifndef FMOE_PLUGIN_CUDA_WQ_GEMM_H
+#define FMOE_PLUGIN_CUDA_WQ_GEMM_H
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "plugins/cuda/wq_pack.h"
+
+struct fmcu_wq_gemm_args {
+    int32_t format;     /* FMCU_WQ_* */
+    uint32_t fp4_block; /* 16 or 32 */
+    fmcu_wq_proj w;     /* the projection's weights */
+    int gemm1, gated;
+    uint32_t row_tile; /* 16 or 64: the plan's row tile */
+    int64_t grid_tiles;
+
+    const void *a; /* rows of a_k elements (act dtype), row stride lda */
+    int64_t lda;
+    uint32_t a_k;  /* columns of A (K, or Kp when staged per pair) */
+    int a_row_div; /* A row of a pair = pair / a_row_div */
+    uint32_t n_rows, n_out;
+
+    const void *bias;
+    int32_t act_dtype, activation;
+    float swiglu_alpha, swiglu_limit;
+
+    const int32_t *sorted;
+    const int2 *tiles;
+    const int32_t *n_tiles;
+    const int32_t *offsets;
+    void *out;
+    int64_t ldo;
+};
+
+cudaError_t fmcu_wq_gemm_launch(const fmcu_wq_gemm_args &a, cudaStream_t stream);
+
+/* Per-pair GEMM input rows dst[pair, kp] (act dtype) of the local pairs:
+ * src row pair / row_div, gathered through perm [E, kp] (act-order; -1
+ * gives 0), or NVFP4-quantized per 16 with the pair's expert's in_glob
+ * (W4A4: the decoded e2m1 * e4m3 value, exact in the act dtype; 1/g is
+ * applied by the GEMM). */
+struct fmcu_wq_stage_args {
+    const void *src;
+    int64_t ld;
+    int row_div;
+    int32_t dtype;
+    const int32_t *pair_local;
+    const int32_t *perm;   /* or NULL */
+    const float *in_glob;  /* or NULL */
+    uint32_t k, kp;
+    void *dst;
+};
+
+cudaError_t fmcu_wq_stage_launch(const fmcu_wq_stage_args &a, int64_t pairs, cudaStream_t stream);
+
+#endif

@@ -1,0 +1,142 @@
+/*
+ * plugins/cuda/wq_pack.h - the layout of the 4-bit and int weights on the
+ * device (FMCU_Q_WNA16, MXFP4, NVFP4, NVFP4_A4) and the host code that
+ * builds it once at finalize. Pure C, no CUDA: CI unit-tests it
+ * (tests/cuda/test_cuda_wq_pack.c).
+ *
+ * Weights. One expert's matrix [N, K] (N output rows, K reduction columns,
+ * the checkpoint's orientation after unpacking) is stored as N rows of
+ * Kp / 32 chunks (Kp = K rounded up to 32, or the act-order padded K
+ * below); a chunk holds 32 columns in the order the mma.sync m16n8k16 B
+ * fragment consumes them, so that lane (g, c4) of a warp reads its whole
+ * share of a chunk with one 4-byte (4-bit codes) or 8-byte (int8) load:
+ *
+ *   position p = 8 * c4 + i (i = 0..7) holds column
+ *   k = 16 * (i >> 2) + 8 * ((i >> 1) & 1) + 2 * c4 + (i & 1)
+ *
+ * i.e. the lane's b0/b1 registers of the first k16 step, then of the
+ * second. 4-bit codes: position p in byte p / 2, low nibble first (chunk
+ * = 16 bytes); int8: byte p (chunk = 32 bytes). Padding columns hold the
+ * code of zero.
+ *
+ * Codes. int4: value + 8 (0..15); int8: the signed value; e2m1: the code.
+ * The kernel forms (value - zero point) or e2m1 * block scale, both exact
+ * in bf16 (and f16), as the MMA operand.
+ *
+ * Act-order (g_idx). The reference sorts K by group (stable, refq's
+ * fmoe_gidx_sort) and permutes the GEMM input the same way. Here each
+ * group's run of sorted columns is then padded to a multiple of 16 (zero
+ * weights; the input gather writes 0 there), so every k16 MMA step lies in
+ * one group and the group's partial sum can be scaled once in f32 (int
+ * scales times values are not exact in bf16). kgrp[kp / 16] names that
+ * group; src[kp] the sorted column (or -1), perm_pad[kp] the original
+ * input column (or -1). Kp is the same for all experts (the largest, to
+ * 32): an expert's tail is padding in its last group.
+ */
+#ifndef FMOE_PLUGIN_CUDA_WQ_PACK_H
+#define FMOE_PLUGIN_CUDA_WQ_PACK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FMCU_WQ_CHUNK 32 /* K columns per chunk (two k16 MMA steps) */
+
+/* Weight formats of the kernel (wq_gemm.cu). */
+#define FMCU_WQ_INT4 0
+#define FMCU_WQ_INT8 1
+#define FMCU_WQ_FP4  2
+
+/* One projection (W13 or W2) on the device. */
+typedef struct fmcu_wq_proj {
+    const void *w;        /* [E, N, Kp/32] chunks (bytes: fmcu_wq_chunk_bytes) */
+    const float *scale;   /* INT: [E, N, groups] f32; FP4: [E, N, Kp/block] decoded block scales */
+    const int8_t *zero;   /* INT asymmetric: [E, N, groups] (bias removed), else NULL */
+    const uint16_t *kgrp; /* act-order: [E, Kp/16] group of each k16 step, else NULL */
+    const int32_t *perm;  /* act-order: [E, Kp] input column of each padded column, -1: zero */
+    const float *out_mul; /* NVFP4: [E] f32 multiplier of the accumulator (1/g_w, W4A4 also 1/g_in), else NULL */
+    const float *in_glob; /* NVFP4 W4A4: [E] the activation quant multiplier g_in */
+    uint32_t k;           /* K of the checkpoint */
+    uint32_t kp;          /* padded K (multiple of 32) */
+    uint32_t groups;      /* INT: scale groups per row; FP4: Kp / block */
+    uint32_t group;       /* INT without act-order: columns per group (K for channelwise) */
+} fmcu_wq_proj;
+
+typedef struct fmcu_wq {
+    int32_t format;     /* FMCU_WQ_* */
+    uint32_t fp4_block; /* FP4: 16 (NVFP4) or 32 (MXFP4) */
+    fmcu_wq_proj w13, w2;
+    /* Per-pair GEMM inputs [max_tokens * top_k, kp] act dtype (act-order
+     * gather, W4A4 quantization), allocated at finalize; NULL if unused. */
+    void *a1, *a2;
+} fmcu_wq;
+
+/* Bytes of one chunk of 32 columns. */
+size_t fmcu_wq_chunk_bytes(int32_t format);
+
+/* Column (0..31) of a chunk at fragment position p, and its inverse. */
+uint32_t fmcu_wq_frag_col(uint32_t p);
+uint32_t fmcu_wq_frag_pos(uint32_t col);
+
+/* Rows of codes [rows, k] (one byte a code: int4 0..15, e2m1 0..15, int8 any)
+ * into chunks [rows, kp/32] in fragment order; columns k..kp hold `pad`.
+ * src_col: NULL, or [kp] the column of codes each padded column takes
+ * (-1: pad), for act-order. kp % 32 == 0, kp >= k (without src_col). */
+void fmcu_wq_pack(int32_t format, uint32_t rows, uint32_t k, uint32_t kp, const uint8_t *codes, const int32_t *src_col,
+                  uint8_t pad, uint8_t *out);
+
+/* Act-order: padded width of one expert whose sorted group ids are
+ * sorted_gidx[k] (non-decreasing): each group's run rounded up to 16. */
+uint32_t fmcu_wq_actorder_width(uint32_t k, const int32_t *sorted_gidx);
+
+/* Act-order tables of one expert for the common padded width kp (>= its
+ * own width, a multiple of 32): src[kp] sorted column or -1, perm_pad[kp]
+ * = perm[src] or -1, kgrp[kp/16]. -1 if kp is too small. */
+int fmcu_wq_actorder_tables(uint32_t k, const int32_t *sorted_gidx, const int32_t *perm, uint32_t kp, int32_t *src,
+                            int32_t *perm_pad, uint16_t *kgrp);
+
+/* ------------------------------------------------------------------------ */
+/* Finalize on the host: one projection built from the checkpoint's tensors */
+/* ------------------------------------------------------------------------ */
+
+/* Host arrays of one projection (malloc'd; fmcu_wq_host_free), the
+ * fmcu_wq_proj fields before upload. */
+typedef struct fmcu_wq_host {
+    uint8_t *w;
+    size_t w_bytes;
+    float *scale;
+    size_t scale_count;
+    int8_t *zero;   /* or NULL */
+    uint16_t *kgrp; /* act-order, [E, kp/16] */
+    int32_t *perm;  /* act-order, [E, kp] */
+    uint32_t experts, rows, k, kp, groups, group;
+} fmcu_wq_host;
+
+/* WNA16 (vLLM's pack-quantized layout, as the reference's method_wna16.c
+ * reads it): words [E, K/pf, N] int32 (transposed), scales [E, G, N] of
+ * sdtype (FMOE_DTYPE_F32/BF16/F16), zp_words [E, G, N/pf] or NULL, g_idx
+ * [E, K] or NULL. groups G, group g (K for channelwise). 0, or -1 with the
+ * reason in why (out of memory, g_idx out of range). */
+int fmcu_wq_build_int(uint32_t experts, uint32_t rows, uint32_t k, int32_t bits, uint32_t groups, uint32_t group,
+                      const uint32_t *words, const void *scales, int32_t sdtype, const uint32_t *zp_words,
+                      const int32_t *g_idx, fmcu_wq_host *out, char *why, size_t cap);
+
+/* MXFP4 / NVFP4: packed [E, N, K/2] e2m1 pairs, block scales [E, N, K/block]
+ * (ue8m0 when mx, else e4m3fn), decoded to f32 [E, N, kp/block]. */
+int fmcu_wq_build_fp4(uint32_t experts, uint32_t rows, uint32_t k, uint32_t block, int mx, const uint8_t *packed,
+                      const uint8_t *sf, fmcu_wq_host *out, char *why, size_t cap);
+
+void fmcu_wq_host_free(fmcu_wq_host *h);
+
+/* Row n of expert e as the kernel sees it, back in the checkpoint's column
+ * order: out[k] = dequantized weight (int: (q - zp) * scale; fp4: e2m1 *
+ * block scale, NVFP4's global not applied). For tests. */
+void fmcu_wq_host_row(const fmcu_wq_host *h, int32_t format, uint32_t fp4_block, uint32_t e, uint32_t n, float *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,262 @@
+/*
+ * tests/cuda/test_cuda_wq_pack.c - the device layout of the CUDA plugin's
+ * 4-bit and int weights (plugins/cuda/wq_pack.h), without a GPU:
+ *   - the fragment order (positions <-> columns, one load per lane);
+ *   - act-order padding: widths, tables, groups of each k16 step;
+ *   - every built projection dequantizes, through the layout the kernels
+ *     read, to the reference's weights (refq_matrix_row), bit for bit:
+ *     int4/int8, symmetric and asymmetric, channelwise, groups, act-order
+ *     with the TP rank's K split (g_idx naming groups of the full K), and
+ *     MXFP4/NVFP4 block scales (NVFP4's global applied by the GEMM).
+ * Random inputs from a fixed seed, printed on failure.
+ */
+#include <check.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fusedmoe/formats.h"
+#include "fusedmoe/kit/half.h"
+#include "fusedmoe/kit/refq.h"
+#include "plugins/cuda/wq_pack.h"
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static const uint64_t seed0 = 0x9E3779B97F4A7C15ull;
+
+static uint32_t next32(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (uint32_t)(rng >> 11);
+}
+
+START_TEST(fragment_order)
+{
+    /* Lane c4's 8 positions: its b0/b1 columns of the first k16 step, then the second. */
+    const uint32_t lane1[8] = {2, 3, 10, 11, 18, 19, 26, 27};
+    for (uint32_t i = 0; i < 8; i++)
+        ck_assert_uint_eq(fmcu_wq_frag_col(8 + i), lane1[i]);
+    ck_assert_uint_eq(fmcu_wq_frag_col(0), 0);
+    ck_assert_uint_eq(fmcu_wq_frag_col(7), 25);
+    uint32_t seen = 0;
+    for (uint32_t p = 0; p < 32; p++) {
+        ck_assert_uint_eq(fmcu_wq_frag_pos(fmcu_wq_frag_col(p)), p);
+        seen |= 1u << fmcu_wq_frag_col(p);
+    }
+    ck_assert_uint_eq(seen, 0xFFFFFFFFu);
+    ck_assert_uint_eq(fmcu_wq_chunk_bytes(FMCU_WQ_INT4), 16);
+    ck_assert_uint_eq(fmcu_wq_chunk_bytes(FMCU_WQ_FP4), 16);
+    ck_assert_uint_eq(fmcu_wq_chunk_bytes(FMCU_WQ_INT8), 32);
+}
+END_TEST
+
+START_TEST(pack_nibbles)
+{
+    /* Row of 40 int4 codes c = k % 16, padded to 64 with 8 (zero). */
+    uint8_t codes[40], out[32];
+    for (int k = 0; k < 40; k++)
+        codes[k] = (uint8_t)(k % 16);
+    fmcu_wq_pack(FMCU_WQ_INT4, 1, 40, 64, codes, NULL, 8, out);
+    /* Byte 0: positions 0, 1 = columns 0, 1; byte 1: columns 8, 9; byte 4: columns 2, 3. */
+    ck_assert_uint_eq(out[0], 0x10);
+    ck_assert_uint_eq(out[1], 0x98);
+    ck_assert_uint_eq(out[4], 0x32);
+    /* Second chunk: columns 32..39 real, the rest padding. Byte 16: cols 32, 33. */
+    ck_assert_uint_eq(out[16], 0x10);
+    ck_assert_uint_eq(out[17], 0x88); /* columns 40, 41: padding */
+    uint8_t b8[32];
+    uint8_t c8[32];
+    for (int k = 0; k < 32; k++)
+        c8[k] = (uint8_t)(100 + k);
+    fmcu_wq_pack(FMCU_WQ_INT8, 1, 32, 32, c8, NULL, 0, b8);
+    ck_assert_uint_eq(b8[8], 102);
+    ck_assert_uint_eq(b8[10], 110);
+    ck_assert_uint_eq(b8[12], 118);
+}
+END_TEST
+
+START_TEST(actorder_tables)
+{
+    /* Sorted groups: 20 x g0, 5 x g2, 15 x g3 (g1 empty: another rank's). */
+    int32_t gidx[40], perm[40], src[64], pp[64];
+    uint16_t kgrp[4];
+    for (int k = 0; k < 40; k++) {
+        gidx[k] = k < 20 ? 0 : k < 25 ? 2 : 3;
+        perm[k] = 39 - k;
+    }
+    ck_assert_uint_eq(fmcu_wq_actorder_width(40, gidx), 64);
+    ck_assert_int_eq(fmcu_wq_actorder_tables(40, gidx, perm, 32, src, pp, kgrp), -1);
+    ck_assert_int_eq(fmcu_wq_actorder_tables(40, gidx, perm, 64, src, pp, kgrp), 0);
+    ck_assert_int_eq(src[19], 19);
+    ck_assert_int_eq(src[20], -1);
+    ck_assert_int_eq(pp[20], -1);
+    ck_assert_int_eq(src[32], 20);
+    ck_assert_int_eq(pp[32], 19);
+    ck_assert_int_eq(src[37], -1);
+    ck_assert_int_eq(src[48], 25);
+    ck_assert_int_eq(src[62], 39);
+    ck_assert_int_eq(pp[62], 0);
+    ck_assert_int_eq(src[63], -1);
+    ck_assert_uint_eq(kgrp[0], 0);
+    ck_assert_uint_eq(kgrp[1], 0);
+    ck_assert_uint_eq(kgrp[2], 2);
+    ck_assert_uint_eq(kgrp[3], 3);
+    /* Wider common width: the tail is padding in the last group. */
+    int32_t src2[96], pp2[96];
+    uint16_t kg2[6];
+    ck_assert_int_eq(fmcu_wq_actorder_tables(40, gidx, perm, 96, src2, pp2, kg2), 0);
+    ck_assert_int_eq(src2[80], -1);
+    ck_assert_uint_eq(kg2[5], 3);
+}
+END_TEST
+
+/* Build one int projection both ways and compare every weight. */
+static void check_int(int32_t bits, uint32_t E, uint32_t N, uint32_t K, uint32_t groups, uint32_t group, int asym,
+                      int act_order, fmoe_dtype sdt)
+{
+    uint32_t pf = 32u / (uint32_t)bits;
+    size_t nw = (size_t)E * (K / pf) * N, ns = (size_t)E * groups * N, nz = (size_t)E * groups * (N / pf);
+    uint32_t *words = malloc(nw * 4), *zw = malloc(nz * 4 + 4);
+    uint16_t *s16 = malloc(ns * 2);
+    float *s32 = malloc(ns * 4);
+    int32_t *gidx = malloc((size_t)E * K * 4);
+    for (size_t i = 0; i < nw; i++)
+        words[i] = next32() ^ (next32() << 16);
+    for (size_t i = 0; i < nz; i++)
+        zw[i] = next32() ^ (next32() << 16);
+    for (size_t i = 0; i < ns; i++) {
+        s32[i] = (float)(next32() % 1000 + 1) * 1e-4f;
+        s16[i] = fmoe_f32_to_bf16(s32[i]);
+    }
+    for (size_t i = 0; i < (size_t)E * K; i++)
+        gidx[i] = (int32_t)(next32() % groups);
+    const void *scales = sdt == FMOE_DTYPE_F32 ? (const void *)s32 : (const void *)s16;
+    char why[200];
+    fmcu_wq_host h;
+    ck_assert_int_eq(fmcu_wq_build_int(E, N, K, bits, groups, group, words, scales, sdt, asym ? zw : NULL,
+                                       act_order ? gidx : NULL, &h, why, sizeof why),
+                     0);
+    ck_assert_uint_eq(h.kp % 32, 0);
+    ck_assert(h.kp >= K);
+    refq_matrix m = {.format = REFQ_W_INT, .experts = E, .rows = N, .cols = K, .groups = groups, .group = group};
+    ck_assert_int_eq(refq_int_values_kn(&m, bits, words), 0);
+    ck_assert_int_eq(refq_int_scales(&m, scales, sdt, 1), 0);
+    if (asym)
+        ck_assert_int_eq(refq_int_zero_points(&m, bits, zw), 0);
+    if (act_order)
+        ck_assert_int_eq(refq_int_act_order(&m, gidx), 0);
+    float *ref = malloc(K * 4), *mine = malloc(K * 4), *orig = malloc(K * 4);
+    for (uint32_t e = 0; e < E; e++)
+        for (uint32_t n = 0; n < N; n++) {
+            refq_matrix_row(&m, e, n, ref);
+            /* The reference's row is in sorted order under act-order. */
+            for (uint32_t k = 0; k < K; k++)
+                orig[m.perm ? (uint32_t)m.perm[(size_t)e * K + k] : k] = ref[k];
+            memset(mine, 0xff, K * 4);
+            fmcu_wq_host_row(&h, bits == 4 ? FMCU_WQ_INT4 : FMCU_WQ_INT8, 0, e, n, mine);
+            for (uint32_t k = 0; k < K; k++)
+                if (memcmp(&mine[k], &orig[k], 4) != 0)
+                    ck_abort_msg("bits %d asym %d act_order %d: e %u n %u k %u: %g vs reference %g (seed %llx)", bits,
+                                 asym, act_order, e, n, k, (double)mine[k], (double)orig[k], (unsigned long long)seed0);
+        }
+    free(ref);
+    free(mine);
+    free(orig);
+    refq_matrix_free(&m);
+    fmcu_wq_host_free(&h);
+    free(words);
+    free(zw);
+    free(s16);
+    free(s32);
+    free(gidx);
+}
+
+START_TEST(int_matches_reference)
+{
+    rng = seed0;
+    check_int(4, 3, 16, 256, 2, 128, 0, 0, FMOE_DTYPE_BF16); /* group 128 */
+    check_int(4, 2, 24, 96, 3, 32, 1, 0, FMOE_DTYPE_F32);    /* group 32, asym, K % 64 != 0 */
+    check_int(4, 2, 16, 208, 1, 208, 0, 0, FMOE_DTYPE_F16);  /* channelwise, K padded to 224 */
+    check_int(8, 2, 8, 128, 2, 64, 1, 0, FMOE_DTYPE_F32);    /* int8 asym */
+    check_int(4, 3, 16, 256, 4, 64, 0, 1, FMOE_DTYPE_F32);   /* act-order, uneven groups */
+    check_int(4, 2, 16, 128, 8, 32, 1, 1, FMOE_DTYPE_BF16);  /* act-order asym; a TP rank's K = 128 of 256:
+                                                                g_idx names 8 groups, some empty here */
+    check_int(8, 2, 8, 64, 2, 32, 0, 1, FMOE_DTYPE_F32);     /* int8 act-order */
+}
+END_TEST
+
+START_TEST(fp4_matches_reference)
+{
+    rng = seed0 ^ 0x55;
+    for (int mx = 0; mx < 2; mx++) {
+        uint32_t E = 2, N = 8, K = mx ? 96 : 208, blk = mx ? 32 : 16;
+        size_t np = (size_t)E * N * K / 2, ns = (size_t)E * N * (K / blk);
+        uint8_t *packed = malloc(np), *sf = malloc(ns);
+        for (size_t i = 0; i < np; i++)
+            packed[i] = (uint8_t)next32();
+        for (size_t i = 0; i < ns; i++)
+            sf[i] = mx ? (uint8_t)(120 + next32() % 12) : (uint8_t)(next32() % 0x7e); /* no NaN */
+        char why[200];
+        fmcu_wq_host h;
+        ck_assert_int_eq(fmcu_wq_build_fp4(E, N, K, blk, mx, packed, sf, &h, why, sizeof why), 0);
+        ck_assert_uint_eq(h.kp, mx ? 96 : 224);
+        float global[2] = {1.0f, 1.0f};
+        refq_matrix m = {.format = mx ? REFQ_W_MXFP4 : REFQ_W_NVFP4,
+                         .experts = E,
+                         .rows = N,
+                         .cols = K,
+                         .values = packed,
+                         .sf = sf,
+                         .global = global,
+                         .global_convention = FMOE_NVFP4_GLOBAL_QUANT};
+        float ref[224], mine[224];
+        for (uint32_t e = 0; e < E; e++)
+            for (uint32_t n = 0; n < N; n++) {
+                refq_matrix_row(&m, e, n, ref);
+                fmcu_wq_host_row(&h, FMCU_WQ_FP4, blk, e, n, mine);
+                for (uint32_t k = 0; k < K; k++)
+                    if (memcmp(&mine[k], &ref[k], 4) != 0)
+                        ck_abort_msg("mx %d e %u n %u k %u: %g vs %g", mx, e, n, k, (double)mine[k], (double)ref[k]);
+            }
+        fmcu_wq_host_free(&h);
+        free(packed);
+        free(sf);
+    }
+}
+END_TEST
+
+START_TEST(bad_gidx_refused)
+{
+    uint32_t words[2 * 8] = {0}, zero = 0;
+    float s[2 * 2] = {1, 1, 1, 1};
+    int32_t gidx[16];
+    for (int k = 0; k < 16; k++)
+        gidx[k] = k == 5 ? 2 : 0; /* groups = 2: 2 is out of range */
+    char why[200];
+    fmcu_wq_host h;
+    ck_assert_int_eq(fmcu_wq_build_int(1, 8, 16, 4, 2, 8, words, s, FMOE_DTYPE_F32, NULL, gidx, &h, why, sizeof why),
+                     -1);
+    ck_assert_ptr_nonnull(strstr(why, "g_idx"));
+    (void)zero;
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("cuda_wq_pack");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, fragment_order);
+    tcase_add_test(tc, pack_nibbles);
+    tcase_add_test(tc, actorder_tables);
+    tcase_add_test(tc, int_matches_reference);
+    tcase_add_test(tc, fp4_matches_reference);
+    tcase_add_test(tc, bad_gidx_refused);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
