@@ -6,17 +6,20 @@
 #define FMOE_PLUGIN_CUDA_PLUGIN_H
 
 #include "fusedmoe/plugin.h"
+#include "plugins/cuda/ep.h"
 #include "plugins/cuda/options.h"
 
 /* Per-context state (from init). */
 typedef struct fmcu_state {
     const fmoe_host *host;
-    fmcu_options opt; /* parsed at init; each layer takes a copy at create */
+    fmcu_options opt;       /* parsed at init; each layer takes a copy at create */
+    fmcu_ep_options ep_opt; /* nccl_library, ep_timeout_ms (ep.h) */
 } fmcu_state;
 
-/* The method serving FMCU_Q_* `quant` (every one both modular and
- * monolithic: apply takes top-k, apply_logits routes on the GPU). */
-const fmoe_method *fmcu_method(int quant);
+/* The method serving FMCU_Q_* `quant`: both modular and monolithic
+ * (apply takes top-k, apply_logits routes on the GPU), or with `modular`
+ * the same without apply_logits, for layers on an EP group. */
+const fmoe_method *fmcu_method(int quant, int modular);
 
 /* Compute capability major versions the plugin carries code for. */
 int fmcu_arch_supported(int major, int minor);

@@ -528,6 +528,17 @@ static void cuda_destroy(fmoe_destroy_args *a)
         .apply = cuda_apply, \
         .apply_logits = cuda_apply_logits, \
         .destroy = cuda_destroy, \
+    }; \
+    /* On an EP group the routing travels with the tokens: modular only. */ \
+    static const fmoe_method var##_modular = { \
+        .struct_size = sizeof(fmoe_method), \
+        .name = method_name, \
+        .flags = FMOE_METHOD_EPLB | FMOE_METHOD_GRAPH_SAFE, \
+        .create = cuda_create, \
+        .declare_params = cuda_declare, \
+        .finalize = cuda_finalize, \
+        .apply = cuda_apply, \
+        .destroy = cuda_destroy, \
     }
 
 METHOD(method_bf16, "bf16");
@@ -542,24 +553,24 @@ METHOD(method_mxfp4, "mxfp4_w4a16_dequant_mma");
 METHOD(method_nvfp4, "nvfp4_w4a16_dequant_mma");
 METHOD(method_nvfp4_a4, "nvfp4_w4a4_emulated_bf16_mma");
 
-const fmoe_method *fmcu_method(int quant)
+const fmoe_method *fmcu_method(int quant, int modular)
 {
     switch (quant) {
     case FMCU_Q_TENSOR:
-        return &method_fp8_tensor;
+        return modular ? &method_fp8_tensor_modular : &method_fp8_tensor;
     case FMCU_Q_CHANNEL:
-        return &method_fp8_channel;
+        return modular ? &method_fp8_channel_modular : &method_fp8_channel;
     case FMCU_Q_BLOCK:
-        return &method_fp8_block;
+        return modular ? &method_fp8_block_modular : &method_fp8_block;
     case FMCU_Q_WNA16:
-        return &method_wna16;
+        return modular ? &method_wna16_modular : &method_wna16;
     case FMCU_Q_MXFP4:
-        return &method_mxfp4;
+        return modular ? &method_mxfp4_modular : &method_mxfp4;
     case FMCU_Q_NVFP4:
-        return &method_nvfp4;
+        return modular ? &method_nvfp4_modular : &method_nvfp4;
     case FMCU_Q_NVFP4_A4:
-        return &method_nvfp4_a4;
+        return modular ? &method_nvfp4_a4_modular : &method_nvfp4_a4;
     default:
-        return &method_bf16;
+        return modular ? &method_bf16_modular : &method_bf16;
     }
 }

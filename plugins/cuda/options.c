@@ -101,9 +101,10 @@ int fmcu_options_set(fmcu_options *o, const char *name, const char *value, char 
         return set_bool(name, value, &o->prefill_half_tiles, why, cap);
     if (strcmp(name, ORDER.name) == 0)
         return set_enum(&ORDER, value, &o->prefill_tile_order, why, cap);
-    snprintf(why, cap,
-             "option '%s': not an option of the cuda plugin (tier, plan_wide_pairs, decode_tail, decode_fused, "
-             "decode_fused_w13, prefill_warp_rows, prefill_half_tiles, prefill_tile_order)",
-             name);
+    snprintf(
+        why, cap,
+        "option '%s': not an option of the cuda plugin (tier, plan_wide_pairs, decode_tail, decode_fused, "
+        "decode_fused_w13, prefill_warp_rows, prefill_half_tiles, prefill_tile_order, nccl_library, ep_timeout_ms)",
+        name);
     return -1;
 }

@@ -27,17 +27,23 @@ static fmoe_status cuda_init(fmoe_init_args *a)
 {
     const fmoe_host *h = a->host;
     fmcu_options opt;
+    fmcu_ep_options ep_opt;
     char why[256];
     fmcu_options_default(&opt);
-    for (uint32_t i = 0; i < a->n_options; i++)
-        if (fmcu_options_set(&opt, a->options[i]->key, a->options[i]->value, why, sizeof why) != 0)
+    fmcu_ep_options_default(&ep_opt);
+    for (uint32_t i = 0; i < a->n_options; i++) {
+        const char *k = a->options[i]->key, *v = a->options[i]->value;
+        const int ep = fmcu_ep_options_set(&ep_opt, k, v, why, sizeof why);
+        if (ep < 0 || (ep == 0 && fmcu_options_set(&opt, k, v, why, sizeof why) != 0))
             return h->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT, "%s", why);
+    }
     fmcu_state *st = h->alloc(h->ctx, sizeof *st, 0);
     if (!st)
         return h->error_set(a->err, FMOE_STATUS_OUT_OF_MEMORY, "out of memory");
     memset(st, 0, sizeof *st);
     st->host = h;
     st->opt = opt;
+    st->ep_opt = ep_opt;
     a->state = st;
     return FMOE_STATUS_OK;
 }
@@ -130,7 +136,8 @@ static fmoe_status cuda_query(fmoe_query_args *a)
         snprintf(a->reason, sizeof a->reason, "%s", why);
         return FMOE_STATUS_UNSUPPORTED;
     }
-    a->method = fmcu_method(quant);
+    const int on_group = FMOE_HAS_FIELD(a, ep_group) && a->ep_group != NULL;
+    a->method = fmcu_method(quant, on_group);
     a->score = DEVICE_SCORE;
     snprintf(a->reason, sizeof a->reason, "%s: grouped mma.sync GEMMs, fused activation, GPU routing", a->method->name);
     return FMOE_STATUS_OK;
@@ -237,6 +244,7 @@ static const fmoe_plugin cuda_plugin = {
     .query = cuda_query,
     .shutdown = cuda_shutdown,
     .memory = &cuda_memory,
+    .ep = &fmcu_ep_ops,
 };
 
 FMOE_DEFINE_PLUGIN_ENTRY(cuda_plugin)

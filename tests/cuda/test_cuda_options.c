@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "plugins/cuda/ep.h"
 #include "plugins/cuda/launch_shape.h"
 #include "plugins/cuda/options.h"
 #include "plugins/cuda/tier.h"
@@ -76,22 +77,62 @@ START_TEST(manifest_defaults_are_the_code_defaults)
     FILE *f = fopen(manifest_path, "r");
     ck_assert_msg(f != NULL, "cannot open %s", manifest_path);
     fmcu_options d, o;
+    fmcu_ep_options ed, eo;
     fmcu_options_default(&d);
     fmcu_options_default(&o);
+    fmcu_ep_options_default(&ed);
+    fmcu_ep_options_default(&eo);
     char line[512], name[64] = "", value[64], why[256];
     int declared = 0;
     while (fgets(line, sizeof line, f)) {
         if (value_of(line, "name", value, sizeof value)) /* the plugin's name first, then each option's */
             snprintf(name, sizeof name, "%s", value);
         if (name[0] && value_of(line, "default", value, sizeof value)) {
-            ck_assert_msg(fmcu_options_set(&o, name, value, why, sizeof why) == 0, "%s: %s", manifest_path, why);
+            /* as plugin.c's init: the EP options first, then the others */
+            const int ep = fmcu_ep_options_set(&eo, name, value, why, sizeof why);
+            ck_assert_msg(ep == 1 || (ep == 0 && fmcu_options_set(&o, name, value, why, sizeof why) == 0), "%s: %s",
+                          manifest_path, why);
             declared++;
             name[0] = 0;
         }
     }
     fclose(f);
-    ck_assert_int_eq(declared, 8);
+    ck_assert_int_eq(declared, 10);
     ck_assert(same_options(&o, &d));
+    ck_assert_str_eq(eo.nccl_library, ed.nccl_library);
+    ck_assert_uint_eq(eo.timeout_ms, ed.timeout_ms);
+}
+END_TEST
+
+/* The EP options (ep_options.c): values taken, values refused by name;
+ * another option's name is not theirs (0). */
+START_TEST(ep_options)
+{
+    fmcu_ep_options o;
+    char why[256];
+    fmcu_ep_options_default(&o);
+    ck_assert_str_eq(o.nccl_library, "libnccl.so.2");
+    ck_assert_uint_eq(o.timeout_ms, 30000);
+    ck_assert_int_eq(fmcu_ep_options_set(&o, "ep_timeout_ms", "1", why, sizeof why), 1);
+    ck_assert_uint_eq(o.timeout_ms, 1);
+    ck_assert_int_eq(fmcu_ep_options_set(&o, "ep_timeout_ms", "3600000", why, sizeof why), 1);
+    ck_assert_uint_eq(o.timeout_ms, 3600000);
+    static const char *const bad[] = {"0", "3600001", "-5", "1s", ""};
+    for (int i = 0; i < 5; i++) {
+        ck_assert_int_eq(fmcu_ep_options_set(&o, "ep_timeout_ms", bad[i], why, sizeof why), -1);
+        ck_assert_msg(strstr(why, "option 'ep_timeout_ms'") && strstr(why, "1 to 3600000"), "%s", why);
+    }
+    ck_assert_uint_eq(o.timeout_ms, 3600000);
+    ck_assert_int_eq(fmcu_ep_options_set(&o, "nccl_library", "/opt/nccl/lib/libnccl.so.2", why, sizeof why), 1);
+    ck_assert_str_eq(o.nccl_library, "/opt/nccl/lib/libnccl.so.2");
+    ck_assert_int_eq(fmcu_ep_options_set(&o, "nccl_library", "", why, sizeof why), -1);
+    ck_assert_msg(strstr(why, "option 'nccl_library'") != NULL, "%s", why);
+    char longer[600];
+    memset(longer, 'a', sizeof longer - 1);
+    longer[sizeof longer - 1] = 0;
+    ck_assert_int_eq(fmcu_ep_options_set(&o, "nccl_library", longer, why, sizeof why), -1);
+    ck_assert_str_eq(o.nccl_library, "/opt/nccl/lib/libnccl.so.2");
+    ck_assert_int_eq(fmcu_ep_options_set(&o, "tier", "stream", why, sizeof why), 0);
 }
 END_TEST
 
@@ -203,6 +244,7 @@ int main(int argc, char **argv)
     TCase *tc = tcase_create("options");
     tcase_add_test(tc, defaults_are_the_measured_choices);
     tcase_add_test(tc, manifest_defaults_are_the_code_defaults);
+    tcase_add_test(tc, ep_options);
     tcase_add_test(tc, tier_values);
     tcase_add_test(tc, plan_wide_pairs_values);
     tcase_add_test(tc, bool_and_enum_values);

@@ -1,0 +1,32 @@
+/*
+ * plugins/cuda/ep.h - expert parallelism in the CUDA plugin: the
+ * fmoe_ep_ops table (plugin ABI 1.3, docs/EP.md) over the transport of
+ * ep_api.h, and its two options:
+ *
+ *   nccl_library    string  the NCCL shared library to dlopen
+ *                           ("libnccl.so.2": the loader's search path)
+ *   ep_timeout_ms   int     the bound of every wait on peers (joining,
+ *                           dispatch, combine), 1..3600000
+ */
+#ifndef FMOE_PLUGIN_CUDA_EP_H
+#define FMOE_PLUGIN_CUDA_EP_H
+
+#include <stddef.h>
+
+#include "fusedmoe/plugin.h"
+
+typedef struct fmcu_ep_options {
+    char nccl_library[512];
+    unsigned timeout_ms;
+} fmcu_ep_options;
+
+void fmcu_ep_options_default(fmcu_ep_options *o);
+/* 1 when `name` is one of these options and was set, 0 when it is not one
+ * of them, -1 with why for a bad value. */
+int fmcu_ep_options_set(fmcu_ep_options *o, const char *name, const char *value, char *why, size_t cap);
+
+/* The table plugin.c hands the host (fmoe_plugin.ep); its calls take the
+ * plugin state (fmcu_state, whose ep_opt init filled). */
+extern const fmoe_ep_ops fmcu_ep_ops;
+
+#endif

@@ -1,0 +1,92 @@
+/*
+ * plugins/cuda/ep_api.h - the C boundary of the CUDA EP transport
+ * (ep_transport.cu, ep_kernels.cu): an NCCL communicator, one symmetric
+ * buffer (ep_layout.h) registered as an NCCL window, and the kernels that
+ * move tokens to the ranks of their experts and the results back.
+ *
+ * A forward is: fmcu_ep_dispatch (pack this rank's tokens into the peers'
+ * buffers, then wait for every peer's and unpack them into the rows the
+ * local method applies), the method's own apply on those rows, then
+ * fmcu_ep_combine (each row's result back into its owner's buffer, wait,
+ * sum in rank order). All on the caller's stream; no host synchronization
+ * and no allocation unless the group measures phases (`timing`), so a
+ * LOW_LATENCY forward can be captured in a CUDA graph.
+ *
+ * Waits on peers are bounded on the device (timeout_ms): a peer that does
+ * not arrive sets a flag in host-mapped memory with the missing ranks, the
+ * kernels finish, and fmcu_ep_check reports it on the next call (the
+ * outputs of that forward are invalid, and the message says so).
+ */
+#ifndef FMOE_PLUGIN_CUDA_EP_API_H
+#define FMOE_PLUGIN_CUDA_EP_API_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "plugins/cuda/ep_layout.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct fmcu_ep fmcu_ep;
+
+typedef struct fmcu_ep_params {
+    int device;
+    uint32_t rank, size, max_tokens, hidden, top_k, num_experts;
+    int32_t act_dtype, dispatch, mode;
+    uint32_t timeout_ms; /* every wait, on the host (init) and on the device */
+    int timing;          /* measure dispatch / experts / combine (synchronizes each forward) */
+    const char *nccl_library;
+    void *comm;               /* the application's ncclComm_t, borrowed; or NULL and: */
+    const uint8_t *unique_id; /* an ncclUniqueId made by fmcu_ep_unique_id */
+    uint32_t unique_id_length;
+} fmcu_ep_params;
+
+/* An ncclUniqueId into out[cap] (*length = its size); 0 or -1 with why. */
+int fmcu_ep_unique_id(const char *nccl_library, uint8_t *out, uint32_t cap, uint32_t *length, char *why,
+                      size_t cap_why);
+
+/* Collective over the group's ranks. 0, or -1 with why. */
+int fmcu_ep_create(const fmcu_ep_params *p, fmcu_ep **out, char *why, size_t cap);
+void fmcu_ep_destroy(fmcu_ep *ep);
+
+/* The rows the method applies: [rows, hidden] act dtype, ids/w [rows, k];
+ * y [rows, hidden] act dtype for its output. rows = size x max_tokens. */
+typedef struct fmcu_ep_rows {
+    void *x;
+    int32_t *ids;
+    float *w;
+    void *y;
+    int64_t rows;
+} fmcu_ep_rows;
+void fmcu_ep_rows_of(const fmcu_ep *ep, fmcu_ep_rows *r);
+
+/* A failure an earlier forward left on the device (a peer that did not
+ * arrive): 0 when none, else -1 with why (and the flag is cleared). */
+int fmcu_ep_check(fmcu_ep *ep, char *why, size_t cap);
+
+/* owner[n] (host): the rank of each global physical expert. Uploaded when
+ * it differs from the last one, which needs a synchronous copy: refused
+ * while `stream` is being captured. */
+int fmcu_ep_set_owner(fmcu_ep *ep, const int32_t *owner, uint32_t n, void *stream, char *why, size_t cap);
+
+/* This rank's m tokens (device): x [m, hidden] (row stride x_ld elements),
+ * ids/w [m, top_k] dense. */
+int fmcu_ep_dispatch(fmcu_ep *ep, const void *x, int64_t x_ld, const int32_t *ids, const float *w, int64_t m,
+                     void *stream, char *why, size_t cap);
+/* After the method wrote rows.y: out [m, hidden] (row stride out_ld) of
+ * this rank's tokens, ids as given to dispatch. */
+int fmcu_ep_combine(fmcu_ep *ep, void *out, int64_t out_ld, const int32_t *ids, int64_t m, void *stream, char *why,
+                    size_t cap);
+/* Mark the end of the method's apply (timing only). */
+int fmcu_ep_mark_experts_done(fmcu_ep *ep, void *stream, char *why, size_t cap);
+
+/* Sums of the measured phases (timing groups). */
+int fmcu_ep_timing(fmcu_ep *ep, int reset, uint64_t *forwards, double *dispatch_s, double *experts_s, double *combine_s,
+                   char *why, size_t cap);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,24 @@
+/*
+ * plugins/cuda/ep_launch.h - launches of the EP kernels (ep_kernels.cu),
+ * called by ep_transport.cu. C++ (nvcc) only.
+ */
+#ifndef FMOE_PLUGIN_CUDA_EP_LAUNCH_H
+#define FMOE_PLUGIN_CUDA_EP_LAUNCH_H
+
+#include <cuda_runtime.h>
+
+#include "plugins/cuda/ep_kernels.cuh"
+
+cudaError_t fmcu_ep_launch_dispatch(const fmcu_ep_dev::common_args &c, const void *x, int64_t x_ld,
+                                    const int32_t *ids, const float *w, int64_t m, cudaStream_t st);
+cudaError_t fmcu_ep_launch_unpack(const fmcu_ep_dev::common_args &c, void *x_in, int32_t *ids_in, float *w_in,
+                                  uint8_t *live, cudaStream_t st);
+/* combine_send, finish, then the forward count + 1. */
+cudaError_t fmcu_ep_launch_combine(const fmcu_ep_dev::common_args &c, const void *y, const uint8_t *live,
+                                   const int32_t *ids, void *out, int64_t out_ld, int64_t m, uint64_t *seq,
+                                   cudaStream_t st);
+
+/* The first 32 bytes of NCCL's device-side window (ncclWindow_t). */
+cudaError_t fmcu_ep_read_window(const void *win, void *head32, cudaStream_t st);
+
+#endif

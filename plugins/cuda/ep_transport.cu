@@ -1,0 +1,542 @@
+/*
+ * plugins/cuda/ep_transport.cu - a CUDA EP group (ep_api.h): the NCCL
+ * communicator, the symmetric buffer and the forward's launches.
+ *
+ * Creation, collective over the ranks:
+ *   1. the communicator: the application's (borrowed), or a new one from
+ *      the unique id, made non-blocking so that every wait is bounded by
+ *      timeout_ms (then aborted, with the reason);
+ *   2. every rank must be reachable by load/store (NCCL's LSA team = the
+ *      world, i.e. one NVLink domain): the low-latency kernels write peers'
+ *      memory directly. Across nodes this path refuses (docs/EP.md);
+ *   3. ncclMemAlloc + ncclCommWindowRegister(NCCL_WIN_COLL_SYMMETRIC) of
+ *      the buffer (ep_layout.h); each rank's base is the window's flat LSA
+ *      base + rank x stride (the fields NCCL keeps at fixed offsets of its
+ *      window handle for its device code: nccl_device/impl/core__types.h),
+ *      its own rank included (an alias of the same memory);
+ *   4. the buffer zeroed, then an all-gather of every rank's parameters:
+ *      it checks they agree (naming the field that differs) and, being
+ *      collective, no rank's forward can write into a buffer not yet zeroed.
+ */
+#include <cuda_runtime.h>
+#include <new>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "plugins/cuda/ep_api.h"
+#include "plugins/cuda/ep_launch.h"
+#include "plugins/cuda/ep_nccl.h"
+
+using fmcu_ep_dev::common_args;
+using fmcu_ep_dev::fail_record;
+
+struct fmcu_ep {
+    fmcu_ep_params p;
+    const fmcu_nccl *nccl;
+    ncclComm_t comm;
+    bool own_comm;
+    fmcu_ep_layout L;
+    void *sym;
+    ncclWindow_t win;
+    common_args c;
+    /* local (not symmetric) device memory */
+    void *x_in, *y;
+    int32_t *ids_in, *owner;
+    float *w_in;
+    uint8_t *live;
+    uint64_t *seq;
+    fail_record *fail_host; /* host-mapped; c.fail is its device alias */
+    int32_t *owner_host;    /* the last owner table uploaded */
+    uint32_t owner_n;
+    cudaStream_t init_stream;
+    cudaEvent_t ev[4];
+    uint64_t forwards;
+    double sums[3];
+};
+
+namespace {
+
+int failf(char *why, size_t cap, const char *what, cudaError_t e)
+{
+    snprintf(why, cap, "EP group: %s: %s", what, cudaGetErrorString(e));
+    return -1;
+}
+
+double now_s()
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Wait until the non-blocking communicator settles; 0, or -1 with why. */
+int settle(fmcu_ep *ep, ncclResult_t r, const char *what, char *why, size_t cap)
+{
+    const double t0 = now_s();
+    while (r == ncclInProgress) {
+        if (now_s() - t0 > ep->p.timeout_ms * 1e-3) {
+            snprintf(why, cap,
+                     "EP group rank %u: %s did not complete within %u ms (ep_timeout_ms): a rank did not join, or the "
+                     "ranks were given different unique ids or sizes",
+                     ep->p.rank, what, ep->p.timeout_ms);
+            return -1;
+        }
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, nullptr);
+        if (ep->nccl->CommGetAsyncError(ep->comm, &r) != ncclSuccess)
+            r = ncclInternalError;
+    }
+    if (r != ncclSuccess) {
+        snprintf(why, cap, "EP group rank %u: %s: %s", ep->p.rank, what, ep->nccl->GetErrorString(r));
+        return -1;
+    }
+    return 0;
+}
+
+/* Wait for the init stream, bounded. */
+int drain(fmcu_ep *ep, const char *what, char *why, size_t cap)
+{
+    const double t0 = now_s();
+    for (;;) {
+        cudaError_t e = cudaStreamQuery(ep->init_stream);
+        if (e == cudaSuccess)
+            return 0;
+        if (e != cudaErrorNotReady)
+            return failf(why, cap, what, e);
+        if (now_s() - t0 > ep->p.timeout_ms * 1e-3) {
+            snprintf(why, cap, "EP group rank %u: %s did not complete within %u ms (ep_timeout_ms)", ep->p.rank, what,
+                     ep->p.timeout_ms);
+            return -1;
+        }
+        struct timespec ts = {0, 200000};
+        nanosleep(&ts, nullptr);
+    }
+}
+
+/* What every rank must agree on. */
+struct agreed {
+    uint32_t rank, size, max_tokens, hidden, top_k, num_experts;
+    int32_t act_dtype, dispatch, mode;
+};
+
+int check_agreed(const fmcu_ep *ep, const agreed *all, char *why, size_t cap)
+{
+    const agreed &me = all[ep->p.rank];
+    for (uint32_t r = 0; r < ep->p.size; r++) {
+        const agreed &o = all[r];
+        const char *field = o.rank != r                       ? "rank (two ranks gave the same one)"
+                            : o.size != me.size               ? "size"
+                            : o.max_tokens != me.max_tokens   ? "max_tokens_per_rank"
+                            : o.hidden != me.hidden           ? "hidden_size"
+                            : o.top_k != me.top_k             ? "top_k"
+                            : o.num_experts != me.num_experts ? "num_experts"
+                            : o.act_dtype != me.act_dtype     ? "act_dtype"
+                            : o.dispatch != me.dispatch       ? "dispatch"
+                            : o.mode != me.mode               ? "mode"
+                                                              : nullptr;
+        if (field) {
+            snprintf(why, cap, "EP group: ranks %u and %u were created with different %s", ep->p.rank, r, field);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int setup(fmcu_ep *ep, char *why, size_t cap)
+{
+    const fmcu_ep_params &p = ep->p;
+    cudaError_t e = cudaSetDevice(p.device);
+    if (e != cudaSuccess)
+        return failf(why, cap, "cudaSetDevice", e);
+    if ((e = cudaStreamCreateWithFlags(&ep->init_stream, cudaStreamNonBlocking)) != cudaSuccess)
+        return failf(why, cap, "cudaStreamCreate", e);
+    /* 1. the communicator */
+    if (p.comm) {
+        ep->comm = (ncclComm_t)p.comm;
+        int n = 0, r = 0, d = -1;
+        if (ep->nccl->CommCount(ep->comm, &n) != ncclSuccess || ep->nccl->CommUserRank(ep->comm, &r) != ncclSuccess ||
+            ep->nccl->CommCuDevice(ep->comm, &d) != ncclSuccess) {
+            snprintf(why, cap, "EP group: the application's communicator could not be queried");
+            return -1;
+        }
+        if ((uint32_t)n != p.size || (uint32_t)r != p.rank || d != p.device) {
+            snprintf(why, cap,
+                     "EP group: the application's communicator has %d ranks, this is rank %d on CUDA device %d; the "
+                     "group asked for rank %u of %u on device %d",
+                     n, r, d, p.rank, p.size, p.device);
+            return -1;
+        }
+    } else {
+        ncclUniqueId id;
+        if (p.unique_id_length != sizeof id) {
+            snprintf(why, cap, "EP group: a unique id of %u bytes; NCCL's is %zu", p.unique_id_length, sizeof id);
+            return -1;
+        }
+        memcpy(&id, p.unique_id, sizeof id);
+        ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+        cfg.blocking = 0;
+        ncclResult_t r = ep->nccl->CommInitRankConfig(&ep->comm, (int)p.size, id, (int)p.rank, &cfg);
+        if (r != ncclSuccess && r != ncclInProgress) {
+            snprintf(why, cap, "EP group rank %u: ncclCommInitRankConfig: %s", p.rank, ep->nccl->GetErrorString(r));
+            ep->comm = nullptr;
+            return -1;
+        }
+        ep->own_comm = true;
+        if (settle(ep, r, "ncclCommInitRankConfig (joining the group)", why, cap) != 0)
+            return -1;
+    }
+    /* 2. one load/store domain */
+    const ncclTeam lsa = ep->nccl->TeamLsa(ep->comm);
+    if ((uint32_t)lsa.nRanks != p.size) {
+        snprintf(why, cap,
+                 "EP group: %d of the %u ranks share this rank's NVLink domain; the CUDA plugin's EP transport writes "
+                 "peers' memory directly and needs all of them there (across nodes: docs/EP.md)",
+                 lsa.nRanks, p.size);
+        return -1;
+    }
+    /* 3. the symmetric buffer */
+    ncclResult_t r = ep->nccl->MemAlloc(&ep->sym, ep->L.bytes);
+    if (r != ncclSuccess) {
+        snprintf(why, cap, "EP group: ncclMemAlloc of %llu bytes: %s", (unsigned long long)ep->L.bytes,
+                 ep->nccl->GetErrorString(r));
+        ep->sym = nullptr;
+        return -1;
+    }
+    if ((e = cudaMemsetAsync(ep->sym, 0, ep->L.bytes, ep->init_stream)) != cudaSuccess ||
+        (e = cudaStreamSynchronize(ep->init_stream)) != cudaSuccess)
+        return failf(why, cap, "zeroing the symmetric buffer", e);
+    r = ep->nccl->CommWindowRegister(ep->comm, ep->sym, ep->L.bytes, &ep->win, NCCL_WIN_COLL_SYMMETRIC);
+    if (r != ncclSuccess && r != ncclInProgress) {
+        snprintf(why, cap, "EP group: ncclCommWindowRegister: %s", ep->nccl->GetErrorString(r));
+        ep->win = nullptr;
+        return -1;
+    }
+    if (settle(ep, r, "ncclCommWindowRegister", why, cap) != 0)
+        return -1;
+    /* A non-blocking communicator may fill the handle after it reports
+     * success: wait for it, bounded. */
+    for (const double t0 = now_s(); !*(ncclWindow_t volatile *)&ep->win;) {
+        if (now_s() - t0 > p.timeout_ms * 1e-3) {
+            snprintf(why, cap, "EP group rank %u: ncclCommWindowRegister returned no window within %u ms", p.rank,
+                     p.timeout_ms);
+            return -1;
+        }
+        ncclResult_t ar = ncclSuccess;
+        ep->nccl->CommGetAsyncError(ep->comm, &ar);
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, nullptr);
+    }
+    struct {
+        void *win_host;
+        char *lsa_flat_base;
+        int lsa_rank, world_rank;
+        uint32_t stride4g;
+    } head;
+    static_assert(sizeof head == 32, "the window's head");
+    cudaPointerAttributes at;
+    if ((e = cudaPointerGetAttributes(&at, ep->win)) != cudaSuccess)
+        return failf(why, cap, "cudaPointerGetAttributes (NCCL's window)", e);
+    if (at.type == cudaMemoryTypeDevice || at.type == cudaMemoryTypeManaged)
+        e = fmcu_ep_read_window(ep->win, &head, ep->init_stream);
+    else
+        memcpy(&head, ep->win, sizeof head); /* a host handle */
+    if (e != cudaSuccess) {
+        snprintf(why, cap, "EP group: reading NCCL's window at %p (memory type %d): %s", (void *)ep->win, (int)at.type,
+                 cudaGetErrorString(e));
+        return -1;
+    }
+    for (uint32_t q = 0; q < p.size; q++)
+        ep->c.p.base[q] = head.lsa_flat_base + ((uint64_t)q * head.stride4g << 32);
+    /* NCCL maps every rank's buffer, this one's too, into one flat range:
+     * base[rank] is another address of ep->sym's memory (the kernels use
+     * it for both, as NCCL's device code would). */
+    if (head.lsa_rank != (int)p.rank || head.world_rank != (int)p.rank || head.stride4g == 0 || !head.lsa_flat_base) {
+        snprintf(why, cap,
+                 "EP group: NCCL %d's window does not read as expected (handle %p, memory type %d: LSA rank %d, "
+                 "world rank %d, stride %u x 4 GiB, own base %p, buffer %p): this NCCL's layout is not one the plugin "
+                 "knows",
+                 ep->nccl->version, (void *)ep->win, (int)at.type, head.lsa_rank, head.world_rank, head.stride4g,
+                 (void *)ep->c.p.base[p.rank], ep->sym);
+        return -1;
+    }
+    /* local buffers */
+    const uint64_t rows = (uint64_t)p.size * p.max_tokens;
+    if ((e = cudaMalloc(&ep->x_in, rows * p.hidden * 2)) != cudaSuccess ||
+        (e = cudaMalloc(&ep->y, rows * p.hidden * 2)) != cudaSuccess ||
+        (e = cudaMalloc((void **)&ep->ids_in, rows * p.top_k * 4)) != cudaSuccess ||
+        (e = cudaMalloc((void **)&ep->w_in, rows * p.top_k * 4)) != cudaSuccess ||
+        (e = cudaMalloc((void **)&ep->live, rows)) != cudaSuccess ||
+        (e = cudaMalloc((void **)&ep->owner, (size_t)p.num_experts * 4)) != cudaSuccess ||
+        (e = cudaMalloc((void **)&ep->seq, 8)) != cudaSuccess)
+        return failf(why, cap, "cudaMalloc of the group's rows", e);
+    if ((e = cudaMemset(ep->x_in, 0, rows * p.hidden * 2)) != cudaSuccess ||
+        (e = cudaMemset(ep->seq, 0, 8)) != cudaSuccess || (e = cudaMemset(ep->owner, 0xff, p.num_experts * 4)))
+        return failf(why, cap, "cudaMemset", e);
+    void *fail_dev = nullptr;
+    if ((e = cudaHostAlloc((void **)&ep->fail_host, sizeof(fail_record), cudaHostAllocMapped)) != cudaSuccess ||
+        (e = cudaHostGetDevicePointer(&fail_dev, ep->fail_host, 0)) != cudaSuccess)
+        return failf(why, cap, "cudaHostAlloc (the wait-failure record)", e);
+    memset((void *)ep->fail_host, 0, sizeof(fail_record));
+    for (auto &ev : ep->ev)
+        if ((e = cudaEventCreate(&ev)) != cudaSuccess)
+            return failf(why, cap, "cudaEventCreate", e);
+    ep->c.L = ep->L;
+    ep->c.rank = p.rank;
+    ep->c.num_experts = p.num_experts;
+    ep->c.owner = ep->owner;
+    ep->c.seq = ep->seq;
+    ep->c.timeout_ns = (uint64_t)p.timeout_ms * 1000000ull;
+    ep->c.fail = (fail_record *)fail_dev;
+    /* 4. agree (and fence the zeroing) */
+    agreed mine = {p.rank, p.size, p.max_tokens, p.hidden, p.top_k, p.num_experts, p.act_dtype, p.dispatch, p.mode};
+    agreed *d_all = nullptr;
+    if ((e = cudaMalloc((void **)&d_all, sizeof(agreed) * (p.size + 1))) != cudaSuccess)
+        return failf(why, cap, "cudaMalloc", e);
+    agreed *d_mine = d_all + p.size;
+    int rc = -1;
+    agreed all[FMCU_EP_MAX_RANKS];
+    if ((e = cudaMemcpy(d_mine, &mine, sizeof mine, cudaMemcpyHostToDevice)) != cudaSuccess)
+        failf(why, cap, "cudaMemcpy", e);
+    else if ((r = ep->nccl->AllGather(d_mine, d_all, sizeof mine, ncclUint8, ep->comm, ep->init_stream)) !=
+                 ncclSuccess &&
+             r != ncclInProgress)
+        snprintf(why, cap, "EP group: ncclAllGather: %s", ep->nccl->GetErrorString(r));
+    else if (settle(ep, r, "ncclAllGather of the group's parameters", why, cap) == 0 &&
+             drain(ep, "the all-gather of the group's parameters", why, cap) == 0) {
+        if ((e = cudaMemcpy(all, d_all, sizeof(agreed) * p.size, cudaMemcpyDeviceToHost)) != cudaSuccess)
+            failf(why, cap, "cudaMemcpy", e);
+        else
+            rc = check_agreed(ep, all, why, cap);
+    }
+    cudaFree(d_all);
+    return rc;
+}
+
+} // namespace
+
+extern "C" int fmcu_ep_unique_id(const char *nccl_library, uint8_t *out, uint32_t cap, uint32_t *length, char *why,
+                                 size_t cap_why)
+{
+    const fmcu_nccl *n = fmcu_nccl_load(nccl_library, why, cap_why);
+    if (!n)
+        return -1;
+    ncclUniqueId id;
+    if (cap < sizeof id) {
+        snprintf(why, cap_why, "EP unique id: %u bytes of room, NCCL's id takes %zu", cap, sizeof id);
+        return -1;
+    }
+    ncclResult_t r = n->GetUniqueId(&id);
+    if (r != ncclSuccess) {
+        snprintf(why, cap_why, "ncclGetUniqueId: %s", n->GetErrorString(r));
+        return -1;
+    }
+    memcpy(out, &id, sizeof id);
+    *length = (uint32_t)sizeof id;
+    return 0;
+}
+
+extern "C" void fmcu_ep_destroy(fmcu_ep *ep)
+{
+    if (!ep)
+        return;
+    cudaSetDevice(ep->p.device);
+    cudaDeviceSynchronize();
+    if (ep->win)
+        ep->nccl->CommWindowDeregister(ep->comm, ep->win);
+    if (ep->sym)
+        ep->nccl->MemFree(ep->sym);
+    if (ep->own_comm && ep->comm) {
+        /* a failed creation may leave peers waiting: abort never blocks */
+        ep->nccl->CommAbort(ep->comm);
+    }
+    cudaFree(ep->x_in);
+    cudaFree(ep->y);
+    cudaFree(ep->ids_in);
+    cudaFree(ep->w_in);
+    cudaFree(ep->live);
+    cudaFree(ep->owner);
+    cudaFree(ep->seq);
+    if (ep->fail_host)
+        cudaFreeHost((void *)ep->fail_host);
+    for (auto ev : ep->ev)
+        if (ev)
+            cudaEventDestroy(ev);
+    if (ep->init_stream)
+        cudaStreamDestroy(ep->init_stream);
+    delete[] ep->owner_host;
+    delete ep;
+}
+
+extern "C" int fmcu_ep_create(const fmcu_ep_params *p, fmcu_ep **out, char *why, size_t cap)
+{
+    *out = nullptr;
+    fmcu_ep_layout L;
+    if (fmcu_ep_layout_make(p->size, p->max_tokens, p->hidden, p->top_k, p->act_dtype, p->dispatch, &L, why, cap) != 0)
+        return -1;
+    if (p->rank >= p->size || p->num_experts < 1) {
+        snprintf(why, cap, "EP group: rank %u of %u, %u experts", p->rank, p->size, p->num_experts);
+        return -1;
+    }
+    const fmcu_nccl *n = fmcu_nccl_load(p->nccl_library, why, cap);
+    if (!n)
+        return -1;
+    fmcu_ep *ep = new (std::nothrow) fmcu_ep();
+    if (!ep) {
+        snprintf(why, cap, "out of memory");
+        return -1;
+    }
+    ep->p = *p;
+    ep->nccl = n;
+    ep->L = L;
+    const int rc = setup(ep, why, cap);
+    ep->p.unique_id = nullptr; /* both valid during the call only */
+    ep->p.nccl_library = nullptr;
+    if (rc != 0) {
+        fmcu_ep_destroy(ep);
+        return -1;
+    }
+    *out = ep;
+    return 0;
+}
+
+extern "C" void fmcu_ep_rows_of(const fmcu_ep *ep, fmcu_ep_rows *r)
+{
+    r->x = ep->x_in;
+    r->ids = ep->ids_in;
+    r->w = ep->w_in;
+    r->y = ep->y;
+    r->rows = (int64_t)ep->p.size * ep->p.max_tokens;
+}
+
+extern "C" int fmcu_ep_check(fmcu_ep *ep, char *why, size_t cap)
+{
+    fail_record *f = ep->fail_host;
+    if (!f->failed)
+        return 0;
+    char ranks[256] = "";
+    size_t n = 0;
+    for (uint32_t r = 0; r < ep->p.size && n < sizeof ranks - 8; r++)
+        if (f->missing[r])
+            n += (size_t)snprintf(ranks + n, sizeof ranks - n, "%s%u", n ? ", " : "", r);
+    snprintf(why, cap,
+             "EP group rank %u: rank(s) %s did not arrive at the %s of an earlier forward within %u ms "
+             "(ep_timeout_ms); that forward's output is invalid and the group cannot continue",
+             ep->p.rank, ranks, f->phase == 1 ? "dispatch" : "combine", ep->p.timeout_ms);
+    return -1;
+}
+
+extern "C" int fmcu_ep_set_owner(fmcu_ep *ep, const int32_t *owner, uint32_t n, void *stream, char *why, size_t cap)
+{
+    if (n != ep->p.num_experts) {
+        snprintf(why, cap, "EP group: the layer has %u global experts, the group was made for %u", n,
+                 ep->p.num_experts);
+        return -1;
+    }
+    if (ep->owner_host && memcmp(ep->owner_host, owner, (size_t)n * 4) == 0)
+        return 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (owner[i] < 0 || (uint32_t)owner[i] >= ep->p.size) {
+            snprintf(why, cap, "EP group: expert %u is placed on rank %d of a group of %u", i, owner[i], ep->p.size);
+            return -1;
+        }
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    cudaError_t e = cudaSetDevice(ep->p.device);
+    if (e == cudaSuccess)
+        e = cudaStreamIsCapturing((cudaStream_t)stream, &cs);
+    if (e != cudaSuccess)
+        return failf(why, cap, "cudaStreamIsCapturing", e);
+    if (cs != cudaStreamCaptureStatusNone) {
+        snprintf(why, cap,
+                 "EP group: the expert placement changed (or was never seen) while a CUDA graph is being captured; run "
+                 "one forward of the layer before capturing it");
+        return -1;
+    }
+    if (!ep->owner_host && !(ep->owner_host = new (std::nothrow) int32_t[n])) {
+        snprintf(why, cap, "out of memory");
+        return -1;
+    }
+    if ((e = cudaStreamSynchronize((cudaStream_t)stream)) != cudaSuccess ||
+        (e = cudaMemcpy(ep->owner, owner, (size_t)n * 4, cudaMemcpyHostToDevice)) != cudaSuccess)
+        return failf(why, cap, "uploading the expert placement", e);
+    memcpy(ep->owner_host, owner, (size_t)n * 4);
+    return 0;
+}
+
+extern "C" int fmcu_ep_dispatch(fmcu_ep *ep, const void *x, int64_t x_ld, const int32_t *ids, const float *w,
+                                int64_t m, void *stream, char *why, size_t cap)
+{
+    if (m < 0 || m > ep->p.max_tokens) {
+        snprintf(why, cap, "EP group: %lld tokens on rank %u; the group holds at most %u per rank (max_tokens_per_rank)",
+                 (long long)m, ep->p.rank, ep->p.max_tokens);
+        return -1;
+    }
+    if (((uintptr_t)x % 16) || (x_ld % 8)) {
+        snprintf(why, cap, "EP group: x must be 16-byte aligned with a row stride that is a multiple of 8 elements");
+        return -1;
+    }
+    cudaStream_t st = (cudaStream_t)stream;
+    cudaError_t e = cudaSetDevice(ep->p.device);
+    if (e == cudaSuccess && ep->p.timing)
+        e = cudaEventRecord(ep->ev[0], st);
+    if (e == cudaSuccess)
+        e = fmcu_ep_launch_dispatch(ep->c, x, x_ld, ids, w, m, st);
+    if (e == cudaSuccess)
+        e = fmcu_ep_launch_unpack(ep->c, ep->x_in, ep->ids_in, ep->w_in, ep->live, st);
+    if (e == cudaSuccess && ep->p.timing)
+        e = cudaEventRecord(ep->ev[1], st);
+    return e == cudaSuccess ? 0 : failf(why, cap, "dispatch", e);
+}
+
+extern "C" int fmcu_ep_mark_experts_done(fmcu_ep *ep, void *stream, char *why, size_t cap)
+{
+    cudaError_t e = ep->p.timing ? cudaEventRecord(ep->ev[2], (cudaStream_t)stream) : cudaSuccess;
+    return e == cudaSuccess ? 0 : failf(why, cap, "cudaEventRecord", e);
+}
+
+extern "C" int fmcu_ep_combine(fmcu_ep *ep, void *out, int64_t out_ld, const int32_t *ids, int64_t m, void *stream,
+                               char *why, size_t cap)
+{
+    if (((uintptr_t)out % 16) || (out_ld % 8)) {
+        snprintf(why, cap, "EP group: out must be 16-byte aligned with a row stride that is a multiple of 8 elements");
+        return -1;
+    }
+    cudaStream_t st = (cudaStream_t)stream;
+    cudaError_t e = cudaSetDevice(ep->p.device);
+    if (e == cudaSuccess)
+        e = fmcu_ep_launch_combine(ep->c, ep->y, ep->live, ids, out, out_ld, m, ep->seq, st);
+    if (e == cudaSuccess && ep->p.timing) {
+        float ms[3];
+        e = cudaEventRecord(ep->ev[3], st);
+        if (e == cudaSuccess)
+            e = cudaEventSynchronize(ep->ev[3]);
+        for (int i = 0; i < 3 && e == cudaSuccess; i++)
+            e = cudaEventElapsedTime(&ms[i], ep->ev[i], ep->ev[i + 1]);
+        if (e == cudaSuccess) {
+            for (int i = 0; i < 3; i++)
+                ep->sums[i] += ms[i] * 1e-3;
+            ep->forwards++;
+        }
+    }
+    if (e != cudaSuccess)
+        return failf(why, cap, "combine", e);
+    return 0;
+}
+
+extern "C" int fmcu_ep_timing(fmcu_ep *ep, int reset, uint64_t *forwards, double *dispatch_s, double *experts_s,
+                              double *combine_s, char *why, size_t cap)
+{
+    if (!ep->p.timing) {
+        snprintf(why, cap, "EP group: made without timing");
+        return -1;
+    }
+    *forwards = ep->forwards;
+    *dispatch_s = ep->sums[0];
+    *experts_s = ep->sums[1];
+    *combine_s = ep->sums[2];
+    if (reset) {
+        ep->forwards = 0;
+        ep->sums[0] = ep->sums[1] = ep->sums[2] = 0.0;
+    }
+    return 0;
+}
