@@ -11,6 +11,7 @@
  *   qwen3_moe     Qwen3MoeForCausalLM                 qwen3_moe
  *   deepseek_v2   DeepseekV2ForCausalLM               deepseek_v2
  *   deepseek_v3   DeepseekV3ForCausalLM               deepseek_v3, kimi_k2
+ *   deepseek_v4   DeepseekV4ForCausalLM               deepseek_v4 (hash-routed layers refused)
  *   gpt_oss       GptOssForCausalLM                   gpt_oss
  *   llama4        Llama4ForConditionalGeneration      llama4 (MoE keys in "text_config")
  *   llama4_text   Llama4ForCausalLM                   llama4_text
@@ -72,7 +73,8 @@ FMOE_API fmoe_status fmoe_model_config_parse(const char *json, size_t len, const
 FMOE_API void fmoe_model_destroy(fmoe_model *m);
 
 /* "mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3",
- * "gpt_oss", "llama4", "llama4_text" (NULL for a NULL model). */
+ * "deepseek_v4", "gpt_oss", "llama4", "llama4_text" (NULL for a NULL
+ * model). */
 FMOE_API const char *fmoe_model_family(const fmoe_model *m);
 /* Decoder layers (num_hidden_layers), MoE or dense. DeepSeek-V3's
  * multi-token-prediction layer (num_nextn_predict_layers) is not counted. */
@@ -140,7 +142,10 @@ typedef struct fmoe_model_names {
     const char *router_weight; /* [E, H]: "model.layers.3.mlp.gate.weight" */
     const char *router_bias;   /* [E] (gpt-oss) */
     /* [E] f32 selection bias (DeepSeek topk_method "noaux_tc"):
-     * "model.layers.3.mlp.gate.e_score_correction_bias" */
+     * "model.layers.3.mlp.gate.e_score_correction_bias"; DeepSeek-V4
+     * "layers.3.ffn.gate.bias", named on every layer that is not
+     * hash-routed, so that a bias the config does not route with is
+     * refused rather than ignored. */
     const char *correction_bias;
     const char *experts; /* "model.layers.3.mlp.experts" */
     /* Per-expert projection module names ("gate_proj", "up_proj",
@@ -157,7 +162,8 @@ typedef struct fmoe_model_names {
     const char *mxfp4_down_blocks, *mxfp4_down_scales;
     /* Shared experts (see fmoe_model_layer_shared); NULL when none.
      * "<shared>.gate_proj.weight", "<shared>.up_proj.weight",
-     * "<shared>.down_proj.weight". */
+     * "<shared>.down_proj.weight" (DeepSeek-V4: w1, w3, w2, as its routed
+     * experts are named). */
     const char *shared;             /* "model.layers.3.mlp.shared_experts" */
     const char *shared_gate_weight; /* [1, H] (Qwen2-MoE) */
 } fmoe_model_names;
