@@ -77,7 +77,7 @@ static void *rank_main(void *arg)
     fmoe_ep_group_options_init(&o);
     o.backend = p->backend;
     o.device_kind = p->device_base < 0 ? FMOE_DEVICE_ANY : p->device_kind;
-    o.device_index = p->device_base < 0 ? -1 : p->device_base + (int32_t)j->rank;
+    o.device_index = p->device_base < 0 ? -1 : p->device_base + (int32_t)(j->rank - p->first_device_rank);
     o.rank = j->rank;
     o.size = p->size;
     o.max_tokens_per_rank = p->max_tokens;

@@ -28,9 +28,12 @@ typedef struct ep_plan {
     const uint32_t *m;     /* [size] tokens of each rank */
     int32_t dispatch, mode;
     const fmoe_ep_unique_id *id;
-    /* Devices: rank r uses index device_base + r of device_kind, or any
-     * (FMOE_DEVICE_ANY / -1) when device_base < 0 (host plugins). */
+    /* Devices: rank r uses index device_base + r - first_device_rank of
+     * device_kind, or any (FMOE_DEVICE_ANY / -1) when device_base < 0
+     * (host plugins). first_device_rank is 0 when every rank's device is
+     * visible; `first` when this process sees only its own. */
     int32_t device_kind, device_base;
+    uint32_t first_device_rank;
     const synth_ckpt *built;
     /* Every rank's tokens, concatenated in rank order (host memory). */
     const void *x;

@@ -144,10 +144,15 @@ int run_ep(const cli_globals *g, run_opts *o, fmoe_context *ctx)
         cli_error("%s", why);
         rc = CLI_EXIT_NO_BACKEND;
     }
-    /* One process per rank with every device visible: rank R takes device R. */
-    if (rc == CLI_EXIT_OK && !o->gpus && base >= 0 &&
-        ep_devices_for(ctx, o->backend, size, &kind, &base, why, sizeof why) == 0)
-        base = (int32_t)first;
+    /* One process per rank: with every device visible rank R takes device
+     * R; with only its own visible (CUDA_VISIBLE_DEVICES), device 0. */
+    uint32_t first_device_rank = 0;
+    if (rc == CLI_EXIT_OK && !o->gpus && base >= 0) {
+        int32_t all_kind = kind, all_base = -1;
+        char all_why[256];
+        if (ep_devices_for(ctx, o->backend, size, &all_kind, &all_base, all_why, sizeof all_why) != 0)
+            first_device_rank = first;
+    }
     ep_plan plan = {.ctx = ctx,
                     .cfg = &cfg,
                     .scheme = &o->scheme,
@@ -162,6 +167,7 @@ int run_ep(const cli_globals *g, run_opts *o, fmoe_context *ctx)
                     .id = &id,
                     .device_kind = kind,
                     .device_base = base,
+                    .first_device_rank = first_device_rank,
                     .built = built,
                     .x = in.x,
                     .topk_w = in.topk_w,
