@@ -68,6 +68,65 @@ static fmoe_status forward(fmoe_layer *layer, const ep_plan *p, int64_t first, u
     return fetch ? run_device_io_fetch(layer, io, &a) : fmoe_layer_synchronize(layer, NULL);
 }
 
+/* The replays' forward: the device twins, on the capturing stream. */
+typedef struct replay_ctx {
+    fmoe_layer *layer;
+    const run_device_io *io;
+} replay_ctx;
+
+static int enqueue_forward(void *ctx, uint32_t index, void *stream)
+{
+    (void)index;
+    const replay_ctx *c = ctx;
+    fmoe_forward_args a = c->io->args;
+    a.stream = stream;
+    return fmoe_layer_forward(c->layer, &a) == FMOE_STATUS_OK ? 0 : -1;
+}
+
+/* Capture this rank's forward in a graph and replay it (collective: every
+ * rank of a device group does the same number, in step). The device output
+ * is first filled with NaN, so that only a replay that really ran can pass
+ * the caller's comparison. UNSUPPORTED (not an error) on host layers. */
+static fmoe_status replay(fmoe_layer *layer, const ep_plan *p, int64_t first, uint32_t m, run_device_io *io,
+                          ep_rank_result *r)
+{
+    if (!io->remote)
+        return FMOE_STATUS_OK;
+    const uint32_t h = p->cfg->hidden_size;
+    const size_t es = fmoe_dtype_size(p->cfg->act_dtype);
+    fmoe_status st = FMOE_STATUS_OK;
+    if (m > 0) {
+        unsigned char *nan = malloc((size_t)m * h * es);
+        if (!nan)
+            return FMOE_STATUS_OUT_OF_MEMORY;
+        memset(nan, 0xff, (size_t)m * h * es); /* all-ones: NaN in bf16, f16 and f32 */
+        fmoe_tensor host;
+        const int64_t mh[2] = {m, h};
+        fmoe_tensor_init(&host, p->cfg->act_dtype, 2, mh, nan);
+        st = fmoe_layer_tensor_copy(layer, &io->out, &host);
+        free(nan);
+        if (st != FMOE_STATUS_OK)
+            return st;
+    }
+    enum { WARMUP = 2, REPS = 5 };
+    double secs[REPS];
+    replay_ctx c = {layer, io};
+    st = fmoe_layer_time_replays(layer, 1, WARMUP, REPS, enqueue_forward, &c, secs);
+    if (st == FMOE_STATUS_UNSUPPORTED)
+        return FMOE_STATUS_OK;
+    if (st != FMOE_STATUS_OK)
+        return st;
+    qsort(secs, REPS, sizeof secs[0], cmp_double);
+    r->graphs = 1;
+    r->graph_median_s = secs[REPS / 2];
+    const size_t es_out = fmoe_dtype_size(p->cfg->act_dtype);
+    fmoe_tensor y;
+    const int64_t mh[2] = {m, h};
+    fmoe_tensor_init(&y, p->cfg->act_dtype, 2, mh, (char *)p->out + (size_t)first * h * es_out);
+    fmoe_forward_args a = {.struct_size = sizeof a, .out = &y};
+    return m > 0 ? run_device_io_fetch(layer, io, &a) : fmoe_layer_synchronize(layer, NULL);
+}
+
 static void *rank_main(void *arg)
 {
     rank_job *j = arg;
@@ -131,6 +190,8 @@ static void *rank_main(void *arg)
         r->timing.struct_size = sizeof r->timing;
         r->have_timing = fmoe_ep_group_timing(r->group, 0, &r->timing) == FMOE_STATUS_OK;
     }
+    if (st == FMOE_STATUS_OK && open && (st = replay(r->layer, p, j->first_token, m, &io, r)) != FMOE_STATUS_OK)
+        fail(r, st, "graph replay");
     free(times);
     if (open)
         run_device_io_close(r->layer, &io);

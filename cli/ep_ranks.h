@@ -51,6 +51,11 @@ typedef struct ep_rank_result {
     double median_s; /* of the timed forwards (host clock, device synchronized) */
     fmoe_ep_timing timing;
     int have_timing; /* the plugin measured its phases */
+    /* CUDA/HIP graphs (device plugins with time_replays): the forward
+     * captured once, replayed, and its output fetched last, so the
+     * caller's comparison checks the replayed output. */
+    int graphs;            /* 1: replayed; 0: the plugin cannot (host plugin) */
+    double graph_median_s; /* of the timed replays (device events) */
 } ep_rank_result;
 
 /* Run plan->count ranks as threads; res[count]. Returns the number of

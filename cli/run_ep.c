@@ -69,6 +69,10 @@ static void print_ep_text(const run_opts *o, const ep_plan *p, const ep_rank_res
                    1e3 * r->timing.experts_seconds / (double)r->timing.forwards,
                    1e3 * r->timing.combine_seconds / (double)r->timing.forwards);
         printf("\n");
+        if (r->graphs)
+            printf("rank %-5u  graph: the forward captured and replayed, median %.3f ms (device events); the "
+                   "result above is the replayed output\n",
+                   p->first + i, 1e3 * r->graph_median_s);
     }
 }
 

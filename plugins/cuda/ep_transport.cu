@@ -53,6 +53,7 @@ struct fmcu_ep {
     cudaEvent_t ev[4];
     uint64_t forwards;
     double sums[3];
+    bool timing_now; /* timing, and this forward is not being captured in a graph */
 };
 
 namespace {
@@ -477,20 +478,26 @@ extern "C" int fmcu_ep_dispatch(fmcu_ep *ep, const void *x, int64_t x_ld, const 
     }
     cudaStream_t st = (cudaStream_t)stream;
     cudaError_t e = cudaSetDevice(ep->p.device);
-    if (e == cudaSuccess && ep->p.timing)
+    /* A forward captured in a graph is not timed: the events would need a
+     * synchronize, which capture forbids. */
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    if (e == cudaSuccess)
+        e = cudaStreamIsCapturing(st, &cs);
+    ep->timing_now = ep->p.timing && cs == cudaStreamCaptureStatusNone;
+    if (e == cudaSuccess && ep->timing_now)
         e = cudaEventRecord(ep->ev[0], st);
     if (e == cudaSuccess)
         e = fmcu_ep_launch_dispatch(ep->c, x, x_ld, ids, w, m, st);
     if (e == cudaSuccess)
         e = fmcu_ep_launch_unpack(ep->c, ep->x_in, ep->ids_in, ep->w_in, ep->live, st);
-    if (e == cudaSuccess && ep->p.timing)
+    if (e == cudaSuccess && ep->timing_now)
         e = cudaEventRecord(ep->ev[1], st);
     return e == cudaSuccess ? 0 : failf(why, cap, "dispatch", e);
 }
 
 extern "C" int fmcu_ep_mark_experts_done(fmcu_ep *ep, void *stream, char *why, size_t cap)
 {
-    cudaError_t e = ep->p.timing ? cudaEventRecord(ep->ev[2], (cudaStream_t)stream) : cudaSuccess;
+    cudaError_t e = ep->timing_now ? cudaEventRecord(ep->ev[2], (cudaStream_t)stream) : cudaSuccess;
     return e == cudaSuccess ? 0 : failf(why, cap, "cudaEventRecord", e);
 }
 
@@ -505,7 +512,7 @@ extern "C" int fmcu_ep_combine(fmcu_ep *ep, void *out, int64_t out_ld, const int
     cudaError_t e = cudaSetDevice(ep->p.device);
     if (e == cudaSuccess)
         e = fmcu_ep_launch_combine(ep->c, ep->y, ep->live, ids, out, out_ld, m, ep->seq, st);
-    if (e == cudaSuccess && ep->p.timing) {
+    if (e == cudaSuccess && ep->timing_now) {
         float ms[3];
         e = cudaEventRecord(ep->ev[3], st);
         if (e == cudaSuccess)
