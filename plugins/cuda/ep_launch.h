@@ -9,8 +9,8 @@
 
 #include "plugins/cuda/ep_kernels.cuh"
 
-cudaError_t fmcu_ep_launch_dispatch(const fmcu_ep_dev::common_args &c, const void *x, int64_t x_ld,
-                                    const int32_t *ids, const float *w, int64_t m, cudaStream_t st);
+cudaError_t fmcu_ep_launch_dispatch(const fmcu_ep_dev::common_args &c, const void *x, int64_t x_ld, const int32_t *ids,
+                                    const float *w, int64_t m, cudaStream_t st);
 cudaError_t fmcu_ep_launch_unpack(const fmcu_ep_dev::common_args &c, void *x_in, int32_t *ids_in, float *w_in,
                                   uint8_t *live, cudaStream_t st);
 /* combine_send, finish, then the forward count + 1. */
