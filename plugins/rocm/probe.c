@@ -50,7 +50,8 @@ static void no_device(fmoe_device_report *r, const char *driver, const char *why
     snprintf(r->reason, sizeof r->reason, "%s", why);
 }
 
-static void one_device(const fmro_hip_api *api, int i, const char *driver, fmoe_device_report *r)
+static void one_device(const fmro_hip_api *api, int i, const char *driver, const char *kernels_why,
+                       fmoe_device_report *r)
 {
     r->kind = FMOE_DEVICE_ROCM;
     r->index = i;
@@ -79,21 +80,24 @@ static void one_device(const fmro_hip_api *api, int i, const char *driver, fmoe_
     if (!api->get_device_properties || api->get_device_properties(props, i) != FMRO_HIP_SUCCESS ||
         fmro_arch_from_props(props, sizeof props, arch, sizeof arch) != 0) {
         snprintf(r->arch, sizeof r->arch, "unknown");
-        snprintf(r->reason, sizeof r->reason, "the HIP runtime did not give the gfx arch of device %d; %s", i,
-                 FMRO_NOT_IMPLEMENTED);
+        snprintf(r->reason, sizeof r->reason, "the HIP runtime did not give the gfx arch of device %d", i);
         return;
     }
     snprintf(r->arch, sizeof r->arch, "%s", arch);
     char base[32];
     fmro_arch_base(arch, base, sizeof base);
-    if (fmro_arch_targeted(base))
-        snprintf(r->reason, sizeof r->reason, "%s: %s", base, FMRO_NOT_IMPLEMENTED);
-    else
+    if (fmro_arch_targeted(base) && kernels_why) {
+        snprintf(r->reason, sizeof r->reason, "%s: %.200s", base, kernels_why);
+    } else if (fmro_arch_targeted(base)) {
+        r->available = 1;
+        r->score = FMRO_PROBE_SCORE;
+        snprintf(r->reason, sizeof r->reason, "%s: %s", base, FMRO_PATH_NOTE);
+    } else
         snprintf(r->reason, sizeof r->reason, "%s: not a target of this plugin (gfx90a, gfx940, gfx941, gfx942)", base);
 }
 
-uint32_t fmro_probe_reports(const fmro_hip_api *api, const char *load_why, fmoe_device_report *const *reports,
-                            uint32_t capacity)
+uint32_t fmro_probe_reports(const fmro_hip_api *api, const char *load_why, const char *kernels_why,
+                            fmoe_device_report *const *reports, uint32_t capacity)
 {
     if (capacity == 0)
         return 0;
@@ -117,6 +121,6 @@ uint32_t fmro_probe_reports(const fmro_hip_api *api, const char *load_why, fmoe_
     }
     uint32_t n = (uint32_t)count < capacity ? (uint32_t)count : capacity;
     for (uint32_t i = 0; i < n; i++)
-        one_device(api, (int)i, driver, reports[i]);
+        one_device(api, (int)i, driver, kernels_why, reports[i]);
     return n;
 }

@@ -21,6 +21,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" { /* the kernel sources size their arrays with it */
+#endif
+
 #define FMRO_SORT_ID(token, slot) ((((uint32_t)(token)) & 0xFFFFFFu) | ((((uint32_t)(slot)) & 0xFFu) << 24))
 #define FMRO_SORT_TOKEN(id)       ((id)&0xFFFFFFu)
 #define FMRO_SORT_SLOT(id)        ((id) >> 24)
@@ -51,4 +55,7 @@ int fmro_moe_sorting(const int32_t *topk_ids, const float *topk_weights, uint32_
                      uint32_t num_experts, const int32_t *expert_mask, uint32_t block, fmro_sorting_out *out, char *why,
                      size_t cap);
 
+#ifdef __cplusplus
+}
+#endif
 #endif /* FMOE_PLUGINS_ROCM_SORTING_H */

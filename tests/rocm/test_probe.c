@@ -109,13 +109,13 @@ START_TEST(missing_runtime)
     ck_assert_str_eq(why, "no AMD GPU: libfmoe-no-such-hip-runtime.so not found (the HIP runtime of ROCm)");
     reports rs;
     reports_init(&rs, sizeof(fmoe_device_report));
-    ck_assert_uint_eq(fmro_probe_reports(NULL, why, rs.p, 4), 1);
+    ck_assert_uint_eq(fmro_probe_reports(NULL, why, NULL, rs.p, 4), 1);
     ck_assert_int_eq(rs.r[0].kind, FMOE_DEVICE_ROCM);
     ck_assert_uint_eq(rs.r[0].available, 0);
     ck_assert_uint_eq(rs.r[0].score, 0);
     ck_assert_str_eq(rs.r[0].name, "no AMD GPU");
     ck_assert_str_eq(rs.r[0].reason, why);
-    ck_assert_uint_eq(fmro_probe_reports(NULL, why, rs.p, 0), 0);
+    ck_assert_uint_eq(fmro_probe_reports(NULL, why, NULL, rs.p, 0), 0);
 }
 END_TEST
 
@@ -125,40 +125,57 @@ START_TEST(runtime_without_device)
     reports rs;
     reports_init(&rs, sizeof(fmoe_device_report));
     fake_count_error = FMRO_HIP_ERROR_NO_DEVICE;
-    ck_assert_uint_eq(fmro_probe_reports(&api, NULL, rs.p, 4), 1);
+    ck_assert_uint_eq(fmro_probe_reports(&api, NULL, NULL, rs.p, 4), 1);
     fake_count_error = 0;
     ck_assert_uint_eq(rs.r[0].available, 0);
     ck_assert_str_eq(rs.r[0].reason, "no AMD GPU: hipGetDeviceCount: hipErrorNoDevice (100) (libfakehip.so)");
     ck_assert_str_eq(rs.r[0].driver, "HIP runtime 6.2, driver 6.2 (libfakehip.so)");
     fake_count = 0;
-    ck_assert_uint_eq(fmro_probe_reports(&api, NULL, rs.p, 4), 1);
+    ck_assert_uint_eq(fmro_probe_reports(&api, NULL, NULL, rs.p, 4), 1);
     fake_count = 2;
     ck_assert_str_eq(rs.r[0].reason, "no AMD GPU: the HIP runtime (libfakehip.so) sees no device");
 }
 END_TEST
 
+/* Kernels loaded: the gfx942 is available, the gfx1100 is not a target. */
 START_TEST(two_devices)
 {
     fmro_hip_api api = fake_api();
     reports rs;
     reports_init(&rs, sizeof(fmoe_device_report));
-    ck_assert_uint_eq(fmro_probe_reports(&api, NULL, rs.p, 4), 2);
+    ck_assert_uint_eq(fmro_probe_reports(&api, NULL, NULL, rs.p, 4), 2);
+    ck_assert_uint_eq(rs.r[0].available, 1);
+    ck_assert_uint_eq(rs.r[0].score, FMRO_PROBE_SCORE);
+    ck_assert_uint_eq(rs.r[1].available, 0);
+    ck_assert_uint_eq(rs.r[1].score, 0);
     for (int i = 0; i < 2; i++) {
         ck_assert_int_eq(rs.r[i].kind, FMOE_DEVICE_ROCM);
         ck_assert_int_eq(rs.r[i].index, i);
-        ck_assert_uint_eq(rs.r[i].available, 0); /* no compute path yet */
-        ck_assert_uint_eq(rs.r[i].score, 0);
         ck_assert_str_eq(rs.r[i].name, fake_devices[i].name);
         ck_assert_str_eq(rs.r[i].arch, fake_devices[i].arch);
         ck_assert_str_eq(rs.r[i].id, fake_devices[i].pci);
         ck_assert_uint_eq(rs.r[i].memory_bytes, fake_devices[i].memory);
     }
-    ck_assert_str_eq(rs.r[0].reason, "gfx942: " FMRO_NOT_IMPLEMENTED);
+    ck_assert_str_eq(rs.r[0].reason, "gfx942: " FMRO_PATH_NOTE);
     ck_assert_str_eq(rs.r[1].reason, "gfx1100: not a target of this plugin (gfx90a, gfx940, gfx941, gfx942)");
     /* one slot: one report */
     reports_init(&rs, sizeof(fmoe_device_report));
-    ck_assert_uint_eq(fmro_probe_reports(&api, NULL, rs.p, 1), 1);
+    ck_assert_uint_eq(fmro_probe_reports(&api, NULL, NULL, rs.p, 1), 1);
     ck_assert_str_eq(rs.r[1].name, "");
+}
+END_TEST
+
+/* No kernel library: a targeted GPU is unavailable and says why. */
+START_TEST(targeted_without_kernels)
+{
+    fmro_hip_api api = fake_api();
+    reports rs;
+    reports_init(&rs, sizeof(fmoe_device_report));
+    ck_assert_uint_eq(fmro_probe_reports(&api, NULL, FMRO_NO_KERNELS, rs.p, 4), 2);
+    ck_assert_uint_eq(rs.r[0].available, 0);
+    ck_assert_uint_eq(rs.r[0].score, 0);
+    ck_assert_str_eq(rs.r[0].reason, "gfx942: " FMRO_NO_KERNELS);
+    ck_assert_str_eq(rs.r[1].reason, "gfx1100: not a target of this plugin (gfx90a, gfx940, gfx941, gfx942)");
 }
 END_TEST
 
@@ -168,7 +185,7 @@ START_TEST(short_report)
     fmro_hip_api api = fake_api();
     reports rs;
     reports_init(&rs, FMOE_STRUCT_SIZE_UPTO(fmoe_device_report, reason));
-    ck_assert_uint_eq(fmro_probe_reports(&api, NULL, rs.p, 4), 2);
+    ck_assert_uint_eq(fmro_probe_reports(&api, NULL, NULL, rs.p, 4), 2);
     ck_assert_uint_eq(rs.r[0].memory_bytes, 12345);
     ck_assert_str_eq(rs.r[0].arch, "gfx942:sramecc+:xnack-");
 }
@@ -209,6 +226,7 @@ int main(void)
     tcase_add_test(tc, missing_runtime);
     tcase_add_test(tc, runtime_without_device);
     tcase_add_test(tc, two_devices);
+    tcase_add_test(tc, targeted_without_kernels);
     tcase_add_test(tc, short_report);
     tcase_add_test(tc, arch_names);
     suite_add_tcase(s, tc);
