@@ -163,8 +163,13 @@ static fmoe_status parse_qcfg(qjson *j, const json_t *root, fmoe_quant_config *q
     size_t mark = key ? qjson_enter_key(j, key) : j->len;
     st = read_method(j, qcfg, qc);
     qjson_leave(j, mark);
-    if (st == FMOE_STATUS_OK && qc->method->model_keys && qcfg != root)
+    if (st == FMOE_STATUS_OK && qc->method->model_keys && qcfg != root) {
         st = qc->method->model_keys(j, root, qc->state);
+        if (st != FMOE_STATUS_OK) { /* the reader's state is ours to free now */
+            qc->method->destroy(qc->state);
+            qc->state = NULL;
+        }
+    }
     return st;
 }
 
