@@ -266,6 +266,7 @@ class LayerOptions(Structure):
         ("device_kind", c_int32),
         ("device_index", c_int32),
         ("backend", c_char_p),
+        ("ep_group", c_void_p),  # fmoe_ep_group * (ABI 1.3); groups are not in the Python API yet
     ]
 
 
