@@ -41,9 +41,12 @@ def geomean(values):
 
 
 def table(dtype, ours, rs):
-    copy = ours["points"][0].get("device_copy_GBps", 0) if ours["points"] else 0
-    lines = ["### %s (%s; copy %.0f GB/s, GEMM peak %.0f TFLOP/s)" % (
-        dtype, ours["scheme"], copy, ours.get("gemm_peak_tflops", 0)),
+    first = ours["points"][0] if ours["points"] else {}
+    copy = first.get("device_copy_GBps") or 0
+    # Records since plugin ABI 1.4 also have the read rate; the floor divides by the higher.
+    read = ("read %.0f GB/s, " % first["device_read_GBps"]) if first.get("device_read_GBps") else ""
+    lines = ["### %s (%s; %scopy %.0f GB/s, GEMM peak %.0f TFLOP/s)" % (
+        dtype, ours["scheme"], read, copy, ours.get("gemm_peak_tflops", 0)),
         "", "| shape | experts | M | ours µs | floor µs | ours/floor | peer µs | peer/floor | ours faster |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rs:

@@ -48,7 +48,21 @@ double bench_device_median(fmoe_layer *layer, const fmoe_tensor *x, fmoe_tensor 
                            const fmoe_tensor *const *ids, uint32_t n_sets, uint32_t iters);
 
 /* The device's copy rate in bytes/s (read + written) as its plugin
- * measures it, or 0 when the plugin does not. */
+ * measures it, 0 when the plugin does not, -1 after an error (reported). */
 double bench_device_copy_rate(fmoe_layer *layer);
+
+/* The device's pure read rate in bytes/s (a read-only streaming kernel,
+ * plugin ABI 1.4), 0 when the plugin does not measure it, -1 after an
+ * error (reported). */
+double bench_device_read_rate(fmoe_layer *layer);
+
+/* The rate a device's memory floor divides by: the higher of its read and
+ * copy rates (0: not measured); *source (may be NULL) names it: "device
+ * read", "device copy", or "none" when neither is known (bench_floor.c). */
+double bench_memory_rate(double copy_rate, double read_rate, const char **source);
+
+/* A point's floor in seconds: max(bytes / rate, flops / peak_flops), each
+ * term left out when its rate is 0; 0 when neither is known. */
+double bench_floor_seconds(double bytes, double rate, double flops, double peak_flops);
 
 #endif

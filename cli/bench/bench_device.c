@@ -1,7 +1,8 @@
 /*
  * cli/bench/bench_device.c - timing a layer that runs on a device, through
  * its plugin (plugin ABI 1.2; fusedmoe.h fmoe_layer_time_replays and
- * fmoe_layer_device_copy_rate), for `fusedmoe bench`.
+ * fmoe_layer_device_copy_rate; ABI 1.4 fmoe_layer_device_read_rate), for
+ * `fusedmoe bench`.
  *
  * A host clock around "launch, then wait" measures launch latency as much
  * as the kernels, and with microsecond-scale decode layers that is most of
@@ -63,9 +64,31 @@ double bench_device_median(fmoe_layer *layer, const fmoe_tensor *x, fmoe_tensor 
     return med;
 }
 
+/* A rate slot's value, 0 when the plugin does not offer it, -1 after
+ * reporting its failure: a device that cannot measure its own floor is not
+ * benchmarked against a guess. */
+static double rate_or_error(fmoe_status st, double rate, const char *what)
+{
+    if (st == FMOE_STATUS_OK)
+        return rate;
+    if (st == FMOE_STATUS_UNSUPPORTED)
+        return 0.0;
+    cli_fail(st, what);
+    return -1.0;
+}
+
 double bench_device_copy_rate(fmoe_layer *layer)
 {
     /* 1 GiB each way: past any device cache, short enough to repeat. */
     double rate = 0.0;
-    return fmoe_layer_device_copy_rate(layer, 1ull << 30, 10, &rate) == FMOE_STATUS_OK ? rate : 0.0;
+    fmoe_status st = fmoe_layer_device_copy_rate(layer, 1ull << 30, 10, &rate);
+    return rate_or_error(st, rate, "the device copy rate");
+}
+
+double bench_device_read_rate(fmoe_layer *layer)
+{
+    /* At least 1 GiB (the plugin enlarges it past its caches), best of 10. */
+    double rate = 0.0;
+    fmoe_status st = fmoe_layer_device_read_rate(layer, 1ull << 30, 10, &rate);
+    return rate_or_error(st, rate, "the device read rate");
 }

@@ -8,9 +8,11 @@
  *   floor = max(bytes / read bandwidth, flops / peak) where
  *   bytes = D * (bytes of one expert's parameters, scales included)
  *         + activations in and out, D = distinct experts the routing touches.
- * On a CPU the compute peak is not measured, so the floor shown is the
- * memory floor; it is the binding one for decode (M <= 16), and prefill is
- * reported in TOP/s (int8) or TFLOP/s instead.
+ * On a CPU the read bandwidth is the host's (bench_machine.c) and the
+ * compute peak is not measured, so the floor shown is the memory floor; it
+ * is the binding one for decode (M <= 16), and prefill is reported in TOP/s
+ * (int8) or TFLOP/s instead. On a device it is the higher of the device's
+ * read and copy rates as its plugin measures them (bench_floor.c).
  */
 #include <math.h>
 #include <stdio.h>
@@ -63,8 +65,11 @@ typedef struct bench_point {
     double distinct; /* experts touched, averaged over the routing sets */
     double bytes, flops;
     double us, floor_us, ref_us; /* ref_us < 0: not timed */
-    int on_device;               /* timed on a device, against its copy rate */
-    double copy_rate;            /* device: bytes/s (read + written) */
+    int on_device;               /* timed on a device, against its rates */
+    double copy_rate;            /* device: bytes/s (read + written); 0: not measured */
+    double read_rate;            /* device: bytes/s read (plugin ABI 1.4); 0: not measured */
+    double floor_rate;           /* bytes/s the memory floor divides by; 0: none */
+    const char *floor_source;    /* "host read", "device read", "device copy", "none" */
 } bench_point;
 
 static void help(FILE *f)
@@ -76,8 +81,9 @@ static void help(FILE *f)
           "\n"
           "Times one backend's MoE layer forward (routing given, bf16 activations) on model\n"
           "shapes and token counts, against the floor of this machine measured in the same\n"
-          "run: weight bytes of the experts the routing touches / read bandwidth. Prints us,\n"
-          "% of the floor, GB/s, TOP/s (int8 schemes) or TFLOP/s, and the reference's time.\n"
+          "run: weight bytes of the experts the routing touches / read bandwidth (on a device:\n"
+          "the higher of its read and copy rates). Prints us, % of the floor, the effective\n"
+          "GB/s (bytes / time), TOP/s (int8 schemes) or TFLOP/s, and the reference's time.\n"
           "\n"
           "Options:\n"
           "  --backend GLOB   plugin(s) that may serve (also --plugin NAME); default: selection\n"
@@ -90,8 +96,9 @@ static void help(FILE *f)
           "  --iters N        timed forwards per point (default 20; median reported)\n"
           "  --no-reference   do not time the reference method\n"
           "  --gemm-peak T    a device's GEMM peak in TFLOP/s (tools/bench_peers.py measures it\n"
-          "                   in the same call): the floor is then max(bytes / copy rate,\n"
-          "                   flops / T); without it, a device's floor is the memory floor\n"
+          "                   in the same call): the floor is then max(bytes / memory rate,\n"
+          "                   flops / T), the memory rate the higher of the device's read\n"
+          "                   and copy rates; without it, a device's floor is the memory floor\n"
           "  --seed N         weights and routing (default: fresh, printed)\n"
           "  --json FILE      write the record (machine, command, every point) as JSON\n"
           "  --gpus N         on an EP group of N ranks (threads; N devices of the plugin, or the\n"
@@ -424,20 +431,29 @@ static void base_config(const bench_shape *s, uint32_t experts, uint32_t max_m, 
     cfg->max_num_tokens = max_m;
 }
 
-/* A device's floor: its copy rate as its plugin measures it (read and
- * written bytes counted, as spec/performance.md's floor does), and the GEMM
- * peak given by --gemm-peak. Measured once per run. */
-static void device_floor(fmoe_layer *layer, const bench_opts *o, bench_point *p)
+/* A device's floor: the higher of its read rate (a read-only kernel, ABI
+ * 1.4) and its copy rate (read and written bytes counted, as
+ * spec/performance.md's floor does) as its plugin measures them, and the
+ * GEMM peak given by --gemm-peak (bench_floor.c). Measured once per run;
+ * the host's read bandwidth is not a device's floor, so a device that
+ * measures neither rate has only the compute floor, or none. */
+static int device_floor(fmoe_layer *layer, const bench_opts *o, bench_point *p)
 {
-    static double copy_rate = -1;
-    if (copy_rate < 0)
+    static int measured;
+    static double copy_rate, read_rate;
+    if (!measured) {
         copy_rate = bench_device_copy_rate(layer);
+        read_rate = copy_rate < 0 ? -1 : bench_device_read_rate(layer);
+        if (copy_rate < 0 || read_rate < 0)
+            return CLI_EXIT_INTERNAL;
+        measured = 1;
+    }
     p->on_device = 1;
     p->copy_rate = copy_rate;
-    double mem = copy_rate > 0 ? p->bytes / copy_rate : 0;
-    double compute = o->gemm_peak_tflops > 0 ? p->flops / (o->gemm_peak_tflops * 1e12) : 0;
-    if (mem > 0 || compute > 0)
-        p->floor_us = (mem > compute ? mem : compute) * 1e6;
+    p->read_rate = read_rate;
+    p->floor_rate = bench_memory_rate(copy_rate, read_rate, &p->floor_source);
+    p->floor_us = bench_floor_seconds(p->bytes, p->floor_rate, p->flops, o->gemm_peak_tflops * 1e12) * 1e6;
+    return CLI_EXIT_OK;
 }
 
 /* One shape: every token count. Points appended to pts. */
@@ -499,6 +515,8 @@ static int bench_shape_run(fmoe_context *ctx, const bench_opts *o, const bench_s
         double gated_rows = 3.0; /* w1, w3, w2 */
         p->flops = 2.0 * m * shape->top_k * gated_rows * (double)h * shape->inter;
         p->bytes = p->distinct * floor_expert + 2.0 * 2.0 * m * (double)h;
+        p->floor_rate = bandwidth;
+        p->floor_source = "host read";
         p->floor_us = p->bytes / bandwidth * 1e6;
         p->ref_us = -1;
         /* The selected layer reads everything from its own device. */
@@ -513,7 +531,7 @@ static int bench_shape_run(fmoe_context *ctx, const bench_opts *o, const bench_s
                 rc = to_device(sel, &sets[r].ids, &sets[r].dids);
         }
         if (rc == CLI_EXIT_OK && dx.device_kind != FMOE_DEVICE_CPU)
-            device_floor(sel, o, p);
+            rc = device_floor(sel, o, p);
         if (rc == CLI_EXIT_OK) {
             double s = time_layer(sel, &dx, &dy, sets, o->iters, dx.device_kind != FMOE_DEVICE_CPU);
             rc = s < 0 ? CLI_EXIT_INTERNAL : CLI_EXIT_OK;
@@ -549,13 +567,15 @@ static int is_int8(const fmoe_scheme *s)
     return s->a_dtype == FMOE_DTYPE_INT8;
 }
 
+/* "-" where a point has no floor (a device that measures no rate, no
+ * --gemm-peak given). */
 static void print_table(const bench_point *pts, size_t n, const fmoe_scheme *s)
 {
     printf("%-16s %8s %6s %5s %11s %11s %7s %8s %9s %11s\n", "shape", "experts", "M", "D", "us", "floor us", "%floor",
-           "GB/s", is_int8(s) ? "int8 TOP/s" : "TFLOP/s", "reference us");
+           "eff GB/s", is_int8(s) ? "int8 TOP/s" : "TFLOP/s", "reference us");
     for (size_t i = 0; i < n; i++) {
         const bench_point *p = &pts[i];
-        char experts[32], ref[32];
+        char experts[32], ref[32], floor_us[32], pct[32];
         if (p->shape.experts == p->full_experts)
             snprintf(experts, sizeof experts, "%u", p->shape.experts);
         else
@@ -564,10 +584,22 @@ static void print_table(const bench_point *pts, size_t n, const fmoe_scheme *s)
             snprintf(ref, sizeof ref, "%.0f", p->ref_us);
         else
             snprintf(ref, sizeof ref, "-");
-        printf("%-16s %8s %6u %5.1f %11.1f %11.1f %6.0f%% %8.1f %9.3f %11s\n", p->shape.name, experts, p->m,
-               p->distinct, p->us, p->floor_us, 100.0 * p->floor_us / p->us, p->bytes / p->us * 1e-3,
-               p->flops / p->us * 1e-6, ref);
+        if (p->floor_us > 0) {
+            snprintf(floor_us, sizeof floor_us, "%.1f", p->floor_us);
+            snprintf(pct, sizeof pct, "%.0f%%", 100.0 * p->floor_us / p->us);
+        } else {
+            snprintf(floor_us, sizeof floor_us, "-");
+            snprintf(pct, sizeof pct, "-");
+        }
+        printf("%-16s %8s %6u %5.1f %11.1f %11s %7s %8.1f %9.3f %11s\n", p->shape.name, experts, p->m, p->distinct,
+               p->us, floor_us, pct, p->bytes / p->us * 1e-3, p->flops / p->us * 1e-6, ref);
     }
+}
+
+/* A rate in GB/s, or null when it was not measured. */
+static json_t *json_gbps(double bytes_per_second)
+{
+    return bytes_per_second > 0 ? json_real(bytes_per_second * 1e-9) : json_null();
 }
 
 static int write_json(const char *path, const bench_point *pts, size_t n, const char *scheme_key, const char *backend,
@@ -591,6 +623,14 @@ static int write_json(const char *path, const bench_point *pts, size_t n, const 
     cli_json_set(root, "machine", machine);
     if (gemm_peak_tflops > 0)
         cli_json_set(root, "gemm_peak_tflops", json_real(gemm_peak_tflops));
+    if (n > 0 && pts[0].on_device) {
+        /* Measured once per run: every point has the same. */
+        json_t *device = json_object();
+        cli_json_set(device, "copy_GBps", json_gbps(pts[0].copy_rate));
+        cli_json_set(device, "read_GBps", json_gbps(pts[0].read_rate));
+        cli_json_set(device, "floor_rate", cli_json_string(pts[0].floor_source));
+        cli_json_set(root, "device", device);
+    }
     for (size_t i = 0; i < n; i++) {
         const bench_point *p = &pts[i];
         json_t *o = json_object();
@@ -605,10 +645,15 @@ static int write_json(const char *path, const bench_point *pts, size_t n, const 
         cli_json_set(o, "bytes", json_real(p->bytes));
         cli_json_set(o, "flops", json_real(p->flops));
         cli_json_set(o, "us", json_real(p->us));
-        cli_json_set(o, "floor_us", json_real(p->floor_us));
-        cli_json_set(o, "pct_of_floor", json_real(100.0 * p->floor_us / p->us));
-        if (p->on_device)
-            cli_json_set(o, "device_copy_GBps", json_real(p->copy_rate * 1e-9));
+        cli_json_set(o, "floor_us", p->floor_us > 0 ? json_real(p->floor_us) : json_null());
+        cli_json_set(o, "pct_of_floor", p->floor_us > 0 ? json_real(100.0 * p->floor_us / p->us) : json_null());
+        cli_json_set(o, "effective_GBps", json_real(p->bytes / p->us * 1e-3));
+        cli_json_set(o, "floor_GBps", json_gbps(p->floor_rate));
+        cli_json_set(o, "floor_rate", cli_json_string(p->floor_source));
+        if (p->on_device) {
+            cli_json_set(o, "device_copy_GBps", json_gbps(p->copy_rate));
+            cli_json_set(o, "device_read_GBps", json_gbps(p->read_rate));
+        }
         cli_json_set(o, "reference_us", p->ref_us >= 0 ? json_real(p->ref_us) : json_null());
         json_array_append_new(arr, o);
     }
@@ -620,6 +665,34 @@ static int write_json(const char *path, const bench_point *pts, size_t n, const 
         return CLI_EXIT_CONFIG;
     }
     return CLI_EXIT_OK;
+}
+
+/* Both device rates and which one the floor divides by: the host read
+ * bandwidth printed first is not a device layer's floor. */
+static void print_device_floor(const bench_point *p, double gemm_peak_tflops)
+{
+    char copy[64] = "not measured", read[96] = "not measured (the plugin does not offer read_rate, plugin ABI 1.4)";
+    if (p->copy_rate > 0)
+        snprintf(copy, sizeof copy, "%.0f GB/s (read + written)", p->copy_rate * 1e-9);
+    if (p->read_rate > 0)
+        snprintf(read, sizeof read, "%.0f GB/s (read-only kernel)", p->read_rate * 1e-9);
+    printf("device:    read rate %s; copy rate %s; timed by the plugin\n", read, copy);
+    if (gemm_peak_tflops > 0)
+        printf("           GEMM peak %.0f TFLOP/s (--gemm-peak)\n", gemm_peak_tflops);
+    const char *rate = strcmp(p->floor_source, "device read") == 0   ? "the read rate, the higher"
+                       : p->read_rate > 0                            ? "the copy rate, the higher"
+                       : strcmp(p->floor_source, "device copy") == 0 ? "the copy rate: no read rate"
+                                                                     : NULL;
+    printf("floor:     ");
+    if (rate && gemm_peak_tflops > 0)
+        printf("max(bytes / %.0f GB/s (%s), flops / GEMM peak)", p->floor_rate * 1e-9, rate);
+    else if (rate)
+        printf("bytes / %.0f GB/s (%s)", p->floor_rate * 1e-9, rate);
+    else if (gemm_peak_tflops > 0)
+        printf("flops / GEMM peak (no memory rate measured)");
+    else
+        printf("none: the device measures no rate and no --gemm-peak was given");
+    printf("; forwards timed on the device\n");
 }
 
 /* --gpus N: every shape on an EP group (bench_ep.c); owns ctx. */
@@ -699,14 +772,8 @@ int cmd_bench(const cli_globals *g, int argc, char **argv)
             snprintf(backend, sizeof backend, "%s", o.backend ? o.backend : "?");
         fmoe_selection_destroy(sel);
         printf("backend:   %s\n", backend);
-        if (n > 0 && pts[0].on_device) {
-            /* The host read bandwidth above is not this layer's floor. */
-            printf("device:    copy rate %.0f GB/s (read + written, timed by the plugin)", pts[0].copy_rate * 1e-9);
-            if (o.gemm_peak_tflops > 0)
-                printf("; GEMM peak %.0f TFLOP/s (--gemm-peak)", o.gemm_peak_tflops);
-            printf("\nfloor:     max(bytes / copy rate%s); forwards timed on the device\n",
-                   o.gemm_peak_tflops > 0 ? ", flops / GEMM peak" : "");
-        }
+        if (n > 0 && pts[0].on_device)
+            print_device_floor(&pts[0], o.gemm_peak_tflops);
         print_table(pts, n, &scheme);
         if (o.json_path)
             rc = write_json(o.json_path, pts, n, o.scheme_key, backend, cpu, bw1, bwn, cpus, command, o.seed,

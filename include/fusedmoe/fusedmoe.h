@@ -614,6 +614,12 @@ FMOE_API fmoe_status fmoe_layer_time_replays(fmoe_layer *layer, uint32_t n_graph
  * UNSUPPORTED as above. */
 FMOE_API fmoe_status fmoe_layer_device_copy_rate(fmoe_layer *layer, uint64_t bytes, uint32_t reps,
                                                  double *bytes_per_second);
+/* The device's pure read bandwidth (bytes read per second by a read-only
+ * streaming kernel, best of reps, a buffer of at least `bytes`) as its
+ * plugin measures it (ABI 1.4, read_rate); UNSUPPORTED for host layers and
+ * plugins without the slot (use the copy rate then). */
+FMOE_API fmoe_status fmoe_layer_device_read_rate(fmoe_layer *layer, uint64_t bytes, uint32_t reps,
+                                                 double *bytes_per_second);
 
 /* ------------------------------------------------------------------------ */
 /* Expert parallelism across devices (docs/EP.md)                            */

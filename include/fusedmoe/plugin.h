@@ -62,7 +62,7 @@ extern "C" {
 /* Major must match exactly. Minor: host and plugin agree on min(host, plugin);
  * each side then only uses what that minor provides. */
 #define FMOE_ABI_MAJOR 1
-#define FMOE_ABI_MINOR 3
+#define FMOE_ABI_MINOR 4
 /* Oldest plugin minor this host still accepts. */
 #define FMOE_ABI_MINOR_MIN 0
 
@@ -306,7 +306,8 @@ typedef struct fmoe_replay_args {
 
 /* \since 1.2. Device-to-device copy rate, the memory floor of a benchmark:
  * the plugin allocates two buffers of `bytes`, copies one into the other
- * `reps` times and reports the best rate, counting bytes read and written. */
+ * `reps` times and reports the best rate, counting bytes read and written.
+ * \since 1.4 the same arguments serve read_rate (below). */
 typedef struct fmoe_copy_rate_args {
     size_t struct_size;
     fmoe_error *err;
@@ -327,6 +328,13 @@ typedef struct fmoe_device_memory {
     /* \since 1.2, optional (NULL: the host times with its own clock). */
     fmoe_status (*time_replays)(fmoe_replay_args *args);
     fmoe_status (*copy_rate)(fmoe_copy_rate_args *args);
+    /* \since 1.4, optional (NULL: the host's floor falls back to the copy
+     * rate). Pure read bandwidth: a read-only kernel streams a buffer of at
+     * least `bytes` (the plugin may enlarge it to several times its caches)
+     * `reps` times and reports the best rate, counting bytes read. A weight
+     * stream only reads, and a copy's write half can hold it below what the
+     * device reads (docs/PLUGIN-ABI.md §6b). */
+    fmoe_status (*read_rate)(fmoe_copy_rate_args *args);
 } fmoe_device_memory;
 
 typedef struct fmoe_plugin {

@@ -60,6 +60,9 @@ int fmcu_time_replays(int device, uint32_t n_graphs, uint32_t warmup, uint32_t r
                       size_t cap);
 /* Best device-to-device copy rate over reps copies of `bytes` (read + written). */
 int fmcu_copy_rate(int device, uint64_t bytes, uint32_t reps, double *bytes_per_second, char *err, size_t cap);
+/* Best pure read rate over reps reads of a buffer of at least `bytes` (8x the
+ * L2 at least) by a read-only streaming kernel, bytes read per second. */
+int fmcu_read_rate(int device, uint64_t bytes, uint32_t reps, double *bytes_per_second, char *err, size_t cap);
 
 /* ------------------------------------------------------------------------ */
 /* A layer as the device side sees it (filled by method.c)                   */

@@ -221,6 +221,17 @@ static fmoe_status copy_rate(fmoe_copy_rate_args *a)
     return FMOE_STATUS_OK;
 }
 
+static fmoe_status read_rate(fmoe_copy_rate_args *a)
+{
+    const fmcu_state *st = a->state;
+    char why[256];
+    if (a->device_kind != FMOE_DEVICE_CUDA || a->bytes == 0)
+        return st->host->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT, "cuda plugin: bad read_rate arguments");
+    if (fmcu_read_rate(a->device_index, a->bytes, a->reps, &a->bytes_per_second, why, sizeof why) != 0)
+        return st->host->error_set(a->err, FMOE_STATUS_DEVICE_ERROR, "%s", why);
+    return FMOE_STATUS_OK;
+}
+
 static const fmoe_device_memory cuda_memory = {
     .struct_size = sizeof(fmoe_device_memory),
     .alloc = mem_alloc,
@@ -229,6 +240,7 @@ static const fmoe_device_memory cuda_memory = {
     .synchronize = mem_sync,
     .time_replays = time_replays,
     .copy_rate = copy_rate,
+    .read_rate = read_rate,
 };
 
 static const fmoe_plugin cuda_plugin = {

@@ -1,9 +1,11 @@
 /*
  * plugins/cuda/timing.cu - timing for tools without the CUDA runtime
- * (plugin ABI 1.2, fmoe_device_memory.time_replays / copy_rate;
- * cuda_api.h): the forwards are captured into CUDA graphs once and
- * replayed, each replay timed by events on the device, so launch overhead
- * on the host is not in the numbers (what spec/performance.md asks for).
+ * (plugin ABI 1.2, fmoe_device_memory.time_replays / copy_rate; 1.4,
+ * read_rate; cuda_api.h): the forwards are captured into CUDA graphs once
+ * and replayed, each replay timed by events on the device, so launch
+ * overhead on the host is not in the numbers (what spec/performance.md
+ * asks for). The device's copy and read rates are the benchmark's memory
+ * floor.
  */
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -140,6 +142,134 @@ extern "C" int fmcu_copy_rate(int device, uint64_t bytes, uint32_t reps, double 
     cudaFree(b);
     if (e != cudaSuccess)
         return fail(err, cap, "device-to-device copy", e);
+    *bytes_per_second = best;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Pure read bandwidth (ABI 1.4 read_rate)                                   */
+/* ------------------------------------------------------------------------ */
+
+/* A weight stream only reads. A copy spends part of the DRAM's time on
+ * writes (and read/write turnarounds), so bytes / copy rate can be beaten
+ * by a kernel that streams weights: the floor needs what the device can
+ * read. Each thread keeps READ_UNROLL independent 16-byte loads in flight
+ * (enough bytes in flight per SM to cover DRAM latency at full occupancy),
+ * the warps of a round read adjacent 512-byte runs, and all of it is
+ * XOR-folded into one word written once per block, so the loads cannot be
+ * dropped. The fold is checked against the buffer's contents. */
+namespace {
+
+constexpr int READ_THREADS = 256;
+constexpr int READ_UNROLL = 8;
+
+__global__ void __launch_bounds__(READ_THREADS) read_stream(const uint4 *__restrict__ p, size_t n, uint32_t *block_xor)
+{
+    const size_t stride = (size_t)gridDim.x * READ_THREADS;
+    size_t i = (size_t)blockIdx.x * READ_THREADS + threadIdx.x;
+    uint32_t acc[READ_UNROLL] = {};
+    for (; i + (READ_UNROLL - 1) * stride < n; i += READ_UNROLL * stride) {
+        uint4 v[READ_UNROLL];
+#pragma unroll
+        for (int u = 0; u < READ_UNROLL; u++)
+            v[u] = __ldg(p + i + u * stride);
+#pragma unroll
+        for (int u = 0; u < READ_UNROLL; u++)
+            acc[u] ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+    }
+    for (; i < n; i += stride) {
+        uint4 v = __ldg(p + i);
+        acc[0] ^= v.x ^ v.y ^ v.z ^ v.w;
+    }
+    uint32_t x = 0;
+#pragma unroll
+    for (int u = 0; u < READ_UNROLL; u++)
+        x ^= acc[u];
+    for (int o = 16; o > 0; o >>= 1)
+        x ^= __shfl_xor_sync(0xffffffffu, x, o);
+    __shared__ uint32_t block;
+    if (threadIdx.x == 0)
+        block = 0;
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0)
+        atomicXor(&block, x);
+    __syncthreads();
+    if (threadIdx.x == 0)
+        block_xor[blockIdx.x] = block;
+}
+
+/* Everything one read-rate call holds, released in one place. */
+struct read_state {
+    void *buf = nullptr;
+    uint32_t *block_xor = nullptr, *host_xor = nullptr;
+    cudaStream_t stream = nullptr;
+    cudaEvent_t e0 = nullptr, e1 = nullptr;
+    ~read_state()
+    {
+        if (e0)
+            cudaEventDestroy(e0);
+        if (e1)
+            cudaEventDestroy(e1);
+        if (stream)
+            cudaStreamDestroy(stream);
+        cudaFree(buf);
+        cudaFree(block_xor);
+        free(host_xor);
+    }
+};
+
+} // namespace
+
+extern "C" int fmcu_read_rate(int device, uint64_t bytes, uint32_t reps, double *bytes_per_second, char *err,
+                              size_t cap)
+{
+    CK(cudaSetDevice(device), "cudaSetDevice");
+    int l2 = 0, sms = 0, per_sm = 0;
+    CK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device), "cudaDeviceGetAttribute(L2 size)");
+    CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute(SM count)");
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, read_stream, READ_THREADS, 0),
+       "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+    /* At least 8x the L2, so no rep reads what the previous one left there. */
+    uint64_t want = bytes > 8ull * (uint64_t)l2 ? bytes : 8ull * (uint64_t)l2;
+    want = want / 16 * 16;
+    uint32_t grid = (uint32_t)(sms > 0 ? sms : 1) * (uint32_t)(per_sm > 0 ? per_sm : 1);
+    read_state s;
+    CK(cudaMalloc(&s.buf, want), "cudaMalloc (read-rate buffer)");
+    CK(cudaMalloc((void **)&s.block_xor, grid * sizeof(uint32_t)), "cudaMalloc");
+    s.host_xor = (uint32_t *)malloc(grid * sizeof(uint32_t));
+    if (!s.host_xor) {
+        snprintf(err, cap, "out of host memory for %u blocks", grid);
+        return -1;
+    }
+    CK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    /* Never read never-written memory. 0x5a in every byte but the first
+     * word's: an odd number of 0x5a5a5a5a words, so a full read folds to
+     * exactly that, and a kernel that skipped its loads would not. */
+    CK(cudaMemsetAsync(s.buf, 0x5a, want, s.stream), "cudaMemset");
+    CK(cudaMemsetAsync(s.buf, 0, 4, s.stream), "cudaMemset");
+    CK(cudaEventCreate(&s.e0), "cudaEventCreate");
+    CK(cudaEventCreate(&s.e1), "cudaEventCreate");
+    double best = 0.0;
+    for (uint32_t r = 0; r <= reps; r++) { /* the first read warms up */
+        float ms = 0.0f;
+        CK(cudaEventRecord(s.e0, s.stream), "cudaEventRecord");
+        read_stream<<<grid, READ_THREADS, 0, s.stream>>>((const uint4 *)s.buf, want / 16, s.block_xor);
+        CK(cudaGetLastError(), "read kernel launch");
+        CK(cudaEventRecord(s.e1, s.stream), "cudaEventRecord");
+        CK(cudaEventSynchronize(s.e1), "read kernel");
+        CK(cudaEventElapsedTime(&ms, s.e0, s.e1), "cudaEventElapsedTime");
+        double rate = ms > 0.0f ? (double)want / (ms * 1e-3) : 0.0;
+        if (r > 0 && rate > best)
+            best = rate;
+    }
+    CK(cudaMemcpy(s.host_xor, s.block_xor, grid * sizeof(uint32_t), cudaMemcpyDeviceToHost), "cudaMemcpy");
+    uint32_t fold = 0;
+    for (uint32_t b = 0; b < grid; b++)
+        fold ^= s.host_xor[b];
+    if (fold != 0x5a5a5a5au) {
+        snprintf(err, cap, "read kernel folded the buffer to %08x, expected 5a5a5a5a (a load was lost)", fold);
+        return -1;
+    }
     *bytes_per_second = best;
     return 0;
 }

@@ -858,6 +858,10 @@ def run_model_errors():
     expect_rc(r, EXIT_CONFIG, "tp that does not divide the intermediate size")
 
 
+def close(a, b, rel=1e-9):
+    return abs(a - b) <= rel * abs(b)
+
+
 @test
 def bench_small_grid():
     out = os.path.join(TMP, "bench.json")
@@ -879,6 +883,14 @@ def bench_small_grid():
     check(q["experts"] == 2 and q["model_experts"] == 64, "experts scaled to fit, not below k", r)
     check(q["distinct_experts"] == 2 and q["bytes"] == 2 * 3 * 256 * 128 * 2 + 4 * 256, "bytes of M=1", r)
     check(all(p["us"] > 0 and p["floor_us"] > 0 and p["reference_us"] is not None for p in pts), "timed", r)
+    # On the host the floor divides by the host's read bandwidth (the higher
+    # of one thread and all), and each point's effective rate is bytes / time.
+    bw = max(doc["machine"]["read_bandwidth_1_thread_GBps"], doc["machine"]["read_bandwidth_all_threads_GBps"])
+    for p in pts:
+        check(p["floor_rate"] == "host read" and abs(p["floor_GBps"] - bw) <= 1e-9 * bw, "host floor rate", r)
+        check(close(p["floor_us"], p["bytes"] / (bw * 1e9) * 1e6), "floor = bytes / host read bandwidth", r)
+        check(close(p["effective_GBps"], p["bytes"] / p["us"] * 1e-3), "effective GB/s = bytes / time", r)
+    check("device" not in doc and "device_read_GBps" not in pts[0], "no device rates on the host", r)
     r = fmoe("bench", "--shape", "nonsense")
     expect_rc(r, EXIT_USAGE, "a bad shape")
     # A device layer: inputs and routing sets live on its device, the plugin
@@ -888,15 +900,45 @@ def bench_small_grid():
     r = fmoe("--plugin", DEVICE, "bench", "--backend", "fixture_device", "--shape", "8,2,64,32", "--tokens", "2,64",
              "--iters", "2", "--no-reference", "--gemm-peak", "0.000001", "--json", dev)
     expect_rc(r, EXIT_OK, "bench on fixture_device")
-    check("copy rate" in r.out and "timed by the plugin" in r.out and "GEMM peak 0 TFLOP/s" in r.out,
-          "says the device floor", r)
+    check("copy rate" in r.out and "read rate" in r.out and "timed by the plugin" in r.out and
+          "GEMM peak 0 TFLOP/s" in r.out and "eff GB/s" in r.out, "says the device floor", r)
     with open(dev, encoding="utf-8") as f:
         doc = json.load(f)
     check(doc["gemm_peak_tflops"] == 0.000001, "peak recorded", r)
     for p in doc["points"]:
-        check(p["device_copy_GBps"] > 0 and p["us"] > 0, "copy rate and time per point", r)
+        check(p["device_copy_GBps"] > 0 and p["device_read_GBps"] > 0 and p["us"] > 0, "both rates and time per point",
+              r)
+        check(p["floor_GBps"] == max(p["device_copy_GBps"], p["device_read_GBps"]), "memory rate = the higher", r)
+        check(p["floor_rate"] == ("device read" if p["device_read_GBps"] >= p["device_copy_GBps"] else "device copy"),
+              "names the rate it took", r)
         # At 1 MFLOP/s the compute floor binds: flops / peak.
         check(abs(p["floor_us"] - p["flops"] / 1e6 * 1e6) <= 1e-6 * p["floor_us"], "floor = flops / peak", r)
+        check(close(p["effective_GBps"], p["bytes"] / p["us"] * 1e-3), "effective GB/s on the device", r)
+    check(doc["device"]["copy_GBps"] == doc["points"][0]["device_copy_GBps"] and
+          doc["device"]["read_GBps"] == doc["points"][0]["device_read_GBps"], "device rates in the header", r)
+    # Rates the plugin fixes (copy 2 GB/s, read 3 GB/s): the memory floor is
+    # bytes / 3 GB/s. Built for ABI 1.3 the same plugin has no read rate:
+    # bytes / 2 GB/s, and the table says why.
+    for name, read, floor_rate, words in [
+            ("fixture_device_rates", 3.0, "device read", ["read rate 3 GB/s", "bytes / 3 GB/s (the read rate"]),
+            ("fixture_device_rates_v13", None, "device copy",
+             ["read rate not measured (the plugin does not offer read_rate, plugin ABI 1.4)",
+              "bytes / 2 GB/s (the copy rate: no read rate)"])]:
+        path = os.path.join(TMP, name + ".json")
+        r = fmoe("--plugin", os.path.join(os.path.dirname(DEVICE), "lib%s.so" % name), "bench", "--backend", name,
+                 "--shape", "8,2,64,32", "--tokens", "2,64", "--iters", "2", "--no-reference", "--json", path)
+        expect_rc(r, EXIT_OK, "bench on " + name)
+        for word in words:
+            check(word in r.out, "%s: prints '%s'" % (name, word), r)
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+        check(doc["device"] == {"copy_GBps": 2.0, "read_GBps": read, "floor_rate": floor_rate}, name + " rates", r)
+        for p in doc["points"]:
+            rate = (read or 2.0) * 1e9
+            check(p["device_copy_GBps"] == 2.0 and p["device_read_GBps"] == read, name + " rates per point", r)
+            check(p["floor_rate"] == floor_rate and p["floor_GBps"] == rate * 1e-9, name + " floor rate", r)
+            check(close(p["floor_us"], p["bytes"] / rate * 1e6), name + ": floor = bytes / the higher rate", r)
+            check(close(p["pct_of_floor"], 100 * p["floor_us"] / p["us"]), name + " % of floor", r)
     r = fmoe("bench", "--gemm-peak", "-3")
     expect_rc(r, EXIT_USAGE, "a bad --gemm-peak")
 

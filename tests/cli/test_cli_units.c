@@ -3,7 +3,8 @@
  * mistakes the end-to-end tests cannot see: storing the synthetic layer
  * as f32/bf16/f16, the comparison that decides PASS/FAIL
  * (NaN must never pass), strict number parsing, the seeded streams, and the
- * layer-flag parser reading back every replay line the library prints.
+ * layer-flag parser reading back every replay line the library prints,
+ * and the rate `fusedmoe bench` divides its memory floor by.
  */
 #include <math.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 
 #include "base/config_args.h"
 #include "cli/args.h"
+#include "cli/bench/bench.h"
 #include "cli/halfconv.h"
 #include "cli/layer_flags.h"
 #include "cli/rng.h"
@@ -167,6 +169,41 @@ static int parse_line(const char *line, fmoe_layer_config *cfg)
     return 0;
 }
 
+/* The memory floor divides by the higher of a device's read and copy
+ * rates, whichever that is, and names it; a missing rate (0) never wins. */
+START_TEST(test_bench_memory_rate)
+{
+    const char *src = NULL;
+    ck_assert_double_eq(bench_memory_rate(2e9, 3e9, &src), 3e9);
+    ck_assert_str_eq(src, "device read");
+    ck_assert_double_eq(bench_memory_rate(3.35e12, 2.98e12, &src), 3.35e12);
+    ck_assert_str_eq(src, "device copy");
+    ck_assert_double_eq(bench_memory_rate(2.5e9, 2.5e9, &src), 2.5e9);
+    ck_assert_str_eq(src, "device read"); /* a tie: the read rate is what a weight stream meets */
+    ck_assert_double_eq(bench_memory_rate(2e9, 0, &src), 2e9);
+    ck_assert_str_eq(src, "device copy");
+    ck_assert_double_eq(bench_memory_rate(0, 4e9, &src), 4e9);
+    ck_assert_str_eq(src, "device read");
+    ck_assert_double_eq(bench_memory_rate(0, 0, &src), 0);
+    ck_assert_str_eq(src, "none");
+    ck_assert_double_eq(bench_memory_rate(1e9, 5e9, NULL), 5e9);
+}
+END_TEST
+
+/* floor = max(bytes / rate, flops / peak), a term left out when its rate
+ * is not known. */
+START_TEST(test_bench_floor_seconds)
+{
+    /* Memory bound: 6e9 bytes at 3e9 B/s = 2 s against 1e12 flops at 1e12. */
+    ck_assert_double_eq_tol(bench_floor_seconds(6e9, 3e9, 1e12, 1e12), 2.0, 1e-12);
+    /* Compute bound: 4e12 flops at 1e12 = 4 s. */
+    ck_assert_double_eq_tol(bench_floor_seconds(6e9, 3e9, 4e12, 1e12), 4.0, 1e-12);
+    ck_assert_double_eq_tol(bench_floor_seconds(6e9, 0, 4e12, 1e12), 4.0, 1e-12);
+    ck_assert_double_eq_tol(bench_floor_seconds(6e9, 3e9, 4e12, 0), 2.0, 1e-12);
+    ck_assert_double_eq(bench_floor_seconds(6e9, 0, 4e12, 0), 0.0);
+}
+END_TEST
+
 START_TEST(test_replay_round_trip)
 {
     /* Configs that set every field away from its default, in turn. */
@@ -228,6 +265,8 @@ static Suite *cli_suite(void)
     tcase_add_test(tc, test_numbers);
     tcase_add_test(tc, test_rng_streams);
     tcase_add_test(tc, test_replay_round_trip);
+    tcase_add_test(tc, test_bench_memory_rate);
+    tcase_add_test(tc, test_bench_floor_seconds);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -186,9 +186,20 @@ static fmoe_status fx_time_replays(fmoe_replay_args *a)
     return FMOE_STATUS_OK;
 }
 
+/* FIXTURE_FIXED_RATES: rates known to the test (copy 2 GB/s, read 3 GB/s),
+ * so `fusedmoe bench` can be checked to take the higher one for its floor. */
+#define FX_FIXED_COPY_RATE 2e9
+#define FX_FIXED_READ_RATE 3e9
+
 static fmoe_status fx_copy_rate(fmoe_copy_rate_args *a)
 {
     const fmoe_host *h = ((const ref_state *)a->state)->host;
+#ifdef FIXTURE_FIXED_RATES
+    if (a->device_kind != FMOE_DEVICE_CUDA || a->bytes == 0 || a->reps == 0)
+        return h->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT, "fixture device: bad copy_rate arguments");
+    a->bytes_per_second = FX_FIXED_COPY_RATE;
+    return FMOE_STATUS_OK;
+#endif
     size_t bytes = a->bytes < (16u << 20) ? (size_t)a->bytes : (16u << 20); /* a pretend device is small */
     char *src = h->alloc(h->ctx, bytes, 256), *dst = h->alloc(h->ctx, bytes, 256);
     if (!src || !dst || a->reps == 0) {
@@ -211,6 +222,45 @@ static fmoe_status fx_copy_rate(fmoe_copy_rate_args *a)
     return FMOE_STATUS_OK;
 }
 
+/* Read rate (ABI 1.4), the pretend way: XOR-fold a buffer of the pretend
+ * device's size with the host clock; the fold is checked, so the reads
+ * cannot be dropped. */
+static fmoe_status fx_read_rate(fmoe_copy_rate_args *a)
+{
+    const fmoe_host *h = ((const ref_state *)a->state)->host;
+    if (a->device_kind != FMOE_DEVICE_CUDA || a->bytes == 0 || a->reps == 0)
+        return h->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT, "fixture device: bad read_rate arguments");
+#ifdef FIXTURE_FIXED_RATES
+    a->bytes_per_second = FX_FIXED_READ_RATE;
+    return FMOE_STATUS_OK;
+#else
+    size_t bytes = a->bytes < (16u << 20) ? (size_t)a->bytes / 16 * 16 : (16u << 20);
+    uint64_t *buf = bytes ? h->alloc(h->ctx, bytes, 256) : NULL;
+    if (!buf)
+        return h->error_set(a->err, FMOE_STATUS_OUT_OF_MEMORY, "fixture device: no memory for read_rate");
+    memset(buf, 0x5a, bytes);
+    buf[0] = 0; /* an odd count of 0x5a words: the fold is 0x5a.. */
+    double best = 0.0;
+    uint64_t fold = 0;
+    for (uint32_t r = 0; r < a->reps; r++) {
+        double t0 = fx_now();
+        uint64_t x0 = 0, x1 = 0;
+        for (size_t i = 0; i < bytes / 8; i += 2)
+            x0 ^= buf[i], x1 ^= buf[i + 1];
+        double dt = fx_now() - t0;
+        fold = x0 ^ x1;
+        if (dt > 0 && (double)bytes / dt > best)
+            best = (double)bytes / dt;
+    }
+    h->free(h->ctx, buf);
+    if (fold != 0x5a5a5a5a5a5a5a5aull)
+        return h->error_set(a->err, FMOE_STATUS_DEVICE_ERROR, "fixture device: read fold %llx",
+                            (unsigned long long)fold);
+    a->bytes_per_second = best > 0 ? best : 1.0;
+    return FMOE_STATUS_OK;
+#endif
+}
+
 static const fmoe_device_memory fx_memory = {
     .struct_size = sizeof(fmoe_device_memory),
     .alloc = fx_alloc,
@@ -219,6 +269,7 @@ static const fmoe_device_memory fx_memory = {
     .synchronize = fx_sync,
     .time_replays = fx_time_replays,
     .copy_rate = fx_copy_rate,
+    .read_rate = fx_read_rate,
 };
 #endif
 

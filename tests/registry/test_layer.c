@@ -599,6 +599,61 @@ START_TEST(device_layer_timed_by_plugin)
 }
 END_TEST
 
+/* The device's read rate (ABI 1.4) beside its copy rate: forwarded with
+ * the plugin's value, refused with the reason by a plugin built for 1.3
+ * (its table holds the slot, the negotiated minor does not) or 1.0, and
+ * by a host layer. */
+START_TEST(device_read_rate_through_plugin)
+{
+    ckpt c;
+    make_ckpt(&c, 44);
+    fmoe_context *ctx;
+    fmoe_layer *layer = device_layer(&ctx, FIXTURE_SO_FIXTURE_DEVICE, "fixture_device", &c);
+    double rate = 0;
+    /* The pretend device folds its buffer on the host clock, checked. */
+    ck_assert_msg(fmoe_layer_device_read_rate(layer, 1u << 20, 3, &rate) == FMOE_STATUS_OK, "%s", fmoe_last_error());
+    ck_assert_msg(rate > 1e6 && rate < 1e15, "read rate %g", rate);
+    ck_assert_int_eq(fmoe_layer_device_read_rate(layer, 0, 3, &rate), FMOE_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(fmoe_last_error(),
+                     "fmoe_layer_device_read_rate: layer and bytes_per_second are required, bytes and reps at least 1");
+    ck_assert_int_eq(fmoe_layer_device_read_rate(layer, 1u << 20, 0, &rate), FMOE_STATUS_INVALID_ARGUMENT);
+    ck_assert_int_eq(fmoe_layer_device_read_rate(layer, 1u << 20, 1, NULL), FMOE_STATUS_INVALID_ARGUMENT);
+    ck_assert_int_eq(fmoe_layer_device_read_rate(NULL, 1u << 20, 1, &rate), FMOE_STATUS_INVALID_ARGUMENT);
+    fmoe_layer_destroy(layer);
+    fmoe_context_destroy(ctx);
+    /* Exactly what the plugin reports, each slot its own value. */
+    layer = device_layer(&ctx, FIXTURE_SO_FIXTURE_DEVICE_RATES, "fixture_device_rates", &c);
+    ck_assert_msg(fmoe_layer_device_read_rate(layer, 1u << 30, 2, &rate) == FMOE_STATUS_OK, "%s", fmoe_last_error());
+    ck_assert_double_eq(rate, 3e9);
+    ck_assert_msg(fmoe_layer_device_copy_rate(layer, 1u << 30, 2, &rate) == FMOE_STATUS_OK, "%s", fmoe_last_error());
+    ck_assert_double_eq(rate, 2e9);
+    fmoe_layer_destroy(layer);
+    fmoe_context_destroy(ctx);
+    /* Built for 1.3: copy rate yes, read rate no, and the output untouched. */
+    layer = device_layer(&ctx, FIXTURE_SO_FIXTURE_DEVICE_RATES_V13, "fixture_device_rates_v13", &c);
+    ck_assert_msg(fmoe_layer_device_copy_rate(layer, 1u << 30, 2, &rate) == FMOE_STATUS_OK, "%s", fmoe_last_error());
+    ck_assert_double_eq(rate, 2e9);
+    rate = -1;
+    ck_assert_int_eq(fmoe_layer_device_read_rate(layer, 1u << 30, 2, &rate), FMOE_STATUS_UNSUPPORTED);
+    ck_assert_str_eq(fmoe_last_error(), "plugin fixture_device_rates_v13 does not measure cuda:0 (read_rate needs "
+                                        "plugin ABI 1.4 fmoe_device_memory.read_rate); use its copy rate instead");
+    ck_assert_double_eq(rate, -1);
+    fmoe_layer_destroy(layer);
+    fmoe_context_destroy(ctx);
+    layer = device_layer(&ctx, FIXTURE_SO_FIXTURE_DEVICE_V10, "fixture_device_v10", &c);
+    ck_assert_int_eq(fmoe_layer_device_read_rate(layer, 1u << 20, 1, &rate), FMOE_STATUS_UNSUPPORTED);
+    fmoe_layer_destroy(layer);
+    fmoe_context_destroy(ctx);
+    ctx = ref_ctx(NULL);
+    fmoe_layer_config cfg = base_cfg();
+    layer = make_layer(ctx, &cfg);
+    ck_assert_int_eq(fmoe_layer_device_read_rate(layer, 1u << 20, 1, &rate), FMOE_STATUS_UNSUPPORTED);
+    ck_assert_int_eq(fmoe_layer_device_copy_rate(layer, 1u << 20, 1, &rate), FMOE_STATUS_UNSUPPORTED);
+    fmoe_layer_destroy(layer);
+    fmoe_context_destroy(ctx);
+}
+END_TEST
+
 /* A plugin built for ABI 1.0 has no memory table, whatever its struct holds. */
 START_TEST(device_memory_needs_abi_1_1)
 {
@@ -667,6 +722,7 @@ static Suite *suite(void)
     tcase_add_test(tc, device_layer_through_plugin_memory);
     tcase_add_test(tc, device_memory_needs_abi_1_1);
     tcase_add_test(tc, device_layer_timed_by_plugin);
+    tcase_add_test(tc, device_read_rate_through_plugin);
     tcase_add_test(tc, overflowing_param_blames_the_plugin);
     suite_add_tcase(s, tc);
     return s;

@@ -5,7 +5,7 @@ The whole grid does not fit one device call, so it runs as two (for example
 M = 1,16 and M = 128,1024,8192), each with its own TAG. This writes
 OUT/TAG-{cuda,peers}-{bf16,fp8}.json: the first call's header, the points of
 both calls in order, and the second call's command, date, GEMM peaks and copy
-rate as `<key>_b` (each call measured its own floor, and the points keep the
+and read rates as `<key>_b` (each call measured its own floor, and the points keep the
 floor of the call that timed them). tools/bench_plot.py then reads OUT and TAG.
 
 Usage: merge_grid.py [--note TEXT] OUT TAG FIRST_PREFIX SECOND_PREFIX
@@ -18,7 +18,7 @@ import sys
 
 KINDS = ("cuda-bf16", "cuda-fp8", "peers-bf16", "peers-fp8")
 # Header keys that belong to one call: the second call's are kept beside the first's.
-PER_CALL = ("command", "date", "gemm_peak_tflops", "peak_tflops", "copy_GBps")
+PER_CALL = ("command", "date", "gemm_peak_tflops", "peak_tflops", "copy_GBps", "device")
 
 
 def load(path):

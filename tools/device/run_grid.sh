@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # spec/performance.md's grid on the GPU machine, in one call: `fusedmoe bench`
 # on the cuda plugin (bf16 and fp8 per-channel x per-token, M = 1..8192, the
-# forwards timed by the plugin in CUDA graphs, floor = max(bytes / device copy
-# rate, flops / GEMM peak)), then the torch peers and the GEMM peaks
-# (tools/bench_peers.py) on the same shapes, expert counts included.
+# forwards timed by the plugin in CUDA graphs, floor = max(bytes / the higher
+# of the device's read and copy rates, flops / GEMM peak)), then the torch
+# peers and the GEMM peaks (tools/bench_peers.py) on the same shapes, expert
+# counts included.
 #
 #   bash tools/device/pack.sh BUILD_DIR                              # here, then carry .devrun
 #   TOKENS=1,16 TAG=grid-a CONFORM=1 bash tools/device/run_grid.sh   # there (bench/cuda/README.md)
