@@ -119,6 +119,10 @@ typedef struct fmcu_layer {
 
     /* The FMCU_Q_WNA16 / MXFP4 / NVFP4 weights (finalize, wq_pack.h). */
     fmcu_wq wq;
+    /* The native SM100 block-scaled path's state (sm100_gemm.h), set by
+     * finalize when the layer runs natively (compute capability 10.x), else
+     * NULL; fmcu_forward then hands the experts to fmcu_sm100_forward. */
+    const struct fmcu_sm100_layer *sm100;
 
     /* Workspace: one allocation, buffers at the offsets of `ws`. */
     void *workspace;

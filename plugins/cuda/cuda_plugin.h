@@ -21,6 +21,12 @@ typedef struct fmcu_state {
  * the same without apply_logits, for layers on an EP group. */
 const fmoe_method *fmcu_method(int quant, int modular);
 
+/* The method query picks for device `device` (hidden, per-rank
+ * intermediate): the native SM100 block-scaled one where it applies
+ * (compute capability 10.x, sm100_layout.h fmcu_sm100_native), else
+ * fmcu_method's. */
+const fmoe_method *fmcu_method_on_device(int quant, int modular, int device, uint32_t hidden, uint32_t inter);
+
 /* Compute capability major versions the plugin carries code for. */
 int fmcu_arch_supported(int major, int minor);
 

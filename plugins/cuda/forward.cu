@@ -38,6 +38,7 @@
 #include "plugins/cuda/gemm.h"
 #include "plugins/cuda/prefill.h"
 #include "plugins/cuda/quant_row.cuh"
+#include "plugins/cuda/sm100_gemm.h"
 #include "plugins/cuda/tier.h"
 #include "plugins/cuda/wq_gemm.h"
 
@@ -172,9 +173,10 @@ bool fused_wanted(const fmcu_layer *L, int tier, int64_t pairs, bool x_aligned, 
  * GEMM input is staged per pair where act-order permutes it or W4A4
  * quantizes it with the pair's expert's global, then the GEMM. */
 int wq_forward(const fmcu_layer *L, int64_t m, const void *x, int64_t x_ld, const float *topk_w,
-               const fmcu_fwd::plan_args &pl, uint32_t bm, void *out, int64_t ldo, cudaStream_t st, char *err,
-               size_t cap)
+               const fmcu_fwd::plan_args &pl, uint32_t bm, bool stream, void *out, int64_t ldo, cudaStream_t st,
+               char *err, size_t cap)
 {
+    auto gemm = stream ? fmcu_wq_stream_launch : fmcu_wq_gemm_launch;
     const fmcu_wq *wq = &L->wq;
     const int64_t pairs = m * L->top_k;
     const uint32_t H = L->hidden, I = L->inter;
@@ -225,7 +227,9 @@ int wq_forward(const fmcu_layer *L, int64_t m, const void *x, int64_t x_ld, cons
         g.a_k = H;
         g.a_row_div = (int)L->top_k;
     }
-    CK(fmcu_wq_gemm_launch(g, st), "GEMM1 (4-bit/int weights)");
+    const int sms = multiprocessors(L->device);
+    g.slabs_per_cta = fmcu_wq_stream_slabs(g.grid_tiles, L->gated ? (I + 7) / 8 : (L->rows13 + 15) / 16, sms);
+    CK(gemm(g, st), "GEMM1 (4-bit/int weights)");
 
     /* GEMM2. */
     void *act = at<void>(L, L->ws.act);
@@ -256,7 +260,8 @@ int wq_forward(const fmcu_layer *L, int64_t m, const void *x, int64_t x_ld, cons
         g.a_k = I;
     }
     g.a_row_div = 1;
-    CK(fmcu_wq_gemm_launch(g, st), "GEMM2 (4-bit/int weights)");
+    g.slabs_per_cta = fmcu_wq_stream_slabs(g.grid_tiles, (H + 15) / 16, sms);
+    CK(gemm(g, st), "GEMM2 (4-bit/int weights)");
 
     fmcu_fwd::combine_args cb = {};
     cb.y = g.out;
@@ -379,8 +384,14 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
     const bool wq = FMCU_Q_IS_WQ(L->quant);
     const bool prefill_ok = !wq && fmcu_prefill_supported(L);
     const int tier = wq ? FMCU_TIER_TILED : fmcu_gemm_tier(m, L->top_k, L->local_experts, L->opt.tier, prefill_ok);
-    /* The 4-bit and int GEMM (wq_gemm.cu) has row tiles of 16 and 64. */
-    const uint32_t bm = wq                         ? (fmcu_row_tile(m, L->top_k, L->local_experts) <= 16 ? 16u : 64u)
+    /* The 4-bit and int GEMMs: weight streaming (wq_stream.cu, row tiles of
+     * 32) where the stream tier would be chosen and it serves both
+     * projections, else tiled (wq_gemm.cu, row tiles of 16 and 64). */
+    const bool wq_stream = wq && fmcu_wq_stream_serves(L->wq.format, &L->wq.w13) &&
+                           fmcu_wq_stream_serves(L->wq.format, &L->wq.w2) &&
+                           fmcu_gemm_tier(m, L->top_k, L->local_experts, L->opt.tier, 0) == FMCU_TIER_STREAM;
+    const uint32_t bm = wq_stream                  ? (uint32_t)FMCU_STREAM_ROW_TILE
+                        : wq                       ? (fmcu_row_tile(m, L->top_k, L->local_experts) <= 16 ? 16u : 64u)
                         : tier == FMCU_TIER_STREAM ? FMCU_STREAM_ROW_TILE
                                                    : fmcu_row_tile(m, L->top_k, L->local_experts);
     auto gemm = tier == FMCU_TIER_STREAM ? fmcu_stream_gemm_launch : fmcu_gemm_launch;
@@ -488,7 +499,13 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
             return -1;
         void *out = c->out_host ? at<void>(L, L->ws.out_stage) : c->out;
         const int64_t ldo = c->out_host ? H : c->out_ld;
-        if (wq_forward(L, m, stage_x ? q.dst : x, stage_x ? (int64_t)H : x_ld, topk_w, pl, bm, out, ldo, st, err,
+        if (L->sm100) { /* native SM100 block-scaled path (sm100_gemm.h) */
+            if (fmcu_sm100_forward(L, m, stage_x ? q.dst : x, stage_x ? (int64_t)H : x_ld, topk_w, pl.pair_local,
+                                   pl.offsets, pl.sorted, out, ldo, st, err, cap) != 0)
+                return -1;
+            return finish(L, c, out, st, err, cap);
+        }
+        if (wq_forward(L, m, stage_x ? q.dst : x, stage_x ? (int64_t)H : x_ld, topk_w, pl, bm, wq_stream, out, ldo, st, err,
                        cap) != 0)
             return -1;
         return finish(L, c, out, st, err, cap);

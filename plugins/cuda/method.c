@@ -21,6 +21,7 @@
 #include "plugins/cuda/cuda_api.h"
 #include "plugins/cuda/cuda_plugin.h"
 #include "plugins/cuda/layout.h"
+#include "plugins/cuda/sm100_gemm.h" /* native SM100 path (h-sm100) */
 
 #define MAX_BUFFERS 32
 
@@ -34,6 +35,7 @@ typedef struct fmcu_instance {
     uint32_t n_params;
     void *buffers[MAX_BUFFERS]; /* device allocations freed at destroy */
     uint32_t n_buffers;
+    fmcu_sm100_layer sm100; /* native SM100 path: format != 0 when chosen (h-sm100) */
 } fmcu_instance;
 
 static fmoe_status device_error(fmcu_instance *in, fmoe_error *err, const char *text)
@@ -274,6 +276,8 @@ static int upload_wq(fmcu_instance *in, fmcu_wq_host *h, fmcu_wq_proj *d, char *
         return -1;
     if (h->zero && !(d->zero = upload(in, h->zero, h->scale_count, why, cap)))
         return -1;
+    if (h->sf8 && !(d->sf8 = upload(in, h->sf8, h->scale_count, why, cap)))
+        return -1;
     if (h->kgrp && !(d->kgrp = upload(in, h->kgrp, (size_t)E * (h->kp / 16) * sizeof(uint16_t), why, cap)))
         return -1;
     if (h->perm && !(d->perm = upload(in, h->perm, (size_t)E * h->kp * sizeof(int32_t), why, cap)))
@@ -328,6 +332,64 @@ static fmoe_status finalize_nvfp4_globals(fmcu_instance *in, const fmoe_tensor *
     return ok ? FMOE_STATUS_OK : device_error(in, err, why);
 }
 
+/* --- native SM100 block-scaled path (h-sm100; sm100_gemm.h) ----------- */
+
+/* The checkpoint's packed codes as they are (CUTLASS reads the same nibble
+ * order), the block scales swizzled per expert, NVFP4's globals as the
+ * emulated method takes them, the path's workspace. */
+static fmoe_status finalize_sm100(fmcu_instance *in, const fmoe_tensor *const *p, fmoe_error *err)
+{
+    fmcu_layer *L = &in->layer;
+    fmcu_sm100_layer *S = &in->sm100;
+    char why[256];
+    const uint32_t E = L->local_experts, H = L->hidden, I = L->inter, vec = S->format == FMCU_SM100_MXFP4 ? 32 : 16;
+    const size_t b13 = (size_t)fmcu_sm100_sf_bytes(L->rows13, H / vec) * E;
+    const size_t b2 = (size_t)fmcu_sm100_sf_bytes(H, I / vec) * E;
+    const fmoe_tensor *w13 = param_named(in, p, "w13_weight_packed"), *w2 = param_named(in, p, "w2_weight_packed");
+    uint8_t *sf = malloc(b13 + b2);
+    if (!sf)
+        return in->host->error_set(err, FMOE_STATUS_OUT_OF_MEMORY, "out of memory");
+    S->vec = vec;
+    fmcu_sm100_swizzle_weight_sf(E, L->rows13, H / vec, param_named(in, p, "w13_weight_scale")->data, sf);
+    fmcu_sm100_swizzle_weight_sf(E, H, I / vec, param_named(in, p, "w2_weight_scale")->data, sf + b13);
+    S->w13 = upload(in, w13->data, bytes_of(w13), why, sizeof why);
+    S->w2 = S->w13 ? upload(in, w2->data, bytes_of(w2), why, sizeof why) : NULL;
+    S->sf13 = S->w2 ? upload(in, sf, b13, why, sizeof why) : NULL;
+    S->sf2 = S->sf13 ? upload(in, sf + b13, b2, why, sizeof why) : NULL;
+    free(sf);
+    if (!S->sf2)
+        return device_error(in, err, why);
+    if (S->format == FMCU_SM100_NVFP4) {
+        fmoe_status st = finalize_nvfp4_globals(in, p, err, why, sizeof why);
+        if (st != FMOE_STATUS_OK)
+            return st;
+        S->alpha13 = L->wq.w13.out_mul;
+        S->alpha2 = L->wq.w2.out_mul;
+        S->in_glob13 = L->wq.w13.in_glob;
+        S->in_glob2 = L->wq.w2.in_glob;
+    } else {
+        float *one = malloc((E ? E : 1) * sizeof(float));
+        if (!one)
+            return in->host->error_set(err, FMOE_STATUS_OUT_OF_MEMORY, "out of memory");
+        for (uint32_t e = 0; e < E; e++)
+            one[e] = 1.0f;
+        S->alpha13 = S->alpha2 = upload(in, one, E * sizeof(float), why, sizeof why);
+        free(one);
+        if (!S->alpha13)
+            return device_error(in, err, why);
+    }
+    size_t gemm_ws = 0;
+    if (fmcu_sm100_gemm_workspace(S->format, L->device, E, &gemm_ws, why, sizeof why) != 0)
+        return device_error(in, err, why);
+    fmcu_sm100_workspace_layout((uint64_t)L->max_tokens * L->top_k, E, H, I, L->gated, vec, fmcu_sm100_args_bytes(E),
+                                gemm_ws, gemm_ws, &S->ws);
+    if (!(S->workspace = device_alloc(in, S->ws.total, why, sizeof why)))
+        return device_error(in, err, why);
+    L->sm100 = S;
+    return FMOE_STATUS_OK;
+}
+/* --- end SM100 ---------------------------------------------------------- */
+
 /* The 4-bit and int schemes: weights repacked (wq_pack.h) and uploaded,
  * the per-pair input buffers of act-order and W4A4 allocated. */
 static fmoe_status finalize_wq(fmcu_instance *in, const fmoe_tensor *const *p, fmoe_error *err)
@@ -335,6 +397,8 @@ static fmoe_status finalize_wq(fmcu_instance *in, const fmoe_tensor *const *p, f
     fmcu_layer *L = &in->layer;
     const fmoe_scheme *s = &in->scheme;
     char why[256];
+    if (in->sm100.format) /* native SM100 path (h-sm100) */
+        return finalize_sm100(in, p, err);
     uint32_t E = L->local_experts, H = L->hidden, I = L->inter;
     fmcu_wq_host h13, h2;
     int rc;
@@ -553,6 +617,46 @@ METHOD(method_mxfp4, "mxfp4_w4a16_dequant_mma");
 METHOD(method_nvfp4, "nvfp4_w4a16_dequant_mma");
 METHOD(method_nvfp4_a4, "nvfp4_w4a4_emulated_bf16_mma");
 
+/* --- native SM100 block-scaled path (h-sm100; sm100_gemm.h) ----------- */
+
+/* The native methods' create: the common one, then the format the device
+ * runs natively (the query chose this method on the same device). */
+static fmoe_status cuda_create_sm100(fmoe_create_args *a)
+{
+    fmoe_status s = cuda_create(a);
+    if (s != FMOE_STATUS_OK)
+        return s;
+    fmcu_instance *in = a->instance;
+    fmcu_device_info info;
+    char why[200];
+    if (fmcu_device_query(a->device_index, &info, why, sizeof why) != 0 ||
+        !(in->sm100.format = fmcu_sm100_native(in->layer.quant, info.major, info.minor, in->layer.hidden,
+                                               in->layer.inter))) {
+        const fmoe_host *h = in->host;
+        destroy_instance(in);
+        a->instance = NULL;
+        return h->error_set(a->err, FMOE_STATUS_INTERNAL,
+                            "the native SM100 method was chosen for a layer or device it does not serve");
+    }
+    return FMOE_STATUS_OK;
+}
+
+/* Block-scaled tensor-core MMA on compute capability 10.x (tcgen05, CUTLASS's
+ * sm100 grouped GEMM): NVFP4 W4A4 natively, no emulation. Not for layers on
+ * an EP group (they keep the emulated method). */
+static const fmoe_method method_nvfp4_a4_sm100 = {
+    .struct_size = sizeof(fmoe_method),
+    .name = "nvfp4_w4a4_sm100_blockscaled",
+    .flags = FMOE_METHOD_MONOLITHIC | FMOE_METHOD_EPLB | FMOE_METHOD_GRAPH_SAFE,
+    .create = cuda_create_sm100,
+    .declare_params = cuda_declare,
+    .finalize = cuda_finalize,
+    .apply = cuda_apply,
+    .apply_logits = cuda_apply_logits,
+    .destroy = cuda_destroy,
+};
+/* --- end SM100 ---------------------------------------------------------- */
+
 const fmoe_method *fmcu_method(int quant, int modular)
 {
     switch (quant) {
@@ -574,3 +678,15 @@ const fmoe_method *fmcu_method(int quant, int modular)
         return modular ? &method_bf16_modular : &method_bf16;
     }
 }
+
+/* --- native SM100 block-scaled path (h-sm100) ---------------------------- */
+const fmoe_method *fmcu_method_on_device(int quant, int modular, int device, uint32_t hidden, uint32_t inter)
+{
+    fmcu_device_info info;
+    char why[200];
+    if (!modular && fmcu_sm100_compiled() && fmcu_device_query(device, &info, why, sizeof why) == 0 &&
+        fmcu_sm100_native(quant, info.major, info.minor, hidden, inter) == FMCU_SM100_NVFP4)
+        return &method_nvfp4_a4_sm100;
+    return fmcu_method(quant, modular);
+}
+/* --- end SM100 ----------------------------------------------------------- */

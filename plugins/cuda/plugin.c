@@ -137,7 +137,7 @@ static fmoe_status cuda_query(fmoe_query_args *a)
         return FMOE_STATUS_UNSUPPORTED;
     }
     const int on_group = FMOE_HAS_FIELD(a, ep_group) && a->ep_group != NULL;
-    a->method = fmcu_method(quant, on_group);
+    a->method = fmcu_method_on_device(quant, on_group, a->device_index, cfg->hidden_size, inter);
     a->score = DEVICE_SCORE;
     snprintf(a->reason, sizeof a->reason, "%s: grouped mma.sync GEMMs, fused activation, GPU routing", a->method->name);
     return FMOE_STATUS_OK;

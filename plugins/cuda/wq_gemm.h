@@ -20,7 +20,8 @@ struct fmcu_wq_gemm_args {
     uint32_t fp4_block; /* 16 or 32 */
     fmcu_wq_proj w;     /* the projection's weights */
     int gemm1, gated;
-    uint32_t row_tile; /* 16 or 64: the plan's row tile */
+    uint32_t row_tile;      /* 16 or 64: the plan's row tile (32 for the stream form) */
+    uint32_t slabs_per_cta; /* stream form: 16-row slabs a CTA streams (1, 2, 4) */
     int64_t grid_tiles;
 
     const void *a; /* rows of a_k elements (act dtype), row stride lda */
@@ -42,6 +43,12 @@ struct fmcu_wq_gemm_args {
 };
 
 cudaError_t fmcu_wq_gemm_launch(const fmcu_wq_gemm_args &a, cudaStream_t stream);
+
+/* The same GEMM by weight streaming (wq_stream.cu) for decode-sized calls:
+ * row_tile 32 (the stream tier's plan), layers fmcu_wq_stream_serves
+ * accepts. A CTA streams slabs_per_cta slabs of 16 weight rows, its 4 warps
+ * splitting K 4 / slabs_per_cta ways (fmcu_wq_stream_slabs). */
+cudaError_t fmcu_wq_stream_launch(const fmcu_wq_gemm_args &a, cudaStream_t stream);
 
 /* Per-pair GEMM input rows dst[pair, kp] (act dtype) of the local pairs:
  * src row pair / row_div, gathered through perm [E, kp] (act-order; -1

@@ -99,10 +99,29 @@ void fmcu_wq_host_free(fmcu_wq_host *h)
 {
     free(h->w);
     free(h->scale);
+    free(h->sf8);
     free(h->zero);
     free(h->kgrp);
     free(h->perm);
     memset(h, 0, sizeof *h);
+}
+
+int fmcu_wq_stream_serves(int32_t format, const fmcu_wq_proj *w)
+{
+    if (w->k % 8 || w->kgrp || w->perm)
+        return 0;
+    if (format == FMCU_WQ_FP4)
+        return w->sf8 != NULL;
+    uint32_t span = format == FMCU_WQ_INT8 ? 64 : 128;
+    return w->groups == 1 || (w->group && w->group % span == 0);
+}
+
+uint32_t fmcu_wq_stream_slabs(int64_t tiles, uint32_t slabs, int sms)
+{
+    for (uint32_t S = 4; S > 1; S /= 2)
+        if (tiles * (int64_t)((slabs + S - 1) / S) >= 4 * (int64_t)sms)
+            return S;
+    return 1;
 }
 
 static int fail(fmcu_wq_host *h, char *why, size_t cap, const char *text)
@@ -206,8 +225,9 @@ int fmcu_wq_build_fp4(uint32_t experts, uint32_t rows, uint32_t k, uint32_t bloc
     out->w = malloc(out->w_bytes ? out->w_bytes : 1);
     out->scale_count = en * out->groups;
     out->scale = calloc(out->scale_count + 1, sizeof *out->scale);
+    out->sf8 = calloc(out->scale_count + 1, 1);
     uint8_t *codes = malloc((size_t)k + 1);
-    if (!out->w || !out->scale || !codes) {
+    if (!out->w || !out->scale || !out->sf8 || !codes) {
         free(codes);
         return fail(out, why, cap, "out of memory");
     }
@@ -216,6 +236,7 @@ int fmcu_wq_build_fp4(uint32_t experts, uint32_t rows, uint32_t k, uint32_t bloc
         fmcu_wq_pack(FMCU_WQ_FP4, 1, k, out->kp, codes, NULL, 0, out->w + r * rowb);
         for (size_t b = 0; b < kb; b++) {
             uint8_t s = sf[r * kb + b];
+            out->sf8[r * out->groups + b] = s;
             out->scale[r * out->groups + b] = mx ? fmoe_ue8m0_decode(s) : fmoe_fp8_e4m3fn_decode(s);
         }
     }

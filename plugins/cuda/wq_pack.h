@@ -54,6 +54,8 @@ extern "C" {
 typedef struct fmcu_wq_proj {
     const void *w;        /* [E, N, Kp/32] chunks (bytes: fmcu_wq_chunk_bytes) */
     const float *scale;   /* INT: [E, N, groups] f32; FP4: [E, N, Kp/block] decoded block scales */
+    const uint8_t *sf8;   /* FP4: [E, N, Kp/block] the checkpoint's scale codes (ue8m0 or e4m3fn; 0 in
+                           * padding): what the stream kernel reads, a quarter of the f32 bytes */
     const int8_t *zero;   /* INT asymmetric: [E, N, groups] (bias removed), else NULL */
     const uint16_t *kgrp; /* act-order: [E, Kp/16] group of each k16 step, else NULL */
     const int32_t *perm;  /* act-order: [E, Kp] input column of each padded column, -1: zero */
@@ -76,6 +78,20 @@ typedef struct fmcu_wq {
 
 /* Bytes of one chunk of 32 columns. */
 size_t fmcu_wq_chunk_bytes(int32_t format);
+
+/* Whether the weight-streaming kernel (wq_stream.cu) serves projection w of
+ * this format: one MMA there takes each of a quad's lanes from a different
+ * chunk of the same row, spanning 128 columns (4-bit) or 64 (int8), so an
+ * int scale group must cover whole spans (group a multiple of the span, or
+ * one group); act-order's 16-column runs are the tiled kernel's. K % 8 == 0
+ * (16-byte activation loads). FP4 scales are folded into the operand. */
+int fmcu_wq_stream_serves(int32_t format, const fmcu_wq_proj *w);
+
+/* Slabs of 16 weight rows per CTA of the stream kernel (4, 2 or 1): the
+ * most that still gives every SM about 4 CTAs (tiles x slabs / S CTAs).
+ * More slabs a CTA means each warp streams more of K (fewer, longer CTAs,
+ * no partial sums to add); fewer spreads few experts over all SMs. */
+uint32_t fmcu_wq_stream_slabs(int64_t tiles, uint32_t slabs, int sms);
 
 /* Column (0..31) of a chunk at fragment position p, and its inverse. */
 uint32_t fmcu_wq_frag_col(uint32_t p);
@@ -109,6 +125,7 @@ typedef struct fmcu_wq_host {
     size_t w_bytes;
     float *scale;
     size_t scale_count;
+    uint8_t *sf8;   /* FP4: [E, N, kp/block] scale codes, else NULL */
     int8_t *zero;   /* or NULL */
     uint16_t *kgrp; /* act-order, [E, kp/16] */
     int32_t *perm;  /* act-order, [E, kp] */
@@ -125,7 +142,8 @@ int fmcu_wq_build_int(uint32_t experts, uint32_t rows, uint32_t k, int32_t bits,
                       const int32_t *g_idx, fmcu_wq_host *out, char *why, size_t cap);
 
 /* MXFP4 / NVFP4: packed [E, N, K/2] e2m1 pairs, block scales [E, N, K/block]
- * (ue8m0 when mx, else e4m3fn), decoded to f32 [E, N, kp/block]. */
+ * (ue8m0 when mx, else e4m3fn), decoded to f32 [E, N, kp/block] (scale) and
+ * kept as codes [E, N, kp/block] (sf8; padding blocks hold code 0). */
 int fmcu_wq_build_fp4(uint32_t experts, uint32_t rows, uint32_t k, uint32_t block, int mx, const uint8_t *packed,
                       const uint8_t *sf, fmcu_wq_host *out, char *why, size_t cap);
 

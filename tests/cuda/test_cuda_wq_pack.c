@@ -202,6 +202,11 @@ START_TEST(fp4_matches_reference)
         fmcu_wq_host h;
         ck_assert_int_eq(fmcu_wq_build_fp4(E, N, K, blk, mx, packed, sf, &h, why, sizeof why), 0);
         ck_assert_uint_eq(h.kp, mx ? 96 : 224);
+        /* The codes the stream kernel reads: the checkpoint's, padding blocks 0. */
+        ck_assert_ptr_nonnull(h.sf8);
+        for (size_t r = 0; r < (size_t)E * N; r++)
+            for (uint32_t b = 0; b < h.groups; b++)
+                ck_assert_uint_eq(h.sf8[r * h.groups + b], b < K / blk ? sf[r * (K / blk) + b] : 0);
         float global[2] = {1.0f, 1.0f};
         refq_matrix m = {.format = mx ? REFQ_W_MXFP4 : REFQ_W_NVFP4,
                          .experts = E,
@@ -224,6 +229,42 @@ START_TEST(fp4_matches_reference)
         free(packed);
         free(sf);
     }
+}
+END_TEST
+
+START_TEST(stream_serves_whole_spans)
+{
+    uint8_t codes = 0;
+    uint16_t kgrp = 0;
+    fmcu_wq_proj w = {.k = 2048, .kp = 2048, .groups = 16, .group = 128};
+    ck_assert_int_eq(fmcu_wq_stream_serves(FMCU_WQ_INT4, &w), 1); /* g128: one span */
+    w.group = 64, w.groups = 32;
+    ck_assert_int_eq(fmcu_wq_stream_serves(FMCU_WQ_INT4, &w), 0); /* two groups in a span */
+    ck_assert_int_eq(fmcu_wq_stream_serves(FMCU_WQ_INT8, &w), 1); /* int8 spans 64 */
+    w.group = 32, w.groups = 64;
+    ck_assert_int_eq(fmcu_wq_stream_serves(FMCU_WQ_INT8, &w), 0);
+    w.group = 2048, w.groups = 1; /* channelwise */
+    ck_assert_int_eq(fmcu_wq_stream_serves(FMCU_WQ_INT4, &w), 1);
+    w.kgrp = &kgrp; /* act-order */
+    ck_assert_int_eq(fmcu_wq_stream_serves(FMCU_WQ_INT4, &w), 0);
+    w.kgrp = NULL, w.k = 2044;
+    ck_assert_int_eq(fmcu_wq_stream_serves(FMCU_WQ_INT4, &w), 0); /* K % 8 */
+    fmcu_wq_proj f = {.k = 2880, .kp = 2880, .groups = 90, .group = 32};
+    ck_assert_int_eq(fmcu_wq_stream_serves(FMCU_WQ_FP4, &f), 0); /* no scale codes uploaded */
+    f.sf8 = &codes;
+    ck_assert_int_eq(fmcu_wq_stream_serves(FMCU_WQ_FP4, &f), 1);
+}
+END_TEST
+
+START_TEST(stream_slabs_fill_the_sms)
+{
+    /* Qwen3-30B-A3B on 132 SMs: M = 1 (8 tiles) splits K, M = 16 (up to
+     * 128 tiles) gives each warp a slab. */
+    ck_assert_uint_eq(fmcu_wq_stream_slabs(8, 96, 132), 1);
+    ck_assert_uint_eq(fmcu_wq_stream_slabs(8, 128, 132), 1);
+    ck_assert_uint_eq(fmcu_wq_stream_slabs(128, 96, 132), 4);
+    ck_assert_uint_eq(fmcu_wq_stream_slabs(16, 96, 132), 2); /* 768 CTAs of 2 */
+    ck_assert_uint_eq(fmcu_wq_stream_slabs(1, 1, 132), 1);
 }
 END_TEST
 
@@ -253,6 +294,8 @@ int main(void)
     tcase_add_test(tc, int_matches_reference);
     tcase_add_test(tc, fp4_matches_reference);
     tcase_add_test(tc, bad_gidx_refused);
+    tcase_add_test(tc, stream_serves_whole_spans);
+    tcase_add_test(tc, stream_slabs_fill_the_sms);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -1,0 +1,382 @@
+/*
+ * plugins/cuda/wq_stream.cu - the weight-streaming form of the grouped GEMM
+ * over 4-bit and int weights (contract in wq_gemm.h), for calls where each
+ * expert sees few rows (decode). The tiled kernel (wq_gemm.cu) serves the
+ * rest, and the layers this one does not (fmcu_wq_stream_serves).
+ *
+ * Why. At M = 1 the tiled kernel gave each CTA 128 weight rows and the whole
+ * of K, staged 16 bytes per row at a time: a few dozen CTAs with little in
+ * flight, 0.2 TB/s (bench/cuda/RESULTS.md, "4-bit weights: first
+ * correctness and timings"). Here, as in stream_gemm.cu, weights are the
+ * MMA's A operand and go straight from global memory into registers with
+ * 16-byte loads, tokens are its 8-column B operand, a CTA owns 16 weight
+ * rows of one expert and its 4 warps split K, so an expert's bytes spread
+ * over hundreds of small CTAs.
+ *
+ * Reading wq_pack.h's layout with 16-byte loads. A row is a run of 32-column
+ * chunks of 16 bytes (int8: 32). Lane (g, c4) loads 16 bytes of rows g and
+ * g + 8 at byte 64 * s + 16 * c4 of a 64-byte "span" s: for 4-bit codes that
+ * is the whole chunk 4 s + c4, i.e. the fragments the tiled kernel spreads
+ * over a quad's four lanes. The lane plays those four lanes in turn: word v
+ * of its 16 bytes holds what lane v would hold, byte b of the word the
+ * (k16 step b / 2, register b % 2) pair. The dot product does not care in
+ * which order K is visited as long as A and B agree, so the B registers are
+ * the token's activations at the same columns: words 8 ks + v and
+ * 8 ks + 4 + v of the chunk's 32 activations. One MMA thus sums columns of
+ * four chunks (128 columns; 64 for int8), which is why an int scale group
+ * must cover whole spans: each span's partial sum is multiplied by its
+ * group's scale once, as the tiled kernel does per group.
+ *
+ * Dequantization in registers, exact (docs/CUDA.md, "4-bit and int
+ * weights"): an int4 pair becomes bf16 (or f16) 128 + q (1024 + q) by
+ * OR-ing the nibbles into the mantissa of a constant, then one packed
+ * subtraction of 128 + 8 + zp leaves q - 8 - zp; an e2m1 pair becomes
+ * e2m1 * 2^-126 by moving its bits into place (a subnormal for 0.5), then
+ * two packed products by 2^126 and by the block scale (e2m1 times an e4m3
+ * or power-of-two scale has at most 6 significant bits). int8, and e2m1
+ * with f16 activations, go through f32 as the tiled kernel does.
+ */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <math.h>
+
+#include "fusedmoe/common.h"
+#include "plugins/cuda/device_math.cuh"
+#include "plugins/cuda/wq_dev.cuh"
+#include "plugins/cuda/wq_gemm.h"
+
+namespace {
+
+constexpr int WARPS = 4; /* warps of a CTA */
+constexpr int U = 2;     /* spans per batch; two batches in flight per warp */
+constexpr int SPAN = 64; /* row bytes per span: 4 lanes x 16 */
+
+using fmcu_wq_dev::e2m1_value;
+using fmcu_wq_dev::mma16;
+using fmcu_wq_dev::pack2;
+
+__device__ __forceinline__ uint32_t bits_of(__nv_bfloat162 v)
+{
+    return *reinterpret_cast<uint32_t *>(&v);
+}
+
+__device__ __forceinline__ __nv_bfloat162 bf2_of(uint32_t v)
+{
+    return *reinterpret_cast<__nv_bfloat162 *>(&v);
+}
+
+__device__ __forceinline__ uint32_t bits_of(__half2 v)
+{
+    return *reinterpret_cast<uint32_t *>(&v);
+}
+
+__device__ __forceinline__ __half2 h2_of(uint32_t v)
+{
+    return *reinterpret_cast<__half2 *>(&v);
+}
+
+/* Byte b of w (low nibble, high nibble) as codes in bits 0-3 of each half;
+ * w4 = w >> 4. */
+__device__ __forceinline__ uint32_t nibble_pair(uint32_t w, uint32_t w4, int b)
+{
+    return __byte_perm(w, w4, (uint32_t)b | ((uint32_t)(b + 4) << 8)) & 0x000F000Fu;
+}
+
+/* int4 codes (value + 8) as (q - 8 - zp) pairs; sub = 128 + 8 + zp (bf16)
+ * or 1024 + 8 + zp (f16) in both halves. */
+template <bool F16> __device__ __forceinline__ uint32_t dq_int4(uint32_t x, uint32_t sub)
+{
+    if constexpr (F16)
+        return bits_of(__hsub2(h2_of(x | 0x64006400u), h2_of(sub)));
+    else
+        return bits_of(__hsub2(bf2_of(x | 0x43004300u), bf2_of(sub)));
+}
+
+/* e2m1 codes as bf16 e2m1 * s pairs; s2 = (s, s), bf16. */
+__device__ __forceinline__ uint32_t dq_fp4_bf16(uint32_t x, uint32_t s2)
+{
+    const uint32_t sub = ((x << 6) | (x << 12)) & 0x81C081C0u; /* e2m1 * 2^-126 */
+    const __nv_bfloat162 two126 = bf2_of(0x7E807E80u);
+    return bits_of(__hmul2(__hmul2(bf2_of(sub), two126), bf2_of(s2)));
+}
+
+/* A block scale code as f32 (ue8m0: 2^(c-127), 0xFF NaN; else e4m3fn). */
+__device__ __forceinline__ float scale_code(uint32_t c, bool mx)
+{
+    if (mx) {
+        if (c == 0xFF)
+            return __int_as_float(0x7FC00000);
+        return c == 0 ? __int_as_float(0x00400000) : __int_as_float((int)(c << 23));
+    }
+    __half_raw h = __nv_cvt_fp8_to_halfraw((__nv_fp8_storage_t)c, __NV_E4M3);
+    return __half2float(__half(h));
+}
+
+/* One batch of U spans of both weight rows of this thread (zeros outside). */
+__device__ __forceinline__ void load_spans(uint4 (&wl)[U], uint4 (&wh)[U], const uint8_t *w_lo, const uint8_t *w_hi,
+                                           bool ok_lo, bool ok_hi, int first, int stride, int nspan, int64_t rowb,
+                                           int c4)
+{
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        const int s = first + stride * u;
+        const bool in = s < nspan && (int64_t)s * SPAN + c4 * 16 < rowb;
+        wl[u] = in && ok_lo ? fmcu_dev::load_stream(w_lo + (int64_t)s * SPAN) : make_uint4(0, 0, 0, 0);
+        wh[u] = in && ok_hi ? fmcu_dev::load_stream(w_hi + (int64_t)s * SPAN) : make_uint4(0, 0, 0, 0);
+    }
+}
+
+template <int FMT, bool F16>
+__global__ void __launch_bounds__(WARPS * 32, FMT == FMCU_WQ_FP4 && F16 ? 3 : 4) wq_stream(const fmcu_wq_gemm_args p)
+{
+    constexpr bool INT = FMT != FMCU_WQ_FP4;
+    constexpr int CB = FMT == FMCU_WQ_INT8 ? 32 : 16;  /* chunk bytes per row */
+    constexpr int MMAS = FMT == FMCU_WQ_INT8 ? 4 : 8;  /* per span and token tile */
+    constexpr int SPAN_COLS = FMT == FMCU_WQ_INT8 ? 64 : 128;
+    __shared__ float red[WARPS - 1][4][32];
+
+    const int tile = blockIdx.x;
+    const int n_tiles = *(const volatile int32_t *)p.n_tiles;
+    if (tile >= n_tiles)
+        return; /* uniform over the CTA */
+    const int2 t = p.tiles[tile];
+    const int e = t.x, pos0 = t.y;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int g = lane >> 2, c4 = lane & 3;
+    const bool gated1 = p.gemm1 && p.gated;
+    /* S slabs of 16 weight rows per CTA; the 4 / S warps of a slab split K. */
+    const int S = (int)p.slabs_per_cta, parts = WARPS / S;
+    const int slab = blockIdx.y * S + warp % S, kpart = warp / S;
+
+    /* This thread's two weight rows. */
+    const int r_lo = gated1 ? slab * 8 + g : slab * 16 + g;
+    const int r_hi = gated1 ? (int)p.n_out + slab * 8 + g : r_lo + 8;
+    const bool ok_lo = gated1 ? slab * 8 + g < (int)p.n_out : r_lo < (int)p.n_rows; /* false past the last slab */
+    const bool ok_hi = gated1 ? ok_lo : r_hi < (int)p.n_rows;
+    const int64_t rowb = (int64_t)(p.w.kp / 32) * CB;
+    const int nspan = (int)((rowb + SPAN - 1) / SPAN);
+    const size_t srow = (size_t)e * p.n_rows;
+    const uint8_t *W = (const uint8_t *)p.w.w + srow * (size_t)rowb;
+    const uint8_t *w_lo = W + (int64_t)(ok_lo ? r_lo : 0) * rowb + c4 * 16;
+    const uint8_t *w_hi = W + (int64_t)(ok_hi ? r_hi : 0) * rowb + c4 * 16;
+    const bool mx = p.fp4_block == 32;
+    const uint32_t groups = p.w.groups;
+
+    const int rows = min(32, p.offsets[e + 1] - pos0);
+    const int passes = (rows + 7) / 8;
+    const uint8_t *A = (const uint8_t *)p.a;
+    const int32_t dt = p.act_dtype;
+    const int wrow[2] = {r_lo, r_hi};
+    const bool wok[2] = {ok_lo, ok_hi};
+    const fmcu_dev::act_params ap = {p.activation, p.gated, p.swiglu_alpha, p.swiglu_limit};
+
+    for (int pass = 0; pass < passes; pass++) {
+        const int r0 = pass * 8;
+        /* B operand: token g of this pass (its GEMM input row). */
+        const uint8_t *b_row = nullptr;
+        if (r0 + g < rows)
+            b_row = A + (int64_t)(p.sorted[pos0 + r0 + g] / p.a_row_div) * p.lda * 2;
+        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+
+        /* Span s of this warp's part: kpart + parts * i. Two batches in
+         * flight: the next one is asked for before this one is used. */
+        uint4 wl[U], wh[U];
+        load_spans(wl, wh, w_lo, w_hi, ok_lo, ok_hi, kpart, parts, nspan, rowb, c4);
+        for (int base = kpart; base < nspan; base += parts * U) {
+            uint4 nl[U], nh[U];
+            load_spans(nl, nh, w_lo, w_hi, ok_lo, ok_hi, base + parts * U, parts, nspan, rowb, c4);
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                const int s = base + parts * u;
+                if (s >= nspan)
+                    break;
+                const bool in = (int64_t)s * SPAN + c4 * 16 < rowb;
+                /* The chunk this lane holds, and its 32 activations of token g. */
+                const int chunk = FMT == FMCU_WQ_INT8 ? 2 * s + (c4 >> 1) : 4 * s + c4;
+                uint32_t xw[16];
+#pragma unroll
+                for (int q = 0; q < 4; q++) {
+                    const int col = chunk * 32 + q * 8;
+                    uint4 v = b_row && in && col < (int)p.a_k ? __ldg((const uint4 *)(b_row + (int64_t)col * 2))
+                                                              : make_uint4(0, 0, 0, 0);
+                    xw[4 * q] = v.x, xw[4 * q + 1] = v.y, xw[4 * q + 2] = v.z, xw[4 * q + 3] = v.w;
+                }
+                const uint32_t lw[4] = {wl[u].x, wl[u].y, wl[u].z, wl[u].w};
+                const uint32_t hw[4] = {wh[u].x, wh[u].y, wh[u].z, wh[u].w};
+
+                /* Per-span constants: int group scale and zero point, or the
+                 * chunk's block scales. */
+                float sc[2] = {1.0f, 1.0f};
+                uint32_t sub[2] = {0, 0};
+                float fs[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}}; /* [row][k16 step] */
+                if constexpr (INT) {
+                    const uint32_t grp = groups == 1 ? 0u : min((uint32_t)(s * SPAN_COLS) / p.w.group, groups - 1);
+#pragma unroll
+                    for (int h = 0; h < 2; h++) {
+                        const size_t i = (srow + (wok[h] ? wrow[h] : 0)) * groups + grp;
+                        sc[h] = wok[h] ? p.w.scale[i] : 0.0f;
+                        const float zp = p.w.zero && wok[h] ? (float)p.w.zero[i] : 0.0f;
+                        if constexpr (FMT == FMCU_WQ_INT4) {
+                            const float c = (F16 ? 1032.0f : 136.0f) + zp;
+                            sub[h] = F16 ? bits_of(__floats2half2_rn(c, c)) : bits_of(__floats2bfloat162_rn(c, c));
+                        } else {
+                            sub[h] = __float_as_uint(zp);
+                        }
+                    }
+                } else {
+#pragma unroll
+                    for (int h = 0; h < 2; h++)
+#pragma unroll
+                        for (int ks = 0; ks < 2; ks++) {
+                            const uint32_t blk = mx ? (uint32_t)chunk : (uint32_t)(2 * chunk + ks);
+                            fs[h][ks] = wok[h] && in ? scale_code(p.w.sf8[(srow + wrow[h]) * groups + blk], mx)
+                                                     : 0.0f;
+                        }
+                }
+                uint32_t fs2[2][2];
+#pragma unroll
+                for (int h = 0; h < 2; h++)
+#pragma unroll
+                    for (int ks = 0; ks < 2; ks++)
+                        fs2[h][ks] = bits_of(__floats2bfloat162_rn(fs[h][ks], fs[h][ks]));
+
+                float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                float *dst = INT ? part : acc;
+#pragma unroll
+                for (int m = 0; m < MMAS; m++) {
+                    /* 4-bit: word v = m / 2, k16 step ks = m % 2, registers
+                     * from bytes 2 ks and 2 ks + 1. int8: word m holds one
+                     * (v, ks) = (2 (c4 % 2) + m / 2, m % 2), bytes 0-1 and 2-3. */
+                    const int v = FMT == FMCU_WQ_INT8 ? 2 * (c4 & 1) + (m >> 1) : (m >> 1);
+                    const int ks = m & 1;
+                    uint32_t a[4];
+                    const uint32_t words[2] = {FMT == FMCU_WQ_INT8 ? lw[m] : lw[m >> 1],
+                                               FMT == FMCU_WQ_INT8 ? hw[m] : hw[m >> 1]};
+#pragma unroll
+                    for (int h = 0; h < 2; h++) {
+                        const uint32_t w = words[h];
+                        uint32_t r0v, r1v;
+                        if constexpr (FMT == FMCU_WQ_INT4) {
+                            const uint32_t w4 = w >> 4;
+                            r0v = dq_int4<F16>(nibble_pair(w, w4, 2 * ks), sub[h]);
+                            r1v = dq_int4<F16>(nibble_pair(w, w4, 2 * ks + 1), sub[h]);
+                        } else if constexpr (FMT == FMCU_WQ_INT8) {
+                            const float zp = __uint_as_float(sub[h]);
+                            float f[4];
+#pragma unroll
+                            for (int i = 0; i < 4; i++)
+                                f[i] = (float)(int8_t)((w >> (8 * i)) & 0xFF) - zp;
+                            r0v = pack2<F16>(f[0], f[1]);
+                            r1v = pack2<F16>(f[2], f[3]);
+                        } else if constexpr (!F16) {
+                            const uint32_t w4 = w >> 4;
+                            r0v = dq_fp4_bf16(nibble_pair(w, w4, 2 * ks), fs2[h][ks]);
+                            r1v = dq_fp4_bf16(nibble_pair(w, w4, 2 * ks + 1), fs2[h][ks]);
+                        } else {
+                            const uint32_t b0 = (w >> (16 * ks)) & 0xFFFF;
+                            float f[4];
+#pragma unroll
+                            for (int i = 0; i < 4; i++)
+                                f[i] = e2m1_value((b0 >> (4 * i)) & 0xF) * fs[h][ks];
+                            r0v = pack2<F16>(f[0], f[1]);
+                            r1v = pack2<F16>(f[2], f[3]);
+                        }
+                        a[h] = r0v;     /* rows g / g + 8, k slot 0 */
+                        a[2 + h] = r1v; /* k slot 1 */
+                    }
+                    const uint32_t b[2] = {xw[8 * ks + v], xw[8 * ks + 4 + v]};
+                    mma16<F16>(dst, a, b);
+                }
+                if constexpr (INT) {
+                    acc[0] += part[0] * sc[0];
+                    acc[1] += part[1] * sc[0];
+                    acc[2] += part[2] * sc[1];
+                    acc[3] += part[3] * sc[1];
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < U; u++)
+                wl[u] = nl[u], wh[u] = nh[u];
+        }
+
+        /* A slab's K parts meet in its part-0 warp, in part order. */
+        if (kpart > 0) {
+#pragma unroll
+            for (int q = 0; q < 4; q++)
+                red[warp - S][q][lane] = acc[q];
+        }
+        __syncthreads();
+        if (kpart == 0) {
+            for (int j = 1; j < parts; j++)
+#pragma unroll
+                for (int q = 0; q < 4; q++)
+                    acc[q] += red[warp + S * (j - 1)][q][lane];
+            const float omul = p.w.out_mul ? p.w.out_mul[e] : 1.0f;
+            /* Accumulator q: weight row r_lo (q < 2) or r_hi, token 2 c4 + q % 2. */
+#pragma unroll
+            for (int q = 0; q < 2; q++) {
+                const int r = r0 + 2 * c4 + q;
+                if (r >= rows)
+                    continue;
+                const int pair = p.sorted[pos0 + r];
+                float v[2];
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    float x = acc[2 * h + q] * omul;
+                    if (p.bias && wok[h])
+                        x += fmcu_dev::load_act(dt, p.bias, (int64_t)e * p.n_rows + wrow[h]);
+                    v[h] = fmcu_dev::round_act(dt, x);
+                }
+                const int64_t orow = (int64_t)pair * p.ldo;
+                if (gated1) {
+                    if (ok_lo)
+                        fmcu_dev::store_act(dt, p.out, orow + slab * 8 + g,
+                                            fmcu_dev::round_act(dt, fmcu_dev::activate(ap, v[0], v[1])));
+                } else if (p.gemm1) {
+                    if (ok_lo)
+                        fmcu_dev::store_act(dt, p.out, orow + r_lo,
+                                            fmcu_dev::round_act(dt, fmcu_dev::activate(ap, v[0], 0.0f)));
+                    if (ok_hi)
+                        fmcu_dev::store_act(dt, p.out, orow + r_hi,
+                                            fmcu_dev::round_act(dt, fmcu_dev::activate(ap, v[1], 0.0f)));
+                } else {
+                    if (ok_lo)
+                        fmcu_dev::store_act(dt, p.out, orow + r_lo, v[0]);
+                    if (ok_hi)
+                        fmcu_dev::store_act(dt, p.out, orow + r_hi, v[1]);
+                }
+            }
+        }
+        if (pass + 1 < passes)
+            __syncthreads(); /* warp 0 has read red before it is written again */
+    }
+}
+
+template <int FMT, bool F16> cudaError_t launch(const fmcu_wq_gemm_args &a, cudaStream_t stream)
+{
+    const unsigned slabs = a.gemm1 && a.gated ? (a.n_out + 7) / 8 : (a.n_rows + 15) / 16;
+    const unsigned ctas = (slabs + a.slabs_per_cta - 1) / a.slabs_per_cta;
+    wq_stream<FMT, F16><<<dim3((unsigned)a.grid_tiles, ctas), WARPS * 32, 0, stream>>>(a);
+    return cudaGetLastError();
+}
+
+template <bool F16> cudaError_t launch_fmt(const fmcu_wq_gemm_args &a, cudaStream_t stream)
+{
+    switch (a.format) {
+    case FMCU_WQ_INT4: return launch<FMCU_WQ_INT4, F16>(a, stream);
+    case FMCU_WQ_INT8: return launch<FMCU_WQ_INT8, F16>(a, stream);
+    default: return launch<FMCU_WQ_FP4, F16>(a, stream);
+    }
+}
+
+} // namespace
+
+cudaError_t fmcu_wq_stream_launch(const fmcu_wq_gemm_args &a, cudaStream_t stream)
+{
+    if (a.grid_tiles <= 0)
+        return cudaSuccess;
+    if (a.row_tile != 32 || (a.slabs_per_cta != 1 && a.slabs_per_cta != 2 && a.slabs_per_cta != 4))
+        return cudaErrorInvalidValue; /* tiles of at most 32 rows; 1, 2 or 4 slabs a CTA */
+    return a.act_dtype == FMOE_DTYPE_F16 ? launch_fmt<true>(a, stream) : launch_fmt<false>(a, stream);
+}
