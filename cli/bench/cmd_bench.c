@@ -456,9 +456,19 @@ static int device_floor(fmoe_layer *layer, const bench_opts *o, bench_point *p)
     return CLI_EXIT_OK;
 }
 
-/* One shape: every token count. Points appended to pts. */
+/* A shape the backend refused at create (its reason kept): reported beside
+ * the table and in the JSON, and the other shapes still run. */
+typedef struct bench_skip {
+    char shape[48];
+    char reason[512];
+    fmoe_status status;
+} bench_skip;
+
+/* One shape: every token count. Points appended to pts; a shape the
+ * backend refuses (invalid for the scheme, or unsupported) fills *skip and
+ * sets *skipped instead of failing the run. */
 static int bench_shape_run(fmoe_context *ctx, const bench_opts *o, const bench_shape *shape, const fmoe_scheme *scheme,
-                           double bandwidth, bench_point *pts, size_t *n_pts)
+                           double bandwidth, bench_point *pts, size_t *n_pts, bench_skip *skip, int *skipped)
 {
     uint32_t max_m = 0;
     for (size_t i = 0; i < o->n_tokens; i++)
@@ -471,6 +481,13 @@ static int bench_shape_run(fmoe_context *ctx, const bench_opts *o, const bench_s
     lo.backend = o->backend;
     fmoe_layer *probe = NULL;
     fmoe_status st = fmoe_layer_create(ctx, &cfg, scheme, &lo, &probe);
+    if (st == FMOE_STATUS_INVALID_ARGUMENT || st == FMOE_STATUS_UNSUPPORTED) {
+        snprintf(skip->shape, sizeof skip->shape, "%s", shape->name);
+        snprintf(skip->reason, sizeof skip->reason, "%s", fmoe_last_error());
+        skip->status = st;
+        *skipped = 1;
+        return CLI_EXIT_OK;
+    }
     if (st != FMOE_STATUS_OK) {
         cli_error("%s: %s", shape->name, fmoe_last_error());
         return cli_exit_for_status(st);
@@ -602,9 +619,9 @@ static json_t *json_gbps(double bytes_per_second)
     return bytes_per_second > 0 ? json_real(bytes_per_second * 1e-9) : json_null();
 }
 
-static int write_json(const char *path, const bench_point *pts, size_t n, const char *scheme_key, const char *backend,
-                      const char *cpu, double bw1, double bwn, long cpus, const char *command, uint64_t seed,
-                      double gemm_peak_tflops)
+static int write_json(const char *path, const bench_point *pts, size_t n, const bench_skip *skips, size_t n_skips,
+                      const char *scheme_key, const char *backend, const char *cpu, double bw1, double bwn, long cpus,
+                      const char *command, uint64_t seed, double gemm_peak_tflops)
 {
     json_t *root = json_object(), *arr = json_array(), *machine = json_object();
     char date[64];
@@ -658,6 +675,14 @@ static int write_json(const char *path, const bench_point *pts, size_t n, const 
         json_array_append_new(arr, o);
     }
     cli_json_set(root, "points", arr);
+    json_t *sk = json_array();
+    for (size_t i = 0; i < n_skips; i++) {
+        json_t *o = json_object();
+        cli_json_set(o, "shape", cli_json_string(skips[i].shape));
+        cli_json_set(o, "reason", cli_json_string(skips[i].reason));
+        json_array_append_new(sk, o);
+    }
+    cli_json_set(root, "skipped", sk);
     int rc = json_dump_file(root, path, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(root);
     if (rc != 0) {
@@ -759,9 +784,19 @@ int cmd_bench(const cli_globals *g, int argc, char **argv)
         cli_error("out of memory");
         rc = CLI_EXIT_INTERNAL;
     }
-    for (size_t s = 0; s < o.n_shapes && rc == CLI_EXIT_OK; s++)
-        rc = bench_shape_run(ctx, &o, &o.shapes[s], &scheme, bw, pts, &n);
-    if (rc == CLI_EXIT_OK) {
+    bench_skip skips[MAX_SHAPES];
+    size_t n_skips = 0;
+    for (size_t s = 0; s < o.n_shapes && rc == CLI_EXIT_OK; s++) {
+        int skipped = 0;
+        rc = bench_shape_run(ctx, &o, &o.shapes[s], &scheme, bw, pts, &n, &skips[n_skips], &skipped);
+        n_skips += skipped;
+    }
+    if (rc == CLI_EXIT_OK && n == 0 && n_skips > 0) {
+        /* Nothing measured: the refusals are the answer. */
+        for (size_t i = 0; i < n_skips; i++)
+            cli_error("%s: %s", skips[i].shape, skips[i].reason);
+        rc = cli_exit_for_status(skips[0].status);
+    } else if (rc == CLI_EXIT_OK) {
         /* The backend that served, by name, for the record. */
         fmoe_selection *sel = NULL;
         fmoe_layer_config cfg;
@@ -775,9 +810,11 @@ int cmd_bench(const cli_globals *g, int argc, char **argv)
         if (n > 0 && pts[0].on_device)
             print_device_floor(&pts[0], o.gemm_peak_tflops);
         print_table(pts, n, &scheme);
+        for (size_t i = 0; i < n_skips; i++)
+            printf("skipped:   %s: %s\n", skips[i].shape, skips[i].reason);
         if (o.json_path)
-            rc = write_json(o.json_path, pts, n, o.scheme_key, backend, cpu, bw1, bwn, cpus, command, o.seed,
-                            o.gemm_peak_tflops);
+            rc = write_json(o.json_path, pts, n, skips, n_skips, o.scheme_key, backend, cpu, bw1, bwn, cpus, command,
+                            o.seed, o.gemm_peak_tflops);
     }
     free(pts);
     free(flush_buf);

@@ -387,9 +387,10 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
     /* The 4-bit and int GEMMs: weight streaming (wq_stream.cu, row tiles of
      * 32) where the stream tier would be chosen and it serves both
      * projections, else tiled (wq_gemm.cu, row tiles of 16 and 64). */
-    const bool wq_stream = wq && fmcu_wq_stream_serves(L->wq.format, &L->wq.w13) &&
-                           fmcu_wq_stream_serves(L->wq.format, &L->wq.w2) &&
-                           fmcu_gemm_tier(m, L->top_k, L->local_experts, L->opt.tier, 0) == FMCU_TIER_STREAM;
+    const bool wq_stream =
+        wq && fmcu_wq_tier(m, L->top_k, L->local_experts, L->opt.tier,
+                           fmcu_wq_stream_serves(L->wq.format, &L->wq.w13) &&
+                               fmcu_wq_stream_serves(L->wq.format, &L->wq.w2)) == FMCU_TIER_STREAM;
     const uint32_t bm = wq_stream                  ? (uint32_t)FMCU_STREAM_ROW_TILE
                         : wq                       ? (fmcu_row_tile(m, L->top_k, L->local_experts) <= 16 ? 16u : 64u)
                         : tier == FMCU_TIER_STREAM ? FMCU_STREAM_ROW_TILE

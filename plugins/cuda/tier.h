@@ -31,6 +31,11 @@ extern "C" {
 #define FMCU_STREAM_ROW_TILE 32
 /* Average rows per local expert up to which the stream tier is chosen. */
 #define FMCU_STREAM_MAX_ROWS 16
+/* The 4-bit and int weights' stream form (wq_stream.cu) is chosen up to 32
+ * rows per expert: its tiled kernel (wq_gemm.cu) dequantizes every 64-row
+ * tile's weights again and has no wgmma prefill yet, so streaming the
+ * weights once per 8 rows (from L2 after the first) still wins there. */
+#define FMCU_WQ_STREAM_MAX_ROWS 32
 /* Average rows per local expert up to which the stream tier splits K over a
  * CTA's warps (more CTAs); above it, each warp streams its own rows (fewer
  * re-reads of the token rows). */
@@ -161,6 +166,11 @@ int fmcu_fused_bulk_plan(uint32_t H, int fp8, fmcu_fused_cfg *cfg);
 /* The tier for m tokens; `forced` is FMCU_TIER_AUTO or a tier, and
  * `prefill_ok` says whether the prefill path serves this layer. */
 int fmcu_gemm_tier(int64_t m, uint32_t top_k, uint32_t local_experts, int forced, int prefill_ok);
+
+/* The same for the 4-bit and int weights: STREAM up to
+ * FMCU_WQ_STREAM_MAX_ROWS rows per expert (or forced), else TILED;
+ * `streams` = 0 when wq_stream.cu does not serve the layer. */
+int fmcu_wq_tier(int64_t m, uint32_t top_k, uint32_t local_experts, int forced, int streams);
 
 #ifdef __cplusplus
 }

@@ -893,6 +893,21 @@ def bench_small_grid():
     check("device" not in doc and "device_read_GBps" not in pts[0], "no device rates on the host", r)
     r = fmoe("bench", "--shape", "nonsense")
     expect_rc(r, EXIT_USAGE, "a bad shape")
+    # A shape the backend refuses for the scheme (H = 64 has no group of 128)
+    # is skipped with the backend's reason; the other shapes still run.
+    sk = os.path.join(TMP, "bench-skip.json")
+    r = fmoe("bench", "--scheme", "int4:group128", "--shape", "8,2,64,128", "--shape", "8,2,128,128", "--tokens", "1",
+             "--iters", "2", "--max-gib", "0.001", "--seed", "3", "--json", sk)
+    expect_rc(r, EXIT_OK, "bench with a refused shape")
+    check("skipped:   8,2,64,128:" in r.out and "not divisible by group_size 128" in r.out, "refused shape reported", r)
+    with open(sk, encoding="utf-8") as f:
+        doc = json.load(f)
+    check([p["shape"] for p in doc["points"]] == ["8,2,128,128"], "the other shape measured", r)
+    check([k["shape"] for k in doc["skipped"]] == ["8,2,64,128"] and "group_size 128" in doc["skipped"][0]["reason"],
+          "skipped shape in the JSON", r)
+    r = fmoe("bench", "--scheme", "int4:group128", "--shape", "8,2,64,128", "--tokens", "1", "--iters", "2")
+    expect_rc(r, EXIT_CONFIG, "bench with every shape refused")
+    check("not divisible by group_size 128" in r.err, "the refusal is the error", r)
     # A device layer: inputs and routing sets live on its device, the plugin
     # times the replays and measures the copy rate (ABI 1.2), and the floor
     # takes the GEMM peak given.
