@@ -155,7 +155,7 @@ extern "C" int fmcu_copy_rate(int device, uint64_t bytes, uint32_t reps, double 
  * by a kernel that streams weights: the floor needs what the device can
  * read. Each thread keeps READ_UNROLL independent 16-byte loads in flight
  * (enough bytes in flight per SM to cover DRAM latency at full occupancy),
- * the warps of a round read adjacent 512-byte runs, and all of it is
+ * a block's round reads one contiguous 32 KiB run, and all of it is
  * XOR-folded into one word written once per block, so the loads cannot be
  * dropped. The fold is checked against the buffer's contents. */
 namespace {
@@ -163,21 +163,41 @@ namespace {
 constexpr int READ_THREADS = 256;
 constexpr int READ_UNROLL = 8;
 
+/* The weight-streaming kernels' load (device_math.cuh load_stream): kept
+ * out of L1, whole 256-byte sectors asked of L2. On an H200 neither this
+ * nor __ldg, nor contiguous runs instead of a grid-stride unroll, moved
+ * the rate off 3.91-3.94 TB/s, below the copy rate (4.21-4.25) and the
+ * 4.35 TB/s the bf16 stream GEMM streamed at DeepSeek-V3 M = 16
+ * (bench/cuda/RESULTS.md, "The read rate"). */
+__device__ __forceinline__ uint4 read_once(const uint4 *p)
+{
+    uint4 r;
+    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+                 : "l"(p));
+    return r;
+}
+
 __global__ void __launch_bounds__(READ_THREADS) read_stream(const uint4 *__restrict__ p, size_t n, uint32_t *block_xor)
 {
-    const size_t stride = (size_t)gridDim.x * READ_THREADS;
-    size_t i = (size_t)blockIdx.x * READ_THREADS + threadIdx.x;
+    /* A round of a block reads one contiguous run of READ_UNROLL x
+     * READ_THREADS vectors (32 KiB), the grid's runs side by side: each
+     * thread's loads of a round are READ_THREADS vectors apart in one run. */
+    constexpr size_t RUN = (size_t)READ_UNROLL * READ_THREADS;
+    const size_t runs = n / RUN;
     uint32_t acc[READ_UNROLL] = {};
-    for (; i + (READ_UNROLL - 1) * stride < n; i += READ_UNROLL * stride) {
+    for (size_t r = blockIdx.x; r < runs; r += gridDim.x) {
+        const uint4 *q = p + r * RUN + threadIdx.x;
         uint4 v[READ_UNROLL];
 #pragma unroll
         for (int u = 0; u < READ_UNROLL; u++)
-            v[u] = __ldg(p + i + u * stride);
+            v[u] = read_once(q + u * READ_THREADS);
 #pragma unroll
         for (int u = 0; u < READ_UNROLL; u++)
             acc[u] ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
     }
-    for (; i < n; i += stride) {
+    /* The tail past the last whole run, by the first block. */
+    for (size_t i = runs * RUN + threadIdx.x; blockIdx.x == 0 && i < n; i += READ_THREADS) {
         uint4 v = __ldg(p + i);
         acc[0] ^= v.x ^ v.y ^ v.z ^ v.w;
     }
