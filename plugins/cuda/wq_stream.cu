@@ -135,6 +135,11 @@ __global__ void __launch_bounds__(WARPS * 32, FMT == FMCU_WQ_FP4 && F16 ? 3 : 4)
     constexpr int MMAS = FMT == FMCU_WQ_INT8 ? 4 : 8;  /* per span and token tile */
     constexpr int SPAN_COLS = FMT == FMCU_WQ_INT8 ? 64 : 128;
     __shared__ float red[WARPS - 1][4][32];
+    /* Launched overlapped (programmatic dependent launch): everything below
+     * reads what earlier kernels wrote, so wait first, then let the next
+     * kernel (GEMM2, the combine) start its launch. */
+    fmcu_dev::pdl_wait();
+    fmcu_dev::pdl_trigger();
 
     const int tile = blockIdx.x;
     const int n_tiles = *(const volatile int32_t *)p.n_tiles;
@@ -357,8 +362,8 @@ template <int FMT, bool F16> cudaError_t launch(const fmcu_wq_gemm_args &a, cuda
 {
     const unsigned slabs = a.gemm1 && a.gated ? (a.n_out + 7) / 8 : (a.n_rows + 15) / 16;
     const unsigned ctas = (slabs + a.slabs_per_cta - 1) / a.slabs_per_cta;
-    wq_stream<FMT, F16><<<dim3((unsigned)a.grid_tiles, ctas), WARPS * 32, 0, stream>>>(a);
-    return cudaGetLastError();
+    return fmcu_dev::launch_overlapped(wq_stream<FMT, F16>, dim3((unsigned)a.grid_tiles, ctas), dim3(WARPS * 32), 0,
+                                       stream, a);
 }
 
 template <bool F16> cudaError_t launch_fmt(const fmcu_wq_gemm_args &a, cudaStream_t stream)
