@@ -59,7 +59,7 @@ def test_struct_layout(c_layout, cname):
 
 
 def test_constants_match_the_headers(prefix):
-    """Status, dtype, device and shard values the package hard-codes."""
+    """Status, dtype, device, shard and EP values the package hard-codes."""
     header = open(os.path.join(prefix, "include", "fusedmoe", "common.h")).read()
     header += open(os.path.join(prefix, "include", "fusedmoe", "fusedmoe.h")).read()
     checks = {
@@ -76,6 +76,14 @@ def test_constants_match_the_headers(prefix):
         "FMOE_MAX_DIMS": _capi.MAX_DIMS,
         "FMOE_SCHEME_KEY_MAX": _capi.SCHEME_KEY_MAX,
         "FMOE_PLACEMENT_ROUND_ROBIN": _capi.PLACEMENT_ROUND_ROBIN,
+        "FMOE_EP_MODE_INVALID": _capi.EP_MODE_INVALID,
+        "FMOE_EP_MODE_LOW_LATENCY": _capi.EP_MODE_LOW_LATENCY,
+        "FMOE_EP_MODE_HIGH_THROUGHPUT": _capi.EP_MODE_HIGH_THROUGHPUT,
+        "FMOE_EP_DISPATCH_INVALID": _capi.EP_DISPATCH_INVALID,
+        "FMOE_EP_DISPATCH_ACTIVATION": _capi.EP_DISPATCH_ACTIVATION,
+        "FMOE_EP_DISPATCH_FP8_TOKEN": _capi.EP_DISPATCH_FP8_TOKEN,
+        "FMOE_EP_DISPATCH_FP8_BLOCK": _capi.EP_DISPATCH_FP8_BLOCK,
+        "FMOE_EP_UNIQUE_ID_BYTES": _capi.EP_UNIQUE_ID_BYTES,
     }
     for prefix_, table in (
         ("FMOE_VERDICT_", _capi.VERDICTS),

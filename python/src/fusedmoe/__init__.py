@@ -23,6 +23,7 @@ from ._library import LibraryInfo, library_info, load_library
 from ._version import __version__
 from .config import LayerConfig, Scheme
 from .context import Candidate, Context, DeviceInfo, PluginInfo, PluginOption, Selection
+from .ep import EP_DISPATCHES, EP_MODES, EPGroup, EPGroupOptions, EPTiming
 from .errors import FusedMoEError
 from .layer import Layer, ParamInfo
 from .model import Checkpoint, Model, QuantConfig, SharedExperts
@@ -33,6 +34,11 @@ __all__ = [
     "Context",
     "Device",
     "DeviceInfo",
+    "EPGroup",
+    "EPGroupOptions",
+    "EPTiming",
+    "EP_DISPATCHES",
+    "EP_MODES",
     "FusedMoEError",
     "Layer",
     "LayerConfig",

@@ -69,6 +69,16 @@ DEVICE_ROCM = 2
 PLACEMENT_LINEAR = 1
 PLACEMENT_ROUND_ROBIN = 2
 
+# Expert-parallel groups (common.h): modes, dispatch dtypes, id size.
+EP_MODE_INVALID = 0
+EP_MODE_LOW_LATENCY = 1
+EP_MODE_HIGH_THROUGHPUT = 2
+EP_DISPATCH_INVALID = 0
+EP_DISPATCH_ACTIVATION = 1
+EP_DISPATCH_FP8_TOKEN = 2
+EP_DISPATCH_FP8_BLOCK = 3
+EP_UNIQUE_ID_BYTES = 256
+
 SHARD_W1 = 1
 SHARD_W2 = 2
 SHARD_W3 = 3
@@ -266,7 +276,42 @@ class LayerOptions(Structure):
         ("device_kind", c_int32),
         ("device_index", c_int32),
         ("backend", c_char_p),
-        ("ep_group", c_void_p),  # fmoe_ep_group * (ABI 1.3); groups are not in the Python API yet
+        ("ep_group", c_void_p),  # fmoe_ep_group *
+    ]
+
+
+class EPUniqueId(Structure):
+    _fields_ = [("bytes", ctypes.c_uint8 * EP_UNIQUE_ID_BYTES)]
+
+
+class EPGroupOptions(Structure):
+    _fields_ = [
+        ("struct_size", c_size_t),
+        ("backend", c_char_p),
+        ("device_kind", c_int32),
+        ("device_index", c_int32),
+        ("rank", c_uint32),
+        ("size", c_uint32),
+        ("max_tokens_per_rank", c_uint32),
+        ("hidden_size", c_uint32),
+        ("top_k", c_uint32),
+        ("num_experts", c_uint32),
+        ("act_dtype", c_int32),
+        ("dispatch", c_int32),
+        ("mode", c_int32),
+        ("timing", c_uint32),
+        ("comm", c_void_p),
+        ("unique_id", POINTER(EPUniqueId)),
+    ]
+
+
+class EPTiming(Structure):
+    _fields_ = [
+        ("struct_size", c_size_t),
+        ("forwards", c_uint64),
+        ("dispatch_seconds", c_double),
+        ("experts_seconds", c_double),
+        ("combine_seconds", c_double),
     ]
 
 
@@ -351,6 +396,9 @@ STRUCTS: dict[str, type[Structure]] = {
     "fmoe_param_info": ParamInfo,
     "fmoe_layer_options": LayerOptions,
     "fmoe_forward_args": ForwardArgs,
+    "fmoe_ep_unique_id": EPUniqueId,
+    "fmoe_ep_group_options": EPGroupOptions,
+    "fmoe_ep_timing": EPTiming,
     "fmoe_model_load_stats": ModelLoadStats,
     "fmoe_expert_modules": ExpertModules,
     "fmoe_model_shared": ModelShared,
@@ -427,6 +475,20 @@ PROTOTYPES: dict[str, tuple[object, list[object]]] = {
     "fmoe_layer_finalize": (st, [P]),
     "fmoe_layer_forward": (st, [P, POINTER(ForwardArgs)]),
     "fmoe_layer_synchronize": (st, [P, c_void_p]),
+    "fmoe_layer_expert_load": (st, [P, POINTER(c_uint64), c_uint32, c_uint32]),
+    "fmoe_ep_group_options_init": (None, [POINTER(EPGroupOptions)]),
+    "fmoe_ep_unique_id_make": (st, [P, POINTER(EPGroupOptions), POINTER(EPUniqueId)]),
+    "fmoe_ep_group_create": (st, [P, POINTER(EPGroupOptions), POINTER(P)]),
+    "fmoe_ep_group_destroy": (None, [P]),
+    "fmoe_ep_group_rank": (c_uint32, [P]),
+    "fmoe_ep_group_size": (c_uint32, [P]),
+    "fmoe_ep_group_get_options": (POINTER(EPGroupOptions), [P]),
+    "fmoe_ep_group_plugin": (c_char_p, [P]),
+    "fmoe_ep_group_timing": (st, [P, c_uint32, POINTER(EPTiming)]),
+    "fmoe_ep_mode_name": (c_char_p, [c_int32]),
+    "fmoe_ep_dispatch_name": (c_char_p, [c_int32]),
+    "fmoe_ep_mode_from_name": (c_int32, [c_char_p]),
+    "fmoe_ep_dispatch_from_name": (c_int32, [c_char_p]),
     "fmoe_model_config_load": (st, [c_char_p, POINTER(P)]),
     "fmoe_model_destroy": (None, [P]),
     "fmoe_model_family": (c_char_p, [P]),

@@ -229,6 +229,7 @@ class Context:
         check(L.fmoe_context_create(ctypes.byref(opts), ctypes.byref(handle)), "context")
         self._handle: int | None = handle.value
         self._layers: "weakref.WeakSet[Any]" = weakref.WeakSet()
+        self._groups: "weakref.WeakSet[Any]" = weakref.WeakSet()
         self._lock = threading.Lock()
 
     # ---- lifetime ----------------------------------------------------------
@@ -241,13 +242,15 @@ class Context:
         return self._handle
 
     def close(self) -> None:
-        """Destroy every layer made from this context, then the context.
-        Idempotent."""
+        """Destroy every layer made from this context, then its EP groups,
+        then the context. Idempotent."""
         with self._lock:
             if self._handle is None:
                 return
             for layer in list(self._layers):
                 layer.close()
+            for group in list(self._groups):
+                group.close()
             lib().fmoe_context_destroy(self._handle)
             self._handle = None
 
@@ -362,6 +365,7 @@ class Context:
         *,
         device: "Device | str | None" = None,
         backend: str | None = None,
+        ep_group: "EPGroup | None" = None,
     ) -> "Layer":
         """Create a layer: select a backend method for (config, scheme) and
         declare its parameters. Load them (:meth:`Layer.load`), then
@@ -372,6 +376,12 @@ class Context:
             backend: a plugin-name glob ("cpu", "cuda*"); strict: if none of
                 the matching plugins accepts the layer, this fails with their
                 reasons.
+            ep_group: bind the layer to this rank's :class:`EPGroup` (of this
+                context). The layer runs on the group's plugin and device,
+                takes the group's ep_size/ep_rank (leave the config's at 1/0),
+                loads global expert ids keeping this rank's, and its forwards
+                are collective: every rank forwards its own tokens, M = 0
+                included. Closing the group closes the layer.
 
         Raises:
             FusedMoEError: UNSUPPORTED when no backend can serve (every
@@ -380,7 +390,20 @@ class Context:
         """
         from .layer import Layer
 
-        return Layer._create(self, config, Scheme(scheme), device, backend)
+        return Layer._create(self, config, Scheme(scheme), device, backend, ep_group)
+
+    def ep_group(self, **options: Any) -> "EPGroup":
+        """Join this rank to an expert-parallel group: ``EPGroup(self, **options)``."""
+        from .ep import EPGroup
+
+        return EPGroup(self, **options)
+
+    def ep_unique_id(self, *, backend: str | None = None, device: "Device | str | None" = None) -> bytes:
+        """``EPGroup.make_unique_id(self, ...)``: the bytes one rank makes and
+        sends to every rank."""
+        from .ep import EPGroup
+
+        return EPGroup.make_unique_id(self, backend=backend, device=device)
 
     def layer_from_checkpoint(
         self,
@@ -397,6 +420,7 @@ class Context:
         device: "Device | str | None" = None,
         backend: str | None = None,
         finalize: bool = True,
+        ep_group: "EPGroup | None" = None,
     ) -> "Layer":
         """Create, load and (by default) finalize decoder layer `layer_index`
         of a Hugging Face checkpoint directory, as ``fusedmoe run --model DIR
@@ -408,6 +432,8 @@ class Context:
         ``placement`` (--placement), ``redundant_experts`` (--redundant:
         EPLB with that many replicas). The router is not part of the layer:
         compute the logits from :meth:`Model.names` ``router_weight``.
+        With ``ep_group`` the layer is bound to that group (:meth:`layer`)
+        and takes its EP size and rank: leave ``ep_size``/``ep_rank`` unset.
 
         Raises:
             FusedMoEError: INVALID_ARGUMENT for a dense or out-of-range layer,
@@ -426,7 +452,7 @@ class Context:
             if max_num_tokens is not None:
                 cfg.max_num_tokens = max_num_tokens
             scheme = qc.scheme(model, layer_index)
-            layer = self.layer(cfg, scheme, device=device, backend=backend)
+            layer = self.layer(cfg, scheme, device=device, backend=backend, ep_group=ep_group)
             try:
                 layer.load_checkpoint(model, layer_index, ck, qc)
                 if finalize:
@@ -438,6 +464,9 @@ class Context:
 
     def _adopt(self, layer: Any) -> None:
         self._layers.add(layer)
+
+    def _adopt_group(self, group: Any) -> None:
+        self._groups.add(group)
 
 
 def _log_trampoline(handler: LogHandler):
@@ -454,4 +483,5 @@ def _log_trampoline(handler: LogHandler):
     return call
 
 
+from .ep import EPGroup  # noqa: E402  (types for annotations)
 from .layer import Layer  # noqa: E402  (type for annotations; layer imports context lazily)

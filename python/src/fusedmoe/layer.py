@@ -16,6 +16,7 @@ from .errors import FusedMoEError
 
 if TYPE_CHECKING:
     from .context import Context, Selection
+    from .ep import EPGroup
     from .model import Checkpoint, Model, QuantConfig
 
 _SHARDS = {"w1": _capi.SHARD_W1, "w2": _capi.SHARD_W2, "w3": _capi.SHARD_W3, "full": _capi.SHARD_FULL}
@@ -58,6 +59,7 @@ class Layer:
         from .context import selection_from_c
 
         self._ctx = ctx  # the context outlives its layers
+        self._ep_group: "EPGroup | None" = None  # and the group its layers (set by _create)
         self._h: int | None = handle
         self._lock = threading.Lock()
         self._finalized = False
@@ -79,7 +81,10 @@ class Layer:
         scheme: Scheme,
         device: "Device | str | None",
         backend: str | None,
+        ep_group: "EPGroup | None" = None,
     ) -> "Layer":
+        from .ep import EPGroup
+
         c = config.to_c()
         opts = _capi.LayerOptions()
         lib().fmoe_layer_options_init(ctypes.byref(opts))
@@ -88,6 +93,13 @@ class Layer:
             opts.device_kind, opts.device_index = d.kind_value, d.index
         if backend is not None:
             opts.backend = backend.encode()
+        if ep_group is not None:
+            if not isinstance(ep_group, EPGroup):
+                raise FusedMoEError(
+                    FusedMoEError.INVALID_ARGUMENT,
+                    f"ep_group: expected a fusedmoe.EPGroup, got {type(ep_group).__name__}",
+                )
+            opts.ep_group = ep_group._bind_check(ctx)
         h = ctypes.c_void_p()
         check(
             lib().fmoe_layer_create(
@@ -97,10 +109,14 @@ class Layer:
         )
         assert h.value is not None
         try:
-            return cls(ctx, h.value)
+            layer = cls(ctx, h.value)
         except BaseException:
             lib().fmoe_layer_destroy(h.value)
             raise
+        if ep_group is not None:
+            layer._ep_group = ep_group
+            ep_group._adopt(layer)
+        return layer
 
     # ---- lifetime ----------------------------------------------------------
 
@@ -130,6 +146,11 @@ class Layer:
                 self.close()
         except Exception:
             pass
+
+    @property
+    def ep_group(self) -> "EPGroup | None":
+        """The EP group the layer is bound to (None: none)."""
+        return self._ep_group
 
     def __repr__(self) -> str:
         state = "closed" if self._h is None else "ready" if self._finalized else "loading"
@@ -340,6 +361,21 @@ class Layer:
         return out
 
     __call__ = forward
+
+    def expert_load(self, reset: bool = False) -> list[int]:
+        """The load record (fmoe_layer_expert_load; docs/PLACEMENT.md): for
+        each global physical expert, the routing slots this layer's forwards
+        sent it since finalize or the last reset (``reset`` zeroes it after
+        the read). On an EP group each rank counts its own tokens; the sum
+        over the ranks is the load EPLB balances.
+
+        Raises:
+            FusedMoEError: UNSUPPORTED when the routing stayed on a device.
+        """
+        n = self.config.global_experts
+        counts = (ctypes.c_uint64 * max(n, 1))()
+        check(lib().fmoe_layer_expert_load(self.handle, counts, n, int(bool(reset))), "expert load")
+        return [int(counts[i]) for i in range(n)]
 
     def synchronize(self, stream: Any = None) -> None:
         """Wait for work queued on `stream` (None: the whole device); a no-op
