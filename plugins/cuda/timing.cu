@@ -12,6 +12,7 @@
 #include <stdlib.h>
 
 #include "plugins/cuda/cuda_api.h"
+#include "plugins/cuda/device_math.cuh"
 
 namespace {
 
@@ -163,21 +164,12 @@ namespace {
 constexpr int READ_THREADS = 256;
 constexpr int READ_UNROLL = 8;
 
-/* The weight-streaming kernels' load (device_math.cuh load_stream): kept
- * out of L1, whole 256-byte sectors asked of L2. On an H200 neither this
- * nor __ldg, nor contiguous runs instead of a grid-stride unroll, moved
- * the rate off 3.91-3.94 TB/s, below the copy rate (4.21-4.25) and the
- * 4.35 TB/s the bf16 stream GEMM streamed at DeepSeek-V3 M = 16
+/* Loads are the weight-streaming kernels' (fmcu_dev::load_stream: out of
+ * L1, whole 256-byte sectors asked of L2). On an H200 neither they nor
+ * __ldg, nor contiguous runs instead of a grid-stride unroll, moved the
+ * rate off 3.91-3.94 TB/s, below the copy rate (4.21-4.25) and the 4.35
+ * TB/s the bf16 stream GEMM streamed at DeepSeek-V3 M = 16
  * (bench/cuda/RESULTS.md, "The read rate"). */
-__device__ __forceinline__ uint4 read_once(const uint4 *p)
-{
-    uint4 r;
-    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-                 : "l"(p));
-    return r;
-}
-
 __global__ void __launch_bounds__(READ_THREADS) read_stream(const uint4 *__restrict__ p, size_t n, uint32_t *block_xor)
 {
     /* A round of a block reads one contiguous run of READ_UNROLL x
@@ -191,7 +183,7 @@ __global__ void __launch_bounds__(READ_THREADS) read_stream(const uint4 *__restr
         uint4 v[READ_UNROLL];
 #pragma unroll
         for (int u = 0; u < READ_UNROLL; u++)
-            v[u] = read_once(q + u * READ_THREADS);
+            v[u] = fmcu_dev::load_stream((const uint8_t *)(q + u * READ_THREADS));
 #pragma unroll
         for (int u = 0; u < READ_UNROLL; u++)
             acc[u] ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
