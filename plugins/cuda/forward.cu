@@ -385,8 +385,9 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
     const bool prefill_ok = !wq && fmcu_prefill_supported(L);
     const int tier = wq ? FMCU_TIER_TILED : fmcu_gemm_tier(m, L->top_k, L->local_experts, L->opt.tier, prefill_ok);
     /* The 4-bit and int GEMMs: weight streaming (wq_stream.cu, row tiles of
-     * 32) where the stream tier would be chosen and it serves both
-     * projections, else tiled (wq_gemm.cu, row tiles of 16 and 64). */
+     * 32) where fmcu_wq_tier picks it (up to 32 rows per expert) and it
+     * serves both projections, else tiled (wq_gemm.cu, row tiles of 16 and
+     * 64). */
     const bool wq_stream =
         wq && fmcu_wq_tier(m, L->top_k, L->local_experts, L->opt.tier,
                            fmcu_wq_stream_serves(L->wq.format, &L->wq.w13) &&
