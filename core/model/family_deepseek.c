@@ -201,9 +201,7 @@ static const model_naming naming = {
     .layer_prefix = "model.layers",
     .block = "mlp",
     .router = "gate",
-    .gate = "gate_proj",
-    .up = "up_proj",
-    .down = "down_proj",
+    .experts = &model_experts_proj,
     .shared = "shared_experts",
 };
 

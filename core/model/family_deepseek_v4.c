@@ -162,9 +162,7 @@ static fmoe_status read_deepseek_v4(model_reader *r)
     c->swiglu_limit = (float)limit;
     if ((st = model_set_layers(m, layers)) != FMOE_STATUS_OK || (st = read_hash_layers(r, layers)) != FMOE_STATUS_OK)
         return st;
-    for (uint32_t i = 0; i < layers; i++)
-        m->is_moe[i] = 1;
-    snprintf(m->pattern, sizeof m->pattern, "every DeepSeek-V4 decoder layer is a MoE layer");
+    model_all_layers_moe(m, "every DeepSeek-V4 decoder layer is a MoE layer");
     return FMOE_STATUS_OK;
 }
 
@@ -178,9 +176,7 @@ static const model_naming naming = {
     .block = "ffn",
     .router = "gate",
     .correction_bias = "bias",
-    .gate = "w1",
-    .up = "w3",
-    .down = "w2",
+    .experts = &model_experts_w1_w3_w2,
     .shared = "shared_experts",
 };
 

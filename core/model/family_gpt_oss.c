@@ -23,7 +23,6 @@
  * model code, whatever hidden_act says (the released configs say "silu").
  */
 #include <float.h>
-#include <stdio.h>
 
 #include "core/model/model.h"
 
@@ -63,9 +62,7 @@ static fmoe_status read_gpt_oss(model_reader *r)
     c->renormalize = 1;
     if ((st = model_set_layers(m, layers)) != FMOE_STATUS_OK)
         return st;
-    for (uint32_t i = 0; i < layers; i++)
-        m->is_moe[i] = 1;
-    snprintf(m->pattern, sizeof m->pattern, "every layer is a MoE layer");
+    model_all_layers_moe(m, "every layer is a MoE layer");
     return FMOE_STATUS_OK;
 }
 

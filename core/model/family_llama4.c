@@ -107,9 +107,7 @@ static const model_naming cg_naming = {
     .layer_prefix = "language_model.model.layers",
     .block = "feed_forward",
     .router = "router",
-    .gate = "gate_proj",
-    .up = "up_proj",
-    .down = "down_proj",
+    .experts = &model_experts_proj,
     .fused = 1,
     .shared = "shared_expert",
 };
@@ -118,9 +116,7 @@ static const model_naming text_naming = {
     .layer_prefix = "model.layers",
     .block = "feed_forward",
     .router = "router",
-    .gate = "gate_proj",
-    .up = "up_proj",
-    .down = "down_proj",
+    .experts = &model_experts_proj,
     .fused = 1,
     .shared = "shared_expert",
 };

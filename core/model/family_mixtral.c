@@ -14,7 +14,6 @@
  * (silu).
  */
 #include <stdint.h>
-#include <stdio.h>
 
 #include "core/model/model.h"
 
@@ -38,9 +37,7 @@ static fmoe_status read_mixtral(model_reader *r)
     c->renormalize = 1;
     if ((st = model_set_layers(m, layers)) != FMOE_STATUS_OK)
         return st;
-    for (uint32_t i = 0; i < layers; i++)
-        m->is_moe[i] = 1;
-    snprintf(m->pattern, sizeof m->pattern, "every layer is a MoE layer");
+    model_all_layers_moe(m, "every layer is a MoE layer");
     return FMOE_STATUS_OK;
 }
 
@@ -51,9 +48,7 @@ static const model_naming naming = {
     .layer_prefix = "model.layers",
     .block = "block_sparse_moe",
     .router = "gate",
-    .gate = "w1",
-    .up = "w3",
-    .down = "w2",
+    .experts = &model_experts_w1_w3_w2,
 };
 
 const model_family fmoe_family_mixtral = {

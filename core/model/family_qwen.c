@@ -137,9 +137,7 @@ static const model_naming qwen2_naming = {
     .layer_prefix = "model.layers",
     .block = "mlp",
     .router = "gate",
-    .gate = "gate_proj",
-    .up = "up_proj",
-    .down = "down_proj",
+    .experts = &model_experts_proj,
     .shared = "shared_expert",
     .shared_gate = "shared_expert_gate",
 };
@@ -148,9 +146,7 @@ static const model_naming qwen3_naming = {
     .layer_prefix = "model.layers",
     .block = "mlp",
     .router = "gate",
-    .gate = "gate_proj",
-    .up = "up_proj",
-    .down = "down_proj",
+    .experts = &model_experts_proj,
 };
 
 const model_family fmoe_family_qwen2_moe = {

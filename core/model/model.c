@@ -54,6 +54,12 @@ fmoe_status model_set_layers(fmoe_model *m, uint32_t num_layers)
     return FMOE_STATUS_OK;
 }
 
+void model_all_layers_moe(fmoe_model *m, const char *pattern)
+{
+    memset(m->is_moe, 1, m->num_layers);
+    snprintf(m->pattern, sizeof m->pattern, "%s", pattern);
+}
+
 fmoe_status model_check_top_k(model_reader *r, const char *experts_key, const char *top_k_key)
 {
     const fmoe_layer_config *c = &r->model->cfg;
@@ -394,14 +400,16 @@ FMOE_API fmoe_status fmoe_model_layer_names(const fmoe_model *m, uint32_t layer,
     if (st != FMOE_STATUS_OK)
         return st;
     char *const *n = m->names + (size_t)layer * MN_COUNT;
+    static const model_expert_names fused_only = {NULL, NULL, NULL};
     const model_naming *nm = m->family->naming;
+    const model_expert_names *e = nm->experts ? nm->experts : &fused_only;
     names->router_weight = n[MN_ROUTER_WEIGHT];
     names->router_bias = n[MN_ROUTER_BIAS];
     names->correction_bias = n[MN_CORRECTION_BIAS];
     names->experts = n[MN_EXPERTS];
-    names->expert_gate = nm->gate;
-    names->expert_up = nm->up;
-    names->expert_down = nm->down;
+    names->expert_gate = e->gate;
+    names->expert_up = e->up;
+    names->expert_down = e->down;
     names->fused_gate_up = n[MN_FUSED_GATE_UP];
     names->fused_gate_up_bias = n[MN_FUSED_GATE_UP_BIAS];
     names->fused_down = n[MN_FUSED_DOWN];
@@ -428,11 +436,11 @@ FMOE_API fmoe_status fmoe_model_layer_expert_modules(const fmoe_model *m, uint32
     const model_naming *nm = m->family->naming;
     modules->prefix = m->names[(size_t)layer * MN_COUNT + MN_EXPERTS];
     modules->num_experts = m->cfg.num_experts;
-    modules->fused = nm->gate == NULL;
+    modules->fused = nm->experts == NULL;
     if (!modules->fused) {
-        modules->gate = nm->gate;
-        modules->up = nm->up;
-        modules->down = nm->down;
+        modules->gate = nm->experts->gate;
+        modules->up = nm->experts->up;
+        modules->down = nm->experts->down;
     }
     return FMOE_STATUS_OK;
 }

@@ -31,6 +31,18 @@
 #define MODEL_MAX_HIDDEN       FMOE_LIMIT_HIDDEN
 #define MODEL_MAX_INTERMEDIATE FMOE_LIMIT_INTERMEDIATE
 
+/* How a family spells one expert's projections:
+ * <block>.experts.<e>.<gate|up|down>.weight. */
+typedef struct model_expert_names {
+    const char *gate, *up, *down;
+} model_expert_names;
+
+/* The spellings the families share (naming.c): Hugging Face's gate_proj,
+ * up_proj, down_proj; and w1 (gate), w3 (up), w2 (down) of the original
+ * Mixtral and DeepSeek-V4 checkpoints (vLLM's ckpt_*_proj_name). */
+extern const model_expert_names model_experts_proj;
+extern const model_expert_names model_experts_w1_w3_w2;
+
 /* How a family names the tensors of one MoE layer, relative to
  * "<layer prefix>.<N>." (naming.c turns it into full names). */
 typedef struct model_naming {
@@ -43,8 +55,8 @@ typedef struct model_naming {
      * "bias"): named on every layer that is not hash-routed, so the loader
      * refuses a bias the config does not route with. */
     const char *correction_bias;
-    /* Per-expert form <block>.experts.<e>.<proj>.weight; NULL: no such form. */
-    const char *gate, *up, *down;
+    /* The per-expert form; NULL: no such form (fused tensors only). */
+    const model_expert_names *experts;
     /* Fused 3-D form <block>.experts.gate_up_proj / down_proj. */
     uint32_t fused;
     uint32_t fused_bias;        /* + gate_up_proj_bias / down_proj_bias */
@@ -148,6 +160,9 @@ fmoe_status model_set_layers(fmoe_model *m, uint32_t num_layers);
  * shared MLP is n * moe_intermediate_size wide (cfg.intermediate_size must
  * be read first). */
 fmoe_status model_read_shared_count(model_reader *r);
+/* Every one of the num_layers decoder layers (model_set_layers) is a MoE
+ * layer; `pattern` says so in messages. */
+void model_all_layers_moe(fmoe_model *m, const char *pattern);
 /* Check top_k <= num_experts with the families' key names. */
 fmoe_status model_check_top_k(model_reader *r, const char *experts_key, const char *top_k_key);
 

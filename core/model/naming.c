@@ -18,6 +18,9 @@
 #include "base/error.h"
 #include "core/model/model.h"
 
+const model_expert_names model_experts_proj = {"gate_proj", "up_proj", "down_proj"};
+const model_expert_names model_experts_w1_w3_w2 = {"w1", "w3", "w2"};
+
 static fmoe_status format_name(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 static fmoe_status format_name(char **out, const char *fmt, ...)

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "fusedmoe/kit/param_desc.h"
 #include "plugins/cuda/cuda_api.h"
 
 #define FP8 FMOE_DTYPE_FP8_E4M3FN
@@ -120,40 +121,11 @@ int fmcu_check_config(const fmoe_layer_config *cfg, const fmoe_scheme *s, uint32
     return 0;
 }
 
-static void param(fmoe_param_desc *d, const char *name, fmoe_dtype dtype, int32_t proj, int32_t role,
-                  int32_t scale_kind, int32_t shard_axis, uint32_t experts, uint32_t ndim, int64_t d1, int64_t d2)
-{
-    memset(d, 0, sizeof *d);
-    d->struct_size = sizeof *d;
-    d->name = name;
-    d->dtype = dtype;
-    d->ndim = ndim;
-    d->shape[0] = experts;
-    d->shape[1] = d1;
-    d->shape[2] = d2;
-    d->projection = proj;
-    d->role = role;
-    d->scale_kind = scale_kind;
-    d->shard_axis = shard_axis;
-    d->per_expert = 1;
-}
-
-/* A per-tensor value: W13 [E, 2] when gated, else [E]. */
-static void param_tensor(fmoe_param_desc *d, const char *name, int32_t proj, int32_t role, int pair, uint32_t e)
-{
-    param(d, name, FMOE_DTYPE_F32, proj, role, FMOE_SCALE_TENSOR, -1, e, pair ? 2 : 1, pair ? 2 : 0, 0);
-}
-
-static uint32_t ceil_div(uint32_t a, uint32_t b)
-{
-    return (a + b - 1) / b;
-}
-
 static void param_flags(fmoe_param_desc *d, const char *name, fmoe_dtype dtype, int32_t proj, int32_t role,
                         int32_t scale_kind, int32_t shard_axis, uint32_t flags, uint32_t experts, uint32_t ndim,
                         int64_t d1, int64_t d2)
 {
-    param(d, name, dtype, proj, role, scale_kind, shard_axis, experts, ndim, d1, d2);
+    fmoe_declare_expert_param(d, name, dtype, proj, role, scale_kind, shard_axis, experts, ndim, d1, d2);
     d->flags = flags;
 }
 
@@ -220,8 +192,10 @@ static void declare_biases(const fmoe_layer_config *cfg, int quant, uint32_t E, 
     /* The unquantized reference declares its biases in the weight dtype
      * (bf16, equal to the act dtype here); the quantized ones in the act dtype. */
     fmoe_dtype bd = quant == FMCU_Q_NONE ? FMOE_DTYPE_BF16 : cfg->act_dtype;
-    param(&descs[(*k)++], "w13_bias", bd, FMOE_PROJ_W13, FMOE_ROLE_BIAS, FMOE_SCALE_NONE, 0, E, 2, rI, 0);
-    param(&descs[(*k)++], "w2_bias", bd, FMOE_PROJ_W2, FMOE_ROLE_BIAS, FMOE_SCALE_NONE, -1, E, 2, H, 0);
+    fmoe_declare_expert_param(&descs[(*k)++], "w13_bias", bd, FMOE_PROJ_W13, FMOE_ROLE_BIAS, FMOE_SCALE_NONE, 0, E, 2,
+                              rI, 0);
+    fmoe_declare_expert_param(&descs[(*k)++], "w2_bias", bd, FMOE_PROJ_W2, FMOE_ROLE_BIAS, FMOE_SCALE_NONE, -1, E, 2, H,
+                              0);
 }
 
 /* MXFP4 and NVFP4 (method_mx.c, method_nvfp4.c with nvfp4_globals =
@@ -245,20 +219,25 @@ static int declare_wq(const fmoe_layer_config *cfg, const fmoe_scheme *s, int qu
                -1;
     int64_t rI = (int64_t)r * inter, H = hidden, I = inter;
     fmoe_dtype sd = mx ? FMOE_DTYPE_UE8M0 : FP8, fp4 = FMOE_DTYPE_FP4_E2M1X2;
-    param(&descs[(*k)++], "w13_weight_packed", fp4, FMOE_PROJ_W13, FMOE_ROLE_WEIGHT, FMOE_SCALE_NONE, 0, E, 3, rI,
-          H / 2);
-    param(&descs[(*k)++], "w2_weight_packed", fp4, FMOE_PROJ_W2, FMOE_ROLE_WEIGHT, FMOE_SCALE_NONE, 1, E, 3, H, I / 2);
-    param(&descs[(*k)++], "w13_weight_scale", sd, FMOE_PROJ_W13, FMOE_ROLE_WEIGHT_SCALE, FMOE_SCALE_GROUP, 0, E, 3, rI,
-          H / grp);
-    param(&descs[(*k)++], "w2_weight_scale", sd, FMOE_PROJ_W2, FMOE_ROLE_WEIGHT_SCALE, FMOE_SCALE_GROUP, 1, E, 3, H,
-          I / grp);
+    fmoe_declare_expert_param(&descs[(*k)++], "w13_weight_packed", fp4, FMOE_PROJ_W13, FMOE_ROLE_WEIGHT,
+                              FMOE_SCALE_NONE, 0, E, 3, rI, H / 2);
+    fmoe_declare_expert_param(&descs[(*k)++], "w2_weight_packed", fp4, FMOE_PROJ_W2, FMOE_ROLE_WEIGHT, FMOE_SCALE_NONE,
+                              1, E, 3, H, I / 2);
+    fmoe_declare_expert_param(&descs[(*k)++], "w13_weight_scale", sd, FMOE_PROJ_W13, FMOE_ROLE_WEIGHT_SCALE,
+                              FMOE_SCALE_GROUP, 0, E, 3, rI, H / grp);
+    fmoe_declare_expert_param(&descs[(*k)++], "w2_weight_scale", sd, FMOE_PROJ_W2, FMOE_ROLE_WEIGHT_SCALE,
+                              FMOE_SCALE_GROUP, 1, E, 3, H, I / grp);
     if (mx)
         return 0;
-    param_tensor(&descs[(*k)++], "w13_weight_global_scale", FMOE_PROJ_W13, FMOE_ROLE_WEIGHT_GLOBAL_SCALE, r == 2, E);
-    param_tensor(&descs[(*k)++], "w2_weight_global_scale", FMOE_PROJ_W2, FMOE_ROLE_WEIGHT_GLOBAL_SCALE, 0, E);
+    fmoe_declare_tensor_scale(&descs[(*k)++], "w13_weight_global_scale", FMOE_PROJ_W13, FMOE_ROLE_WEIGHT_GLOBAL_SCALE,
+                              r == 2, E);
+    fmoe_declare_tensor_scale(&descs[(*k)++], "w2_weight_global_scale", FMOE_PROJ_W2, FMOE_ROLE_WEIGHT_GLOBAL_SCALE, 0,
+                              E);
     if (quant == FMCU_Q_NVFP4_A4) {
-        param_tensor(&descs[(*k)++], "w13_input_global_scale", FMOE_PROJ_W13, FMOE_ROLE_INPUT_GLOBAL_SCALE, r == 2, E);
-        param_tensor(&descs[(*k)++], "w2_input_global_scale", FMOE_PROJ_W2, FMOE_ROLE_INPUT_GLOBAL_SCALE, 0, E);
+        fmoe_declare_tensor_scale(&descs[(*k)++], "w13_input_global_scale", FMOE_PROJ_W13, FMOE_ROLE_INPUT_GLOBAL_SCALE,
+                                  r == 2, E);
+        fmoe_declare_tensor_scale(&descs[(*k)++], "w2_input_global_scale", FMOE_PROJ_W2, FMOE_ROLE_INPUT_GLOBAL_SCALE,
+                                  0, E);
     }
     return 0;
 }
@@ -270,59 +249,11 @@ int fmcu_declare(const fmoe_layer_config *cfg, const fmoe_scheme *s, uint32_t hi
     if (quant < 0)
         return -1;
     uint32_t r = cfg->gated ? 2 : 1, E = local_experts, k = 0;
-    int64_t rI = (int64_t)r * inter, H = hidden, I = inter;
-    fmoe_dtype wd = quant == FMCU_Q_NONE ? FMOE_DTYPE_BF16 : FP8;
-    if (quant == FMCU_Q_BLOCK) {
-        /* vLLM validate_fp8_block_shape: a block never straddles gate/up or a TP shard. */
-        if (inter % s->w_block_n) {
-            snprintf(why, cap,
-                     "The output_size of gate's and up's weight = %u is not divisible by weight quantization "
-                     "block_n = %u.",
-                     inter, s->w_block_n);
-            return -1;
-        }
-        if (cfg->tp_size > 1 && inter % s->w_block_k) {
-            snprintf(why, cap,
-                     "The input_size of down's weight = %u is not divisible by weight quantization block_k = %u.",
-                     inter, s->w_block_k);
-            return -1;
-        }
-    }
-    if (FMCU_Q_IS_WQ(quant)) {
-        if (declare_wq(cfg, s, quant, hidden, inter, E, descs, &k, why, cap) != 0)
-            return -1;
-        declare_biases(cfg, quant, E, rI, H, descs, &k);
-        *n = k;
-        return 0;
-    }
-    param(&descs[k++], "w13_weight", wd, FMOE_PROJ_W13, FMOE_ROLE_WEIGHT, FMOE_SCALE_NONE, 0, E, 3, rI, H);
-    param(&descs[k++], "w2_weight", wd, FMOE_PROJ_W2, FMOE_ROLE_WEIGHT, FMOE_SCALE_NONE, 1, E, 3, H, I);
-    switch (quant) {
-    case FMCU_Q_TENSOR:
-        param_tensor(&descs[k++], "w13_weight_scale", FMOE_PROJ_W13, FMOE_ROLE_WEIGHT_SCALE, r == 2, E);
-        param_tensor(&descs[k++], "w2_weight_scale", FMOE_PROJ_W2, FMOE_ROLE_WEIGHT_SCALE, 0, E);
-        if (!s->a_dynamic) {
-            param_tensor(&descs[k++], "w13_input_scale", FMOE_PROJ_W13, FMOE_ROLE_INPUT_SCALE, r == 2, E);
-            param_tensor(&descs[k++], "w2_input_scale", FMOE_PROJ_W2, FMOE_ROLE_INPUT_SCALE, 0, E);
-        }
-        break;
-    case FMCU_Q_CHANNEL:
-        param(&descs[k++], "w13_weight_scale", FMOE_DTYPE_F32, FMOE_PROJ_W13, FMOE_ROLE_WEIGHT_SCALE,
-              FMOE_SCALE_CHANNEL, 0, E, 3, rI, 1);
-        param(&descs[k++], "w2_weight_scale", FMOE_DTYPE_F32, FMOE_PROJ_W2, FMOE_ROLE_WEIGHT_SCALE, FMOE_SCALE_CHANNEL,
-              -1, E, 3, H, 1);
-        break;
-    case FMCU_Q_BLOCK: {
-        uint32_t bn = s->w_block_n, bk = s->w_block_k;
-        param(&descs[k++], "w13_weight_scale", s->w_scale_dtype, FMOE_PROJ_W13, FMOE_ROLE_WEIGHT_SCALE,
-              FMOE_SCALE_BLOCK, 0, E, 3, (int64_t)r * (inter / bn), ceil_div(hidden, bk));
-        param(&descs[k++], "w2_weight_scale", s->w_scale_dtype, FMOE_PROJ_W2, FMOE_ROLE_WEIGHT_SCALE, FMOE_SCALE_BLOCK,
-              1, E, 3, ceil_div(hidden, bn), ceil_div(inter, bk));
-        break;
-    }
-    default:
-        break;
-    }
+    int64_t rI = (int64_t)r * inter, H = hidden;
+    int rc = FMCU_Q_IS_WQ(quant) ? declare_wq(cfg, s, quant, hidden, inter, E, descs, &k, why, cap)
+                                 : fmoe_declare_fp8_experts(cfg, s, hidden, inter, E, descs, &k, why, cap);
+    if (rc != 0)
+        return -1;
     declare_biases(cfg, quant, E, rI, H, descs, &k);
     *n = k;
     return 0;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "fusedmoe/kit/param_desc.h"
 #include "plugins/rocm/sorting.h"
 
 #define FP8 FMOE_DTYPE_FP8_E4M3FN
@@ -76,92 +77,22 @@ int fmro_check_config(const fmoe_layer_config *cfg, const fmoe_scheme *s, char *
     return 0;
 }
 
-static void param(fmoe_param_desc *d, const char *name, fmoe_dtype dtype, int32_t proj, int32_t role,
-                  int32_t scale_kind, int32_t shard_axis, uint32_t experts, uint32_t ndim, int64_t d1, int64_t d2)
-{
-    memset(d, 0, sizeof *d);
-    d->struct_size = sizeof *d;
-    d->name = name;
-    d->dtype = dtype;
-    d->ndim = ndim;
-    d->shape[0] = experts;
-    d->shape[1] = d1;
-    d->shape[2] = d2;
-    d->projection = proj;
-    d->role = role;
-    d->scale_kind = scale_kind;
-    d->shard_axis = shard_axis;
-    d->per_expert = 1;
-}
-
-/* A per-tensor value: W13 [E, 2] when gated, else [E]. */
-static void param_tensor(fmoe_param_desc *d, const char *name, int32_t proj, int32_t role, int pair, uint32_t e)
-{
-    param(d, name, FMOE_DTYPE_F32, proj, role, FMOE_SCALE_TENSOR, -1, e, pair ? 2 : 1, pair ? 2 : 0, 0);
-}
-
-static uint32_t ceil_div(uint32_t a, uint32_t b)
-{
-    return (a + b - 1) / b;
-}
-
 int fmro_declare(const fmoe_layer_config *cfg, const fmoe_scheme *s, uint32_t hidden, uint32_t inter,
                  uint32_t local_experts, fmoe_param_desc descs[FMRO_MAX_PARAMS], uint32_t *n, char *why, size_t cap)
 {
-    int quant = fmro_scheme_quant(s, why, cap);
-    if (quant < 0)
+    if (fmro_scheme_quant(s, why, cap) < 0)
         return -1;
-    uint32_t r = cfg->gated ? 2 : 1, E = local_experts, k = 0;
-    int64_t rI = (int64_t)r * inter, H = hidden, I = inter;
-    if (quant == FMRO_Q_BLOCK) {
-        /* vLLM validate_fp8_block_shape: a block never straddles gate/up or a TP shard. */
-        if (inter % s->w_block_n)
-            return snprintf(why, cap,
-                            "The output_size of gate's and up's weight = %u is not divisible by weight quantization "
-                            "block_n = %u.",
-                            inter, s->w_block_n),
-                   -1;
-        if (cfg->tp_size > 1 && inter % s->w_block_k)
-            return snprintf(why, cap,
-                            "The input_size of down's weight = %u is not divisible by weight quantization block_k = "
-                            "%u.",
-                            inter, s->w_block_k),
-                   -1;
-    }
-    fmoe_dtype wd = quant == FMRO_Q_BF16 ? FMOE_DTYPE_BF16 : FP8;
-    param(&descs[k++], "w13_weight", wd, FMOE_PROJ_W13, FMOE_ROLE_WEIGHT, FMOE_SCALE_NONE, 0, E, 3, rI, H);
-    param(&descs[k++], "w2_weight", wd, FMOE_PROJ_W2, FMOE_ROLE_WEIGHT, FMOE_SCALE_NONE, 1, E, 3, H, I);
-    switch (quant) {
-    case FMRO_Q_TENSOR:
-        param_tensor(&descs[k++], "w13_weight_scale", FMOE_PROJ_W13, FMOE_ROLE_WEIGHT_SCALE, r == 2, E);
-        param_tensor(&descs[k++], "w2_weight_scale", FMOE_PROJ_W2, FMOE_ROLE_WEIGHT_SCALE, 0, E);
-        if (!s->a_dynamic) {
-            param_tensor(&descs[k++], "w13_input_scale", FMOE_PROJ_W13, FMOE_ROLE_INPUT_SCALE, r == 2, E);
-            param_tensor(&descs[k++], "w2_input_scale", FMOE_PROJ_W2, FMOE_ROLE_INPUT_SCALE, 0, E);
-        }
-        break;
-    case FMRO_Q_CHANNEL:
-        param(&descs[k++], "w13_weight_scale", FMOE_DTYPE_F32, FMOE_PROJ_W13, FMOE_ROLE_WEIGHT_SCALE,
-              FMOE_SCALE_CHANNEL, 0, E, 3, rI, 1);
-        param(&descs[k++], "w2_weight_scale", FMOE_DTYPE_F32, FMOE_PROJ_W2, FMOE_ROLE_WEIGHT_SCALE, FMOE_SCALE_CHANNEL,
-              -1, E, 3, H, 1);
-        break;
-    case FMRO_Q_BLOCK: {
-        uint32_t bn = s->w_block_n, bk = s->w_block_k;
-        param(&descs[k++], "w13_weight_scale", FMOE_DTYPE_F32, FMOE_PROJ_W13, FMOE_ROLE_WEIGHT_SCALE, FMOE_SCALE_BLOCK,
-              0, E, 3, (int64_t)r * (inter / bn), ceil_div(hidden, bk));
-        param(&descs[k++], "w2_weight_scale", FMOE_DTYPE_F32, FMOE_PROJ_W2, FMOE_ROLE_WEIGHT_SCALE, FMOE_SCALE_BLOCK, 1,
-              E, 3, ceil_div(hidden, bn), ceil_div(inter, bk));
-        break;
-    }
-    default:
-        break;
-    }
+    uint32_t E = local_experts, k = 0;
+    int64_t rI = (int64_t)(cfg->gated ? 2 : 1) * inter, H = hidden;
+    if (fmoe_declare_fp8_experts(cfg, s, hidden, inter, E, descs, &k, why, cap) != 0)
+        return -1;
     if (cfg->has_bias) {
         /* bf16 either way: the unquantized reference declares biases in the
          * weight dtype, the quantized ones in the act dtype. */
-        param(&descs[k++], "w13_bias", FMOE_DTYPE_BF16, FMOE_PROJ_W13, FMOE_ROLE_BIAS, FMOE_SCALE_NONE, 0, E, 2, rI, 0);
-        param(&descs[k++], "w2_bias", FMOE_DTYPE_BF16, FMOE_PROJ_W2, FMOE_ROLE_BIAS, FMOE_SCALE_NONE, -1, E, 2, H, 0);
+        fmoe_declare_expert_param(&descs[k++], "w13_bias", FMOE_DTYPE_BF16, FMOE_PROJ_W13, FMOE_ROLE_BIAS,
+                                  FMOE_SCALE_NONE, 0, E, 2, rI, 0);
+        fmoe_declare_expert_param(&descs[k++], "w2_bias", FMOE_DTYPE_BF16, FMOE_PROJ_W2, FMOE_ROLE_BIAS,
+                                  FMOE_SCALE_NONE, -1, E, 2, H, 0);
     }
     *n = k;
     return 0;

@@ -12,6 +12,7 @@ from typing import Any, Callable, Mapping, Sequence
 from . import _capi
 from ._dtypes import Device
 from ._library import check, encode, lib, load_library, text
+from ._owned import Owned
 from .config import LayerConfig, Scheme
 from .errors import FusedMoEError
 
@@ -160,7 +161,7 @@ def _plugin_options_text(options: "str | Mapping[str, Mapping[str, object]] | No
     return ",".join(items).encode() if items else None
 
 
-class Context:
+class Context(Owned):
     """A fusedmoe context (fmoe_context): configuration read, plugins loaded,
     devices probed. Create layers from it; close it (or use ``with``) when
     done. Layers keep their context alive.
@@ -227,44 +228,17 @@ class Context:
             opts.log_fn = self._log_cb
         handle = ctypes.c_void_p()
         check(L.fmoe_context_create(ctypes.byref(opts), ctypes.byref(handle)), "context")
-        self._handle: int | None = handle.value
+        self._h = handle.value
         self._layers: "weakref.WeakSet[Any]" = weakref.WeakSet()
         self._groups: "weakref.WeakSet[Any]" = weakref.WeakSet()
         self._lock = threading.Lock()
 
-    # ---- lifetime ----------------------------------------------------------
-
-    @property
-    def handle(self) -> int:
-        """The fmoe_context* (for code that calls the C API itself)."""
-        if self._handle is None:
-            raise FusedMoEError(FusedMoEError.BAD_STATE, "the context is closed")
-        return self._handle
-
-    def close(self) -> None:
-        """Destroy every layer made from this context, then its EP groups,
-        then the context. Idempotent."""
-        with self._lock:
-            if self._handle is None:
-                return
-            for layer in list(self._layers):
-                layer.close()
-            for group in list(self._groups):
-                group.close()
-            lib().fmoe_context_destroy(self._handle)
-            self._handle = None
-
-    def __enter__(self) -> "Context":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:
-            pass
+    # ---- lifetime (Owned: handle, close, with) ------------------------------
+    # close() destroys every layer made from the context, then its EP groups,
+    # then the context.
+    _destroy = "fmoe_context_destroy"
+    _noun = "context"
+    _dependents = ("_layers", "_groups")
 
     # ---- queries -----------------------------------------------------------
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from . import _capi
 from ._dtypes import Device, dtype_name, dtype_value
 from ._library import check, lib, text
+from ._owned import Owned
 from .errors import FusedMoEError
 
 if TYPE_CHECKING:
@@ -118,7 +119,7 @@ def _comm_handle(comm: Any) -> int:
     return value
 
 
-class EPGroup:
+class EPGroup(Owned):
     """This rank's membership of an expert-parallel group (fmoe_ep_group).
 
     Creation is collective: it returns when all ``size`` ranks have joined
@@ -241,14 +242,12 @@ class EPGroup:
         check(lib().fmoe_ep_unique_id_make(ctx.handle, ctypes.byref(o), ctypes.byref(out)), "EP unique id")
         return bytes(out.bytes)
 
-    # ---- lifetime ----------------------------------------------------------
-
-    @property
-    def handle(self) -> int:
-        """The fmoe_ep_group* (for code that calls the C API itself)."""
-        if self._h is None:
-            raise FusedMoEError(FusedMoEError.BAD_STATE, "the EP group is closed")
-        return self._h
+    # ---- lifetime (Owned: handle, close, with) ------------------------------
+    # close() closes this rank's layers bound to the group, then leaves it
+    # (fmoe_ep_group_destroy; call it on every rank).
+    _destroy = "fmoe_ep_group_destroy"
+    _noun = "EP group"
+    _dependents = ("_layers",)
 
     @property
     def context(self) -> "Context":
@@ -257,32 +256,6 @@ class EPGroup:
     @property
     def closed(self) -> bool:
         return self._h is None
-
-    def close(self) -> None:
-        """Close this rank's layers bound to the group, then leave it
-        (fmoe_ep_group_destroy; call it on every rank). Idempotent."""
-        lock = getattr(self, "_lock", None)
-        if lock is None:  # the constructor failed
-            return
-        with lock:
-            if self._h is None:
-                return
-            for layer in list(self._layers):
-                layer.close()
-            lib().fmoe_ep_group_destroy(self._h)
-            self._h = None
-
-    def __enter__(self) -> "EPGroup":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:
-            pass
 
     def __repr__(self) -> str:
         state = "closed" if self._h is None else "open"

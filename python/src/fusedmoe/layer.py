@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from . import _capi
 from ._dtypes import Device, dtype_name, dtype_value, torch_module
 from ._library import check, lib, text
+from ._owned import Owned
 from ._tensor import TensorDesc, describe, empty_like
 from .config import LayerConfig, Scheme
 from .errors import FusedMoEError
@@ -35,7 +36,7 @@ class ParamInfo:
     required: bool  # finalize refuses the layer until it is loaded
 
 
-class Layer:
+class Layer(Owned):
     """A layer (fmoe_layer). Made by :meth:`Context.layer` or
     :meth:`Context.layer_from_checkpoint`; then :meth:`load` each parameter,
     :meth:`finalize`, and :meth:`forward` as often as needed. Calls on one
@@ -60,7 +61,6 @@ class Layer:
 
         self._ctx = ctx  # the context outlives its layers
         self._ep_group: "EPGroup | None" = None  # and the group its layers (set by _create)
-        self._h: int | None = handle
         self._lock = threading.Lock()
         self._finalized = False
         self.selection = selection_from_c(lib().fmoe_layer_selection(handle))
@@ -71,6 +71,9 @@ class Layer:
         self.backend = f"{chosen.plugin}/{chosen.method}"
         self.scheme = self.selection.scheme
         self.config = LayerConfig.from_c(lib().fmoe_layer_get_config(handle).contents)
+        # Owned only from here: if anything above raised, _create destroys
+        # the handle and this object's close() (and __del__) find nothing.
+        self._h: int | None = handle
         ctx._adopt(self)
 
     @classmethod
@@ -118,34 +121,10 @@ class Layer:
             ep_group._adopt(layer)
         return layer
 
-    # ---- lifetime ----------------------------------------------------------
-
-    @property
-    def handle(self) -> int:
-        """The fmoe_layer* (for code that calls the C API itself)."""
-        if self._h is None:
-            raise FusedMoEError(FusedMoEError.BAD_STATE, "the layer is closed")
-        return self._h
-
-    def close(self) -> None:
-        """Destroy the layer (must not race with a forward). Idempotent."""
-        with self._lock:
-            if self._h is not None:
-                lib().fmoe_layer_destroy(self._h)
-                self._h = None
-
-    def __enter__(self) -> "Layer":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        try:
-            if getattr(self, "_h", None) is not None:
-                self.close()
-        except Exception:
-            pass
+    # ---- lifetime (Owned: handle, close, with) ------------------------------
+    # close() must not race with a forward.
+    _destroy = "fmoe_layer_destroy"
+    _noun = "layer"
 
     @property
     def ep_group(self) -> "EPGroup | None":

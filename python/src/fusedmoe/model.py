@@ -11,42 +11,18 @@ from typing import Any
 from . import _capi
 from ._dtypes import dtype_name
 from ._library import check, encode, lib, text
+from ._owned import Owned
 from .config import LayerConfig, Scheme
 from .errors import FusedMoEError
 
 
-class _Handle:
+class _Handle(Owned):
     """An owned C handle, destroyed by close() / ``with`` / collection."""
-
-    _destroy = ""
 
     def __init__(self, handle: int | None) -> None:
         if not handle:  # the create call returned OK, so this is a library bug
             raise FusedMoEError(FusedMoEError.INTERNAL, f"{type(self).__name__}: OK without a handle")
-        self._h: int | None = handle
-
-    @property
-    def handle(self) -> int:
-        if self._h is None:
-            raise FusedMoEError(FusedMoEError.BAD_STATE, f"the {type(self).__name__} is closed")
-        return self._h
-
-    def close(self) -> None:
-        if self._h is not None:
-            getattr(lib(), self._destroy)(self._h)
-            self._h = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:
-            pass
+        self._h = handle
 
 
 @dataclass(frozen=True)
