@@ -116,6 +116,18 @@ void weight_scales(const fmcu_layer *L, const float *scale, uint32_t n_rows, uin
     g->block_k = L->block_k;
 }
 
+/* The device's compute capability major, read once per device (0 if unknown). */
+int compute_major(int device)
+{
+    static std::atomic<int> major[64];
+    if (device < 0 || device >= 64)
+        return 0;
+    int n = major[device].load(std::memory_order_relaxed);
+    if (n == 0 && cudaDeviceGetAttribute(&n, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess)
+        major[device].store(n, std::memory_order_relaxed);
+    return n > 0 ? n : 0;
+}
+
 /* The device's multiprocessor count, read once per device (0 if unknown). */
 int multiprocessors(int device)
 {
@@ -169,14 +181,19 @@ bool fused_wanted(const fmcu_layer *L, int tier, int64_t pairs, bool x_aligned, 
     return true;
 }
 
+/* Which kernel runs the GEMMs of the 4-bit and int schemes (wq_gemm.h). */
+enum wq_kernel { WQ_TILED, WQ_STREAM, WQ_WGMMA };
+
 /* The GEMMs and combine of the 4-bit and int schemes (wq_gemm.h): each
  * GEMM input is staged per pair where act-order permutes it or W4A4
  * quantizes it with the pair's expert's global, then the GEMM. */
 int wq_forward(const fmcu_layer *L, int64_t m, const void *x, int64_t x_ld, const float *topk_w,
-               const fmcu_fwd::plan_args &pl, uint32_t bm, bool stream, void *out, int64_t ldo, cudaStream_t st,
+               const fmcu_fwd::plan_args &pl, uint32_t bm, wq_kernel kernel, void *out, int64_t ldo, cudaStream_t st,
                char *err, size_t cap)
 {
-    auto gemm = stream ? fmcu_wq_stream_launch : fmcu_wq_gemm_launch;
+    auto gemm = kernel == WQ_STREAM ? fmcu_wq_stream_launch
+                : kernel == WQ_WGMMA ? fmcu_wq_wgmma_launch
+                                     : fmcu_wq_gemm_launch;
     const fmcu_wq *wq = &L->wq;
     const int64_t pairs = m * L->top_k;
     const uint32_t H = L->hidden, I = L->inter;
@@ -298,6 +315,8 @@ extern "C" int fmcu_prepare_kernels(int device, char *err, size_t cap)
     CK(fmcu_gemm_prepare(), "GEMM set-up");
     CK(fmcu_tail_prepare(), "decode tail set-up");
     CK(fmcu_fused_prepare(), "one-launch decode set-up");
+    if (compute_major(device) == 9)
+        CK(fmcu_wq_wgmma_prepare(), "4-bit wgmma GEMM set-up");
     return 0;
 }
 
@@ -385,14 +404,20 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
     const bool prefill_ok = !wq && fmcu_prefill_supported(L);
     const int tier = wq ? FMCU_TIER_TILED : fmcu_gemm_tier(m, L->top_k, L->local_experts, L->opt.tier, prefill_ok);
     /* The 4-bit and int GEMMs: weight streaming (wq_stream.cu, row tiles of
-     * 32) where fmcu_wq_tier picks it (up to 32 rows per expert) and it
-     * serves both projections, else tiled (wq_gemm.cu, row tiles of 16 and
-     * 64). */
+     * 32) where fmcu_wq_tier picks it (up to 16 rows per expert) and it
+     * serves both projections, else wgmma (wq_wgmma.cu, row tiles of 64 and
+     * 128) where it serves both, else tiled (wq_gemm.cu, row tiles of 16
+     * and 64). */
     const bool wq_stream =
         wq && fmcu_wq_tier(m, L->top_k, L->local_experts, L->opt.tier,
                            fmcu_wq_stream_serves(L->wq.format, &L->wq.w13) &&
                                fmcu_wq_stream_serves(L->wq.format, &L->wq.w2)) == FMCU_TIER_STREAM;
+    const int major = compute_major(L->device);
+    const bool wq_wgmma = wq && !wq_stream && L->opt.wq_wgmma &&
+                          fmcu_wq_wgmma_serves(L->wq.format, L->act_dtype, major, &L->wq.w13) &&
+                          fmcu_wq_wgmma_serves(L->wq.format, L->act_dtype, major, &L->wq.w2);
     const uint32_t bm = wq_stream                  ? (uint32_t)FMCU_STREAM_ROW_TILE
+                        : wq_wgmma                 ? (uint32_t)FMCU_WQ_WGMMA_TILE
                         : wq                       ? (fmcu_row_tile(m, L->top_k, L->local_experts) <= 16 ? 16u : 64u)
                         : tier == FMCU_TIER_STREAM ? FMCU_STREAM_ROW_TILE
                                                    : fmcu_row_tile(m, L->top_k, L->local_experts);
@@ -507,7 +532,7 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
                 return -1;
             return finish(L, c, out, st, err, cap);
         }
-        if (wq_forward(L, m, stage_x ? q.dst : x, stage_x ? (int64_t)H : x_ld, topk_w, pl, bm, wq_stream, out, ldo, st, err,
+        if (wq_forward(L, m, stage_x ? q.dst : x, stage_x ? (int64_t)H : x_ld, topk_w, pl, bm, wq_stream ? WQ_STREAM : wq_wgmma ? WQ_WGMMA : WQ_TILED, out, ldo, st, err,
                        cap) != 0)
             return -1;
         return finish(L, c, out, st, err, cap);

@@ -50,6 +50,7 @@
 #include "plugins/cuda/grouped_gemm.h"
 #include "plugins/cuda/mbarrier.cuh"
 #include "plugins/cuda/wgmma_ops.cuh"
+#include "plugins/cuda/wgmma_sync.cuh"
 
 #include <cuda.h> /* CUtensorMap and the encoder's signature; the function comes from the runtime */
 #include <cuda_bf16.h>
@@ -63,6 +64,11 @@ using fmcu_async::mbar_expect_tx;
 using fmcu_async::mbar_init;
 using fmcu_async::mbar_wait;
 using fmcu_async::smem_addr;
+using fmcu_wgmma::fence_regs;
+using fmcu_wgmma::sw128_desc;
+using fmcu_wgmma::wgmma_commit;
+using fmcu_wgmma::wgmma_fence;
+using fmcu_wgmma::wgmma_wait;
 
 constexpr int BM = 128;          /* rows per tile: two warp groups of 64 */
 constexpr int BK = 128;          /* bytes of K per stage: one 128-byte swizzle row (128 e4m3 or 64 bf16) */
@@ -93,21 +99,6 @@ __device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap *map, i
                  " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
                  "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(bar)
                  : "memory");
-}
-
-__device__ __forceinline__ void wgmma_fence()
-{
-    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-}
-
-__device__ __forceinline__ void wgmma_commit()
-{
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-}
-
-template <int N> __device__ __forceinline__ void wgmma_wait()
-{
-    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
 
 /* Barrier of one consumer warp group (ids 1, 2; 0 is __syncthreads). */
@@ -149,25 +140,6 @@ __device__ __forceinline__ uint32_t bf16x2_bits(float lo, float hi)
 {
     const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
     return *reinterpret_cast<const uint32_t *>(&h);
-}
-
-/* Keep the compiler from moving accumulator reads or writes across the
- * asynchronous wgmma boundary. */
-template <int R> __device__ __forceinline__ void fence_regs(float (&r)[R])
-{
-#pragma unroll
-    for (int i = 0; i < R; i++)
-        asm volatile("" : "+f"(r[i])::"memory");
-}
-
-/* Matrix descriptor of a K-major operand in 128-byte-swizzled rows of 128 B:
- * 8-row core-matrix groups 1024 B apart (stride byte offset); the leading
- * offset is unused with swizzling. Adding 32 B (2 in the address field)
- * steps K by 32 e4m3 inside the swizzle atom. */
-__device__ __forceinline__ uint64_t sw128_desc(uint32_t addr)
-{
-    return (uint64_t)((addr & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32) |
-           ((uint64_t)1 << 62);
 }
 
 /* One wgmma of 32 bytes of K (k32 e4m3 or k16 bf16) over NW columns: a

@@ -21,6 +21,7 @@ void fmcu_options_default(fmcu_options *o)
     o->prefill_warp_rows = 1;
     o->prefill_half_tiles = 1;
     o->prefill_tile_order = FMCU_GG_ORDER_AUTO;
+    o->wq_wgmma = 1;
 }
 
 /* An enum option: its values, what each sets, and the refusal's wording. */
@@ -99,12 +100,14 @@ int fmcu_options_set(fmcu_options *o, const char *name, const char *value, char 
         return set_bool(name, value, &o->prefill_warp_rows, why, cap);
     if (strcmp(name, "prefill_half_tiles") == 0)
         return set_bool(name, value, &o->prefill_half_tiles, why, cap);
+    if (strcmp(name, "wq_wgmma") == 0)
+        return set_bool(name, value, &o->wq_wgmma, why, cap);
     if (strcmp(name, ORDER.name) == 0)
         return set_enum(&ORDER, value, &o->prefill_tile_order, why, cap);
-    snprintf(
-        why, cap,
-        "option '%s': not an option of the cuda plugin (tier, plan_wide_pairs, decode_tail, decode_fused, "
-        "decode_fused_w13, prefill_warp_rows, prefill_half_tiles, prefill_tile_order, nccl_library, ep_timeout_ms)",
-        name);
+    snprintf(why, cap,
+             "option '%s': not an option of the cuda plugin (tier, plan_wide_pairs, decode_tail, decode_fused, "
+             "decode_fused_w13, prefill_warp_rows, prefill_half_tiles, prefill_tile_order, wq_wgmma, nccl_library, "
+             "ep_timeout_ms)",
+             name);
     return -1;
 }

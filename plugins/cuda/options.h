@@ -14,6 +14,8 @@
  *   prefill_warp_rows   per-token activation rows of at most 1024 columns a warp's
  *   prefill_half_tiles  our grouped GEMM's half tiles (grouped_gemm.h)
  *   prefill_tile_order  auto | fixed | counter: our grouped GEMM's tile order
+ *   wq_wgmma            the 4-bit weights' wgmma kernel (wq_wgmma.cu) where it serves;
+ *                       false: the tiled mma.sync kernel (wq_gemm.cu)
  *
  * Every default is what the plugin measured best (the manifest states the
  * same defaults); the other values exist for A/B timing and for tests that
@@ -43,6 +45,7 @@ typedef struct fmcu_options {
     int prefill_warp_rows;     /* 1 */
     int prefill_half_tiles;    /* 1 */
     int prefill_tile_order;    /* FMCU_GG_ORDER_* (launch_shape.h) */
+    int wq_wgmma;              /* 1 */
 } fmcu_options;
 
 /* The defaults (the manifest's). */

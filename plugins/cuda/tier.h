@@ -31,11 +31,13 @@ extern "C" {
 #define FMCU_STREAM_ROW_TILE 32
 /* Average rows per local expert up to which the stream tier is chosen. */
 #define FMCU_STREAM_MAX_ROWS 16
-/* The 4-bit and int weights' stream form (wq_stream.cu) is chosen up to 32
- * rows per expert: its tiled kernel (wq_gemm.cu) dequantizes every 64-row
- * tile's weights again and has no wgmma prefill yet, so streaming the
- * weights once per 8 rows (from L2 after the first) still wins there. */
-#define FMCU_WQ_STREAM_MAX_ROWS 32
+/* The 4-bit and int weights' stream form (wq_stream.cu) is chosen up to 16
+ * rows per expert; above, the wgmma kernel (wq_wgmma.cu) where it serves
+ * the layer, else the tiled one (wq_gemm.cu). H200, int4 g128, stream vs
+ * wgmma: Mixtral-8x7B M = 16 (4 rows) 374.8 vs 703.3 us, Qwen3-30B-A3B
+ * M = 128 (8 rows) 263.9 vs 377.0, Mixtral M = 128 (32 rows) 1847.4 vs
+ * 740.1 (bench/cuda/RESULTS.md, "4-bit weights: the wgmma form"). */
+#define FMCU_WQ_STREAM_MAX_ROWS 16
 /* Average rows per local expert up to which the stream tier splits K over a
  * CTA's warps (more CTAs); above it, each warp streams its own rows (fewer
  * re-reads of the token rows). */

@@ -1,7 +1,8 @@
 /*
  * plugins/cuda/wq_dev.cuh - device pieces shared by the two kernels over
  * 4-bit and int weights (wq_gemm.cu tiled, wq_stream.cu weight-streaming):
- * the bf16/f16 MMA, exact value packing and the e2m1 code values.
+ * the bf16/f16 MMA, exact value packing, the e2m1 code values, and the
+ * epilogue of a thread's two weight rows (wq_stream.cu, wq_wgmma.cu).
  */
 #ifndef FMOE_PLUGIN_CUDA_WQ_DEV_CUH
 #define FMOE_PLUGIN_CUDA_WQ_DEV_CUH
@@ -9,6 +10,10 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <stdint.h>
+
+#include "plugins/cuda/act_math.cuh"
+#include "plugins/cuda/device_math.cuh"
+#include "plugins/cuda/wq_gemm.h"
 
 namespace fmcu_wq_dev {
 
@@ -45,6 +50,66 @@ __device__ __forceinline__ float e2m1_value(uint32_t c)
     uint32_t e = (c >> 1) & 3, m = c & 1;
     float mag = e == 0 ? 0.5f * (float)m : (1.0f + 0.5f * (float)m) * (float)(1u << (e - 1));
     return (c & 8) ? -mag : mag;
+}
+
+/* The gated activation of a non-SiLU function, or a SiLU value the fast
+ * path could not round (about 1 in 1000): out of line, so that the double
+ * path is not inlined at every stored value. */
+static __device__ __noinline__ float act_gated_slow(fmcu_dev::act_params ap, float g, float u)
+{
+    return fmcu_dev::activate(ap, g, u);
+}
+
+/* round_act(act(g, u)) of a gated GEMM1: bf16 SiLU in f32 where that
+ * provably rounds as the double path does (act_math.cuh), else the double
+ * path. */
+__device__ __forceinline__ float act_gated(const fmcu_dev::act_params &ap, int32_t dt, float g, float u)
+{
+    if (dt == FMOE_DTYPE_BF16 && ap.activation == FMOE_ACT_SILU) {
+        bool ok;
+        const float f = fmcu_pf::act_bf16_fast(ap.limit > 0.0f ? ap.limit : INFINITY, g, u, ok);
+        if (ok)
+            return fmcu_dev::round_act(dt, f);
+    }
+    return fmcu_dev::round_act(dt, act_gated_slow(ap, g, u));
+}
+
+/* One token's results a_lo, a_hi of a thread's weight rows r_lo, r_hi
+ * (f32 sums with the int scales applied), into the pair's output row:
+ * times the expert's out_mul, plus bias, rounded to the act dtype; GEMM1
+ * gated (r_lo the gate row of output column r_lo, r_hi its up row) stores
+ * act(gate, up), GEMM1 plain act of each row, GEMM2 each row. */
+__device__ __forceinline__ void store_rows(const fmcu_wq_gemm_args &p, const fmcu_dev::act_params &ap, int e,
+                                           int pair, int r_lo, int r_hi, bool ok_lo, bool ok_hi, float a_lo,
+                                           float a_hi, float omul)
+{
+    const int32_t dt = p.act_dtype;
+    const int wrow[2] = {r_lo, r_hi};
+    const bool wok[2] = {ok_lo, ok_hi};
+    const float a[2] = {a_lo, a_hi};
+    float v[2];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        float x = a[h] * omul;
+        if (p.bias && wok[h])
+            x += fmcu_dev::load_act(dt, p.bias, (int64_t)e * p.n_rows + wrow[h]);
+        v[h] = fmcu_dev::round_act(dt, x);
+    }
+    const int64_t orow = (int64_t)pair * p.ldo;
+    if (p.gemm1 && p.gated) {
+        if (ok_lo)
+            fmcu_dev::store_act(dt, p.out, orow + r_lo, act_gated(ap, dt, v[0], v[1]));
+    } else if (p.gemm1) {
+        if (ok_lo)
+            fmcu_dev::store_act(dt, p.out, orow + r_lo, fmcu_dev::round_act(dt, fmcu_dev::activate(ap, v[0], 0.0f)));
+        if (ok_hi)
+            fmcu_dev::store_act(dt, p.out, orow + r_hi, fmcu_dev::round_act(dt, fmcu_dev::activate(ap, v[1], 0.0f)));
+    } else {
+        if (ok_lo)
+            fmcu_dev::store_act(dt, p.out, orow + r_lo, v[0]);
+        if (ok_hi)
+            fmcu_dev::store_act(dt, p.out, orow + r_hi, v[1]);
+    }
 }
 
 } // namespace fmcu_wq_dev

@@ -50,6 +50,14 @@ cudaError_t fmcu_wq_gemm_launch(const fmcu_wq_gemm_args &a, cudaStream_t stream)
  * splitting K 4 / slabs_per_cta ways (fmcu_wq_stream_slabs). */
 cudaError_t fmcu_wq_stream_launch(const fmcu_wq_gemm_args &a, cudaStream_t stream);
 
+/* The same GEMM on wgmma with the weights dequantized into its register A
+ * operand (wq_wgmma.cu, sm_90a): row_tile 64 or 128 (fmcu_wq_wgmma_tile),
+ * layers fmcu_wq_wgmma_serves accepts; cudaErrorInvalidValue otherwise.
+ * fmcu_wq_wgmma_prepare raises its kernels' shared-memory limit on the
+ * current device (fmcu_prepare_kernels, once per device). */
+cudaError_t fmcu_wq_wgmma_launch(const fmcu_wq_gemm_args &a, cudaStream_t stream);
+cudaError_t fmcu_wq_wgmma_prepare(void);
+
 /* Per-pair GEMM input rows dst[pair, kp] (act dtype) of the local pairs:
  * src row pair / row_div, gathered through perm [E, kp] (act-order; -1
  * gives 0), or NVFP4-quantized per 16 with the pair's expert's in_glob

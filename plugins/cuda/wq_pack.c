@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fusedmoe/common.h"
 #include "fusedmoe/formats.h"
 #include "fusedmoe/kit/refq.h"
 
@@ -114,6 +115,17 @@ int fmcu_wq_stream_serves(int32_t format, const fmcu_wq_proj *w)
         return w->sf8 != NULL;
     uint32_t span = format == FMCU_WQ_INT8 ? 64 : 128;
     return w->groups == 1 || (w->group && w->group % span == 0);
+}
+
+int fmcu_wq_wgmma_serves(int32_t format, int32_t act_dtype, int major, const fmcu_wq_proj *w)
+{
+    if (major != 9 || w->k % 8 || w->kgrp || w->perm)
+        return 0;
+    if (format == FMCU_WQ_FP4)
+        return w->sf8 != NULL && act_dtype == FMOE_DTYPE_BF16;
+    if (format != FMCU_WQ_INT4 || (act_dtype != FMOE_DTYPE_BF16 && act_dtype != FMOE_DTYPE_F16))
+        return 0;
+    return w->groups == 1 || (w->group && w->group % 128 == 0);
 }
 
 uint32_t fmcu_wq_stream_slabs(int64_t tiles, uint32_t slabs, int sms)

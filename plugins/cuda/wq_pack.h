@@ -87,6 +87,22 @@ size_t fmcu_wq_chunk_bytes(int32_t format);
  * (16-byte activation loads). FP4 scales are folded into the operand. */
 int fmcu_wq_stream_serves(int32_t format, const fmcu_wq_proj *w);
 
+/* Whether the wgmma kernel (wq_wgmma.cu, sm_90a) serves projection w of
+ * this format with activations act_dtype on a device of compute capability
+ * major.x: int4 with one scale group or groups of a multiple of 128
+ * columns (one promotion per 128-column stage), or e2m1 with its scale
+ * codes and bf16 activations (the bit-moving dequantization is bf16's); no
+ * act-order; K % 8 == 0 (16-byte copies of token rows). */
+int fmcu_wq_wgmma_serves(int32_t format, int32_t act_dtype, int major, const fmcu_wq_proj *w);
+
+/* Token rows per tile of the wgmma kernel (the plan's row tile). 64 at
+ * every size: two CTAs then share an SM, one dequantizing while the other's
+ * wgmmas run, which beat tiles of 128 (one CTA an SM) at Qwen3-30B-A3B
+ * M = 8192 by 26% for int4 g128 (3776.7 -> 2797.4 us on an H200) and 25%
+ * for MXFP4; Mixtral-8x7B int4 g128 M = 8192 lost 3.5% (19822 -> 20529).
+ * bench/cuda/RESULTS.md, "4-bit weights: the wgmma form". */
+#define FMCU_WQ_WGMMA_TILE 64
+
 /* Slabs of 16 weight rows per CTA of the stream kernel (4, 2 or 1): the
  * most that still gives every SM about 4 CTAs (tiles x slabs / S CTAs).
  * More slabs a CTA means each warp streams more of K (fewer, longer CTAs,

@@ -171,7 +171,6 @@ __global__ void __launch_bounds__(WARPS * 32, FMT == FMCU_WQ_FP4 && F16 ? 3 : 4)
     const int rows = min(32, p.offsets[e + 1] - pos0);
     const int passes = (rows + 7) / 8;
     const uint8_t *A = (const uint8_t *)p.a;
-    const int32_t dt = p.act_dtype;
     const int wrow[2] = {r_lo, r_hi};
     const bool wok[2] = {ok_lo, ok_hi};
     const fmcu_dev::act_params ap = {p.activation, p.gated, p.swiglu_alpha, p.swiglu_limit};
@@ -325,32 +324,8 @@ __global__ void __launch_bounds__(WARPS * 32, FMT == FMCU_WQ_FP4 && F16 ? 3 : 4)
                 if (r >= rows)
                     continue;
                 const int pair = p.sorted[pos0 + r];
-                float v[2];
-#pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    float x = acc[2 * h + q] * omul;
-                    if (p.bias && wok[h])
-                        x += fmcu_dev::load_act(dt, p.bias, (int64_t)e * p.n_rows + wrow[h]);
-                    v[h] = fmcu_dev::round_act(dt, x);
-                }
-                const int64_t orow = (int64_t)pair * p.ldo;
-                if (gated1) {
-                    if (ok_lo)
-                        fmcu_dev::store_act(dt, p.out, orow + slab * 8 + g,
-                                            fmcu_dev::round_act(dt, fmcu_dev::activate(ap, v[0], v[1])));
-                } else if (p.gemm1) {
-                    if (ok_lo)
-                        fmcu_dev::store_act(dt, p.out, orow + r_lo,
-                                            fmcu_dev::round_act(dt, fmcu_dev::activate(ap, v[0], 0.0f)));
-                    if (ok_hi)
-                        fmcu_dev::store_act(dt, p.out, orow + r_hi,
-                                            fmcu_dev::round_act(dt, fmcu_dev::activate(ap, v[1], 0.0f)));
-                } else {
-                    if (ok_lo)
-                        fmcu_dev::store_act(dt, p.out, orow + r_lo, v[0]);
-                    if (ok_hi)
-                        fmcu_dev::store_act(dt, p.out, orow + r_hi, v[1]);
-                }
+                /* gated: r_lo = slab * 8 + g is the output column */
+                fmcu_wq_dev::store_rows(p, ap, e, pair, r_lo, r_hi, ok_lo, ok_hi, acc[q], acc[2 + q], omul);
             }
         }
         if (pass + 1 < passes)

@@ -866,6 +866,18 @@ static const tcase checks[] = {
      SOFTMAX, 0, 0, 0, 0, 1, 1.0f},
     {"nvfp4 w4a4 weight on input", "fp4:tgroup16:scale-fp8e4m3/fp4:tgroup16:dynamic", BF16, 8, 1, 128, 64, 17, SILU, 1,
      0, SIGMOID, 0, 0, 0, 0, 0, 1.0f, 1},
+    /* The wgmma kernel (wq_wgmma.cu, > 32 rows an expert): token tiles of
+     * 64 (M = 200: 50 rows an expert) and 128, K tails inside a 128-column
+     * stage (H 320, I 160), zero points and f16, channelwise, non-gated,
+     * NVFP4 W4A16's scales per 16. */
+    {"wgmma int4 g128 asym f16 m200", "int4:group128:asym", F16, 8, 2, 384, 256, 200, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0,
+     1, 1.0f},
+    {"wgmma int4 channel m300 h320", "int4:channel", BF16, 8, 2, 320, 160, 300, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0, 1,
+     1.0f},
+    {"wgmma int4 g256 nongated m600", "int4:group256", BF16, 8, 2, 512, 256, 600, FMOE_ACT_RELU2, 0, 0, SOFTMAX, 0, 0,
+     0, 0, 1, 1.0f},
+    {"wgmma nvfp4 w4a16 m300", "fp4:tgroup16:scale-fp8e4m3", BF16, 8, 2, 256, 128, 300, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0,
+     1, 1.0f},
 };
 
 /* Shapes of spec/performance.md's grid (DeepSeek-V3 at E256 k8 H7168 I2048

@@ -256,6 +256,39 @@ START_TEST(stream_serves_whole_spans)
 }
 END_TEST
 
+START_TEST(wgmma_serves_sm90_stages)
+{
+    uint8_t codes = 0;
+    uint16_t kgrp = 0;
+    int32_t perm = 0;
+    fmcu_wq_proj w = {.k = 2048, .kp = 2048, .groups = 16, .group = 128};
+    ck_assert_int_eq(fmcu_wq_wgmma_serves(FMCU_WQ_INT4, FMOE_DTYPE_BF16, 9, &w), 1); /* one group a stage */
+    ck_assert_int_eq(fmcu_wq_wgmma_serves(FMCU_WQ_INT4, FMOE_DTYPE_F16, 9, &w), 1);
+    ck_assert_int_eq(fmcu_wq_wgmma_serves(FMCU_WQ_INT4, FMOE_DTYPE_BF16, 10, &w), 0); /* sm_90a code only */
+    ck_assert_int_eq(fmcu_wq_wgmma_serves(FMCU_WQ_INT4, FMOE_DTYPE_BF16, 8, &w), 0);
+    ck_assert_int_eq(fmcu_wq_wgmma_serves(FMCU_WQ_INT8, FMOE_DTYPE_BF16, 9, &w), 0); /* int8: tiled */
+    w.group = 256, w.groups = 8;
+    ck_assert_int_eq(fmcu_wq_wgmma_serves(FMCU_WQ_INT4, FMOE_DTYPE_BF16, 9, &w), 1);
+    w.group = 64, w.groups = 32;
+    ck_assert_int_eq(fmcu_wq_wgmma_serves(FMCU_WQ_INT4, FMOE_DTYPE_BF16, 9, &w), 0); /* two groups a stage */
+    w.group = 2048, w.groups = 1;                                                    /* channelwise */
+    ck_assert_int_eq(fmcu_wq_wgmma_serves(FMCU_WQ_INT4, FMOE_DTYPE_BF16, 9, &w), 1);
+    w.kgrp = &kgrp; /* act-order */
+    ck_assert_int_eq(fmcu_wq_wgmma_serves(FMCU_WQ_INT4, FMOE_DTYPE_BF16, 9, &w), 0);
+    w.kgrp = NULL, w.perm = &perm;
+    ck_assert_int_eq(fmcu_wq_wgmma_serves(FMCU_WQ_INT4, FMOE_DTYPE_BF16, 9, &w), 0);
+    w.perm = NULL, w.k = 2044;
+    ck_assert_int_eq(fmcu_wq_wgmma_serves(FMCU_WQ_INT4, FMOE_DTYPE_BF16, 9, &w), 0); /* K % 8 */
+    w.k = 2048;
+    ck_assert_int_eq(fmcu_wq_wgmma_serves(FMCU_WQ_INT4, FMOE_DTYPE_F32, 9, &w), 0);
+    fmcu_wq_proj f = {.k = 2880, .kp = 2880, .groups = 90, .group = 32};
+    ck_assert_int_eq(fmcu_wq_wgmma_serves(FMCU_WQ_FP4, FMOE_DTYPE_BF16, 9, &f), 0); /* no scale codes */
+    f.sf8 = &codes;
+    ck_assert_int_eq(fmcu_wq_wgmma_serves(FMCU_WQ_FP4, FMOE_DTYPE_BF16, 9, &f), 1);
+    ck_assert_int_eq(fmcu_wq_wgmma_serves(FMCU_WQ_FP4, FMOE_DTYPE_F16, 9, &f), 0); /* bf16 dequant only */
+}
+END_TEST
+
 START_TEST(stream_slabs_fill_the_sms)
 {
     /* Qwen3-30B-A3B on 132 SMs: M = 1 (8 tiles) splits K, M = 16 (up to
@@ -295,6 +328,7 @@ int main(void)
     tcase_add_test(tc, fp4_matches_reference);
     tcase_add_test(tc, bad_gidx_refused);
     tcase_add_test(tc, stream_serves_whole_spans);
+    tcase_add_test(tc, wgmma_serves_sm90_stages);
     tcase_add_test(tc, stream_slabs_fill_the_sms);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
