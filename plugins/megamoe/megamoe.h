@@ -7,29 +7,60 @@
 
 #include "fusedmoe/plugin.h"
 #include "plugins/megamoe/host.h"
+#include "plugins/megamoe/sm90.h"
 
 #define MM_SCHEME_KEY "fp4:group32:scale-ue8m0/fp8e4m3:group32:dynamic"
+
+/* What the plugin's device side offers the method (plugin.c fills it with
+ * the CUDA runtime and sm90_forward.cu; tests/megamoe with fakes, so the
+ * path choice runs without a GPU). NULL in mm_state: the host logic alone
+ * (the SM100 plan and transforms; apply refuses). */
+typedef struct mm_device_path {
+    /* compute capability of device `index`; -1 with the runtime's reason */
+    int (*capability)(int index, int *major, int *minor, char *why, size_t cap);
+    int (*create)(int device, const mm90_plan *plan, const mm90_host_weights *w, mm90_layer **out, char *why,
+                  size_t cap);
+    int (*forward)(mm90_layer *l, const mm90_call *c, char *why, size_t cap);
+    void (*destroy)(mm90_layer *l);
+} mm_device_path;
 
 /* Per-context state (init). */
 typedef struct mm_state {
     const fmoe_host *host;
-    uint32_t ring_tokens; /* option ring_tokens; 0: host.h's rule */
+    uint32_t ring_tokens;       /* option ring_tokens; 0: host.h's rule */
+    const mm_device_path *path; /* NULL: host logic only */
 } mm_state;
 
-/* 0 if the kernel's contract covers the layer (scheme, SwiGLU, bf16, no
- * biases, EP divides the experts, sizes; layout.c for the buffer), else -1
- * with the first reason. `d` gets the buffer dims. */
+/* 0 if the SM100 kernel's contract covers the layer (scheme, SwiGLU, bf16,
+ * no biases, EP divides the experts, sizes; layout.c for the buffer), else
+ * -1 with the first reason. `d` gets the buffer dims. */
 int mm_layer_supported(const fmoe_layer_config *c, const fmoe_scheme *s, uint32_t ring, mm_dims *d, char *why,
                        size_t cap);
 
-/* The one method: create/finalize do the host work (buffer plan, weight
- * transforms); apply refuses until a kernel exists. */
+/* 0 if the SM90 path serves the layer: the shared rules, then ep_size 1
+ * (the EP transport is not there yet), H and I multiples of 32 and a
+ * workspace that fits (sm90_plan.h, into `plan`); else -1, the reason. */
+int mm_sm90_layer_supported(const fmoe_layer_config *c, const fmoe_scheme *s, mm90_plan *plan, char *why, size_t cap);
+
+/* The path a layer takes on CUDA device `index`: the shared rules first
+ * (so the first rule a layer breaks is named whatever the device), then the
+ * device's compute capability: 9.0 -> MM_PATH_SM90 (that path's rules),
+ * 10.x -> the SM100 contract, then "not implemented yet" (-1); others -1. */
+#define MM_PATH_SM90 1
+int mm_choose_path(const mm_state *st, const fmoe_layer_config *c, const fmoe_scheme *s, int32_t index, mm90_plan *plan,
+                   char *why, size_t cap);
+
+/* The one method. With the SM90 path (mm_state.path set, a 9.0 device):
+ * finalize uploads the weights and plans the workspace, apply runs the
+ * forward. Otherwise create/finalize do the SM100 host work (buffer plan,
+ * weight transforms) and apply refuses. */
 extern const fmoe_method mm_method;
 
 /* What an instance of mm_method holds after create (the plan) and finalize
  * (the transformed weights; NULL before): for the kernel launch to come,
  * and for tests/megamoe, which check it against host.h. */
 typedef struct mm_weights {
+    int sm90;                /* 1: the SM90 path (nothing below is set) */
     const mm_layout *layout; /* the symmetric buffer planned at create */
     const uint8_t *l1;       /* [E_local, 2I, H/2] e2m1 pairs, gate/up interleaved */
     const uint32_t *l1_sf;   /* mm_sf_words(E_local, 2I, H) words */

@@ -1,16 +1,23 @@
 /*
  * plugins/megamoe/method.c - the MegaMoE method (megamoe.h). What runs:
  *
- *   create    the layer check and the buffer plan (layout.c), the four
- *             parameters (vLLM DeepseekV4MegaMoEExperts names and shapes);
- *   finalize  the weights into the kernel's layout once (transform.c):
- *             L1 values interleaved, L1 and L2 scales packed MN-major in
- *             UTCCP order, into memory the instance owns; the loaded L1
- *             values and both scale tensors are not used after this (the
- *             L2 values are read in place, as vLLM keeps them aliased);
- *   apply     refused: the SM100 and SM90 kernels do not exist yet, and the
- *             query never hands this method out (docs/MEGAMOE.md).
- * A test drives it through the plugin table; no device is touched.
+ *   create    the path (serve.c: SM90 on a 9.0 device when the plugin
+ *             has its device side, else the SM100 host logic) and the
+ *             four parameters (vLLM DeepseekV4MegaMoEExperts names and
+ *             shapes); the SM100 host logic plans the symmetric buffer
+ *             (layout.c);
+ *   finalize  SM90: the weights uploaded as loaded into device memory the
+ *             instance owns, with the workspace (sm90_plan.h), once.
+ *             SM100 host logic: the weights into that kernel's layout once
+ *             (transform.c): L1 values interleaved, L1 and L2 scales packed
+ *             MN-major in UTCCP order; the loaded L1 values and both scale
+ *             tensors are not used after this (the L2 values are read in
+ *             place, as vLLM keeps them aliased);
+ *   apply     SM90: the token check, the tensors checked, the forward
+ *             queued on the caller's stream (sm90_forward.cu). SM100:
+ *             refused, its kernel does not exist yet (docs/MEGAMOE.md).
+ * tests/megamoe drives it through the table without a GPU (fake device
+ * sides for the SM90 path).
  */
 #include <string.h>
 
@@ -25,6 +32,12 @@ typedef struct mm_instance {
     uint8_t *l1;             /* [E_local, 2I, H/2] interleaved */
     uint32_t *l1_sf, *l2_sf; /* [E_local][K/128][mn] words */
     const uint8_t *l2;       /* the loaded w2 values, unchanged */
+    /* the SM90 path */
+    const mm_device_path *path; /* NULL: the SM100 host logic */
+    int device;
+    mm90_plan plan;
+    mm90_layer *dev; /* after finalize */
+    float swiglu_limit;
 } mm_instance;
 
 static void describe(fmoe_param_desc *d, const char *name, fmoe_dtype dt, int32_t proj, int32_t role, int32_t kind,
@@ -48,6 +61,8 @@ static void describe(fmoe_param_desc *d, const char *name, fmoe_dtype dt, int32_
 static void instance_free(mm_instance *in)
 {
     const fmoe_host *h = in->host;
+    if (in->dev)
+        in->path->destroy(in->dev);
     h->free(h->ctx, in->l1);
     h->free(h->ctx, in->l1_sf);
     h->free(h->ctx, in->l2_sf);
@@ -60,14 +75,30 @@ static fmoe_status mm_create(fmoe_create_args *a)
     const fmoe_host *h = st->host;
     char why[256];
     mm_dims d;
-    if (mm_layer_supported(a->config, a->scheme, st->ring_tokens, &d, why, sizeof why) != 0)
+    if (!st->path && mm_layer_supported(a->config, a->scheme, st->ring_tokens, &d, why, sizeof why) != 0)
         return h->error_set(a->err, FMOE_STATUS_UNSUPPORTED, "%s", why);
     mm_instance *in = h->alloc(h->ctx, sizeof *in, 0);
     if (!in)
         return h->error_set(a->err, FMOE_STATUS_OUT_OF_MEMORY, "out of memory");
     memset(in, 0, sizeof *in);
     in->host = h;
-    if (mm_layout_plan(&d, st->ring_tokens, &in->layout, why, sizeof why) != 0) {
+    if (st->path) {
+        /* the path the query chose, then the plan from the sizes create got */
+        if (a->device_kind != FMOE_DEVICE_CUDA) {
+            instance_free(in);
+            return h->error_set(a->err, FMOE_STATUS_UNSUPPORTED, "MegaMoE runs on CUDA devices only");
+        }
+        if (mm_choose_path(st, a->config, a->scheme, a->device_index, &in->plan, why, sizeof why) != MM_PATH_SM90 ||
+            mm90_plan_make(a->num_local_experts, a->hidden_size, a->intermediate_per_rank, a->config->top_k,
+                           a->config->max_num_tokens, &in->plan, why, sizeof why) != 0) {
+            instance_free(in);
+            return h->error_set(a->err, FMOE_STATUS_UNSUPPORTED, "%s", why);
+        }
+        in->path = st->path;
+        in->device = a->device_index;
+        in->swiglu_limit = a->config->swiglu_limit;
+        in->layout.dims.max_tokens = a->config->max_num_tokens;
+    } else if (mm_layout_plan(&d, st->ring_tokens, &in->layout, why, sizeof why) != 0) {
         instance_free(in);
         return h->error_set(a->err, FMOE_STATUS_UNSUPPORTED, "%s", why);
     }
@@ -104,6 +135,15 @@ static fmoe_status mm_finalize(fmoe_finalize_args *a)
     if (a->n_params != 4)
         return h->error_set(a->err, FMOE_STATUS_INTERNAL, "finalize got %u params, declared 4", a->n_params);
     uint32_t E = in->local, H = in->hidden, I = in->inter;
+    if (in->path) {
+        char why90[256];
+        mm90_host_weights w = {a->params[0]->data, a->params[2]->data, a->params[1]->data, a->params[3]->data};
+        if (in->dev)
+            return h->error_set(a->err, FMOE_STATUS_INTERNAL, "MegaMoE: finalize called twice");
+        if (in->path->create(in->device, &in->plan, &w, &in->dev, why90, sizeof why90) != 0)
+            return h->error_set(a->err, FMOE_STATUS_DEVICE_ERROR, "%s", why90);
+        return FMOE_STATUS_OK;
+    }
     size_t l1_bytes = (size_t)E * 2 * I * (H / 2);
     in->l1 = h->alloc(h->ctx, l1_bytes ? l1_bytes : 1, 0);
     in->l1_sf = h->alloc(h->ctx, (size_t)mm_sf_words(E, 2 * I, H) * 4 + 4, 0);
@@ -119,21 +159,91 @@ static fmoe_status mm_finalize(fmoe_finalize_args *a)
     return FMOE_STATUS_OK;
 }
 
+/* NULL if tensor t is a row-major [rows, cols] `dt` matrix with unit column
+ * stride, else what is wrong. */
+static const char *matrix_problem(const fmoe_tensor *t, fmoe_dtype dt, int64_t rows, int64_t cols)
+{
+    if (!t)
+        return "missing";
+    if (t->dtype != dt)
+        return "wrong dtype";
+    if (t->ndim != 2 || t->shape[0] != rows || t->shape[1] != cols)
+        return "wrong shape";
+    if (rows > 0 && (!t->data || t->strides[1] != 1 || t->strides[0] < cols))
+        return "not row-major with unit column stride";
+    return NULL;
+}
+
+static fmoe_status sm90_apply(mm_instance *in, fmoe_apply_args *a)
+{
+    const fmoe_host *h = in->host;
+    if (!in->dev)
+        return h->error_set(a->err, FMOE_STATUS_INTERNAL, "MegaMoE: apply before finalize");
+    int64_t m = a->x->shape[0], k = in->plan.topk;
+    const struct {
+        const char *name;
+        const fmoe_tensor *t;
+        fmoe_dtype dt;
+        int64_t cols;
+    } checks[4] = {{"x", a->x, FMOE_DTYPE_BF16, in->hidden},
+                   {"topk_weights", a->topk_weights, FMOE_DTYPE_F32, k},
+                   {"topk_ids", a->topk_ids, FMOE_DTYPE_INT32, k},
+                   {"out", a->out, FMOE_DTYPE_BF16, in->hidden}};
+    for (int i = 0; i < 4; i++) {
+        const char *no = matrix_problem(checks[i].t, checks[i].dt, m, checks[i].cols);
+        if (no)
+            return h->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT,
+                                "MegaMoE apply: tensor '%s' %s (expected [%lld, %lld] %s, row-major)", checks[i].name,
+                                no, (long long)m, (long long)checks[i].cols,
+                                i == 1   ? "f32"
+                                : i == 2 ? "int32"
+                                         : "bf16");
+    }
+    mm90_call c = {.x = a->x->data,
+                   .x_ld = a->x->strides[0],
+                   .weights = a->topk_weights->data,
+                   .weights_ld = a->topk_weights->strides[0],
+                   .ids = a->topk_ids->data,
+                   .ids_ld = a->topk_ids->strides[0],
+                   .out = a->out->data,
+                   .out_ld = a->out->strides[0],
+                   .m = (uint32_t)m,
+                   .swiglu_limit = in->swiglu_limit,
+                   .stream = a->stream};
+    char why[256];
+    if (in->path->forward(in->dev, &c, why, sizeof why) != 0)
+        return h->error_set(a->err, FMOE_STATUS_DEVICE_ERROR, "%s", why);
+    return FMOE_STATUS_OK;
+}
+
 static fmoe_status mm_apply(fmoe_apply_args *a)
 {
     mm_instance *in = a->instance;
     char why[256];
+    if (in->path) {
+        if (a->x->shape[0] > (int64_t)in->plan.max_tokens)
+            return in->host->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT,
+                                       "MegaMoE got %lld tokens, but the layer's workspace was sized for %u "
+                                       "(max_num_tokens): refused, not truncated",
+                                       (long long)a->x->shape[0], in->plan.max_tokens);
+        return sm90_apply(in, a);
+    }
     if (mm_check_tokens((uint64_t)a->x->shape[0], &in->layout, why, sizeof why) != 0)
         return in->host->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT, "%s", why);
     return in->host->error_set(a->err, FMOE_STATUS_UNSUPPORTED,
-                               "MegaMoE forward: the SM100 and SM90 kernels are not implemented yet (host logic "
-                               "only; docs/MEGAMOE.md)");
+                               "MegaMoE forward: the SM100 kernel is not implemented yet (this instance holds its "
+                               "host logic only; the SM90 path runs on compute capability 9.0; docs/MEGAMOE.md)");
 }
 
 void mm_instance_weights(const void *instance, mm_weights *out)
 {
     const mm_instance *in = instance;
-    *out = (mm_weights){.layout = &in->layout, .l1 = in->l1, .l1_sf = in->l1_sf, .l2_sf = in->l2_sf, .l2 = in->l2};
+    *out = (mm_weights){.sm90 = in->path != NULL,
+                        .layout = &in->layout,
+                        .l1 = in->l1,
+                        .l1_sf = in->l1_sf,
+                        .l2_sf = in->l2_sf,
+                        .l2 = in->l2};
 }
 
 static void mm_destroy(fmoe_destroy_args *a)

@@ -2,20 +2,33 @@
  * plugins/megamoe/plugin.c - entry point, options, probe and query of the
  * MegaMoE backend (docs/MEGAMOE.md).
  *
- * Probe: compute capability 10.x is the SM100 path (DeepGEMM's design:
- * tcgen05 block-scaled FP8 x FP4 MMA), 9.0 the SM90 path (FP4 decoded to
- * FP8 in registers, wgmma); without a driver or device one slot, score 0,
- * with the runtime's reason. Query: neither kernel exists yet, so every
- * layer is refused with the reason (the first rule it breaks, else "not
- * implemented yet"): the plugin never claims a layer it cannot run.
+ * Probe: compute capability 9.0 is the SM90 path, which runs (ep_size 1:
+ * e2m1 decoded to e4m3 in the GEMM, FP8 mma.sync, a few launches per
+ * forward; sm90_forward.cu); 10.x the SM100 path (DeepGEMM's design:
+ * tcgen05 block-scaled FP8 x FP4 MMA), not implemented yet; without a
+ * driver or device one slot, score 0, with the runtime's reason. Query
+ * (serve.c mm_choose_path): the first rule a layer breaks, then the
+ * device's path; it hands out the method on 9.0 only, so the plugin never
+ * claims a layer it cannot run. Memory (ABI 1.1): the CUDA runtime's, lent
+ * to callers that do not link it (conform, bench, run); timing (ABI 1.2:
+ * graph replays, the copy rate) for bench (sm90_timing.cu).
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "plugins/megamoe/device.h"
 #include "plugins/megamoe/megamoe.h"
+#include "plugins/megamoe/sm90.h"
+#include "plugins/megamoe/timing.h"
 
 #define ARCH_SCORE 100
+
+static const mm_device_path sm90_path = {
+    .capability = mm_device_capability,
+    .create = mm90_create,
+    .forward = mm90_forward,
+    .destroy = mm90_destroy,
+};
 
 static fmoe_status mm_init(fmoe_init_args *a)
 {
@@ -41,6 +54,7 @@ static fmoe_status mm_init(fmoe_init_args *a)
         return h->error_set(a->err, FMOE_STATUS_OUT_OF_MEMORY, "out of memory");
     st->host = h;
     st->ring_tokens = ring;
+    st->path = &sm90_path;
     a->state = st;
     return FMOE_STATUS_OK;
 }
@@ -55,9 +69,9 @@ static void mm_shutdown(void *state)
 static const char *path_of(int major, int minor)
 {
     if (major == 10)
-        return "SM100 path (tcgen05 FP8 x FP4)";
+        return "SM100 path (tcgen05 FP8 x FP4): its kernel is not implemented yet (every layer is refused)";
     if (major == 9 && minor == 0)
-        return "SM90 path (FP4 decoded to FP8, wgmma)";
+        return "SM90 path (e2m1 decoded to e4m3, FP8 mma.sync; ep_size 1; not fused yet)";
     return NULL;
 }
 
@@ -104,8 +118,7 @@ static fmoe_status mm_probe(fmoe_probe_args *a)
         r->available = path != NULL;
         r->score = path ? ARCH_SCORE : 0;
         if (path)
-            snprintf(r->reason, sizeof r->reason, "%s; its kernel is not implemented yet (every layer is refused)",
-                     path);
+            snprintf(r->reason, sizeof r->reason, "%s", path);
         else
             snprintf(r->reason, sizeof r->reason, "compute capability %d.%d: MegaMoE has paths for 10.x and 9.0 only",
                      dev.major, dev.minor);
@@ -119,17 +132,109 @@ static fmoe_status mm_query(fmoe_query_args *a)
     const mm_state *st = a->state;
     if (!st)
         return FMOE_STATUS_INTERNAL;
-    mm_dims d;
     if (a->device_kind != FMOE_DEVICE_CUDA) {
         snprintf(a->reason, sizeof a->reason, "MegaMoE runs on CUDA devices only");
         return FMOE_STATUS_UNSUPPORTED;
     }
-    if (mm_layer_supported(a->config, a->scheme, st->ring_tokens, &d, a->reason, sizeof a->reason) != 0)
+    mm90_plan plan;
+    if (mm_choose_path(st, a->config, a->scheme, a->device_index, &plan, a->reason, sizeof a->reason) != MM_PATH_SM90)
         return FMOE_STATUS_UNSUPPORTED;
+    a->method = &mm_method;
+    a->score = ARCH_SCORE;
     snprintf(a->reason, sizeof a->reason,
-             "MegaMoE: the layer fits the kernel's contract, but the SM100 and SM90 kernels are not implemented yet");
-    return FMOE_STATUS_UNSUPPORTED;
+             "MegaMoE SM90 path: FP8 x MXFP4 mma.sync GEMMs, SwiGLU + requant, combine (%llu MiB workspace, not "
+             "fused yet)",
+             (unsigned long long)(plan.work_bytes >> 20));
+    return FMOE_STATUS_OK;
 }
+
+/* Device memory for callers without the CUDA runtime (ABI 1.1). */
+static fmoe_status mem_alloc(fmoe_memory_args *a)
+{
+    const mm_state *st = a->state;
+    char why[200];
+    if (a->device_kind != FMOE_DEVICE_CUDA)
+        return st->host->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT, "megamoe plugin: not a CUDA device");
+    if (mm_device_alloc(a->device_index, &a->ptr, a->bytes, why, sizeof why) != 0)
+        return st->host->error_set(a->err, FMOE_STATUS_OUT_OF_MEMORY, "%s", why);
+    return FMOE_STATUS_OK;
+}
+
+static void mem_free(fmoe_memory_args *a)
+{
+    if (a->device_kind == FMOE_DEVICE_CUDA)
+        mm_device_free(a->device_index, a->ptr);
+}
+
+static fmoe_status mem_copy(fmoe_copy_args *a)
+{
+    const mm_state *st = a->state;
+    char why[200];
+    if (a->device_kind != FMOE_DEVICE_CUDA ||
+        (a->direction != FMOE_COPY_TO_DEVICE && a->direction != FMOE_COPY_FROM_DEVICE))
+        return st->host->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT, "megamoe plugin: bad copy arguments");
+    if (mm_device_copy(a->device_index, a->direction == FMOE_COPY_TO_DEVICE, a->dst, a->src, a->bytes, a->stream, why,
+                       sizeof why) != 0)
+        return st->host->error_set(a->err, FMOE_STATUS_DEVICE_ERROR, "%s", why);
+    return FMOE_STATUS_OK;
+}
+
+static fmoe_status mem_sync(fmoe_sync_args *a)
+{
+    const mm_state *st = a->state;
+    char why[200];
+    if (a->device_kind != FMOE_DEVICE_CUDA)
+        return st->host->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT, "megamoe plugin: not a CUDA device");
+    if (mm_device_sync(a->device_index, a->stream, why, sizeof why) != 0)
+        return st->host->error_set(a->err, FMOE_STATUS_DEVICE_ERROR, "%s", why);
+    return FMOE_STATUS_OK;
+}
+
+/* Timing for tools without the CUDA runtime (ABI 1.2): graphs and events. */
+typedef struct enqueue_call {
+    fmoe_enqueue_fn fn;
+    void *ctx;
+} enqueue_call;
+
+static int call_enqueue(void *ctx, uint32_t index, void *stream)
+{
+    const enqueue_call *c = ctx;
+    return c->fn(c->ctx, index, stream) == FMOE_STATUS_OK ? 0 : -1;
+}
+
+static fmoe_status time_replays(fmoe_replay_args *a)
+{
+    const mm_state *st = a->state;
+    char why[256];
+    if (a->device_kind != FMOE_DEVICE_CUDA || !a->enqueue || !a->seconds || a->n_graphs == 0)
+        return st->host->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT, "megamoe plugin: bad time_replays arguments");
+    enqueue_call c = {a->enqueue, a->ctx};
+    if (mm90_time_replays(a->device_index, a->n_graphs, a->warmup, a->reps, call_enqueue, &c, a->seconds, why,
+                          sizeof why) != 0)
+        return st->host->error_set(a->err, FMOE_STATUS_DEVICE_ERROR, "%s", why);
+    return FMOE_STATUS_OK;
+}
+
+static fmoe_status copy_rate(fmoe_copy_rate_args *a)
+{
+    const mm_state *st = a->state;
+    char why[256];
+    if (a->device_kind != FMOE_DEVICE_CUDA || a->bytes == 0)
+        return st->host->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT, "megamoe plugin: bad copy_rate arguments");
+    if (mm90_copy_rate(a->device_index, a->bytes, a->reps, &a->bytes_per_second, why, sizeof why) != 0)
+        return st->host->error_set(a->err, FMOE_STATUS_DEVICE_ERROR, "%s", why);
+    return FMOE_STATUS_OK;
+}
+
+static const fmoe_device_memory mm_memory = {
+    .struct_size = sizeof(fmoe_device_memory),
+    .alloc = mem_alloc,
+    .free = mem_free,
+    .copy = mem_copy,
+    .synchronize = mem_sync,
+    .time_replays = time_replays,
+    .copy_rate = copy_rate,
+};
 
 static const fmoe_plugin mm_plugin = {
     .struct_size = sizeof(fmoe_plugin),
@@ -143,6 +248,7 @@ static const fmoe_plugin mm_plugin = {
     .probe = mm_probe,
     .query = mm_query,
     .shutdown = mm_shutdown,
+    .memory = &mm_memory,
 };
 
 FMOE_DEFINE_PLUGIN_ENTRY(mm_plugin)

@@ -23,8 +23,8 @@ static int refuse(char *why, size_t cap, const char *text)
     return -1;
 }
 
-int mm_layer_supported(const fmoe_layer_config *c, const fmoe_scheme *s, uint32_t ring, mm_dims *d, char *why,
-                       size_t cap)
+/* The rules both paths share, in the order the query names them. */
+static int common_rules(const fmoe_layer_config *c, const fmoe_scheme *s, char *why, size_t cap)
 {
     if (!scheme_is_ours(s))
         return refuse(why, cap, "MegaMoE serves " MM_SCHEME_KEY " only (MXFP4 weights x FP8 per-32 activations)");
@@ -44,6 +44,14 @@ int mm_layer_supported(const fmoe_layer_config *c, const fmoe_scheme *s, uint32_
                       "placement is not supported");
     if (c->max_num_tokens == 0)
         return refuse(why, cap, "MegaMoE: max_num_tokens must be set (the symmetric buffer is sized by it)");
+    return 0;
+}
+
+int mm_layer_supported(const fmoe_layer_config *c, const fmoe_scheme *s, uint32_t ring, mm_dims *d, char *why,
+                       size_t cap)
+{
+    if (common_rules(c, s, why, cap) != 0)
+        return -1;
     uint32_t ranks = c->ep_size ? c->ep_size : 1;
     *d = (mm_dims){.ranks = ranks,
                    .experts = c->num_experts + c->num_redundant_experts,
@@ -53,4 +61,41 @@ int mm_layer_supported(const fmoe_layer_config *c, const fmoe_scheme *s, uint32_
                    .inter = c->intermediate_size};
     mm_layout l;
     return mm_layout_plan(d, ring, &l, why, cap);
+}
+
+int mm_sm90_layer_supported(const fmoe_layer_config *c, const fmoe_scheme *s, mm90_plan *plan, char *why, size_t cap)
+{
+    if (common_rules(c, s, why, cap) != 0)
+        return -1;
+    if (c->ep_size > 1)
+        return refuse(why, cap,
+                      "MegaMoE SM90: ep_size 1 only for now (the EP transport over NVLink peers is not implemented "
+                      "yet)");
+    return mm90_plan_make(c->num_experts + c->num_redundant_experts, c->hidden_size, c->intermediate_size, c->top_k,
+                          c->max_num_tokens, plan, why, cap);
+}
+
+int mm_choose_path(const mm_state *st, const fmoe_layer_config *c, const fmoe_scheme *s, int32_t index, mm90_plan *plan,
+                   char *why, size_t cap)
+{
+    if (common_rules(c, s, why, cap) != 0)
+        return -1;
+    int major = 0, minor = 0;
+    if (!st->path)
+        return refuse(why, cap, "MegaMoE: this build has no device path");
+    if (st->path->capability(index, &major, &minor, why, cap) != 0)
+        return -1;
+    if (major == 9 && minor == 0)
+        return mm_sm90_layer_supported(c, s, plan, why, cap) == 0 ? MM_PATH_SM90 : -1;
+    if (major == 10) {
+        mm_dims d;
+        if (mm_layer_supported(c, s, st->ring_tokens, &d, why, cap) != 0)
+            return -1;
+        return refuse(why, cap,
+                      "MegaMoE: the layer fits the SM100 kernel's contract, but the SM100 kernel is not implemented "
+                      "yet");
+    }
+    snprintf(why, cap, "MegaMoE: compute capability %d.%d has no path (SM90 = 9.0 runs; SM100 = 10.x is planned)",
+             major, minor);
+    return -1;
 }

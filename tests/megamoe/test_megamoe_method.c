@@ -10,11 +10,17 @@
  *     spec's interleave row by row, the scales equal mm_transform_sf's,
  *     the L2 values are read in place;
  *   - apply refuses: more tokens than the buffer holds (INVALID_ARGUMENT,
- *     never truncated), otherwise UNSUPPORTED (no kernel yet);
+ *     never truncated), otherwise UNSUPPORTED (no SM100 kernel yet);
+ *   - the path choice with a fake device side (mm_device_path): 9.0 takes
+ *     the SM90 path (H, I multiples of 32 only; ep_size 1), finalize hands
+ *     the loaded weights and sm90_plan.h's plan to the device side, apply
+ *     checks tokens and tensors and hands over the call; 10.x gets the
+ *     SM100 contract and "not implemented yet"; other capabilities and a
+ *     failing runtime are refused with the reason, after the layer rules;
  *   - the plugin (when built: it needs the CUDA toolkit, not a device):
  *     init's options, the probe (score 0 without a usable device, with the
- *     runtime's reason), and the query, which refuses every layer with the
- *     first rule it breaks, or "not implemented" when it breaks none.
+ *     runtime's reason), and the query, which names the first rule a layer
+ *     breaks, then the device's path (served on 9.0 only).
  */
 #include <stdlib.h>
 
@@ -280,6 +286,208 @@ START_TEST(finalize_transforms_and_apply_refuses)
 }
 END_TEST
 
+/* ---- the path choice, with a fake device side ----------------------------------- */
+
+static int fake_major, fake_minor, fake_fail;
+static int fake_creates, fake_forwards, fake_destroys;
+static mm90_plan fake_plan;
+static mm90_host_weights fake_weights;
+static mm90_call fake_call;
+static mm90_layer *const FAKE_LAYER = (mm90_layer *)&fake_creates;
+
+static int fake_capability(int index, int *major, int *minor, char *why, size_t cap)
+{
+    ck_assert_int_eq(index, 0);
+    if (fake_fail) {
+        snprintf(why, cap, "fake runtime: no device");
+        return -1;
+    }
+    *major = fake_major;
+    *minor = fake_minor;
+    return 0;
+}
+
+static int fake_create(int device, const mm90_plan *plan, const mm90_host_weights *w, mm90_layer **out, char *why,
+                       size_t cap)
+{
+    (void)why;
+    (void)cap;
+    ck_assert_int_eq(device, 0);
+    fake_plan = *plan;
+    fake_weights = *w;
+    fake_creates++;
+    *out = FAKE_LAYER;
+    return 0;
+}
+
+static int fake_forward(mm90_layer *l, const mm90_call *c, char *why, size_t cap)
+{
+    (void)why;
+    (void)cap;
+    ck_assert_ptr_eq(l, FAKE_LAYER);
+    fake_call = *c;
+    fake_forwards++;
+    return 0;
+}
+
+static void fake_destroy(mm90_layer *l)
+{
+    ck_assert_ptr_eq(l, FAKE_LAYER);
+    fake_destroys++;
+}
+
+static const mm_device_path fake_path = {fake_capability, fake_create, fake_forward, fake_destroy};
+
+static fmoe_tensor matrix(fmoe_dtype dt, int64_t rows, int64_t cols, int64_t ld, void *data)
+{
+    fmoe_tensor t;
+    memset(&t, 0, sizeof t);
+    t.struct_size = sizeof t;
+    t.dtype = dt;
+    t.ndim = 2;
+    t.shape[0] = rows;
+    t.shape[1] = cols;
+    t.strides[0] = ld;
+    t.strides[1] = 1;
+    t.data = data;
+    return t;
+}
+
+START_TEST(sm90_path_with_a_fake_device)
+{
+    mm_state st = {.host = &dp_host, .path = &fake_path};
+    fmoe_scheme s = scheme();
+    void *in = NULL;
+    fake_fail = 0;
+    fake_major = 9;
+    fake_minor = 0;
+    fake_creates = fake_forwards = fake_destroys = 0;
+
+    /* 9.0: sizes the SM100 kernel refuses (not multiples of 128) run here. */
+    fmoe_layer_config c = layer();
+    c.hidden_size = 96;
+    c.intermediate_size = 64;
+    c.swiglu_limit = 7.0f;
+    ck_assert_msg(create(&st, &c, &s, &in) == FMOE_STATUS_OK, "%s", dp_error);
+    mm_weights w;
+    mm_instance_weights(in, &w);
+    ck_assert_int_eq(w.sm90, 1);
+    ck_assert_ptr_null(w.l1); /* no SM100 transforms on this path */
+    uint8_t w13[E * 2 * 64 * 48], w2[E * 96 * 32], s13[E * 2 * 64 * 3], s2[E * 96 * 2];
+    fmoe_tensor t[4] = {param_tensor(FMOE_DTYPE_FP4_E2M1X2, 2 * 64, 48, w13),
+                        param_tensor(FMOE_DTYPE_FP4_E2M1X2, 96, 32, w2), param_tensor(FMOE_DTYPE_UE8M0, 2 * 64, 3, s13),
+                        param_tensor(FMOE_DTYPE_UE8M0, 96, 2, s2)};
+    const fmoe_tensor *ptrs[4] = {&t[0], &t[1], &t[2], &t[3]};
+    fmoe_finalize_args fa = {.struct_size = sizeof fa, .instance = in, .params = ptrs, .n_params = 4};
+    ck_assert_msg(mm_method.finalize(&fa) == FMOE_STATUS_OK, "%s", dp_error);
+    ck_assert_int_eq(fake_creates, 1);
+    mm90_plan want;
+    char why[256];
+    ck_assert_int_eq(mm90_plan_make(E, 96, 64, K, TOKENS, &want, why, sizeof why), 0);
+    ck_assert_uint_eq(fake_plan.pairs, (uint64_t)TOKENS * K);
+    ck_assert_uint_eq(fake_plan.weight_bytes, want.weight_bytes);
+    ck_assert_uint_eq(fake_plan.work_bytes, want.work_bytes);
+    for (int i = 0; i < MM90_WORK_VIEWS; i++)
+        ck_assert_uint_eq(fake_plan.work[i].offset, want.work[i].offset);
+    ck_assert_ptr_eq(fake_weights.w13, w13);
+    ck_assert_ptr_eq(fake_weights.w13_sf, s13);
+    ck_assert_ptr_eq(fake_weights.w2, w2);
+    ck_assert_ptr_eq(fake_weights.w2_sf, s2);
+
+    /* apply: tokens first, then each tensor, then the call handed over. */
+    static uint16_t x[(TOKENS + 1) * 100], out[(TOKENS + 1) * 100];
+    static float wt[(TOKENS + 1) * K];
+    static int32_t ids[(TOKENS + 1) * K];
+    fmoe_tensor tx = matrix(FMOE_DTYPE_BF16, TOKENS + 1, 96, 100, x), tw = matrix(FMOE_DTYPE_F32, TOKENS + 1, K, K, wt);
+    fmoe_tensor ti = matrix(FMOE_DTYPE_INT32, TOKENS + 1, K, K, ids),
+                to = matrix(FMOE_DTYPE_BF16, TOKENS + 1, 96, 96, out);
+    int stream_token = 0;
+    fmoe_apply_args aa = {.struct_size = sizeof aa,
+                          .instance = in,
+                          .x = &tx,
+                          .topk_weights = &tw,
+                          .topk_ids = &ti,
+                          .out = &to,
+                          .stream = &stream_token};
+    ck_assert_int_eq(mm_method.apply(&aa), FMOE_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(dp_error, "MegaMoE got 17 tokens, but the layer's workspace was sized for 16 (max_num_tokens): "
+                               "refused, not truncated");
+    tx.shape[0] = tw.shape[0] = ti.shape[0] = to.shape[0] = TOKENS;
+    tw.dtype = FMOE_DTYPE_BF16;
+    ck_assert_int_eq(mm_method.apply(&aa), FMOE_STATUS_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(dp_error, "'topk_weights' wrong dtype") != NULL, "%s", dp_error);
+    tw.dtype = FMOE_DTYPE_F32;
+    to.shape[1] = 95;
+    ck_assert_int_eq(mm_method.apply(&aa), FMOE_STATUS_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(dp_error, "'out' wrong shape") != NULL, "%s", dp_error);
+    to.shape[1] = 96;
+    tx.strides[1] = 2;
+    ck_assert_int_eq(mm_method.apply(&aa), FMOE_STATUS_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(dp_error, "'x' not row-major") != NULL, "%s", dp_error);
+    tx.strides[1] = 1;
+    ck_assert_int_eq(fake_forwards, 0);
+    ck_assert_msg(mm_method.apply(&aa) == FMOE_STATUS_OK, "%s", dp_error);
+    ck_assert_int_eq(fake_forwards, 1);
+    ck_assert_ptr_eq(fake_call.x, x);
+    ck_assert_int_eq(fake_call.x_ld, 100);
+    ck_assert_ptr_eq(fake_call.weights, wt);
+    ck_assert_ptr_eq(fake_call.ids, ids);
+    ck_assert_ptr_eq(fake_call.out, out);
+    ck_assert_int_eq(fake_call.out_ld, 96);
+    ck_assert_uint_eq(fake_call.m, TOKENS);
+    ck_assert_float_eq(fake_call.swiglu_limit, 7.0f);
+    ck_assert_ptr_eq(fake_call.stream, &stream_token);
+    destroy(in);
+    ck_assert_int_eq(fake_destroys, 1);
+
+    /* a CPU device is not CUDA device 0 */
+    c = layer();
+    fmoe_create_args ca = {.struct_size = sizeof ca,
+                           .state = &st,
+                           .config = &c,
+                           .scheme = &s,
+                           .device_kind = FMOE_DEVICE_CPU,
+                           .hidden_size = H,
+                           .intermediate_per_rank = I,
+                           .num_local_experts = E,
+                           .num_global_experts = E};
+    ck_assert_int_eq(mm_method.create(&ca), FMOE_STATUS_UNSUPPORTED);
+    ck_assert_str_eq(dp_error, "MegaMoE runs on CUDA devices only");
+
+    /* 9.0 refuses EP > 1 (no transport yet) and sizes off the 32 grid. */
+    c = layer();
+    c.ep_size = 2;
+    ck_assert_int_eq(create(&st, &c, &s, &in), FMOE_STATUS_UNSUPPORTED);
+    ck_assert_msg(strstr(dp_error, "ep_size 1 only") != NULL, "%s", dp_error);
+    c = layer();
+    c.intermediate_size = 48;
+    ck_assert_int_eq(create(&st, &c, &s, &in), FMOE_STATUS_UNSUPPORTED);
+    ck_assert_msg(strstr(dp_error, "multiples of 32") != NULL, "%s", dp_error);
+
+    /* 10.x: the SM100 contract, then "not implemented yet". */
+    fake_major = 10;
+    c = layer();
+    ck_assert_int_eq(create(&st, &c, &s, &in), FMOE_STATUS_UNSUPPORTED);
+    ck_assert_msg(strstr(dp_error, "SM100 kernel is not implemented yet") != NULL, "%s", dp_error);
+    c.hidden_size = 96;
+    ck_assert_int_eq(create(&st, &c, &s, &in), FMOE_STATUS_UNSUPPORTED);
+    ck_assert_msg(strstr(dp_error, "multiple of 128") != NULL, "%s", dp_error);
+    /* 8.9: no path; a failing runtime: its reason; the layer rules first. */
+    fake_major = 8;
+    fake_minor = 9;
+    c = layer();
+    ck_assert_int_eq(create(&st, &c, &s, &in), FMOE_STATUS_UNSUPPORTED);
+    ck_assert_msg(strstr(dp_error, "compute capability 8.9 has no path") != NULL, "%s", dp_error);
+    fake_fail = 1;
+    ck_assert_int_eq(create(&st, &c, &s, &in), FMOE_STATUS_UNSUPPORTED);
+    ck_assert_str_eq(dp_error, "fake runtime: no device");
+    c.act_dtype = FMOE_DTYPE_F16;
+    ck_assert_int_eq(create(&st, &c, &s, &in), FMOE_STATUS_UNSUPPORTED);
+    ck_assert_str_eq(dp_error, "MegaMoE: activations and output are bf16");
+    ck_assert_int_eq(fake_creates, 1);
+}
+END_TEST
+
 #ifdef MEGAMOE_PLUGIN
 static fmoe_status query(const fmoe_plugin *p, void *state, int32_t kind, const fmoe_layer_config *c,
                          const fmoe_scheme *s, char *reason, size_t cap)
@@ -292,7 +500,10 @@ static fmoe_status query(const fmoe_plugin *p, void *state, int32_t kind, const 
                          .device_kind = kind};
     fmoe_status r = p->query(&q);
     snprintf(reason, cap, "%s", q.reason);
-    ck_assert_ptr_null(q.method); /* never handed out: no kernel */
+    /* the plugin's own copy of the method (this test links another) */
+    ck_assert(r == FMOE_STATUS_OK ? q.method && strcmp(q.method->name, mm_method.name) == 0 && q.score == 100
+                                  : q.method == NULL);
+    ck_assert(reason[0] != '\0');
     return r;
 }
 
@@ -309,14 +520,16 @@ START_TEST(plugin_table)
     void *state = NULL;
     ck_assert_int_eq(dp_init(p, kv, 1, &state), FMOE_STATUS_OK);
 
-    /* The probe: a usable device is an SM100 / SM90 path at score 100
-     * (kernel missing, said so); without one, score 0 and the reason. */
+    /* The probe: a usable device is the SM90 path (runs) or the SM100 path
+     * (kernel missing, said so) at score 100; without one, score 0 and the
+     * reason. */
     fmoe_device_report rep = dp_probe(p, state);
     ck_assert_int_eq(rep.kind, FMOE_DEVICE_CUDA);
     ck_assert(rep.reason[0] != '\0');
+    int sm90 = rep.available && strncmp(rep.arch, "sm_90 ", 6) == 0;
     if (rep.available) {
         ck_assert_uint_eq(rep.score, 100);
-        ck_assert_msg(strstr(rep.reason, "not implemented yet") != NULL, "%s", rep.reason);
+        ck_assert_msg(strstr(rep.reason, sm90 ? "SM90 path" : "not implemented yet") != NULL, "%s", rep.reason);
     } else {
         ck_assert_uint_eq(rep.score, 0);
     }
@@ -339,10 +552,13 @@ START_TEST(plugin_table)
     c.placement = FMOE_PLACEMENT_ROUND_ROBIN;
     ck_assert_int_eq(query(p, state, FMOE_DEVICE_CUDA, &c, &s, reason, sizeof reason), FMOE_STATUS_UNSUPPORTED);
     ck_assert_msg(strstr(reason, "round_robin") != NULL, "%s", reason);
+    /* A layer that breaks no rule: served on an SM90 device (this machine's
+     * device 0 when the probe says so), else the device's reason. */
     c = layer();
-    ck_assert_int_eq(query(p, state, FMOE_DEVICE_CUDA, &c, &s, reason, sizeof reason), FMOE_STATUS_UNSUPPORTED);
-    ck_assert_str_eq(reason, "MegaMoE: the layer fits the kernel's contract, but the SM100 and SM90 kernels are not "
-                             "implemented yet");
+    fmoe_status r = query(p, state, FMOE_DEVICE_CUDA, &c, &s, reason, sizeof reason);
+    ck_assert_msg(r == (sm90 ? FMOE_STATUS_OK : FMOE_STATUS_UNSUPPORTED), "%s", reason);
+    if (sm90)
+        ck_assert_msg(strstr(reason, "MegaMoE SM90 path") != NULL, "%s", reason);
     p->shutdown(state);
 }
 END_TEST
@@ -355,6 +571,7 @@ static Suite *suite(void)
     tcase_add_test(tc, create_plans_and_declares);
     tcase_add_test(tc, create_refuses_with_the_rule);
     tcase_add_test(tc, finalize_transforms_and_apply_refuses);
+    tcase_add_test(tc, sm90_path_with_a_fake_device);
 #ifdef MEGAMOE_PLUGIN
     tcase_add_test(tc, plugin_table);
 #endif
@@ -365,8 +582,8 @@ static Suite *suite(void)
 int main(void)
 {
 #ifdef MEGAMOE_PLUGIN
-    return fmoe_test_main(suite(), 4);
+    return fmoe_test_main(suite(), 5);
 #else
-    return fmoe_test_main(suite(), 3);
+    return fmoe_test_main(suite(), 4);
 #endif
 }

@@ -1,0 +1,82 @@
+/*
+ * plugins/megamoe/sm90_plan.c - the SM90 path's allocations (sm90_plan.h).
+ */
+#include <stdio.h>
+
+#include "plugins/megamoe/sm90_plan.h"
+
+#define LIMIT ((uint64_t)1 << 62)
+
+static uint64_t align_up(uint64_t v, uint64_t a)
+{
+    return (v + a - 1) / a * a;
+}
+
+/* Lay the views out in order, each aligned; -1 when the total passes LIMIT. */
+static int place(mm_view *v, const uint64_t *bytes, int n, uint64_t *total)
+{
+    uint64_t at = 0;
+    for (int i = 0; i < n; i++) {
+        if (bytes[i] > LIMIT || at > LIMIT - bytes[i])
+            return -1;
+        v[i].offset = at;
+        v[i].bytes = bytes[i];
+        at = align_up(at + bytes[i], MM90_ALIGN);
+    }
+    *total = at;
+    return 0;
+}
+
+int mm90_plan_make(uint32_t experts, uint32_t hidden, uint32_t inter, uint32_t topk, uint32_t max_tokens,
+                   mm90_plan *out, char *why, size_t cap)
+{
+    if (!experts || !hidden || !inter || !topk || !max_tokens) {
+        snprintf(why, cap, "MegaMoE SM90: experts, hidden, intermediate sizes, top_k and max_num_tokens must be > 0");
+        return -1;
+    }
+    if (hidden % MM_GROUP || inter % MM_GROUP) {
+        snprintf(why, cap,
+                 "MegaMoE SM90: hidden_size %u and intermediate_size_per_partition %u must be multiples of %u (one "
+                 "UE8M0 scale per %u along K)",
+                 hidden, inter, MM_GROUP, MM_GROUP);
+        return -1;
+    }
+    /* Each factor below 2^32, so every product of two fits in 64 bits; the
+     * products of three are bounded first. */
+    uint64_t E = experts, H = hidden, I = inter, P = (uint64_t)max_tokens * topk;
+    if (P > ((uint64_t)1 << 31) || E * H > LIMIT / (2 * I) || P * H > LIMIT / 4 || P * I > LIMIT / 4) {
+        snprintf(why, cap,
+                 "MegaMoE SM90: %u experts x H %u x I %u with %u tokens x top_k %u does not fit in memory (2^62 "
+                 "bytes; at most 2^31 pairs)",
+                 experts, hidden, inter, max_tokens, topk);
+        return -1;
+    }
+    *out = (mm90_plan){
+        .experts = experts, .hidden = hidden, .inter = inter, .topk = topk, .max_tokens = max_tokens, .pairs = P};
+    const uint64_t weights[MM90_WEIGHT_VIEWS] = {E * 2 * I * (H / 2), E * 2 * I * (H / MM_GROUP), E * H * (I / 2),
+                                                 E * H * (I / MM_GROUP)};
+    uint64_t hy = P * 2 * I > P * H ? P * 2 * I : P * H;
+    const uint64_t work[MM90_WORK_VIEWS] = {(uint64_t)max_tokens * H,
+                                            (uint64_t)max_tokens * (H / MM_GROUP) * 4,
+                                            P * 4,
+                                            P * 4,
+                                            E * 4,
+                                            (E + 1) * 4,
+                                            (E + 1) * 4,
+                                            E * 4,
+                                            hy * 2,
+                                            P * I,
+                                            P * (I / MM_GROUP) * 4};
+    if (place(out->weight, weights, MM90_WEIGHT_VIEWS, &out->weight_bytes) != 0 ||
+        place(out->work, work, MM90_WORK_VIEWS, &out->work_bytes) != 0) {
+        snprintf(why, cap, "MegaMoE SM90: the layer's device memory passes 2^62 bytes");
+        return -1;
+    }
+    return 0;
+}
+
+uint64_t mm90_max_tiles(uint64_t pairs, uint32_t experts)
+{
+    uint64_t busy = pairs < experts ? pairs : experts;
+    return (pairs + MM90_BLOCK_M - 1) / MM90_BLOCK_M + busy;
+}

@@ -1,0 +1,72 @@
+/*
+ * plugins/megamoe/sm90_plan.h - the SM90 path's device memory, planned on
+ * the host (sm90_plan.c, unit-tested in tests/megamoe without a GPU) and
+ * allocated once at finalize by sm90_forward.cu: the weights as loaded,
+ * and a workspace sized by max_num_tokens, so a forward allocates nothing.
+ *
+ * The SM90 path (docs/MEGAMOE.md "SM90 path") is ep_size 1 and a few
+ * kernel launches per forward: quantize x, group the (token, slot) pairs by
+ * expert, GEMM1, SwiGLU + requant, GEMM2, combine. Its weight layout is the
+ * checkpoint's own (w13 [E, 2I, H/2] e2m1 pairs, K contiguous; scales
+ * [E, rows, K/32] UE8M0 bytes): the mma.sync B operand is K-contiguous per
+ * output row, which is exactly that, and every e2m1 value is an exact e4m3
+ * value, so the weights are decoded in the GEMM, not transformed.
+ */
+#ifndef FMOE_PLUGIN_MEGAMOE_SM90_PLAN_H
+#define FMOE_PLUGIN_MEGAMOE_SM90_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "plugins/megamoe/host.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MM90_ALIGN   256u /* every view starts at a multiple of this */
+#define MM90_BLOCK_M 64u  /* pair rows per GEMM tile */
+
+/* Weights (one allocation), in this order. */
+enum { MM90_W13, MM90_W13_SF, MM90_W2, MM90_W2_SF, MM90_WEIGHT_VIEWS };
+
+/* Workspace (one allocation), in this order. P = max_tokens * topk pairs. */
+enum {
+    MM90_XQ,     /* [T, H] e4m3: x quantized per 32 */
+    MM90_XS,     /* [T, H/32] f32: its power-of-two scales */
+    MM90_LOC,    /* [P] i32: local expert of pair t*topk + j, -1 masked */
+    MM90_ORDER,  /* [P] i32: the local pairs grouped by expert */
+    MM90_COUNT,  /* [E] u32: pairs per expert */
+    MM90_SEG,    /* [E + 1] u32: first pair of each expert in ORDER */
+    MM90_TILES,  /* [E + 1] u32: first GEMM tile of each expert */
+    MM90_CURSOR, /* [E] u32: scatter cursors */
+    MM90_HY,     /* [P, 2I] bf16 GEMM1 out, then [P, H] bf16 GEMM2 out */
+    MM90_AQ,     /* [P, I] e4m3: SwiGLU out requantized per 32 */
+    MM90_AS,     /* [P, I/32] f32: its power-of-two scales */
+    MM90_WORK_VIEWS
+};
+
+typedef struct mm90_plan {
+    uint32_t experts, hidden, inter, topk, max_tokens;
+    uint64_t pairs; /* max_tokens * topk */
+    mm_view weight[MM90_WEIGHT_VIEWS];
+    mm_view work[MM90_WORK_VIEWS];
+    uint64_t weight_bytes, work_bytes;
+} mm90_plan;
+
+/* Plan both allocations. Refuses (-1, the reason) zero sizes, H or I not a
+ * multiple of 32 (one scale per 32 along K), and sizes whose allocations
+ * pass 2^62 bytes. */
+int mm90_plan_make(uint32_t experts, uint32_t hidden, uint32_t inter, uint32_t topk, uint32_t max_tokens,
+                   mm90_plan *out, char *why, size_t cap);
+
+/* GEMM tiles of a forward of `pairs` pairs over `experts` experts, at most:
+ * each expert's last tile may be partial, and at most min(experts, pairs)
+ * experts get any. */
+uint64_t mm90_max_tiles(uint64_t pairs, uint32_t experts);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

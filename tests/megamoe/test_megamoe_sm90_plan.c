@@ -1,0 +1,133 @@
+/*
+ * tests/megamoe/test_megamoe_sm90_plan.c - the SM90 path's device memory
+ * plan (plugins/megamoe/sm90_plan.h) without a GPU: one small shape worked
+ * out by hand, seeded random shapes whose views are in order, aligned,
+ * disjoint and as large as their formulas, the refusals, and the GEMM tile
+ * bound the forward sizes its grid by against random expert loads.
+ */
+#include <string.h>
+
+#include "plugins/megamoe/sm90_plan.h"
+#include "tests/test_util.h"
+
+START_TEST(byte_layout_by_hand)
+{
+    /* E 2, H 64, I 32, top-2, 3 tokens: P = 6 pairs. */
+    mm90_plan p;
+    char why[256];
+    ck_assert_int_eq(mm90_plan_make(2, 64, 32, 2, 3, &p, why, sizeof why), 0);
+    ck_assert_uint_eq(p.pairs, 6);
+    /* w13 2*64*32 = 4096, its scales 2*64*2 = 256, w2 2*64*16 = 2048, its scales 2*64*1 = 128 */
+    const uint64_t w_off[] = {0, 4096, 4352, 6400}, w_len[] = {4096, 256, 2048, 128};
+    for (int i = 0; i < MM90_WEIGHT_VIEWS; i++) {
+        ck_assert_uint_eq(p.weight[i].offset, w_off[i]);
+        ck_assert_uint_eq(p.weight[i].bytes, w_len[i]);
+    }
+    ck_assert_uint_eq(p.weight_bytes, 6656); /* 6528 rounded up to 256 */
+    /* xq 3*64, xs 3*2*4, loc 6*4, order 6*4, count 2*4, seg 3*4, tiles 3*4,
+     * cursor 2*4, h/y max(6*64, 6*64)*2, aq 6*32, as 6*1*4 */
+    const uint64_t off[] = {0, 256, 512, 768, 1024, 1280, 1536, 1792, 2048, 2816, 3072};
+    const uint64_t len[] = {192, 24, 24, 24, 8, 12, 12, 8, 768, 192, 24};
+    for (int i = 0; i < MM90_WORK_VIEWS; i++) {
+        ck_assert_uint_eq(p.work[i].offset, off[i]);
+        ck_assert_uint_eq(p.work[i].bytes, len[i]);
+    }
+    ck_assert_uint_eq(p.work_bytes, 3328);
+}
+END_TEST
+
+static void check_views(const mm_view *v, int n, uint64_t total, uint64_t seed)
+{
+    uint64_t end = 0;
+    for (int i = 0; i < n; i++) {
+        ck_assert_msg(v[i].offset % MM90_ALIGN == 0 && v[i].offset >= end, "seed %llu: view %d at %llu",
+                      (unsigned long long)seed, i, (unsigned long long)v[i].offset);
+        end = v[i].offset + v[i].bytes;
+    }
+    ck_assert_uint_ge(total, end);
+    ck_assert_uint_lt(total - end, MM90_ALIGN);
+}
+
+START_TEST(random_plans)
+{
+    uint64_t seed = fmoe_test_seed();
+    fmoe_rng r = fmoe_rng_for(seed ^ 9090);
+    char why[256];
+    for (int it = 0; it < 500; it++) {
+        uint32_t E = 1 + (uint32_t)(fmoe_rng_u64(&r) % 1100), H = 32 * (1 + (uint32_t)(fmoe_rng_u64(&r) % 256));
+        uint32_t I = 32 * (1 + (uint32_t)(fmoe_rng_u64(&r) % 128)), k = 1 + (uint32_t)(fmoe_rng_u64(&r) % 16);
+        uint32_t T = 1 + (uint32_t)(fmoe_rng_u64(&r) % 9000);
+        mm90_plan p;
+        ck_assert_msg(mm90_plan_make(E, H, I, k, T, &p, why, sizeof why) == 0, "seed %llu: %s",
+                      (unsigned long long)seed, why);
+        uint64_t P = (uint64_t)T * k;
+        ck_assert_uint_eq(p.pairs, P);
+        ck_assert_uint_eq(p.weight[MM90_W13].bytes, (uint64_t)E * 2 * I * H / 2);
+        ck_assert_uint_eq(p.weight[MM90_W2_SF].bytes, (uint64_t)E * H * I / 32);
+        ck_assert_uint_eq(p.work[MM90_XS].bytes, (uint64_t)T * H / 32 * 4);
+        ck_assert_uint_eq(p.work[MM90_SEG].bytes, (uint64_t)(E + 1) * 4);
+        ck_assert_uint_ge(p.work[MM90_HY].bytes, P * 2 * I * 2); /* GEMM1's bf16 out */
+        ck_assert_uint_ge(p.work[MM90_HY].bytes, P * H * 2);     /* GEMM2's, in the same place */
+        ck_assert_uint_eq(p.work[MM90_AS].bytes, P * I / 32 * 4);
+        check_views(p.weight, MM90_WEIGHT_VIEWS, p.weight_bytes, seed);
+        check_views(p.work, MM90_WORK_VIEWS, p.work_bytes, seed);
+    }
+}
+END_TEST
+
+START_TEST(refusals)
+{
+    mm90_plan p;
+    char why[256];
+    ck_assert_int_eq(mm90_plan_make(0, 64, 64, 2, 8, &p, why, sizeof why), -1);
+    ck_assert_msg(strstr(why, "must be > 0") != NULL, "%s", why);
+    ck_assert_int_eq(mm90_plan_make(8, 64, 64, 2, 0, &p, why, sizeof why), -1);
+    ck_assert_int_eq(mm90_plan_make(8, 80, 64, 2, 8, &p, why, sizeof why), -1);
+    ck_assert_str_eq(why, "MegaMoE SM90: hidden_size 80 and intermediate_size_per_partition 64 must be multiples of "
+                          "32 (one UE8M0 scale per 32 along K)");
+    ck_assert_int_eq(mm90_plan_make(8, 64, 48, 2, 8, &p, why, sizeof why), -1);
+    ck_assert_int_eq(mm90_plan_make(1u << 31, 1u << 20, 1u << 20, 8, 1u << 30, &p, why, sizeof why), -1);
+    ck_assert_msg(strstr(why, "does not fit") != NULL, "%s", why);
+    ck_assert_int_eq(mm90_plan_make(8, 64, 64, 1u << 10, 1u << 30, &p, why, sizeof why), -1); /* 2^40 pairs */
+}
+END_TEST
+
+START_TEST(tile_bound)
+{
+    ck_assert_uint_eq(mm90_max_tiles(6, 2), 3);
+    ck_assert_uint_eq(mm90_max_tiles(130, 1), 4);
+    ck_assert_uint_eq(mm90_max_tiles(1, 1025), 2);
+    uint64_t seed = fmoe_test_seed();
+    fmoe_rng r = fmoe_rng_for(seed ^ 9091);
+    static uint32_t count[300];
+    for (int it = 0; it < 2000; it++) {
+        uint32_t E = 1 + (uint32_t)(fmoe_rng_u64(&r) % 300), pairs = (uint32_t)(fmoe_rng_u64(&r) % 5000);
+        memset(count, 0, sizeof count);
+        /* skewed loads: half the pairs on expert 0 half the time */
+        for (uint32_t q = 0; q < pairs; q++)
+            count[(it & 1) && q % 2 ? 0 : fmoe_rng_u64(&r) % E]++;
+        uint64_t tiles = 0;
+        for (uint32_t e = 0; e < E; e++)
+            tiles += (count[e] + MM90_BLOCK_M - 1) / MM90_BLOCK_M;
+        ck_assert_msg(tiles <= mm90_max_tiles(pairs, E), "seed %llu: %llu tiles > bound", (unsigned long long)seed,
+                      (unsigned long long)tiles);
+    }
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("megamoe_sm90_plan");
+    TCase *tc = tcase_create("plan");
+    tcase_add_test(tc, byte_layout_by_hand);
+    tcase_add_test(tc, random_plans);
+    tcase_add_test(tc, refusals);
+    tcase_add_test(tc, tile_bound);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return fmoe_test_main(suite(), 4);
+}
