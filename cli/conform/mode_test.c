@@ -337,8 +337,8 @@ static void build_grid(const cf_scheme *cs, int exhaustive, grid *g)
     c = base;
     c.num_experts = 16;
     c.top_k = 8;
-    c.hidden_size = 32;
-    c.intermediate_size = 16;
+    c.hidden_size = round_up(32, cs->h_align);
+    c.intermediate_size = round_up(16, cs->i_align); /* I = 16 is no group-32 scheme's */
     c.max_num_tokens = 8200;
     add(g, "many-slots", &c, 8200, K_PLAIN, 1);
 }
