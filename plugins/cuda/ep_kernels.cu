@@ -22,12 +22,15 @@ struct dispatch_args {
     int64_t m;
 };
 
-/* The max over `lanes` adjacent lanes (a power of two <= 32), all active. */
+/* The max over `lanes` adjacent lanes (a power of two <= 32). Every lane of
+ * the warp must call it (full mask): __activemask() names only the lanes
+ * that happen to be converged, and after a divergent branch that can be a
+ * subset, whose max then misses the others' values (a per-token FP8 scale
+ * too small, codes saturated: issue 32's load-count branch did this). */
 __device__ __forceinline__ float group_amax(float v, int lanes)
 {
-    const unsigned active = __activemask();
     for (int o = lanes / 2; o > 0; o /= 2)
-        v = fmaxf(v, __shfl_xor_sync(active, v, o));
+        v = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
     return v;
 }
 
@@ -86,9 +89,13 @@ __global__ void __launch_bounds__(THREADS) dispatch_kernel(const dispatch_args a
                         ((float *)(a.c.p.base[r] + L.scale))[slot] = token_scale;
                     }
             }
-            /* a 1x128 group is 16 threads of one warp (8 columns each) */
-            for (uint32_t c = threadIdx.x * VEC; c < H; c += blockDim.x * VEC) {
-                const uint4 v = *(const uint4 *)(xr + c);
+            /* a 1x128 group is 16 threads of one warp (8 columns each);
+             * every thread runs every round (group_amax needs the whole
+             * warp), those past H with zeros and no stores */
+            for (uint32_t c0 = 0; c0 < H; c0 += blockDim.x * VEC) {
+                const uint32_t c = c0 + threadIdx.x * VEC;
+                const bool in = c < H;
+                const uint4 v = in ? *(const uint4 *)(xr + c) : make_uint4(0, 0, 0, 0);
                 const uint16_t *h = (const uint16_t *)&v;
                 float f[VEC], mx = 0.0f;
                 for (int q = 0; q < VEC; q++) {
@@ -100,6 +107,8 @@ __global__ void __launch_bounds__(THREADS) dispatch_kernel(const dispatch_args a
                     mx = group_amax(mx, 16);
                     scale = mx > 0.0f ? mx / 448.0f : 1.0f;
                 }
+                if (!in)
+                    continue;
                 uint2 codes;
                 uint8_t *cb = (uint8_t *)&codes;
                 for (int q = 0; q < VEC; q++)
