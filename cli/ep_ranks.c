@@ -90,7 +90,8 @@ static int enqueue_forward(void *ctx, uint32_t index, void *stream)
 static fmoe_status replay(fmoe_layer *layer, const ep_plan *p, int64_t first, uint32_t m, run_device_io *io,
                           ep_rank_result *r)
 {
-    if (!io->remote)
+    /* A high-throughput forward waits on the host: not capturable. */
+    if (!io->remote || p->mode == FMOE_EP_MODE_HIGH_THROUGHPUT)
         return FMOE_STATUS_OK;
     const uint32_t h = p->cfg->hidden_size;
     const size_t es = fmoe_dtype_size(p->cfg->act_dtype);
@@ -125,6 +126,23 @@ static fmoe_status replay(fmoe_layer *layer, const ep_plan *p, int64_t first, ui
     fmoe_tensor_init(&y, p->cfg->act_dtype, 2, mh, (char *)p->out + (size_t)first * h * es_out);
     fmoe_forward_args a = {.struct_size = sizeof a, .out = &y};
     return m > 0 ? run_device_io_fetch(layer, io, &a) : fmoe_layer_synchronize(layer, NULL);
+}
+
+/* Read and reset the layer's load record into a new array (*out), or leave
+ * it NULL and return why not. */
+static fmoe_status read_load(fmoe_layer *layer, const ep_plan *p, uint64_t **out)
+{
+    const uint32_t g = fmoe_layer_config_global_experts(p->cfg);
+    uint64_t *c = calloc(g, sizeof *c);
+    if (!c)
+        return FMOE_STATUS_OUT_OF_MEMORY;
+    fmoe_status st = fmoe_layer_expert_load(layer, c, g, 1);
+    if (st != FMOE_STATUS_OK) {
+        free(c);
+        c = NULL;
+    }
+    *out = c;
+    return st;
 }
 
 static void *rank_main(void *arg)
@@ -170,6 +188,8 @@ static void *rank_main(void *arg)
     int open = 0;
     uint32_t m = p->m[j->rank];
     st = forward(r->layer, p, j->first_token, m, 1, &io, &open);
+    if (st == FMOE_STATUS_OK)
+        r->load_status = read_load(r->layer, p, &r->load);
     double *times = p->timed ? malloc(p->timed * sizeof *times) : NULL;
     if (st == FMOE_STATUS_OK && p->timed && !times)
         st = FMOE_STATUS_OUT_OF_MEMORY;
@@ -190,8 +210,17 @@ static void *rank_main(void *arg)
         r->timing.struct_size = sizeof r->timing;
         r->have_timing = fmoe_ep_group_timing(r->group, 0, &r->timing) == FMOE_STATUS_OK;
     }
-    if (st == FMOE_STATUS_OK && open && (st = replay(r->layer, p, j->first_token, m, &io, r)) != FMOE_STATUS_OK)
-        fail(r, st, "graph replay");
+    if (st == FMOE_STATUS_OK && open) {
+        /* What the timed forwards added is of no interest: the replays'
+         * record starts from zero. */
+        uint64_t *discard_load = NULL;
+        read_load(r->layer, p, &discard_load);
+        free(discard_load);
+        if ((st = replay(r->layer, p, j->first_token, m, &io, r)) != FMOE_STATUS_OK)
+            fail(r, st, "graph replay");
+        else if (r->graphs)
+            r->load_replayed_status = read_load(r->layer, p, &r->load_replayed);
+    }
     free(times);
     if (open)
         run_device_io_close(r->layer, &io);
@@ -230,8 +259,11 @@ void ep_ranks_free(ep_rank_result *res, uint32_t count)
     for (uint32_t i = 0; i < count; i++) {
         fmoe_layer_destroy(res[i].layer);
         fmoe_ep_group_destroy(res[i].group);
+        free(res[i].load);
+        free(res[i].load_replayed);
         res[i].layer = NULL;
         res[i].group = NULL;
+        res[i].load = res[i].load_replayed = NULL;
     }
 }
 

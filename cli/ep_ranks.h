@@ -54,8 +54,16 @@ typedef struct ep_rank_result {
     /* CUDA/HIP graphs (device plugins with time_replays): the forward
      * captured once, replayed, and its output fetched last, so the
      * caller's comparison checks the replayed output. */
-    int graphs;            /* 1: replayed; 0: the plugin cannot (host plugin) */
+    int graphs;            /* 1: replayed; 0: the plugin cannot (host plugin, or a
+                              high_throughput group, which synchronizes) */
     double graph_median_s; /* of the timed replays (device events) */
+    /* The layer's expert load record (fmoe_layer_expert_load), read and
+     * reset after the checked forward (load) and after the replays
+     * (load_replayed, graphs only); each NULL with the read's status in
+     * load_status / load_replayed_status when it failed (UNSUPPORTED: nobody
+     * counted this routing). [global experts] each. */
+    uint64_t *load, *load_replayed;
+    fmoe_status load_status, load_replayed_status;
 } ep_rank_result;
 
 /* Run plan->count ranks as threads; res[count]. Returns the number of

@@ -174,6 +174,7 @@ void fmoe_layer_destroy(fmoe_layer *layer)
         fmoe_destroy_args a = {.struct_size = sizeof a, .instance = layer->instance};
         layer->method->destroy(&a);
     }
+    fmoe_layer_tensor_free(layer, &layer->load_dev); /* through the plugin: before the selection goes */
     fmoe_layer_free_params(layer);
     fmoe_selection_destroy(layer->selection);
     free(layer->expert_map);
@@ -463,7 +464,7 @@ static fmoe_status forward_locked(fmoe_layer *layer, const fmoe_forward_args *f)
     if (f->topk_ids) {
         if (f->topk_ids->device_kind == FMOE_DEVICE_CPU)
             fmoe_layer_record_load(layer, f->topk_ids->data, m * layer->cfg.top_k);
-        else
+        else if (!layer->ep) /* a group's plugin may count it (layer_ep.c) */
             layer->load_on_device = 1;
     }
     if (f->router_logits) {

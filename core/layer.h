@@ -59,9 +59,15 @@ struct fmoe_layer {
     int32_t *expert_owner;
     /* The expert load record [global_experts] (fusedmoe.h
      * fmoe_layer_expert_load); load_on_device: a forward's routing stayed
-     * on a device, so the record is incomplete. */
+     * on a device and nobody counted it, so the record is incomplete. */
     uint64_t *load;
     int load_on_device;
+    /* The part a device plugin counts (plugin ABI 1.5, fmoe_ep_forward_args
+     * .load_counts): u64 [global_experts] on the layer's device, allocated
+     * and zeroed at the first EP forward with device routing; load_dev_used
+     * once the plugin said it counted. */
+    fmoe_tensor load_dev;
+    int load_dev_used;
 };
 
 /* layer_ep.c: bind a layer being created to opts->ep_group: check and set

@@ -11,6 +11,7 @@
 #include "base/error.h"
 #include "core/ep_group.h"
 #include "core/layer.h"
+#include "core/tensor.h"
 
 #define PREFIX "fmoe_layer_create: EP group: "
 
@@ -128,6 +129,55 @@ fmoe_status fmoe_layer_ep_check_method(const fmoe_layer *layer)
     return FMOE_STATUS_OK;
 }
 
+/* The layer's device record, made at its first forward with device
+ * routing (that forward must not be captured in a graph: the plugin's own
+ * placement upload needs the same). Zeroed through a host copy. */
+static fmoe_status device_load_record(fmoe_layer *layer)
+{
+    if (layer->load_dev.data)
+        return FMOE_STATUS_OK;
+    const int64_t n = layer->global_experts;
+    uint64_t *zero = calloc((size_t)n, sizeof *zero);
+    if (!zero)
+        return fmoe_error_set(FMOE_STATUS_OUT_OF_MEMORY, "out of memory");
+    fmoe_tensor host;
+    fmoe_status st = fmoe_layer_tensor_alloc(layer, FMOE_DTYPE_INT64, 1, &n, &layer->load_dev);
+    if (st == FMOE_STATUS_OK && (st = fmoe_tensor_init(&host, FMOE_DTYPE_INT64, 1, &n, zero)) == FMOE_STATUS_OK)
+        st = fmoe_layer_tensor_copy(layer, &layer->load_dev, &host);
+    free(zero);
+    if (st != FMOE_STATUS_OK) {
+        fmoe_layer_tensor_free(layer, &layer->load_dev);
+        fmoe_error_prefix("EP forward: the expert load record on the device");
+    }
+    return st;
+}
+
+/* counts[] += the device record; with reset, zero it. The device is
+ * synchronized first: the record is written by the forwards' streams. */
+static fmoe_status read_device_load(fmoe_layer *layer, uint64_t *counts, uint32_t len, uint32_t reset)
+{
+    const int64_t n = len;
+    uint64_t *dev = calloc(len, sizeof *dev);
+    if (!dev)
+        return fmoe_error_set(FMOE_STATUS_OUT_OF_MEMORY, "out of memory");
+    fmoe_tensor host;
+    fmoe_status st = fmoe_layer_synchronize(layer, NULL);
+    if (st == FMOE_STATUS_OK && (st = fmoe_tensor_init(&host, FMOE_DTYPE_INT64, 1, &n, dev)) == FMOE_STATUS_OK)
+        st = fmoe_layer_tensor_copy(layer, &host, &layer->load_dev);
+    if (st == FMOE_STATUS_OK) {
+        for (uint32_t i = 0; i < len; i++)
+            counts[i] += dev[i];
+        if (reset) {
+            memset(dev, 0, (size_t)len * sizeof *dev);
+            st = fmoe_layer_tensor_copy(layer, &layer->load_dev, &host);
+        }
+    }
+    free(dev);
+    if (st != FMOE_STATUS_OK)
+        fmoe_error_prefix("fmoe_layer_expert_load: reading the record on the device");
+    return st;
+}
+
 fmoe_status fmoe_layer_ep_apply(fmoe_layer *layer, const fmoe_tensor *x, const fmoe_tensor *w, const fmoe_tensor *ids,
                                 fmoe_tensor *out, void *stream)
 {
@@ -154,7 +204,19 @@ fmoe_status fmoe_layer_ep_apply(fmoe_layer *layer, const fmoe_tensor *x, const f
                               .topk_ids = ids,
                               .out = out,
                               .stream = stream};
+    if (ids->device_kind != FMOE_DEVICE_CPU && g->plugin->abi_minor >= 5) {
+        fmoe_status ls = device_load_record(layer);
+        if (ls != FMOE_STATUS_OK)
+            return ls;
+        a.load_counts = layer->load_dev.data;
+    }
     fmoe_status st = g->ops->forward(&a);
+    if (st == FMOE_STATUS_OK && ids->device_kind != FMOE_DEVICE_CPU) {
+        if (a.load_counts && a.load_recorded)
+            layer->load_dev_used = 1;
+        else
+            layer->load_on_device = 1;
+    }
     if (st != FMOE_STATUS_OK)
         return fmoe_error_set(st == FMOE_STATUS_OK ? FMOE_STATUS_PLUGIN_ERROR : st,
                               "%s/%s EP forward on rank %u of %u failed (%s): %s", g->plugin->name, layer->method->name,
@@ -188,11 +250,15 @@ fmoe_status fmoe_layer_expert_load(fmoe_layer *layer, uint64_t *counts, uint32_t
     else if (layer->load_on_device)
         st = fmoe_error_set(FMOE_STATUS_UNSUPPORTED,
                             "fmoe_layer_expert_load: a forward's routing stayed on %s:%d, where the core cannot count "
-                            "it (the device plugin's record is pending: docs/EP.md)",
-                            fmoe_device_kind_name(layer->chosen->device_kind), layer->chosen->device_index);
+                            "it and %s did not (a device plugin counts it on an EP group from plugin ABI 1.5: "
+                            "docs/PLACEMENT.md)",
+                            fmoe_device_kind_name(layer->chosen->device_kind), layer->chosen->device_index,
+                            layer->chosen->plugin->name);
     else {
         memcpy(counts, layer->load, (size_t)len * sizeof *counts);
-        if (reset)
+        if (layer->load_dev_used)
+            st = read_device_load(layer, counts, len, reset);
+        if (reset && st == FMOE_STATUS_OK)
             memset(layer->load, 0, (size_t)len * sizeof *layer->load);
     }
     pthread_mutex_unlock(&layer->lock);

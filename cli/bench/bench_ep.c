@@ -72,7 +72,7 @@ static int one_point(fmoe_context *ctx, const bench_ep_opts *o, const fmoe_layer
                     .size = n,
                     .first = 0,
                     .count = n,
-                    .max_tokens = m,
+                    .max_tokens = o->max_tokens ? o->max_tokens : m,
                     .m = counts,
                     .dispatch = o->dispatch,
                     .mode = o->mode,
@@ -165,9 +165,12 @@ int bench_ep_shape(fmoe_context *ctx, const bench_ep_opts *o, const bench_shape 
 
 void bench_ep_print(const bench_ep_opts *o, const bench_ep_point *pts, size_t n)
 {
-    printf("ep:        %u ranks, dispatch %s, mode %s; layer = slowest rank's median (host clock, device "
-           "synchronized); phases = the plugin's split, averaged over the ranks\n\n",
-           o->gpus, fmoe_ep_dispatch_name(o->dispatch), fmoe_ep_mode_name(o->mode));
+    char cap[64] = "M/rank";
+    if (o->max_tokens)
+        snprintf(cap, sizeof cap, "%u", o->max_tokens);
+    printf("ep:        %u ranks, dispatch %s, mode %s, max_tokens_per_rank %s; layer = slowest rank's median (host "
+           "clock, device synchronized); phases = the plugin's split, averaged over the ranks\n\n",
+           o->gpus, fmoe_ep_dispatch_name(o->dispatch), fmoe_ep_mode_name(o->mode), cap);
     printf("%-16s %8s %6s %11s %12s %12s %12s\n", "shape", "experts", "M/rank", "layer us", "dispatch us", "experts us",
            "combine us");
     for (size_t i = 0; i < n; i++) {

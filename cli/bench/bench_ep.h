@@ -15,6 +15,7 @@ typedef struct bench_ep_opts {
     uint32_t gpus;
     const char *backend;
     int32_t dispatch, mode;
+    uint32_t max_tokens;    /* the group's max_tokens_per_rank; 0: each M */
     const uint32_t *tokens; /* per rank */
     size_t n_tokens;
     uint32_t iters;

@@ -55,6 +55,7 @@ typedef struct bench_opts {
     /* --gpus N: on an EP group of N ranks (bench_ep.c) */
     uint32_t gpus;
     int32_t ep_dispatch, ep_mode;
+    uint32_t ep_max_tokens; /* the group's max_tokens_per_rank; 0: each --tokens value */
 } bench_opts;
 
 /* One measured point. */
@@ -107,6 +108,9 @@ static void help(FILE *f)
           "                   dispatch / experts / combine split (docs/EP.md)\n"
           "  --ep-dispatch D  activation (default), fp8_token or fp8_block (with --gpus)\n"
           "  --ep-mode M      low_latency (default) or high_throughput (with --gpus)\n"
+          "  --ep-max-tokens N  the group's max_tokens_per_rank, at least every --tokens value\n"
+          "                   (default: each --tokens value; with --gpus): a group sized for\n"
+          "                   more tokens than a forward passes, as a server sizes it\n"
           "\n"
           "Documentation: docs/BENCH.md. Results are recorded under bench/.\n",
           f);
@@ -191,6 +195,9 @@ static int parse_args(int argc, char **argv, bench_opts *o)
         } else if ((r = cli_opt_value(argc, argv, &i, "--ep-mode", &v)) != CLI_OPT_NO) {
             if (r == CLI_OPT_MISSING || !(o->ep_mode = fmoe_ep_mode_from_name(v)))
                 return cli_usage("bench", "--ep-mode: expected low_latency or high_throughput");
+        } else if ((r = cli_opt_value(argc, argv, &i, "--ep-max-tokens", &v)) != CLI_OPT_NO) {
+            if (r == CLI_OPT_MISSING || cli_parse_u32(v, &o->ep_max_tokens) != 0 || o->ep_max_tokens == 0)
+                return cli_usage("bench", "--ep-max-tokens: expected a number of tokens per rank, at least 1");
         } else if ((r = cli_opt_value(argc, argv, &i, "--json", &v)) != CLI_OPT_NO) {
             if (r == CLI_OPT_MISSING || !v[0])
                 return cli_usage("bench", "--json needs a file");
@@ -201,6 +208,12 @@ static int parse_args(int argc, char **argv, bench_opts *o)
     }
     if (o->gpus && o->json_path)
         return cli_usage("bench", "--json is not written for --gpus yet: read the table");
+    if (o->ep_max_tokens && !o->gpus)
+        return cli_usage("bench", "--ep-max-tokens sizes an EP group: it needs --gpus");
+    for (size_t t = 0; o->ep_max_tokens && t < o->n_tokens; t++)
+        if (o->tokens[t] > o->ep_max_tokens)
+            return cli_usage("bench", "--tokens %u exceeds --ep-max-tokens %u (the most tokens a rank may pass)",
+                             o->tokens[t], o->ep_max_tokens);
     if (o->n_shapes == 0) {
         bench_shape_parse("qwen3-30b-a3b", &o->shapes[0]);
         bench_shape_parse("mixtral-8x7b", &o->shapes[1]);
@@ -727,6 +740,7 @@ static int bench_ep(fmoe_context *ctx, const bench_opts *o, const fmoe_scheme *s
                         .backend = o->backend,
                         .dispatch = o->ep_dispatch,
                         .mode = o->ep_mode,
+                        .max_tokens = o->ep_max_tokens,
                         .tokens = o->tokens,
                         .n_tokens = o->n_tokens,
                         .iters = o->iters,

@@ -15,6 +15,15 @@
  *   fp8_token     FP8 per-token dispatch; both sides get the tokens as the
  *                 dispatch carries them (FP8 dispatch quantizes activations)
  *
+ * each in both modes of the group: low latency (ids as above) and high
+ * throughput (the same ids with ".ht": the plugin may apply its method to
+ * the received rows only). Every case also checks the expert load record:
+ * the ranks' records, summed, must equal the count of the routing's slots
+ * per physical expert (after the checked forward, and again after the CUDA
+ * graph replays where the plugin replays: a whole multiple of it). A plugin
+ * that does not keep the record for device routing (UNSUPPORTED) passes,
+ * and the case says so.
+ *
  * Schemes with per-tensor activation scales are UNSUPPORTED here: their
  * scale is the max over the rank's local experts (static) or the amax of
  * its batch (dynamic), so an EP rank computes another function than one
@@ -44,14 +53,23 @@ typedef struct ep_variant {
     int32_t placement;
     int hot, m0, eplb;
     int32_t dispatch;
+    int32_t mode;
 } ep_variant;
 
+#define LL FMOE_EP_MODE_LOW_LATENCY
+#define HT FMOE_EP_MODE_HIGH_THROUGHPUT
 static const ep_variant variants[] = {
-    {"linear", FMOE_PLACEMENT_LINEAR, 0, 0, 0, FMOE_EP_DISPATCH_ACTIVATION},
-    {"rr.hot.m0", FMOE_PLACEMENT_ROUND_ROBIN, 1, 1, 0, FMOE_EP_DISPATCH_ACTIVATION},
-    {"eplb", FMOE_PLACEMENT_LINEAR, 0, 0, 1, FMOE_EP_DISPATCH_ACTIVATION},
-    {"fp8_token", FMOE_PLACEMENT_LINEAR, 0, 0, 0, FMOE_EP_DISPATCH_FP8_TOKEN},
+    {"linear", FMOE_PLACEMENT_LINEAR, 0, 0, 0, FMOE_EP_DISPATCH_ACTIVATION, LL},
+    {"rr.hot.m0", FMOE_PLACEMENT_ROUND_ROBIN, 1, 1, 0, FMOE_EP_DISPATCH_ACTIVATION, LL},
+    {"eplb", FMOE_PLACEMENT_LINEAR, 0, 0, 1, FMOE_EP_DISPATCH_ACTIVATION, LL},
+    {"fp8_token", FMOE_PLACEMENT_LINEAR, 0, 0, 0, FMOE_EP_DISPATCH_FP8_TOKEN, LL},
+    {"linear.ht", FMOE_PLACEMENT_LINEAR, 0, 0, 0, FMOE_EP_DISPATCH_ACTIVATION, HT},
+    {"rr.hot.m0.ht", FMOE_PLACEMENT_ROUND_ROBIN, 1, 1, 0, FMOE_EP_DISPATCH_ACTIVATION, HT},
+    {"eplb.ht", FMOE_PLACEMENT_LINEAR, 0, 0, 1, FMOE_EP_DISPATCH_ACTIVATION, HT},
+    {"fp8_token.ht", FMOE_PLACEMENT_LINEAR, 0, 0, 0, FMOE_EP_DISPATCH_FP8_TOKEN, HT},
 };
+#undef LL
+#undef HT
 
 static const uint32_t rank_counts[] = {2, 4};
 
@@ -94,6 +112,67 @@ static void make_hot(cf_inputs *in, uint32_t k)
                 ids[j] = ids[0];
         ids[0] = 0;
     }
+}
+
+/* The ranks' load records against the routing: 0 with what was checked
+ * in `said`, or -1 with why. */
+static int check_load(const fmoe_layer_config *cfg, const cf_inputs *in, uint32_t total, const ep_rank_result *res,
+                      uint32_t n, char *said, size_t cap)
+{
+    const uint32_t g = fmoe_layer_config_global_experts(cfg);
+    uint64_t want[64] = {0}, got[64] = {0}, replayed[64] = {0};
+    if (g > 64) {
+        snprintf(said, cap, "%u experts: the load check holds 64", g);
+        return -1;
+    }
+    for (uint64_t i = 0; i < (uint64_t)total * cfg->top_k; i++)
+        if (in->topk_ids[i] >= 0 && (uint32_t)in->topk_ids[i] < g)
+            want[in->topk_ids[i]]++;
+    int replays = 1;
+    for (uint32_t i = 0; i < n; i++) {
+        if (!res[i].load) {
+            if (res[i].load_status == FMOE_STATUS_UNSUPPORTED) {
+                snprintf(said, cap, "; the load record is not kept for this routing (UNSUPPORTED)");
+                return 0;
+            }
+            snprintf(said, cap, "rank %u's load record could not be read (%s)", i,
+                     fmoe_status_name(res[i].load_status));
+            return -1;
+        }
+        replays &= res[i].load_replayed != NULL;
+        for (uint32_t e = 0; e < g; e++) {
+            got[e] += res[i].load[e];
+            replayed[e] += res[i].load_replayed ? res[i].load_replayed[e] : 0;
+        }
+    }
+    for (uint32_t e = 0; e < g; e++)
+        if (got[e] != want[e]) {
+            snprintf(said, cap,
+                     "load record: physical expert %u got %llu slots over the ranks, the routing sends it %llu", e,
+                     (unsigned long long)got[e], (unsigned long long)want[e]);
+            return -1;
+        }
+    if (!replays) {
+        snprintf(said, cap, "; load record equal to the routing's");
+        return 0;
+    }
+    /* The replays ran the same forward q times: each expert's count is q
+     * times its share, for one q >= 1. */
+    uint64_t q = 0;
+    for (uint32_t e = 0; e < g && !q; e++)
+        if (want[e])
+            q = replayed[e] / want[e];
+    for (uint32_t e = 0; e < g; e++)
+        if (q == 0 || replayed[e] != q * want[e]) {
+            snprintf(said, cap,
+                     "load record after the graph replays: physical expert %u has %llu slots, not a multiple q >= 1 "
+                     "(q = %llu) of the %llu one forward sends it",
+                     e, (unsigned long long)replayed[e], (unsigned long long)q, (unsigned long long)want[e]);
+            return -1;
+        }
+    snprintf(said, cap, "; load record equal to the routing's, and %llu times it after the graph replays",
+             (unsigned long long)q);
+    return 0;
 }
 
 static void run_case(cf_run *r, const cf_scheme *cs, const fmoe_scheme *scheme, const ep_variant *v, uint32_t n,
@@ -175,7 +254,7 @@ static void run_case(cf_run *r, const cf_scheme *cs, const fmoe_scheme *scheme, 
                     .max_tokens = 16,
                     .m = m,
                     .dispatch = v->dispatch,
-                    .mode = FMOE_EP_MODE_LOW_LATENCY,
+                    .mode = v->mode,
                     .id = &id,
                     .device_kind = kind,
                     .device_base = base,
@@ -197,10 +276,14 @@ static void run_case(cf_run *r, const cf_scheme *cs, const fmoe_scheme *scheme, 
     }
     cli_load_floats(cfg.act_dtype, got, out, elems);
     cf_tolerance tol = cf_tolerance_for(cs, cfg.act_dtype);
+    char load[512];
     if (!cf_compare(got, expect, total, cfg.hidden_size, NULL, &tol, why, sizeof why))
         set(o, CF_FAIL, "%u ranks vs one device: %s", n, why);
+    else if (check_load(&cfg, &in, total, res, n, load, sizeof load) != 0)
+        set(o, CF_FAIL, "%u ranks: %s", n, load);
     else
-        set(o, CF_PASS, "%u ranks (tokens %u..%u per rank) equal one device", n, m[1], m[n - 1]);
+        set(o, CF_PASS, "%u ranks (tokens %u..%u per rank, %s) equal one device%s", n, m[1], m[n - 1],
+            fmoe_ep_mode_name(v->mode), load);
 done:
     if (ran)
         ep_ranks_free(res, n);

@@ -579,9 +579,12 @@ FMOE_API fmoe_status fmoe_layer_forward(fmoe_layer *layer, const fmoe_forward_ar
  * routing slots this layer's forwards sent to physical expert p since the
  * layer was finalized or the last reset (len = global physical experts).
  * On an EP group each rank counts its own tokens; the sum over ranks is the
- * load EPLB balances. Counted where the routing is on the host (host
- * layers, and logits routed by the core); UNSUPPORTED when the routing
- * stayed on a device. reset = 1 zeroes it after the read. */
+ * load EPLB balances. Counted by the core where the routing is on the
+ * host (host layers, and logits routed by the core), and by the group's
+ * plugin on the device for a layer on an EP group whose routing is there
+ * (plugin ABI 1.5; the cuda plugin does, also inside CUDA graphs); then the
+ * read synchronizes the layer's device. UNSUPPORTED when the routing stayed
+ * on a device and nobody counted it. reset = 1 zeroes it after the read. */
 FMOE_API fmoe_status fmoe_layer_expert_load(fmoe_layer *layer, uint64_t *counts, uint32_t len, uint32_t reset);
 
 /* Tensors on the layer's device. For a host (CPU) layer these are host

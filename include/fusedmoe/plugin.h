@@ -62,7 +62,7 @@ extern "C" {
 /* Major must match exactly. Minor: host and plugin agree on min(host, plugin);
  * each side then only uses what that minor provides. */
 #define FMOE_ABI_MAJOR 1
-#define FMOE_ABI_MINOR 4
+#define FMOE_ABI_MINOR 5
 /* Oldest plugin minor this host still accepts. */
 #define FMOE_ABI_MINOR_MIN 0
 
@@ -595,6 +595,16 @@ typedef struct fmoe_ep_forward_args {
                                         range contributes 0 */
     fmoe_tensor *out;                /* [M_local, H]: written completely */
     void *stream;
+    /* \since 1.5. The bound layer's expert load record on its device
+     * (docs/PLACEMENT.md, "Load record"), when topk_ids is on the device:
+     * num_global_experts u64 counters the host allocated (fmoe_device_memory)
+     * and zeroes, the same address on every forward of the layer; NULL when
+     * the routing is on the host (the host counts it then). A plugin that
+     * adds this forward's slots to it on `stream` (+1 per slot whose id is in
+     * 0..num_global_experts-1, in a way a graph capture keeps) sets
+     * load_recorded = 1; otherwise the host's record says UNSUPPORTED. */
+    uint64_t *load_counts;
+    uint32_t load_recorded; /* out */
 } fmoe_ep_forward_args;
 
 /* Seconds the group's forwards spent in each phase since creation or the

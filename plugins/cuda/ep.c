@@ -144,17 +144,25 @@ static fmoe_status ep_forward(fmoe_ep_forward_args *a)
             g->device);
     if (!a->method || !a->method->apply)
         return h->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT, "EP forward: the bound method has no apply");
+    /* The layer's device load record (ABI 1.5): the dispatch kernel counts
+     * into it. */
+    uint64_t *load = FMOE_HAS_FIELD(a, load_recorded) ? a->load_counts : NULL;
+    int64_t n = 0;
     if (fmcu_ep_check(g->ep, why, sizeof why) != 0 ||
         fmcu_ep_set_owner(g->ep, a->expert_owner, a->num_global_experts, a->stream, why, sizeof why) != 0 ||
-        fmcu_ep_dispatch(g->ep, a->x->data, a->x->strides[0], a->topk_ids->data, a->topk_weights->data, m, a->stream,
-                         why, sizeof why) != 0)
+        fmcu_ep_dispatch(g->ep, a->x->data, a->x->strides[0], a->topk_ids->data, a->topk_weights->data, m, load,
+                         a->stream, &n, why, sizeof why) != 0)
         return fail(h, a->err, FMOE_STATUS_DEVICE_ERROR, why);
+    if (load)
+        a->load_recorded = 1;
+    /* n rows: the capacity (low latency), or the received rows with a local
+     * expert, packed first (high throughput; none: nothing to apply). */
     fmcu_ep_rows rows;
     fmcu_ep_rows_of(g->ep, &rows);
-    fmoe_tensor x = matrix(g, (fmoe_dtype)g->act_dtype, rows.rows, g->hidden, rows.x);
-    fmoe_tensor y = matrix(g, (fmoe_dtype)g->act_dtype, rows.rows, g->hidden, rows.y);
-    fmoe_tensor ids = matrix(g, FMOE_DTYPE_INT32, rows.rows, g->top_k, rows.ids);
-    fmoe_tensor w = matrix(g, FMOE_DTYPE_F32, rows.rows, g->top_k, rows.w);
+    fmoe_tensor x = matrix(g, (fmoe_dtype)g->act_dtype, n, g->hidden, rows.x);
+    fmoe_tensor y = matrix(g, (fmoe_dtype)g->act_dtype, n, g->hidden, rows.y);
+    fmoe_tensor ids = matrix(g, FMOE_DTYPE_INT32, n, g->top_k, rows.ids);
+    fmoe_tensor w = matrix(g, FMOE_DTYPE_F32, n, g->top_k, rows.w);
     fmoe_apply_args ap = {.struct_size = sizeof ap,
                           .err = a->err,
                           .instance = a->instance,
@@ -163,7 +171,7 @@ static fmoe_status ep_forward(fmoe_ep_forward_args *a)
                           .topk_ids = &ids,
                           .out = &y,
                           .stream = a->stream};
-    fmoe_status st = a->method->apply(&ap);
+    fmoe_status st = n > 0 ? a->method->apply(&ap) : FMOE_STATUS_OK;
     if (st != FMOE_STATUS_OK)
         return st;
     if (fmcu_ep_mark_experts_done(g->ep, a->stream, why, sizeof why) != 0 ||

@@ -8,9 +8,13 @@
  * buffers, then wait for every peer's and unpack them into the rows the
  * local method applies), the method's own apply on those rows, then
  * fmcu_ep_combine (each row's result back into its owner's buffer, wait,
- * sum in rank order). All on the caller's stream; no host synchronization
- * and no allocation unless the group measures phases (`timing`), so a
- * LOW_LATENCY forward can be captured in a CUDA graph.
+ * sum in rank order). All on the caller's stream; no allocation, and in
+ * LOW_LATENCY no host synchronization unless the group measures phases
+ * (`timing`), so such a forward can be captured in a CUDA graph.
+ * HIGH_THROUGHPUT packs the received rows that have a local expert first
+ * (ep_plan.h) and waits once, in fmcu_ep_dispatch, for their count R, so
+ * the method applies to R rows instead of size x max_tokens; capturing it
+ * is refused.
  *
  * Waits on peers are bounded on the device (timeout_ms): a peer that does
  * not arrive sets a flag in host-mapped memory with the missing ranks, the
@@ -52,7 +56,8 @@ int fmcu_ep_create(const fmcu_ep_params *p, fmcu_ep **out, char *why, size_t cap
 void fmcu_ep_destroy(fmcu_ep *ep);
 
 /* The rows the method applies: [rows, hidden] act dtype, ids/w [rows, k];
- * y [rows, hidden] act dtype for its output. rows = size x max_tokens. */
+ * y [rows, hidden] act dtype for its output. rows = size x max_tokens (the
+ * capacity; a forward uses the first `rows` fmcu_ep_dispatch returns). */
 typedef struct fmcu_ep_rows {
     void *x;
     int32_t *ids;
@@ -72,9 +77,13 @@ int fmcu_ep_check(fmcu_ep *ep, char *why, size_t cap);
 int fmcu_ep_set_owner(fmcu_ep *ep, const int32_t *owner, uint32_t n, void *stream, char *why, size_t cap);
 
 /* This rank's m tokens (device): x [m, hidden] (row stride x_ld elements),
- * ids/w [m, top_k] dense. */
+ * ids/w [m, top_k] dense. load: the layer's load record (num_experts u64
+ * on the device), to which the dispatch kernel adds this forward's valid
+ * slots, or NULL. *rows: the rows of fmcu_ep_rows the method must apply
+ * (LOW_LATENCY: all of them; HIGH_THROUGHPUT: the R received rows with a
+ * local expert, packed first, after one wait for the device). */
 int fmcu_ep_dispatch(fmcu_ep *ep, const void *x, int64_t x_ld, const int32_t *ids, const float *w, int64_t m,
-                     void *stream, char *why, size_t cap);
+                     uint64_t *load, void *stream, int64_t *rows, char *why, size_t cap);
 /* After the method wrote rows.y: out [m, hidden] (row stride out_ld) of
  * this rank's tokens, ids as given to dispatch. */
 int fmcu_ep_combine(fmcu_ep *ep, void *out, int64_t out_ld, const int32_t *ids, int64_t m, void *stream, char *why,

@@ -2,10 +2,12 @@
  * plugins/cuda/ep_kernels.cu - the EP forward's kernels (ep_kernels.cuh
  * says what each does) and their launches (ep_launch.h).
  */
+#include <cub/block/block_scan.cuh>
 #include <cuda_runtime.h>
 
 #include "plugins/cuda/ep_kernels.cuh"
 #include "plugins/cuda/ep_launch.h"
+#include "plugins/cuda/ep_plan.h"
 
 namespace fmcu_ep_dev {
 namespace {
@@ -20,6 +22,7 @@ struct dispatch_args {
     const int32_t *ids;
     const float *w;
     int64_t m;
+    unsigned long long *load; /* the layer's load record [num_experts], or null */
 };
 
 /* The max over `lanes` adjacent lanes (a power of two <= 32). Every lane of
@@ -52,6 +55,13 @@ __global__ void __launch_bounds__(THREADS) dispatch_kernel(const dispatch_args a
             char *b = a.c.p.base[r];
             ((int32_t *)(b + L.ids))[slot * k + j] = a.ids[t * k + j];
             ((float *)(b + L.w))[slot * k + j] = a.w[t * k + j];
+            /* The load record: this kernel already reads every slot of the
+             * rank's routing once, so it counts here (no pass of its own). */
+            if (r == 0 && a.load) {
+                const int32_t id = a.ids[t * k + j];
+                if (id >= 0 && (uint32_t)id < a.c.num_experts)
+                    atomicAdd(a.load + id, 1ull);
+            }
         }
         const uint16_t *xr = a.x + t * a.x_ld;
         if (L.dispatch == FMOE_EP_DISPATCH_ACTIVATION) {
@@ -134,12 +144,53 @@ __global__ void __launch_bounds__(THREADS) dispatch_kernel(const dispatch_args a
     }
 }
 
+struct plan_args {
+    common_args c;
+    int32_t *pos;       /* [size x max_tokens] packed index of each row, or -1 */
+    int64_t *rows_host; /* host-mapped: R, the live rows */
+};
+
+/* HIGH_THROUGHPUT (ep_plan.h): one block waits for every source's
+ * dispatch, then packs the live rows in (s, t) order with a block scan. */
+__global__ void __launch_bounds__(PLAN_THREADS) plan_kernel(const plan_args a)
+{
+    const fmcu_ep_layout &L = a.c.L;
+    const uint32_t k = L.top_k, me = a.c.rank;
+    const char *own = a.c.p.base[me];
+    wait_all(a.c, (const uint64_t *)(own + L.disp_arrive), (*a.c.seq + 1) * DISPATCH_BLOCKS, 1);
+    using scan = cub::BlockScan<int, PLAN_THREADS>;
+    __shared__ typename scan::TempStorage tmp;
+    __shared__ int32_t s_count[FMCU_EP_MAX_RANKS];
+    for (uint32_t s = threadIdx.x; s < L.size; s += blockDim.x)
+        s_count[s] = ((volatile const int32_t *)(own + L.count))[s];
+    __syncthreads();
+    const uint64_t rows = (uint64_t)L.size * L.max_tokens;
+    const int32_t *ids = (const int32_t *)(own + L.ids);
+    int base = 0;
+    for (uint64_t r0 = 0; r0 < rows; r0 += PLAN_THREADS) {
+        const uint64_t row = r0 + threadIdx.x;
+        int live = 0;
+        if (row < rows)
+            live = fmcu_ep_row_live(ids + row * k, k, a.c.owner, a.c.num_experts, me, (uint32_t)(row % L.max_tokens),
+                                    s_count[row / L.max_tokens]);
+        int before = 0, total = 0;
+        scan(tmp).ExclusiveSum(live, before, total);
+        if (row < rows)
+            a.pos[row] = live ? base + before : -1;
+        base += total;
+        __syncthreads(); /* tmp is reused */
+    }
+    if (threadIdx.x == 0)
+        *(volatile int64_t *)a.rows_host = base;
+}
+
 struct unpack_args {
     common_args c;
     uint16_t *x_in;
     int32_t *ids_in;
     float *w_in;
     uint8_t *live;
+    const int32_t *pos; /* HIGH_THROUGHPUT: the plan (rows go to pos[row]); null: row to row */
 };
 
 __global__ void __launch_bounds__(THREADS) unpack_kernel(const unpack_args a)
@@ -148,25 +199,36 @@ __global__ void __launch_bounds__(THREADS) unpack_kernel(const unpack_args a)
     const uint32_t H = L.hidden, k = L.top_k, me = a.c.rank;
     char *own = a.c.p.base[me];
     wait_all(a.c, (const uint64_t *)(own + L.disp_arrive), (*a.c.seq + 1) * DISPATCH_BLOCKS, 1);
-    __shared__ int s_live;
+    __shared__ int64_t s_dst;
     const uint64_t rows = (uint64_t)L.size * L.max_tokens;
     for (uint64_t row = blockIdx.x; row < rows; row += gridDim.x) {
         const uint32_t s = (uint32_t)(row / L.max_tokens), t = (uint32_t)(row % L.max_tokens);
         const int32_t *ids = (const int32_t *)(own + L.ids) + row * k;
         const float *w = (const float *)(own + L.w) + row * k;
+        /* The method's row for this one: itself (low latency: every row,
+         * dead ones with ids -1), or its packed index (-1: dead, skipped). */
         if (threadIdx.x == 0) {
-            const int32_t cnt = ((volatile const int32_t *)(own + L.count))[s];
-            s_live = (int32_t)t < cnt && ((ranks_of(a.c, ids, k) >> me) & 1);
-            a.live[row] = (uint8_t)s_live;
+            if (a.pos) {
+                s_dst = a.pos[row];
+            } else {
+                const int32_t cnt = ((volatile const int32_t *)(own + L.count))[s];
+                const int live = (int32_t)t < cnt && ((ranks_of(a.c, ids, k) >> me) & 1);
+                a.live[row] = (uint8_t)live;
+                s_dst = live ? (int64_t)row : -1;
+            }
         }
         __syncthreads();
-        const int live = s_live;
-        for (uint32_t j = threadIdx.x; j < k; j += blockDim.x) {
-            a.ids_in[row * k + j] = live ? ids[j] : -1;
-            a.w_in[row * k + j] = live ? w[j] : 0.0f;
+        const int64_t d = s_dst;
+        const int live = d >= 0;
+        if (live || !a.pos) {
+            const uint64_t o = live ? (uint64_t)d : row;
+            for (uint32_t j = threadIdx.x; j < k; j += blockDim.x) {
+                a.ids_in[o * k + j] = live ? ids[j] : -1;
+                a.w_in[o * k + j] = live ? w[j] : 0.0f;
+            }
         }
         if (live) {
-            uint16_t *dst = a.x_in + row * H;
+            uint16_t *dst = a.x_in + (uint64_t)d * H;
             if (L.dispatch == FMOE_EP_DISPATCH_ACTIVATION) {
                 for (uint32_t c = threadIdx.x * VEC; c < H; c += blockDim.x * VEC)
                     *(uint4 *)(dst + c) = *(const uint4 *)(own + L.x + row * L.x_row_bytes + c * 2);
@@ -194,6 +256,7 @@ struct combine_args {
     common_args c;
     const uint16_t *y;
     const uint8_t *live;
+    const int32_t *pos; /* HIGH_THROUGHPUT: row's result is y[pos[row]]; null: y[row] where live */
 };
 
 __global__ void __launch_bounds__(THREADS) combine_send_kernel(const combine_args a)
@@ -202,12 +265,13 @@ __global__ void __launch_bounds__(THREADS) combine_send_kernel(const combine_arg
     const uint32_t H = L.hidden, me = a.c.rank;
     const uint64_t rows = (uint64_t)L.size * L.max_tokens;
     for (uint64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-        if (!a.live[row])
+        const int64_t src = a.pos ? a.pos[row] : a.live[row] ? (int64_t)row : -1;
+        if (src < 0)
             continue;
         const uint32_t s = (uint32_t)(row / L.max_tokens), t = (uint32_t)(row % L.max_tokens);
         char *dst = a.c.p.base[s] + L.comb_y + ((uint64_t)me * L.max_tokens + t) * L.y_row_bytes;
         for (uint32_t c = threadIdx.x * VEC; c < H; c += blockDim.x * VEC)
-            *(uint4 *)(dst + c * 2) = *(const uint4 *)(a.y + row * H + c);
+            *(uint4 *)(dst + c * 2) = *(const uint4 *)(a.y + (uint64_t)src * H + c);
     }
     __syncthreads();
     if (threadIdx.x == 0) {
@@ -275,25 +339,33 @@ __global__ void advance_kernel(uint64_t *seq)
 using namespace fmcu_ep_dev;
 
 cudaError_t fmcu_ep_launch_dispatch(const common_args &c, const void *x, int64_t x_ld, const int32_t *ids,
-                                    const float *w, int64_t m, cudaStream_t st)
+                                    const float *w, int64_t m, uint64_t *load, cudaStream_t st)
 {
-    dispatch_args a{c, (const uint16_t *)x, x_ld, ids, w, m};
+    dispatch_args a{c, (const uint16_t *)x, x_ld, ids, w, m, (unsigned long long *)load};
     dispatch_kernel<<<DISPATCH_BLOCKS, THREADS, 0, st>>>(a);
     return cudaGetLastError();
 }
 
-cudaError_t fmcu_ep_launch_unpack(const common_args &c, void *x_in, int32_t *ids_in, float *w_in, uint8_t *live,
-                                  cudaStream_t st)
+cudaError_t fmcu_ep_launch_plan(const common_args &c, int32_t *pos, int64_t *rows_host, cudaStream_t st)
 {
-    unpack_args a{c, (uint16_t *)x_in, ids_in, w_in, live};
+    plan_args a{c, pos, rows_host};
+    plan_kernel<<<1, PLAN_THREADS, 0, st>>>(a);
+    return cudaGetLastError();
+}
+
+cudaError_t fmcu_ep_launch_unpack(const common_args &c, void *x_in, int32_t *ids_in, float *w_in, uint8_t *live,
+                                  const int32_t *pos, cudaStream_t st)
+{
+    unpack_args a{c, (uint16_t *)x_in, ids_in, w_in, live, pos};
     unpack_kernel<<<UNPACK_BLOCKS, THREADS, 0, st>>>(a);
     return cudaGetLastError();
 }
 
-cudaError_t fmcu_ep_launch_combine(const common_args &c, const void *y, const uint8_t *live, const int32_t *ids,
-                                   void *out, int64_t out_ld, int64_t m, uint64_t *seq, cudaStream_t st)
+cudaError_t fmcu_ep_launch_combine(const common_args &c, const void *y, const uint8_t *live, const int32_t *pos,
+                                   const int32_t *ids, void *out, int64_t out_ld, int64_t m, uint64_t *seq,
+                                   cudaStream_t st)
 {
-    combine_args ca{c, (const uint16_t *)y, live};
+    combine_args ca{c, (const uint16_t *)y, live, pos};
     combine_send_kernel<<<COMBINE_BLOCKS, THREADS, 0, st>>>(ca);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess)

@@ -5,9 +5,15 @@
  *                  holds one of its experts, its ids and weights to every
  *                  rank (so no rank reads a stale row as its own), then one
  *                  release-add per block on each peer's disp_arrive[me]
+ *                  (and, given the layer's load record, +1 per valid slot)
+ *   plan           HIGH_THROUGHPUT only: wait for every source's blocks,
+ *                  pack the live rows (ep_plan.h) and write their count R
+ *                  to host-mapped memory (the host reads it, then applies
+ *                  the method on R rows)
  *   unpack         wait for every source's blocks, then each received row
  *                  with a local expert into the method's input rows (FP8
- *                  dequantized), every other row's ids to -1
+ *                  dequantized): low latency, at its own row, every other
+ *                  row's ids to -1; high throughput, at its packed row
  *   (the method's apply)
  *   combine_send   each live row's result into its owner's comb_y[me][t],
  *                  then one release-add per block on each owner's comb_arrive
@@ -40,6 +46,8 @@ constexpr int THREADS = 256;
  * so that the arrival targets are known without the counts. */
 constexpr int DISPATCH_BLOCKS = 128, COMBINE_BLOCKS = 128;
 constexpr int UNPACK_BLOCKS = 264, FINISH_BLOCKS = 132;
+/* HIGH_THROUGHPUT's plan: one block scans every received row. */
+constexpr int PLAN_THREADS = 1024;
 
 /* Host-mapped: what a timed-out wait saw. */
 struct fail_record {

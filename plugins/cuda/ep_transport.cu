@@ -17,6 +17,15 @@
  *   4. the buffer zeroed, then an all-gather of every rank's parameters:
  *      it checks they agree (naming the field that differs) and, being
  *      collective, no rank's forward can write into a buffer not yet zeroed.
+ *
+ * A forward's launches (ep_kernels.cuh): dispatch, [plan], unpack, the
+ * method, combine. LOW_LATENCY hands the method every size x max_tokens row
+ * and never waits for the device. HIGH_THROUGHPUT adds the plan kernel,
+ * which packs the live rows and writes their count R to host-mapped memory;
+ * the host waits for that one event (unpack already queued behind it) and
+ * the method applies to R rows: one host synchronization per forward, so
+ * it cannot be captured in a graph, and the method's cost follows the rows
+ * received rather than the capacity.
  */
 #include <cuda_runtime.h>
 #include <new>
@@ -46,6 +55,12 @@ struct fmcu_ep {
     float *w_in;
     uint8_t *live;
     uint64_t *seq;
+    /* HIGH_THROUGHPUT: the row plan (ep_plan.h) and R, written by the plan
+     * kernel into host-mapped memory (rows_dev its device alias), read
+     * after `planned` completes. */
+    int32_t *pos;
+    int64_t *rows_host, *rows_dev;
+    cudaEvent_t planned;
     fail_record *fail_host; /* host-mapped; c.fail is its device alias */
     int32_t *owner_host;    /* the last owner table uploaded */
     uint32_t owner_n;
@@ -271,6 +286,16 @@ int setup(fmcu_ep *ep, char *why, size_t cap)
         (e = cudaMalloc((void **)&ep->owner, (size_t)p.num_experts * 4)) != cudaSuccess ||
         (e = cudaMalloc((void **)&ep->seq, 8)) != cudaSuccess)
         return failf(why, cap, "cudaMalloc of the group's rows", e);
+    if (p.mode == FMOE_EP_MODE_HIGH_THROUGHPUT) {
+        void *dev = nullptr;
+        if ((e = cudaMalloc((void **)&ep->pos, rows * 4)) != cudaSuccess ||
+            (e = cudaHostAlloc((void **)&ep->rows_host, sizeof(int64_t), cudaHostAllocMapped)) != cudaSuccess ||
+            (e = cudaHostGetDevicePointer(&dev, ep->rows_host, 0)) != cudaSuccess ||
+            (e = cudaEventCreateWithFlags(&ep->planned, cudaEventDisableTiming)) != cudaSuccess)
+            return failf(why, cap, "the high-throughput row plan's buffers", e);
+        ep->rows_dev = (int64_t *)dev;
+        *ep->rows_host = 0;
+    }
     if ((e = cudaMemset(ep->x_in, 0, rows * p.hidden * 2)) != cudaSuccess ||
         (e = cudaMemset(ep->seq, 0, 8)) != cudaSuccess || (e = cudaMemset(ep->owner, 0xff, p.num_experts * 4)))
         return failf(why, cap, "cudaMemset", e);
@@ -358,6 +383,11 @@ extern "C" void fmcu_ep_destroy(fmcu_ep *ep)
     cudaFree(ep->live);
     cudaFree(ep->owner);
     cudaFree(ep->seq);
+    cudaFree(ep->pos);
+    if (ep->rows_host)
+        cudaFreeHost(ep->rows_host);
+    if (ep->planned)
+        cudaEventDestroy(ep->planned);
     if (ep->fail_host)
         cudaFreeHost((void *)ep->fail_host);
     for (auto ev : ep->ev)
@@ -465,8 +495,9 @@ extern "C" int fmcu_ep_set_owner(fmcu_ep *ep, const int32_t *owner, uint32_t n, 
 }
 
 extern "C" int fmcu_ep_dispatch(fmcu_ep *ep, const void *x, int64_t x_ld, const int32_t *ids, const float *w,
-                                int64_t m, void *stream, char *why, size_t cap)
+                                int64_t m, uint64_t *load, void *stream, int64_t *rows, char *why, size_t cap)
 {
+    const bool ht = ep->p.mode == FMOE_EP_MODE_HIGH_THROUGHPUT;
     if (m < 0 || m > ep->p.max_tokens) {
         snprintf(why, cap, "EP group: %lld tokens on rank %u; the group holds at most %u per rank (max_tokens_per_rank)",
                  (long long)m, ep->p.rank, ep->p.max_tokens);
@@ -483,16 +514,42 @@ extern "C" int fmcu_ep_dispatch(fmcu_ep *ep, const void *x, int64_t x_ld, const 
     cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
     if (e == cudaSuccess)
         e = cudaStreamIsCapturing(st, &cs);
+    if (e == cudaSuccess && ht && cs != cudaStreamCaptureStatusNone) {
+        snprintf(why, cap,
+                 "EP group: a high_throughput forward waits on the host for the count of rows it received, which a "
+                 "CUDA graph capture forbids; capture a group made with mode low_latency");
+        return -1;
+    }
     ep->timing_now = ep->p.timing && cs == cudaStreamCaptureStatusNone;
     if (e == cudaSuccess && ep->timing_now)
         e = cudaEventRecord(ep->ev[0], st);
     if (e == cudaSuccess)
-        e = fmcu_ep_launch_dispatch(ep->c, x, x_ld, ids, w, m, st);
+        e = fmcu_ep_launch_dispatch(ep->c, x, x_ld, ids, w, m, load, st);
+    if (e == cudaSuccess && ht) {
+        e = fmcu_ep_launch_plan(ep->c, ep->pos, ep->rows_dev, st);
+        if (e == cudaSuccess)
+            e = cudaEventRecord(ep->planned, st);
+    }
     if (e == cudaSuccess)
-        e = fmcu_ep_launch_unpack(ep->c, ep->x_in, ep->ids_in, ep->w_in, ep->live, st);
+        e = fmcu_ep_launch_unpack(ep->c, ep->x_in, ep->ids_in, ep->w_in, ep->live, ht ? ep->pos : nullptr, st);
     if (e == cudaSuccess && ep->timing_now)
         e = cudaEventRecord(ep->ev[1], st);
-    return e == cudaSuccess ? 0 : failf(why, cap, "dispatch", e);
+    /* The one host synchronization of a high-throughput forward: the plan's
+     * R (unpack runs meanwhile). Bounded: the plan's waits on peers are. */
+    if (e == cudaSuccess && ht)
+        e = cudaEventSynchronize(ep->planned);
+    if (e != cudaSuccess)
+        return failf(why, cap, "dispatch", e);
+    if (ht && fmcu_ep_check(ep, why, cap) != 0)
+        return -1;
+    const int64_t cap_rows = (int64_t)ep->p.size * ep->p.max_tokens;
+    *rows = ht ? *(volatile int64_t *)ep->rows_host : cap_rows;
+    if (*rows < 0 || *rows > cap_rows) {
+        snprintf(why, cap, "EP group: the row plan counted %lld rows, beyond the %lld the group holds", (long long)*rows,
+                 (long long)cap_rows);
+        return -1;
+    }
+    return 0;
 }
 
 extern "C" int fmcu_ep_mark_experts_done(fmcu_ep *ep, void *stream, char *why, size_t cap)
@@ -511,7 +568,8 @@ extern "C" int fmcu_ep_combine(fmcu_ep *ep, void *out, int64_t out_ld, const int
     cudaStream_t st = (cudaStream_t)stream;
     cudaError_t e = cudaSetDevice(ep->p.device);
     if (e == cudaSuccess)
-        e = fmcu_ep_launch_combine(ep->c, ep->y, ep->live, ids, out, out_ld, m, ep->seq, st);
+        e = fmcu_ep_launch_combine(ep->c, ep->y, ep->live, ep->p.mode == FMOE_EP_MODE_HIGH_THROUGHPUT ? ep->pos : nullptr,
+                                   ids, out, out_ld, m, ep->seq, st);
     if (e == cudaSuccess && ep->timing_now) {
         float ms[3];
         e = cudaEventRecord(ep->ev[3], st);

@@ -55,9 +55,9 @@ int fmcu_ep_set_owner(fmcu_ep *ep, const int32_t *owner, uint32_t n, void *strea
 }
 
 int fmcu_ep_dispatch(fmcu_ep *ep, const void *x, int64_t x_ld, const int32_t *ids, const float *w, int64_t m,
-                     void *stream, char *why, size_t cap)
+                     uint64_t *load, void *stream, int64_t *rows, char *why, size_t cap)
 {
-    (void)ep, (void)x, (void)x_ld, (void)ids, (void)w, (void)m, (void)stream;
+    (void)ep, (void)x, (void)x_ld, (void)ids, (void)w, (void)m, (void)load, (void)stream, (void)rows;
     return refuse(why, cap);
 }
 

@@ -96,6 +96,18 @@ check "--gpus with --logits is a usage error"
 fm run --gpus 2 --ep-dispatch fp8
 rc=$?; ok=0; [ $rc = 2 ] && ok=1
 check "an unknown --ep-dispatch is a usage error"
+fm run --gpus 2 --ep-mode fast
+rc=$?; ok=0; [ $rc = 2 ] && grep -q -- '--ep-mode: expected low_latency or high_throughput' "$tmp/out" && ok=1
+check "an unknown --ep-mode is a usage error naming the modes (run)"
+fm bench --gpus 2 --ep-mode prefill
+rc=$?; ok=0; [ $rc = 2 ] && grep -q -- '--ep-mode: expected low_latency or high_throughput' "$tmp/out" && ok=1
+check "an unknown --ep-mode is a usage error naming the modes (bench)"
+fm bench --gpus 2 --tokens 4,16 --ep-max-tokens 8
+rc=$?; ok=0; [ $rc = 2 ] && grep -q -- '--tokens 16 exceeds --ep-max-tokens 8' "$tmp/out" && ok=1
+check "bench --ep-max-tokens below a --tokens value is a usage error naming both"
+fm bench --ep-max-tokens 8
+rc=$?; ok=0; [ $rc = 2 ] && grep -q -- '--ep-max-tokens sizes an EP group: it needs --gpus' "$tmp/out" && ok=1
+check "bench --ep-max-tokens without --gpus is a usage error"
 
 fm conform --plugin reference --mode ep --seed "$seed"
 rc=$?; ok=0
@@ -107,6 +119,12 @@ rc=$?; ok=0
 [ $rc = 0 ] && grep -q '^ep:        2 ranks' "$tmp/out" &&
     [ "$(grep -Ec '^8,2,128,128 +8 +[24] +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$' "$tmp/out")" = 2 ] && ok=1
 check "bench --gpus 2: layer time and the plugin's dispatch / experts / combine split per token count"
+
+fm bench --gpus 2 --shape 8,2,128,128 --tokens 2,4 --iters 3 --seed "$seed" --ep-mode high_throughput --ep-max-tokens 8
+rc=$?; ok=0
+[ $rc = 0 ] && grep -q '^ep:        2 ranks, dispatch activation, mode high_throughput, max_tokens_per_rank 8' "$tmp/out" &&
+    [ "$(grep -Ec '^8,2,128,128 +8 +[24] +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$' "$tmp/out")" = 2 ] && ok=1
+check "bench --gpus 2 --ep-mode high_throughput --ep-max-tokens 8: a group sized beyond the tokens passed"
 
 echo "1..$n"
 exit $failed

@@ -332,6 +332,69 @@ static void fx_huge_init(void)
 }
 #endif
 
+#ifdef FIXTURE_EP
+/* A pretend EP transport on the pretend device: groups of one rank, whose
+ * forward applies the method to the rank's own tokens and counts the
+ * expert load record on the "device" (plugin ABI 1.5 load_counts), so the
+ * core's device-record plumbing runs without a GPU
+ * (tests/registry/test_layer.c, device_ep_load_record). */
+static int fx_ep_group_token;
+
+static fmoe_status fx_ep_unique_id(fmoe_ep_unique_id_args *a)
+{
+    a->bytes[0] = 1;
+    a->length = 1;
+    return FMOE_STATUS_OK;
+}
+
+static fmoe_status fx_ep_group_create(fmoe_ep_group_args *a)
+{
+    const fmoe_host *h = ((const ref_state *)a->state)->host;
+    if (a->size != 1)
+        return h->error_set(a->err, FMOE_STATUS_UNSUPPORTED, "fixture EP groups have one rank, not %u", a->size);
+    a->group = &fx_ep_group_token;
+    a->expert_capacity = a->max_tokens_per_rank;
+    return FMOE_STATUS_OK;
+}
+
+static void fx_ep_group_destroy(fmoe_ep_group_destroy_args *a)
+{
+    (void)a;
+}
+
+static fmoe_status fx_ep_forward(fmoe_ep_forward_args *a)
+{
+    const int64_t m = a->x->shape[0], k = a->topk_ids->shape[1];
+    if (m > 0) {
+        fmoe_apply_args ap = {.struct_size = sizeof ap,
+                              .err = a->err,
+                              .instance = a->instance,
+                              .x = a->x,
+                              .topk_weights = a->topk_weights,
+                              .topk_ids = a->topk_ids,
+                              .out = a->out,
+                              .stream = a->stream};
+        fmoe_status st = a->method->apply(&ap);
+        if (st != FMOE_STATUS_OK)
+            return st;
+    }
+    if (FMOE_HAS_FIELD(a, load_recorded) && a->load_counts) {
+        const int32_t *ids = a->topk_ids->data;
+        for (int64_t i = 0; i < m * k; i++)
+            if (ids[i] >= 0 && (uint32_t)ids[i] < a->num_global_experts)
+                a->load_counts[ids[i]]++;
+        a->load_recorded = 1;
+    }
+    return FMOE_STATUS_OK;
+}
+
+static const fmoe_ep_ops fx_ep = {.struct_size = sizeof fx_ep,
+                                  .unique_id = fx_ep_unique_id,
+                                  .group_create = fx_ep_group_create,
+                                  .group_destroy = fx_ep_group_destroy,
+                                  .forward = fx_ep_forward};
+#endif
+
 static fmoe_status fx_probe(fmoe_probe_args *a)
 {
 #ifdef FIXTURE_PROBE_FAIL
@@ -417,6 +480,9 @@ static const struct {
             .shutdown = fx_shutdown,
 #ifdef FIXTURE_DEVICE
             .memory = &fx_memory,
+#endif
+#ifdef FIXTURE_EP
+            .ep = &fx_ep,
 #endif
         },
 };

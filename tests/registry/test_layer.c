@@ -528,6 +528,101 @@ static fmoe_status probe_enqueue(void *ctx, uint32_t index, void *stream)
     return fmoe_layer_forward(p->layer, &a);
 }
 
+/* The expert load record of a layer on an EP group whose routing is on
+ * the device: the plugin counts into the counters the core allocated there
+ * (plugin ABI 1.5), and fmoe_layer_expert_load reads them back, adds the
+ * host part, and resets both. Built for 1.4, the same plugin is handed no
+ * counters and the record says UNSUPPORTED, naming it. */
+static void ep_device_load(const char *so, const char *name, int counts)
+{
+    ckpt c;
+    make_ckpt(&c, 47);
+    const char *files[] = {REFERENCE_MANIFEST, so};
+    fmoe_context *ctx = fx_context(files, 2, NULL, 0, NULL);
+    fmoe_ep_group_options go;
+    fmoe_ep_group_options_init(&go);
+    go.backend = name;
+    go.device_kind = FMOE_DEVICE_CUDA;
+    go.device_index = 0;
+    go.rank = 0;
+    go.size = 1;
+    go.max_tokens_per_rank = M;
+    go.hidden_size = H;
+    go.top_k = K;
+    go.num_experts = E;
+    go.act_dtype = FMOE_DTYPE_F32;
+    fmoe_ep_unique_id id;
+    ck_assert_msg(fmoe_ep_unique_id_make(ctx, &go, &id) == FMOE_STATUS_OK, "%s", fmoe_last_error());
+    go.unique_id = &id;
+    fmoe_ep_group *g = NULL;
+    ck_assert_msg(fmoe_ep_group_create(ctx, &go, &g) == FMOE_STATUS_OK, "%s", fmoe_last_error());
+    fmoe_layer_config cfg = base_cfg();
+    fmoe_scheme s;
+    fmoe_scheme_init_unquantized(&s, FMOE_DTYPE_F32);
+    fmoe_layer_options o;
+    fmoe_layer_options_init(&o);
+    o.ep_group = g;
+    fmoe_layer *layer = NULL;
+    ck_assert_msg(fmoe_layer_create(ctx, &cfg, &s, &o, &layer) == FMOE_STATUS_OK, "%s", fmoe_last_error());
+    load_all(layer, &c);
+    const int64_t mh[2] = {M, H}, mk[2] = {M, K};
+    fmoe_tensor dx, dy, dw, did, hx, hw, hid;
+    ck_assert_int_eq(fmoe_layer_tensor_alloc(layer, FMOE_DTYPE_F32, 2, mh, &dx), FMOE_STATUS_OK);
+    ck_assert_int_eq(fmoe_layer_tensor_alloc(layer, FMOE_DTYPE_F32, 2, mh, &dy), FMOE_STATUS_OK);
+    ck_assert_int_eq(fmoe_layer_tensor_alloc(layer, FMOE_DTYPE_F32, 2, mk, &dw), FMOE_STATUS_OK);
+    ck_assert_int_eq(fmoe_layer_tensor_alloc(layer, FMOE_DTYPE_INT32, 2, mk, &did), FMOE_STATUS_OK);
+    fmoe_tensor_init(&hx, FMOE_DTYPE_F32, 2, mh, c.x);
+    fmoe_tensor_init(&hw, FMOE_DTYPE_F32, 2, mk, c.topk_w);
+    fmoe_tensor_init(&hid, FMOE_DTYPE_INT32, 2, mk, c.topk_ids);
+    ck_assert_int_eq(fmoe_layer_tensor_copy(layer, &dx, &hx), FMOE_STATUS_OK);
+    ck_assert_int_eq(fmoe_layer_tensor_copy(layer, &dw, &hw), FMOE_STATUS_OK);
+    ck_assert_int_eq(fmoe_layer_tensor_copy(layer, &did, &hid), FMOE_STATUS_OK);
+    uint64_t want[E] = {0}, got[E];
+    for (int t = 0; t < M; t++)
+        for (int j = 0; j < K; j++)
+            want[c.topk_ids[t][j]]++;
+    fmoe_forward_args f = {.struct_size = sizeof f, .x = &dx, .topk_weights = &dw, .topk_ids = &did, .out = &dy};
+    for (int round = 1; round <= 2; round++)
+        ck_assert_msg(fmoe_layer_forward(layer, &f) == FMOE_STATUS_OK, "%s", fmoe_last_error());
+    fmoe_status st = fmoe_layer_expert_load(layer, got, E, 1);
+    if (!counts) {
+        ck_assert_int_eq(st, FMOE_STATUS_UNSUPPORTED);
+        ck_assert_msg(strstr(fmoe_last_error(), "stayed on cuda:0") && strstr(fmoe_last_error(), name), "%s",
+                      fmoe_last_error());
+    } else {
+        ck_assert_msg(st == FMOE_STATUS_OK, "%s", fmoe_last_error());
+        for (int e = 0; e < E; e++) /* two forwards */
+            ck_assert_msg(got[e] == 2 * want[e], "expert %d: %llu, expected %llu", e, (unsigned long long)got[e],
+                          (unsigned long long)(2 * want[e]));
+        /* The reset zeroed the device part: one more forward counts once. */
+        ck_assert_msg(fmoe_layer_forward(layer, &f) == FMOE_STATUS_OK, "%s", fmoe_last_error());
+        ck_assert_int_eq(fmoe_layer_expert_load(layer, got, E, 0), FMOE_STATUS_OK);
+        for (int e = 0; e < E; e++)
+            ck_assert_uint_eq(got[e], want[e]);
+        /* Read without reset: unchanged; then reset, and it reads zero. */
+        ck_assert_int_eq(fmoe_layer_expert_load(layer, got, E, 1), FMOE_STATUS_OK);
+        for (int e = 0; e < E; e++)
+            ck_assert_uint_eq(got[e], want[e]);
+        ck_assert_int_eq(fmoe_layer_expert_load(layer, got, E, 0), FMOE_STATUS_OK);
+        for (int e = 0; e < E; e++)
+            ck_assert_uint_eq(got[e], 0);
+    }
+    fmoe_layer_tensor_free(layer, &dx);
+    fmoe_layer_tensor_free(layer, &dy);
+    fmoe_layer_tensor_free(layer, &dw);
+    fmoe_layer_tensor_free(layer, &did);
+    fmoe_layer_destroy(layer);
+    fmoe_ep_group_destroy(g);
+    fmoe_context_destroy(ctx);
+}
+
+START_TEST(device_ep_load_record)
+{
+    ep_device_load(FIXTURE_SO_FIXTURE_DEVICE_EP, "fixture_device_ep", 1);
+    ep_device_load(FIXTURE_SO_FIXTURE_DEVICE_EP_V14, "fixture_device_ep_v14", 0);
+}
+END_TEST
+
 START_TEST(device_layer_timed_by_plugin)
 {
     ckpt c;
@@ -722,6 +817,7 @@ static Suite *suite(void)
     tcase_add_test(tc, device_layer_through_plugin_memory);
     tcase_add_test(tc, device_memory_needs_abi_1_1);
     tcase_add_test(tc, device_layer_timed_by_plugin);
+    tcase_add_test(tc, device_ep_load_record);
     tcase_add_test(tc, device_read_rate_through_plugin);
     tcase_add_test(tc, overflowing_param_blames_the_plugin);
     suite_add_tcase(s, tc);
