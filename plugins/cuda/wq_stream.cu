@@ -52,66 +52,14 @@ constexpr int WARPS = 4; /* warps of a CTA */
 constexpr int U = 2;     /* spans per batch; two batches in flight per warp */
 constexpr int SPAN = 64; /* row bytes per span: 4 lanes x 16 */
 
+using fmcu_wq_dev::bits_of;
+using fmcu_wq_dev::dq_fp4_bf16;
+using fmcu_wq_dev::dq_int4;
 using fmcu_wq_dev::e2m1_value;
 using fmcu_wq_dev::mma16;
+using fmcu_wq_dev::nibble_pair;
 using fmcu_wq_dev::pack2;
-
-__device__ __forceinline__ uint32_t bits_of(__nv_bfloat162 v)
-{
-    return *reinterpret_cast<uint32_t *>(&v);
-}
-
-__device__ __forceinline__ __nv_bfloat162 bf2_of(uint32_t v)
-{
-    return *reinterpret_cast<__nv_bfloat162 *>(&v);
-}
-
-__device__ __forceinline__ uint32_t bits_of(__half2 v)
-{
-    return *reinterpret_cast<uint32_t *>(&v);
-}
-
-__device__ __forceinline__ __half2 h2_of(uint32_t v)
-{
-    return *reinterpret_cast<__half2 *>(&v);
-}
-
-/* Byte b of w (low nibble, high nibble) as codes in bits 0-3 of each half;
- * w4 = w >> 4. */
-__device__ __forceinline__ uint32_t nibble_pair(uint32_t w, uint32_t w4, int b)
-{
-    return __byte_perm(w, w4, (uint32_t)b | ((uint32_t)(b + 4) << 8)) & 0x000F000Fu;
-}
-
-/* int4 codes (value + 8) as (q - 8 - zp) pairs; sub = 128 + 8 + zp (bf16)
- * or 1024 + 8 + zp (f16) in both halves. */
-template <bool F16> __device__ __forceinline__ uint32_t dq_int4(uint32_t x, uint32_t sub)
-{
-    if constexpr (F16)
-        return bits_of(__hsub2(h2_of(x | 0x64006400u), h2_of(sub)));
-    else
-        return bits_of(__hsub2(bf2_of(x | 0x43004300u), bf2_of(sub)));
-}
-
-/* e2m1 codes as bf16 e2m1 * s pairs; s2 = (s, s), bf16. */
-__device__ __forceinline__ uint32_t dq_fp4_bf16(uint32_t x, uint32_t s2)
-{
-    const uint32_t sub = ((x << 6) | (x << 12)) & 0x81C081C0u; /* e2m1 * 2^-126 */
-    const __nv_bfloat162 two126 = bf2_of(0x7E807E80u);
-    return bits_of(__hmul2(__hmul2(bf2_of(sub), two126), bf2_of(s2)));
-}
-
-/* A block scale code as f32 (ue8m0: 2^(c-127), 0xFF NaN; else e4m3fn). */
-__device__ __forceinline__ float scale_code(uint32_t c, bool mx)
-{
-    if (mx) {
-        if (c == 0xFF)
-            return __int_as_float(0x7FC00000);
-        return c == 0 ? __int_as_float(0x00400000) : __int_as_float((int)(c << 23));
-    }
-    __half_raw h = __nv_cvt_fp8_to_halfraw((__nv_fp8_storage_t)c, __NV_E4M3);
-    return __half2float(__half(h));
-}
+using fmcu_wq_dev::scale_code;
 
 /* One batch of U spans of both weight rows of this thread (zeros outside). */
 __device__ __forceinline__ void load_spans(uint4 (&wl)[U], uint4 (&wh)[U], const uint8_t *w_lo, const uint8_t *w_hi,

@@ -80,6 +80,11 @@ template <int BN> struct tile_cfg {
 
 using fmcu_wgmma::fence_regs;
 using fmcu_wgmma::sw128_desc;
+using fmcu_wq_dev::bits_of;
+using fmcu_wq_dev::dq_fp4_bf16;
+using fmcu_wq_dev::dq_int4;
+using fmcu_wq_dev::nibble_pair;
+using fmcu_wq_dev::scale_code;
 
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, bool valid)
 {
@@ -102,62 +107,6 @@ __device__ __forceinline__ uint32_t lds32(uint32_t addr)
     uint32_t v;
     asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(addr));
     return v;
-}
-
-__device__ __forceinline__ uint32_t bits_of(__nv_bfloat162 v)
-{
-    return *reinterpret_cast<uint32_t *>(&v);
-}
-
-__device__ __forceinline__ __nv_bfloat162 bf2_of(uint32_t v)
-{
-    return *reinterpret_cast<__nv_bfloat162 *>(&v);
-}
-
-__device__ __forceinline__ uint32_t bits_of(__half2 v)
-{
-    return *reinterpret_cast<uint32_t *>(&v);
-}
-
-__device__ __forceinline__ __half2 h2_of(uint32_t v)
-{
-    return *reinterpret_cast<__half2 *>(&v);
-}
-
-/* Byte b of w as codes in bits 0-3 of each half (low nibble first). */
-__device__ __forceinline__ uint32_t nibble_pair(uint32_t w, int b)
-{
-    return __byte_perm(w, w >> 4, (uint32_t)b | ((uint32_t)(b + 4) << 8)) & 0x000F000Fu;
-}
-
-/* int4 codes as (q - 8 - zp) pairs: OR into the mantissa of 128 (bf16) or
- * 1024 (f16), then subtract sub = that + 8 + zp. */
-template <bool F16> __device__ __forceinline__ uint32_t dq_int4(uint32_t x, uint32_t sub)
-{
-    if constexpr (F16)
-        return bits_of(__hsub2(h2_of(x | 0x64006400u), h2_of(sub)));
-    else
-        return bits_of(__hsub2(bf2_of(x | 0x43004300u), bf2_of(sub)));
-}
-
-/* e2m1 codes as bf16 e2m1 * s pairs (s2 = (s, s)): the bits moved into a
- * subnormal-scaled bf16, then two exact products. */
-__device__ __forceinline__ uint32_t dq_fp4(uint32_t x, uint32_t s2)
-{
-    const uint32_t sub = ((x << 6) | (x << 12)) & 0x81C081C0u; /* e2m1 * 2^-126 */
-    return bits_of(__hmul2(__hmul2(bf2_of(sub), bf2_of(0x7E807E80u)), bf2_of(s2)));
-}
-
-/* A block scale code as f32 (ue8m0: 2^(c-127), 0xFF NaN; else e4m3fn). */
-__device__ __forceinline__ float scale_code(uint32_t c, bool mx)
-{
-    if (mx) {
-        if (c == 0xFF)
-            return __int_as_float(0x7FC00000);
-        return c == 0 ? __int_as_float(0x00400000) : __int_as_float((int)(c << 23));
-    }
-    __half_raw h = __nv_cvt_fp8_to_halfraw((__nv_fp8_storage_t)c, __NV_E4M3);
-    return __half2float(__half(h));
 }
 
 /* t if FIRST, else u (arrays of different sizes, so no ?:). */
@@ -348,15 +297,15 @@ __global__ void __launch_bounds__(THREADS, 2) wq_wgmma(const fmcu_wq_gemm_args p
             for (int kk = 0; kk < 2; kk++) {
                 const int step = 2 * j + kk;
                 if constexpr (INT) {
-                    a[step][0] = dq_int4<F16>(nibble_pair(wl, 2 * kk), sub_lo);
-                    a[step][1] = dq_int4<F16>(nibble_pair(wh, 2 * kk), sub_hi);
-                    a[step][2] = dq_int4<F16>(nibble_pair(wl, 2 * kk + 1), sub_lo);
-                    a[step][3] = dq_int4<F16>(nibble_pair(wh, 2 * kk + 1), sub_hi);
+                    a[step][0] = dq_int4<F16>(nibble_pair(wl, wl >> 4, 2 * kk), sub_lo);
+                    a[step][1] = dq_int4<F16>(nibble_pair(wh, wh >> 4, 2 * kk), sub_hi);
+                    a[step][2] = dq_int4<F16>(nibble_pair(wl, wl >> 4, 2 * kk + 1), sub_lo);
+                    a[step][3] = dq_int4<F16>(nibble_pair(wh, wh >> 4, 2 * kk + 1), sub_hi);
                 } else {
-                    a[step][0] = dq_fp4(nibble_pair(wl, 2 * kk), fs[0][step]);
-                    a[step][1] = dq_fp4(nibble_pair(wh, 2 * kk), fs[1][step]);
-                    a[step][2] = dq_fp4(nibble_pair(wl, 2 * kk + 1), fs[0][step]);
-                    a[step][3] = dq_fp4(nibble_pair(wh, 2 * kk + 1), fs[1][step]);
+                    a[step][0] = dq_fp4_bf16(nibble_pair(wl, wl >> 4, 2 * kk), fs[0][step]);
+                    a[step][1] = dq_fp4_bf16(nibble_pair(wh, wh >> 4, 2 * kk), fs[1][step]);
+                    a[step][2] = dq_fp4_bf16(nibble_pair(wl, wl >> 4, 2 * kk + 1), fs[0][step]);
+                    a[step][3] = dq_fp4_bf16(nibble_pair(wh, wh >> 4, 2 * kk + 1), fs[1][step]);
                 }
             }
         }
