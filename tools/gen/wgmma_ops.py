@@ -19,18 +19,17 @@ SHAPES = (64, 96, 128, 192, 256)
 # bf16 takes transpose flags too, both 0 for K-major operands.
 TYPES = (("e4m3", 32, "e4m3.e4m3", "1, 1"), ("bf16", 16, "bf16.bf16", "1, 1, 0, 0"))
 
-def wrapper(n, t):
-    suffix, k, types, imms = t
-    regs = n // 2
+def asm_body(regs, instr, operands, inputs):
+    """The body of one wrapper: `instr` (the wgmma with its shape and types)
+    on the accumulator list and then `operands` (the rest of the PTX
+    operand list, predicate p last but its immediates), p set from the
+    operand after `inputs`' registers."""
     lines = [
-        f"/* D (+)= A * B, m64n{n}k{k} {suffix}; {regs} accumulator registers per thread. */",
-        f"__device__ __forceinline__ void wgmma_m64n{n}k{k}_{suffix}(float (&d)[{regs}], uint64_t desc_a, uint64_t desc_b,",
-        f"                                                     int accumulate)",
         "{",
         "    asm volatile(",
         '        "{\\n.reg .pred p;\\n"',
-        f'        "setp.ne.b32 p, %{regs + 2}, 0;\\n"',
-        f'        "wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{types} "',
+        f'        "setp.ne.b32 p, %{regs + len(inputs)}, 0;\\n"',
+        f'        "{instr} "',
     ]
     # split the register list over several source lines
     names = [f"%{i}" for i in range(regs)]
@@ -39,15 +38,25 @@ def wrapper(n, t):
     for i, c in enumerate(chunks):
         sep = ", " if i + 1 < len(chunks) else ""
         lines.append(f'        "{c}{sep}"')
-    lines.append(f'        "}}, %{regs}, %{regs + 1}, p, {imms};\\n}}\\n"')
+    lines.append(f'        "}}, {operands};\\n}}\\n"')
     ops = [f'"+f"(d[{i}])' for i in range(regs)]
     lines.append("        : " + ", ".join(ops[:4]) + ",")
     for i in range(4, regs, 4):
         end = "," if i + 4 < regs else ""
         lines.append("          " + ", ".join(ops[i:i + 4]) + end)
-    lines.append('        : "l"(desc_a), "l"(desc_b), "r"(accumulate));')
+    lines.append("        : " + ", ".join(inputs + ['"r"(accumulate)']) + ");")
     lines.append("}")
-    return "\n".join(lines)
+    return lines
+
+def wrapper(n, t):
+    suffix, k, types, imms = t
+    regs = n // 2
+    return "\n".join([
+        f"/* D (+)= A * B, m64n{n}k{k} {suffix}; {regs} accumulator registers per thread. */",
+        f"__device__ __forceinline__ void wgmma_m64n{n}k{k}_{suffix}(float (&d)[{regs}], uint64_t desc_a, uint64_t desc_b,",
+        f"                                                     int accumulate)",
+    ] + asm_body(regs, f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{types}",
+                 f"%{regs}, %{regs + 1}, p, {imms}", ['"l"(desc_a)', '"l"(desc_b)']))
 
 # A in registers: the 4-bit kernel's token tiles.
 RS_SHAPES = (64, 128)
@@ -56,31 +65,13 @@ RS_TYPES = (("bf16", "bf16.bf16"), ("f16", "f16.f16"))
 def wrapper_rs(n, t):
     suffix, types = t
     regs = n // 2
-    lines = [
+    return "\n".join([
         f"/* D (+)= A * B, m64n{n}k16 {suffix}, A from registers; {regs} accumulator registers per thread. */",
         f"__device__ __forceinline__ void wgmma_m64n{n}k16_{suffix}_rs(float (&d)[{regs}], const uint32_t (&a)[4],",
         f"                                                     uint64_t desc_b, int accumulate)",
-        "{",
-        "    asm volatile(",
-        '        "{\\n.reg .pred p;\\n"',
-        f'        "setp.ne.b32 p, %{regs + 5}, 0;\\n"',
-        f'        "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{types} "',
-    ]
-    names = [f"%{i}" for i in range(regs)]
-    chunks = [", ".join(names[i:i + 16]) for i in range(0, regs, 16)]
-    lines.append('        "{" ')
-    for i, c in enumerate(chunks):
-        sep = ", " if i + 1 < len(chunks) else ""
-        lines.append(f'        "{c}{sep}"')
-    lines.append(f'        "}}, {{%{regs}, %{regs + 1}, %{regs + 2}, %{regs + 3}}}, %{regs + 4}, p, 1, 1, 0;\\n}}\\n"')
-    ops = [f'"+f"(d[{i}])' for i in range(regs)]
-    lines.append("        : " + ", ".join(ops[:4]) + ",")
-    for i in range(4, regs, 4):
-        end = "," if i + 4 < regs else ""
-        lines.append("          " + ", ".join(ops[i:i + 4]) + end)
-    lines.append('        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));')
-    lines.append("}")
-    return "\n".join(lines)
+    ] + asm_body(regs, f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{types}",
+                 f"{{%{regs}, %{regs + 1}, %{regs + 2}, %{regs + 3}}}, %{regs + 4}, p, 1, 1, 0",
+                 ['"r"(a[0])', '"r"(a[1])', '"r"(a[2])', '"r"(a[3])', '"l"(desc_b)']))
 
 def main_rs():
     out = sys.stdout
