@@ -361,6 +361,12 @@ int cmd_run(const cli_globals *g, int argc, char **argv)
         cli_error("--tokens %u exceeds the layer's --max-tokens %u", o.tokens, o.cfg.max_num_tokens);
         return CLI_EXIT_CONFIG;
     }
+    /* Each process of the multi-process form draws the layer and every
+     * rank's tokens itself: with fresh seeds they would check different
+     * layers against each other's rows, so the seed must be given. */
+    if (o.ep_id_file && !o.seed_given)
+        return cli_usage("run", "--ep-id-file: every process must draw the same layer and tokens; give all ranks "
+                                "the same --seed N");
     if (!o.seed_given)
         o.seed = cli_rng_fresh_seed();
     int ep_group = o.gpus || o.ep_id_file;

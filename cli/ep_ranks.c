@@ -68,19 +68,54 @@ static fmoe_status forward(fmoe_layer *layer, const ep_plan *p, int64_t first, u
     return fetch ? run_device_io_fetch(layer, io, &a) : fmoe_layer_synchronize(layer, NULL);
 }
 
-/* The replays' forward: the device twins, on the capturing stream. */
+/* The replays' forward: the device twins, on the capturing stream. The
+ * first failure's text is kept (time_replays reports its own). */
 typedef struct replay_ctx {
     fmoe_layer *layer;
     const run_device_io *io;
+    char why[512];
 } replay_ctx;
 
 static int enqueue_forward(void *ctx, uint32_t index, void *stream)
 {
     (void)index;
-    const replay_ctx *c = ctx;
+    replay_ctx *c = ctx;
     fmoe_forward_args a = c->io->args;
     a.stream = stream;
-    return fmoe_layer_forward(c->layer, &a) == FMOE_STATUS_OK ? 0 : -1;
+    if (fmoe_layer_forward(c->layer, &a) == FMOE_STATUS_OK)
+        return 0;
+    if (!c->why[0])
+        snprintf(c->why, sizeof c->why, "%s", fmoe_last_error());
+    return -1;
+}
+
+/* A high_throughput forward waits on the host for the rows it received:
+ * capturing one must be refused, naming the mode. Every rank tries once
+ * (after time_replays' eager forward, collective like any other) and is
+ * refused before its forward queues any work, so no peer waits on it. */
+static fmoe_status expect_capture_refused(fmoe_layer *layer, const run_device_io *io, ep_rank_result *r)
+{
+    replay_ctx c = {layer, io, {0}};
+    double secs[1];
+    fmoe_status st = fmoe_layer_time_replays(layer, 1, 0, 1, enqueue_forward, &c, secs);
+    if (st == FMOE_STATUS_UNSUPPORTED && !c.why[0])
+        return FMOE_STATUS_OK; /* the plugin cannot replay at all */
+    if (st == FMOE_STATUS_OK) {
+        r->status = FMOE_STATUS_INTERNAL;
+        snprintf(r->error, sizeof r->error,
+                 "a high_throughput forward was captured in a CUDA graph; its host wait must refuse capture");
+        return FMOE_STATUS_INTERNAL;
+    }
+    if (!strstr(c.why, "high_throughput")) {
+        r->status = st;
+        snprintf(r->error, sizeof r->error,
+                 "graph capture of a high_throughput forward failed without naming the mode: %s",
+                 c.why[0] ? c.why : fmoe_last_error());
+        return st;
+    }
+    r->capture_refused = 1;
+    snprintf(r->capture_why, sizeof r->capture_why, "%s", c.why);
+    return FMOE_STATUS_OK;
 }
 
 /* Capture this rank's forward in a graph and replay it (collective: every
@@ -90,9 +125,10 @@ static int enqueue_forward(void *ctx, uint32_t index, void *stream)
 static fmoe_status replay(fmoe_layer *layer, const ep_plan *p, int64_t first, uint32_t m, run_device_io *io,
                           ep_rank_result *r)
 {
-    /* A high-throughput forward waits on the host: not capturable. */
-    if (!io->remote || p->mode == FMOE_EP_MODE_HIGH_THROUGHPUT)
+    if (!io->remote)
         return FMOE_STATUS_OK;
+    if (p->mode == FMOE_EP_MODE_HIGH_THROUGHPUT)
+        return expect_capture_refused(layer, io, r);
     const uint32_t h = p->cfg->hidden_size;
     const size_t es = fmoe_dtype_size(p->cfg->act_dtype);
     fmoe_status st = FMOE_STATUS_OK;
@@ -111,7 +147,7 @@ static fmoe_status replay(fmoe_layer *layer, const ep_plan *p, int64_t first, ui
     }
     enum { WARMUP = 2, REPS = 5 };
     double secs[REPS];
-    replay_ctx c = {layer, io};
+    replay_ctx c = {layer, io, {0}};
     st = fmoe_layer_time_replays(layer, 1, WARMUP, REPS, enqueue_forward, &c, secs);
     if (st == FMOE_STATUS_UNSUPPORTED)
         return FMOE_STATUS_OK;
@@ -216,9 +252,10 @@ static void *rank_main(void *arg)
         uint64_t *discard_load = NULL;
         read_load(r->layer, p, &discard_load);
         free(discard_load);
-        if ((st = replay(r->layer, p, j->first_token, m, &io, r)) != FMOE_STATUS_OK)
-            fail(r, st, "graph replay");
-        else if (r->graphs)
+        if ((st = replay(r->layer, p, j->first_token, m, &io, r)) != FMOE_STATUS_OK) {
+            if (r->status == FMOE_STATUS_OK)
+                fail(r, st, "graph replay");
+        } else if (r->graphs)
             r->load_replayed_status = read_load(r->layer, p, &r->load_replayed);
     }
     free(times);

@@ -57,6 +57,12 @@ typedef struct ep_rank_result {
     int graphs;            /* 1: replayed; 0: the plugin cannot (host plugin, or a
                               high_throughput group, which synchronizes) */
     double graph_median_s; /* of the timed replays (device events) */
+    /* A high_throughput group on a device: its forward waits on the host,
+     * so capturing it must be refused, with the reason. 1: the capture was
+     * tried and refused, the plugin's reason in capture_why. (Captured
+     * instead: the rank fails.) */
+    int capture_refused;
+    char capture_why[512];
     /* The layer's expert load record (fmoe_layer_expert_load), read and
      * reset after the checked forward (load) and after the replays
      * (load_replayed, graphs only); each NULL with the read's status in

@@ -73,6 +73,9 @@ static void print_ep_text(const run_opts *o, const ep_plan *p, const ep_rank_res
             printf("rank %-5u  graph: the forward captured and replayed, median %.3f ms (device events); the "
                    "result above is the replayed output\n",
                    p->first + i, 1e3 * r->graph_median_s);
+        if (r->capture_refused)
+            printf("rank %-5u  graph: capture refused, as a high_throughput forward must be: %s\n", p->first + i,
+                   r->capture_why);
     }
 }
 

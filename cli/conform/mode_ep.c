@@ -22,7 +22,10 @@
  * per physical expert (after the checked forward, and again after the CUDA
  * graph replays where the plugin replays: a whole multiple of it). A plugin
  * that does not keep the record for device routing (UNSUPPORTED) passes,
- * and the case says so.
+ * and the case says so. A high-throughput group on a device waits on the
+ * host, so each rank also tries to capture its forward in a graph: the
+ * capture must be refused with a reason naming high_throughput, else the
+ * case fails.
  *
  * Schemes with per-tensor activation scales are UNSUPPORTED here: their
  * scale is the max over the rank's local experts (static) or the amax of
@@ -282,8 +285,9 @@ static void run_case(cf_run *r, const cf_scheme *cs, const fmoe_scheme *scheme, 
     else if (check_load(&cfg, &in, total, res, n, load, sizeof load) != 0)
         set(o, CF_FAIL, "%u ranks: %s", n, load);
     else
-        set(o, CF_PASS, "%u ranks (tokens %u..%u per rank, %s) equal one device%s", n, m[1], m[n - 1],
-            fmoe_ep_mode_name(v->mode), load);
+        set(o, CF_PASS, "%u ranks (tokens %u..%u per rank, %s) equal one device%s%s", n, m[1], m[n - 1],
+            fmoe_ep_mode_name(v->mode), load,
+            res[0].capture_refused ? "; graph capture refused on every rank, naming the mode" : "");
 done:
     if (ran)
         ep_ranks_free(res, n);

@@ -84,6 +84,10 @@ fm run --ep 2 --ep-rank 1 --ep-id-file "$tmp/none" --ep-wait-ms 200 --seed "$see
 rc=$?; ok=0; [ $rc = 3 ] && grep -q 'did not write the unique id within 200 ms' "$tmp/out" && ok=1
 check "--ep-id-file: a rank waits for the file at most --ep-wait-ms"
 
+fm run --ep 2 --ep-rank 0 --ep-id-file "$tmp/id" --tokens 2
+rc=$?; ok=0; [ $rc = 2 ] && grep -q 'give all ranks the same --seed N' "$tmp/out" && ok=1
+check "--ep-id-file without --seed is a usage error (each process draws the layer)"
+
 fm run --gpus 2 --ep 2 --ep-rank 1
 rc=$?; ok=0; [ $rc = 2 ] && grep -q 'give one form' "$tmp/out" && ok=1
 check "--gpus with --ep N is a usage error"
