@@ -64,7 +64,8 @@ void run_model_help(FILE *f)
           "Options:\n"
           "  --model DIR            checkpoint directory (default: the bundled model,\n"
           "                         " FMOE_DEFAULT_MODEL_DIR ")\n"
-          "  --layer N              only decoder layer N (default: every MoE layer)\n"
+          "  --layer N              only decoder layer N (default: every MoE layer; those no\n"
+          "                         layer can serve, e.g. hash-routed, are listed as skipped)\n"
           "  --tokens M             tokens (default: all rows of the input, else 16)\n"
           "  --seed N               seed of random tokens when no input file is used\n"
           "  --tp N, --tp-rank R    tensor parallel size and this rank (default 1, 0)\n"
@@ -367,6 +368,11 @@ typedef struct model_run {
     size_t n_outputs;
     void **owned; /* buffers the outputs point into */
     size_t n_owned;
+    /* MoE layers the run leaves out, with the model's reason (hash-routed
+     * layers: their experts come from the token ids, not router logits). */
+    uint32_t *skipped;
+    char (*skipped_why)[512];
+    size_t n_skipped;
 } model_run;
 
 static int create_and_load(model_run *r, uint32_t index, const fmoe_layer_config *cfg, const fmoe_scheme *scheme,
@@ -592,6 +598,8 @@ static void print_table(const model_run *r, const layer_row *rows, size_t n)
     printf("\nwhy:\n");
     for (size_t i = 0; i < n; i++)
         printf("  layer %u: %s\n", rows[i].layer, rows[i].why);
+    for (size_t i = 0; i < r->n_skipped; i++)
+        printf("skipped: layer %u: %s\n", r->skipped[i], r->skipped_why[i]);
     /* A FAIL says what was found and what was expected: a NaN output has a
      * max abs of 0 over the finite pairs, so the table alone would hide it. */
     for (size_t i = 0; i < n; i++) {
@@ -636,6 +644,14 @@ static int print_json(const model_run *r, const layer_row *rows, size_t n)
         json_array_append_new(arr, o);
     }
     cli_json_set(root, "layers", arr);
+    json_t *skipped = json_array();
+    for (size_t i = 0; i < r->n_skipped; i++) {
+        json_t *o = json_object();
+        cli_json_set(o, "layer", json_integer(r->skipped[i]));
+        cli_json_set(o, "why", cli_json_string(r->skipped_why[i]));
+        json_array_append_new(skipped, o);
+    }
+    cli_json_set(root, "skipped", skipped);
     cli_json_set(root, "result", json_string(all ? "PASS" : "FAIL"));
     return cli_json_print(root);
 }
@@ -709,17 +725,40 @@ int cmd_run_model(const cli_globals *g, int argc, char **argv)
         rc = open_model(&r);
     uint32_t layers = rc == CLI_EXIT_OK ? fmoe_model_layer_count(r.model) : 0;
     uint32_t *moe = calloc(layers ? layers : 1, sizeof *moe);
+    r.skipped = calloc(layers ? layers : 1, sizeof *r.skipped);
+    r.skipped_why = calloc(layers ? layers : 1, sizeof *r.skipped_why);
+    if (!moe || !r.skipped || !r.skipped_why) {
+        cli_error("out of memory");
+        rc = rc == CLI_EXIT_OK ? CLI_EXIT_INTERNAL : rc;
+    }
     size_t n = 0;
-    for (uint32_t l = 0; rc == CLI_EXIT_OK && moe && l < layers; l++)
-        if (fmoe_model_layer_is_moe(r.model, l) && (o.layer < 0 || (int64_t)l == o.layer))
+    for (uint32_t l = 0; rc == CLI_EXIT_OK && l < layers; l++) {
+        if (!fmoe_model_layer_is_moe(r.model, l) || (o.layer >= 0 && (int64_t)l != o.layer))
+            continue;
+        /* A layer the model says no layer object can serve (UNSUPPORTED:
+         * hash-routed) is left out and listed, unless it is the one asked
+         * for; any other error is the checkpoint's and stops the run. */
+        fmoe_layer_config probe;
+        fmoe_layer_config_init(&probe);
+        fmoe_status st = fmoe_model_layer_config(r.model, l, &probe);
+        if (st == FMOE_STATUS_UNSUPPORTED && o.layer < 0) {
+            snprintf(r.skipped_why[r.n_skipped], sizeof r.skipped_why[0], "%s", fmoe_last_error());
+            r.skipped[r.n_skipped++] = l;
+        } else if (st != FMOE_STATUS_OK) {
+            rc = cli_fail(st, NULL);
+        } else {
             moe[n++] = l;
+        }
+    }
     if (rc == CLI_EXIT_OK && n == 0) {
         if (o.layer >= 0)
             cli_error("--layer %lld: not a MoE layer of %s (it has %u decoder layers)", (long long)o.layer, o.model_dir,
                       layers);
+        else if (r.n_skipped)
+            cli_error("%s: every MoE layer is left out; layer %u: %s", o.model_dir, r.skipped[0], r.skipped_why[0]);
         else
             cli_error("%s: the model has no MoE layers", o.model_dir);
-        rc = CLI_EXIT_CONFIG;
+        rc = r.n_skipped && o.layer < 0 ? CLI_EXIT_NO_BACKEND : CLI_EXIT_CONFIG;
     }
     fmoe_layer_config first;
     fmoe_layer_config_init(&first);
@@ -752,6 +791,8 @@ int cmd_run_model(const cli_globals *g, int argc, char **argv)
         rc = CLI_EXIT_CHECK;
     free(rows);
     free(moe);
+    free(r.skipped);
+    free(r.skipped_why);
     close_run(&r);
     return rc;
 }
