@@ -11,22 +11,10 @@ ref=$2
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/fmoe-ep-cli.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 seed=$(( ($(date +%s) * 7919 + $$) % 1000000 ))
-echo "TAP version 13"
+. "$(dirname "$0")/../tap.sh"
 echo "# seed $seed"
-n=0
-failed=0
+TAP_NOTE="seed $seed"
 unset FMOE_OPTIONS FMOE_BACKENDS FMOE_CONFIG FMOE_PLUGIN_PATH FMOE_PLUGIN_FILES
-check() { # check DESCRIPTION: the status of the last command block is in $ok
-    n=$((n + 1))
-    if [ "$ok" = 1 ]; then
-        echo "ok $n - $1"
-    else
-        echo "not ok $n - $1"
-        echo "# seed $seed; output:"
-        sed 's/^/#   /' "$tmp/out" | tail -20
-        failed=1
-    fi
-}
 fm() { "$cli" --plugin "$ref" "$@" >"$tmp/out" 2>&1; }
 
 for ranks in 2 3 4; do
@@ -130,5 +118,4 @@ rc=$?; ok=0
     [ "$(grep -Ec '^8,2,128,128 +8 +[24] +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$' "$tmp/out")" = 2 ] && ok=1
 check "bench --gpus 2 --ep-mode high_throughput --ep-max-tokens 8: a group sized beyond the tokens passed"
 
-echo "1..$n"
-exit $failed
+tap_end

@@ -12,20 +12,8 @@ ref=$2
 src=$3
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/fmoe-hash.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-echo "TAP version 13"
-n=0
-failed=0
+. "$(dirname "$0")/../tap.sh"
 unset FMOE_OPTIONS FMOE_BACKENDS FMOE_CONFIG FMOE_PLUGIN_PATH FMOE_PLUGIN_FILES
-check() { # check DESCRIPTION: the status of the last command block is in $ok
-    n=$((n + 1))
-    if [ "$ok" = 1 ]; then
-        echo "ok $n - $1"
-    else
-        echo "not ok $n - $1"
-        sed 's/^/#   /' "$tmp/out" | tail -20
-        failed=1
-    fi
-}
 model() { # model DIR HASH_LAYERS: the fixture with num_hash_layers set
     mkdir -p "$1" && cp "$src"/*.safetensors "$1"/ &&
         sed "s/\"num_hash_layers\": 0/\"num_hash_layers\": $2/" "$src/config.json" >"$1/config.json"
@@ -65,5 +53,4 @@ fm run --model "$src"
 rc=$?; ok=0; [ $rc = 0 ] && ! grep -q '^skipped' "$tmp/out" && [ "$(grep -c ' PASS$' "$tmp/out")" = 2 ] && ok=1
 check "run --model on the fixture as bundled (no hash layers): both layers PASS, nothing skipped"
 
-echo "1..$n"
-exit $failed
+tap_end
