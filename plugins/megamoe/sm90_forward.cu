@@ -10,12 +10,14 @@
  *             and the pairs per expert; scan: each expert's first pair and
  *             first GEMM tile; scatter: the pairs grouped by expert;
  *   gemm      GEMM1 (xq . W13^T, stored bf16 as the epilogue reads it) and
- *             GEMM2 (aq . W2^T, stored bf16): FP8 mma.sync m16n8k32. K = 32
+ *             GEMM2 (aq . W2^T, stored bf16): FP8 mma.sync m16n8k32,
+ *             swap-AB (weight rows on M, a tile's <= 32 pairs on N), the
+ *             weights streamed through a 7-stage cp.async pipeline. K = 32
  *             per MMA is exactly one scale group, so every MMA starts from
  *             zero and its partial sum is added to the f32 accumulator times
  *             s_act * s_w (powers of two: exact). e2m1 -> e4m3 is exact for
  *             every e2m1 value, so the MXFP4 weights are decoded into e4m3
- *             as they are staged in shared memory and need no rebasing;
+ *             in registers as each fragment is read and need no rebasing;
  *   swiglu    bf16 gate/up, the clamp compared in bf16, SiLU with expf and
  *             a true division, times the routing weight, requantized to
  *             e4m3 per 32 with sf from the bits of amax * (1/448) (all-zero
@@ -23,13 +25,13 @@
  *   combine   out_t = bf16(sum of the token's local slots in ascending slot
  *             order, f32).
  *
- * Each output row of an MMA tile depends on its own A row only, so the
- * order the scatter's atomics give the pairs within an expert does not
- * change any output bit: forwards are bitwise repeatable.
+ * Each output column of an MMA tile (a pair) depends on its own B column
+ * only, so the order the scatter's atomics give the pairs within an expert
+ * does not change any output bit: forwards are bitwise repeatable.
  *
- * Not fused yet (the later steps): one persistent kernel, TMA + wgmma with
- * the weights' scales rebased per 128-wide block, SwiGLU in GEMM1's
- * epilogue, the combine in GEMM2's.
+ * Not fused yet (the later steps): wgmma with the weights' scales rebased
+ * per 128-wide block, SwiGLU in GEMM1's epilogue, the combine in GEMM2's,
+ * one persistent kernel.
  */
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
@@ -44,14 +46,12 @@ namespace {
 
 constexpr int WARP = 32;
 constexpr int GROUP = 32;                   /* elements per scale */
-constexpr int BM = (int)MM90_BLOCK_M;       /* pair rows per tile */
-constexpr int BN = 64;                      /* output columns per tile */
+constexpr int BM = (int)MM90_BLOCK_M;       /* pairs per tile: the MMA's N side */
+constexpr int BN = (int)MM90_BLOCK_N;       /* weight rows per block: the MMA's M side */
 constexpr int KC = 128;                     /* K per shared-memory stage: 4 groups */
 constexpr int GPS = KC / GROUP;             /* groups per stage */
-constexpr int ROW = KC + 16;                /* smem row pitch: 36 words, so the 8 fragment rows hit distinct banks */
-constexpr int GEMM_THREADS = 128;           /* 4 warps, 2 x 2 over the 64 x 64 tile */
+constexpr int GEMM_THREADS = 256;           /* 8 warps, 16 weight rows each */
 constexpr int ROW_THREADS = 256;            /* the row kernels: 8 warps, one 32-group each */
-constexpr unsigned MAX_GRID_Y = 65535;      /* the GEMM loops over tiles beyond it */
 constexpr float FP8_MAX = 448.0f;
 
 /* ---- numerics shared by the kernels ------------------------------------------ */
@@ -88,24 +88,18 @@ __device__ __forceinline__ uint8_t e4m3_sat(float v)
     return (uint8_t)__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
 }
 
-/* A UE8M0 byte's value: 2^(b - 127); 0xFF is NaN, 0 is 2^-127 (subnormal). */
-__device__ __forceinline__ float ue8m0(uint8_t b)
-{
-    if (b == 0xFF)
-        return __uint_as_float(0x7FC00000u);
-    return b ? __uint_as_float((uint32_t)b << 23) : __uint_as_float(0x00400000u);
-}
-
 /* Four e2m1 codes (the low 16 bits, element 0 in the low nibble) as four
  * e4m3 bytes (element 0 in byte 0). The magnitudes {0, .5, 1, 1.5, 2, 3, 4,
  * 6} are bytes of an 8-byte table that one byte permute indexes by the
  * nibbles' low 3 bits; the sign bits move from bit 3 of each nibble to bit
- * 7 of each byte. */
+ * 7 of each byte (a second permute; bits 16.. of p are ignored). */
 __device__ __forceinline__ uint32_t e2m1x4_to_e4m3x4(uint32_t p)
 {
     constexpr uint32_t LO = 0x3C383000u, HI = 0x4C484440u;
     const uint32_t mag = __byte_perm(LO, HI, p & 0x7777u);
-    const uint32_t sign = ((p & 0x8u) << 4) | ((p & 0x80u) << 8) | ((p & 0x800u) << 12) | ((p & 0x8000u) << 16);
+    /* bit 3 of nibble 0 is bit 7 of byte 0 of p << 4, nibble 1's is bit 7 of
+     * byte 0 of p, nibble 2's of byte 1 of p << 4, nibble 3's of byte 1 of p */
+    const uint32_t sign = __byte_perm(p << 4, p, 0x5140u) & 0x80808080u;
     return mag | sign;
 }
 
@@ -150,37 +144,56 @@ __global__ void route(const int32_t *__restrict__ ids, int64_t ids_ld, uint32_t 
         atomicAdd(&count[l], 1u);
 }
 
-/* One block: exclusive prefix sums of the pairs and of the GEMM tiles per
- * expert. Each thread sums a run of experts, thread 0 scans the runs. */
-__global__ void scan(const uint32_t *__restrict__ count, uint32_t E, uint32_t *__restrict__ seg,
-                     uint32_t *__restrict__ tiles, uint32_t *__restrict__ cursor)
+/* One block of 1024 threads: exclusive prefix sums of the pairs and of the
+ * GEMM tiles per expert. Each thread sums a run of experts; the runs are
+ * scanned with warp shuffles, then the warps' totals by warp 0. */
+constexpr int SCAN_THREADS = 1024;
+
+__global__ void __launch_bounds__(SCAN_THREADS) scan(const uint32_t *__restrict__ count, uint32_t E,
+                                                     uint32_t *__restrict__ seg, uint32_t *__restrict__ tiles,
+                                                     uint32_t *__restrict__ cursor)
 {
-    __shared__ uint32_t run_pairs[1024], run_tiles[1024];
-    const uint32_t per = (E + blockDim.x - 1) / blockDim.x;
-    const uint32_t e0 = threadIdx.x * per, e1 = e0 + per < E ? e0 + per : E;
+    __shared__ uint32_t warp_pairs[SCAN_THREADS / WARP], warp_tiles[SCAN_THREADS / WARP];
+    const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
+    const uint32_t per = (E + SCAN_THREADS - 1) / SCAN_THREADS;
+    const uint32_t e0 = threadIdx.x * per < E ? threadIdx.x * per : E, e1 = e0 + per < E ? e0 + per : E;
     uint32_t p = 0, t = 0;
     for (uint32_t e = e0; e < e1; e++) {
         p += count[e];
         t += (count[e] + BM - 1) / BM;
     }
-    run_pairs[threadIdx.x] = p;
-    run_tiles[threadIdx.x] = t;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        uint32_t sp = 0, st = 0;
-        for (uint32_t i = 0; i < blockDim.x; i++) {
-            const uint32_t a = run_pairs[i], b = run_tiles[i];
-            run_pairs[i] = sp;
-            run_tiles[i] = st;
-            sp += a;
-            st += b;
+    uint32_t ip = p, it = t; /* inclusive scans within the warp */
+    for (int o = 1; o < WARP; o <<= 1) {
+        const uint32_t xp = __shfl_up_sync(0xffffffffu, ip, o), xt = __shfl_up_sync(0xffffffffu, it, o);
+        if (lane >= o) {
+            ip += xp;
+            it += xt;
         }
-        seg[E] = sp;
-        tiles[E] = st;
+    }
+    if (lane == WARP - 1) {
+        warp_pairs[warp] = ip;
+        warp_tiles[warp] = it;
     }
     __syncthreads();
-    p = run_pairs[threadIdx.x];
-    t = run_tiles[threadIdx.x];
+    if (warp == 0) {
+        uint32_t vp = warp_pairs[lane], vt = warp_tiles[lane];
+        for (int o = 1; o < WARP; o <<= 1) {
+            const uint32_t xp = __shfl_up_sync(0xffffffffu, vp, o), xt = __shfl_up_sync(0xffffffffu, vt, o);
+            if (lane >= o) {
+                vp += xp;
+                vt += xt;
+            }
+        }
+        warp_pairs[lane] = vp;
+        warp_tiles[lane] = vt;
+    }
+    __syncthreads();
+    p = (warp ? warp_pairs[warp - 1] : 0) + ip - p;
+    t = (warp ? warp_tiles[warp - 1] : 0) + it - t;
+    if (threadIdx.x == SCAN_THREADS - 1) {
+        seg[E] = warp_pairs[WARP - 1];
+        tiles[E] = warp_tiles[WARP - 1];
+    }
     for (uint32_t e = e0; e < e1; e++) {
         seg[e] = cursor[e] = p;
         tiles[e] = t;
@@ -198,19 +211,129 @@ __global__ void scatter(const int32_t *__restrict__ loc, uint64_t pairs, uint32_
     order[atomicAdd(&cursor[loc[q]], 1u)] = (int32_t)q;
 }
 
-/* ---- the grouped FP8 x MXFP4 GEMM ------------------------------------------------ */
+/* ---- the grouped FP8 x MXFP4 GEMM, streaming the weights ------------------------------
+ *
+ * Swap-AB: the weights' output rows are the MMA's M side (16 per warp, 8
+ * warps: 128 rows per block) and a tile's pairs its N side (up to 32, in
+ * n8 slices; a slice with no live pair is skipped, so a one-pair tile runs
+ * one m16n8k32 per 16 rows x 32 K). K streams through STAGES shared-memory
+ * stages of 128 (four scale groups) filled by cp.async, STAGES - 1 of them
+ * in flight while the MMAs consume the oldest. Per stage: the packed e2m1
+ * rows as stored (decoded to e4m3 in registers as each fragment is read),
+ * the pairs' e4m3 rows, one 4-byte word of UE8M0 scales per weight row and
+ * the pairs' f32 scales. The numerics are the unpipelined kernel's: each
+ * k32 MMA starts from zero over one scale group in K order and its partial
+ * goes into the f32 accumulator as (p * s_act) * s_w. */
 
 struct gemm_args {
     const uint8_t *a;    /* [rows, K] e4m3 */
     const float *a_sf;   /* [rows, K/32] */
     uint32_t a_div;      /* A row of pair q: q / a_div (GEMM1: the token) */
     const uint8_t *w;    /* [E, N, K/2] e2m1 pairs */
-    const uint8_t *w_sf; /* [E, N, K/32] UE8M0 */
+    const uint8_t *w_sf; /* [E, N, sf_pitch] UE8M0 (mm90_sf_pitch) */
+    uint32_t sf_pitch;
     const uint32_t *seg, *tiles;
     const int32_t *order;
     uint32_t E, N, K;
     __nv_bfloat16 *out; /* [pairs, N]: row q */
 };
+
+constexpr int STAGES = 7; /* 6 in flight: two blocks of 109 KB share an SM */
+constexpr int WP = KC / 2 + 16;  /* packed weight row pitch: 20 words, 8 rows x 2 words on distinct banks */
+constexpr int XP = KC + 16;      /* pair row pitch: 36 words, 8 rows x 4 words on distinct banks */
+constexpr int W_BYTES = BN * WP; /* 10240 */
+constexpr int X_BYTES = BM * XP; /* 4608 */
+constexpr int SW_BYTES = BN * GPS;
+constexpr int SX_BYTES = GPS * BM * 4; /* [group][pair] f32 */
+constexpr int STAGE_BYTES = W_BYTES + X_BYTES + SW_BYTES + SX_BYTES;
+constexpr int GEMM_SMEM = STAGES * STAGE_BYTES + 2 * BM * 4; /* + the tile's pair rows */
+static_assert(BN == 16 * (GEMM_THREADS / WARP), "one m16 slice of weight rows per warp");
+static_assert(BN == GEMM_THREADS / 2 && BM * GPS == GEMM_THREADS / 2, "the scale copies: one per thread");
+static_assert(GPS == (int)MM90_SF_ALIGN, "one 4-byte word of weight scales per row and stage");
+static_assert(STAGE_BYTES % 16 == 0 && BM * (KC / 16) == GEMM_THREADS, "stage layout");
+
+__device__ __forceinline__ void cp_async16(void *dst, const void *src)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"((uint32_t)__cvta_generic_to_shared(dst)),
+                 "l"(src));
+}
+
+__device__ __forceinline__ void cp_async4(void *dst, const void *src)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"((uint32_t)__cvta_generic_to_shared(dst)),
+                 "l"(src));
+}
+
+__device__ __forceinline__ void cp_async_commit()
+{
+    asm volatile("cp.async.commit_group;\n" ::);
+}
+
+template <int N> __device__ __forceinline__ void cp_async_wait()
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+/* One thread's cp.async copies of every stage of a tile, their sources
+ * set up once per tile (each stage advances them by its K): two 16-byte
+ * chunks of packed weight rows, one of a pair's e4m3 row, and a 4-byte
+ * scale word (threads < BN: a weight row's four UE8M0 bytes; the others: one
+ * f32 pair scale). A copy is made when its row is live and its group lies
+ * inside K. */
+struct copier {
+    const uint8_t *w0, *w1, *x, *s;
+    uint32_t dw0, dw1, dx, ds, s_step;
+    int gw, gx, gs; /* the copy's scale group within a stage */
+    bool ok_w0, ok_w1, ok_x, ok_s;
+};
+
+__device__ __forceinline__ copier make_copier(const gemm_args &g, const uint8_t *wbase, const uint8_t *sbase,
+                                              uint32_t n0, const int32_t *arow, int rows, int tid)
+{
+    copier c;
+    const int rw = tid / GPS, cw = tid % GPS; /* weight rows rw and rw + BN/2 */
+    c.w0 = wbase + (size_t)(n0 + rw) * (g.K / 2) + cw * 16;
+    c.w1 = c.w0 + (size_t)(BN / 2) * (g.K / 2);
+    c.dw0 = rw * WP + cw * 16;
+    c.dw1 = c.dw0 + (BN / 2) * WP;
+    c.gw = cw;
+    c.ok_w0 = n0 + rw < g.N;
+    c.ok_w1 = n0 + rw + BN / 2 < g.N;
+    const int rx = tid / (KC / 16), cx = tid % (KC / 16);
+    c.ok_x = rx < rows;
+    c.x = g.a + (size_t)arow[rx] * g.K + cx * 16;
+    c.dx = W_BYTES + rx * XP + cx * 16;
+    c.gx = cx / 2;
+    if (tid < BN) {
+        c.ok_s = n0 + tid < g.N;
+        c.s = sbase + (size_t)(n0 + tid) * g.sf_pitch;
+        c.ds = W_BYTES + X_BYTES + tid * GPS;
+        c.s_step = GPS; /* bytes: the padded row holds the word even in the last stage */
+        c.gs = 0;
+    } else {
+        const int r = (tid - BN) / GPS, cs = (tid - BN) % GPS;
+        c.ok_s = r < rows;
+        c.s = reinterpret_cast<const uint8_t *>(g.a_sf + (size_t)arow[r] * (g.K / GROUP) + cs);
+        c.ds = W_BYTES + X_BYTES + SW_BYTES + (cs * BM + r) * 4;
+        c.s_step = GPS * 4;
+        c.gs = cs;
+    }
+    return c;
+}
+
+/* Queue stage kt (ng of its groups inside K) into `st`. */
+__device__ __forceinline__ void issue_stage(const copier &c, uint8_t *st, uint32_t kt, int ng)
+{
+    const size_t kw = (size_t)kt * (KC / 2), kx = (size_t)kt * KC;
+    if (c.ok_w0 && c.gw < ng)
+        cp_async16(st + c.dw0, c.w0 + kw);
+    if (c.ok_w1 && c.gw < ng)
+        cp_async16(st + c.dw1, c.w1 + kw);
+    if (c.ok_x && c.gx < ng)
+        cp_async16(st + c.dx, c.x + kx);
+    if (c.ok_s && c.gs < ng)
+        cp_async4(st + c.ds, c.s + (size_t)kt * c.s_step);
+}
 
 /* Expert of tile `tile`: the last e with tiles[e] <= tile (< tiles[E]). */
 __device__ __forceinline__ uint32_t expert_of(const uint32_t *tiles, uint32_t E, uint32_t tile)
@@ -226,108 +349,146 @@ __device__ __forceinline__ uint32_t expert_of(const uint32_t *tiles, uint32_t E,
     return lo;
 }
 
-__global__ void __launch_bounds__(GEMM_THREADS) gemm(gemm_args g)
+/* A UE8M0 byte's value: 2^(b - 127); 0xFF is NaN, 0 is 2^-127 (subnormal). */
+__device__ __forceinline__ float ue8m0(uint32_t b)
 {
-    __shared__ __align__(16) uint8_t As[BM * ROW], Bs[BN * ROW];
-    __shared__ float sa[BM][GPS], sw[BN][GPS];
-    __shared__ int32_t arow[BM], qrow[BM];
+    const uint32_t bits = b == 0 ? 0x00400000u : b == 0xFFu ? 0x7FC00000u : b << 23;
+    return __uint_as_float(bits);
+}
+
+__device__ __forceinline__ uint32_t lds16(const uint8_t *p)
+{
+    return *reinterpret_cast<const uint16_t *>(p);
+}
+
+/* One warp's MMAs on one stage: its 16 weight rows x SL n8 slices of pairs
+ * over the stage's groups (all GPS when FULL, else the first ng), in K
+ * order. Templated so that the hot loop has no branches and the compiler
+ * can overlap the groups' loads, decodes and MMAs. */
+template <int SL, bool FULL>
+__device__ __forceinline__ void stage_mma(float (&acc)[BM / 8][4], const uint8_t *st, int wr, int gid, int tg, int ng)
+{
+    const uint8_t *xs = st + W_BYTES, *sw = xs + X_BYTES;
+    const float *sx = reinterpret_cast<const float *>(sw + SW_BYTES);
+    const uint32_t sw0 = *reinterpret_cast<const uint32_t *>(sw + (wr + gid) * GPS);
+    const uint32_t sw1 = *reinterpret_cast<const uint32_t *>(sw + (wr + gid + 8) * GPS);
+    /* A (weights): rows gid and gid + 8, K tg*4.. and 16 + tg*4..: the packed
+     * bytes 2tg, 2tg + 1 and 8 + 2tg, 9 + 2tg of each 16-byte group */
+    const uint8_t *r0 = st + (wr + gid) * WP + tg * 2, *r1 = r0 + 8 * WP;
+#pragma unroll
+    for (int c = 0; c < GPS; c++) {
+        if (!FULL && c >= ng)
+            break;
+        const uint32_t a[4] = {e2m1x4_to_e4m3x4(lds16(r0 + c * 16)), e2m1x4_to_e4m3x4(lds16(r1 + c * 16)),
+                               e2m1x4_to_e4m3x4(lds16(r0 + c * 16 + 8)), e2m1x4_to_e4m3x4(lds16(r1 + c * 16 + 8))};
+        const float w0 = ue8m0((sw0 >> (8 * c)) & 0xFFu), w1 = ue8m0((sw1 >> (8 * c)) & 0xFFu);
+#pragma unroll
+        for (int j = 0; j < SL; j++) {
+            /* B (pairs): pair j*8 + gid, K tg*4.. and 16 + tg*4.. */
+            const uint8_t *xr = xs + (j * 8 + gid) * XP + c * GROUP + tg * 4;
+            const uint32_t b[2] = {*reinterpret_cast<const uint32_t *>(xr),
+                                   *reinterpret_cast<const uint32_t *>(xr + 16)};
+            float p[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            mma_e4m3(p, a, b);
+            /* d0, d1: weight row gid, pairs 2tg, 2tg + 1; d2, d3: row gid + 8 */
+            const float2 s = *reinterpret_cast<const float2 *>(sx + c * BM + j * 8 + 2 * tg);
+            acc[j][0] += p[0] * s.x * w0;
+            acc[j][1] += p[1] * s.y * w0;
+            acc[j][2] += p[2] * s.x * w1;
+            acc[j][3] += p[3] * s.y * w1;
+        }
+    }
+}
+
+template <bool FULL>
+__device__ __forceinline__ void stage_mma_n(float (&acc)[BM / 8][4], const uint8_t *st, int slices, int wr, int gid,
+                                            int tg, int ng)
+{
+    static_assert(BM / 8 == 4, "four n8 slices per tile");
+    switch (slices) {
+    case 1:
+        stage_mma<1, FULL>(acc, st, wr, gid, tg, ng);
+        break;
+    case 2:
+        stage_mma<2, FULL>(acc, st, wr, gid, tg, ng);
+        break;
+    case 3:
+        stage_mma<3, FULL>(acc, st, wr, gid, tg, ng);
+        break;
+    default:
+        stage_mma<4, FULL>(acc, st, wr, gid, tg, ng);
+        break;
+    }
+}
+
+__global__ void __launch_bounds__(GEMM_THREADS, 2) gemm(gemm_args g)
+{
+    extern __shared__ __align__(16) uint8_t smem[];
+    int32_t *arow = reinterpret_cast<int32_t *>(smem + STAGES * STAGE_BYTES), *qrow = arow + BM;
     const int tid = threadIdx.x, lane = tid % WARP, warp = tid / WARP;
     const int gid = lane / 4, tg = lane % 4;
-    const int wm = (warp & 1) * 32, wn = (warp >> 1) * 32;
-    const uint32_t n0 = blockIdx.x * BN, kgroups = g.K / GROUP;
+    const int wr = warp * 16;
+    const uint32_t n0 = blockIdx.x * BN, kgroups = g.K / GROUP, nk = (g.K + KC - 1) / KC;
+    const bool live = n0 + wr < g.N; /* N % 32 == 0: a warp's 16 rows are all in or all out */
     const uint32_t total = g.tiles[g.E];
     for (uint32_t tile = blockIdx.y; tile < total; tile += gridDim.y) {
         const uint32_t e = expert_of(g.tiles, g.E, tile);
         const uint32_t row0 = g.seg[e] + (tile - g.tiles[e]) * BM;
-        const uint32_t end = g.seg[e + 1], rows = end - row0 < (uint32_t)BM ? end - row0 : BM;
+        const uint32_t end = g.seg[e + 1];
+        const int rows = end - row0 < (uint32_t)BM ? (int)(end - row0) : BM;
         if (tid < BM) {
-            const int32_t q = (uint32_t)tid < rows ? g.order[row0 + tid] : -1;
+            const int32_t q = tid < rows ? g.order[row0 + tid] : -1;
             qrow[tid] = q;
-            arow[tid] = q < 0 ? -1 : (int32_t)((uint32_t)q / g.a_div);
+            arow[tid] = q < 0 ? 0 : (int32_t)((uint32_t)q / g.a_div);
         }
-        float acc[2][4][4] = {};
-        const uint8_t *wbase = g.w + (size_t)e * g.N * (g.K / 2);
-        const uint8_t *sbase = g.w_sf + (size_t)e * g.N * kgroups;
         __syncthreads();
-        for (uint32_t k0 = 0; k0 < g.K; k0 += KC) {
-            const uint32_t kg0 = k0 / GROUP;
-            const int ng = kgroups - kg0 < (uint32_t)GPS ? (int)(kgroups - kg0) : GPS;
-            /* A: 64 rows x 8 chunks of 16 bytes. */
-            for (int s = tid; s < BM * (KC / 16); s += GEMM_THREADS) {
-                const int r = s / (KC / 16), c = s % (KC / 16);
-                uint4 v = make_uint4(0, 0, 0, 0);
-                if (arow[r] >= 0 && c / 2 < ng)
-                    v = *reinterpret_cast<const uint4 *>(g.a + (size_t)arow[r] * g.K + k0 + c * 16);
-                *reinterpret_cast<uint4 *>(As + r * ROW + c * 16) = v;
+        const copier cp = make_copier(g, g.w + (size_t)e * g.N * (g.K / 2), g.w_sf + (size_t)e * g.N * g.sf_pitch,
+                                      n0, arow, rows, tid);
+        for (int s = 0; s < STAGES - 1; s++) {
+            if ((uint32_t)s < nk) {
+                const int ng = kgroups - s * GPS < (uint32_t)GPS ? (int)(kgroups - s * GPS) : GPS;
+                issue_stage(cp, smem + s * STAGE_BYTES, s, ng);
             }
-            /* B: 64 rows x 4 groups; 16 packed bytes -> 32 e4m3 bytes. */
-            for (int s = tid; s < BN * GPS; s += GEMM_THREADS) {
-                const int r = s / GPS, c = s % GPS;
-                const uint32_t n = n0 + r;
-                uint4 p = make_uint4(0, 0, 0, 0);
-                if (n < g.N && c < ng)
-                    p = *reinterpret_cast<const uint4 *>(wbase + (size_t)n * (g.K / 2) + k0 / 2 + c * 16);
-                uint4 *dst = reinterpret_cast<uint4 *>(Bs + r * ROW + c * GROUP);
-                dst[0] = make_uint4(e2m1x4_to_e4m3x4(p.x), e2m1x4_to_e4m3x4(p.x >> 16), e2m1x4_to_e4m3x4(p.y),
-                                    e2m1x4_to_e4m3x4(p.y >> 16));
-                dst[1] = make_uint4(e2m1x4_to_e4m3x4(p.z), e2m1x4_to_e4m3x4(p.z >> 16), e2m1x4_to_e4m3x4(p.w),
-                                    e2m1x4_to_e4m3x4(p.w >> 16));
-            }
-            if (tid < BM) {
-                for (int c = 0; c < GPS; c++)
-                    sa[tid][c] = arow[tid] >= 0 && c < ng ? g.a_sf[(size_t)arow[tid] * kgroups + kg0 + c] : 0.0f;
-            } else {
-                const int r = tid - BM;
-                const uint32_t n = n0 + r;
-                for (int c = 0; c < GPS; c++)
-                    sw[r][c] = n < g.N && c < ng ? ue8m0(sbase[(size_t)n * kgroups + kg0 + c]) : 0.0f;
-            }
-            __syncthreads();
-            for (int c = 0; c < ng; c++) {
-                uint32_t a[2][4], b[4][2];
-                for (int mi = 0; mi < 2; mi++) {
-                    const uint8_t *r0 = As + (wm + mi * 16 + gid) * ROW + c * GROUP + tg * 4;
-                    a[mi][0] = *reinterpret_cast<const uint32_t *>(r0);
-                    a[mi][1] = *reinterpret_cast<const uint32_t *>(r0 + 8 * ROW);
-                    a[mi][2] = *reinterpret_cast<const uint32_t *>(r0 + 16);
-                    a[mi][3] = *reinterpret_cast<const uint32_t *>(r0 + 8 * ROW + 16);
-                }
-                for (int ni = 0; ni < 4; ni++) {
-                    const uint8_t *r0 = Bs + (wn + ni * 8 + gid) * ROW + c * GROUP + tg * 4;
-                    b[ni][0] = *reinterpret_cast<const uint32_t *>(r0);
-                    b[ni][1] = *reinterpret_cast<const uint32_t *>(r0 + 16);
-                }
-                for (int mi = 0; mi < 2; mi++) {
-                    const int ra = wm + mi * 16 + gid;
-                    const float s0 = sa[ra][c], s1 = sa[ra + 8][c];
-                    for (int ni = 0; ni < 4; ni++) {
-                        float p[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-                        mma_e4m3(p, a[mi], b[ni]);
-                        const int cb = wn + ni * 8 + tg * 2;
-                        const float w0 = sw[cb][c], w1 = sw[cb + 1][c];
-                        acc[mi][ni][0] += p[0] * s0 * w0;
-                        acc[mi][ni][1] += p[1] * s0 * w1;
-                        acc[mi][ni][2] += p[2] * s1 * w0;
-                        acc[mi][ni][3] += p[3] * s1 * w1;
-                    }
-                }
-            }
-            __syncthreads();
+            cp_async_commit();
         }
-        for (int mi = 0; mi < 2; mi++)
-            for (int half = 0; half < 2; half++) {
-                const int r = wm + mi * 16 + gid + half * 8;
-                if (qrow[r] < 0)
-                    continue;
-                __nv_bfloat16 *orow = g.out + (size_t)qrow[r] * g.N;
-                for (int ni = 0; ni < 4; ni++) {
-                    const uint32_t col = n0 + wn + ni * 8 + tg * 2;
-                    if (col < g.N)
-                        *reinterpret_cast<__nv_bfloat162 *>(orow + col) =
-                            __floats2bfloat162_rn(acc[mi][ni][2 * half], acc[mi][ni][2 * half + 1]);
+        const int slices = (rows + 7) / 8;
+        float acc[BM / 8][4] = {};
+        for (uint32_t kt = 0; kt < nk; kt++) {
+            cp_async_wait<STAGES - 2>();
+            __syncthreads(); /* stage kt landed for all; stage kt - 1 consumed by all */
+            const uint32_t next = kt + STAGES - 1;
+            if (next < nk) {
+                const int ng = kgroups - next * GPS < (uint32_t)GPS ? (int)(kgroups - next * GPS) : GPS;
+                issue_stage(cp, smem + (next % STAGES) * STAGE_BYTES, next, ng);
+            }
+            cp_async_commit();
+            if (!live)
+                continue;
+            const uint8_t *st = smem + (kt % STAGES) * STAGE_BYTES;
+            const uint32_t kg0 = kt * GPS;
+            if (kgroups - kg0 >= (uint32_t)GPS)
+                stage_mma_n<true>(acc, st, slices, wr, gid, tg, GPS);
+            else
+                stage_mma_n<false>(acc, st, slices, wr, gid, tg, (int)(kgroups - kg0));
+        }
+        if (live) {
+#pragma unroll
+            for (int j = 0; j < BM / 8; j++) {
+                if (j >= slices)
+                    break;
+                const uint32_t col = n0 + wr + gid;
+                for (int t = 0; t < 2; t++) {
+                    const int r = j * 8 + 2 * tg + t;
+                    if (r >= rows)
+                        continue;
+                    __nv_bfloat16 *orow = g.out + (size_t)qrow[r] * g.N;
+                    orow[col] = __float2bfloat16_rn(acc[j][t]);
+                    orow[col + 8] = __float2bfloat16_rn(acc[j][2 + t]);
                 }
             }
-        __syncthreads(); /* qrow / arow are rewritten by the next tile */
+        }
+        cp_async_wait<0>();
+        __syncthreads(); /* the stages, qrow and arow are rewritten by the next tile */
     }
 }
 
@@ -434,12 +595,32 @@ extern "C" int mm90_create(int device, const mm90_plan *plan, const mm90_host_we
         mm90_destroy(l);
         return fail(e, "cudaMalloc (workspace)", why, cap);
     }
-    for (int i = 0; i < MM90_WEIGHT_VIEWS; i++)
-        if ((e = cudaMemcpy(l->weights + plan->weight[i].offset, src[i], plan->weight[i].bytes,
-                            cudaMemcpyHostToDevice)) != cudaSuccess) {
+    /* The scale rows are padded on the device (mm90_sf_pitch): zero the
+     * padding, then copy each [rows, K/32] tensor at that pitch. */
+    if ((e = cudaMemset(l->weights, 0, plan->weight_bytes)) != cudaSuccess) {
+        mm90_destroy(l);
+        return fail(e, "cudaMemset (weights)", why, cap);
+    }
+    const uint32_t K[MM90_WEIGHT_VIEWS] = {plan->hidden, plan->hidden, plan->inter, plan->inter};
+    const uint64_t rows[MM90_WEIGHT_VIEWS] = {(uint64_t)plan->experts * 2 * plan->inter,
+                                              (uint64_t)plan->experts * 2 * plan->inter,
+                                              (uint64_t)plan->experts * plan->hidden,
+                                              (uint64_t)plan->experts * plan->hidden};
+    for (int i = 0; i < MM90_WEIGHT_VIEWS; i++) {
+        const bool sf = i == MM90_W13_SF || i == MM90_W2_SF;
+        const size_t width = sf ? K[i] / GROUP : K[i] / 2, pitch = sf ? mm90_sf_pitch(K[i]) : width;
+        uint8_t *dst = l->weights + plan->weight[i].offset;
+        e = pitch == width ? cudaMemcpy(dst, src[i], width * rows[i], cudaMemcpyHostToDevice)
+                           : cudaMemcpy2D(dst, pitch, src[i], width, width, rows[i], cudaMemcpyHostToDevice);
+        if (e != cudaSuccess) {
             mm90_destroy(l);
             return fail(e, "cudaMemcpy (weights)", why, cap);
         }
+    }
+    if ((e = cudaFuncSetAttribute(gemm, cudaFuncAttributeMaxDynamicSharedMemorySize, GEMM_SMEM)) != cudaSuccess) {
+        mm90_destroy(l);
+        return fail(e, "cudaFuncSetAttribute (GEMM shared memory)", why, cap);
+    }
     *out = l;
     return 0;
 }
@@ -480,19 +661,18 @@ extern "C" int mm90_forward(mm90_layer *l, const mm90_call *c, char *why, size_t
     quant_x<<<blocks_for((uint64_t)m * (H / GROUP), warps_per_block), ROW_THREADS, 0, s>>>(
         static_cast<const __nv_bfloat16 *>(c->x), c->x_ld, m, H, xq, xs);
     route<<<blocks_for(pairs, 256), 256, 0, s>>>(c->ids, c->ids_ld, m, k, E, loc, count);
-    scan<<<1, 1024, 0, s>>>(count, E, seg, tiles, cursor);
+    scan<<<1, SCAN_THREADS, 0, s>>>(count, E, seg, tiles, cursor);
     scatter<<<blocks_for(pairs, 256), 256, 0, s>>>(loc, pairs, cursor, order);
 
-    const uint64_t max_tiles = mm90_max_tiles(pairs, E);
-    const unsigned grid_y = max_tiles < MAX_GRID_Y ? (unsigned)max_tiles : MAX_GRID_Y;
-    gemm_args g1 = {xq,  xs,    k,    W + p.weight[MM90_W13].offset, W + p.weight[MM90_W13_SF].offset,
-                    seg, tiles, order, E, 2 * I, H, hy};
-    gemm<<<dim3(blocks_for(2ull * I, BN), grid_y), GEMM_THREADS, 0, s>>>(g1);
+    const mm90_grid grid1 = mm90_gemm_grid(2 * I, pairs, E), grid2 = mm90_gemm_grid(H, pairs, E);
+    gemm_args g1 = {xq,    xs,    k, W + p.weight[MM90_W13].offset, W + p.weight[MM90_W13_SF].offset, mm90_sf_pitch(H),
+                    seg,   tiles, order, E, 2 * I, H, hy};
+    gemm<<<dim3(grid1.x, grid1.y), GEMM_THREADS, GEMM_SMEM, s>>>(g1);
     swiglu<<<blocks_for(pairs * (I / GROUP), warps_per_block), ROW_THREADS, 0, s>>>(
         hy, loc, c->weights, c->weights_ld, k, pairs, I, c->swiglu_limit, aq, as);
-    gemm_args g2 = {aq,  as,    1,    W + p.weight[MM90_W2].offset, W + p.weight[MM90_W2_SF].offset,
+    gemm_args g2 = {aq,  as,    1,     W + p.weight[MM90_W2].offset, W + p.weight[MM90_W2_SF].offset, mm90_sf_pitch(I),
                     seg, tiles, order, E, H, I, hy};
-    gemm<<<dim3(blocks_for(H, BN), grid_y), GEMM_THREADS, 0, s>>>(g2);
+    gemm<<<dim3(grid2.x, grid2.y), GEMM_THREADS, GEMM_SMEM, s>>>(g2);
     combine<<<blocks_for((uint64_t)m * H, 256), 256, 0, s>>>(hy, loc, m, k, H, static_cast<__nv_bfloat16 *>(c->out),
                                                              c->out_ld);
     if ((e = cudaGetLastError()) != cudaSuccess)

@@ -53,8 +53,8 @@ int mm90_plan_make(uint32_t experts, uint32_t hidden, uint32_t inter, uint32_t t
     }
     *out = (mm90_plan){
         .experts = experts, .hidden = hidden, .inter = inter, .topk = topk, .max_tokens = max_tokens, .pairs = P};
-    const uint64_t weights[MM90_WEIGHT_VIEWS] = {E * 2 * I * (H / 2), E * 2 * I * (H / MM_GROUP), E * H * (I / 2),
-                                                 E * H * (I / MM_GROUP)};
+    const uint64_t weights[MM90_WEIGHT_VIEWS] = {E * 2 * I * (H / 2), E * 2 * I * mm90_sf_pitch(hidden),
+                                                 E * H * (I / 2), E * H * mm90_sf_pitch(inter)};
     uint64_t hy = P * 2 * I > P * H ? P * 2 * I : P * H;
     const uint64_t work[MM90_WORK_VIEWS] = {(uint64_t)max_tokens * H,
                                             (uint64_t)max_tokens * (H / MM_GROUP) * 4,
@@ -79,4 +79,19 @@ uint64_t mm90_max_tiles(uint64_t pairs, uint32_t experts)
 {
     uint64_t busy = pairs < experts ? pairs : experts;
     return (pairs + MM90_BLOCK_M - 1) / MM90_BLOCK_M + busy;
+}
+
+uint32_t mm90_sf_pitch(uint32_t k)
+{
+    uint32_t groups = k / MM_GROUP;
+    return (groups + MM90_SF_ALIGN - 1) / MM90_SF_ALIGN * MM90_SF_ALIGN;
+}
+
+mm90_grid mm90_gemm_grid(uint32_t n, uint64_t pairs, uint32_t experts)
+{
+    uint64_t tiles = mm90_max_tiles(pairs, experts);
+    return (mm90_grid){.x = (uint32_t)((n + (uint64_t)MM90_BLOCK_N - 1) / MM90_BLOCK_N),
+                       .y = tiles < 1                 ? 1
+                            : tiles < MM90_MAX_GRID_Y ? (uint32_t)tiles
+                                                      : MM90_MAX_GRID_Y};
 }

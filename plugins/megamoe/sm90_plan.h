@@ -8,9 +8,11 @@
  * kernel launches per forward: quantize x, group the (token, slot) pairs by
  * expert, GEMM1, SwiGLU + requant, GEMM2, combine. Its weight layout is the
  * checkpoint's own (w13 [E, 2I, H/2] e2m1 pairs, K contiguous; scales
- * [E, rows, K/32] UE8M0 bytes): the mma.sync B operand is K-contiguous per
- * output row, which is exactly that, and every e2m1 value is an exact e4m3
- * value, so the weights are decoded in the GEMM, not transformed.
+ * [E, rows, K/32] UE8M0 bytes, rows padded to mm90_sf_pitch): the weights
+ * are the mma.sync A operand (swap-AB: weight rows on the MMA's M side,
+ * pairs on N), K-contiguous per row, which is exactly that, and every e2m1
+ * value is an exact e4m3 value, so the weights are decoded in the GEMM, not
+ * transformed.
  */
 #ifndef FMOE_PLUGIN_MEGAMOE_SM90_PLAN_H
 #define FMOE_PLUGIN_MEGAMOE_SM90_PLAN_H
@@ -24,10 +26,15 @@
 extern "C" {
 #endif
 
-#define MM90_ALIGN   256u /* every view starts at a multiple of this */
-#define MM90_BLOCK_M 64u  /* pair rows per GEMM tile */
+#define MM90_ALIGN      256u   /* every view starts at a multiple of this */
+#define MM90_BLOCK_M    32u    /* pairs per GEMM tile: the MMA's N side (swap-AB), 4 x 8 */
+#define MM90_BLOCK_N    128u   /* weight rows per GEMM block: the MMA's M side, 8 warps x 16 */
+#define MM90_SF_ALIGN   4u     /* weight-scale rows padded to this many bytes (one 4-byte copy per stage) */
+#define MM90_MAX_GRID_Y 65535u /* CUDA's grid.y limit: the GEMM loops over tiles beyond it */
 
-/* Weights (one allocation), in this order. */
+/* Weights (one allocation), in this order. The scale rows are padded
+ * (mm90_sf_pitch; the padding bytes are zero and never used) so that each
+ * GEMM stage copies one aligned 4-byte word of four UE8M0 scales per row. */
 enum { MM90_W13, MM90_W13_SF, MM90_W2, MM90_W2_SF, MM90_WEIGHT_VIEWS };
 
 /* Workspace (one allocation), in this order. P = max_tokens * topk pairs. */
@@ -64,6 +71,18 @@ int mm90_plan_make(uint32_t experts, uint32_t hidden, uint32_t inter, uint32_t t
  * each expert's last tile may be partial, and at most min(experts, pairs)
  * experts get any. */
 uint64_t mm90_max_tiles(uint64_t pairs, uint32_t experts);
+
+/* Bytes per weight-scale row on the device for a reduction length k (a
+ * multiple of 32): k/32 rounded up to MM90_SF_ALIGN. */
+uint32_t mm90_sf_pitch(uint32_t k);
+
+/* The GEMM's launch grid for n output rows (weight rows) and a forward of
+ * `pairs` pairs: x = ceil(n / MM90_BLOCK_N) blocks of weight rows, y = the
+ * tile bound capped at MM90_MAX_GRID_Y (at least 1). */
+typedef struct mm90_grid {
+    uint32_t x, y;
+} mm90_grid;
+mm90_grid mm90_gemm_grid(uint32_t n, uint64_t pairs, uint32_t experts);
 
 #ifdef __cplusplus
 }

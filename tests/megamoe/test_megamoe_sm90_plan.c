@@ -17,13 +17,14 @@ START_TEST(byte_layout_by_hand)
     char why[256];
     ck_assert_int_eq(mm90_plan_make(2, 64, 32, 2, 3, &p, why, sizeof why), 0);
     ck_assert_uint_eq(p.pairs, 6);
-    /* w13 2*64*32 = 4096, its scales 2*64*2 = 256, w2 2*64*16 = 2048, its scales 2*64*1 = 128 */
-    const uint64_t w_off[] = {0, 4096, 4352, 6400}, w_len[] = {4096, 256, 2048, 128};
+    /* w13 2*64*32 = 4096, its scales 2*64 rows of 2 bytes padded to 4 = 512,
+     * w2 2*64*16 = 2048, its scales 2*64 rows of 1 byte padded to 4 = 512 */
+    const uint64_t w_off[] = {0, 4096, 4608, 6656}, w_len[] = {4096, 512, 2048, 512};
     for (int i = 0; i < MM90_WEIGHT_VIEWS; i++) {
         ck_assert_uint_eq(p.weight[i].offset, w_off[i]);
         ck_assert_uint_eq(p.weight[i].bytes, w_len[i]);
     }
-    ck_assert_uint_eq(p.weight_bytes, 6656); /* 6528 rounded up to 256 */
+    ck_assert_uint_eq(p.weight_bytes, 7168);
     /* xq 3*64, xs 3*2*4, loc 6*4, order 6*4, count 2*4, seg 3*4, tiles 3*4,
      * cursor 2*4, h/y max(6*64, 6*64)*2, aq 6*32, as 6*1*4 */
     const uint64_t off[] = {0, 256, 512, 768, 1024, 1280, 1536, 1792, 2048, 2816, 3072};
@@ -63,7 +64,9 @@ START_TEST(random_plans)
         uint64_t P = (uint64_t)T * k;
         ck_assert_uint_eq(p.pairs, P);
         ck_assert_uint_eq(p.weight[MM90_W13].bytes, (uint64_t)E * 2 * I * H / 2);
-        ck_assert_uint_eq(p.weight[MM90_W2_SF].bytes, (uint64_t)E * H * I / 32);
+        const uint64_t pitch13 = (H / 32 + 3) / 4 * 4, pitch2 = (I / 32 + 3) / 4 * 4;
+        ck_assert_uint_eq(p.weight[MM90_W13_SF].bytes, (uint64_t)E * 2 * I * pitch13);
+        ck_assert_uint_eq(p.weight[MM90_W2_SF].bytes, (uint64_t)E * H * pitch2);
         ck_assert_uint_eq(p.work[MM90_XS].bytes, (uint64_t)T * H / 32 * 4);
         ck_assert_uint_eq(p.work[MM90_SEG].bytes, (uint64_t)(E + 1) * 4);
         ck_assert_uint_ge(p.work[MM90_HY].bytes, P * 2 * I * 2); /* GEMM1's bf16 out */
@@ -95,7 +98,7 @@ END_TEST
 START_TEST(tile_bound)
 {
     ck_assert_uint_eq(mm90_max_tiles(6, 2), 3);
-    ck_assert_uint_eq(mm90_max_tiles(130, 1), 4);
+    ck_assert_uint_eq(mm90_max_tiles(130, 1), 6); /* ceil(130 / 32) + 1 */
     ck_assert_uint_eq(mm90_max_tiles(1, 1025), 2);
     uint64_t seed = fmoe_test_seed();
     fmoe_rng r = fmoe_rng_for(seed ^ 9091);
@@ -115,6 +118,51 @@ START_TEST(tile_bound)
 }
 END_TEST
 
+START_TEST(scale_pitch)
+{
+    /* K/32 scale bytes per row, rounded up to 4 */
+    ck_assert_uint_eq(mm90_sf_pitch(32), 4);
+    ck_assert_uint_eq(mm90_sf_pitch(128), 4);
+    ck_assert_uint_eq(mm90_sf_pitch(160), 8);
+    ck_assert_uint_eq(mm90_sf_pitch(768), 24);   /* Qwen3-30B-A3B's I: no padding */
+    ck_assert_uint_eq(mm90_sf_pitch(7168), 224); /* DeepSeek-V3's H */
+    ck_assert_uint_eq(mm90_sf_pitch(7200), 228);
+}
+END_TEST
+
+START_TEST(gemm_grid)
+{
+    /* DeepSeek-V3, one token, top-8: GEMM1 4096 rows, GEMM2 7168 rows; 8 pairs
+     * give at most 1 + 8 tiles */
+    mm90_grid g = mm90_gemm_grid(4096, 8, 256);
+    ck_assert_uint_eq(g.x, 32);
+    ck_assert_uint_eq(g.y, 9);
+    g = mm90_gemm_grid(7168, 8, 256);
+    ck_assert_uint_eq(g.x, 56);
+    /* rows not a multiple of the block: the last block is partial */
+    g = mm90_gemm_grid(160, 4096, 128);
+    ck_assert_uint_eq(g.x, 2);
+    ck_assert_uint_eq(g.y, 128 + 128);
+    /* more tiles than grid.y allows: capped, the kernel loops */
+    g = mm90_gemm_grid(64, (uint64_t)1 << 31, 1024);
+    ck_assert_uint_eq(g.x, 1);
+    ck_assert_uint_eq(g.y, MM90_MAX_GRID_Y);
+    /* the grid covers every weight row and, below the cap, every tile */
+    uint64_t seed = fmoe_test_seed();
+    fmoe_rng r = fmoe_rng_for(seed ^ 9092);
+    for (int it = 0; it < 1000; it++) {
+        uint32_t n = 32 * (1 + (uint32_t)(fmoe_rng_u64(&r) % 512)), E = 1 + (uint32_t)(fmoe_rng_u64(&r) % 512);
+        uint64_t pairs = 1 + fmoe_rng_u64(&r) % 100000;
+        g = mm90_gemm_grid(n, pairs, E);
+        ck_assert_msg((uint64_t)g.x * MM90_BLOCK_N >= n && (uint64_t)(g.x - 1) * MM90_BLOCK_N < n,
+                      "seed %llu: n %u, %u blocks", (unsigned long long)seed, n, g.x);
+        uint64_t tiles = mm90_max_tiles(pairs, E);
+        ck_assert_msg(g.y >= 1 && g.y == (tiles < MM90_MAX_GRID_Y ? tiles : MM90_MAX_GRID_Y),
+                      "seed %llu: %llu tiles, grid.y %u", (unsigned long long)seed, (unsigned long long)tiles, g.y);
+    }
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("megamoe_sm90_plan");
@@ -123,6 +171,8 @@ static Suite *suite(void)
     tcase_add_test(tc, random_plans);
     tcase_add_test(tc, refusals);
     tcase_add_test(tc, tile_bound);
+    tcase_add_test(tc, scale_pitch);
+    tcase_add_test(tc, gemm_grid);
     suite_add_tcase(s, tc);
     return s;
 }
