@@ -148,11 +148,14 @@ static fmoe_status ep_forward(fmoe_ep_forward_args *a)
      * into it. */
     uint64_t *load = FMOE_HAS_FIELD(a, load_recorded) ? a->load_counts : NULL;
     int64_t n = 0;
-    if (fmcu_ep_check(g->ep, why, sizeof why) != 0 ||
-        fmcu_ep_set_owner(g->ep, a->expert_owner, a->num_global_experts, a->stream, why, sizeof why) != 0 ||
-        fmcu_ep_dispatch(g->ep, a->x->data, a->x->strides[0], a->topk_ids->data, a->topk_weights->data, m, load,
-                         a->stream, &n, why, sizeof why) != 0)
+    if (fmcu_ep_check(g->ep, why, sizeof why) != 0)
         return fail(h, a->err, FMOE_STATUS_DEVICE_ERROR, why);
+    int rc = fmcu_ep_set_owner(g->ep, a->expert_owner, a->num_global_experts, a->stream, why, sizeof why);
+    if (rc == 0)
+        rc = fmcu_ep_dispatch(g->ep, a->x->data, a->x->strides[0], a->topk_ids->data, a->topk_weights->data, m, load,
+                              a->stream, &n, why, sizeof why);
+    if (rc != 0)
+        return fail(h, a->err, rc == FMCU_EP_MISUSE ? FMOE_STATUS_INVALID_ARGUMENT : FMOE_STATUS_DEVICE_ERROR, why);
     if (load)
         a->load_recorded = 1;
     /* n rows: the capacity (low latency), or the received rows with a local

@@ -82,6 +82,12 @@ int fmcu_ep_set_owner(fmcu_ep *ep, const int32_t *owner, uint32_t n, void *strea
  * slots, or NULL. *rows: the rows of fmcu_ep_rows the method must apply
  * (LOW_LATENCY: all of them; HIGH_THROUGHPUT: the R received rows with a
  * local expert, packed first, after one wait for the device). */
+/* What fmcu_ep_set_owner and fmcu_ep_dispatch return, beside 0 and -1
+ * (a CUDA or NCCL failure), when the caller's arguments are at fault: too
+ * many tokens, a misaligned x, a placement naming no rank, or a capture
+ * the forward cannot take part in (ep.c: INVALID_ARGUMENT). */
+#define FMCU_EP_MISUSE (-2)
+
 int fmcu_ep_dispatch(fmcu_ep *ep, const void *x, int64_t x_ld, const int32_t *ids, const float *w, int64_t m,
                      uint64_t *load, void *stream, int64_t *rows, char *why, size_t cap);
 /* After the method wrote rows.y: out [m, hidden] (row stride out_ld) of

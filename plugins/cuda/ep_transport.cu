@@ -469,7 +469,7 @@ extern "C" int fmcu_ep_set_owner(fmcu_ep *ep, const int32_t *owner, uint32_t n, 
     for (uint32_t i = 0; i < n; i++)
         if (owner[i] < 0 || (uint32_t)owner[i] >= ep->p.size) {
             snprintf(why, cap, "EP group: expert %u is placed on rank %d of a group of %u", i, owner[i], ep->p.size);
-            return -1;
+            return FMCU_EP_MISUSE;
         }
     cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
     cudaError_t e = cudaSetDevice(ep->p.device);
@@ -481,7 +481,7 @@ extern "C" int fmcu_ep_set_owner(fmcu_ep *ep, const int32_t *owner, uint32_t n, 
         snprintf(why, cap,
                  "EP group: the expert placement changed (or was never seen) while a CUDA graph is being captured; run "
                  "one forward of the layer before capturing it");
-        return -1;
+        return FMCU_EP_MISUSE;
     }
     if (!ep->owner_host && !(ep->owner_host = new (std::nothrow) int32_t[n])) {
         snprintf(why, cap, "out of memory");
@@ -501,11 +501,11 @@ extern "C" int fmcu_ep_dispatch(fmcu_ep *ep, const void *x, int64_t x_ld, const 
     if (m < 0 || m > ep->p.max_tokens) {
         snprintf(why, cap, "EP group: %lld tokens on rank %u; the group holds at most %u per rank (max_tokens_per_rank)",
                  (long long)m, ep->p.rank, ep->p.max_tokens);
-        return -1;
+        return FMCU_EP_MISUSE;
     }
     if (((uintptr_t)x % 16) || (x_ld % 8)) {
         snprintf(why, cap, "EP group: x must be 16-byte aligned with a row stride that is a multiple of 8 elements");
-        return -1;
+        return FMCU_EP_MISUSE;
     }
     cudaStream_t st = (cudaStream_t)stream;
     cudaError_t e = cudaSetDevice(ep->p.device);
@@ -518,7 +518,7 @@ extern "C" int fmcu_ep_dispatch(fmcu_ep *ep, const void *x, int64_t x_ld, const 
         snprintf(why, cap,
                  "EP group: a high_throughput forward waits on the host for the count of rows it received, which a "
                  "CUDA graph capture forbids; capture a group made with mode low_latency");
-        return -1;
+        return FMCU_EP_MISUSE;
     }
     ep->timing_now = ep->p.timing && cs == cudaStreamCaptureStatusNone;
     if (e == cudaSuccess && ep->timing_now)
