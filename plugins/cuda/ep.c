@@ -78,6 +78,7 @@ static fmoe_status ep_group_create(fmoe_ep_group_args *a)
                         .mode = a->mode,
                         .timeout_ms = o->timeout_ms,
                         .timing = a->timing != 0,
+                        .transport = o->transport,
                         .nccl_library = o->nccl_library,
                         .comm = a->comm,
                         .unique_id = a->unique_id,

@@ -1,12 +1,15 @@
 /*
  * plugins/cuda/ep.h - expert parallelism in the CUDA plugin: the
  * fmoe_ep_ops table (plugin ABI 1.3, docs/EP.md) over the transport of
- * ep_api.h, and its two options:
+ * ep_api.h, and its three options:
  *
  *   nccl_library    string  the NCCL shared library to dlopen
  *                           ("libnccl.so.2": the loader's search path)
  *   ep_timeout_ms   int     the bound of every wait on peers (joining,
  *                           dispatch, combine), 1..3600000
+ *   ep_transport    enum    auto | lsa | collective: how tokens move
+ *                           (ep_api.h); auto picks lsa when every rank is
+ *                           in this rank's NVLink domain, else collective
  */
 #ifndef FMOE_PLUGIN_CUDA_EP_H
 #define FMOE_PLUGIN_CUDA_EP_H
@@ -18,6 +21,7 @@
 typedef struct fmcu_ep_options {
     char nccl_library[512];
     unsigned timeout_ms;
+    int transport; /* FMCU_EP_TRANSPORT_* */
 } fmcu_ep_options;
 
 void fmcu_ep_options_default(fmcu_ep_options *o);

@@ -1,14 +1,24 @@
 /*
  * plugins/cuda/ep_api.h - the C boundary of the CUDA EP transport
- * (ep_transport.cu, ep_kernels.cu): an NCCL communicator, one symmetric
- * buffer (ep_layout.h) registered as an NCCL window, and the kernels that
- * move tokens to the ranks of their experts and the results back.
+ * (ep_transport.cu, ep_kernels.cu): an NCCL communicator, the group's
+ * buffers (ep_layout.h) and the kernels that move tokens to the ranks of
+ * their experts and the results back. Two transports (option ep_transport):
  *
- * A forward is: fmcu_ep_dispatch (pack this rank's tokens into the peers'
- * buffers, then wait for every peer's and unpack them into the rows the
- * local method applies), the method's own apply on those rows, then
- * fmcu_ep_combine (each row's result back into its owner's buffer, wait,
- * sum in rank order). All on the caller's stream; no allocation, and in
+ *   lsa         the receive buffer is an NCCL symmetric window; the kernels
+ *               store straight into peers' windows and signal with
+ *               release-adds on their arrival counters. Needs every rank in
+ *               this rank's load/store (NVLink) domain: NCCL's LSA team.
+ *   collective  the kernels store into local staging, one chunk per
+ *               destination, and ncclSend/ncclRecv pairs in one NCCL group
+ *               move the chunks, on the forward's stream: any NCCL
+ *               transport (NVLink, PCIe, InfiniBand/RoCE across nodes).
+ *               Stream order replaces the arrival counters: no device waits.
+ *
+ * A forward is: fmcu_ep_dispatch (pack this rank's tokens for each rank,
+ * deliver, then unpack every source's into the rows the local method
+ * applies), the method's own apply on those rows, then fmcu_ep_combine
+ * (each row's result back to its owner, deliver, sum in rank order). All
+ * on the caller's stream; no allocation, and in
  * LOW_LATENCY no host synchronization unless the group measures phases
  * (`timing`), so such a forward can be captured in a CUDA graph.
  * HIGH_THROUGHPUT packs the received rows that have a local expert first
@@ -16,10 +26,13 @@
  * the method applies to R rows instead of size x max_tokens; capturing it
  * is refused.
  *
- * Waits on peers are bounded on the device (timeout_ms): a peer that does
- * not arrive sets a flag in host-mapped memory with the missing ranks, the
- * kernels finish, and fmcu_ep_check reports it on the next call (the
+ * lsa: waits on peers are bounded on the device (timeout_ms): a peer that
+ * does not arrive sets a flag in host-mapped memory with the missing ranks,
+ * the kernels finish, and fmcu_ep_check reports it on the next call (the
  * outputs of that forward are invalid, and the message says so).
+ * collective: the host's waits on NCCL (joining, enqueueing a group) are
+ * bounded by timeout_ms; a peer that never posts its half of a transfer
+ * stalls the stream inside NCCL, as any NCCL collective would.
  */
 #ifndef FMOE_PLUGIN_CUDA_EP_API_H
 #define FMOE_PLUGIN_CUDA_EP_API_H
@@ -35,12 +48,25 @@ extern "C" {
 
 typedef struct fmcu_ep fmcu_ep;
 
+/* The option ep_transport. */
+enum { FMCU_EP_TRANSPORT_AUTO = 0, FMCU_EP_TRANSPORT_LSA = 1, FMCU_EP_TRANSPORT_COLLECTIVE = 2 };
+
+/* The transport a group uses (ep_options.c): `want` an FMCU_EP_TRANSPORT_*,
+ * lsa_ranks the ranks of NCCL's LSA team of this rank (those it can reach
+ * by load/store), size the group's. auto: lsa when the team is the whole
+ * group, else collective. 0 with *out, or -1 with why (lsa asked for and
+ * the team is smaller; a team size outside 1..size). */
+int fmcu_ep_transport_pick(int32_t want, uint32_t lsa_ranks, uint32_t size, int32_t *out, char *why, size_t cap);
+/* "lsa", "collective" or "auto". */
+const char *fmcu_ep_transport_name(int32_t t);
+
 typedef struct fmcu_ep_params {
     int device;
     uint32_t rank, size, max_tokens, hidden, top_k, num_experts;
     int32_t act_dtype, dispatch, mode;
     uint32_t timeout_ms; /* every wait, on the host (init) and on the device */
     int timing;          /* measure dispatch / experts / combine (synchronizes each forward) */
+    int32_t transport;   /* FMCU_EP_TRANSPORT_* (option ep_transport) */
     const char *nccl_library;
     void *comm;               /* the application's ncclComm_t, borrowed; or NULL and: */
     const uint8_t *unique_id; /* an ncclUniqueId made by fmcu_ep_unique_id */

@@ -48,13 +48,12 @@ __global__ void __launch_bounds__(THREADS) dispatch_kernel(const dispatch_args a
             s_mask = ranks_of(a.c, a.ids + t * k, k);
         __syncthreads();
         const uint64_t mask = s_mask;
-        const uint64_t slot = (uint64_t)me * L.max_tokens + (uint64_t)t;
         /* ids and weights go to every rank; the row only where it is used */
         for (uint32_t i = threadIdx.x; i < L.size * k; i += blockDim.x) {
             const uint32_t r = i / k, j = i % k;
-            char *b = a.c.p.base[r];
-            ((int32_t *)(b + L.ids))[slot * k + j] = a.ids[t * k + j];
-            ((float *)(b + L.w))[slot * k + j] = a.w[t * k + j];
+            char *b = a.c.p.disp[r];
+            ((int32_t *)(b + L.c_ids))[t * k + j] = a.ids[t * k + j];
+            ((float *)(b + L.c_w))[t * k + j] = a.w[t * k + j];
             /* The load record: this kernel already reads every slot of the
              * rank's routing once, so it counts here (no pass of its own). */
             if (r == 0 && a.load) {
@@ -69,7 +68,7 @@ __global__ void __launch_bounds__(THREADS) dispatch_kernel(const dispatch_args a
                 const uint4 v = *(const uint4 *)(xr + c);
                 for (uint64_t mk = mask; mk; mk &= mk - 1) {
                     const int r = __ffsll((long long)mk) - 1;
-                    *(uint4 *)(a.c.p.base[r] + L.x + slot * L.x_row_bytes + c * 2) = v;
+                    *(uint4 *)(a.c.p.disp[r] + L.c_x + t * L.x_row_bytes + c * 2) = v;
                 }
             }
         } else {
@@ -96,7 +95,7 @@ __global__ void __launch_bounds__(THREADS) dispatch_kernel(const dispatch_args a
                 if (threadIdx.x == 0)
                     for (uint64_t mk = mask; mk; mk &= mk - 1) {
                         const int r = __ffsll((long long)mk) - 1;
-                        ((float *)(a.c.p.base[r] + L.scale))[slot] = token_scale;
+                        ((float *)(a.c.p.disp[r] + L.c_scale))[t] = token_scale;
                     }
             }
             /* a 1x128 group is 16 threads of one warp (8 columns each);
@@ -125,9 +124,9 @@ __global__ void __launch_bounds__(THREADS) dispatch_kernel(const dispatch_args a
                     cb[q] = (uint8_t)__nv_cvt_float_to_fp8(f[q] / scale, __NV_SATFINITE, __NV_E4M3);
                 for (uint64_t mk = mask; mk; mk &= mk - 1) {
                     const int r = __ffsll((long long)mk) - 1;
-                    *(uint2 *)(a.c.p.base[r] + L.x + slot * L.x_row_bytes + c) = codes;
+                    *(uint2 *)(a.c.p.disp[r] + L.c_x + t * L.x_row_bytes + c) = codes;
                     if (block && (c % 128) == 0)
-                        ((float *)(a.c.p.base[r] + L.scale))[slot * L.scales_per_row + c / 128] = scale;
+                        ((float *)(a.c.p.disp[r] + L.c_scale))[t * L.scales_per_row + c / 128] = scale;
                 }
             }
         }
@@ -135,9 +134,9 @@ __global__ void __launch_bounds__(THREADS) dispatch_kernel(const dispatch_args a
     }
     if (blockIdx.x == 0)
         for (uint32_t r = threadIdx.x; r < L.size; r += blockDim.x)
-            ((volatile int32_t *)(a.c.p.base[r] + L.count))[me] = (int32_t)a.m;
+            *(volatile int32_t *)(a.c.p.disp[r] + L.c_count) = (int32_t)a.m;
     __syncthreads();
-    if (threadIdx.x == 0) {
+    if (threadIdx.x == 0 && a.c.counted) {
         __threadfence_system();
         for (uint32_t r = 0; r < L.size; r++)
             red_release_add((uint64_t *)(a.c.p.base[r] + L.disp_arrive) + me, 1);
@@ -156,23 +155,24 @@ __global__ void __launch_bounds__(PLAN_THREADS) plan_kernel(const plan_args a)
 {
     const fmcu_ep_layout &L = a.c.L;
     const uint32_t k = L.top_k, me = a.c.rank;
-    const char *own = a.c.p.base[me];
+    const char *own = a.c.own;
     wait_all(a.c, (const uint64_t *)(own + L.disp_arrive), (*a.c.seq + 1) * DISPATCH_BLOCKS, 1);
     using scan = cub::BlockScan<int, PLAN_THREADS>;
     __shared__ typename scan::TempStorage tmp;
     __shared__ int32_t s_count[FMCU_EP_MAX_RANKS];
     for (uint32_t s = threadIdx.x; s < L.size; s += blockDim.x)
-        s_count[s] = ((volatile const int32_t *)(own + L.count))[s];
+        s_count[s] = *(volatile const int32_t *)(own + L.disp + s * L.disp_chunk + L.c_count);
     __syncthreads();
     const uint64_t rows = (uint64_t)L.size * L.max_tokens;
-    const int32_t *ids = (const int32_t *)(own + L.ids);
     int base = 0;
     for (uint64_t r0 = 0; r0 < rows; r0 += PLAN_THREADS) {
         const uint64_t row = r0 + threadIdx.x;
         int live = 0;
-        if (row < rows)
-            live = fmcu_ep_row_live(ids + row * k, k, a.c.owner, a.c.num_experts, me, (uint32_t)(row % L.max_tokens),
-                                    s_count[row / L.max_tokens]);
+        if (row < rows) {
+            const uint64_t s = row / L.max_tokens, t = row % L.max_tokens;
+            const int32_t *ids = (const int32_t *)(own + L.disp + s * L.disp_chunk + L.c_ids) + t * k;
+            live = fmcu_ep_row_live(ids, k, a.c.owner, a.c.num_experts, me, (uint32_t)t, s_count[s]);
+        }
         int before = 0, total = 0;
         scan(tmp).ExclusiveSum(live, before, total);
         if (row < rows)
@@ -197,21 +197,22 @@ __global__ void __launch_bounds__(THREADS) unpack_kernel(const unpack_args a)
 {
     const fmcu_ep_layout &L = a.c.L;
     const uint32_t H = L.hidden, k = L.top_k, me = a.c.rank;
-    char *own = a.c.p.base[me];
+    const char *own = a.c.own;
     wait_all(a.c, (const uint64_t *)(own + L.disp_arrive), (*a.c.seq + 1) * DISPATCH_BLOCKS, 1);
     __shared__ int64_t s_dst;
     const uint64_t rows = (uint64_t)L.size * L.max_tokens;
     for (uint64_t row = blockIdx.x; row < rows; row += gridDim.x) {
         const uint32_t s = (uint32_t)(row / L.max_tokens), t = (uint32_t)(row % L.max_tokens);
-        const int32_t *ids = (const int32_t *)(own + L.ids) + row * k;
-        const float *w = (const float *)(own + L.w) + row * k;
+        const char *chunk = own + L.disp + s * L.disp_chunk;
+        const int32_t *ids = (const int32_t *)(chunk + L.c_ids) + (uint64_t)t * k;
+        const float *w = (const float *)(chunk + L.c_w) + (uint64_t)t * k;
         /* The method's row for this one: itself (low latency: every row,
          * dead ones with ids -1), or its packed index (-1: dead, skipped). */
         if (threadIdx.x == 0) {
             if (a.pos) {
                 s_dst = a.pos[row];
             } else {
-                const int32_t cnt = ((volatile const int32_t *)(own + L.count))[s];
+                const int32_t cnt = *(volatile const int32_t *)(chunk + L.c_count);
                 const int live = (int32_t)t < cnt && ((ranks_of(a.c, ids, k) >> me) & 1);
                 a.live[row] = (uint8_t)live;
                 s_dst = live ? (int64_t)row : -1;
@@ -231,11 +232,11 @@ __global__ void __launch_bounds__(THREADS) unpack_kernel(const unpack_args a)
             uint16_t *dst = a.x_in + (uint64_t)d * H;
             if (L.dispatch == FMOE_EP_DISPATCH_ACTIVATION) {
                 for (uint32_t c = threadIdx.x * VEC; c < H; c += blockDim.x * VEC)
-                    *(uint4 *)(dst + c) = *(const uint4 *)(own + L.x + row * L.x_row_bytes + c * 2);
+                    *(uint4 *)(dst + c) = *(const uint4 *)(chunk + L.c_x + (uint64_t)t * L.x_row_bytes + c * 2);
             } else {
-                const float *sc = (const float *)(own + L.scale) + row * L.scales_per_row;
+                const float *sc = (const float *)(chunk + L.c_scale) + (uint64_t)t * L.scales_per_row;
                 for (uint32_t c = threadIdx.x * VEC; c < H; c += blockDim.x * VEC) {
-                    const uint2 codes = *(const uint2 *)(own + L.x + row * L.x_row_bytes + c);
+                    const uint2 codes = *(const uint2 *)(chunk + L.c_x + (uint64_t)t * L.x_row_bytes + c);
                     const uint8_t *cb = (const uint8_t *)&codes;
                     const float scale = L.dispatch == FMOE_EP_DISPATCH_FP8_BLOCK ? sc[c / 128] : sc[0];
                     uint4 out;
@@ -269,12 +270,12 @@ __global__ void __launch_bounds__(THREADS) combine_send_kernel(const combine_arg
         if (src < 0)
             continue;
         const uint32_t s = (uint32_t)(row / L.max_tokens), t = (uint32_t)(row % L.max_tokens);
-        char *dst = a.c.p.base[s] + L.comb_y + ((uint64_t)me * L.max_tokens + t) * L.y_row_bytes;
+        char *dst = a.c.p.comb[s] + (uint64_t)t * L.y_row_bytes;
         for (uint32_t c = threadIdx.x * VEC; c < H; c += blockDim.x * VEC)
             *(uint4 *)(dst + c * 2) = *(const uint4 *)(a.y + (uint64_t)src * H + c);
     }
     __syncthreads();
-    if (threadIdx.x == 0) {
+    if (threadIdx.x == 0 && a.c.counted) {
         __threadfence_system();
         for (uint32_t r = 0; r < L.size; r++)
             red_release_add((uint64_t *)(a.c.p.base[r] + L.comb_arrive) + me, 1);
@@ -291,8 +292,8 @@ struct finish_args {
 __global__ void __launch_bounds__(THREADS) finish_kernel(const finish_args a)
 {
     const fmcu_ep_layout &L = a.c.L;
-    const uint32_t H = L.hidden, k = L.top_k, me = a.c.rank;
-    char *own = a.c.p.base[me];
+    const uint32_t H = L.hidden, k = L.top_k;
+    const char *own = a.c.own;
     wait_all(a.c, (const uint64_t *)(own + L.comb_arrive), (*a.c.seq + 1) * COMBINE_BLOCKS, 2);
     __shared__ uint64_t s_mask;
     for (int64_t t = blockIdx.x; t < a.m; t += gridDim.x) {
@@ -305,7 +306,7 @@ __global__ void __launch_bounds__(THREADS) finish_kernel(const finish_args a)
             for (uint64_t mk = mask; mk; mk &= mk - 1) {
                 const uint32_t r = (uint32_t)(__ffsll((long long)mk) - 1);
                 const uint4 v =
-                    *(const uint4 *)(own + L.comb_y + ((uint64_t)r * L.max_tokens + (uint64_t)t) * L.y_row_bytes + c * 2);
+                    *(const uint4 *)(own + L.comb + r * L.comb_chunk + (uint64_t)t * L.y_row_bytes + c * 2);
                 const uint16_t *h = (const uint16_t *)&v;
                 for (int q = 0; q < VEC; q++)
                     acc[q] = __fadd_rn(acc[q], to_f(L.act_dtype, h[q]));
@@ -361,15 +362,18 @@ cudaError_t fmcu_ep_launch_unpack(const common_args &c, void *x_in, int32_t *ids
     return cudaGetLastError();
 }
 
-cudaError_t fmcu_ep_launch_combine(const common_args &c, const void *y, const uint8_t *live, const int32_t *pos,
-                                   const int32_t *ids, void *out, int64_t out_ld, int64_t m, uint64_t *seq,
-                                   cudaStream_t st)
+cudaError_t fmcu_ep_launch_combine_send(const common_args &c, const void *y, const uint8_t *live, const int32_t *pos,
+                                        cudaStream_t st)
 {
     combine_args ca{c, (const uint16_t *)y, live, pos};
     combine_send_kernel<<<COMBINE_BLOCKS, THREADS, 0, st>>>(ca);
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess)
-        return e;
+    return cudaGetLastError();
+}
+
+cudaError_t fmcu_ep_launch_finish(const common_args &c, const int32_t *ids, void *out, int64_t out_ld, int64_t m,
+                                  uint64_t *seq, cudaStream_t st)
+{
+    cudaError_t e;
     finish_args fa{c, ids, (uint16_t *)out, out_ld, m};
     finish_kernel<<<FINISH_BLOCKS, THREADS, 0, st>>>(fa);
     e = cudaGetLastError();

@@ -1,32 +1,39 @@
 /*
- * plugins/cuda/ep_kernels.cuh - the kernels of an EP forward (ep_api.h):
+ * plugins/cuda/ep_kernels.cuh - the kernels of an EP forward (ep_api.h), the
+ * same for both transports; they write through the per-destination chunk
+ * table of common_args (ep_layout.h) and read this rank's receive buffer:
  *
- *   dispatch       each of this rank's tokens: its row to every rank that
- *                  holds one of its experts, its ids and weights to every
- *                  rank (so no rank reads a stale row as its own), then one
+ *   dispatch       each of this rank's tokens: its row into the chunk of
+ *                  every rank that holds one of its experts, its ids and
+ *                  weights into every rank's (so no rank reads a stale row
+ *                  as its own), the count; with arrival counters (lsa) one
  *                  release-add per block on each peer's disp_arrive[me]
  *                  (and, given the layer's load record, +1 per valid slot)
- *   plan           HIGH_THROUGHPUT only: wait for every source's blocks,
+ *   (collective: the host's ncclSend/ncclRecv of the chunks)
+ *   plan           HIGH_THROUGHPUT only: [wait for every source's blocks,]
  *                  pack the live rows (ep_plan.h) and write their count R
  *                  to host-mapped memory (the host reads it, then applies
  *                  the method on R rows)
- *   unpack         wait for every source's blocks, then each received row
- *                  with a local expert into the method's input rows (FP8
- *                  dequantized): low latency, at its own row, every other
- *                  row's ids to -1; high throughput, at its packed row
+ *   unpack         [wait,] then each received row with a local expert into
+ *                  the method's input rows (FP8 dequantized): low latency,
+ *                  at its own row, every other row's ids to -1; high
+ *                  throughput, at its packed row
  *   (the method's apply)
- *   combine_send   each live row's result into its owner's comb_y[me][t],
- *                  then one release-add per block on each owner's comb_arrive
- *   finish         wait for every rank's blocks, out[t] = the f32 sum of
- *                  comb_y[r][t] over the ranks r holding an expert of t, in
- *                  rank order, rounded once to the activation dtype
+ *   combine_send   each live row's result into its owner's combine chunk,
+ *                  [then one release-add per block on each comb_arrive]
+ *   (collective: the host's ncclSend/ncclRecv of the chunks)
+ *   finish         [wait,] out[t] = the f32 sum of comb[r].y[t] over the
+ *                  ranks r holding an expert of t, in rank order, rounded
+ *                  once to the activation dtype
  *   advance        the forward count (the arrival targets) + 1
  *
- * Peers' buffers are NCCL window memory mapped into this process (LSA over
- * NVLink); writes to them are plain stores ordered by __threadfence_system
- * before the release-add, and readers acquire the counter before reading.
- * Waits give up after timeout_ns and record the missing ranks in host-mapped
- * memory (fmcu_ep_fail).
+ * lsa: peers' buffers are NCCL window memory mapped into this process (LSA
+ * over NVLink); writes to them are plain stores ordered by
+ * __threadfence_system before the release-add, and readers acquire the
+ * counter before reading. Waits give up after timeout_ns and record the
+ * missing ranks in host-mapped memory (fmcu_ep_fail). collective: every
+ * write is local and stream order is the only synchronization (counted = 0:
+ * no release-adds, no waits).
  */
 #ifndef FMOE_PLUGIN_CUDA_EP_KERNELS_CUH
 #define FMOE_PLUGIN_CUDA_EP_KERNELS_CUH
@@ -57,11 +64,20 @@ struct fail_record {
 };
 
 struct peers {
-    char *base[FMCU_EP_MAX_RANKS]; /* every rank's symmetric buffer as this process sees it */
+    /* Where this rank's chunk for destination r begins: lsa, chunk `me` of
+     * r's receive buffer; collective, chunk r of the local staging (its own
+     * chunk: the receive buffer, in both). */
+    char *disp[FMCU_EP_MAX_RANKS];
+    char *comb[FMCU_EP_MAX_RANKS];
+    /* lsa: every rank's receive buffer as this process sees it (its arrival
+     * counters); collective: unused */
+    char *base[FMCU_EP_MAX_RANKS];
 };
 
 struct common_args {
     peers p;
+    char *own;       /* this rank's receive buffer */
+    uint32_t counted; /* 1: arrival counters and device waits (lsa); 0: stream order (collective) */
     fmcu_ep_layout L;
     uint32_t rank, num_experts;
     const int32_t *owner; /* [num_experts] */
@@ -90,10 +106,11 @@ __device__ __forceinline__ uint64_t now_ns()
 }
 
 /* Every thread of the block returns once counter[s] >= target for all
- * sources s (or the wait timed out and was recorded). */
+ * sources s (or the wait timed out and was recorded); at once without
+ * arrival counters (collective: the data arrived before the kernel began). */
 __device__ inline void wait_all(const common_args &a, const uint64_t *counter, uint64_t target, uint32_t phase)
 {
-    for (uint32_t s = threadIdx.x; s < a.L.size; s += blockDim.x) {
+    for (uint32_t s = threadIdx.x; a.counted && s < a.L.size; s += blockDim.x) {
         const uint64_t t0 = now_ns();
         while (ld_acquire(counter + s) < target) {
             if (now_ns() - t0 > a.timeout_ns) {

@@ -17,11 +17,12 @@ cudaError_t fmcu_ep_launch_plan(const fmcu_ep_dev::common_args &c, int32_t *pos,
 /* pos: the plan (HIGH_THROUGHPUT), or null (LOW_LATENCY: row to row, live[] written). */
 cudaError_t fmcu_ep_launch_unpack(const fmcu_ep_dev::common_args &c, void *x_in, int32_t *ids_in, float *w_in,
                                   uint8_t *live, const int32_t *pos, cudaStream_t st);
-/* combine_send (rows by pos when given, else by live), finish, then the
- * forward count + 1. */
-cudaError_t fmcu_ep_launch_combine(const fmcu_ep_dev::common_args &c, const void *y, const uint8_t *live,
-                                   const int32_t *pos, const int32_t *ids, void *out, int64_t out_ld, int64_t m,
-                                   uint64_t *seq, cudaStream_t st);
+/* combine_send: rows by pos when given, else by live. */
+cudaError_t fmcu_ep_launch_combine_send(const fmcu_ep_dev::common_args &c, const void *y, const uint8_t *live,
+                                        const int32_t *pos, cudaStream_t st);
+/* finish, then the forward count + 1 (collective: after the exchange). */
+cudaError_t fmcu_ep_launch_finish(const fmcu_ep_dev::common_args &c, const int32_t *ids, void *out, int64_t out_ld,
+                                  int64_t m, uint64_t *seq, cudaStream_t st);
 
 /* The first 32 bytes of NCCL's device-side window (ncclWindow_t). */
 cudaError_t fmcu_ep_read_window(const void *win, void *head32, cudaStream_t st);

@@ -1,5 +1,6 @@
 /*
- * plugins/cuda/ep_layout.c - offsets of the symmetric buffer (ep_layout.h).
+ * plugins/cuda/ep_layout.c - offsets of an EP group's chunks, receive
+ * buffer and send staging (ep_layout.h).
  */
 #include "plugins/cuda/ep_layout.h"
 
@@ -10,19 +11,35 @@
 
 #define MAX_BYTES (1ull << 40)
 
-static uint64_t align_up(uint64_t v)
+static uint64_t align_to(uint64_t v, uint64_t a)
 {
-    return (v + FMCU_EP_ALIGN - 1) / FMCU_EP_ALIGN * FMCU_EP_ALIGN;
+    return (v + a - 1) / a * a;
 }
 
-/* Place a region of `bytes` at *at; 0, or -1 when the total passes MAX_BYTES. */
-static int place(uint64_t *at, uint64_t *offset, uint64_t bytes)
+/* a x b into *out; -1 when it passes MAX_BYTES. */
+static int mul(uint64_t a, uint64_t b, uint64_t *out)
 {
-    *offset = *at;
-    if (bytes > MAX_BYTES || *at > MAX_BYTES - bytes)
+    if (b && a > MAX_BYTES / b)
         return -1;
-    *at = align_up(*at + bytes);
+    *out = a * b;
     return 0;
+}
+
+/* Place a part of `count` x `each` bytes at *at, then align *at to `align`;
+ * 0, or -1 when the total passes MAX_BYTES. */
+static int place(uint64_t *at, uint64_t *offset, uint64_t count, uint64_t each, uint64_t align)
+{
+    uint64_t bytes;
+    *offset = *at;
+    if (mul(count, each, &bytes) != 0 || *at > MAX_BYTES - bytes)
+        return -1;
+    *at = align_to(*at + bytes, align);
+    return 0;
+}
+
+uint64_t fmcu_ep_collective_bytes(const fmcu_ep_layout *L)
+{
+    return (uint64_t)(L->size - 1) * (L->disp_chunk + L->comb_chunk);
 }
 
 int fmcu_ep_layout_make(uint32_t size, uint32_t max_tokens, uint32_t hidden, uint32_t top_k, int32_t act_dtype,
@@ -63,20 +80,31 @@ int fmcu_ep_layout_make(uint32_t size, uint32_t max_tokens, uint32_t hidden, uin
     }
     L->size = size, L->max_tokens = max_tokens, L->hidden = hidden, L->top_k = top_k;
     L->act_dtype = act_dtype, L->dispatch = dispatch;
-    L->x_row_bytes = hidden * code_bytes;
+    /* rows of 2^31 bytes or more pass 2^40 bytes anyway (refused below) */
+    L->x_row_bytes = hidden >= (1u << 30) ? 0 : hidden * code_bytes;
     L->scales_per_row = scales;
-    L->y_row_bytes = hidden * 2;
-    const uint64_t slots = (uint64_t)size * max_tokens;
-    uint64_t at = 0;
-    int bad = place(&at, &L->disp_arrive, 8ull * size) || place(&at, &L->comb_arrive, 8ull * size) ||
-              place(&at, &L->count, 4ull * size) || place(&at, &L->x, slots * L->x_row_bytes) ||
-              place(&at, &L->scale, slots * scales * 4ull) || place(&at, &L->ids, slots * top_k * 4ull) ||
-              place(&at, &L->w, slots * top_k * 4ull) || place(&at, &L->comb_y, slots * L->y_row_bytes);
+    L->y_row_bytes = hidden >= (1u << 30) ? 0 : hidden * 2;
+    const uint64_t T = max_tokens, A = FMCU_EP_PART_ALIGN, G = FMCU_EP_ALIGN;
+    uint64_t at = 0, end = 0, c = 0;
+    /* one dispatch chunk, then one combine chunk */
+    int bad = hidden >= (1u << 30) || place(&c, &L->c_count, 1, 4, A) || place(&c, &L->c_x, T, L->x_row_bytes, A) ||
+              place(&c, &L->c_scale, T, scales * 4ull, A) || place(&c, &L->c_ids, T, top_k * 4ull, A) ||
+              place(&c, &L->c_w, T, top_k * 4ull, G);
+    L->disp_chunk = c;
+    c = 0;
+    bad = bad || place(&c, &end, T, L->y_row_bytes, G);
+    L->comb_chunk = c;
+    /* the receive buffer, then the staging */
+    bad = bad || place(&at, &L->disp_arrive, size, 8, G) || place(&at, &L->comb_arrive, size, 8, G) ||
+          place(&at, &L->disp, size, L->disp_chunk, G) || place(&at, &L->comb, size, L->comb_chunk, G);
+    L->bytes = at;
+    at = 0;
+    bad = bad || place(&at, &L->send_disp, size, L->disp_chunk, G) || place(&at, &L->send_comb, size, L->comb_chunk, G);
+    L->staging_bytes = at;
     if (bad) {
         snprintf(why, cap, "EP group: %u ranks x %u tokens x hidden %u need more than 2^40 bytes of buffer", size,
                  max_tokens, hidden);
         return -1;
     }
-    L->bytes = at;
     return 0;
 }

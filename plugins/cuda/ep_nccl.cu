@@ -47,6 +47,9 @@ bool fill(void *h, fmcu_nccl *t, char *why, size_t cap, const char *path)
            sym(h, "ncclCommWindowDeregister", &t->CommWindowDeregister, why, cap, path) &&
            sym(h, "ncclTeamLsa", &t->TeamLsa, why, cap, path) &&
            sym(h, "ncclAllGather", &t->AllGather, why, cap, path) &&
+           sym(h, "ncclCommSplit", &t->CommSplit, why, cap, path) && sym(h, "ncclSend", &t->Send, why, cap, path) &&
+           sym(h, "ncclRecv", &t->Recv, why, cap, path) && sym(h, "ncclGroupStart", &t->GroupStart, why, cap, path) &&
+           sym(h, "ncclGroupEnd", &t->GroupEnd, why, cap, path) &&
            sym(h, "ncclGetErrorString", &t->GetErrorString, why, cap, path);
 }
 

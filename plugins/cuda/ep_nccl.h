@@ -40,6 +40,13 @@ typedef struct fmcu_nccl {
     /* Host form of the team of ranks reachable by load/store (NVLink). */
     struct ncclTeam (*TeamLsa)(ncclComm_t);
     ncclResult_t (*AllGather)(const void *, void *, size_t, ncclDataType_t, ncclComm_t, cudaStream_t);
+    /* The collective transport (ep_transport=collective): a blocking child
+     * communicator, and point-to-point sends in one group per exchange. */
+    ncclResult_t (*CommSplit)(ncclComm_t, int, int, ncclComm_t *, ncclConfig_t *);
+    ncclResult_t (*Send)(const void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
+    ncclResult_t (*Recv)(void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
+    ncclResult_t (*GroupStart)(void);
+    ncclResult_t (*GroupEnd)(void);
     const char *(*GetErrorString)(ncclResult_t);
 } fmcu_nccl;
 

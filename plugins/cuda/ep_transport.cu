@@ -1,25 +1,36 @@
 /*
  * plugins/cuda/ep_transport.cu - a CUDA EP group (ep_api.h): the NCCL
- * communicator, the symmetric buffer and the forward's launches.
+ * communicator, the group's buffers and the forward's launches, over
+ * either transport (lsa or collective).
  *
  * Creation, collective over the ranks:
  *   1. the communicator: the application's (borrowed), or a new one from
  *      the unique id, made non-blocking so that every wait is bounded by
  *      timeout_ms (then aborted, with the reason);
- *   2. every rank must be reachable by load/store (NCCL's LSA team = the
- *      world, i.e. one NVLink domain): the low-latency kernels write peers'
- *      memory directly. Across nodes this path refuses (docs/EP.md);
- *   3. ncclMemAlloc + ncclCommWindowRegister(NCCL_WIN_COLL_SYMMETRIC) of
- *      the buffer (ep_layout.h); each rank's base is the window's flat LSA
- *      base + rank x stride (the fields NCCL keeps at fixed offsets of its
- *      window handle for its device code: nccl_device/impl/core__types.h),
- *      its own rank included (an alias of the same memory);
- *   4. the buffer zeroed, then an all-gather of every rank's parameters:
- *      it checks they agree (naming the field that differs) and, being
- *      collective, no rank's forward can write into a buffer not yet zeroed.
+ *   2. the transport (fmcu_ep_transport_pick): lsa needs every rank
+ *      reachable by load/store (NCCL's LSA team = the world, i.e. one
+ *      NVLink domain), as its kernels write peers' memory directly;
+ *      collective works over whatever NCCL connects (across nodes);
+ *   3. lsa: ncclMemAlloc + ncclCommWindowRegister(NCCL_WIN_COLL_SYMMETRIC)
+ *      of the receive buffer (ep_layout.h); each rank's base is the
+ *      window's flat LSA base + rank x stride (the fields NCCL keeps at
+ *      fixed offsets of its window handle for its device code:
+ *      nccl_device/impl/core__types.h), its own rank included (an alias of
+ *      the same memory). collective: a local receive buffer and staging;
+ *   4. the buffers zeroed, then an all-gather of every rank's parameters:
+ *      it checks they agree (naming the field that differs, the transport
+ *      among them) and, being collective, no rank's forward can write into
+ *      a buffer not yet zeroed;
+ *   5. collective: a blocking child communicator (ncclCommSplit) for the
+ *      exchanges, so that a forward's ncclGroupEnd enqueues on the calling
+ *      thread (a non-blocking communicator hands every group to a new
+ *      thread: a thread per exchange, and launches into a stream that the
+ *      caller may be capturing from another thread), then one exchange of
+ *      each phase, which connects the peers before any forward is captured.
  *
- * A forward's launches (ep_kernels.cuh): dispatch, [plan], unpack, the
- * method, combine. LOW_LATENCY hands the method every size x max_tokens row
+ * A forward's launches (ep_kernels.cuh): dispatch, [exchange,] [plan,]
+ * unpack, the method, combine-send, [exchange,] finish (the exchanges:
+ * collective only). LOW_LATENCY hands the method every size x max_tokens row
  * and never waits for the device. HIGH_THROUGHPUT adds the plan kernel,
  * which packs the live rows and writes their count R to host-mapped memory;
  * the host waits for that one event (unpack already queued behind it) and
@@ -46,8 +57,13 @@ struct fmcu_ep {
     ncclComm_t comm;
     bool own_comm;
     fmcu_ep_layout L;
-    void *sym;
+    int32_t transport; /* FMCU_EP_TRANSPORT_LSA or _COLLECTIVE */
+    void *sym;         /* lsa: the receive buffer (NCCL window memory) */
     ncclWindow_t win;
+    /* collective: the receive buffer, the send staging, and the blocking
+     * communicator of the exchanges (always the group's own) */
+    char *recv, *stage;
+    ncclComm_t xcomm;
     common_args c;
     /* local (not symmetric) device memory */
     void *x_in, *y;
@@ -133,7 +149,7 @@ int drain(fmcu_ep *ep, const char *what, char *why, size_t cap)
 /* What every rank must agree on. */
 struct agreed {
     uint32_t rank, size, max_tokens, hidden, top_k, num_experts;
-    int32_t act_dtype, dispatch, mode;
+    int32_t act_dtype, dispatch, mode, transport;
 };
 
 int check_agreed(const fmcu_ep *ep, const agreed *all, char *why, size_t cap)
@@ -150,7 +166,9 @@ int check_agreed(const fmcu_ep *ep, const agreed *all, char *why, size_t cap)
                             : o.act_dtype != me.act_dtype     ? "act_dtype"
                             : o.dispatch != me.dispatch       ? "dispatch"
                             : o.mode != me.mode               ? "mode"
-                                                              : nullptr;
+                            : o.transport != me.transport
+                                ? "transport (ep_transport, or auto with ranks in NVLink domains of different sizes)"
+                                : nullptr;
         if (field) {
             snprintf(why, cap, "EP group: ranks %u and %u were created with different %s", ep->p.rank, r, field);
             return -1;
@@ -159,59 +177,11 @@ int check_agreed(const fmcu_ep *ep, const agreed *all, char *why, size_t cap)
     return 0;
 }
 
-int setup(fmcu_ep *ep, char *why, size_t cap)
+/* lsa: the receive buffer as an NCCL window, and every rank's view of it. */
+int setup_window(fmcu_ep *ep, char *why, size_t cap)
 {
     const fmcu_ep_params &p = ep->p;
-    cudaError_t e = cudaSetDevice(p.device);
-    if (e != cudaSuccess)
-        return failf(why, cap, "cudaSetDevice", e);
-    if ((e = cudaStreamCreateWithFlags(&ep->init_stream, cudaStreamNonBlocking)) != cudaSuccess)
-        return failf(why, cap, "cudaStreamCreate", e);
-    /* 1. the communicator */
-    if (p.comm) {
-        ep->comm = (ncclComm_t)p.comm;
-        int n = 0, r = 0, d = -1;
-        if (ep->nccl->CommCount(ep->comm, &n) != ncclSuccess || ep->nccl->CommUserRank(ep->comm, &r) != ncclSuccess ||
-            ep->nccl->CommCuDevice(ep->comm, &d) != ncclSuccess) {
-            snprintf(why, cap, "EP group: the application's communicator could not be queried");
-            return -1;
-        }
-        if ((uint32_t)n != p.size || (uint32_t)r != p.rank || d != p.device) {
-            snprintf(why, cap,
-                     "EP group: the application's communicator has %d ranks, this is rank %d on CUDA device %d; the "
-                     "group asked for rank %u of %u on device %d",
-                     n, r, d, p.rank, p.size, p.device);
-            return -1;
-        }
-    } else {
-        ncclUniqueId id;
-        if (p.unique_id_length != sizeof id) {
-            snprintf(why, cap, "EP group: a unique id of %u bytes; NCCL's is %zu", p.unique_id_length, sizeof id);
-            return -1;
-        }
-        memcpy(&id, p.unique_id, sizeof id);
-        ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
-        cfg.blocking = 0;
-        ncclResult_t r = ep->nccl->CommInitRankConfig(&ep->comm, (int)p.size, id, (int)p.rank, &cfg);
-        if (r != ncclSuccess && r != ncclInProgress) {
-            snprintf(why, cap, "EP group rank %u: ncclCommInitRankConfig: %s", p.rank, ep->nccl->GetErrorString(r));
-            ep->comm = nullptr;
-            return -1;
-        }
-        ep->own_comm = true;
-        if (settle(ep, r, "ncclCommInitRankConfig (joining the group)", why, cap) != 0)
-            return -1;
-    }
-    /* 2. one load/store domain */
-    const ncclTeam lsa = ep->nccl->TeamLsa(ep->comm);
-    if ((uint32_t)lsa.nRanks != p.size) {
-        snprintf(why, cap,
-                 "EP group: %d of the %u ranks share this rank's NVLink domain; the CUDA plugin's EP transport writes "
-                 "peers' memory directly and needs all of them there (across nodes: docs/EP.md)",
-                 lsa.nRanks, p.size);
-        return -1;
-    }
-    /* 3. the symmetric buffer */
+    cudaError_t e;
     ncclResult_t r = ep->nccl->MemAlloc(&ep->sym, ep->L.bytes);
     if (r != ncclSuccess) {
         snprintf(why, cap, "EP group: ncclMemAlloc of %llu bytes: %s", (unsigned long long)ep->L.bytes,
@@ -262,8 +232,14 @@ int setup(fmcu_ep *ep, char *why, size_t cap)
                  cudaGetErrorString(e));
         return -1;
     }
-    for (uint32_t q = 0; q < p.size; q++)
-        ep->c.p.base[q] = head.lsa_flat_base + ((uint64_t)q * head.stride4g << 32);
+    for (uint32_t q = 0; q < p.size; q++) {
+        char *b = head.lsa_flat_base + ((uint64_t)q * head.stride4g << 32);
+        ep->c.p.base[q] = b;
+        ep->c.p.disp[q] = b + ep->L.disp + p.rank * ep->L.disp_chunk;
+        ep->c.p.comb[q] = b + ep->L.comb + p.rank * ep->L.comb_chunk;
+    }
+    ep->c.own = ep->c.p.base[p.rank];
+    ep->c.counted = 1;
     /* NCCL maps every rank's buffer, this one's too, into one flat range:
      * base[rank] is another address of ep->sym's memory (the kernels use
      * it for both, as NCCL's device code would). */
@@ -276,7 +252,14 @@ int setup(fmcu_ep *ep, char *why, size_t cap)
                  (void *)ep->c.p.base[p.rank], ep->sym);
         return -1;
     }
-    /* local buffers */
+    return 0;
+}
+
+/* The method's rows, the row plan and the failure record. */
+int local_buffers(fmcu_ep *ep, char *why, size_t cap)
+{
+    const fmcu_ep_params &p = ep->p;
+    cudaError_t e;
     const uint64_t rows = (uint64_t)p.size * p.max_tokens;
     if ((e = cudaMalloc(&ep->x_in, rows * p.hidden * 2)) != cudaSuccess ||
         (e = cudaMalloc(&ep->y, rows * p.hidden * 2)) != cudaSuccess ||
@@ -314,8 +297,17 @@ int setup(fmcu_ep *ep, char *why, size_t cap)
     ep->c.seq = ep->seq;
     ep->c.timeout_ns = (uint64_t)p.timeout_ms * 1000000ull;
     ep->c.fail = (fail_record *)fail_dev;
-    /* 4. agree (and fence the zeroing) */
-    agreed mine = {p.rank, p.size, p.max_tokens, p.hidden, p.top_k, p.num_experts, p.act_dtype, p.dispatch, p.mode};
+    return 0;
+}
+
+/* Every rank's parameters gathered and compared. */
+int agree(fmcu_ep *ep, char *why, size_t cap)
+{
+    const fmcu_ep_params &p = ep->p;
+    cudaError_t e;
+    ncclResult_t r;
+    agreed mine = {p.rank,      p.size,     p.max_tokens, p.hidden, p.top_k,
+                   p.num_experts, p.act_dtype, p.dispatch, p.mode,  ep->transport};
     agreed *d_all = nullptr;
     if ((e = cudaMalloc((void **)&d_all, sizeof(agreed) * (p.size + 1))) != cudaSuccess)
         return failf(why, cap, "cudaMalloc", e);
@@ -337,6 +329,160 @@ int setup(fmcu_ep *ep, char *why, size_t cap)
     }
     cudaFree(d_all);
     return rc;
+}
+
+/* collective: chunk q of the staging at `send_off` to every other rank q,
+ * and each one's chunk into chunk q of the receive buffer at `recv_off`,
+ * in one NCCL group on `st` (so no pair waits on another's order). The
+ * sizes match on both sides: every chunk is `chunk` bytes. */
+int exchange(fmcu_ep *ep, uint64_t send_off, uint64_t recv_off, uint64_t chunk, cudaStream_t st, char *why,
+             size_t cap)
+{
+    const uint32_t n = ep->p.size, me = ep->p.rank;
+    if (n == 1)
+        return 0;
+    const fmcu_nccl *nc = ep->nccl;
+    ncclResult_t r = nc->GroupStart();
+    if (r != ncclSuccess) {
+        snprintf(why, cap, "EP group rank %u: ncclGroupStart: %s", me, nc->GetErrorString(r));
+        return -1;
+    }
+    ncclResult_t bad = ncclSuccess;
+    const char *what = "ncclSend";
+    for (uint32_t i = 1; i < n && bad == ncclSuccess; i++) {
+        const uint32_t to = (me + i) % n, from = (me + n - i) % n;
+        r = nc->Send(ep->stage + send_off + to * chunk, chunk, ncclUint8, (int)to, ep->xcomm, st);
+        if (r == ncclSuccess) {
+            what = "ncclRecv";
+            r = nc->Recv(ep->recv + recv_off + from * chunk, chunk, ncclUint8, (int)from, ep->xcomm, st);
+        }
+        bad = r;
+    }
+    /* the group is closed whatever happened inside it */
+    r = nc->GroupEnd();
+    if (bad != ncclSuccess || r != ncclSuccess) {
+        snprintf(why, cap, "EP group rank %u: %s of %llu bytes per peer: %s", me,
+                 bad != ncclSuccess ? what : "ncclGroupEnd", (unsigned long long)chunk,
+                 nc->GetErrorString(bad != ncclSuccess ? bad : r));
+        return -1;
+    }
+    return 0;
+}
+
+int setup(fmcu_ep *ep, char *why, size_t cap)
+{
+    const fmcu_ep_params &p = ep->p;
+    cudaError_t e = cudaSetDevice(p.device);
+    if (e != cudaSuccess)
+        return failf(why, cap, "cudaSetDevice", e);
+    if ((e = cudaStreamCreateWithFlags(&ep->init_stream, cudaStreamNonBlocking)) != cudaSuccess)
+        return failf(why, cap, "cudaStreamCreate", e);
+    /* 1. the communicator */
+    if (p.comm) {
+        ep->comm = (ncclComm_t)p.comm;
+        int n = 0, r = 0, d = -1;
+        if (ep->nccl->CommCount(ep->comm, &n) != ncclSuccess || ep->nccl->CommUserRank(ep->comm, &r) != ncclSuccess ||
+            ep->nccl->CommCuDevice(ep->comm, &d) != ncclSuccess) {
+            snprintf(why, cap, "EP group: the application's communicator could not be queried");
+            return -1;
+        }
+        if ((uint32_t)n != p.size || (uint32_t)r != p.rank || d != p.device) {
+            snprintf(why, cap,
+                     "EP group: the application's communicator has %d ranks, this is rank %d on CUDA device %d; the "
+                     "group asked for rank %u of %u on device %d",
+                     n, r, d, p.rank, p.size, p.device);
+            return -1;
+        }
+    } else {
+        ncclUniqueId id;
+        if (p.unique_id_length != sizeof id) {
+            snprintf(why, cap, "EP group: a unique id of %u bytes; NCCL's is %zu", p.unique_id_length, sizeof id);
+            return -1;
+        }
+        memcpy(&id, p.unique_id, sizeof id);
+        ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+        cfg.blocking = 0;
+        ncclResult_t r = ep->nccl->CommInitRankConfig(&ep->comm, (int)p.size, id, (int)p.rank, &cfg);
+        if (r != ncclSuccess && r != ncclInProgress) {
+            snprintf(why, cap, "EP group rank %u: ncclCommInitRankConfig: %s", p.rank, ep->nccl->GetErrorString(r));
+            ep->comm = nullptr;
+            return -1;
+        }
+        ep->own_comm = true;
+        if (settle(ep, r, "ncclCommInitRankConfig (joining the group)", why, cap) != 0)
+            return -1;
+    }
+    /* 2. the transport */
+    const ncclTeam lsa = ep->nccl->TeamLsa(ep->comm);
+    if (fmcu_ep_transport_pick(p.transport, lsa.nRanks < 0 ? 0u : (uint32_t)lsa.nRanks, p.size, &ep->transport, why,
+                               cap) != 0)
+        return -1;
+    /* 3. the buffers */
+    if (ep->transport == FMCU_EP_TRANSPORT_LSA) {
+        if (setup_window(ep, why, cap) != 0)
+            return -1;
+    } else {
+        if ((e = cudaMalloc((void **)&ep->recv, ep->L.bytes)) != cudaSuccess ||
+            (e = cudaMalloc((void **)&ep->stage, ep->L.staging_bytes)) != cudaSuccess ||
+            (e = cudaMemsetAsync(ep->recv, 0, ep->L.bytes, ep->init_stream)) != cudaSuccess ||
+            (e = cudaMemsetAsync(ep->stage, 0, ep->L.staging_bytes, ep->init_stream)) != cudaSuccess ||
+            (e = cudaStreamSynchronize(ep->init_stream)) != cudaSuccess)
+            return failf(why, cap, "the collective transport's receive buffer and staging", e);
+        ep->c.own = ep->recv;
+        ep->c.counted = 0;
+        for (uint32_t q = 0; q < p.size; q++) {
+            const bool self = q == p.rank;
+            ep->c.p.disp[q] = self ? ep->recv + ep->L.disp + q * ep->L.disp_chunk
+                                   : ep->stage + ep->L.send_disp + q * ep->L.disp_chunk;
+            ep->c.p.comb[q] = self ? ep->recv + ep->L.comb + q * ep->L.comb_chunk
+                                   : ep->stage + ep->L.send_comb + q * ep->L.comb_chunk;
+        }
+    }
+    if (local_buffers(ep, why, cap) != 0)
+        return -1;
+    /* 4. agree (and fence the zeroing) */
+    if (agree(ep, why, cap) != 0)
+        return -1;
+    /* 5. the exchanges' communicator, connected */
+    if (ep->transport == FMCU_EP_TRANSPORT_COLLECTIVE) {
+        ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+        cfg.blocking = 1;
+        ncclResult_t r = ep->nccl->CommSplit(ep->comm, 0, (int)p.rank, &ep->xcomm, &cfg);
+        /* Splitting a non-blocking parent completes in the background, and
+         * may report success before it fills the handle (as window
+         * registration does): wait for the child to exist and settle, or
+         * for the parent's error, bounded. */
+        for (const double t0 = now_s(); r == ncclSuccess || r == ncclInProgress;) {
+            ncclComm_t child = *(ncclComm_t volatile *)&ep->xcomm;
+            ncclResult_t ar = ncclInProgress, pr = ncclSuccess;
+            if (child)
+                ep->nccl->CommGetAsyncError(child, &ar);
+            else if (ep->nccl->CommGetAsyncError(ep->comm, &pr) == ncclSuccess && pr != ncclSuccess &&
+                     pr != ncclInProgress)
+                ar = pr;
+            if (ar != ncclInProgress) {
+                r = ar;
+                break;
+            }
+            if (now_s() - t0 > p.timeout_ms * 1e-3) {
+                snprintf(why, cap, "EP group rank %u: ncclCommSplit did not complete within %u ms (ep_timeout_ms)",
+                         p.rank, p.timeout_ms);
+                return -1;
+            }
+            struct timespec ts = {0, 1000000};
+            nanosleep(&ts, nullptr);
+        }
+        if (r != ncclSuccess) {
+            snprintf(why, cap, "EP group rank %u: ncclCommSplit (the collective transport's communicator): %s", p.rank,
+                     ep->nccl->GetErrorString(r));
+            return -1; /* a child that exists is aborted by fmcu_ep_destroy */
+        }
+        if (exchange(ep, ep->L.send_disp, ep->L.disp, ep->L.disp_chunk, ep->init_stream, why, cap) != 0 ||
+            exchange(ep, ep->L.send_comb, ep->L.comb, ep->L.comb_chunk, ep->init_stream, why, cap) != 0 ||
+            drain(ep, "the first exchange between the ranks", why, cap) != 0)
+            return -1;
+    }
+    return 0;
 }
 
 } // namespace
@@ -372,6 +518,10 @@ extern "C" void fmcu_ep_destroy(fmcu_ep *ep)
         ep->nccl->CommWindowDeregister(ep->comm, ep->win);
     if (ep->sym)
         ep->nccl->MemFree(ep->sym);
+    if (ep->xcomm)
+        ep->nccl->CommAbort(ep->xcomm);
+    cudaFree(ep->recv);
+    cudaFree(ep->stage);
     if (ep->own_comm && ep->comm) {
         /* a failed creation may leave peers waiting: abort never blocks */
         ep->nccl->CommAbort(ep->comm);
@@ -525,6 +675,11 @@ extern "C" int fmcu_ep_dispatch(fmcu_ep *ep, const void *x, int64_t x_ld, const 
         e = cudaEventRecord(ep->ev[0], st);
     if (e == cudaSuccess)
         e = fmcu_ep_launch_dispatch(ep->c, x, x_ld, ids, w, m, load, st);
+    if (e != cudaSuccess)
+        return failf(why, cap, "dispatch", e);
+    if (ep->transport == FMCU_EP_TRANSPORT_COLLECTIVE &&
+        exchange(ep, ep->L.send_disp, ep->L.disp, ep->L.disp_chunk, st, why, cap) != 0)
+        return -1;
     if (e == cudaSuccess && ht) {
         e = fmcu_ep_launch_plan(ep->c, ep->pos, ep->rows_dev, st);
         if (e == cudaSuccess)
@@ -568,8 +723,14 @@ extern "C" int fmcu_ep_combine(fmcu_ep *ep, void *out, int64_t out_ld, const int
     cudaStream_t st = (cudaStream_t)stream;
     cudaError_t e = cudaSetDevice(ep->p.device);
     if (e == cudaSuccess)
-        e = fmcu_ep_launch_combine(ep->c, ep->y, ep->live, ep->p.mode == FMOE_EP_MODE_HIGH_THROUGHPUT ? ep->pos : nullptr,
-                                   ids, out, out_ld, m, ep->seq, st);
+        e = fmcu_ep_launch_combine_send(ep->c, ep->y, ep->live,
+                                        ep->p.mode == FMOE_EP_MODE_HIGH_THROUGHPUT ? ep->pos : nullptr, st);
+    if (e != cudaSuccess)
+        return failf(why, cap, "combine", e);
+    if (ep->transport == FMCU_EP_TRANSPORT_COLLECTIVE &&
+        exchange(ep, ep->L.send_comb, ep->L.comb, ep->L.comb_chunk, st, why, cap) != 0)
+        return -1;
+    e = fmcu_ep_launch_finish(ep->c, ids, out, out_ld, m, ep->seq, st);
     if (e == cudaSuccess && ep->timing_now) {
         float ms[3];
         e = cudaEventRecord(ep->ev[3], st);

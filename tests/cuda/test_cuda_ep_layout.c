@@ -1,10 +1,13 @@
 /*
- * tests/cuda/test_cuda_ep_layout.c - the symmetric buffer of a CUDA EP
- * group (plugins/cuda/ep_layout.c), without a GPU:
- *   - two layouts worked out by hand (bf16 rows; FP8 rows with 1x128 scales);
+ * tests/cuda/test_cuda_ep_layout.c - the chunks, receive buffer and send
+ * staging of a CUDA EP group (plugins/cuda/ep_layout.c), without a GPU:
+ *   - layouts worked out by hand (bf16 rows; FP8 rows with 1x128 and
+ *     per-token scales; DeepSeek-V3's decode shape, whose bytes docs/EP.md
+ *     quotes);
  *   - the refusals, each naming its rule;
- *   - seeded random groups: regions aligned, in order, not overlapping, and
- *     each as large as its slots need.
+ *   - seeded random groups: parts and regions aligned, in order, not
+ *     overlapping, each as large as its slots need, and the collective
+ *     transport's bytes per forward.
  */
 #include <check.h>
 #include <stdio.h>
@@ -22,20 +25,31 @@ START_TEST(bf16_by_hand)
     ck_assert_int_eq(fmcu_ep_layout_make(2, 4, 128, 2, FMOE_DTYPE_BF16, FMOE_EP_DISPATCH_ACTIVATION, &L, why,
                                          sizeof why),
                      0);
-    /* arrive 2x8 -> 256, arrive -> 512, count 2x4 -> 768, x 8 slots x 256 B,
-     * no scales, ids and w 8 x 2 x 4 = 64 each, comb_y 8 x 256 B */
+    /* dispatch chunk: count 4 B -> 16; x 4 rows x 256 B -> 1040; no scales;
+     * ids 4 x 2 x 4 = 32 -> 1072; w 32 -> 1104, the chunk aligned to 1280 */
+    ck_assert_uint_eq(L.c_count, 0);
+    ck_assert_uint_eq(L.c_x, 16);
+    ck_assert_uint_eq(L.c_scale, 1040);
+    ck_assert_uint_eq(L.c_ids, 1040);
+    ck_assert_uint_eq(L.c_w, 1072);
+    ck_assert_uint_eq(L.disp_chunk, 1280);
+    ck_assert_uint_eq(L.comb_chunk, 1024); /* 4 rows x 256 B */
+    /* receive: arrive 2x8 -> 256, arrive -> 512, 2 dispatch chunks -> 3072,
+     * 2 combine chunks -> 5120 */
     ck_assert_uint_eq(L.disp_arrive, 0);
     ck_assert_uint_eq(L.comb_arrive, 256);
-    ck_assert_uint_eq(L.count, 512);
-    ck_assert_uint_eq(L.x, 768);
-    ck_assert_uint_eq(L.scale, 2816);
-    ck_assert_uint_eq(L.ids, 2816);
-    ck_assert_uint_eq(L.w, 3072);
-    ck_assert_uint_eq(L.comb_y, 3328);
-    ck_assert_uint_eq(L.bytes, 5376);
+    ck_assert_uint_eq(L.disp, 512);
+    ck_assert_uint_eq(L.comb, 3072);
+    ck_assert_uint_eq(L.bytes, 5120);
+    /* staging: 2 dispatch chunks, then 2 combine chunks */
+    ck_assert_uint_eq(L.send_disp, 0);
+    ck_assert_uint_eq(L.send_comb, 2560);
+    ck_assert_uint_eq(L.staging_bytes, 4608);
     ck_assert_uint_eq(L.x_row_bytes, 256);
     ck_assert_uint_eq(L.y_row_bytes, 256);
     ck_assert_uint_eq(L.scales_per_row, 0);
+    /* one chunk of each phase to the one other rank */
+    ck_assert_uint_eq(fmcu_ep_collective_bytes(&L), 2304);
 }
 END_TEST
 
@@ -45,14 +59,19 @@ START_TEST(fp8_block_by_hand)
     char why[256];
     ck_assert_int_eq(fmcu_ep_layout_make(2, 4, 256, 2, FMOE_DTYPE_F16, FMOE_EP_DISPATCH_FP8_BLOCK, &L, why, sizeof why),
                      0);
-    /* x: 8 slots x 256 codes = 2048 -> 2816; scales 8 x 2 x 4 = 64 -> 3072;
-     * ids -> 3328; w -> 3584; comb_y 8 x 512 B -> 7680 */
-    ck_assert_uint_eq(L.x, 768);
-    ck_assert_uint_eq(L.scale, 2816);
-    ck_assert_uint_eq(L.ids, 3072);
-    ck_assert_uint_eq(L.w, 3328);
-    ck_assert_uint_eq(L.comb_y, 3584);
-    ck_assert_uint_eq(L.bytes, 7680);
+    /* chunk: x 4 rows x 256 codes = 1024 -> 1040; scales 4 x 2 x 4 = 32 ->
+     * 1072; ids -> 1104; w -> 1136, aligned to 1280; combine 4 x 512 B */
+    ck_assert_uint_eq(L.c_x, 16);
+    ck_assert_uint_eq(L.c_scale, 1040);
+    ck_assert_uint_eq(L.c_ids, 1072);
+    ck_assert_uint_eq(L.c_w, 1104);
+    ck_assert_uint_eq(L.disp_chunk, 1280);
+    ck_assert_uint_eq(L.comb_chunk, 2048);
+    ck_assert_uint_eq(L.disp, 512);
+    ck_assert_uint_eq(L.comb, 3072);
+    ck_assert_uint_eq(L.bytes, 7168);
+    ck_assert_uint_eq(L.send_comb, 2560);
+    ck_assert_uint_eq(L.staging_bytes, 6656);
     ck_assert_uint_eq(L.x_row_bytes, 256);
     ck_assert_uint_eq(L.scales_per_row, 2);
     ck_assert_uint_eq(L.y_row_bytes, 512);
@@ -61,6 +80,30 @@ START_TEST(fp8_block_by_hand)
                      0);
     ck_assert_uint_eq(L.scales_per_row, 1);
     ck_assert_uint_eq(L.x_row_bytes, 256);
+    /* x 5 x 256 = 1280 -> 1296; scales 20 -> 1316 -> 1328; ids 160 -> 1488;
+     * w 160 -> 1648 -> 1792; two other ranks */
+    ck_assert_uint_eq(L.c_scale, 1296);
+    ck_assert_uint_eq(L.c_ids, 1328);
+    ck_assert_uint_eq(L.c_w, 1488);
+    ck_assert_uint_eq(L.disp_chunk, 1792);
+    ck_assert_uint_eq(L.comb_chunk, 2560);
+    ck_assert_uint_eq(fmcu_ep_collective_bytes(&L), 2 * (1792 + 2560));
+}
+END_TEST
+
+/* The figure docs/EP.md gives: DeepSeek-V3's decode shape, 128 tokens per
+ * rank x 7168 x top-8, FP8 per-token dispatch, BF16 combine. */
+START_TEST(deepseek_decode_chunks)
+{
+    fmcu_ep_layout L;
+    char why[256];
+    ck_assert_int_eq(fmcu_ep_layout_make(4, 128, 7168, 8, FMOE_DTYPE_BF16, FMOE_EP_DISPATCH_FP8_TOKEN, &L, why,
+                                         sizeof why),
+                     0);
+    /* 16 + 128 x 7168 + 128 x 4 + 2 x 128 x 8 x 4 = 926224 -> 926464 */
+    ck_assert_uint_eq(L.disp_chunk, 926464);
+    ck_assert_uint_eq(L.comb_chunk, 128ull * 7168 * 2);
+    ck_assert_uint_eq(fmcu_ep_collective_bytes(&L), 3ull * (926464 + 1835008));
 }
 END_TEST
 
@@ -88,6 +131,20 @@ START_TEST(refusals)
 }
 END_TEST
 
+/* Parts [at[i], at[i] + need[i]) in order, each aligned to `align` and
+ * ending before the next one (the last before `end`). */
+static void in_order(uint64_t seed, const char *what, const uint64_t *at, const uint64_t *need, int n, uint64_t end,
+                     uint64_t align)
+{
+    for (int r = 0; r < n; r++) {
+        ck_assert_msg(at[r] % align == 0, "seed %llu: %s part %d at %llu", (unsigned long long)seed, what, r,
+                      (unsigned long long)at[r]);
+        const uint64_t next = r + 1 < n ? at[r + 1] : end;
+        ck_assert_msg(at[r] + need[r] <= next, "seed %llu: %s part %d overlaps the next", (unsigned long long)seed,
+                      what, r);
+    }
+}
+
 START_TEST(random_layouts)
 {
     const uint64_t seed = fmoe_test_seed();
@@ -103,27 +160,27 @@ START_TEST(random_layouts)
         char why[256];
         ck_assert_msg(fmcu_ep_layout_make(size, max_tokens, hidden, top_k, dt, dispatch, &L, why, sizeof why) == 0,
                       "seed %llu: %s", (unsigned long long)seed, why);
-        const uint64_t slots = (uint64_t)size * max_tokens;
-        const uint64_t at[8] = {L.disp_arrive, L.comb_arrive, L.count, L.x, L.scale, L.ids, L.w, L.comb_y};
-        const uint64_t need[8] = {8ull * size,
-                                  8ull * size,
-                                  4ull * size,
-                                  slots * hidden * (dispatch == FMOE_EP_DISPATCH_ACTIVATION ? 2 : 1),
-                                  slots * 4ull *
-                                      (dispatch == 1   ? 0
-                                       : dispatch == 2 ? 1
-                                                       : hidden / 128),
-                                  slots * top_k * 4ull,
-                                  slots * top_k * 4ull,
-                                  slots * hidden * 2ull};
-        for (int r = 0; r < 8; r++) {
-            ck_assert_msg(at[r] % FMCU_EP_ALIGN == 0, "seed %llu: region %d at %llu", (unsigned long long)seed, r,
-                          (unsigned long long)at[r]);
-            const uint64_t end = r < 7 ? at[r + 1] : L.bytes;
-            ck_assert_msg(at[r] + need[r] <= end, "seed %llu: region %d overlaps the next", (unsigned long long)seed,
-                          r);
-        }
+        const uint64_t T = max_tokens;
+        const uint64_t scales = dispatch == 1 ? 0 : dispatch == 2 ? 1 : hidden / 128;
+        /* one dispatch chunk */
+        const uint64_t c_at[5] = {L.c_count, L.c_x, L.c_scale, L.c_ids, L.c_w};
+        const uint64_t c_need[5] = {4, T * hidden * (dispatch == FMOE_EP_DISPATCH_ACTIVATION ? 2 : 1), T * scales * 4,
+                                    T * top_k * 4, T * top_k * 4};
+        ck_assert_uint_eq(L.c_count, 0);
+        in_order(seed, "chunk", c_at, c_need, 5, L.disp_chunk, FMCU_EP_PART_ALIGN);
+        ck_assert_uint_eq(L.disp_chunk % FMCU_EP_ALIGN, 0);
+        ck_assert_uint_ge(L.comb_chunk, T * hidden * 2);
+        ck_assert_uint_eq(L.comb_chunk % FMCU_EP_ALIGN, 0);
+        /* the receive buffer */
+        const uint64_t r_at[4] = {L.disp_arrive, L.comb_arrive, L.disp, L.comb};
+        const uint64_t r_need[4] = {8ull * size, 8ull * size, size * L.disp_chunk, size * L.comb_chunk};
+        in_order(seed, "receive buffer", r_at, r_need, 4, L.bytes, FMCU_EP_ALIGN);
         ck_assert_uint_eq(L.bytes % FMCU_EP_ALIGN, 0);
+        /* the staging */
+        const uint64_t s_at[2] = {L.send_disp, L.send_comb};
+        const uint64_t s_need[2] = {size * L.disp_chunk, size * L.comb_chunk};
+        in_order(seed, "staging", s_at, s_need, 2, L.staging_bytes, FMCU_EP_ALIGN);
+        ck_assert_uint_eq(fmcu_ep_collective_bytes(&L), (size - 1) * (L.disp_chunk + L.comb_chunk));
     }
 }
 END_TEST
@@ -134,6 +191,7 @@ int main(void)
     TCase *tc = tcase_create("layout");
     tcase_add_test(tc, bf16_by_hand);
     tcase_add_test(tc, fp8_block_by_hand);
+    tcase_add_test(tc, deepseek_decode_chunks);
     tcase_add_test(tc, refusals);
     tcase_add_test(tc, random_layouts);
     suite_add_tcase(s, tc);

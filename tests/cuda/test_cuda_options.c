@@ -98,10 +98,11 @@ START_TEST(manifest_defaults_are_the_code_defaults)
         }
     }
     fclose(f);
-    ck_assert_int_eq(declared, 11);
+    ck_assert_int_eq(declared, 12);
     ck_assert(same_options(&o, &d));
     ck_assert_str_eq(eo.nccl_library, ed.nccl_library);
     ck_assert_uint_eq(eo.timeout_ms, ed.timeout_ms);
+    ck_assert_int_eq(eo.transport, ed.transport);
 }
 END_TEST
 
