@@ -79,6 +79,10 @@ int fmcu_read_rate(int device, uint64_t bytes, uint32_t reps, double *bytes_per_
 #define FMCU_Q_MXFP4    5 /* e2m1 x ue8m0 per 32 (W4A16, gpt-oss) */
 #define FMCU_Q_NVFP4    6 /* e2m1 x e4m3 per 16 x global per expert (W4A16) */
 #define FMCU_Q_NVFP4_A4 7 /* NVFP4 W4A4: activations NVFP4-quantized per pair (emulated on bf16 MMA) */
+/* MXFP4 x FP8 (DeepSeek-V4's MegaMoE arithmetic, mx_w4a8.h): e4m3 activations
+ * per 32 with UE8M0 scales, emulated on bf16 MMA (exact values), SwiGLU with the
+ * routing weight before GEMM2's requantization. */
+#define FMCU_Q_MXFP4_A8 8
 #define FMCU_Q_IS_WQ(q) ((q) >= FMCU_Q_WNA16)
 
 typedef struct fmcu_layer {

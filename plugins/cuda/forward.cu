@@ -36,6 +36,7 @@
 #include "plugins/cuda/decode_tail.h"
 #include "plugins/cuda/forward_steps.h"
 #include "plugins/cuda/gemm.h"
+#include "plugins/cuda/mx_w4a8.h"
 #include "plugins/cuda/prefill.h"
 #include "plugins/cuda/quant_row.cuh"
 #include "plugins/cuda/sm100_gemm.h"
@@ -529,6 +530,15 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
         if (L->sm100) { /* native SM100 block-scaled path (sm100_gemm.h) */
             if (fmcu_sm100_forward(L, m, stage_x ? q.dst : x, stage_x ? (int64_t)H : x_ld, topk_w, pl.pair_local,
                                    pl.offsets, pl.sorted, out, ldo, st, err, cap) != 0)
+                return -1;
+            return finish(L, c, out, st, err, cap);
+        }
+        if (L->quant == FMCU_Q_MXFP4_A8) { /* MXFP4 x FP8, MegaMoE arithmetic (mx_w4a8.h) */
+            if (fmcu_mx_a8_forward(L, m, stage_x ? q.dst : x, stage_x ? (int64_t)H : x_ld, topk_w, pl, bm,
+                                   wq_stream  ? fmcu_wq_stream_launch
+                                   : wq_wgmma ? fmcu_wq_wgmma_launch
+                                              : fmcu_wq_gemm_launch,
+                                   multiprocessors(L->device), out, ldo, st, err, cap) != 0)
                 return -1;
             return finish(L, c, out, st, err, cap);
         }

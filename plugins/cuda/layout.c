@@ -39,9 +39,15 @@ static int wq_scheme(const fmoe_scheme *s, char *why, size_t cap)
     if (s->w_actorder != FMOE_ACTORDER_NONE)
         return refuse(why, cap, "fp4: act-order is not served");
     if (s->w_strategy == FMOE_QSTRATEGY_GROUP && s->w_group_size == 32 && s->w_scale_dtype == FMOE_DTYPE_UE8M0) {
-        if (s->a_strategy != FMOE_QSTRATEGY_NONE)
-            return refuse(why, cap, "MXFP4: W4A16 only (MXFP4 and FP8 activations are not served on sm_90a yet)");
-        return FMCU_Q_MXFP4;
+        if (s->a_strategy == FMOE_QSTRATEGY_NONE)
+            return FMCU_Q_MXFP4;
+        /* The reference's megamoe family (method_megamoe.c megamoe_serves). */
+        if (s->a_dtype == FP8 && s->a_strategy == FMOE_QSTRATEGY_GROUP && s->a_group_size == 32 && s->a_dynamic &&
+            s->a_symmetric)
+            return FMCU_Q_MXFP4_A8;
+        return refuse(why, cap,
+                      "MXFP4: W4A16, or x FP8 e4m3 in dynamic symmetric groups of 32 (MegaMoE) only; MXFP4 W4A4 is "
+                      "not served");
     }
     if (s->w_strategy == FMOE_QSTRATEGY_TENSOR_GROUP && s->w_group_size == 16 &&
         s->w_scale_dtype == FMOE_DTYPE_FP8_E4M3FN) {
@@ -90,12 +96,33 @@ int fmcu_scheme_quant(const fmoe_scheme *s, char *why, size_t cap)
     }
 }
 
+/* MXFP4 x FP8 (MegaMoE): the layer features the scheme's epilogue has,
+ * with the reference's reasons (method_megamoe.c megamoe_layer_refusal):
+ * NULL, or the first one missing. */
+static const char *mx_a8_layer_refusal(const fmoe_layer_config *c)
+{
+    if (!c->gated || c->activation != FMOE_ACT_SILU)
+        return "the scheme's epilogue is SwiGLU: needs a gated layer with activation silu";
+    if (c->act_dtype != FMOE_DTYPE_BF16)
+        return "GEMM2 outputs and the combine are bf16: needs act_dtype bf16";
+    if (c->has_bias)
+        return "expert biases are not part of the scheme";
+    if (c->apply_router_weight_on_input)
+        return "the router weight is applied after SwiGLU, not on the input";
+    return NULL;
+}
+
 int fmcu_check_config(const fmoe_layer_config *cfg, const fmoe_scheme *s, uint32_t hidden, uint32_t inter, char *why,
                       size_t cap)
 {
     int quant = fmcu_scheme_quant(s, why, cap);
     if (quant < 0)
         return -1;
+    const char *mx_no = quant == FMCU_Q_MXFP4_A8 ? mx_a8_layer_refusal(cfg) : NULL;
+    if (mx_no) {
+        snprintf(why, cap, "MXFP4 x FP8 (MegaMoE): %s", mx_no);
+        return -1;
+    }
     if (cfg->act_dtype != FMOE_DTYPE_BF16 && !(cfg->act_dtype == FMOE_DTYPE_F16 && quant != FMCU_Q_NONE))
         return refuse(why, cap,
                       quant == FMCU_Q_NONE ? "unquantized: bf16 activations only"
@@ -205,9 +232,9 @@ static int declare_wq(const fmoe_layer_config *cfg, const fmoe_scheme *s, int qu
 {
     if (quant == FMCU_Q_WNA16)
         return declare_wna16(cfg, s, hidden, inter, E, descs, k, why, cap);
-    int mx = quant == FMCU_Q_MXFP4;
+    int mx = quant == FMCU_Q_MXFP4 || quant == FMCU_Q_MXFP4_A8, a8 = quant == FMCU_Q_MXFP4_A8;
     uint32_t grp = mx ? 32 : 16, r = cfg->gated ? 2 : 1;
-    const char *what = mx ? "MXFP4" : "NVFP4";
+    const char *what = a8 ? "MXFP4 x FP8" : mx ? "MXFP4" : "NVFP4";
     if (hidden % grp)
         return snprintf(why, cap, "%s: hidden_size %u is not divisible by the scale group of %u", what, hidden, grp),
                -1;
@@ -219,10 +246,12 @@ static int declare_wq(const fmoe_layer_config *cfg, const fmoe_scheme *s, int qu
                -1;
     int64_t rI = (int64_t)r * inter, H = hidden, I = inter;
     fmoe_dtype sd = mx ? FMOE_DTYPE_UE8M0 : FP8, fp4 = FMOE_DTYPE_FP4_E2M1X2;
-    fmoe_declare_expert_param(&descs[(*k)++], "w13_weight_packed", fp4, FMOE_PROJ_W13, FMOE_ROLE_WEIGHT,
-                              FMOE_SCALE_NONE, 0, E, 3, rI, H / 2);
-    fmoe_declare_expert_param(&descs[(*k)++], "w2_weight_packed", fp4, FMOE_PROJ_W2, FMOE_ROLE_WEIGHT, FMOE_SCALE_NONE,
-                              1, E, 3, H, I / 2);
+    /* MXFP4 x FP8 keeps vLLM DeepseekV4MegaMoEExperts' names (method_megamoe.c),
+     * the others compressed-tensors' (*_weight_packed); shapes and axes agree. */
+    fmoe_declare_expert_param(&descs[(*k)++], a8 ? "w13_weight" : "w13_weight_packed", fp4, FMOE_PROJ_W13,
+                              FMOE_ROLE_WEIGHT, FMOE_SCALE_NONE, 0, E, 3, rI, H / 2);
+    fmoe_declare_expert_param(&descs[(*k)++], a8 ? "w2_weight" : "w2_weight_packed", fp4, FMOE_PROJ_W2,
+                              FMOE_ROLE_WEIGHT, FMOE_SCALE_NONE, 1, E, 3, H, I / 2);
     fmoe_declare_expert_param(&descs[(*k)++], "w13_weight_scale", sd, FMOE_PROJ_W13, FMOE_ROLE_WEIGHT_SCALE,
                               FMOE_SCALE_GROUP, 0, E, 3, rI, H / grp);
     fmoe_declare_expert_param(&descs[(*k)++], "w2_weight_scale", sd, FMOE_PROJ_W2, FMOE_ROLE_WEIGHT_SCALE,

@@ -424,15 +424,18 @@ static fmoe_status finalize_wq(fmcu_instance *in, const fmoe_tensor *const *p, f
             return in->host->error_set(err, FMOE_STATUS_INVALID_ARGUMENT, "w2: %s", why);
         }
     } else {
-        int mx = L->quant == FMCU_Q_MXFP4;
+        /* MXFP4 x FP8 (MegaMoE) has the same e2m1 pairs and UE8M0 scales
+         * under vLLM's DeepseekV4MegaMoEExperts names (layout.c). */
+        int a8 = L->quant == FMCU_Q_MXFP4_A8, mx = L->quant == FMCU_Q_MXFP4 || a8;
         uint32_t blk = mx ? 32 : 16;
         L->wq.format = FMCU_WQ_FP4;
         L->wq.fp4_block = blk;
-        rc = fmcu_wq_build_fp4(E, L->rows13, H, blk, mx, param_named(in, p, "w13_weight_packed")->data,
+        rc = fmcu_wq_build_fp4(E, L->rows13, H, blk, mx,
+                               param_named(in, p, a8 ? "w13_weight" : "w13_weight_packed")->data,
                                param_named(in, p, "w13_weight_scale")->data, &h13, why, sizeof why);
         if (rc != 0)
             return in->host->error_set(err, FMOE_STATUS_OUT_OF_MEMORY, "w13: %s", why);
-        rc = fmcu_wq_build_fp4(E, H, I, blk, mx, param_named(in, p, "w2_weight_packed")->data,
+        rc = fmcu_wq_build_fp4(E, H, I, blk, mx, param_named(in, p, a8 ? "w2_weight" : "w2_weight_packed")->data,
                                param_named(in, p, "w2_weight_scale")->data, &h2, why, sizeof why);
         if (rc != 0) {
             fmcu_wq_host_free(&h13);
@@ -616,6 +619,11 @@ METHOD(method_wna16, "wna16_dequant_mma");
 METHOD(method_mxfp4, "mxfp4_w4a16_dequant_mma");
 METHOD(method_nvfp4, "nvfp4_w4a16_dequant_mma");
 METHOD(method_nvfp4_a4, "nvfp4_w4a4_emulated_bf16_mma");
+/* MXFP4 x FP8 with DeepSeek-V4's MegaMoE arithmetic (mx_w4a8.h): e4m3
+ * activations per 32 quantized as the reference does and multiplied as
+ * their exact bf16 values (Hopper has no e2m1 x e4m3 MMA with a scale per
+ * 32). */
+METHOD(method_mxfp4_a8, "mxfp4_w4a8_emulated_bf16_mma");
 
 /* --- native SM100 block-scaled path (h-sm100; sm100_gemm.h) ----------- */
 
@@ -674,6 +682,8 @@ const fmoe_method *fmcu_method(int quant, int modular)
         return modular ? &method_nvfp4_modular : &method_nvfp4;
     case FMCU_Q_NVFP4_A4:
         return modular ? &method_nvfp4_a4_modular : &method_nvfp4_a4;
+    case FMCU_Q_MXFP4_A8:
+        return modular ? &method_mxfp4_a8_modular : &method_mxfp4_a8;
     default:
         return modular ? &method_bf16_modular : &method_bf16;
     }

@@ -156,8 +156,9 @@ typedef struct tcase {
     uint32_t ep_size, ep_rank;
     uint32_t redundant;
     int host_tensors;
-    uint32_t skew;     /* expert 0's logit raised for every token: it gets all M rows */
-    uint32_t saturate; /* logits x40: sigmoid rounds most of them to 1.0f (Llama-4's routers) */
+    uint32_t skew;      /* expert 0's logit raised for every token: it gets all M rows */
+    uint32_t saturate;  /* logits x40: sigmoid rounds most of them to 1.0f (Llama-4's routers) */
+    float swiglu_limit; /* gated SiLU's clamp (> 0; swigluoai cases get 7 regardless) */
 } tcase;
 
 static void config_of(const tcase *t, fmoe_layer_config *c)
@@ -186,6 +187,8 @@ static void config_of(const tcase *t, fmoe_layer_config *c)
     c->max_num_tokens = t->M;
     if (t->activation == FMOE_ACT_SWIGLUOAI)
         c->swiglu_limit = 7.0f;
+    else if (t->swiglu_limit > 0.0f)
+        c->swiglu_limit = t->swiglu_limit;
 }
 
 /* The scheme's weight group size (act-order g_idx values), set per case. */
@@ -690,6 +693,7 @@ static int bench_case(fmoe_context *ctx, const tcase *t)
 #define F16      FMOE_DTYPE_F16
 #define BLOCK    "fp8e4m3:block128x128/fp8e4m3:group128:dynamic"
 #define CHANNEL  "fp8e4m3:channel/fp8e4m3:token:dynamic"
+#define MX_A8    "fp4:group32:scale-ue8m0/fp8e4m3:group32:dynamic"
 #define TENSOR_S "fp8e4m3:tensor/fp8e4m3:tensor"
 #define TENSOR_D "fp8e4m3:tensor/fp8e4m3:tensor:dynamic"
 
@@ -878,6 +882,81 @@ static const tcase checks[] = {
      0, 0, 1, 1.0f},
     {"wgmma nvfp4 w4a16 m300", "fp4:tgroup16:scale-fp8e4m3", BF16, 8, 2, 256, 128, 300, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0,
      1, 1.0f},
+    /* MXFP4 x FP8, DeepSeek-V4's MegaMoE arithmetic (mx_w4a8.cu): the
+     * stream form (M = 1, 16: at most 16 rows an expert), the wgmma form
+     * (M = 300: 75 rows an expert; K tails in a 128-column stage at H 320,
+     * three requant groups at I 96), the clamp, DeepSeek routing, EP. */
+    {.name = "mxfp4 x fp8 m1",
+     .scheme = MX_A8,
+     .act = BF16,
+     .E = 8,
+     .k = 2,
+     .H = 256,
+     .I = 128,
+     .M = 1,
+     .activation = SILU,
+     .gated = 1,
+     .scoring = SOFTMAX,
+     .renorm = 1,
+     .scaling = 1.0f},
+    {.name = "mxfp4 x fp8 clamp m16",
+     .scheme = MX_A8,
+     .act = BF16,
+     .E = 8,
+     .k = 2,
+     .H = 256,
+     .I = 128,
+     .M = 16,
+     .activation = SILU,
+     .gated = 1,
+     .scoring = SOFTMAX,
+     .renorm = 1,
+     .scaling = 1.0f,
+     .swiglu_limit = 0.75f},
+    {.name = "mxfp4 x fp8 deepseek routing m16",
+     .scheme = MX_A8,
+     .act = BF16,
+     .E = 64,
+     .k = 6,
+     .H = 256,
+     .I = 64,
+     .M = 16,
+     .activation = SILU,
+     .gated = 1,
+     .scoring = FMOE_SCORING_SQRTSOFTPLUS,
+     .cbias = 1,
+     .renorm = 1,
+     .scaling = 2.5f,
+     .swiglu_limit = 1.5f},
+    {.name = "mxfp4 x fp8 ep 2/1 m40",
+     .scheme = MX_A8,
+     .act = BF16,
+     .E = 16,
+     .k = 4,
+     .H = 256,
+     .I = 128,
+     .M = 40,
+     .activation = SILU,
+     .gated = 1,
+     .scoring = SOFTMAX,
+     .renorm = 1,
+     .scaling = 1.0f,
+     .ep_size = 2,
+     .ep_rank = 1},
+    {.name = "wgmma mxfp4 x fp8 m300 h320",
+     .scheme = MX_A8,
+     .act = BF16,
+     .E = 8,
+     .k = 2,
+     .H = 320,
+     .I = 96,
+     .M = 300,
+     .activation = SILU,
+     .gated = 1,
+     .scoring = SOFTMAX,
+     .renorm = 1,
+     .scaling = 1.0f,
+     .swiglu_limit = 0.75f},
 };
 
 /* Shapes of spec/performance.md's grid (DeepSeek-V3 at E256 k8 H7168 I2048
@@ -901,6 +980,7 @@ static const tcase benches[] = {
     /* 4-bit weights (issue 31; "w4" selects them): first timings of the
      * mma.sync dequant kernels. */
     GRID_SIZES("qwen3-30b w4 int4-g128", "int4:group128", 128, 8, 2048, 768),
+    GRID_SIZES("deepseek-v3 w4 mxfp4-fp8", MX_A8, 256, 8, 7168, 2048),
     GRID_SIZES("qwen3-30b w4 nvfp4-w4a4", "fp4:tgroup16:scale-fp8e4m3/fp4:tgroup16:dynamic", 128, 8, 2048, 768),
     GRID_SIZES("mixtral w4 int4-g128", "int4:group128", 8, 2, 4096, 14336),
     GRID_SIZES("gpt-oss-120b w4 mxfp4", "fp4:group32:scale-ue8m0", 128, 4, 2880, 2880),
