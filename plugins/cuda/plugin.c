@@ -13,6 +13,11 @@
 #include "plugins/cuda/layout.h"
 
 #define DEVICE_SCORE 100 /* above the reference (1) and portable CPU backends */
+/* MXFP4 x FP8 here is the unfused composition (issue 36): the megamoe plugin
+ * serves the same scheme at the device score and is the one to pick when both
+ * serve; this stays the answer where megamoe refuses, and `--backend cuda`
+ * names it for comparison (docs/CUDA.md "MXFP4 x FP8"). */
+#define MX_A8_SCORE 90
 
 int fmcu_arch_supported(int major, int minor)
 {
@@ -138,7 +143,7 @@ static fmoe_status cuda_query(fmoe_query_args *a)
     }
     const int on_group = FMOE_HAS_FIELD(a, ep_group) && a->ep_group != NULL;
     a->method = fmcu_method_on_device(quant, on_group, a->device_index, cfg->hidden_size, inter);
-    a->score = DEVICE_SCORE;
+    a->score = quant == FMCU_Q_MXFP4_A8 ? MX_A8_SCORE : DEVICE_SCORE;
     snprintf(a->reason, sizeof a->reason, "%s: grouped mma.sync GEMMs, fused activation, GPU routing", a->method->name);
     return FMOE_STATUS_OK;
 }

@@ -9,7 +9,7 @@
  *     shapes, roles, shard axes), TP 1 and 2, and the size errors name the
  *     same sizes;
  *   - the built plugin's query hands out `mxfp4_w4a8_emulated_bf16_mma`
- *     (monolithic, and modular on an EP group) at score 100;
+ *     (monolithic, and modular on an EP group) at score 90, below the megamoe plugin's 100;
  *   - the row kernels' per-value rules (mx_w4a8_rules.h, the same code the
  *     kernels run): the input scale against formats.h's UE8M0 rule and block
  *     quantizer, the requantization's sf against fmoe_ue8m0_encode_ceil and
@@ -286,7 +286,7 @@ START_TEST(sizes_off_the_scale_group)
 END_TEST
 
 /* The built plugin's query (no GPU needed: it reads no device for this
- * scheme): the emulated method at the device score, monolithic, and
+ * scheme): the emulated method at score 90 (below megamoe), monolithic, and
  * modular on an EP group. */
 START_TEST(query_hands_out_the_method)
 {
@@ -301,7 +301,7 @@ START_TEST(query_hands_out_the_method)
                          .device_kind = FMOE_DEVICE_CUDA};
     ck_assert_int_eq(l.plugin->query(&q), FMOE_STATUS_OK);
     ck_assert_str_eq(q.method->name, "mxfp4_w4a8_emulated_bf16_mma");
-    ck_assert_uint_eq(q.score, 100);
+    ck_assert_uint_eq(q.score, 90);
     ck_assert(q.method->flags & FMOE_METHOD_MONOLITHIC);
     ck_assert_ptr_nonnull(q.method->apply_logits);
     int group = 1; /* any non-NULL group: the query only asks whether there is one */
