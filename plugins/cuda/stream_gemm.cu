@@ -83,11 +83,11 @@ __device__ __forceinline__ float block_w_scale(const fmcu_gemm_args &p, int e, i
 }
 
 /* Resident CTAs per SM that the split-K kernel is compiled for: 6 (80
- * registers), 5 with block scales (their partial sums need more). */
-template <bool BLOCK> constexpr int splitk_ctas()
-{
-    return BLOCK ? 5 : 6;
-}
+ * registers). Block scales' partial sums would take 90 registers and 5
+ * CTAs; held to 80 they spill 12 bytes, and the sixth CTA's loads in flight
+ * are worth more: 4-5 % faster at 16 and 128 tokens (bench/cuda/RESULTS.md,
+ * "FP8 block scheme: the grid"). */
+constexpr int SPLITK_CTAS = 6;
 
 /* One batch: U chunks of both weight rows of this thread (zeros past K). */
 template <int U>
@@ -104,7 +104,7 @@ __device__ __forceinline__ void load_batch(uint4 (&wl)[U], uint4 (&wh)[U], const
 }
 
 template <bool FP8, bool BLOCK, bool SPLITK>
-__global__ void __launch_bounds__(WARPS * 32, SPLITK ? splitk_ctas<BLOCK>() : 4)
+__global__ void __launch_bounds__(WARPS * 32, SPLITK ? SPLITK_CTAS : 4)
     stream_gemm(const fmcu_gemm_args p)
 {
     constexpr int NTT = SPLITK ? 1 : NT; /* token tiles held at once */
