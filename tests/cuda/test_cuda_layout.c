@@ -21,55 +21,7 @@
 
 #include "plugins/cuda/cuda_api.h"
 #include "plugins/cuda/layout.h"
-
-/* ------------------------------------------------------------------------ */
-/* A minimal host table                                                      */
-/* ------------------------------------------------------------------------ */
-
-static char last_error[512];
-
-static void h_log(void *ctx, int32_t level, const char *msg)
-{
-    (void)ctx;
-    (void)level;
-    (void)msg;
-}
-
-static fmoe_status h_error_set(fmoe_error *err, fmoe_status st, const char *fmt, ...)
-{
-    (void)err;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
-    va_end(ap);
-    return st;
-}
-
-static void *h_alloc(void *ctx, size_t n, size_t align)
-{
-    (void)ctx;
-    void *p = NULL;
-    if (posix_memalign(&p, align ? align : 64, n ? n : 1) != 0)
-        return NULL;
-    return p;
-}
-
-static void h_free(void *ctx, void *p)
-{
-    (void)ctx;
-    free(p);
-}
-
-static const fmoe_host host = {
-    .struct_size = sizeof(fmoe_host),
-    .abi_major = FMOE_ABI_MAJOR,
-    .abi_minor = FMOE_ABI_MINOR,
-    .host_version = "test",
-    .log = h_log,
-    .error_set = h_error_set,
-    .alloc = h_alloc,
-    .free = h_free,
-};
+#include "tests/cpu/direct_plugin.h"
 
 typedef struct loaded {
     const fmoe_plugin *plugin;
@@ -82,41 +34,10 @@ typedef struct loaded {
 static const char *reference_path = FMCU_TEST_REFERENCE_PLUGIN;
 static const char *cuda_path = FMCU_TEST_CUDA_PLUGIN;
 
-static const fmoe_plugin *entry_of(const char *path)
-{
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    ck_assert_msg(h != NULL, "dlopen %s: %s", path, dlerror());
-    fmoe_plugin_entry_fn entry = (fmoe_plugin_entry_fn)(uintptr_t)dlsym(h, FMOE_PLUGIN_ENTRY_SYMBOL);
-    ck_assert_ptr_nonnull(entry);
-    fmoe_entry_args ea = {.struct_size = sizeof ea, .host = &host};
-    ck_assert_int_eq(entry(&ea), FMOE_STATUS_OK);
-    return ea.plugin;
-}
-
-/* init with the n options `kv` (key, value pairs); its status, the state
- * in *state. */
-static fmoe_status init_with(const fmoe_plugin *p, const char *const (*kv)[2], uint32_t n, void **state)
-{
-    fmoe_option opts[8];
-    const fmoe_option *ptrs[8];
-    ck_assert_uint_le(n, 8);
-    for (uint32_t i = 0; i < n; i++) {
-        opts[i] = (fmoe_option){.key = kv[i][0], .value = kv[i][1]};
-        ptrs[i] = &opts[i];
-    }
-    fmoe_init_args ia = {
-        .struct_size = sizeof ia, .host = &host, .abi_minor = FMOE_ABI_MINOR, .options = ptrs, .n_options = n};
-    last_error[0] = 0;
-    fmoe_status st = p->init(&ia);
-    *state = ia.state;
-    return st;
-}
-
 static loaded load_plugin(const char *path)
 {
-    loaded l = {0};
-    l.plugin = entry_of(path);
-    ck_assert_int_eq(init_with(l.plugin, NULL, 0, &l.state), FMOE_STATUS_OK);
+    loaded l = {dp_load(path), NULL};
+    ck_assert_int_eq(dp_init(l.plugin, NULL, 0, &l.state), FMOE_STATUS_OK);
     return l;
 }
 
@@ -468,7 +389,7 @@ END_TEST
  * and refuses a bad value or an unknown name, naming the option. */
 START_TEST(init_parses_the_options)
 {
-    const fmoe_plugin *p = entry_of(cuda_path);
+    const fmoe_plugin *p = dp_load(cuda_path);
     void *state = NULL;
     static const char *const all[][2] = {
         {"tier", "stream"},
@@ -480,19 +401,19 @@ START_TEST(init_parses_the_options)
         {"prefill_half_tiles", "false"},
         {"prefill_tile_order", "counter"},
     };
-    ck_assert_int_eq(init_with(p, all, 8, &state), FMOE_STATUS_OK);
+    ck_assert_int_eq(dp_init(p, all[0], 8, &state), FMOE_STATUS_OK);
     ck_assert_ptr_nonnull(state);
     p->shutdown(state);
 
     static const char *const bad_tier[][2] = {{"decode_tail", "true"}, {"tier", "fast"}};
-    ck_assert_int_eq(init_with(p, bad_tier, 2, &state), FMOE_STATUS_INVALID_ARGUMENT);
-    ck_assert_str_eq(last_error, "option 'tier': expected auto, stream, tiled or prefill, got 'fast'");
+    ck_assert_int_eq(dp_init(p, bad_tier[0], 2, &state), FMOE_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(dp_error, "option 'tier': expected auto, stream, tiled or prefill, got 'fast'");
     static const char *const bad_int[][2] = {{"plan_wide_pairs", "many"}};
-    ck_assert_int_eq(init_with(p, bad_int, 1, &state), FMOE_STATUS_INVALID_ARGUMENT);
-    ck_assert_ptr_nonnull(strstr(last_error, "option 'plan_wide_pairs': expected"));
+    ck_assert_int_eq(dp_init(p, bad_int[0], 1, &state), FMOE_STATUS_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(dp_error, "option 'plan_wide_pairs': expected"));
     static const char *const unknown[][2] = {{"isa", "avx2"}};
-    ck_assert_int_eq(init_with(p, unknown, 1, &state), FMOE_STATUS_INVALID_ARGUMENT);
-    ck_assert_ptr_nonnull(strstr(last_error, "option 'isa': not an option of the cuda plugin"));
+    ck_assert_int_eq(dp_init(p, unknown[0], 1, &state), FMOE_STATUS_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(dp_error, "option 'isa': not an option of the cuda plugin"));
 }
 END_TEST
 

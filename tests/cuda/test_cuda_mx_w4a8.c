@@ -29,70 +29,21 @@
 #include "plugins/cuda/cuda_api.h"
 #include "plugins/cuda/layout.h"
 #include "plugins/cuda/mx_w4a8_rules.h"
+#include "tests/cpu/direct_plugin.h"
 
 #define KEY "fp4:group32:scale-ue8m0/fp8e4m3:group32:dynamic"
-
-static char last_error[512];
-
-static void h_log(void *ctx, int32_t level, const char *msg)
-{
-    (void)ctx;
-    (void)level;
-    (void)msg;
-}
-
-static fmoe_status h_error_set(fmoe_error *err, fmoe_status st, const char *fmt, ...)
-{
-    (void)err;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
-    va_end(ap);
-    return st;
-}
-
-static void *h_alloc(void *ctx, size_t n, size_t align)
-{
-    (void)ctx;
-    void *p = NULL;
-    if (posix_memalign(&p, align ? align : 64, n ? n : 1) != 0)
-        return NULL;
-    return p;
-}
-
-static void h_free(void *ctx, void *p)
-{
-    (void)ctx;
-    free(p);
-}
-
-static const fmoe_host host = {
-    .struct_size = sizeof(fmoe_host),
-    .abi_major = FMOE_ABI_MAJOR,
-    .abi_minor = FMOE_ABI_MINOR,
-    .host_version = "test",
-    .log = h_log,
-    .error_set = h_error_set,
-    .alloc = h_alloc,
-    .free = h_free,
-};
 
 typedef struct loaded {
     const fmoe_plugin *plugin;
     void *state;
 } loaded;
 
+/* The built plugin at `path`, initialised without options. */
 static loaded load_plugin(const char *path)
 {
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    ck_assert_msg(h != NULL, "dlopen %s: %s", path, dlerror());
-    fmoe_plugin_entry_fn entry = (fmoe_plugin_entry_fn)(uintptr_t)dlsym(h, FMOE_PLUGIN_ENTRY_SYMBOL);
-    ck_assert_ptr_nonnull(entry);
-    fmoe_entry_args ea = {.struct_size = sizeof ea, .host = &host};
-    ck_assert_int_eq(entry(&ea), FMOE_STATUS_OK);
-    fmoe_init_args ia = {.struct_size = sizeof ia, .host = &host, .abi_minor = FMOE_ABI_MINOR};
-    ck_assert_int_eq(ea.plugin->init(&ia), FMOE_STATUS_OK);
-    return (loaded){ea.plugin, ia.state};
+    loaded l = {dp_load(path), NULL};
+    ck_assert_int_eq(dp_init(l.plugin, NULL, 0, &l.state), FMOE_STATUS_OK);
+    return l;
 }
 
 static fmoe_scheme scheme(const char *key)
