@@ -1,9 +1,10 @@
 /*
- * plugins/cuda/ep.c - the CUDA plugin's fmoe_ep_ops (ep.h): arguments
+ * plugins/cuda/ep.c - the fmoe_ep_ops of the CUDA plugins (ep.h): arguments
  * checked here, in C, and the transport (ep_api.h) called around the bound
  * layer's own method: dispatch, the method's apply on the received rows,
  * combine. Any cuda method runs on a group this way (modular
- * prepare -> experts -> finalize, docs/EP.md).
+ * prepare -> experts -> finalize, docs/EP.md); the megamoe plugin compiles
+ * this file in too, for its SM90 method (docs/MEGAMOE.md).
  */
 #include "plugins/cuda/ep.h"
 
@@ -11,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plugins/cuda/cuda_plugin.h"
 #include "plugins/cuda/ep_api.h"
 
 typedef struct fmcu_group {
@@ -29,21 +29,21 @@ static fmoe_status fail(const fmoe_host *h, fmoe_error *err, fmoe_status st, con
 
 static fmoe_status ep_unique_id(fmoe_ep_unique_id_args *a)
 {
-    const fmcu_state *s = a->state;
-    const fmoe_host *h = s->host;
+    const fmcu_ep_env env = fmcu_ep_env_of(a->state);
+    const fmoe_host *h = env.host;
     char why[512];
     if (a->device_kind != FMOE_DEVICE_CUDA)
-        return h->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT, "EP unique id: the cuda plugin's devices are CUDA");
-    if (fmcu_ep_unique_id(s->ep_opt.nccl_library, a->bytes, a->capacity, &a->length, why, sizeof why) != 0)
+        return h->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT, "EP unique id: this plugin's devices are CUDA");
+    if (fmcu_ep_unique_id(env.opt->nccl_library, a->bytes, a->capacity, &a->length, why, sizeof why) != 0)
         return fail(h, a->err, FMOE_STATUS_UNSUPPORTED, why);
     return FMOE_STATUS_OK;
 }
 
 static fmoe_status ep_group_create(fmoe_ep_group_args *a)
 {
-    const fmcu_state *s = a->state;
-    const fmoe_host *h = s->host;
-    const fmcu_ep_options *o = &s->ep_opt;
+    const fmcu_ep_env env = fmcu_ep_env_of(a->state);
+    const fmoe_host *h = env.host;
+    const fmcu_ep_options *o = env.opt;
     char why[512];
     if (a->device_kind != FMOE_DEVICE_CUDA || a->device_index < 0)
         return h->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT, "EP group: not a CUDA device of this plugin");

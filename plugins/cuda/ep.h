@@ -29,8 +29,18 @@ void fmcu_ep_options_default(fmcu_ep_options *o);
  * of them, -1 with why for a bad value. */
 int fmcu_ep_options_set(fmcu_ep_options *o, const char *name, const char *value, char *why, size_t cap);
 
-/* The table plugin.c hands the host (fmoe_plugin.ep); its calls take the
- * plugin state (fmcu_state, whose ep_opt init filled). */
+/* What the ops take from the plugin state the host hands them: the host
+ * table and the options above. ep.c (the ops) and the transport under it
+ * know nothing else of a plugin, so every plugin whose methods run on these
+ * groups compiles them in (cuda; megamoe: docs/MEGAMOE.md "Expert
+ * parallelism") and defines this for its own state type. */
+typedef struct fmcu_ep_env {
+    const fmoe_host *host;
+    const fmcu_ep_options *opt;
+} fmcu_ep_env;
+fmcu_ep_env fmcu_ep_env_of(const void *plugin_state);
+
+/* The table a plugin hands the host (fmoe_plugin.ep). */
 extern const fmoe_ep_ops fmcu_ep_ops;
 
 #endif

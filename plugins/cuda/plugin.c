@@ -248,6 +248,13 @@ static const fmoe_device_memory cuda_memory = {
     .read_rate = read_rate,
 };
 
+/* What the EP ops (ep.c) take from this plugin's state. */
+fmcu_ep_env fmcu_ep_env_of(const void *plugin_state)
+{
+    const fmcu_state *st = plugin_state;
+    return (fmcu_ep_env){st->host, &st->ep_opt};
+}
+
 static const fmoe_plugin cuda_plugin = {
     .struct_size = sizeof(fmoe_plugin),
     .abi_major = FMOE_ABI_MAJOR,

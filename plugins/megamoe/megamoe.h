@@ -6,6 +6,7 @@
 #define FMOE_PLUGIN_MEGAMOE_H
 
 #include "fusedmoe/plugin.h"
+#include "plugins/cuda/ep.h"
 #include "plugins/megamoe/host.h"
 #include "plugins/megamoe/sm90.h"
 
@@ -29,6 +30,7 @@ typedef struct mm_state {
     const fmoe_host *host;
     uint32_t ring_tokens;       /* option ring_tokens; 0: host.h's rule */
     const mm_device_path *path; /* NULL: host logic only */
+    fmcu_ep_options ep_opt;     /* nccl_library, ep_timeout_ms, ep_transport */
 } mm_state;
 
 /* 0 if the SM100 kernel's contract covers the layer (scheme, SwiGLU, bf16,
@@ -37,9 +39,10 @@ typedef struct mm_state {
 int mm_layer_supported(const fmoe_layer_config *c, const fmoe_scheme *s, uint32_t ring, mm_dims *d, char *why,
                        size_t cap);
 
-/* 0 if the SM90 path serves the layer: the shared rules, then ep_size 1
- * (the EP transport is not there yet), H and I multiples of 32 and a
- * workspace that fits (sm90_plan.h, into `plan`); else -1, the reason. */
+/* 0 if the SM90 path serves the layer: the shared rules (any ep_size: the
+ * method masks the pairs of other ranks' experts), H and I multiples of 32
+ * and a workspace that fits (sm90_plan.h, into `plan`); else -1, the
+ * reason. */
 int mm_sm90_layer_supported(const fmoe_layer_config *c, const fmoe_scheme *s, mm90_plan *plan, char *why, size_t cap);
 
 /* The path a layer takes on CUDA device `index`: the shared rules first

@@ -38,6 +38,7 @@ typedef struct mm_instance {
     mm90_plan plan;
     mm90_layer *dev; /* after finalize */
     float swiglu_limit;
+    int32_t expert_base; /* global id of local expert 0: ep_rank x local experts */
 } mm_instance;
 
 static void describe(fmoe_param_desc *d, const char *name, fmoe_dtype dt, int32_t proj, int32_t role, int32_t kind,
@@ -97,6 +98,7 @@ static fmoe_status mm_create(fmoe_create_args *a)
         in->path = st->path;
         in->device = a->device_index;
         in->swiglu_limit = a->config->swiglu_limit;
+        in->expert_base = (int32_t)((a->config->ep_size > 1 ? a->config->ep_rank : 0) * a->num_local_experts);
         in->layout.dims.max_tokens = a->config->max_num_tokens;
     } else if (mm_layout_plan(&d, st->ring_tokens, &in->layout, why, sizeof why) != 0) {
         instance_free(in);
@@ -208,6 +210,7 @@ static fmoe_status sm90_apply(mm_instance *in, fmoe_apply_args *a)
                    .out = a->out->data,
                    .out_ld = a->out->strides[0],
                    .m = (uint32_t)m,
+                   .expert_base = in->expert_base,
                    .swiglu_limit = in->swiglu_limit,
                    .stream = a->stream};
     char why[256];
@@ -255,7 +258,7 @@ static void mm_destroy(fmoe_destroy_args *a)
 const fmoe_method mm_method = {
     .struct_size = sizeof(fmoe_method),
     .name = "megamoe-fp8-fp4",
-    .flags = FMOE_METHOD_EPLB,
+    .flags = FMOE_METHOD_EPLB | FMOE_METHOD_GRAPH_SAFE,
     .create = mm_create,
     .declare_params = mm_declare,
     .finalize = mm_finalize,

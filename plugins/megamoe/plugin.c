@@ -2,9 +2,10 @@
  * plugins/megamoe/plugin.c - entry point, options, probe and query of the
  * MegaMoE backend (docs/MEGAMOE.md).
  *
- * Probe: compute capability 9.0 is the SM90 path, which runs (ep_size 1:
- * e2m1 decoded to e4m3 in the GEMM, FP8 mma.sync, a few launches per
- * forward; sm90_forward.cu); 10.x the SM100 path (DeepGEMM's design:
+ * Probe: compute capability 9.0 is the SM90 path, which runs (e2m1
+ * decoded to e4m3 in the GEMM, FP8 mma.sync, a few launches per forward;
+ * sm90_forward.cu; on one device or an EP group, whose ops and transport
+ * are the cuda plugin's, compiled in: fmoe_plugin.ep); 10.x the SM100 path (DeepGEMM's design:
  * tcgen05 block-scaled FP8 x FP4 MMA), not implemented yet; without a
  * driver or device one slot, score 0, with the runtime's reason. Query
  * (serve.c mm_choose_path): the first rule a layer breaks, then the
@@ -34,9 +35,17 @@ static fmoe_status mm_init(fmoe_init_args *a)
 {
     const fmoe_host *h = a->host;
     uint32_t ring = 0;
+    fmcu_ep_options ep_opt;
+    fmcu_ep_options_default(&ep_opt);
     for (uint32_t i = 0; i < a->n_options; i++) {
         const fmoe_option *o = a->options[i];
         long long v = 0;
+        char why[256];
+        const int ep = fmcu_ep_options_set(&ep_opt, o->key, o->value, why, sizeof why);
+        if (ep < 0)
+            return h->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT, "%s", why);
+        if (ep > 0)
+            continue;
         if (strcmp(o->key, "ring_tokens") == 0 && fmoe_option_parse_int(o->value, 0, 1ll << 30, &v) == 0 &&
             v % MM_TOKEN_ALIGN == 0) {
             ring = (uint32_t)v;
@@ -47,7 +56,9 @@ static fmoe_status mm_init(fmoe_init_args *a)
                                 "option 'ring_tokens' = \"%s\": expected 0 (our rule) or a multiple of %u up to 2^30",
                                 o->value, MM_TOKEN_ALIGN);
         return h->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT,
-                            "unknown option '%s' (the megamoe plugin takes: ring_tokens)", o->key);
+                            "unknown option '%s' (the megamoe plugin takes: ring_tokens, nccl_library, ep_timeout_ms, "
+                            "ep_transport)",
+                            o->key);
     }
     mm_state *st = h->alloc(h->ctx, sizeof *st, 0);
     if (!st)
@@ -55,6 +66,7 @@ static fmoe_status mm_init(fmoe_init_args *a)
     st->host = h;
     st->ring_tokens = ring;
     st->path = &sm90_path;
+    st->ep_opt = ep_opt;
     a->state = st;
     return FMOE_STATUS_OK;
 }
@@ -71,7 +83,7 @@ static const char *path_of(int major, int minor)
     if (major == 10)
         return "SM100 path (tcgen05 FP8 x FP4): its kernel is not implemented yet (every layer is refused)";
     if (major == 9 && minor == 0)
-        return "SM90 path (e2m1 decoded to e4m3, FP8 mma.sync; ep_size 1; not fused yet)";
+        return "SM90 path (e2m1 decoded to e4m3, FP8 mma.sync; one device or an EP group; not fused yet)";
     return NULL;
 }
 
@@ -236,6 +248,14 @@ static const fmoe_device_memory mm_memory = {
     .copy_rate = copy_rate,
 };
 
+/* What the EP ops (the cuda plugin's ep.c, compiled in) take from this
+ * plugin's state. */
+fmcu_ep_env fmcu_ep_env_of(const void *plugin_state)
+{
+    const mm_state *st = plugin_state;
+    return (fmcu_ep_env){st->host, &st->ep_opt};
+}
+
 static const fmoe_plugin mm_plugin = {
     .struct_size = sizeof(fmoe_plugin),
     .abi_major = FMOE_ABI_MAJOR,
@@ -249,6 +269,7 @@ static const fmoe_plugin mm_plugin = {
     .query = mm_query,
     .shutdown = mm_shutdown,
     .memory = &mm_memory,
+    .ep = &fmcu_ep_ops,
 };
 
 FMOE_DEFINE_PLUGIN_ENTRY(mm_plugin)

@@ -67,10 +67,6 @@ int mm_sm90_layer_supported(const fmoe_layer_config *c, const fmoe_scheme *s, mm
 {
     if (common_rules(c, s, why, cap) != 0)
         return -1;
-    if (c->ep_size > 1)
-        return refuse(why, cap,
-                      "MegaMoE SM90: ep_size 1 only for now (the EP transport over NVLink peers is not implemented "
-                      "yet)");
     return mm90_plan_make(c->num_experts + c->num_redundant_experts, c->hidden_size, c->intermediate_size, c->top_k,
                           c->max_num_tokens, plan, why, cap);
 }

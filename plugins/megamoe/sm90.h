@@ -34,9 +34,11 @@ typedef struct mm90_call {
     int64_t ids_ld;
     void *out;
     int64_t out_ld;
-    uint32_t m;         /* <= plan.max_tokens (the caller checks) */
-    float swiglu_limit; /* <= 0: no clamp */
-    void *stream;       /* cudaStream_t; NULL: the legacy stream */
+    uint32_t m;          /* <= plan.max_tokens (the caller checks) */
+    int32_t expert_base; /* global id of local expert 0 (ep_rank x local experts; linear placement): ids
+                            outside [base, base + plan.experts) are other ranks' and masked */
+    float swiglu_limit;  /* <= 0: no clamp */
+    void *stream;        /* cudaStream_t; NULL: the legacy stream */
 } mm90_call;
 
 /* Allocate the plan's two buffers on `device` and upload the weights

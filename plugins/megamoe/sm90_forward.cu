@@ -131,14 +131,17 @@ __global__ void quant_x(const __nv_bfloat16 *__restrict__ x, int64_t x_ld, uint3
 
 /* ---- group the pairs by expert --------------------------------------------------- */
 
-__global__ void route(const int32_t *__restrict__ ids, int64_t ids_ld, uint32_t m, uint32_t k, uint32_t E,
-                      int32_t *__restrict__ loc, uint32_t *__restrict__ count)
+/* Local expert of each pair: id - base when this rank holds it (EP: the
+ * experts [base, base + E) of a linear placement), else -1 (masked: another
+ * rank's expert, or an empty slot of an EP receive buffer). */
+__global__ void route(const int32_t *__restrict__ ids, int64_t ids_ld, uint32_t m, uint32_t k, int32_t base,
+                      uint32_t E, int32_t *__restrict__ loc, uint32_t *__restrict__ count)
 {
     const uint64_t q = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (q >= (uint64_t)m * k)
         return;
     const int32_t id = ids[(int64_t)(q / k) * ids_ld + (int64_t)(q % k)];
-    const int32_t l = id >= 0 && (uint32_t)id < E ? id : -1;
+    const int32_t l = id >= base && (uint32_t)(id - base) < E ? id - base : -1;
     loc[q] = l;
     if (l >= 0)
         atomicAdd(&count[l], 1u);
@@ -660,7 +663,7 @@ extern "C" int mm90_forward(mm90_layer *l, const mm90_call *c, char *why, size_t
     const unsigned warps_per_block = ROW_THREADS / WARP;
     quant_x<<<blocks_for((uint64_t)m * (H / GROUP), warps_per_block), ROW_THREADS, 0, s>>>(
         static_cast<const __nv_bfloat16 *>(c->x), c->x_ld, m, H, xq, xs);
-    route<<<blocks_for(pairs, 256), 256, 0, s>>>(c->ids, c->ids_ld, m, k, E, loc, count);
+    route<<<blocks_for(pairs, 256), 256, 0, s>>>(c->ids, c->ids_ld, m, k, c->expert_base, E, loc, count);
     scan<<<1, SCAN_THREADS, 0, s>>>(count, E, seg, tiles, cursor);
     scatter<<<blocks_for(pairs, 256), 256, 0, s>>>(loc, pairs, cursor, order);
 

@@ -4,8 +4,8 @@
  * allocated once at finalize by sm90_forward.cu: the weights as loaded,
  * and a workspace sized by max_num_tokens, so a forward allocates nothing.
  *
- * The SM90 path (docs/MEGAMOE.md "SM90 path") is ep_size 1 and a few
- * kernel launches per forward: quantize x, group the (token, slot) pairs by
+ * The SM90 path (docs/MEGAMOE.md "SM90 path") is a few kernel launches
+ * per forward (on an EP group, on the rows the transport received): quantize x, group the (token, slot) pairs by
  * expert, GEMM1, SwiGLU + requant, GEMM2, combine. Its weight layout is the
  * checkpoint's own (w13 [E, 2I, H/2] e2m1 pairs, K contiguous; scales
  * [E, rows, K/32] UE8M0 bytes, rows padded to mm90_sf_pitch): the weights

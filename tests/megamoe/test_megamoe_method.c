@@ -12,7 +12,7 @@
  *   - apply refuses: more tokens than the buffer holds (INVALID_ARGUMENT,
  *     never truncated), otherwise UNSUPPORTED (no SM100 kernel yet);
  *   - the path choice with a fake device side (mm_device_path): 9.0 takes
- *     the SM90 path (H, I multiples of 32 only; ep_size 1), finalize hands
+ *     the SM90 path (H, I multiples of 32 only; an EP rank's expert base), finalize hands
  *     the loaded weights and sm90_plan.h's plan to the device side, apply
  *     checks tokens and tensors and hands over the call; 10.x gets the
  *     SM100 contract and "not implemented yet"; other capabilities and a
@@ -437,6 +437,7 @@ START_TEST(sm90_path_with_a_fake_device)
     ck_assert_uint_eq(fake_call.m, TOKENS);
     ck_assert_float_eq(fake_call.swiglu_limit, 7.0f);
     ck_assert_ptr_eq(fake_call.stream, &stream_token);
+    ck_assert_int_eq(fake_call.expert_base, 0); /* one device: local = global ids */
     destroy(in);
     ck_assert_int_eq(fake_destroys, 1);
 
@@ -454,11 +455,27 @@ START_TEST(sm90_path_with_a_fake_device)
     ck_assert_int_eq(mm_method.create(&ca), FMOE_STATUS_UNSUPPORTED);
     ck_assert_str_eq(dp_error, "MegaMoE runs on CUDA devices only");
 
-    /* 9.0 refuses EP > 1 (no transport yet) and sizes off the 32 grid. */
+    /* 9.0 serves an EP rank: rank 1 of 2 holds experts [E/2, E) (linear
+     * placement), and its forward masks the pairs of the others by that
+     * base (the route kernel; the EP transport hands it every received
+     * row with global ids). */
     c = layer();
+    c.hidden_size = 96;
+    c.intermediate_size = 64;
     c.ep_size = 2;
-    ck_assert_int_eq(create(&st, &c, &s, &in), FMOE_STATUS_UNSUPPORTED);
-    ck_assert_msg(strstr(dp_error, "ep_size 1 only") != NULL, "%s", dp_error);
+    c.ep_rank = 1;
+    ck_assert_msg(create(&st, &c, &s, &in) == FMOE_STATUS_OK, "%s", dp_error);
+    for (int i = 0; i < 4; i++)
+        t[i].shape[0] = E / 2;
+    fa.instance = in;
+    ck_assert_msg(mm_method.finalize(&fa) == FMOE_STATUS_OK, "%s", dp_error);
+    ck_assert_uint_eq(fake_plan.experts, E / 2);
+    aa.instance = in;
+    ck_assert_msg(mm_method.apply(&aa) == FMOE_STATUS_OK, "%s", dp_error);
+    ck_assert_int_eq(fake_call.expert_base, E / 2);
+    destroy(in);
+
+    /* ... and refuses sizes off the 32 grid. */
     c = layer();
     c.intermediate_size = 48;
     ck_assert_int_eq(create(&st, &c, &s, &in), FMOE_STATUS_UNSUPPORTED);
@@ -484,7 +501,7 @@ START_TEST(sm90_path_with_a_fake_device)
     c.act_dtype = FMOE_DTYPE_F16;
     ck_assert_int_eq(create(&st, &c, &s, &in), FMOE_STATUS_UNSUPPORTED);
     ck_assert_str_eq(dp_error, "MegaMoE: activations and output are bf16");
-    ck_assert_int_eq(fake_creates, 1);
+    ck_assert_int_eq(fake_creates, 2); /* the one-device layer and the EP rank's */
 }
 END_TEST
 
