@@ -16,6 +16,7 @@
 
 #include "plugins/cuda/layout.h"
 #include "plugins/cuda/options.h"
+#include "plugins/cuda/timing.h"
 #include "plugins/cuda/wq_pack.h"
 
 #ifdef __cplusplus
@@ -51,18 +52,7 @@ int fmcu_copy(int device, int to_device, void *dst, const void *src, size_t byte
 /* Wait for `stream`, or for the whole device when NULL. */
 int fmcu_synchronize(int device, void *stream, char *err, size_t cap);
 
-/* Timing (timing.cu, plugin ABI 1.2): capture enqueue(ctx, i, stream) for
- * i < n_graphs into CUDA graphs, replay warmup + reps times (graph r %
- * n_graphs) with events around each timed replay: seconds[reps]. enqueue
- * returns 0 or -1. */
-int fmcu_time_replays(int device, uint32_t n_graphs, uint32_t warmup, uint32_t reps,
-                      int (*enqueue)(void *ctx, uint32_t index, void *stream), void *ctx, double *seconds, char *err,
-                      size_t cap);
-/* Best device-to-device copy rate over reps copies of `bytes` (read + written). */
-int fmcu_copy_rate(int device, uint64_t bytes, uint32_t reps, double *bytes_per_second, char *err, size_t cap);
-/* Best pure read rate over reps reads of a buffer of at least `bytes` (8x the
- * L2 at least) by a read-only streaming kernel, bytes read per second. */
-int fmcu_read_rate(int device, uint64_t bytes, uint32_t reps, double *bytes_per_second, char *err, size_t cap);
+/* Timing: timing.h (timing.cu). */
 
 /* ------------------------------------------------------------------------ */
 /* A layer as the device side sees it (filled by method.c)                   */

@@ -1,7 +1,7 @@
 /*
  * plugins/cuda/timing.cu - timing for tools without the CUDA runtime
  * (plugin ABI 1.2, fmoe_device_memory.time_replays / copy_rate; 1.4,
- * read_rate; cuda_api.h): the forwards are captured into CUDA graphs once
+ * read_rate; timing.h): the forwards are captured into CUDA graphs once
  * and replayed, each replay timed by events on the device, so launch
  * overhead on the host is not in the numbers (what spec/performance.md
  * asks for). The device's copy and read rates are the benchmark's memory
@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "plugins/cuda/cuda_api.h"
+#include "plugins/cuda/timing.h"
 #include "plugins/cuda/device_math.cuh"
 
 namespace {

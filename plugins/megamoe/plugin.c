@@ -12,15 +12,16 @@
  * device's path; it hands out the method on 9.0 only, so the plugin never
  * claims a layer it cannot run. Memory (ABI 1.1): the CUDA runtime's, lent
  * to callers that do not link it (conform, bench, run); timing (ABI 1.2:
- * graph replays, the copy rate) for bench (sm90_timing.cu).
+ * graph replays, the copy rate; 1.4: the read rate) for bench (the cuda
+ * plugin's timing.cu, compiled in).
  */
 #include <stdio.h>
 #include <string.h>
 
+#include "plugins/cuda/timing.h"
 #include "plugins/megamoe/device.h"
 #include "plugins/megamoe/megamoe.h"
 #include "plugins/megamoe/sm90.h"
-#include "plugins/megamoe/timing.h"
 
 #define ARCH_SCORE 100
 
@@ -221,7 +222,7 @@ static fmoe_status time_replays(fmoe_replay_args *a)
     if (a->device_kind != FMOE_DEVICE_CUDA || !a->enqueue || !a->seconds || a->n_graphs == 0)
         return st->host->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT, "megamoe plugin: bad time_replays arguments");
     enqueue_call c = {a->enqueue, a->ctx};
-    if (mm90_time_replays(a->device_index, a->n_graphs, a->warmup, a->reps, call_enqueue, &c, a->seconds, why,
+    if (fmcu_time_replays(a->device_index, a->n_graphs, a->warmup, a->reps, call_enqueue, &c, a->seconds, why,
                           sizeof why) != 0)
         return st->host->error_set(a->err, FMOE_STATUS_DEVICE_ERROR, "%s", why);
     return FMOE_STATUS_OK;
@@ -233,7 +234,20 @@ static fmoe_status copy_rate(fmoe_copy_rate_args *a)
     char why[256];
     if (a->device_kind != FMOE_DEVICE_CUDA || a->bytes == 0)
         return st->host->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT, "megamoe plugin: bad copy_rate arguments");
-    if (mm90_copy_rate(a->device_index, a->bytes, a->reps, &a->bytes_per_second, why, sizeof why) != 0)
+    if (fmcu_copy_rate(a->device_index, a->bytes, a->reps, &a->bytes_per_second, why, sizeof why) != 0)
+        return st->host->error_set(a->err, FMOE_STATUS_DEVICE_ERROR, "%s", why);
+    return FMOE_STATUS_OK;
+}
+
+/* The device's pure read rate (ABI 1.4): bench's memory floor takes the
+ * higher of it and the copy rate. */
+static fmoe_status read_rate(fmoe_copy_rate_args *a)
+{
+    const mm_state *st = a->state;
+    char why[256];
+    if (a->device_kind != FMOE_DEVICE_CUDA || a->bytes == 0)
+        return st->host->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT, "megamoe plugin: bad read_rate arguments");
+    if (fmcu_read_rate(a->device_index, a->bytes, a->reps, &a->bytes_per_second, why, sizeof why) != 0)
         return st->host->error_set(a->err, FMOE_STATUS_DEVICE_ERROR, "%s", why);
     return FMOE_STATUS_OK;
 }
@@ -246,6 +260,7 @@ static const fmoe_device_memory mm_memory = {
     .synchronize = mem_sync,
     .time_replays = time_replays,
     .copy_rate = copy_rate,
+    .read_rate = read_rate,
 };
 
 /* What the EP ops (the cuda plugin's ep.c, compiled in) take from this
