@@ -8,7 +8,7 @@
  * stream GEMM1, tail) of which each pays about 4 us of launch and ramp, and
  * the tail's W2 copies could start only when GEMM1's CTAs, six an SM, left
  * room: Qwen3-30B-A3B fp8 at M=1 took 33.8 us for 38 MB of weights whose
- * floor is 12.7 us (bench/cuda/RESULTS.md, "Decode: the fused tail").
+ * floor is 12.7 us (bench/cuda/RESULTS.md at 5ddad69, "Decode: the fused tail").
  * Here one CTA per SM does
  * everything, so every SM has its share of W13 and its W2 rows in flight
  * from the start.

@@ -8,12 +8,12 @@
  * before has finished: GEMM2's weight reads began after GEMM1 and the quant
  * kernel had drained, and the combine waited for all of GEMM2. Qwen3-30B-A3B
  * fp8 at M=1 spent about 20 of its 34 us there for 12.6 MB of weights
- * (bench/cuda/RESULTS.md, "Decode: the stream tier's kernel chain"). Here
+ * (bench/cuda/RESULTS.md at 5ddad69, "Decode: the stream tier's kernel chain"). Here
  * GEMM2's weights do not wait: they
  * depend only on the plan's expert ids, so each CTA copies its rows into
  * shared memory as soon as it is resident -- while GEMM1 still drains,
  * since the launch is programmatic -- and only the GEMM2 input waits for
- * GEMM1. Measured (H100, graph-timed, same build; bench/cuda/RESULTS.md,
+ * GEMM1. Measured (H100, graph-timed, same build; bench/cuda/RESULTS.md at 5ddad69,
  * "Decode: the fused tail"):
  * Qwen3-30B-A3B fp8 M=1 33.6 -> 32.0 us; bf16 44.7 -> 44.2 (within its spread). GEMM1's
  * six CTAs an SM leave no room for the tail's CTAs until they leave, so the
@@ -56,7 +56,7 @@ namespace {
 
 /* Four warps. (Two warps of at most 64 registers, which fit beside
  * GEMM1's six CTAs an SM, were slower: 41.5 against 33.8 us at Qwen3 fp8
- * M=1, bench/cuda/RESULTS.md, "Decode: the fused tail".) */
+ * M=1, bench/cuda/RESULTS.md at 5ddad69, "Decode: the fused tail".) */
 constexpr int THREADS = 128;
 constexpr int WARPS = THREADS / 32;
 constexpr int SLOTS = FMCU_TAIL_MAX_PAIRS / WARPS; /* pairs a warp may hold */

@@ -170,7 +170,7 @@ __device__ __forceinline__ uint8_t to_e4m3(float v, float s)
  * underflow) differ, and the sign of a zero, which copysignf restores.
  * Without IEEE division's range check and slow-path branch per value.
  * Checked against e4m3(v / s) for every finite bf16 v and 2^20 scales on an
- * H100 (bench/cuda/RESULTS.md, "Prefill: tile shapes and FP8
+ * H100 (bench/cuda/RESULTS.md at 5ddad69, "Prefill: tile shapes and FP8
  * accumulation"). */
 __device__ __forceinline__ uint32_t to_e4m3_r(float v, float s, float r)
 {

@@ -158,7 +158,7 @@ bool tail_wanted(const fmcu_layer *L, int tier, int64_t pairs, fmcu_tail_cfg *cf
  * input. By default it serves the fp8 schemes only: in bf16 (twice the
  * bytes per SM, W2 rows filling shared memory) it was slower than the plan,
  * stream GEMM1 and tail chain (H100, Qwen3-30B-A3B M=1: 50-52 against 42
- * us; bench/cuda/RESULTS.md, "Decode: the one-launch decode"). The option
+ * us; bench/cuda/RESULTS.md at 5ddad69, "Decode: the one-launch decode"). The option
  * decode_fused = off turns it off, = on takes it for bf16 too (A/B timing,
  * and tests of the bf16 path). */
 bool fused_wanted(const fmcu_layer *L, int tier, int64_t pairs, bool x_aligned, fmcu_fused_cfg *cfg)
@@ -174,7 +174,7 @@ bool fused_wanted(const fmcu_layer *L, int tier, int64_t pairs, bool x_aligned, 
     /* W13 by bulk copies into shared memory where their slots fit
      * (fmcu_fused_bulk_plan), else by the GEMM1 warps' register loads: the
      * copies go out as soon as the plan is known, 16 KB contiguous each
-     * (Qwen3-30B-A3B fp8 M=1: 2.7-5.5 us less; bench/cuda/RESULTS.md,
+     * (Qwen3-30B-A3B fp8 M=1: 2.7-5.5 us less; bench/cuda/RESULTS.md at 5ddad69,
      * "Decode: the one-launch decode"). The option decode_fused_w13 =
      * registers keeps the register loads. */
     if (!L->opt.decode_fused_w13_regs)

@@ -36,7 +36,7 @@
  *
  * Epilogue. D = bf16_rn(acc * (s_row * s_col)), the CUTLASS epilogue tree's
  * arithmetic (outputs bit-identical to CUTLASS's kernels: H100, all eight
- * fp8 and eight bf16 M=1024/8192 bench points, bench/cuda/RESULTS.md,
+ * fp8 and eight bf16 M=1024/8192 bench points, bench/cuda/RESULTS.md at 5ddad69,
  * "Prefill: our grouped GEMM"). Each consumer warp group writes its 64 rows
  * to a swizzled staging buffer in shared memory, which leaves by tensor
  * stores that run while the warp group starts the next tile (an expert's
@@ -257,7 +257,7 @@ __device__ __forceinline__ epi_loads<NW> load_scales(const tile_at &at, const ke
  * copy per row (64 per warp group and tile) was 5-7% slower at short K
  * (GEMM2 of Qwen3-30B-A3B at M=8192: 273 us against 258; 160 us without
  * stores: the rest is both warp groups converting while the tensor cores
- * wait; bench/cuda/RESULTS.md, "Prefill: our grouped GEMM"). */
+ * wait; bench/cuda/RESULTS.md at 5ddad69, "Prefill: our grouped GEMM"). */
 template <int NW>
 __device__ __forceinline__ void store_tile(const float (&v)[NW / 2], const epi_loads<NW> &l, int r0, int row_end,
                                            int c0, const kernel_params &p, const CUtensorMap *map_d, int w, int tw,

@@ -7,7 +7,7 @@
  *   plan  plan.cu: one block plans a call below the option plan_wide_pairs
  *         (FMCU_PLAN_WIDE_PAIRS by default); from there the count and
  *         scatter kernels over many blocks (80 -> 13 us at 65536 pairs on an
- *         H100; bench/cuda/RESULTS.md, "Prefill: the activation and plan
+ *         H100; bench/cuda/RESULTS.md at 5ddad69, "Prefill: the activation and plan
  *         kernels").
  *   act   prefill_act.cu: the activation stage of the prefill tier, a row
  *         per block or (per-token GEMM2 inputs of at most 4 chunks of 8
@@ -48,7 +48,7 @@ unsigned fmcu_quant_threads(uint32_t cols);
  * (I <= 1024). H100, M = 8192, same bits: Qwen3-30B-A3B's I = 768 (3 a
  * lane) 128 -> 98 us against a block per row; DeepSeek-V3's 2048 (8 a lane,
  * 100 registers, 2 blocks an SM) 309 -> 542 us, so longer rows keep a block
- * (bench/cuda/RESULTS.md, "Prefill: the activation and plan kernels"). */
+ * (bench/cuda/RESULTS.md at 5ddad69, "Prefill: the activation and plan kernels"). */
 #define FMCU_ACT_WARP_CH 4
 
 typedef struct fmcu_act_launch {
@@ -61,7 +61,7 @@ typedef struct fmcu_act_launch {
 /* The activation kernel's launch for GEMM2 inputs of form `mode`
  * (FMCU_ACT_*) and I columns; per-token rows of up to FMCU_ACT_WARP_CH
  * chunks a lane are a warp's when `warp_rows` (option prefill_warp_rows).
- * Block rows (bench/cuda/RESULTS.md, "Prefill: the activation and plan
+ * Block rows (bench/cuda/RESULTS.md at 5ddad69, "Prefill: the activation and plan
  * kernels"): one chunk a thread up to 128 chunks, 2 up to 256, 4 up to 512
  * (so a thread has 2 to 8 loads in flight and a per-token row waits for its
  * amax in registers), then 256 threads of 2 chunks a pass; the block scheme
@@ -86,7 +86,7 @@ int fmcu_gg_promoted(int kind);
  * takes tiles b, b + grid, b + 2 grid, ...; COUNTER: tile b, then the next
  * untaken one from a counter; AUTO: the counter for promoted kinds, fixed for
  * fast ones. H100, GEMMs alone under random routing and the forward
- * (bench/cuda/RESULTS.md, "Prefill: half tiles and the tile order"): with
+ * (bench/cuda/RESULTS.md at 5ddad69, "Prefill: half tiles and the tile order"): with
  * half tiles in the fixed order the promoted fp8 GEMM1s of long K ran 13-21%
  * slower alone, 21-55% in the forward (CTAs drift apart and the tiles in
  * flight stop sharing weight tiles in L2), in the counter's order 1-6% faster
@@ -104,7 +104,7 @@ int fmcu_gg_promoted(int kind);
  * tiles), 256 from 128, or 192 where that pads its N (= H) less:
  * gpt-oss-120b's H = 2880 is 15 tiles of 192 and 11.25 of 256 (H100,
  * forward at M=8192, GEMM2 -5.5% fp8 and -4% bf16, same bits;
- * bench/cuda/RESULTS.md, "Prefill: ping-pong and overlapped GEMM kinds"). */
+ * bench/cuda/RESULTS.md at 5ddad69, "Prefill: ping-pong and overlapped GEMM kinds"). */
 void fmcu_gg_kinds(int bf16, int64_t rows, uint32_t H, int *k1, int *k2);
 
 #ifdef __cplusplus

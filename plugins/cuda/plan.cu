@@ -143,7 +143,7 @@ __global__ void plan_kernel(const plan_args a)
          * with the register path inlined (and __launch_bounds__(1024)) the
          * bf16 M=1 chain, where block 0 alone runs and every other kernel
          * was unchanged, lost 2.5-4 us on an H100 (Qwen3-30B-A3B; 0.7-1.6
-         * at gpt-oss-120b; bench/cuda/RESULTS.md, "Decode: GEMM-input rows
+         * at gpt-oss-120b; bench/cuda/RESULTS.md at 5ddad69, "Decode: GEMM-input rows
          * quantized in registers"), more than the register path saved here
          * (x has 2048-7168 values). */
         quant_row<false>(a.q, blockIdx.x - 1, red);
@@ -155,7 +155,7 @@ __global__ void plan_kernel(const plan_args a)
     __syncthreads();
     /* PLAN_BATCH pairs a thread per step, their loads first (a load
      * latency per pair and thread was most of the kernel: 97 -> 80 us at
-     * 65536 pairs on an H100, bench/cuda/RESULTS.md, "Prefill: the
+     * 65536 pairs on an H100, bench/cuda/RESULTS.md at 5ddad69, "Prefill: the
      * activation and plan kernels"). */
     const int64_t step = (int64_t)blockDim.x * PLAN_BATCH;
     for (int64_t p0 = threadIdx.x; p0 < a.pairs; p0 += step)
@@ -182,7 +182,7 @@ __global__ void plan_kernel(const plan_args a)
 
 /* The plan over many blocks, for prefill-sized calls, where one block
  * walking every pair twice was 80 us at 65536 pairs (Qwen3-30B-A3B,
- * M = 8192; bench/cuda/RESULTS.md, "Prefill: the activation and plan
+ * M = 8192; bench/cuda/RESULTS.md at 5ddad69, "Prefill: the activation and plan
  * kernels"). Two launches over chunks of PLAN_WIDE_CHUNK pairs:
  *   count    each block: its pairs' local experts, a shared histogram added
  *            into wide.counts; the last block to finish (a done counter,

@@ -6,7 +6,7 @@
  * act_kernel is the largest of the tier's separate passes (Qwen3-30B-A3B
  * fp8 at M=8192: 172 of 1090 µs against ~84 µs of memory traffic), and it
  * was bound by instruction issue, not memory: 76 instructions per (gate,
- * up) pair for fp8 channel, 53 for bf16 (bench/cuda/RESULTS.md, "Prefill:
+ * up) pair for fp8 channel, 53 for bf16 (bench/cuda/RESULTS.md at 5ddad69, "Prefill:
  * the activation and plan kernels"). So
  * values stay packed as bf16 pairs in 32-bit words from load to store:
  * one shift or mask unpacks a value, one cvt.rn.bf16x2 rounds and packs
@@ -18,7 +18,7 @@
  * waits for its amax in registers unless it is longer than 4096 columns
  * (up to 1024 columns a warp takes the row: act_token_warp_kernel).
  * The output bits are those of the float version (same hashes;
- * bench/cuda/RESULTS.md, "Prefill: the activation and plan kernels").
+ * bench/cuda/RESULTS.md at 5ddad69, "Prefill: the activation and plan kernels").
  */
 #include "plugins/cuda/prefill_act.h"
 #include "plugins/cuda/launch_shape.h"
@@ -405,7 +405,7 @@ __global__ void __launch_bounds__(ACT_MAX_THREADS) act_kernel(const act_args a)
  * row's amax by shuffles, no block barrier. With a block per row, the
  * barrier between a row's amax and its stores left the kernel waiting
  * (Qwen3-30B-A3B's I = 768: 128 us at M = 8192 against ~84 of memory
- * traffic, DRAM 59%; bench/cuda/RESULTS.md, "Prefill: the activation and
+ * traffic, DRAM 59%; bench/cuda/RESULTS.md at 5ddad69, "Prefill: the activation and
  * plan kernels"); here a warp's wait
  * holds up only its own row. Same values as token_row (the amax is a max
  * of the same values, which no order changes). */
@@ -436,7 +436,7 @@ __global__ void __launch_bounds__(ACT_MAX_THREADS) act_token_warp_kernel(const a
  * scale, amax / 448, then moves by ~0.4% and every GEMM2 input is
  * requantized with it: NMSE ~5e-4 against the reference, at conformance's
  * gate (fp8 tensor dynamic m1024 failed it in two runs of three,
- * bench/cuda/RESULTS.md, "Prefill: the exact dynamic amax"). So every row
+ * bench/cuda/RESULTS.md at 5ddad69, "Prefill: the exact dynamic amax"). So every row
  * whose amax from act_kernel is within 2^-7 of the call's (the row holding
  * the true largest value is among them: GEMM1's error, ~2^-13, plus a bf16
  * step, 2^-8, stay below 2^-7) is recomputed from GEMM1's e4m3 operands,

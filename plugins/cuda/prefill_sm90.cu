@@ -20,7 +20,7 @@
  * scheme runs CUTLASS 4.x's sm90 grouped GEMM with blockwise scales:
  * 128x128x128 cooperative, cluster 1x2 (vLLM's choice; each warp group
  * holds a 64x128 f32 accumulator and its per-block partial; 1.2-1.35x the
- * 64x128 ping-pong at M=8192 on an H200, bench/cuda/RESULTS.md, "First
+ * 64x128 ping-pong at M=8192 on an H200, bench/cuda/RESULTS.md at 5ddad69, "First
  * measurements (H200): the prefill tier"), 1x128
  * activation and 128x128 weight scales applied per 128-K block in the main
  * loop (DeepGEMM's promotion), D = round(acc). One group per local expert:
@@ -39,7 +39,7 @@
  * reference and a few GEMM2 inputs round to the neighbouring e4m3 code:
  * NMSE 1e-5..5e-5 against the reference (a dynamic per-tensor GEMM2 scale
  * reached 6e-4 where the largest activation moved by a bf16 step, until
- * amax_exact_kernel; bench/cuda/RESULTS.md, "Prefill: the exact dynamic
+ * amax_exact_kernel; bench/cuda/RESULTS.md at 5ddad69, "Prefill: the exact dynamic
  * amax"); the mma.sync path is within 1e-7.
  *
  * Small kernels. Their quantization and activation arithmetic is that of
@@ -593,7 +593,7 @@ cudaError_t forward(const fmcu_layer *L, int64_t m, const void *x, int64_t x_ld,
     /* Tile kinds from the average rows per local expert (host-known: a
      * captured graph does not depend on the routing). Against CUTLASS's
      * grouped kernels, H100, forward as a CUDA graph, the same output bits
-     * (bench/cuda/RESULTS.md, "Prefill: our grouped GEMM"): fp8 channel
+     * (bench/cuda/RESULTS.md at 5ddad69, "Prefill: our grouped GEMM"): fp8 channel
      * M=8192 -3% (Mixtral, 2048 rows) to -14% (DeepSeek-V3), M=1024 -5%
      * (32-64 rows) to -12% (Mixtral, 256 rows); bf16 -3% to -13% at 7 of 8
      * M=1024/8192 points. */

@@ -15,7 +15,7 @@
  * The scalar loop below it (any dtype, stride or length) waits a round trip
  * per value a thread owns, in each of its two passes: a Mixtral-8x7B GEMM2
  * input row (14336 values, 256 threads) took 19 us that way on an H100
- * (bench/cuda/RESULTS.md, "Decode: GEMM-input rows quantized in
+ * (bench/cuda/RESULTS.md at 5ddad69, "Decode: GEMM-input rows quantized in
  * registers"). Both paths give the same codes: where the
  * scale comes from the values it quantizes (per token, per group, dynamic
  * per tensor), the register path divides bf16 values by one reciprocal and
@@ -58,7 +58,7 @@ struct quant_args {
 /* 16-byte pieces (8 values) a thread holds on the register path: rows of
  * up to 4096 values at 256 threads, 16384 at 1024 (fmcu_quant_threads).
  * Two, not eight: with eight the quant kernel of a Mixtral-8x7B GEMM2
- * input row took 6.9 us under ncu, with two 5.5 (H100; bench/cuda/RESULTS.md,
+ * input row took 6.9 us under ncu, with two 5.5 (H100; bench/cuda/RESULTS.md at 5ddad69,
  * "Decode: GEMM-input rows quantized in registers"). */
 constexpr int QV = 2;
 constexpr uint32_t QV_GROUP = 128; /* the one group size the register path takes: a half-warp's 16 pieces */

@@ -36,7 +36,7 @@
  * streaming the slab again for each (from L2; at split-K sizes a tile rarely
  * has more than 8 rows): 80-90 registers instead of 112-146, so 5-6 CTAs fit
  * on an SM instead of 3-4 (Qwen3-30B-A3B's GEMM1 at M=1, 768 CTAs, now runs
- * in one wave). bench/cuda/RESULTS.md, "Decode: the stream GEMM's split K
+ * in one wave). bench/cuda/RESULTS.md at 5ddad69, "Decode: the stream GEMM's split K
  * and weight loads" has the measurements.
  *
  * Fragment trick. The dot product over K does not care in which order K is

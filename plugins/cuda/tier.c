@@ -5,7 +5,7 @@
 
 /* Past about 16 rows per expert the tiled kernels win: on an H200 the
  * stream tier was faster at 1-8 rows per expert (Qwen3-30B-A3B M=1..128,
- * Mixtral M=1..16) and slower at 32 (Mixtral M=128): bench/cuda/RESULTS.md,
+ * Mixtral M=1..16) and slower at 32 (Mixtral M=128): bench/cuda/RESULTS.md at 5ddad69,
  * "First measurements (H200): the tiled and stream tiers". */
 int fmcu_gemm_tier(int64_t m, uint32_t top_k, uint32_t local_experts, int forced, int prefill_ok)
 {

@@ -51,7 +51,7 @@ extern "C" {
  * issued before the CTA waits for GEMM1 (they depend only on the plan's
  * expert ids). It serves calls whose CTAs all fit on the device at once
  * with all of K staged: one wave, each CTA's copies in flight from the
- * start (bench/cuda/RESULTS.md, "Decode: the fused tail": a ring of
+ * start (bench/cuda/RESULTS.md at 5ddad69, "Decode: the fused tail": a ring of
  * stages, or a second wave, streamed at a third of what the stream GEMM
  * does). */
 #define FMCU_TAIL_MAX_PAIRS 8
@@ -116,7 +116,7 @@ int fmcu_tail_plan(int tier, int64_t pairs, uint32_t H, uint32_t I, int fp8, uin
  * pairs, the GEMM1 input quantization, GEMM1, a grid-wide barrier, then
  * the tail's work in the CTAs that own W2 rows. Every CTA streams W13 for
  * GEMM1 while its W2 rows arrive in shared memory, so both weights are in
- * flight together and no launch waits for another (bench/cuda/RESULTS.md,
+ * flight together and no launch waits for another (bench/cuda/RESULTS.md at 5ddad69,
  * "Decode: the one-launch decode").
  * A CTA runs `groups` GEMM1 units of 4 warps (16 weight rows, K split over
  * the warps, as the stream tier's split-K CTAs) and a copy warp: 6 groups

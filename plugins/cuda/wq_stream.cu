@@ -6,7 +6,7 @@
  *
  * Why. At M = 1 the tiled kernel gave each CTA 128 weight rows and the whole
  * of K, staged 16 bytes per row at a time: a few dozen CTAs with little in
- * flight, 0.2 TB/s (bench/cuda/RESULTS.md, "4-bit weights: first
+ * flight, 0.2 TB/s (bench/cuda/RESULTS.md at 5ddad69, "4-bit weights: first
  * correctness and timings"). Here, as in stream_gemm.cu, weights are the
  * MMA's A operand and go straight from global memory into registers with
  * 16-byte loads, tokens are its 8-column B operand, a CTA owns 16 weight

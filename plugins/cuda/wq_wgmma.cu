@@ -6,7 +6,7 @@
  *
  * Why. The tiled kernel (wq_gemm.cu) dequantizes each 64-row tile's
  * weights again and feeds mma.sync: at Qwen3-30B-A3B M = 1024 it ran 4.3x
- * slower than the bf16 path (bench/cuda/RESULTS.md, "4-bit weights: first
+ * slower than the bf16 path (bench/cuda/RESULTS.md at 5ddad69, "4-bit weights: first
  * correctness and timings"). Here weights are wgmma's A operand FROM
  * REGISTERS: each warp's 16 rows per k16 step are exactly mma.sync's A
  * fragment, which is what wq_pack.h's chunk order hands a lane (its own

@@ -5,7 +5,7 @@ fail where ptxas says it made a kernel slower than its source asks:
 - wgmma performance notes (C7510-C7519): wgmma instructions serialized
   (each followed by a full wait), or waits injected because an accumulator
   was read while its wgmma may still run. The kernel stays correct, so only
-  the report shows it; the overlapped kinds of bench/cuda/RESULTS.md,
+  the report shows it; the overlapped kinds of bench/cuda/RESULTS.md at 5ddad69,
   "Prefill: ping-pong and overlapped GEMM kinds" met both.
 - with --no-spills, any kernel that spills registers to local memory,
   except one named by --allow-spill=NAME:STORES:LOADS (a substring of its

@@ -887,7 +887,7 @@ static const shape checks[] = {
     {"fp8 channel non-gated gelu_tanh", CHANNEL, 8, 2, 256, 128, 1000, FMOE_ACT_GELU_TANH, 0, 0, 0, 0, 0, 0, 0, 0},
     /* relu2's heavy tail sets a coarse dynamic per-tensor GEMM2 input scale: 662 of 256000 elements
      * (0.26%) past the bound on an H200 with fast accumulation, 395 with GEMM1 promoted every 128 K
-     * (H100), NMSE 2.0e-5 (bench/cuda/RESULTS.md, "Prefill: tile shapes and FP8 accumulation"). */
+     * (H100), NMSE 2.0e-5 (bench/cuda/RESULTS.md at 5ddad69, "Prefill: tile shapes and FP8 accumulation"). */
     {"fp8 tensor dyn non-gated relu2", TENSOR_D, 8, 2, 256, 128, 1000, FMOE_ACT_RELU2, 0, 0, 0, 0, 0, 0, 5, 0},
     {"bf16 strided x/out (unaligned rows)", "bf16", 8, 2, 256, 128, 1000, SILU, 1, 0, 0, 0, 4, 12, 0, 0},
     {"fp8 block strided x/out", BLOCK, 8, 2, 256, 128, 1000, SILU, 1, 0, 0, 0, 4, 12, 0, 0},

@@ -3,7 +3,7 @@
  * kernels and of the prefill tier's activation stage (with and without the
  * option prefill_warp_rows), and the prefill tier's grouped-GEMM tile kinds
  * (plugins/cuda/launch_shape.c). The expected shapes are the ones the H100
- * measurements chose (bench/cuda/RESULTS.md, "Prefill: the activation and
+ * measurements chose (bench/cuda/RESULTS.md at 5ddad69, "Prefill: the activation and
  * plan kernels", "Prefill: our grouped GEMM" and "Prefill: ping-pong and
  * overlapped GEMM kinds"),
  * worked out by hand from the rules in launch_shape.h. No GPU needed.
