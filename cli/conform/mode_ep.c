@@ -11,6 +11,8 @@
  *   linear        linear placement, every rank with tokens
  *   rr.hot.m0     round-robin placement, every token's first slot on expert
  *                 0 (one hot expert), and M = 0 on every odd rank
+ *   linear.hot.m0 the same on a linear placement (for plugins that place
+ *                 experts in contiguous ranges only, such as megamoe)
  *   eplb          EPLB replicas (6 logical + 2 redundant experts)
  *   fp8_token     FP8 per-token dispatch; both sides get the tokens as the
  *                 dispatch carries them (FP8 dispatch quantizes activations)
@@ -64,10 +66,12 @@ typedef struct ep_variant {
 static const ep_variant variants[] = {
     {"linear", FMOE_PLACEMENT_LINEAR, 0, 0, 0, FMOE_EP_DISPATCH_ACTIVATION, LL},
     {"rr.hot.m0", FMOE_PLACEMENT_ROUND_ROBIN, 1, 1, 0, FMOE_EP_DISPATCH_ACTIVATION, LL},
+    {"linear.hot.m0", FMOE_PLACEMENT_LINEAR, 1, 1, 0, FMOE_EP_DISPATCH_ACTIVATION, LL},
     {"eplb", FMOE_PLACEMENT_LINEAR, 0, 0, 1, FMOE_EP_DISPATCH_ACTIVATION, LL},
     {"fp8_token", FMOE_PLACEMENT_LINEAR, 0, 0, 0, FMOE_EP_DISPATCH_FP8_TOKEN, LL},
     {"linear.ht", FMOE_PLACEMENT_LINEAR, 0, 0, 0, FMOE_EP_DISPATCH_ACTIVATION, HT},
     {"rr.hot.m0.ht", FMOE_PLACEMENT_ROUND_ROBIN, 1, 1, 0, FMOE_EP_DISPATCH_ACTIVATION, HT},
+    {"linear.hot.m0.ht", FMOE_PLACEMENT_LINEAR, 1, 1, 0, FMOE_EP_DISPATCH_ACTIVATION, HT},
     {"eplb.ht", FMOE_PLACEMENT_LINEAR, 0, 0, 1, FMOE_EP_DISPATCH_ACTIVATION, HT},
     {"fp8_token.ht", FMOE_PLACEMENT_LINEAR, 0, 0, 0, FMOE_EP_DISPATCH_FP8_TOKEN, HT},
 };
@@ -284,10 +288,16 @@ static void run_case(cf_run *r, const cf_scheme *cs, const fmoe_scheme *scheme, 
         set(o, CF_FAIL, "%u ranks vs one device: %s", n, why);
     else if (check_load(&cfg, &in, total, res, n, load, sizeof load) != 0)
         set(o, CF_FAIL, "%u ranks: %s", n, load);
-    else
-        set(o, CF_PASS, "%u ranks (tokens %u..%u per rank, %s) equal one device%s%s", n, m[1], m[n - 1],
+    else {
+        uint32_t lo = m[0], hi = m[0];
+        for (uint32_t i = 1; i < n; i++) {
+            lo = m[i] < lo ? m[i] : lo;
+            hi = m[i] > hi ? m[i] : hi;
+        }
+        set(o, CF_PASS, "%u ranks (tokens %u..%u per rank, %s) equal one device%s%s", n, lo, hi,
             fmoe_ep_mode_name(v->mode), load,
             res[0].capture_refused ? "; graph capture refused on every rank, naming the mode" : "");
+    }
 done:
     if (ran)
         ep_ranks_free(res, n);
