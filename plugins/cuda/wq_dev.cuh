@@ -74,27 +74,48 @@ __device__ __forceinline__ __half2 h2_of(uint32_t v)
     return *reinterpret_cast<__half2 *>(&v);
 }
 
-/* Byte b of w (low nibble, high nibble) as codes in bits 0-3 of each half;
- * w4 = w >> 4. */
-__device__ __forceinline__ uint32_t nibble_pair(uint32_t w, uint32_t w4, int b)
+/* Nibble of a lane's 4-byte word that holds its fragment position i (0..7):
+ * wq_pack.h's fmcu_wq_nibble within one lane. */
+__host__ __device__ constexpr int nibble_of(int i)
 {
-    return __byte_perm(w, w4, (uint32_t)b | ((uint32_t)(b + 4) << 8)) & 0x000F000Fu;
+    return 4 * (i & 1) + (i >> 1);
 }
 
-/* int4 codes (value + 8) as (q - 8 - zp) pairs; sub = 128 + 8 + zp (bf16)
- * or 1024 + 8 + zp (f16) in both halves. */
-template <bool F16> __device__ __forceinline__ uint32_t dq_int4(uint32_t x, uint32_t sub)
+/* Register j (0..3) of a lane's 4-byte word of 4-bit codes: the codes of
+ * fragment positions 2 j and 2 j + 1, which wq_pack.h places at nibbles j
+ * and j + 4, as bits 0-3 and 16-19. */
+__device__ __forceinline__ uint32_t nibble_pair(uint32_t w, int j)
 {
+    return (w >> (4 * j)) & 0x000F000Fu;
+}
+
+/* (x & mask) | or in one LOP3 (the compiler emits two: one immediate each). */
+__device__ __forceinline__ uint32_t and_or(uint32_t x, uint32_t mask, uint32_t or_)
+{
+    uint32_t r;
+    asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n" : "=r"(r) : "r"(x), "r"(mask), "r"(or_));
+    return r;
+}
+
+/* int4 codes (value + 8) of register j of word w as (q - 8 - zp) pairs;
+ * sub = 128 + 8 + zp (bf16) or 1024 + 8 + zp (f16) in both halves: the
+ * nibbles OR-ed into the mantissa of 128 (1024), then one packed
+ * subtraction. */
+template <bool F16> __device__ __forceinline__ uint32_t dq_int4(uint32_t w, int j, uint32_t sub)
+{
+    const uint32_t x = and_or(w >> (4 * j), 0x000F000Fu, F16 ? 0x64006400u : 0x43004300u);
     if constexpr (F16)
-        return bits_of(__hsub2(h2_of(x | 0x64006400u), h2_of(sub)));
+        return bits_of(__hsub2(h2_of(x), h2_of(sub)));
     else
-        return bits_of(__hsub2(bf2_of(x | 0x43004300u), bf2_of(sub)));
+        return bits_of(__hsub2(bf2_of(x), bf2_of(sub)));
 }
 
-/* e2m1 codes as bf16 e2m1 * s pairs; s2 = (s, s), bf16: the bits moved
- * into place as e2m1 * 2^-126 (a subnormal for 0.5), then two exact products. */
-__device__ __forceinline__ uint32_t dq_fp4_bf16(uint32_t x, uint32_t s2)
+/* e2m1 codes of register j of word w as bf16 e2m1 * s pairs; s2 = (s, s),
+ * bf16: the bits moved into place as e2m1 * 2^-126 (a subnormal for 0.5),
+ * then two exact products. */
+__device__ __forceinline__ uint32_t dq_fp4_bf16(uint32_t w, int j, uint32_t s2)
 {
+    const uint32_t x = nibble_pair(w, j);
     const uint32_t sub = ((x << 6) | (x << 12)) & 0x81C081C0u; /* e2m1 * 2^-126 */
     const __nv_bfloat162 two126 = bf2_of(0x7E807E80u);
     return bits_of(__hmul2(__hmul2(bf2_of(sub), two126), bf2_of(s2)));

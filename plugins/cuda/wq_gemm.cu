@@ -289,7 +289,7 @@ __global__ void __launch_bounds__(THREADS) wq_gemm(const fmcu_wq_gemm_args p)
                 if constexpr (FMT == FMCU_WQ_INT4) {
 #pragma unroll
                     for (int h = 0; h < 4; h++)
-                        v[h] = (float)((int)((raw[j][0] >> (4 * (4 * ks + h))) & 0xF) - 8) - zp[j];
+                        v[h] = (float)((int)((raw[j][0] >> (4 * fmcu_wq_dev::nibble_of(4 * ks + h))) & 0xF) - 8) - zp[j];
                 } else if constexpr (FMT == FMCU_WQ_INT8) {
 #pragma unroll
                     for (int h = 0; h < 4; h++)
@@ -299,7 +299,7 @@ __global__ void __launch_bounds__(THREADS) wq_gemm(const fmcu_wq_gemm_args p)
                     const float s = b_rok[j] ? p.w.scale[(srow + b_wrow[j]) * p.w.groups + blk] : 0.0f;
 #pragma unroll
                     for (int h = 0; h < 4; h++)
-                        v[h] = e2m1_value((raw[j][0] >> (4 * (4 * ks + h))) & 0xF) * s;
+                        v[h] = e2m1_value((raw[j][0] >> (4 * fmcu_wq_dev::nibble_of(4 * ks + h))) & 0xF) * s;
                 }
                 bfr[j][0] = pack2<F16>(v[0], v[1]);
                 bfr[j][1] = pack2<F16>(v[2], v[3]);

@@ -29,6 +29,12 @@ uint32_t fmcu_wq_frag_pos(uint32_t col)
     return 8 * ((col & 7) >> 1) + i;
 }
 
+uint32_t fmcu_wq_nibble(uint32_t p)
+{
+    uint32_t i = p & 7;
+    return (p & ~7u) + 4 * (i & 1) + (i >> 1);
+}
+
 void fmcu_wq_pack(int32_t format, uint32_t rows, uint32_t k, uint32_t kp, const uint8_t *codes, const int32_t *src_col,
                   uint8_t pad, uint8_t *out)
 {
@@ -42,11 +48,13 @@ void fmcu_wq_pack(int32_t format, uint32_t rows, uint32_t k, uint32_t kp, const 
         for (uint32_t c = 0; c < kp; c++) {
             int64_t from = src_col ? src_col[c] : (c < k ? (int64_t)c : -1);
             uint8_t v = from >= 0 ? in[from] : pad;
-            size_t pos = (size_t)(c / FMCU_WQ_CHUNK) * FMCU_WQ_CHUNK + fmcu_wq_frag_pos(c % FMCU_WQ_CHUNK);
-            if (four)
-                o[pos / 2] |= (uint8_t)((v & 0xF) << (4 * (pos & 1)));
-            else
-                o[pos] = v;
+            size_t base = (size_t)(c / FMCU_WQ_CHUNK) * FMCU_WQ_CHUNK, p = fmcu_wq_frag_pos(c % FMCU_WQ_CHUNK);
+            if (four) {
+                size_t nib = base + fmcu_wq_nibble((uint32_t)p);
+                o[nib / 2] |= (uint8_t)((v & 0xF) << (4 * (nib & 1)));
+            } else {
+                o[base + p] = v;
+            }
         }
     }
 }
@@ -259,10 +267,11 @@ int fmcu_wq_build_fp4(uint32_t experts, uint32_t rows, uint32_t k, uint32_t bloc
 /* The code at column c of a packed row. */
 static uint8_t code_at(const uint8_t *row, int32_t format, uint32_t c)
 {
-    size_t pos = (size_t)(c / FMCU_WQ_CHUNK) * FMCU_WQ_CHUNK + fmcu_wq_frag_pos(c % FMCU_WQ_CHUNK);
+    size_t base = (size_t)(c / FMCU_WQ_CHUNK) * FMCU_WQ_CHUNK, p = fmcu_wq_frag_pos(c % FMCU_WQ_CHUNK);
     if (format == FMCU_WQ_INT8)
-        return row[pos];
-    return (uint8_t)((row[pos / 2] >> (4 * (pos & 1))) & 0xF);
+        return row[base + p];
+    size_t nib = base + fmcu_wq_nibble((uint32_t)p);
+    return (uint8_t)((row[nib / 2] >> (4 * (nib & 1))) & 0xF);
 }
 
 void fmcu_wq_host_row(const fmcu_wq_host *h, int32_t format, uint32_t fp4_block, uint32_t e, uint32_t n, float *out)

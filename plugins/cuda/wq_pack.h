@@ -15,9 +15,13 @@
  *   k = 16 * (i >> 2) + 8 * ((i >> 1) & 1) + 2 * c4 + (i & 1)
  *
  * i.e. the lane's b0/b1 registers of the first k16 step, then of the
- * second. 4-bit codes: position p in byte p / 2, low nibble first (chunk
- * = 16 bytes); int8: byte p (chunk = 32 bytes). Padding columns hold the
- * code of zero.
+ * second. int8: byte p (chunk = 32 bytes). 4-bit codes (chunk = 16 bytes):
+ * the lane's 4 bytes, read as a little-endian 32-bit word, hold position
+ * i at nibble 4 * (i & 1) + (i >> 1) (fmcu_wq_nibble), so that the pair of
+ * one bf16 register (positions 2 j, 2 j + 1) sits at bits 4 j and 4 j + 16
+ * and comes out with one shift and one masked OR into both halves of a
+ * packed constant, with no byte permute (docs/CUDA.md, "4-bit and int
+ * weights"). Padding columns hold the code of zero.
  *
  * Codes. int4: value + 8 (0..15); int8: the signed value; e2m1: the code.
  * The kernel forms (value - zero point) or e2m1 * block scale, both exact
@@ -112,6 +116,10 @@ uint32_t fmcu_wq_stream_slabs(int64_t tiles, uint32_t slabs, int sms);
 /* Column (0..31) of a chunk at fragment position p, and its inverse. */
 uint32_t fmcu_wq_frag_col(uint32_t p);
 uint32_t fmcu_wq_frag_pos(uint32_t col);
+
+/* 4-bit codes: the nibble (0..31, low nibble of byte 0 first) of a chunk
+ * that holds fragment position p. */
+uint32_t fmcu_wq_nibble(uint32_t p);
 
 /* Rows of codes [rows, k] (one byte a code: int4 0..15, e2m1 0..15, int8 any)
  * into chunks [rows, kp/32] in fragment order; columns k..kp hold `pad`.

@@ -18,8 +18,8 @@
  * g + 8 at byte 64 * s + 16 * c4 of a 64-byte "span" s: for 4-bit codes that
  * is the whole chunk 4 s + c4, i.e. the fragments the tiled kernel spreads
  * over a quad's four lanes. The lane plays those four lanes in turn: word v
- * of its 16 bytes holds what lane v would hold, byte b of the word the
- * (k16 step b / 2, register b % 2) pair. The dot product does not care in
+ * of its 16 bytes holds what lane v would hold, and register j of the word
+ * (k16 step j / 2, register j % 2) is its nibbles j and j + 4. The dot product does not care in
  * which order K is visited as long as A and B agree, so the B registers are
  * the token's activations at the same columns: words 8 ks + v and
  * 8 ks + 4 + v of the chunk's 32 activations. One MMA thus sums columns of
@@ -57,7 +57,7 @@ using fmcu_wq_dev::dq_fp4_bf16;
 using fmcu_wq_dev::dq_int4;
 using fmcu_wq_dev::e2m1_value;
 using fmcu_wq_dev::mma16;
-using fmcu_wq_dev::nibble_pair;
+using fmcu_wq_dev::nibble_of;
 using fmcu_wq_dev::pack2;
 using fmcu_wq_dev::scale_code;
 
@@ -80,7 +80,6 @@ __global__ void __launch_bounds__(WARPS * 32, FMT == FMCU_WQ_FP4 && F16 ? 3 : 4)
 {
     constexpr bool INT = FMT != FMCU_WQ_FP4;
     constexpr int CB = FMT == FMCU_WQ_INT8 ? 32 : 16;  /* chunk bytes per row */
-    constexpr int MMAS = FMT == FMCU_WQ_INT8 ? 4 : 8;  /* per span and token tile */
     constexpr int SPAN_COLS = FMT == FMCU_WQ_INT8 ? 64 : 128;
     __shared__ float red[WARPS - 1][4][32];
     /* Launched overlapped (programmatic dependent launch): everything below
@@ -115,11 +114,23 @@ __global__ void __launch_bounds__(WARPS * 32, FMT == FMCU_WQ_FP4 && F16 ? 3 : 4)
     const uint8_t *w_hi = W + (int64_t)(ok_hi ? r_hi : 0) * rowb + c4 * 16;
     const bool mx = p.fp4_block == 32;
     const uint32_t groups = p.w.groups;
+    /* Per-row constants hoisted out of the span loop (the divisions and
+     * conversions there were a tenth of its instructions): a span lies in
+     * one int group (fmcu_wq_stream_serves), spg = spans per group; without
+     * zero points the int4 subtrahend is one constant. */
+    const uint32_t spg = groups == 1 ? 0u : p.w.group / (uint32_t)SPAN_COLS;
+    const float *sc_row[2] = {INT ? p.w.scale + (srow + (ok_lo ? r_lo : 0)) * groups : nullptr,
+                              INT ? p.w.scale + (srow + (ok_hi ? r_hi : 0)) * groups : nullptr};
+    const int8_t *zp_row[2] = {p.w.zero ? p.w.zero + (srow + (ok_lo ? r_lo : 0)) * groups : nullptr,
+                               p.w.zero ? p.w.zero + (srow + (ok_hi ? r_hi : 0)) * groups : nullptr};
+    const uint8_t *sf_row[2] = {INT ? nullptr : p.w.sf8 + (srow + (ok_lo ? r_lo : 0)) * groups,
+                                INT ? nullptr : p.w.sf8 + (srow + (ok_hi ? r_hi : 0)) * groups};
+    const float sub0 = F16 ? 1032.0f : 136.0f;
+    const uint32_t sub_sym = F16 ? bits_of(__floats2half2_rn(sub0, sub0)) : bits_of(__floats2bfloat162_rn(sub0, sub0));
 
     const int rows = min(32, p.offsets[e + 1] - pos0);
     const int passes = (rows + 7) / 8;
     const uint8_t *A = (const uint8_t *)p.a;
-    const int wrow[2] = {r_lo, r_hi};
     const bool wok[2] = {ok_lo, ok_hi};
     const fmcu_dev::act_params ap = {p.activation, p.gated, p.swiglu_alpha, p.swiglu_limit};
 
@@ -131,28 +142,23 @@ __global__ void __launch_bounds__(WARPS * 32, FMT == FMCU_WQ_FP4 && F16 ? 3 : 4)
             b_row = A + (int64_t)(p.sorted[pos0 + r0 + g] / p.a_row_div) * p.lda * 2;
         float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 
-        /* Span s of this warp's part: kpart + parts * i. Two batches in
-         * flight: the next one is asked for before this one is used. */
-        uint4 wl[U], wh[U];
-        load_spans(wl, wh, w_lo, w_hi, ok_lo, ok_hi, kpart, parts, nspan, rowb, c4);
-        for (int base = kpart; base < nspan; base += parts * U) {
-            uint4 nl[U], nh[U];
-            load_spans(nl, nh, w_lo, w_hi, ok_lo, ok_hi, base + parts * U, parts, nspan, rowb, c4);
+        /* The U spans of one batch, s = base + parts * u. */
+        auto batch = [&](const uint4(&wl)[U], const uint4(&wh)[U], int base) {
 #pragma unroll
             for (int u = 0; u < U; u++) {
                 const int s = base + parts * u;
                 if (s >= nspan)
                     break;
                 const bool in = (int64_t)s * SPAN + c4 * 16 < rowb;
-                /* The chunk this lane holds, and its 32 activations of token g. */
+                /* The chunk this lane holds, and its 32 activations of token g:
+                 * xv[q] holds activation words 4 q .. 4 q + 3. */
                 const int chunk = FMT == FMCU_WQ_INT8 ? 2 * s + (c4 >> 1) : 4 * s + c4;
-                uint32_t xw[16];
+                uint4 xv[4];
 #pragma unroll
                 for (int q = 0; q < 4; q++) {
                     const int col = chunk * 32 + q * 8;
-                    uint4 v = b_row && in && col < (int)p.a_k ? __ldg((const uint4 *)(b_row + (int64_t)col * 2))
-                                                              : make_uint4(0, 0, 0, 0);
-                    xw[4 * q] = v.x, xw[4 * q + 1] = v.y, xw[4 * q + 2] = v.z, xw[4 * q + 3] = v.w;
+                    xv[q] = b_row && in && col < (int)p.a_k ? __ldg((const uint4 *)(b_row + (int64_t)col * 2))
+                                                            : make_uint4(0, 0, 0, 0);
                 }
                 const uint32_t lw[4] = {wl[u].x, wl[u].y, wl[u].z, wl[u].w};
                 const uint32_t hw[4] = {wh[u].x, wh[u].y, wh[u].z, wh[u].w};
@@ -163,15 +169,16 @@ __global__ void __launch_bounds__(WARPS * 32, FMT == FMCU_WQ_FP4 && F16 ? 3 : 4)
                 uint32_t sub[2] = {0, 0};
                 float fs[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}}; /* [row][k16 step] */
                 if constexpr (INT) {
-                    const uint32_t grp = groups == 1 ? 0u : min((uint32_t)(s * SPAN_COLS) / p.w.group, groups - 1);
+                    const uint32_t grp = spg == 0 ? 0u : min(spg == 1 ? (uint32_t)s : (uint32_t)s / spg, groups - 1);
 #pragma unroll
                     for (int h = 0; h < 2; h++) {
-                        const size_t i = (srow + (wok[h] ? wrow[h] : 0)) * groups + grp;
-                        sc[h] = wok[h] ? p.w.scale[i] : 0.0f;
-                        const float zp = p.w.zero && wok[h] ? (float)p.w.zero[i] : 0.0f;
+                        sc[h] = wok[h] ? sc_row[h][grp] : 0.0f;
+                        const float zp = zp_row[h] && wok[h] ? (float)zp_row[h][grp] : 0.0f;
                         if constexpr (FMT == FMCU_WQ_INT4) {
-                            const float c = (F16 ? 1032.0f : 136.0f) + zp;
-                            sub[h] = F16 ? bits_of(__floats2half2_rn(c, c)) : bits_of(__floats2bfloat162_rn(c, c));
+                            const float c = sub0 + zp;
+                            sub[h] = !zp_row[h] ? sub_sym
+                                     : F16      ? bits_of(__floats2half2_rn(c, c))
+                                                : bits_of(__floats2bfloat162_rn(c, c));
                         } else {
                             sub[h] = __float_as_uint(zp);
                         }
@@ -182,8 +189,7 @@ __global__ void __launch_bounds__(WARPS * 32, FMT == FMCU_WQ_FP4 && F16 ? 3 : 4)
 #pragma unroll
                         for (int ks = 0; ks < 2; ks++) {
                             const uint32_t blk = mx ? (uint32_t)chunk : (uint32_t)(2 * chunk + ks);
-                            fs[h][ks] = wok[h] && in ? scale_code(p.w.sf8[(srow + wrow[h]) * groups + blk], mx)
-                                                     : 0.0f;
+                            fs[h][ks] = wok[h] && in ? scale_code(sf_row[h][blk], mx) : 0.0f;
                         }
                 }
                 uint32_t fs2[2][2];
@@ -195,50 +201,57 @@ __global__ void __launch_bounds__(WARPS * 32, FMT == FMCU_WQ_FP4 && F16 ? 3 : 4)
 
                 float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
                 float *dst = INT ? part : acc;
+                if constexpr (FMT == FMCU_WQ_INT8) {
+                    /* Word m holds one (v, ks) = (2 (c4 % 2) + m / 2, m % 2):
+                     * bytes 0-1 (k slot 0) and 2-3 (k slot 1); its B words are
+                     * 8 ks + v and 8 ks + 4 + v of the chunk's activations. */
+                    const uint32_t xw[16] = {xv[0].x, xv[0].y, xv[0].z, xv[0].w, xv[1].x, xv[1].y,
+                                             xv[1].z, xv[1].w, xv[2].x, xv[2].y, xv[2].z, xv[2].w,
+                                             xv[3].x, xv[3].y, xv[3].z, xv[3].w};
 #pragma unroll
-                for (int m = 0; m < MMAS; m++) {
-                    /* 4-bit: word v = m / 2, k16 step ks = m % 2, registers
-                     * from bytes 2 ks and 2 ks + 1. int8: word m holds one
-                     * (v, ks) = (2 (c4 % 2) + m / 2, m % 2), bytes 0-1 and 2-3. */
-                    const int v = FMT == FMCU_WQ_INT8 ? 2 * (c4 & 1) + (m >> 1) : (m >> 1);
-                    const int ks = m & 1;
-                    uint32_t a[4];
-                    const uint32_t words[2] = {FMT == FMCU_WQ_INT8 ? lw[m] : lw[m >> 1],
-                                               FMT == FMCU_WQ_INT8 ? hw[m] : hw[m >> 1]};
+                    for (int m = 0; m < 4; m++) {
+                        const int v = 2 * (c4 & 1) + (m >> 1), ks = m & 1;
+                        const uint32_t words[2] = {lw[m], hw[m]};
+                        uint32_t a[4];
 #pragma unroll
-                    for (int h = 0; h < 2; h++) {
-                        const uint32_t w = words[h];
-                        uint32_t r0v, r1v;
-                        if constexpr (FMT == FMCU_WQ_INT4) {
-                            const uint32_t w4 = w >> 4;
-                            r0v = dq_int4<F16>(nibble_pair(w, w4, 2 * ks), sub[h]);
-                            r1v = dq_int4<F16>(nibble_pair(w, w4, 2 * ks + 1), sub[h]);
-                        } else if constexpr (FMT == FMCU_WQ_INT8) {
+                        for (int h = 0; h < 2; h++) {
                             const float zp = __uint_as_float(sub[h]);
                             float f[4];
 #pragma unroll
                             for (int i = 0; i < 4; i++)
-                                f[i] = (float)(int8_t)((w >> (8 * i)) & 0xFF) - zp;
-                            r0v = pack2<F16>(f[0], f[1]);
-                            r1v = pack2<F16>(f[2], f[3]);
-                        } else if constexpr (!F16) {
-                            const uint32_t w4 = w >> 4;
-                            r0v = dq_fp4_bf16(nibble_pair(w, w4, 2 * ks), fs2[h][ks]);
-                            r1v = dq_fp4_bf16(nibble_pair(w, w4, 2 * ks + 1), fs2[h][ks]);
-                        } else {
-                            const uint32_t b0 = (w >> (16 * ks)) & 0xFFFF;
-                            float f[4];
-#pragma unroll
-                            for (int i = 0; i < 4; i++)
-                                f[i] = e2m1_value((b0 >> (4 * i)) & 0xF) * fs[h][ks];
-                            r0v = pack2<F16>(f[0], f[1]);
-                            r1v = pack2<F16>(f[2], f[3]);
+                                f[i] = (float)(int8_t)((words[h] >> (8 * i)) & 0xFF) - zp;
+                            a[h] = pack2<F16>(f[0], f[1]);     /* rows g / g + 8, k slot 0 */
+                            a[2 + h] = pack2<F16>(f[2], f[3]); /* k slot 1 */
                         }
-                        a[h] = r0v;     /* rows g / g + 8, k slot 0 */
-                        a[2 + h] = r1v; /* k slot 1 */
+                        const uint32_t b[2] = {xw[8 * ks + v], xw[8 * ks + 4 + v]};
+                        mma16<F16>(dst, a, b);
                     }
-                    const uint32_t b[2] = {xw[8 * ks + v], xw[8 * ks + 4 + v]};
-                    mma16<F16>(dst, a, b);
+                } else {
+                    /* Register j of word v: activation word 4 j + v. One MMA
+                     * takes register j of words 2 vp (k slot 0) and 2 vp + 1
+                     * (k slot 1), whose activations are the adjacent words
+                     * 4 j + 2 vp, 4 j + 2 vp + 1 of xv[j]: the B operand is
+                     * a register pair as loaded, with no copies. */
+                    auto dq = [&](uint32_t w, int j, int h) -> uint32_t {
+                        if constexpr (FMT == FMCU_WQ_INT4) {
+                            return dq_int4<F16>(w, j, sub[h]);
+                        } else if constexpr (!F16) {
+                            return dq_fp4_bf16(w, j, fs2[h][j >> 1]);
+                        } else {
+                            const float f = fs[h][j >> 1];
+                            return pack2<F16>(e2m1_value((w >> (4 * nibble_of(2 * j))) & 0xF) * f,
+                                              e2m1_value((w >> (4 * nibble_of(2 * j + 1))) & 0xF) * f);
+                        }
+                    };
+#pragma unroll
+                    for (int j = 0; j < 4; j++)
+#pragma unroll
+                        for (int vp = 0; vp < 2; vp++) {
+                            const uint32_t a[4] = {dq(lw[2 * vp], j, 0), dq(hw[2 * vp], j, 1),
+                                                   dq(lw[2 * vp + 1], j, 0), dq(hw[2 * vp + 1], j, 1)};
+                            const uint32_t b[2] = {vp ? xv[j].z : xv[j].x, vp ? xv[j].w : xv[j].y};
+                            mma16<F16>(dst, a, b);
+                        }
                 }
                 if constexpr (INT) {
                     acc[0] += part[0] * sc[0];
@@ -247,9 +260,21 @@ __global__ void __launch_bounds__(WARPS * 32, FMT == FMCU_WQ_FP4 && F16 ? 3 : 4)
                     acc[3] += part[3] * sc[1];
                 }
             }
-#pragma unroll
-            for (int u = 0; u < U; u++)
-                wl[u] = nl[u], wh[u] = nh[u];
+        };
+
+        /* Span s of this warp's part: kpart + parts * i, in batches of U.
+         * Two batches in flight, in two register sets used in turn (the next
+         * is asked for before this one is used; no copies between them). */
+        const int step = parts * U;
+        uint4 wl0[U], wh0[U], wl1[U], wh1[U];
+        load_spans(wl0, wh0, w_lo, w_hi, ok_lo, ok_hi, kpart, parts, nspan, rowb, c4);
+        for (int base = kpart; base < nspan; base += 2 * step) {
+            load_spans(wl1, wh1, w_lo, w_hi, ok_lo, ok_hi, base + step, parts, nspan, rowb, c4);
+            batch(wl0, wh0, base);
+            if (base + step >= nspan)
+                break;
+            load_spans(wl0, wh0, w_lo, w_hi, ok_lo, ok_hi, base + 2 * step, parts, nspan, rowb, c4);
+            batch(wl1, wh1, base + step);
         }
 
         /* A slab's K parts meet in its part-0 warp, in part order. */

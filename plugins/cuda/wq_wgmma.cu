@@ -83,7 +83,6 @@ using fmcu_wgmma::sw128_desc;
 using fmcu_wq_dev::bits_of;
 using fmcu_wq_dev::dq_fp4_bf16;
 using fmcu_wq_dev::dq_int4;
-using fmcu_wq_dev::nibble_pair;
 using fmcu_wq_dev::scale_code;
 
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, bool valid)
@@ -297,15 +296,15 @@ __global__ void __launch_bounds__(THREADS, 2) wq_wgmma(const fmcu_wq_gemm_args p
             for (int kk = 0; kk < 2; kk++) {
                 const int step = 2 * j + kk;
                 if constexpr (INT) {
-                    a[step][0] = dq_int4<F16>(nibble_pair(wl, wl >> 4, 2 * kk), sub_lo);
-                    a[step][1] = dq_int4<F16>(nibble_pair(wh, wh >> 4, 2 * kk), sub_hi);
-                    a[step][2] = dq_int4<F16>(nibble_pair(wl, wl >> 4, 2 * kk + 1), sub_lo);
-                    a[step][3] = dq_int4<F16>(nibble_pair(wh, wh >> 4, 2 * kk + 1), sub_hi);
+                    a[step][0] = dq_int4<F16>(wl, 2 * kk, sub_lo);
+                    a[step][1] = dq_int4<F16>(wh, 2 * kk, sub_hi);
+                    a[step][2] = dq_int4<F16>(wl, 2 * kk + 1, sub_lo);
+                    a[step][3] = dq_int4<F16>(wh, 2 * kk + 1, sub_hi);
                 } else {
-                    a[step][0] = dq_fp4_bf16(nibble_pair(wl, wl >> 4, 2 * kk), fs[0][step]);
-                    a[step][1] = dq_fp4_bf16(nibble_pair(wh, wh >> 4, 2 * kk), fs[1][step]);
-                    a[step][2] = dq_fp4_bf16(nibble_pair(wl, wl >> 4, 2 * kk + 1), fs[0][step]);
-                    a[step][3] = dq_fp4_bf16(nibble_pair(wh, wh >> 4, 2 * kk + 1), fs[1][step]);
+                    a[step][0] = dq_fp4_bf16(wl, 2 * kk, fs[0][step]);
+                    a[step][1] = dq_fp4_bf16(wh, 2 * kk, fs[1][step]);
+                    a[step][2] = dq_fp4_bf16(wl, 2 * kk + 1, fs[0][step]);
+                    a[step][3] = dq_fp4_bf16(wh, 2 * kk + 1, fs[1][step]);
                 }
             }
         }

@@ -59,13 +59,21 @@ START_TEST(pack_nibbles)
     for (int k = 0; k < 40; k++)
         codes[k] = (uint8_t)(k % 16);
     fmcu_wq_pack(FMCU_WQ_INT4, 1, 40, 64, codes, NULL, 8, out);
-    /* Byte 0: positions 0, 1 = columns 0, 1; byte 1: columns 8, 9; byte 4: columns 2, 3. */
-    ck_assert_uint_eq(out[0], 0x10);
-    ck_assert_uint_eq(out[1], 0x98);
-    ck_assert_uint_eq(out[4], 0x32);
-    /* Second chunk: columns 32..39 real, the rest padding. Byte 16: cols 32, 33. */
-    ck_assert_uint_eq(out[16], 0x10);
-    ck_assert_uint_eq(out[17], 0x88); /* columns 40, 41: padding */
+    /* Lane 0's word: nibbles 0-3 hold positions 0, 2, 4, 6 (columns 0, 8,
+     * 16, 24), nibbles 4-7 positions 1, 3, 5, 7 (columns 1, 9, 17, 25). */
+    ck_assert_uint_eq(out[0], 0x80);
+    ck_assert_uint_eq(out[1], 0x80);
+    ck_assert_uint_eq(out[2], 0x91);
+    ck_assert_uint_eq(out[3], 0x91);
+    /* Lane 1: columns 2, 10, 18, 26 then 3, 11, 19, 27. */
+    ck_assert_uint_eq(out[4], 0xA2);
+    ck_assert_uint_eq(out[6], 0xB3);
+    /* Second chunk: columns 32..39 real, the rest padding (8). Lane 0:
+     * columns 32, 40 | 48, 56 | 33, 41 | 49, 57. */
+    ck_assert_uint_eq(out[16], 0x80);
+    ck_assert_uint_eq(out[17], 0x88);
+    ck_assert_uint_eq(out[18], 0x81);
+    ck_assert_uint_eq(out[19], 0x88);
     uint8_t b8[32];
     uint8_t c8[32];
     for (int k = 0; k < 32; k++)
@@ -74,6 +82,33 @@ START_TEST(pack_nibbles)
     ck_assert_uint_eq(b8[8], 102);
     ck_assert_uint_eq(b8[10], 110);
     ck_assert_uint_eq(b8[12], 118);
+}
+END_TEST
+
+/* What the kernels rely on (wq_dev.cuh, nibble_pair): in lane c4's word of
+ * a chunk, (w >> 4 j) & 0x000F000F holds the codes of fragment positions
+ * 8 c4 + 2 j (low half) and 8 c4 + 2 j + 1 (high half). */
+START_TEST(nibble_pairs_of_a_word)
+{
+    rng = seed0;
+    uint8_t codes[2 * 64], out[2 * 32];
+    for (int i = 0; i < 2 * 64; i++)
+        codes[i] = (uint8_t)(next32() & 0xF);
+    fmcu_wq_pack(FMCU_WQ_FP4, 2, 64, 64, codes, NULL, 0, out);
+    for (uint32_t r = 0; r < 2; r++)
+        for (uint32_t chunk = 0; chunk < 2; chunk++)
+            for (uint32_t c4 = 0; c4 < 4; c4++) {
+                const uint8_t *b = out + r * 32 + chunk * 16 + 4 * c4;
+                uint32_t w = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+                for (uint32_t j = 0; j < 4; j++) {
+                    uint32_t pair = (w >> (4 * j)) & 0x000F000Fu;
+                    const uint8_t *row = codes + r * 64 + chunk * 32;
+                    if ((pair & 0xF) != row[fmcu_wq_frag_col(8 * c4 + 2 * j)] ||
+                        pair >> 16 != row[fmcu_wq_frag_col(8 * c4 + 2 * j + 1)])
+                        ck_abort_msg("row %u chunk %u lane %u pair %u: %08x (seed %llx)", r, chunk, c4, j, pair,
+                                     (unsigned long long)seed0);
+                }
+            }
 }
 END_TEST
 
@@ -323,6 +358,7 @@ int main(void)
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, fragment_order);
     tcase_add_test(tc, pack_nibbles);
+    tcase_add_test(tc, nibble_pairs_of_a_word);
     tcase_add_test(tc, actorder_tables);
     tcase_add_test(tc, int_matches_reference);
     tcase_add_test(tc, fp4_matches_reference);
