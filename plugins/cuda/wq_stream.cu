@@ -61,21 +61,26 @@ using fmcu_wq_dev::nibble_of;
 using fmcu_wq_dev::pack2;
 using fmcu_wq_dev::scale_code;
 
-/* One batch of U spans of both weight rows of this thread (zeros outside). */
+/* One batch of U spans of both weight rows of this thread (zeros past the
+ * row; FULL: rows are whole spans). A row past the last slab reads a valid
+ * row of the expert instead: its sums are never stored. */
+template <bool FULL>
 __device__ __forceinline__ void load_spans(uint4 (&wl)[U], uint4 (&wh)[U], const uint8_t *w_lo, const uint8_t *w_hi,
-                                           bool ok_lo, bool ok_hi, int first, int stride, int nspan, int64_t rowb,
-                                           int c4)
+                                           int first, int stride, int nspan, int64_t rowb, int c4)
 {
 #pragma unroll
     for (int u = 0; u < U; u++) {
         const int s = first + stride * u;
-        const bool in = s < nspan && (int64_t)s * SPAN + c4 * 16 < rowb;
-        wl[u] = in && ok_lo ? fmcu_dev::load_stream(w_lo + (int64_t)s * SPAN) : make_uint4(0, 0, 0, 0);
-        wh[u] = in && ok_hi ? fmcu_dev::load_stream(w_hi + (int64_t)s * SPAN) : make_uint4(0, 0, 0, 0);
+        const bool in = s < nspan && (FULL || (int64_t)s * SPAN + c4 * 16 < rowb);
+        wl[u] = in ? fmcu_dev::load_stream(w_lo + (int64_t)s * SPAN) : make_uint4(0, 0, 0, 0);
+        wh[u] = in ? fmcu_dev::load_stream(w_hi + (int64_t)s * SPAN) : make_uint4(0, 0, 0, 0);
     }
 }
 
-template <int FMT, bool F16>
+/* FULL: K is whole spans in weights and GEMM input alike (no tail tests);
+ * ZP: int zero points. Both cut predicated instructions that are issued
+ * whether or not they run (fmcu_wq_stream_launch picks them). */
+template <int FMT, bool F16, bool FULL, bool ZP>
 __global__ void __launch_bounds__(WARPS * 32, FMT == FMCU_WQ_FP4 && F16 ? 3 : 4) wq_stream(const fmcu_wq_gemm_args p)
 {
     constexpr bool INT = FMT != FMCU_WQ_FP4;
@@ -121,8 +126,8 @@ __global__ void __launch_bounds__(WARPS * 32, FMT == FMCU_WQ_FP4 && F16 ? 3 : 4)
     const uint32_t spg = groups == 1 ? 0u : p.w.group / (uint32_t)SPAN_COLS;
     const float *sc_row[2] = {INT ? p.w.scale + (srow + (ok_lo ? r_lo : 0)) * groups : nullptr,
                               INT ? p.w.scale + (srow + (ok_hi ? r_hi : 0)) * groups : nullptr};
-    const int8_t *zp_row[2] = {p.w.zero ? p.w.zero + (srow + (ok_lo ? r_lo : 0)) * groups : nullptr,
-                               p.w.zero ? p.w.zero + (srow + (ok_hi ? r_hi : 0)) * groups : nullptr};
+    const int8_t *zp_row[2] = {ZP && p.w.zero ? p.w.zero + (srow + (ok_lo ? r_lo : 0)) * groups : nullptr,
+                               ZP && p.w.zero ? p.w.zero + (srow + (ok_hi ? r_hi : 0)) * groups : nullptr};
     const uint8_t *sf_row[2] = {INT ? nullptr : p.w.sf8 + (srow + (ok_lo ? r_lo : 0)) * groups,
                                 INT ? nullptr : p.w.sf8 + (srow + (ok_hi ? r_hi : 0)) * groups};
     const float sub0 = F16 ? 1032.0f : 136.0f;
@@ -131,15 +136,14 @@ __global__ void __launch_bounds__(WARPS * 32, FMT == FMCU_WQ_FP4 && F16 ? 3 : 4)
     const int rows = min(32, p.offsets[e + 1] - pos0);
     const int passes = (rows + 7) / 8;
     const uint8_t *A = (const uint8_t *)p.a;
-    const bool wok[2] = {ok_lo, ok_hi};
     const fmcu_dev::act_params ap = {p.activation, p.gated, p.swiglu_alpha, p.swiglu_limit};
 
     for (int pass = 0; pass < passes; pass++) {
         const int r0 = pass * 8;
-        /* B operand: token g of this pass (its GEMM input row). */
-        const uint8_t *b_row = nullptr;
-        if (r0 + g < rows)
-            b_row = A + (int64_t)(p.sorted[pos0 + r0 + g] / p.a_row_div) * p.lda * 2;
+        /* B operand: token g of this pass (its GEMM input row); past the
+         * tile's rows the pass's first token, whose products land in MMA
+         * columns that are never stored. */
+        const uint8_t *b_row = A + (int64_t)(p.sorted[pos0 + r0 + (r0 + g < rows ? g : 0)] / p.a_row_div) * p.lda * 2;
         float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 
         /* The U spans of one batch, s = base + parts * u. */
@@ -149,7 +153,7 @@ __global__ void __launch_bounds__(WARPS * 32, FMT == FMCU_WQ_FP4 && F16 ? 3 : 4)
                 const int s = base + parts * u;
                 if (s >= nspan)
                     break;
-                const bool in = (int64_t)s * SPAN + c4 * 16 < rowb;
+                const bool in = FULL || (int64_t)s * SPAN + c4 * 16 < rowb;
                 /* The chunk this lane holds, and its 32 activations of token g:
                  * xv[q] holds activation words 4 q .. 4 q + 3. */
                 const int chunk = FMT == FMCU_WQ_INT8 ? 2 * s + (c4 >> 1) : 4 * s + c4;
@@ -157,8 +161,8 @@ __global__ void __launch_bounds__(WARPS * 32, FMT == FMCU_WQ_FP4 && F16 ? 3 : 4)
 #pragma unroll
                 for (int q = 0; q < 4; q++) {
                     const int col = chunk * 32 + q * 8;
-                    xv[q] = b_row && in && col < (int)p.a_k ? __ldg((const uint4 *)(b_row + (int64_t)col * 2))
-                                                            : make_uint4(0, 0, 0, 0);
+                    xv[q] = FULL || (in && col < (int)p.a_k) ? __ldg((const uint4 *)(b_row + (int64_t)col * 2))
+                                                             : make_uint4(0, 0, 0, 0);
                 }
                 const uint32_t lw[4] = {wl[u].x, wl[u].y, wl[u].z, wl[u].w};
                 const uint32_t hw[4] = {wh[u].x, wh[u].y, wh[u].z, wh[u].w};
@@ -172,13 +176,13 @@ __global__ void __launch_bounds__(WARPS * 32, FMT == FMCU_WQ_FP4 && F16 ? 3 : 4)
                     const uint32_t grp = spg == 0 ? 0u : min(spg == 1 ? (uint32_t)s : (uint32_t)s / spg, groups - 1);
 #pragma unroll
                     for (int h = 0; h < 2; h++) {
-                        sc[h] = wok[h] ? sc_row[h][grp] : 0.0f;
-                        const float zp = zp_row[h] && wok[h] ? (float)zp_row[h][grp] : 0.0f;
+                        sc[h] = sc_row[h][grp];
+                        const float zp = ZP && zp_row[h] ? (float)zp_row[h][grp] : 0.0f;
                         if constexpr (FMT == FMCU_WQ_INT4) {
                             const float c = sub0 + zp;
-                            sub[h] = !zp_row[h] ? sub_sym
-                                     : F16      ? bits_of(__floats2half2_rn(c, c))
-                                                : bits_of(__floats2bfloat162_rn(c, c));
+                            sub[h] = !ZP ? sub_sym
+                                   : F16 ? bits_of(__floats2half2_rn(c, c))
+                                         : bits_of(__floats2bfloat162_rn(c, c));
                         } else {
                             sub[h] = __float_as_uint(zp);
                         }
@@ -189,7 +193,7 @@ __global__ void __launch_bounds__(WARPS * 32, FMT == FMCU_WQ_FP4 && F16 ? 3 : 4)
 #pragma unroll
                         for (int ks = 0; ks < 2; ks++) {
                             const uint32_t blk = mx ? (uint32_t)chunk : (uint32_t)(2 * chunk + ks);
-                            fs[h][ks] = wok[h] && in ? scale_code(sf_row[h][blk], mx) : 0.0f;
+                            fs[h][ks] = in ? scale_code(sf_row[h][blk], mx) : 0.0f;
                         }
                 }
                 uint32_t fs2[2][2];
@@ -267,13 +271,13 @@ __global__ void __launch_bounds__(WARPS * 32, FMT == FMCU_WQ_FP4 && F16 ? 3 : 4)
          * is asked for before this one is used; no copies between them). */
         const int step = parts * U;
         uint4 wl0[U], wh0[U], wl1[U], wh1[U];
-        load_spans(wl0, wh0, w_lo, w_hi, ok_lo, ok_hi, kpart, parts, nspan, rowb, c4);
+        load_spans<FULL>(wl0, wh0, w_lo, w_hi, kpart, parts, nspan, rowb, c4);
         for (int base = kpart; base < nspan; base += 2 * step) {
-            load_spans(wl1, wh1, w_lo, w_hi, ok_lo, ok_hi, base + step, parts, nspan, rowb, c4);
+            load_spans<FULL>(wl1, wh1, w_lo, w_hi, base + step, parts, nspan, rowb, c4);
             batch(wl0, wh0, base);
             if (base + step >= nspan)
                 break;
-            load_spans(wl0, wh0, w_lo, w_hi, ok_lo, ok_hi, base + 2 * step, parts, nspan, rowb, c4);
+            load_spans<FULL>(wl0, wh0, w_lo, w_hi, base + 2 * step, parts, nspan, rowb, c4);
             batch(wl1, wh1, base + step);
         }
 
@@ -306,20 +310,31 @@ __global__ void __launch_bounds__(WARPS * 32, FMT == FMCU_WQ_FP4 && F16 ? 3 : 4)
     }
 }
 
-template <int FMT, bool F16> cudaError_t launch(const fmcu_wq_gemm_args &a, cudaStream_t stream)
+template <int FMT, bool F16, bool FULL, bool ZP> cudaError_t launch(const fmcu_wq_gemm_args &a, cudaStream_t stream)
 {
     const unsigned slabs = a.gemm1 && a.gated ? (a.n_out + 7) / 8 : (a.n_rows + 15) / 16;
     const unsigned ctas = (slabs + a.slabs_per_cta - 1) / a.slabs_per_cta;
-    return fmcu_dev::launch_overlapped(wq_stream<FMT, F16>, dim3((unsigned)a.grid_tiles, ctas), dim3(WARPS * 32), 0,
-                                       stream, a);
+    return fmcu_dev::launch_overlapped(wq_stream<FMT, F16, FULL, ZP>, dim3((unsigned)a.grid_tiles, ctas),
+                                       dim3(WARPS * 32), 0, stream, a);
 }
 
 template <bool F16> cudaError_t launch_fmt(const fmcu_wq_gemm_args &a, cudaStream_t stream)
 {
+    /* Whole spans: 4-bit rows of 128-column multiples (int8: 64) and a GEMM
+     * input at least that wide. int8 keeps the general form. */
+    const bool full = a.w.kp % 128 == 0 && a.a_k >= a.w.kp;
+    const bool zp = a.w.zero != nullptr;
     switch (a.format) {
-    case FMCU_WQ_INT4: return launch<FMCU_WQ_INT4, F16>(a, stream);
-    case FMCU_WQ_INT8: return launch<FMCU_WQ_INT8, F16>(a, stream);
-    default: return launch<FMCU_WQ_FP4, F16>(a, stream);
+    case FMCU_WQ_INT4:
+        if (full)
+            return zp ? launch<FMCU_WQ_INT4, F16, true, true>(a, stream)
+                      : launch<FMCU_WQ_INT4, F16, true, false>(a, stream);
+        return zp ? launch<FMCU_WQ_INT4, F16, false, true>(a, stream)
+                  : launch<FMCU_WQ_INT4, F16, false, false>(a, stream);
+    case FMCU_WQ_INT8: return launch<FMCU_WQ_INT8, F16, false, true>(a, stream);
+    default:
+        return full ? launch<FMCU_WQ_FP4, F16, true, false>(a, stream)
+                    : launch<FMCU_WQ_FP4, F16, false, false>(a, stream);
     }
 }
 
