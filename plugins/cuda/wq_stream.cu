@@ -65,15 +65,17 @@ using fmcu_wq_dev::scale_code;
  * row; FULL: rows are whole spans). A row past the last slab reads a valid
  * row of the expert instead: its sums are never stored. */
 template <bool FULL>
-__device__ __forceinline__ void load_spans(uint4 (&wl)[U], uint4 (&wh)[U], const uint8_t *w_lo, const uint8_t *w_hi,
+__device__ __forceinline__ void load_spans(uint4 (&wl)[U], uint4 (&wh)[U], const uint8_t *at_lo, const uint8_t *at_hi,
                                            int first, int stride, int nspan, int64_t rowb, int c4)
 {
+    /* at_lo / at_hi: the rows' bytes at span `first` (advanced by the
+     * caller, not recomputed from the row start). */
 #pragma unroll
     for (int u = 0; u < U; u++) {
         const int s = first + stride * u;
         const bool in = s < nspan && (FULL || (int64_t)s * SPAN + c4 * 16 < rowb);
-        wl[u] = in ? fmcu_dev::load_stream(w_lo + (int64_t)s * SPAN) : make_uint4(0, 0, 0, 0);
-        wh[u] = in ? fmcu_dev::load_stream(w_hi + (int64_t)s * SPAN) : make_uint4(0, 0, 0, 0);
+        wl[u] = in ? fmcu_dev::load_stream(at_lo + u * stride * SPAN) : make_uint4(0, 0, 0, 0);
+        wh[u] = in ? fmcu_dev::load_stream(at_hi + u * stride * SPAN) : make_uint4(0, 0, 0, 0);
     }
 }
 
@@ -158,10 +160,12 @@ __global__ void __launch_bounds__(WARPS * 32, FMT == FMCU_WQ_FP4 && F16 ? 3 : 4)
                  * xv[q] holds activation words 4 q .. 4 q + 3. */
                 const int chunk = FMT == FMCU_WQ_INT8 ? 2 * s + (c4 >> 1) : 4 * s + c4;
                 uint4 xv[4];
+                const uint8_t *x_span = b_row + (int64_t)chunk * 64;
 #pragma unroll
                 for (int q = 0; q < 4; q++) {
+                    /* one address a span, the four loads at immediate offsets */
                     const int col = chunk * 32 + q * 8;
-                    xv[q] = FULL || (in && col < (int)p.a_k) ? __ldg((const uint4 *)(b_row + (int64_t)col * 2))
+                    xv[q] = FULL || (in && col < (int)p.a_k) ? __ldg((const uint4 *)(x_span + q * 16))
                                                              : make_uint4(0, 0, 0, 0);
                 }
                 const uint32_t lw[4] = {wl[u].x, wl[u].y, wl[u].z, wl[u].w};
@@ -271,13 +275,17 @@ __global__ void __launch_bounds__(WARPS * 32, FMT == FMCU_WQ_FP4 && F16 ? 3 : 4)
          * is asked for before this one is used; no copies between them). */
         const int step = parts * U;
         uint4 wl0[U], wh0[U], wl1[U], wh1[U];
-        load_spans<FULL>(wl0, wh0, w_lo, w_hi, kpart, parts, nspan, rowb, c4);
+        const int bstep = step * SPAN; /* bytes from one batch to the next */
+        const uint8_t *at_lo = w_lo + kpart * SPAN, *at_hi = w_hi + kpart * SPAN;
+        load_spans<FULL>(wl0, wh0, at_lo, at_hi, kpart, parts, nspan, rowb, c4);
         for (int base = kpart; base < nspan; base += 2 * step) {
-            load_spans<FULL>(wl1, wh1, w_lo, w_hi, base + step, parts, nspan, rowb, c4);
+            at_lo += bstep, at_hi += bstep;
+            load_spans<FULL>(wl1, wh1, at_lo, at_hi, base + step, parts, nspan, rowb, c4);
             batch(wl0, wh0, base);
             if (base + step >= nspan)
                 break;
-            load_spans<FULL>(wl0, wh0, w_lo, w_hi, base + 2 * step, parts, nspan, rowb, c4);
+            at_lo += bstep, at_hi += bstep;
+            load_spans<FULL>(wl0, wh0, at_lo, at_hi, base + 2 * step, parts, nspan, rowb, c4);
             batch(wl1, wh1, base + step);
         }
 
