@@ -18,14 +18,17 @@
  * g + 8 at byte 64 * s + 16 * c4 of a 64-byte "span" s: for 4-bit codes that
  * is the whole chunk 4 s + c4, i.e. the fragments the tiled kernel spreads
  * over a quad's four lanes. The lane plays those four lanes in turn: word v
- * of its 16 bytes holds what lane v would hold, and register j of the word
- * (k16 step j / 2, register j % 2) is its nibbles j and j + 4. The dot product does not care in
- * which order K is visited as long as A and B agree, so the B registers are
- * the token's activations at the same columns: words 8 ks + v and
- * 8 ks + 4 + v of the chunk's 32 activations. One MMA thus sums columns of
- * four chunks (128 columns; 64 for int8), which is why an int scale group
- * must cover whole spans: each span's partial sum is multiplied by its
- * group's scale once, as the tiled kernel does per group.
+ * of its 16 bytes holds what lane v would hold, and its register j (k16
+ * step j / 2, k slot j % 2) is the word's nibbles j and j + 4, columns
+ * 16 (j / 2) + 8 (j % 2) + 2 v and the next, i.e. activation word 4 j + v
+ * of the chunk's 32 activations. The dot product does not care in which
+ * order K is visited as long as A and B agree, so one MMA may take register
+ * j of words 2 vp and 2 vp + 1 as its two k slots: its B operand is then
+ * activation words 4 j + 2 vp and 4 j + 2 vp + 1, two adjacent registers of
+ * one 16-byte load (int8: words 8 ks + v and 8 ks + 4 + v). One MMA thus
+ * sums columns of four chunks (128 columns; 64 for int8), which is why an
+ * int scale group must cover whole spans: each span's partial sum is
+ * multiplied by its group's scale once, as the tiled kernel does per group.
  *
  * Dequantization in registers, exact (docs/CUDA.md, "4-bit and int
  * weights"): an int4 pair becomes bf16 (or f16) 128 + q (1024 + q) by
