@@ -3,8 +3,10 @@
 every point (ours, floor, torch peer) with the targets of spec/performance.md
 (geomean of time / floor, worst point, faster than the peer), and a PNG plot.
 
-Usage: bench_plot.py DIR TAG [--png FILE] [--md FILE]
-Reads DIR/TAG-cuda-{bf16,fp8}.json and DIR/TAG-peers-{bf16,fp8}.json.
+Usage: bench_plot.py DIR TAG [--schemes LIST] [--png FILE] [--md FILE]
+Reads DIR/TAG-cuda-SCHEME.json and DIR/TAG-peers-SCHEME.json (when there is one)
+for each scheme of LIST (default bf16,fp8; run_grid.sh's names: also int4g128,
+mxfp4, nvfp4).
 """
 import argparse
 import json
@@ -59,8 +61,12 @@ def table(dtype, ours, rs):
     ratios = [r["us"] / r["floor"] for r in rs]
     peer_ratios = [r["peer"] / r["floor"] for r in rs if r["peer"]]
     wins = sum(1 for r in rs if r["peer"] and r["us"] < r["peer"])
-    lines += ["", "geomean ours/floor **%.2f** (worst %.2f); peer/floor %.2f; ours faster at %d of %d points" % (
-        geomean(ratios), max(ratios), geomean(peer_ratios), wins, sum(1 for r in rs if r["peer"])), ""]
+    if peer_ratios:
+        peers = "peer/floor %.2f; ours faster at %d of %d points" % (
+            geomean(peer_ratios), wins, sum(1 for r in rs if r["peer"]))
+    else:
+        peers = "no peer in this record"
+    lines += ["", "geomean ours/floor **%.2f** (worst %.2f); %s" % (geomean(ratios), max(ratios), peers), ""]
     return lines
 
 
@@ -98,11 +104,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("dir")
     ap.add_argument("tag")
+    ap.add_argument("--schemes", default="bf16,fp8", help="comma-separated (default bf16,fp8)")
     ap.add_argument("--png")
     ap.add_argument("--md")
     args = ap.parse_args()
     data = {}
-    for dtype in ("bf16", "fp8"):
+    for dtype in [d for d in args.schemes.split(",") if d]:
         if os.path.exists(os.path.join(args.dir, "%s-cuda-%s.json" % (args.tag, dtype))):
             data[dtype] = rows(args.dir, args.tag, dtype)
     lines = []

@@ -7,16 +7,18 @@ OUT/TAG-{cuda,peers}-{bf16,fp8}.json: the first call's header, the points of
 both calls in order, and the second call's command, date, GEMM peaks and copy
 and read rates as `<key>_b` (each call measured its own floor, and the points keep the
 floor of the call that timed them). tools/bench_plot.py then reads OUT and TAG.
+Every kind the first call wrote (cuda-SCHEME, peers-SCHEME: run_grid.sh's SCHEMES)
+is merged; the second call must have written the same kinds.
 
 Usage: merge_grid.py [--note TEXT] OUT TAG FIRST_PREFIX SECOND_PREFIX
 where FIRST_PREFIX is e.g. call1/grid-a (the files are FIRST_PREFIX-cuda-bf16.json, ...).
 """
 import argparse
+import glob
 import json
 import os
 import sys
 
-KINDS = ("cuda-bf16", "cuda-fp8", "peers-bf16", "peers-fp8")
 # Header keys that belong to one call: the second call's are kept beside the first's.
 PER_CALL = ("command", "date", "gemm_peak_tflops", "peak_tflops", "copy_GBps", "device")
 
@@ -30,6 +32,16 @@ def load(path):
     if not isinstance(doc, dict) or not isinstance(doc.get("points"), list):
         sys.exit("merge_grid: %s: expected a JSON object with a 'points' list" % path)
     return doc
+
+
+def kinds_of(prefix):
+    """The kinds (cuda-bf16, peers-fp8, cuda-mxfp4, ...) a call wrote under prefix."""
+    kinds = []
+    for path in sorted(glob.glob(glob.escape(prefix) + "-*.json")):
+        kind = path[len(prefix) + 1:-len(".json")]
+        if kind.startswith(("cuda-", "peers-")):
+            kinds.append(kind)
+    return kinds
 
 
 def merge(first, second, note):
@@ -51,8 +63,11 @@ def main():
     ap.add_argument("first")
     ap.add_argument("second")
     args = ap.parse_args()
+    kinds = kinds_of(args.first)
+    if not kinds:
+        sys.exit("merge_grid: no %s-cuda-*.json or %s-peers-*.json files" % (args.first, args.first))
     calls = [(kind, load("%s-%s.json" % (args.first, kind)), load("%s-%s.json" % (args.second, kind)))
-             for kind in KINDS]
+             for kind in kinds]
     os.makedirs(args.out, exist_ok=True)
     for kind, first, second in calls:
         path = os.path.join(args.out, "%s-%s.json" % (args.tag, kind))

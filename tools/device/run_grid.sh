@@ -9,6 +9,11 @@
 #   bash tools/device/pack.sh BUILD_DIR                              # here, then carry .devrun
 #   TOKENS=1,16 TAG=grid-a CONFORM=1 bash tools/device/run_grid.sh   # there (bench/cuda/README.md)
 #
+# SCHEMES (default "bf16 fp8") picks the schemes: also int4g128, mxfp4 and
+# nvfp4 (W4A4), issue 31's grid. Those run bf16 MMAs, so their compute floor
+# is the bf16 peak; they have no torch peer (vLLM's W4A16 kernel is measured
+# apart: bench/cuda/RESULTS.md).
+#
 # The whole grid does not fit one device call (10 minutes): run it as two
 # calls (M = 1,16 and M = 128,1024,8192) and merge them with
 # tools/device/merge_grid.py. CONFORM=1 first runs `fusedmoe conform` against
@@ -34,6 +39,18 @@ SHAPES=${SHAPES:-"qwen3-30b-a3b mixtral-8x7b gpt-oss-120b deepseek-v3"}
 TOKENS=${TOKENS:-1,16,128,1024,8192}
 MAX_GIB=${MAX_GIB:-24}
 TAG=${TAG:-grid}
+SCHEMES=${SCHEMES:-"bf16 fp8"}
+scheme_key() {
+  case $1 in
+    bf16) echo bf16 ;;
+    fp8) echo fp8e4m3:channel/fp8e4m3:token:dynamic ;;
+    int4g128) echo int4:group128 ;;
+    mxfp4) echo fp4:group32:scale-ue8m0 ;;
+    nvfp4) echo fp4:tgroup16:scale-fp8e4m3/fp4:tgroup16:dynamic ;;
+    *) echo "run_grid.sh: unknown scheme '$1' (bf16, fp8, int4g128, mxfp4, nvfp4)" >&2; return 1 ;;
+  esac
+}
+for scheme in $SCHEMES; do scheme_key "$scheme" > /dev/null || exit 2; done
 shape_args=$(for s in $SHAPES; do printf -- '--shape %s ' "$s"; done)
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$OUT/$TAG-log.txt"
 date -u | tee -a "$OUT/$TAG-log.txt"
@@ -52,15 +69,17 @@ python3 tools/bench_peers.py $shape_args --tokens 1 --reps 1 --peaks-only --json
   2>&1 | tee -a "$OUT/$TAG-log.txt"
 peak() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['peak_tflops'][sys.argv[2]])" "$OUT/$TAG-peaks.json" "$1"; }
 
-for scheme in bf16 fp8; do
-  key=bf16; [ $scheme = fp8 ] && key=fp8e4m3:channel/fp8e4m3:token:dynamic
+for scheme in $SCHEMES; do
+  key=$(scheme_key "$scheme")
+  peak_of=$scheme; [ $scheme = fp8 ] || peak_of=bf16   # 4-bit weights run bf16 MMAs
   timeout 540 $B/cli/fusedmoe --plugin $B/plugins/cuda/cuda.toml bench --backend cuda --scheme "$key" $shape_args \
-    --tokens "$TOKENS" --max-gib "$MAX_GIB" --no-reference --gemm-peak "$(peak $scheme)" \
+    --tokens "$TOKENS" --max-gib "$MAX_GIB" --no-reference --gemm-peak "$(peak $peak_of)" \
     --json "$OUT/$TAG-cuda-$scheme.json" 2>&1 | tee -a "$OUT/$TAG-log.txt"
 done
 
 # The peers on the same layers (the expert counts our bench ran with, per dtype).
-for scheme in bf16 fp8; do
+for scheme in $SCHEMES; do
+  case $scheme in bf16|fp8) ;; *) continue ;; esac
   peer_shapes=$(python3 -c "
 import json, sys
 seen = {}
