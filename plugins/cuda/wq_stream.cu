@@ -331,8 +331,8 @@ template <int FMT, bool F16, bool FULL, bool ZP> cudaError_t launch(const fmcu_w
 
 template <bool F16> cudaError_t launch_fmt(const fmcu_wq_gemm_args &a, cudaStream_t stream)
 {
-    /* Whole spans: 4-bit rows of 128-column multiples (int8: 64) and a GEMM
-     * input at least that wide. int8 keeps the general form. */
+    /* Whole spans: 4-bit rows of a multiple of 128 columns and a GEMM input
+     * at least that wide. int8 always takes the general form. */
     const bool full = a.w.kp % 128 == 0 && a.a_k >= a.w.kp;
     const bool zp = a.w.zero != nullptr;
     switch (a.format) {
