@@ -84,6 +84,11 @@ def plot(path, data):
         for j, shape in enumerate(shapes):
             ax = axes[i][j]
             pts = [r for r in rs if r["shape"] == shape]
+            if not pts:  # e.g. int4 g128 on gpt-oss-120b (H 2880): no layer, no axes to scale
+                ax.set_title("%s %s" % (shape, dtype), fontsize=9)
+                ax.text(0.5, 0.5, "no point", ha="center", va="center", transform=ax.transAxes)
+                ax.set_axis_off()
+                continue
             ms = [r["m"] for r in pts]
             ax.plot(ms, [r["us"] / r["floor"] for r in pts], "o-", label="fusedmoe cuda")
             peer = [(r["m"], r["peer"] / r["floor"]) for r in pts if r["peer"]]
