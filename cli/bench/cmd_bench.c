@@ -582,8 +582,13 @@ static int bench_shape_run(fmoe_context *ctx, const bench_opts *o, const bench_s
             free(sets[r].wbuf), free(sets[r].ibuf);
         if (rc == CLI_EXIT_OK) {
             (*n_pts)++;
-            if (isatty(STDERR_FILENO))
-                fprintf(stderr, "\r%-40s", "");
+            /* Each point as it is measured: the table comes at the end, and
+             * a run cut short (a time limit, a lost machine) keeps these. */
+            fprintf(stderr, "measured %s M=%u: %.1f us", shape->name, m, p->us);
+            if (p->floor_us > 0)
+                fprintf(stderr, " (floor %.1f us)", p->floor_us);
+            fputc('\n', stderr);
+            fflush(stderr);
         }
     }
     free(x), free(y), free(xf);

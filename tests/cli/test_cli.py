@@ -871,6 +871,12 @@ def bench_small_grid():
     expect_rc(r, EXIT_OK, "bench")
     for word in ["read bandwidth", "floor", "%floor", "GB/s", "reference us", "8,2,64,32", "2/64"]:
         check(word in r.out, "bench prints " + word, r)
+    # Each point is reported on stderr as soon as it is measured (a run cut
+    # short keeps them), in the table's order, with the table's time.
+    progress = [l for l in r.err.splitlines() if l.startswith("measured ")]
+    check([l.split(":")[0] for l in progress] ==
+          ["measured 8,2,64,32 M=1", "measured 8,2,64,32 M=4", "measured 64,2,256,128 M=1",
+           "measured 64,2,256,128 M=4"], "a progress line per point", r)
     h = fmoe("bench", "--help", plugin=False)
     check(all(n in h.out for n in ["qwen3-30b-a3b", "mixtral-8x7b", "gpt-oss-120b", "deepseek-v3"]), "named shapes", h)
     with open(out, encoding="utf-8") as f:
@@ -883,6 +889,8 @@ def bench_small_grid():
     check(q["experts"] == 2 and q["model_experts"] == 64, "experts scaled to fit, not below k", r)
     check(q["distinct_experts"] == 2 and q["bytes"] == 2 * 3 * 256 * 128 * 2 + 4 * 256, "bytes of M=1", r)
     check(all(p["us"] > 0 and p["floor_us"] > 0 and p["reference_us"] is not None for p in pts), "timed", r)
+    for line, p in zip(progress, pts):
+        check(line.endswith(": %.1f us (floor %.1f us)" % (p["us"], p["floor_us"])), "progress = the point's time", r)
     # On the host the floor divides by the host's read bandwidth (the higher
     # of one thread and all), and each point's effective rate is bytes / time.
     bw = max(doc["machine"]["read_bandwidth_1_thread_GBps"], doc["machine"]["read_bandwidth_all_threads_GBps"])
