@@ -62,8 +62,7 @@ def table(dtype, ours, rs):
     peer_ratios = [r["peer"] / r["floor"] for r in rs if r["peer"]]
     wins = sum(1 for r in rs if r["peer"] and r["us"] < r["peer"])
     if peer_ratios:
-        peers = "peer/floor %.2f; ours faster at %d of %d points" % (
-            geomean(peer_ratios), wins, sum(1 for r in rs if r["peer"]))
+        peers = "peer/floor %.2f; ours faster at %d of %d points" % (geomean(peer_ratios), wins, len(peer_ratios))
     else:
         peers = "no peer in this record"
     lines += ["", "geomean ours/floor **%.2f** (worst %.2f); %s" % (geomean(ratios), max(ratios), peers), ""]

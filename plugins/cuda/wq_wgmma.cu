@@ -15,8 +15,9 @@
  * in shared memory (the B operand, K-major, 128-byte swizzled).
  *
  * CTA. 256 threads, two CTAs an SM (one dequantizes while the other's
- * wgmmas run; int4 with group scales then spills 48 bytes (check_ptxas_wq_wgmma), which still beat
- * one CTA of 128 token rows: wq_pack.h), two warp groups of 64 weight rows (128 rows, or 64
+ * wgmmas run; int4 with group scales then spills 48 bytes, held there by
+ * check_ptxas_wq_wgmma, which still beat one CTA of 128 token rows:
+ * wq_pack.h), two warp groups of 64 weight rows (128 rows, or 64
  * output columns of a gated GEMM1: warp w's fragment rows g are gate rows
  * and rows g + 8 the up rows of the same 8 columns, so the activation is
  * applied in registers), one tile of BN token rows of one expert (the
