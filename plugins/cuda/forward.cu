@@ -402,24 +402,29 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
      * suite's per-element bound, which the manifest's [[tolerance]]
      * declares (docs/CUDA.md, "FP8 accuracy"). */
     const bool wq = FMCU_Q_IS_WQ(L->quant);
-    const bool prefill_ok = !wq && fmcu_prefill_supported(L);
-    const int tier = wq ? FMCU_TIER_TILED : fmcu_gemm_tier(m, L->top_k, L->local_experts, L->opt.tier, prefill_ok);
+    const bool prefill_ok = !L->sm100 && fmcu_prefill_supported(L);
     /* The 4-bit and int GEMMs: weight streaming (wq_stream.cu, row tiles of
      * 32) where fmcu_wq_tier picks it (up to 16 rows per expert) and it
-     * serves both projections, else wgmma (wq_wgmma.cu, row tiles of 64 and
-     * 128) where it serves both, else tiled (wq_gemm.cu, row tiles of 16
-     * and 64). */
-    const bool wq_stream =
-        wq && fmcu_wq_tier(m, L->top_k, L->local_experts, L->opt.tier,
-                           fmcu_wq_stream_serves(L->wq.format, &L->wq.w13) &&
-                               fmcu_wq_stream_serves(L->wq.format, &L->wq.w2)) == FMCU_TIER_STREAM;
+     * serves both projections; the prefill tier from 128 rows per expert
+     * where it serves the layer (e2m1 weights dequantized to bf16,
+     * prefill_dequant.h); else wgmma (wq_wgmma.cu, row tiles of 64) where it
+     * serves both projections, else tiled (wq_gemm.cu, row tiles of 16 and
+     * 64). */
+    const int wq_tier = wq ? fmcu_wq_tier(m, L->top_k, L->local_experts, L->opt.tier,
+                                          fmcu_wq_stream_serves(L->wq.format, &L->wq.w13) &&
+                                              fmcu_wq_stream_serves(L->wq.format, &L->wq.w2),
+                                          prefill_ok)
+                           : FMCU_TIER_TILED;
+    const int tier = wq ? (wq_tier == FMCU_TIER_PREFILL ? FMCU_TIER_PREFILL : FMCU_TIER_TILED)
+                        : fmcu_gemm_tier(m, L->top_k, L->local_experts, L->opt.tier, prefill_ok);
+    const bool wq_stream = wq && wq_tier == FMCU_TIER_STREAM;
     const int major = compute_major(L->device);
-    const bool wq_wgmma = wq && !wq_stream && L->opt.wq_wgmma &&
+    const bool wq_wgmma = wq && wq_tier == FMCU_TIER_TILED && L->opt.wq_wgmma &&
                           fmcu_wq_wgmma_serves(L->wq.format, L->act_dtype, major, &L->wq.w13) &&
                           fmcu_wq_wgmma_serves(L->wq.format, L->act_dtype, major, &L->wq.w2);
     const uint32_t bm = wq_stream                  ? (uint32_t)FMCU_STREAM_ROW_TILE
                         : wq_wgmma                 ? (uint32_t)FMCU_WQ_WGMMA_TILE
-                        : wq                       ? (fmcu_row_tile(m, L->top_k, L->local_experts) <= 16 ? 16u : 64u)
+                        : wq && tier != FMCU_TIER_PREFILL ? (fmcu_row_tile(m, L->top_k, L->local_experts) <= 16 ? 16u : 64u)
                         : tier == FMCU_TIER_STREAM ? FMCU_STREAM_ROW_TILE
                                                    : fmcu_row_tile(m, L->top_k, L->local_experts);
     auto gemm = tier == FMCU_TIER_STREAM ? fmcu_stream_gemm_launch : fmcu_gemm_launch;

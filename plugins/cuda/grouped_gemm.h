@@ -1,15 +1,18 @@
 /*
  * plugins/cuda/grouped_gemm.h - our own Hopper grouped GEMM
- * (grouped_gemm_sm90.cu): D = round_bf16(acc * (s_row * s_col)) over the
- * expert-sorted rows of the prefill path, e4m3 operands (the fp8 tensor and
- * channel schemes) or bf16 ones (no scales). Host-callable C++ (the prefill
- * path and tests/cuda call it).
+ * (grouped_gemm_sm90.cu): D = round_bf16(acc * (s_row * s_col) + bias) over
+ * the expert-sorted rows of the prefill path, e4m3 operands (the fp8 tensor
+ * and channel schemes) or bf16 ones (bf16 weights, or e2m1 weights that the
+ * prefill path dequantized into bf16, with their per-expert output factor
+ * as s_col and their biases). Host-callable C++ (the prefill path and
+ * tests/cuda call it).
  *
  *   A  [rows_cap, K] e4m3 or bf16, rows sorted by expert: expert e owns rows
  *      offsets[e] .. offsets[e+1] (device memory, written by the plan)
  *   B  [E, N, K] e4m3 or bf16 (the expert's weight rows, K contiguous)
  *   D  [rows, N] bf16; only the rows of some expert are written
  *   s_row  per row (row_vec) or one value; s_col [E, N] (col_vec) or [E]
+ *   bias   [E, N] bf16, added after the scales (NULL: none)
  *
  * Why not CUTLASS's grouped kernels: they rewrite a TMA descriptor per
  * expert whenever a persistent CTA moves to another group, and their
@@ -46,11 +49,12 @@ struct fmcu_gg_args {
     __nv_bfloat16 *d;       /* [rows_cap, N] */
     const float *s_row;     /* [rows_cap] when row_vec, else [1]; NULL: 1 */
     const float *s_col;     /* [E, N] when col_vec, else [E]; NULL: 1 */
-    const int32_t *offsets; /* [E + 1], device */
+    const __nv_bfloat16 *bias; /* [E, N], added after the scales; NULL: none */
+    const int32_t *offsets;    /* [E + 1], device */
     int row_vec, col_vec;
     uint32_t E, N, K; /* K, N multiples of 16 */
     int64_t rows_cap;
-    int bf16;        /* A and B bf16, no scales (fast kinds: wgmma accumulates bf16 in f32) */
+    int bf16;        /* A and B bf16 (fast kinds: wgmma accumulates bf16 in f32) */
     int whole_tiles; /* 1: every tile 128 rows (measurements); 0: an expert's last
                         row block of at most 64 rows is a half tile, 64 rows with the
                         warp groups splitting its columns (same bits) */

@@ -35,7 +35,9 @@
  * and keep one wgmma batch in flight (wait_group 1).
  *
  * Epilogue. D = bf16_rn(acc * (s_row * s_col)), the CUTLASS epilogue tree's
- * arithmetic (outputs bit-identical to CUTLASS's kernels: H100, all eight
+ * arithmetic, plus the bias where there is one (bf16_rn(acc * s + b), two
+ * roundings, as the mma.sync kernels' x *= s; x += b) (outputs
+ * bit-identical to CUTLASS's kernels: H100, all eight
  * fp8 and eight bf16 M=1024/8192 bench points, bench/cuda/RESULTS.md at 5ddad69,
  * "Prefill: our grouped GEMM"). Each consumer warp group writes its 64 rows
  * to a swizzled staging buffer in shared memory, which leaves by tensor
@@ -56,6 +58,7 @@
 #include <cuda_bf16.h>
 
 #include <atomic>
+#include <type_traits>
 
 namespace {
 
@@ -80,14 +83,15 @@ template <int BN> struct kind_cfg {
      * staging buffer of its 64 output rows (BN/64 boxes of 64 rows x 128 B,
      * 128-byte swizzled: the tensor store's layout, and the fragment
      * stores of a warp's 8 rows hit distinct banks) and its BN column
-     * scales. Stages are what is left of 227 KB. */
+     * scales and biases. Stages are what is left of 227 KB. */
     static constexpr int STAGES = BN == 128 ? 5 : BN == 192 ? 4 : 3;
     static constexpr int B_BYTES = BN * BK;
     static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
     static constexpr int OUT_BYTES = 64 * BN * 2; /* BN/64 boxes of 64 rows x 128 B */
     static constexpr int EPI_AT = STAGES * STAGE_BYTES;
     static constexpr int SCALE_AT = EPI_AT + 2 * OUT_BYTES;
-    static constexpr size_t SMEM = (size_t)SCALE_AT + 2 * BN * sizeof(float) + 1024; /* + alignment of the swizzle atoms */
+    static constexpr int BIAS_AT = SCALE_AT + 2 * BN * (int)sizeof(float);
+    static constexpr size_t SMEM = (size_t)BIAS_AT + 2 * BN * sizeof(float) + 1024; /* + alignment of the swizzle atoms */
 };
 
 /* ---- PTX wrappers ---------------------------------------------------- */
@@ -179,6 +183,7 @@ __device__ __forceinline__ void wgmma_tile(float (&d)[NW / 2], uint64_t da, uint
 struct kernel_params {
     __nv_bfloat16 *d;
     const float *s_row, *s_col;
+    const __nv_bfloat16 *bias; /* [E, N] or NULL */
     const int32_t *offsets;
     int row_vec, col_vec;
     uint32_t E, N, K;
@@ -225,7 +230,7 @@ __device__ __forceinline__ tile_at find_tile(int t, const int *pre, const int *o
  * its warp group's columns tw and tw + 128 (0 where past the weight). The
  * warp group's 64 rows start at r_base, its NW columns at c0. */
 template <int NW> struct epi_loads {
-    float sr0, sr1, sc[(NW + 127) / 128];
+    float sr0, sr1, sc[(NW + 127) / 128], sb[(NW + 127) / 128];
 };
 
 template <int NW>
@@ -239,15 +244,15 @@ __device__ __forceinline__ epi_loads<NW> load_scales(const tile_at &at, const ke
 #pragma unroll
     for (int j = 0; j < (NW + 127) / 128; j++) {
         const int c = c0 + tw + 128 * j;
-        l.sc[j] = !p.s_col                             ? 1.0f
-                  : tw + 128 * j < NW && c < (int)p.N ? p.s_col[p.col_vec ? (int64_t)at.e * p.N + c : at.e]
-                                                      : 0.0f;
+        const bool in = tw + 128 * j < NW && c < (int)p.N;
+        l.sc[j] = !p.s_col ? 1.0f : in ? p.s_col[p.col_vec ? (int64_t)at.e * p.N + c : at.e] : 0.0f;
+        l.sb[j] = p.bias && in ? __bfloat162float(p.bias[(int64_t)at.e * p.N + c]) : 0.0f;
     }
     return l;
 }
 
 /* Epilogue of one warp group (64 rows from r0, NW columns from c0): D =
- * bf16(v * (s_row * s_col)) into the staging buffer; when all 64 rows
+ * bf16(v * (s_row * s_col) (+ bias)) into the staging buffer; when all 64 rows
  * belong to the tile's expert and the columns are whole 64-column boxes,
  * one thread sends the NW/64 boxes with tensor stores that run while the
  * warp group starts its next tile (the map clips columns past N), else the
@@ -261,27 +266,45 @@ __device__ __forceinline__ epi_loads<NW> load_scales(const tile_at &at, const ke
 template <int NW>
 __device__ __forceinline__ void store_tile(const float (&v)[NW / 2], const epi_loads<NW> &l, int r0, int row_end,
                                            int c0, const kernel_params &p, const CUtensorMap *map_d, int w, int tw,
-                                           uint32_t out, float *scale)
+                                           uint32_t out, float *scale, float *bias)
 {
     const int lane = tw % 32, rl = (tw / 32) * 16 + lane / 4;
     if (tw == 0)
         bulk_wait_read(); /* the previous tile's tensor stores have left the buffer */
 #pragma unroll
     for (int j = 0; j < (NW + 127) / 128; j++)
-        if (tw + 128 * j < NW)
+        if (tw + 128 * j < NW) {
             scale[tw + 128 * j] = l.sc[j];
+            bias[tw + 128 * j] = l.sb[j];
+        }
     wg_sync(1 + w);
     /* Rows rl and rl + 8 have the same swizzle (row % 8 = lane / 4). */
     const uint32_t o0 = out + rl * 128 + 4 * (lane % 4), o1 = o0 + 8 * 128, sw = lane / 4;
+    /* Two loops rather than a test per value: the common case adds nothing. */
+    auto convert = [&](auto with_bias) {
 #pragma unroll
-    for (int b = 0; b < NW / 8; b++) {
-        const float2 sc = *reinterpret_cast<const float2 *>(scale + 8 * b + 2 * (lane % 4));
-        const uint32_t at_b = (b / 8) * 8192 + (((b % 8) ^ sw) << 4);
-        st_shared_b32(o0 + at_b, bf16x2_bits(__fmul_rn(v[4 * b], __fmul_rn(l.sr0, sc.x)),
-                                             __fmul_rn(v[4 * b + 1], __fmul_rn(l.sr0, sc.y))));
-        st_shared_b32(o1 + at_b, bf16x2_bits(__fmul_rn(v[4 * b + 2], __fmul_rn(l.sr1, sc.x)),
-                                             __fmul_rn(v[4 * b + 3], __fmul_rn(l.sr1, sc.y))));
-    }
+        for (int b = 0; b < NW / 8; b++) {
+            const int c = 8 * b + 2 * (lane % 4);
+            const float2 sc = *reinterpret_cast<const float2 *>(scale + c);
+            float x[4] = {__fmul_rn(v[4 * b], __fmul_rn(l.sr0, sc.x)), __fmul_rn(v[4 * b + 1], __fmul_rn(l.sr0, sc.y)),
+                          __fmul_rn(v[4 * b + 2], __fmul_rn(l.sr1, sc.x)),
+                          __fmul_rn(v[4 * b + 3], __fmul_rn(l.sr1, sc.y))};
+            if constexpr (decltype(with_bias)::value) {
+                const float2 bb = *reinterpret_cast<const float2 *>(bias + c);
+                x[0] = __fadd_rn(x[0], bb.x);
+                x[1] = __fadd_rn(x[1], bb.y);
+                x[2] = __fadd_rn(x[2], bb.x);
+                x[3] = __fadd_rn(x[3], bb.y);
+            }
+            const uint32_t at_b = (b / 8) * 8192 + (((b % 8) ^ sw) << 4);
+            st_shared_b32(o0 + at_b, bf16x2_bits(x[0], x[1]));
+            st_shared_b32(o1 + at_b, bf16x2_bits(x[2], x[3]));
+        }
+    };
+    if (p.bias)
+        convert(std::true_type{});
+    else
+        convert(std::false_type{});
     fmcu_async::fence_async_shared();
     wg_sync(1 + w);
     const int rows = min(64, row_end - r0);
@@ -394,14 +417,15 @@ template <int NW, bool PROMOTE, bool BF16, int STAGES, int STAGE_BYTES>
 __device__ __forceinline__ void run_tile(float (&acc)[NW / 2], float (&fin)[PROMOTE ? NW / 2 : 1], ring &r,
                                          const tile_at &at, const kernel_params &p, const CUtensorMap *map_d,
                                          int KB, uint32_t base, int r_base, int c0, uint32_t a_off, uint32_t b_off,
-                                         uint64_t *full, uint64_t *empty, int w, int tw, uint32_t out, float *scale)
+                                         uint64_t *full, uint64_t *empty, int w, int tw, uint32_t out, float *scale,
+                                         float *bias)
 {
     const epi_loads<NW> l = load_scales<NW>(at, p, r_base, c0, tw);
     main_loop<NW, PROMOTE, BF16, STAGES, STAGE_BYTES>(acc, fin, r, KB, base, a_off, b_off, full, empty, tw % 32);
     if constexpr (PROMOTE)
-        store_tile<NW>(fin, l, r_base, at.row_end, c0, p, map_d, w, tw, out, scale);
+        store_tile<NW>(fin, l, r_base, at.row_end, c0, p, map_d, w, tw, out, scale, bias);
     else
-        store_tile<NW>(acc, l, r_base, at.row_end, c0, p, map_d, w, tw, out, scale);
+        store_tile<NW>(acc, l, r_base, at.row_end, c0, p, map_d, w, tw, out, scale, bias);
 }
 
 template <int BN, bool PROMOTE, bool BF16>
@@ -514,6 +538,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int w = wg - 1, tw = threadIdx.x % 128;
     const uint32_t out = base + C::EPI_AT + w * C::OUT_BYTES;
     float *scale = reinterpret_cast<float *>(smem_raw + (base - smem_addr(smem_raw)) + C::SCALE_AT) + w * BN;
+    float *bias = reinterpret_cast<float *>(smem_raw + (base - smem_addr(smem_raw)) + C::BIAS_AT) + w * BN;
     constexpr int HN = BN / 2; /* a half tile's columns per warp group */
     float acc[BN / 2];
     float fin[PROMOTE ? BN / 2 : 1];
@@ -529,11 +554,11 @@ __global__ void __launch_bounds__(THREADS, 1)
         if (!at.half) /* rows 64w.. of the tile, all its columns */
             run_tile<BN, PROMOTE, BF16, STAGES, C::STAGE_BYTES>(acc, fin, r, at, p, &map_d, KB, base,
                                                                 at.row0 + 64 * w, at.nb * BN, w * 64 * BK, 0, full,
-                                                                empty, w, tw, out, scale);
+                                                                empty, w, tw, out, scale, bias);
         else /* the tile's 64 rows, columns HN w.. */
             run_tile<HN, PROMOTE, BF16, STAGES, C::STAGE_BYTES>(hacc, hfin, r, at, p, &map_d, KB, base, at.row0,
                                                                 at.nb * BN + HN * w, 0, w * HN * BK, full, empty, w,
-                                                                tw, out, scale);
+                                                                tw, out, scale, bias);
     }
     if (tw == 0)
         bulk_wait_all();
@@ -595,6 +620,7 @@ template <int BN, bool PROMOTE, bool BF16> cudaError_t launch_kind(const fmcu_gg
     p.d = a->d;
     p.s_row = a->s_row;
     p.s_col = a->s_col;
+    p.bias = a->bias;
     p.offsets = a->offsets;
     p.row_vec = a->row_vec;
     p.col_vec = a->col_vec;
@@ -621,7 +647,7 @@ cudaError_t fmcu_gg_launch(const fmcu_gg_args *a, fmcu_gg_kind kind, int sms, cu
 {
     if (!a || a->E == 0 || a->E > FMCU_GG_MAX_EXPERTS || a->K == 0 || a->K % 16 || a->N == 0 || a->N % 16 ||
         a->rows_cap <= 0 || a->rows_cap > INT32_MAX || (uint64_t)a->E * a->N > INT32_MAX || sms <= 0 ||
-        ((uintptr_t)a->a | (uintptr_t)a->b | (uintptr_t)a->d) % 16 || !a->d || !a->sched ||
+        ((uintptr_t)a->a | (uintptr_t)a->b | (uintptr_t)a->d) % 16 || !a->d || !a->sched || (uintptr_t)a->bias % 2 ||
         (uintptr_t)a->sched % 4 || a->order < FMCU_GG_ORDER_AUTO || a->order > FMCU_GG_ORDER_COUNTER ||
         (a->col_vec && (uintptr_t)a->s_col % 8))
         return cudaErrorInvalidValue;

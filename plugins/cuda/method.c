@@ -22,6 +22,7 @@
 #include "plugins/cuda/cuda_plugin.h"
 #include "plugins/cuda/layout.h"
 #include "plugins/cuda/sm100_gemm.h" /* native SM100 path (h-sm100) */
+#include "plugins/cuda/tier.h"
 
 #define MAX_BUFFERS 32
 
@@ -392,6 +393,33 @@ static fmoe_status finalize_sm100(fmcu_instance *in, const fmoe_tensor *const *p
 
 /* The 4-bit and int schemes: weights repacked (wq_pack.h) and uploaded,
  * the per-pair input buffers of act-order and W4A4 allocated. */
+/* The prefill tier's bf16 scratch for e2m1 weights (wq_pack.h fmcu_wq.dq):
+ * only where that tier could serve the layer (prefill_sm90.cu
+ * fmcu_prefill_supported_why says the rest) and some call could reach it:
+ * max_num_tokens gives FMCU_WQ_PREFILL_MIN_ROWS rows an expert, or the
+ * option tier forces it. */
+static fmoe_status finalize_dequant(fmcu_instance *in, fmoe_error *err)
+{
+    fmcu_layer *L = &in->layer;
+    char why[256];
+    int e2m1 = L->quant == FMCU_Q_MXFP4 || L->quant == FMCU_Q_NVFP4 || L->quant == FMCU_Q_NVFP4_A4;
+    uint64_t rows = (uint64_t)L->max_tokens * L->top_k / (L->local_experts ? L->local_experts : 1);
+    if (!e2m1 || L->act_dtype != FMOE_DTYPE_BF16 || L->on_input || L->hidden % 16 || L->inter % 16 ||
+        (rows < FMCU_WQ_PREFILL_MIN_ROWS && L->opt.tier != FMCU_TIER_PREFILL))
+        return FMOE_STATUS_OK;
+    fmcu_device_info dev;
+    if (fmcu_device_query(L->device, &dev, why, sizeof why) != 0)
+        return device_error(in, err, why);
+    uint32_t n = fmcu_wq_dequant_experts(L->rows13, L->hidden, L->inter, L->local_experts, L->opt.prefill_dequant_mib);
+    if (dev.major != 9 || n == 0)
+        return FMOE_STATUS_OK;
+    uint64_t w13 = (uint64_t)L->rows13 * L->hidden, w2 = (uint64_t)L->hidden * L->inter;
+    if (!(L->wq.dq = device_alloc(in, (size_t)n * 2 * (w13 > w2 ? w13 : w2), why, sizeof why)))
+        return device_error(in, err, why);
+    L->wq.dq_experts = n;
+    return FMOE_STATUS_OK;
+}
+
 static fmoe_status finalize_wq(fmcu_instance *in, const fmoe_tensor *const *p, fmoe_error *err)
 {
     fmcu_layer *L = &in->layer;
@@ -455,6 +483,9 @@ static fmoe_status finalize_wq(fmcu_instance *in, const fmoe_tensor *const *p, f
     if ((L->wq.w2.perm || a4) &&
         !(L->wq.a2 = device_alloc(in, pairs * (L->wq.w2.perm ? L->wq.w2.kp : I) * 2, why, sizeof why)))
         return device_error(in, err, why);
+    fmoe_status st = finalize_dequant(in, err);
+    if (st != FMOE_STATUS_OK)
+        return st;
     if (L->quant == FMCU_Q_NVFP4 || a4)
         return finalize_nvfp4_globals(in, p, err, why, sizeof why);
     return FMOE_STATUS_OK;

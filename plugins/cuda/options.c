@@ -22,6 +22,7 @@ void fmcu_options_default(fmcu_options *o)
     o->prefill_half_tiles = 1;
     o->prefill_tile_order = FMCU_GG_ORDER_AUTO;
     o->wq_wgmma = 1;
+    o->prefill_dequant_mib = FMCU_PREFILL_DEQUANT_MIB;
 }
 
 /* An enum option: its values, what each sets, and the refusal's wording. */
@@ -104,10 +105,17 @@ int fmcu_options_set(fmcu_options *o, const char *name, const char *value, char 
         return set_bool(name, value, &o->wq_wgmma, why, cap);
     if (strcmp(name, ORDER.name) == 0)
         return set_enum(&ORDER, value, &o->prefill_tile_order, why, cap);
+    if (strcmp(name, "prefill_dequant_mib") == 0) {
+        long long n;
+        if (fmoe_option_parse_int(value, 0, FMCU_PREFILL_DEQUANT_MIB_MAX, &n) != 0)
+            return refuse(name, "a whole number of MiB from 0 to 1048576 (0: never)", value, why, cap);
+        o->prefill_dequant_mib = (uint32_t)n;
+        return 0;
+    }
     snprintf(why, cap,
              "option '%s': not an option of the cuda plugin (tier, plan_wide_pairs, decode_tail, decode_fused, "
-             "decode_fused_w13, prefill_warp_rows, prefill_half_tiles, prefill_tile_order, wq_wgmma, nccl_library, "
-             "ep_timeout_ms)",
+             "decode_fused_w13, prefill_warp_rows, prefill_half_tiles, prefill_tile_order, wq_wgmma, "
+             "prefill_dequant_mib, nccl_library, ep_timeout_ms)",
              name);
     return -1;
 }

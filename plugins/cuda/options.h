@@ -16,6 +16,9 @@
  *   prefill_tile_order  auto | fixed | counter: our grouped GEMM's tile order
  *   wq_wgmma            the 4-bit weights' wgmma kernel (wq_wgmma.cu) where it serves;
  *                       false: the tiled mma.sync kernel (wq_gemm.cu)
+ *   prefill_dequant_mib device memory for e2m1 weights dequantized to bf16 on the
+ *                       prefill tier (prefill_dequant.h), per layer; 0: that tier
+ *                       never serves 4-bit weights
  *
  * Every default is what the plugin measured best (the manifest states the
  * same defaults); the other values exist for A/B timing and for tests that
@@ -46,7 +49,12 @@ typedef struct fmcu_options {
     int prefill_half_tiles;    /* 1 */
     int prefill_tile_order;    /* FMCU_GG_ORDER_* (launch_shape.h) */
     int wq_wgmma;              /* 1 */
+    uint32_t prefill_dequant_mib; /* FMCU_PREFILL_DEQUANT_MIB */
 } fmcu_options;
+
+/* prefill_dequant_mib: the default, and the most accepted (1 TiB). */
+#define FMCU_PREFILL_DEQUANT_MIB     1024
+#define FMCU_PREFILL_DEQUANT_MIB_MAX 1048576
 
 /* The defaults (the manifest's). */
 void fmcu_options_default(fmcu_options *o);

@@ -26,12 +26,15 @@
  * graph capturable.
  *
  * Served: bf16, fp8 tensor (static or dynamic), fp8 channel x token, fp8
- * block 128x128 x group 128 (f32 or UE8M0 activation scales), with bf16
- * activations, on compute capability 9.x (sm_90a code only). Refused (the
- * caller keeps the mma.sync path): f16 activations, biases, router weight
- * on the input, other block sizes, H or I not multiples of 128 for the
- * block scheme, I > 24576 for the channel scheme, sm_100, a build without
- * CUTLASS headers.
+ * block 128x128 x group 128 (f32 or UE8M0 activation scales), and e2m1
+ * weights (MXFP4, NVFP4 W4A16 and W4A4) dequantized to bf16 a run of
+ * experts at a time (prefill_dequant.h), with bf16 activations, on compute
+ * capability 9.x (sm_90a code only); biases with bf16 operands (bf16 and
+ * e2m1). Refused (the caller keeps the mma.sync or 4-bit kernels): f16
+ * activations, biases with fp8, router weight on the input, other block
+ * sizes, H or I not multiples of 128 for the block scheme, I > 24576 for
+ * the channel scheme, int weights, e2m1 without its scratch, sm_100, a
+ * build without CUTLASS headers.
  */
 #ifndef FMOE_PLUGIN_CUDA_PREFILL_H
 #define FMOE_PLUGIN_CUDA_PREFILL_H

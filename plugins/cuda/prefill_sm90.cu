@@ -12,9 +12,10 @@
  * Row i of every sorted buffer is the pair sorted[i]; pf_pos[p] = i.
  * gather, combine and their helpers: prefill_rows.cu; act: prefill_act.cu.
  *
- * GEMMs. bf16 and the fp8 tensor and channel schemes run both GEMMs on our
- * own grouped GEMM (grouped_gemm.h: TMA + wgmma, one tensor map over all
- * sorted rows, no per-expert descriptors), its tile kinds chosen per call
+ * GEMMs. bf16, e2m1 (launch_dq) and the fp8 tensor and channel schemes
+ * run both GEMMs on our own grouped GEMM (grouped_gemm.h: TMA + wgmma, one
+ * tensor map over all sorted rows, no per-expert descriptors), its tile
+ * kinds chosen per call
  * from the average rows per local expert (launch_shape.h fmcu_gg_kinds) and
  * its half tiles and tile order from the layer's options. The fp8 block
  * scheme runs CUTLASS 4.x's sm90 grouped GEMM with blockwise scales:
@@ -59,7 +60,9 @@
 #include "plugins/cuda/grouped_gemm.h"
 #include "plugins/cuda/prefill.h"
 #include "plugins/cuda/prefill_act.h"
+#include "plugins/cuda/prefill_dequant.h"
 #include "plugins/cuda/prefill_rows.h"
+#include "plugins/cuda/wq_gemm.h"
 
 #include <cuda_bf16.h>
 #include <stdio.h>
@@ -196,6 +199,7 @@ struct gemm_setup {
     const uint8_t *a;              /* sorted input rows [R, K] */
     const uint8_t *w;              /* [E, N, K] */
     bf16 *d;                       /* [R, N] */
+    const bf16 *bias;              /* [E, N] (bf16 operands only) or NULL */
     int esize;
     /* fp8: row scale base (per row when row_vec, else one value) and column scale base. */
     const float *row_scale;
@@ -349,6 +353,7 @@ OwnGemm own_gemm(const gemm_setup &s, const int32_t *offsets, int32_t *sched, ui
     g.a.d = s.d;
     g.a.s_row = s.row_scale;
     g.a.s_col = s.col_scale;
+    g.a.bias = s.bias;
     g.a.offsets = offsets;
     g.a.sched = sched;
     g.a.row_vec = s.row_vec;
@@ -360,8 +365,6 @@ OwnGemm own_gemm(const gemm_setup &s, const int32_t *offsets, int32_t *sched, ui
     g.a.bf16 = s.esize == 2;
     g.a.whole_tiles = !opt.prefill_half_tiles;
     g.a.order = opt.prefill_tile_order;
-    if (g.a.bf16)
-        g.a.s_row = g.a.s_col = nullptr;
     g.kind = kind;
     g.sms = sms;
     return g;
@@ -459,6 +462,94 @@ cudaError_t launch(Gemm1 &g1, Gemm2 &g2, int64_t m, const void *x, int64_t x_ld,
     return cudaSuccess;
 }
 
+/* The e2m1 weights' pipeline (prefill_dequant.h): the same stages, each
+ * GEMM run a chunk of dq_experts experts at a time on their weights
+ * dequantized into the layer's bf16 scratch (experts without rows are not
+ * dequantized and have no tiles). W4A4 quantizes the GEMM inputs as the
+ * 4-bit kernels do (wq_gemm.h staging): x per pair into wq.a1, which the
+ * gather then sorts (a token row per pair: m*k rows, k = 1), and the
+ * activation's output in place in its sorted rows. */
+cudaError_t launch_dq(const fmcu_layer *L, OwnGemm g[2], int64_t m, const setup_args &sa, gather_args ga,
+                      const act_args &aa, const combine_args &cb, bool warp_rows, cudaStream_t st, cudaEvent_t *ev)
+{
+    const fmcu_wq &wq = L->wq;
+    const bool a4 = L->quant == FMCU_Q_NVFP4_A4;
+    const int64_t pairs = m * (int64_t)ga.k;
+    const unsigned grid = (unsigned)pairs;
+    PF_EVENT(0);
+    PF_CK(pos_launch(sa.sorted, ga.offsets + sa.E, (int32_t *)ga.pos, grid, st));
+    int64_t rows = m;
+    if (a4) {
+        fmcu_wq_stage_args q = {};
+        q.src = ga.x;
+        q.ld = ga.x_ld;
+        q.row_div = (int)ga.k;
+        q.dtype = FMOE_DTYPE_BF16;
+        q.pair_local = ga.pair_local;
+        q.in_glob = wq.w13.in_glob;
+        q.k = q.kp = ga.H;
+        q.dst = wq.a1;
+        PF_CK(fmcu_wq_stage_launch(q, pairs, st));
+        ga.x = (const bf16 *)wq.a1;
+        ga.x_ld = ga.H;
+        ga.k = 1;
+        ga.vec = 1;
+        rows = pairs;
+    }
+    PF_CK(gather_launch(ga, rows, st));
+    PF_EVENT(1);
+    const fmcu_wq_proj *proj[2] = {&wq.w13, &wq.w2};
+    auto gemm = [&](int j) -> cudaError_t {
+        const fmcu_wq_proj &w = *proj[j];
+        OwnGemm o = g[j];
+        const bf16 *bias = o.a.bias;
+        for (uint32_t e0 = 0; e0 < sa.E; e0 += wq.dq_experts) {
+            const uint32_t n = sa.E - e0 < wq.dq_experts ? sa.E - e0 : wq.dq_experts;
+            dequant_args d = {};
+            d.w = (const uint8_t *)w.w;
+            d.sf8 = w.sf8;
+            d.block = wq.fp4_block;
+            d.N = o.a.N;
+            d.K = o.a.K;
+            d.kp = w.kp;
+            d.e0 = e0;
+            d.count = n;
+            d.offsets = sa.offsets;
+            d.dst = (bf16 *)wq.dq;
+            PF_CK(dequant_launch(d, st));
+            o.a.b = (const uint8_t *)wq.dq;
+            o.a.E = n;
+            o.a.offsets = sa.offsets + e0;
+            o.a.s_col = w.out_mul ? w.out_mul + e0 : nullptr;
+            o.a.bias = bias ? bias + (int64_t)e0 * o.a.N : nullptr;
+            PF_CK(launch_gemm(o, st));
+        }
+        return cudaSuccess;
+    };
+    PF_CK(gemm(0));
+    PF_EVENT(2);
+    PF_CK(act_stage(aa, grid, false, warp_rows, st));
+    if (a4) {
+        fmcu_wq_stage_args q = {};
+        q.src = q.dst = (void *)aa.stage;
+        q.ld = aa.I;
+        q.row_div = 1;
+        q.dtype = FMOE_DTYPE_BF16;
+        q.pair_local = ga.pair_local;
+        q.sorted = sa.sorted;
+        q.n_sorted = sa.offsets + sa.E;
+        q.in_glob = wq.w2.in_glob;
+        q.k = q.kp = aa.I;
+        PF_CK(fmcu_wq_stage_launch(q, pairs, st));
+    }
+    PF_EVENT(3);
+    PF_CK(gemm(1));
+    PF_EVENT(4);
+    PF_CK(combine_launch(cb, m, st));
+    PF_EVENT(5);
+    return cudaSuccess;
+}
+
 #undef PF_CK
 #undef PF_EVENT
 
@@ -473,7 +564,9 @@ cudaError_t forward(const fmcu_layer *L, int64_t m, const void *x, int64_t x_ld,
     if (!device_info(L->device, &major, &sms))
         return cudaErrorInvalidDevice;
     const int mode = quant_mode(L->quant);
-    const bool fp8 = L->quant != FMCU_Q_NONE, block = L->quant == FMCU_Q_BLOCK;
+    const bool wq = FMCU_Q_IS_WQ(L->quant); /* e2m1 weights dequantized to bf16 (launch_dq) */
+    const bool fp8 = L->quant == FMCU_Q_TENSOR || L->quant == FMCU_Q_CHANNEL || L->quant == FMCU_Q_BLOCK;
+    const bool block = L->quant == FMCU_Q_BLOCK;
     const bool dyn_tensor = L->quant == FMCU_Q_TENSOR && L->a_dynamic;
     const int esize = fp8 ? 1 : 2;
     uint32_t *scal = ws_at<uint32_t>(L, L->ws.pf_scalars);
@@ -507,6 +600,7 @@ cudaError_t forward(const fmcu_layer *L, int64_t m, const void *x, int64_t x_ld,
         s.a = (const uint8_t *)(j ? a2 : a1);
         s.w = (const uint8_t *)(j ? L->w2 : L->w13);
         s.d = j ? y : h;
+        s.bias = (const bf16 *)(j ? (L->add_b2 ? L->b2 : nullptr) : L->b13);
         s.esize = esize;
         const float *wscale = j ? L->w2_scale : L->w13_scale;
         if (L->quant == FMCU_Q_TENSOR) {
@@ -520,6 +614,8 @@ cudaError_t forward(const fmcu_layer *L, int64_t m, const void *x, int64_t x_ld,
         } else if (block) {
             s.sfa = j ? a2_scale : a1_scale;
             s.sfb = wscale;
+        } else if (wq) { /* the weights and out_mul are set per chunk (launch_dq) */
+            s.w = nullptr;
         }
     }
     const cutlass::KernelHardwareInfo hw = hw_of(L->device, sms);
@@ -599,10 +695,12 @@ cudaError_t forward(const fmcu_layer *L, int64_t m, const void *x, int64_t x_ld,
      * M=1024/8192 points. */
     const int64_t rows = m * (int64_t)k / (E ? E : 1);
     int k1, k2;
-    fmcu_gg_kinds(L->quant == FMCU_Q_NONE, rows, H, &k1, &k2);
-    OwnGemm o1 = own_gemm(sa.s[0], offsets, sa.gg_sched, E, m * (int64_t)k, (fmcu_gg_kind)k1, sms, L->opt);
-    OwnGemm o2 = own_gemm(sa.s[1], offsets, sa.gg_sched, E, m * (int64_t)k, (fmcu_gg_kind)k2, sms, L->opt);
-    return launch(o1, o2, m, x, x_ld, sa, ga, aa, cb, dyn_tensor, warp_rows, st, ev);
+    fmcu_gg_kinds(!fp8, rows, H, &k1, &k2);
+    OwnGemm o[2] = {own_gemm(sa.s[0], offsets, sa.gg_sched, E, m * (int64_t)k, (fmcu_gg_kind)k1, sms, L->opt),
+                    own_gemm(sa.s[1], offsets, sa.gg_sched, E, m * (int64_t)k, (fmcu_gg_kind)k2, sms, L->opt)};
+    if (wq)
+        return launch_dq(L, o, m, sa, ga, aa, cb, warp_rows, st, ev);
+    return launch(o[0], o[1], m, x, x_ld, sa, ga, aa, cb, dyn_tensor, warp_rows, st, ev);
 }
 
 } // namespace fmcu_pf
@@ -620,8 +718,19 @@ bool fmcu_prefill_supported_why(const fmcu_layer *L, char *why, size_t cap)
         return refuse(why, cap, "bf16 activations only");
     if (L->on_input)
         return refuse(why, cap, "router weight on the input is not served");
-    if (L->b13 || (L->add_b2 && L->b2))
-        return refuse(why, cap, "biases are not served");
+    const bool fp8 = L->quant == FMCU_Q_TENSOR || L->quant == FMCU_Q_CHANNEL || L->quant == FMCU_Q_BLOCK;
+    if (fp8 && (L->b13 || (L->add_b2 && L->b2)))
+        return refuse(why, cap, "biases are served with bf16 operands only (bf16 and e2m1 weights)");
+    if (FMCU_Q_IS_WQ(L->quant)) {
+        if (L->quant != FMCU_Q_MXFP4 && L->quant != FMCU_Q_NVFP4 && L->quant != FMCU_Q_NVFP4_A4)
+            return refuse(why, cap,
+                          "4-bit and int weights: e2m1 (MXFP4, NVFP4) only (int values times their group scales "
+                          "are not exact in bf16, MXFP4 x FP8 quantizes its GEMM inputs to e4m3)");
+        if (!L->wq.dq || L->wq.dq_experts == 0 || L->wq.format != FMCU_WQ_FP4)
+            return refuse(why, cap,
+                          "e2m1 weights: no bf16 scratch (option prefill_dequant_mib is 0 or smaller than one "
+                          "expert, or max_num_tokens never reaches the tier)");
+    }
     if (L->hidden % 16 || L->inter % 16)
         return refuse(why, cap, "H and I must be multiples of 16");
     if (L->quant == FMCU_Q_BLOCK &&

@@ -19,14 +19,18 @@ int fmcu_gemm_tier(int64_t m, uint32_t top_k, uint32_t local_experts, int forced
     return prefill_ok ? FMCU_TIER_PREFILL : FMCU_TIER_TILED;
 }
 
-int fmcu_wq_tier(int64_t m, uint32_t top_k, uint32_t local_experts, int forced, int streams)
+int fmcu_wq_tier(int64_t m, uint32_t top_k, uint32_t local_experts, int forced, int streams, int prefill_ok)
 {
-    if (!streams || forced == FMCU_TIER_TILED || forced == FMCU_TIER_PREFILL)
+    if (forced == FMCU_TIER_PREFILL)
+        return prefill_ok ? FMCU_TIER_PREFILL : FMCU_TIER_TILED;
+    if (forced == FMCU_TIER_TILED)
         return FMCU_TIER_TILED;
     if (forced == FMCU_TIER_STREAM)
-        return FMCU_TIER_STREAM;
+        return streams ? FMCU_TIER_STREAM : FMCU_TIER_TILED;
     int64_t per_expert = m * (int64_t)top_k / (local_experts ? local_experts : 1);
-    return per_expert <= FMCU_WQ_STREAM_MAX_ROWS ? FMCU_TIER_STREAM : FMCU_TIER_TILED;
+    if (per_expert <= FMCU_WQ_STREAM_MAX_ROWS)
+        return streams ? FMCU_TIER_STREAM : FMCU_TIER_TILED;
+    return prefill_ok && per_expert >= FMCU_WQ_PREFILL_MIN_ROWS ? FMCU_TIER_PREFILL : FMCU_TIER_TILED;
 }
 
 int fmcu_tail_plan(int tier, int64_t pairs, uint32_t H, uint32_t I, int fp8, uint32_t kgroups, int sms,

@@ -38,6 +38,12 @@ extern "C" {
  * M = 128 (8 rows) 263.9 vs 377.0, Mixtral M = 128 (32 rows) 1847.4 vs
  * 740.1 (bench/cuda/RESULTS.md, "4-bit weights: the wgmma form"). */
 #define FMCU_WQ_STREAM_MAX_ROWS 16
+/* From this many rows per expert on average, e2m1 weights (MXFP4, NVFP4)
+ * take the prefill tier where it serves them: their active experts
+ * dequantized to bf16 a run at a time, then the bf16 grouped GEMMs
+ * (prefill_dequant.h). Below, writing and re-reading the bf16 weights
+ * costs more than the register-level dequantization of wq_wgmma.cu. */
+#define FMCU_WQ_PREFILL_MIN_ROWS 128
 /* Average rows per local expert up to which the stream tier splits K over a
  * CTA's warps (more CTAs); above it, each warp streams its own rows (fewer
  * re-reads of the token rows). */
@@ -170,9 +176,10 @@ int fmcu_fused_bulk_plan(uint32_t H, int fp8, fmcu_fused_cfg *cfg);
 int fmcu_gemm_tier(int64_t m, uint32_t top_k, uint32_t local_experts, int forced, int prefill_ok);
 
 /* The same for the 4-bit and int weights: STREAM up to
- * FMCU_WQ_STREAM_MAX_ROWS rows per expert (or forced), else TILED;
+ * FMCU_WQ_STREAM_MAX_ROWS rows per expert (or forced), PREFILL from
+ * FMCU_WQ_PREFILL_MIN_ROWS (or forced) where `prefill_ok`, else TILED;
  * `streams` = 0 when wq_stream.cu does not serve the layer. */
-int fmcu_wq_tier(int64_t m, uint32_t top_k, uint32_t local_experts, int forced, int streams);
+int fmcu_wq_tier(int64_t m, uint32_t top_k, uint32_t local_experts, int forced, int streams, int prefill_ok);
 
 #ifdef __cplusplus
 }

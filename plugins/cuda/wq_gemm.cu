@@ -388,8 +388,10 @@ template <bool F16> cudaError_t launch_fmt(const fmcu_wq_gemm_args &a, cudaStrea
 
 __global__ void wq_stage_kernel(const fmcu_wq_stage_args a)
 {
-    const int64_t pair = blockIdx.x;
-    const int e = a.pair_local[pair];
+    const int64_t pair = blockIdx.x; /* a row: the pair's, or the sorted row's */
+    if (a.sorted && pair >= *a.n_sorted)
+        return;
+    const int e = a.pair_local[a.sorted ? a.sorted[pair] : pair];
     if (e < 0)
         return;
     const int64_t row = pair / a.row_div;

@@ -62,13 +62,17 @@ cudaError_t fmcu_wq_wgmma_prepare(void);
  * src row pair / row_div, gathered through perm [E, kp] (act-order; -1
  * gives 0), or NVFP4-quantized per 16 with the pair's expert's in_glob
  * (W4A4: the decoded e2m1 * e4m3 value, exact in the act dtype; 1/g is
- * applied by the GEMM). */
+ * applied by the GEMM). With `sorted` (the prefill path's expert-sorted
+ * rows), row i of src and dst belongs to pair sorted[i], for the first
+ * *n_sorted rows; src may be dst (each 16 columns are read before they are
+ * written, by the same thread). */
 struct fmcu_wq_stage_args {
     const void *src;
     int64_t ld;
     int row_div;
     int32_t dtype;
     const int32_t *pair_local;
+    const int32_t *sorted, *n_sorted; /* or NULL: row i is pair i */
     const int32_t *perm;  /* or NULL */
     const float *in_glob; /* or NULL */
     uint32_t k, kp;

@@ -78,6 +78,12 @@ typedef struct fmcu_wq {
     /* Per-pair GEMM inputs [max_tokens * top_k, kp] act dtype (act-order
      * gather, W4A4 quantization), allocated at finalize; NULL if unused. */
     void *a1, *a2;
+    /* The prefill path's bf16 weights of dq_experts experts at a time
+     * (prefill_dequant.h: e2m1 formats, compute capability 9.x), allocated
+     * at finalize from the option prefill_dequant_mib
+     * (fmcu_wq_dequant_experts); NULL and 0 when the layer does not use it. */
+    void *dq;
+    uint32_t dq_experts;
 } fmcu_wq;
 
 /* Bytes of one chunk of 32 columns. */
@@ -112,6 +118,12 @@ int fmcu_wq_wgmma_serves(int32_t format, int32_t act_dtype, int major, const fmc
  * More slabs a CTA means each warp streams more of K (fewer, longer CTAs,
  * no partial sums to add); fewer spreads few experts over all SMs. */
 uint32_t fmcu_wq_stream_slabs(int64_t tiles, uint32_t slabs, int sms);
+
+/* The prefill path's dequantized experts (prefill_dequant.h): how many
+ * experts' bf16 W13 [rows13, H] or W2 [H, I] fit `mib` MiB at once, at most
+ * E; 0 when not one does or mib is 0 (the layer then keeps the 4-bit
+ * kernels at every size). */
+uint32_t fmcu_wq_dequant_experts(uint32_t rows13, uint32_t hidden, uint32_t inter, uint32_t experts, uint32_t mib);
 
 /* Column (0..31) of a chunk at fragment position p, and its inverse. */
 uint32_t fmcu_wq_frag_col(uint32_t p);

@@ -957,6 +957,24 @@ static const tcase checks[] = {
      .renorm = 1,
      .scaling = 1.0f,
      .swiglu_limit = 0.75f},
+    /* The prefill tier with biases (bf16 operands), and e2m1 weights
+     * dequantized to bf16 (prefill_dequant.h; auto takes it from 128 rows
+     * an expert: M = 600 is 150): MXFP4 with gpt-oss's function and biases,
+     * NVFP4 W4A16 with K not a multiple of 32 (H 208, I 80: half chunks),
+     * W4A4 with biases, and a layer whose experts are 2 MiB of bf16 W13
+     * each (H 1024, I 512), which --option prefill_dequant_mib=2 runs an
+     * expert at a time. */
+    {"bf16 prefill bias m300", "bf16", BF16, 8, 2, 256, 128, 300, SILU, 1, 1, SOFTMAX, 0, 0, 0, 0, 1, 1.0f},
+    {"bf16 prefill swigluoai bias m300", "bf16", BF16, 8, 4, 320, 96, 300, FMOE_ACT_SWIGLUOAI, 1, 1, SOFTMAX, 0, 0, 0,
+     0, 1, 1.0f},
+    {"prefill mxfp4 swigluoai bias m600", "fp4:group32:scale-ue8m0", BF16, 8, 2, 320, 96, 600, FMOE_ACT_SWIGLUOAI, 1, 1,
+     SOFTMAX, 0, 0, 0, 0, 1, 1.0f},
+    {"prefill nvfp4 w4a16 m600 h208 i80", "fp4:tgroup16:scale-fp8e4m3", BF16, 8, 2, 208, 80, 600, SILU, 1, 0, SOFTMAX,
+     0, 0, 0, 0, 1, 1.0f},
+    {"prefill nvfp4 w4a4 bias m600", "fp4:tgroup16:scale-fp8e4m3/fp4:tgroup16:dynamic", BF16, 8, 2, 256, 128, 600, SILU,
+     1, 1, SOFTMAX, 0, 0, 0, 0, 1, 1.0f},
+    {"prefill mxfp4 chunks m600 h1024 i512", "fp4:group32:scale-ue8m0", BF16, 8, 2, 1024, 512, 600, SILU, 1, 0, SOFTMAX,
+     0, 0, 0, 0, 1, 1.0f},
 };
 
 /* Shapes of spec/performance.md's grid (DeepSeek-V3 at E256 k8 H7168 I2048

@@ -36,6 +36,7 @@ START_TEST(defaults_are_the_measured_choices)
     ck_assert_int_eq(o.prefill_half_tiles, 1);
     ck_assert_int_eq(o.prefill_tile_order, FMCU_GG_ORDER_AUTO);
     ck_assert_int_eq(o.wq_wgmma, 1);
+    ck_assert_uint_eq(o.prefill_dequant_mib, 1024);
 }
 END_TEST
 
@@ -48,7 +49,8 @@ static int same_options(const fmcu_options *a, const fmcu_options *b)
     return a->tier == b->tier && a->plan_wide_pairs == b->plan_wide_pairs && a->decode_tail == b->decode_tail &&
            a->decode_fused == b->decode_fused && a->decode_fused_w13_regs == b->decode_fused_w13_regs &&
            a->prefill_warp_rows == b->prefill_warp_rows && a->prefill_half_tiles == b->prefill_half_tiles &&
-           a->prefill_tile_order == b->prefill_tile_order && a->wq_wgmma == b->wq_wgmma;
+           a->prefill_tile_order == b->prefill_tile_order && a->wq_wgmma == b->wq_wgmma &&
+           a->prefill_dequant_mib == b->prefill_dequant_mib;
 }
 
 /* `key = value` on a manifest line: the value without quotes, else NULL. */
@@ -98,7 +100,7 @@ START_TEST(manifest_defaults_are_the_code_defaults)
         }
     }
     fclose(f);
-    ck_assert_int_eq(declared, 12);
+    ck_assert_int_eq(declared, 13);
     ck_assert(same_options(&o, &d));
     ck_assert_str_eq(eo.nccl_library, ed.nccl_library);
     ck_assert_uint_eq(eo.timeout_ms, ed.timeout_ms);
@@ -165,6 +167,19 @@ START_TEST(plan_wide_pairs_values)
 }
 END_TEST
 
+START_TEST(prefill_dequant_mib_values)
+{
+    fmcu_options o;
+    char why[256];
+    ck_assert_int_eq(set_one(&o, "prefill_dequant_mib", "0", why, sizeof why), 0);
+    ck_assert_uint_eq(o.prefill_dequant_mib, 0);
+    ck_assert_int_eq(set_one(&o, "prefill_dequant_mib", "4096", why, sizeof why), 0);
+    ck_assert_uint_eq(o.prefill_dequant_mib, 4096);
+    ck_assert_int_eq(set_one(&o, "prefill_dequant_mib", "1048576", why, sizeof why), 0);
+    ck_assert_uint_eq(o.prefill_dequant_mib, 1048576);
+}
+END_TEST
+
 START_TEST(bool_and_enum_values)
 {
     fmcu_options o;
@@ -215,6 +230,11 @@ START_TEST(bad_values_are_refused_naming_the_option)
     CK_REFUSED("plan_wide_pairs", "99999999999999999999999",
                "option 'plan_wide_pairs': expected a whole number of pairs >= 0 (0: never), "
                "got '99999999999999999999999'");
+    CK_REFUSED("prefill_dequant_mib", "-1",
+               "option 'prefill_dequant_mib': expected a whole number of MiB from 0 to 1048576 (0: never), got '-1'");
+    CK_REFUSED("prefill_dequant_mib", "1048577",
+               "option 'prefill_dequant_mib': expected a whole number of MiB from 0 to 1048576 (0: never), "
+               "got '1048577'");
     CK_REFUSED("decode_tail", "off", "option 'decode_tail': expected true or false, got 'off'");
     CK_REFUSED("decode_fused", "1", "option 'decode_fused': expected auto, on or off, got '1'");
     CK_REFUSED("decode_fused_w13", "regs", "option 'decode_fused_w13': expected auto or registers, got 'regs'");
@@ -251,6 +271,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, ep_options);
     tcase_add_test(tc, tier_values);
     tcase_add_test(tc, plan_wide_pairs_values);
+    tcase_add_test(tc, prefill_dequant_mib_values);
     tcase_add_test(tc, bool_and_enum_values);
     tcase_add_test(tc, bad_values_are_refused_naming_the_option);
     tcase_add_test(tc, unknown_names_are_refused);

@@ -324,6 +324,23 @@ START_TEST(wgmma_serves_sm90_stages)
 }
 END_TEST
 
+START_TEST(dequant_experts_fit_the_budget)
+{
+    /* Mixtral-8x7B gated: W13 [28672, 4096] bf16 = 224 MiB an expert (W2 half
+     * that): 4 in 1024 MiB, 1 in 224, none in 223. */
+    ck_assert_uint_eq(fmcu_wq_dequant_experts(28672, 4096, 14336, 8, 1024), 4);
+    ck_assert_uint_eq(fmcu_wq_dequant_experts(28672, 4096, 14336, 8, 224), 1);
+    ck_assert_uint_eq(fmcu_wq_dequant_experts(28672, 4096, 14336, 8, 223), 0);
+    /* Qwen3-30B-A3B: 6 MiB an expert, all 128 fit 1024 MiB (capped at E). */
+    ck_assert_uint_eq(fmcu_wq_dequant_experts(1536, 2048, 768, 128, 1024), 128);
+    ck_assert_uint_eq(fmcu_wq_dequant_experts(1536, 2048, 768, 128, 600), 100);
+    /* Not gated with I > H: W2 [H, I] is the larger, and sets the size. */
+    ck_assert_uint_eq(fmcu_wq_dequant_experts(4096, 1024, 4096, 16, 8), 1);
+    ck_assert_uint_eq(fmcu_wq_dequant_experts(4096, 1024, 4096, 16, 7), 0);
+    ck_assert_uint_eq(fmcu_wq_dequant_experts(1536, 2048, 768, 128, 0), 0);
+}
+END_TEST
+
 START_TEST(stream_slabs_fill_the_sms)
 {
     /* Qwen3-30B-A3B on 132 SMs: M = 1 (8 tiles) splits K, M = 16 (up to
@@ -366,6 +383,7 @@ int main(void)
     tcase_add_test(tc, stream_serves_whole_spans);
     tcase_add_test(tc, wgmma_serves_sm90_stages);
     tcase_add_test(tc, stream_slabs_fill_the_sms);
+    tcase_add_test(tc, dequant_experts_fit_the_budget);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

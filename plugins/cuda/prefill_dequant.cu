@@ -1,0 +1,79 @@
+/*
+ * plugins/cuda/prefill_dequant.cu - e2m1 weights into bf16 rows for the
+ * prefill path (contract in prefill_dequant.h).
+ *
+ * A thread takes one 32-column chunk of one weight row: its 16 bytes of
+ * codes (four lanes' words in wq_pack.h's fragment order) and its one
+ * (MXFP4) or two (NVFP4) scale codes, and writes the 32 bf16 values as four
+ * 16-byte stores. Register j of lane word c4 holds fragment positions 2 j
+ * and 2 j + 1, columns 16 (j >> 1) + 8 (j & 1) + 2 c4 and the one after
+ * (wq_pack.h), so it is bf16 pair 8 (j >> 1) + 4 (j & 1) + c4 of the
+ * chunk: all indices are constants after unrolling. Consecutive threads
+ * take consecutive chunks of a row, so loads and stores are contiguous.
+ * Memory-bound: 0.5 byte read (+ scales) per 2 bytes written.
+ */
+#include "plugins/cuda/prefill_dequant.h"
+#include "plugins/cuda/wq_dev.cuh"
+
+namespace fmcu_pf {
+
+namespace {
+
+constexpr int THREADS = 256;
+
+__global__ void __launch_bounds__(THREADS) dequant_kernel(const dequant_args a)
+{
+    const uint32_t j = blockIdx.y, e = a.e0 + j;
+    if (a.offsets[e + 1] == a.offsets[e])
+        return; /* no rows: its GEMM tiles do not exist */
+    const uint32_t cpr = a.kp / FMCU_WQ_CHUNK; /* chunks per row */
+    const uint64_t idx = (uint64_t)blockIdx.x * THREADS + threadIdx.x;
+    if (idx >= (uint64_t)a.N * cpr)
+        return;
+    const uint32_t n = (uint32_t)(idx / cpr), c = (uint32_t)(idx % cpr);
+    const uint64_t row = (uint64_t)e * a.N + n;
+    const uint4 code = *reinterpret_cast<const uint4 *>(a.w + (row * cpr + c) * 16);
+    const bool mx = a.block == 32;
+    const uint32_t per_row = a.kp / a.block;
+    uint32_t s2[2];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        /* Columns 16 h .. 16 h + 15: block c (MXFP4) or 2 c + h (NVFP4). */
+        const uint32_t b = mx ? c : 2 * c + h;
+        const float s = fmcu_wq_dev::scale_code(a.sf8[row * per_row + b], mx);
+        s2[h] = fmcu_wq_dev::bits_of(__floats2bfloat162_rn(s, s)); /* exact: a power of 2 or an e4m3 value */
+    }
+    const uint32_t words[4] = {code.x, code.y, code.z, code.w};
+    uint32_t out[16];
+#pragma unroll
+    for (int c4 = 0; c4 < 4; c4++)
+#pragma unroll
+        for (int r = 0; r < 4; r++)
+            out[8 * (r >> 1) + 4 * (r & 1) + c4] = fmcu_wq_dev::dq_fp4_bf16(words[c4], r, s2[r >> 1]);
+    uint4 *dst = reinterpret_cast<uint4 *>(a.dst + ((uint64_t)j * a.N + n) * a.K + (uint64_t)c * FMCU_WQ_CHUNK);
+    /* K is a multiple of 16: the chunk is whole, or its first half is. */
+    const int quads = (c + 1) * FMCU_WQ_CHUNK <= a.K ? 4 : 2;
+#pragma unroll
+    for (int q = 0; q < 4; q++)
+        if (q < quads)
+            dst[q] = make_uint4(out[4 * q], out[4 * q + 1], out[4 * q + 2], out[4 * q + 3]);
+}
+
+} // namespace
+
+cudaError_t dequant_launch(const dequant_args &a, cudaStream_t st)
+{
+    if (a.count == 0)
+        return cudaSuccess;
+    if (a.K % 16 || (a.block != 16 && a.block != 32) || a.kp % FMCU_WQ_CHUNK || a.kp < a.K || !a.w || !a.sf8 ||
+        !a.dst || !a.offsets || (uintptr_t)a.w % 16 || (uintptr_t)a.dst % 16 || a.count > 65535)
+        return cudaErrorInvalidValue;
+    const uint64_t chunks = (uint64_t)a.N * (a.kp / FMCU_WQ_CHUNK);
+    const uint64_t blocks = (chunks + THREADS - 1) / THREADS;
+    if (blocks == 0 || blocks > INT32_MAX)
+        return cudaErrorInvalidValue;
+    dequant_kernel<<<dim3((unsigned)blocks, a.count), THREADS, 0, st>>>(a);
+    return cudaGetLastError();
+}
+
+} // namespace fmcu_pf
