@@ -405,7 +405,7 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
     const bool prefill_ok = !L->sm100 && fmcu_prefill_supported(L);
     /* The 4-bit and int GEMMs: weight streaming (wq_stream.cu, row tiles of
      * 32) where fmcu_wq_tier picks it (up to 16 rows per expert) and it
-     * serves both projections; the prefill tier from 128 rows per expert
+     * serves both projections; the prefill tier from 150 rows per expert
      * where it serves the layer (e2m1 weights dequantized to bf16,
      * prefill_dequant.h); else wgmma (wq_wgmma.cu, row tiles of 64) where it
      * serves both projections, else tiled (wq_gemm.cu, row tiles of 16 and

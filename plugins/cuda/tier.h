@@ -42,8 +42,12 @@ extern "C" {
  * take the prefill tier where it serves them: their active experts
  * dequantized to bf16 a run at a time, then the bf16 grouped GEMMs
  * (prefill_dequant.h). Below, writing and re-reading the bf16 weights
- * costs more than the register-level dequantization of wq_wgmma.cu. */
-#define FMCU_WQ_PREFILL_MIN_ROWS 128
+ * costs more than the register-level dequantization of wq_wgmma.cu. H200,
+ * MXFP4 Mixtral-8x7B, wgmma vs dequantized: 128 rows (M = 512) 2559.4 vs
+ * 2806.3 us, 256 rows 4550.1 vs 3281.5; a line through each pair crosses
+ * at 149 rows (bench/cuda/RESULTS.md, "4-bit weights: the e2m1 prefill
+ * form"). */
+#define FMCU_WQ_PREFILL_MIN_ROWS 150
 /* Average rows per local expert up to which the stream tier splits K over a
  * CTA's warps (more CTAs); above it, each warp streams its own rows (fewer
  * re-reads of the token rows). */

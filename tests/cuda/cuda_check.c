@@ -958,7 +958,7 @@ static const tcase checks[] = {
      .scaling = 1.0f,
      .swiglu_limit = 0.75f},
     /* The prefill tier with biases (bf16 operands), and e2m1 weights
-     * dequantized to bf16 (prefill_dequant.h; auto takes it from 128 rows
+     * dequantized to bf16 (prefill_dequant.h; auto takes it from 150 rows
      * an expert: M = 600 is 150): MXFP4 with gpt-oss's function and biases,
      * NVFP4 W4A16 with K not a multiple of 32 (H 208, I 80: half chunks),
      * W4A4 with biases, and a layer whose experts are 2 MiB of bf16 W13

@@ -38,12 +38,15 @@ START_TEST(wq_tier_streams_up_to_16_rows)
 }
 END_TEST
 
-START_TEST(wq_tier_prefill_from_128_rows_where_served)
+START_TEST(wq_tier_prefill_from_150_rows_where_served)
 {
-    /* Mixtral: M = 508 is 127 rows an expert, M = 512 128. */
-    ck_assert_int_eq(FMCU_WQ_PREFILL_MIN_ROWS, 128);
-    ck_assert_int_eq(fmcu_wq_tier(508, 2, 8, FMCU_TIER_AUTO, 1, 1), FMCU_TIER_TILED);
-    ck_assert_int_eq(fmcu_wq_tier(512, 2, 8, FMCU_TIER_AUTO, 1, 1), FMCU_TIER_PREFILL);
+    /* Mixtral: M = 596 is 149 rows an expert, M = 600 150; M = 512 (128
+     * rows) measured slower on this tier, M = 1024 (256) faster. */
+    ck_assert_int_eq(FMCU_WQ_PREFILL_MIN_ROWS, 150);
+    ck_assert_int_eq(fmcu_wq_tier(512, 2, 8, FMCU_TIER_AUTO, 1, 1), FMCU_TIER_TILED);
+    ck_assert_int_eq(fmcu_wq_tier(596, 2, 8, FMCU_TIER_AUTO, 1, 1), FMCU_TIER_TILED);
+    ck_assert_int_eq(fmcu_wq_tier(600, 2, 8, FMCU_TIER_AUTO, 1, 1), FMCU_TIER_PREFILL);
+    ck_assert_int_eq(fmcu_wq_tier(1024, 2, 8, FMCU_TIER_AUTO, 1, 1), FMCU_TIER_PREFILL);
     ck_assert_int_eq(fmcu_wq_tier(8192, 8, 128, FMCU_TIER_AUTO, 1, 1), FMCU_TIER_PREFILL);
     /* Not served (int weights, no scratch, another device): the 4-bit kernels. */
     ck_assert_int_eq(fmcu_wq_tier(8192, 8, 128, FMCU_TIER_AUTO, 1, 0), FMCU_TIER_TILED);
@@ -235,7 +238,7 @@ int main(void)
     tcase_add_test(tc, auto_tier_follows_rows_per_expert);
     tcase_add_test(tc, forced_tier_wins_unless_it_cannot_run);
     tcase_add_test(tc, wq_tier_streams_up_to_16_rows);
-    tcase_add_test(tc, wq_tier_prefill_from_128_rows_where_served);
+    tcase_add_test(tc, wq_tier_prefill_from_150_rows_where_served);
     tcase_add_test(tc, decode_tail_takes_calls_that_fit_in_one_wave);
     tcase_add_test(tc, decode_tail_refuses_what_does_not_fit);
     tcase_add_test(tc, one_launch_decode_takes_calls_the_tail_takes_on_one_sm_each);
