@@ -44,11 +44,11 @@
 #include "plugins/cuda/launch_shape.h"
 
 struct fmcu_gg_args {
-    const uint8_t *a;       /* [rows_cap, K] */
-    const uint8_t *b;       /* [E, N, K] */
-    __nv_bfloat16 *d;       /* [rows_cap, N] */
-    const float *s_row;     /* [rows_cap] when row_vec, else [1]; NULL: 1 */
-    const float *s_col;     /* [E, N] when col_vec, else [E]; NULL: 1 */
+    const uint8_t *a;          /* [rows_cap, K] */
+    const uint8_t *b;          /* [E, N, K] */
+    __nv_bfloat16 *d;          /* [rows_cap, N] */
+    const float *s_row;        /* [rows_cap] when row_vec, else [1]; NULL: 1 */
+    const float *s_col;        /* [E, N] when col_vec, else [E]; NULL: 1 */
     const __nv_bfloat16 *bias; /* [E, N], added after the scales; NULL: none */
     const int32_t *offsets;    /* [E + 1], device */
     int row_vec, col_vec;

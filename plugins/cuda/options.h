@@ -40,15 +40,15 @@ extern "C" {
 #define FMCU_FUSED_OFF  2
 
 typedef struct fmcu_options {
-    int32_t tier;              /* FMCU_TIER_* (tier.h); FMCU_TIER_AUTO by default */
-    int64_t plan_wide_pairs;   /* FMCU_PLAN_WIDE_PAIRS (launch_shape.h); INT64_MAX: never */
-    int decode_tail;           /* 1 */
-    int decode_fused;          /* FMCU_FUSED_* */
-    int decode_fused_w13_regs; /* 0: W13 by bulk copies where the slots fit; 1: register loads */
-    int prefill_warp_rows;     /* 1 */
-    int prefill_half_tiles;    /* 1 */
-    int prefill_tile_order;    /* FMCU_GG_ORDER_* (launch_shape.h) */
-    int wq_wgmma;              /* 1 */
+    int32_t tier;                 /* FMCU_TIER_* (tier.h); FMCU_TIER_AUTO by default */
+    int64_t plan_wide_pairs;      /* FMCU_PLAN_WIDE_PAIRS (launch_shape.h); INT64_MAX: never */
+    int decode_tail;              /* 1 */
+    int decode_fused;             /* FMCU_FUSED_* */
+    int decode_fused_w13_regs;    /* 0: W13 by bulk copies where the slots fit; 1: register loads */
+    int prefill_warp_rows;        /* 1 */
+    int prefill_half_tiles;       /* 1 */
+    int prefill_tile_order;       /* FMCU_GG_ORDER_* (launch_shape.h) */
+    int wq_wgmma;                 /* 1 */
     uint32_t prefill_dequant_mib; /* FMCU_PREFILL_DEQUANT_MIB */
 } fmcu_options;
 

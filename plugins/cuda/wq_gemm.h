@@ -73,8 +73,8 @@ struct fmcu_wq_stage_args {
     int32_t dtype;
     const int32_t *pair_local;
     const int32_t *sorted, *n_sorted; /* or NULL: row i is pair i */
-    const int32_t *perm;  /* or NULL */
-    const float *in_glob; /* or NULL */
+    const int32_t *perm;              /* or NULL */
+    const float *in_glob;             /* or NULL */
     uint32_t k, kp;
     void *dst;
 };
