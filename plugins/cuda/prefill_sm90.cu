@@ -15,9 +15,9 @@
  * GEMMs. bf16, e2m1 (launch_dq) and the fp8 tensor and channel schemes
  * run both GEMMs on our own grouped GEMM (grouped_gemm.h: TMA + wgmma, one
  * tensor map over all sorted rows, no per-expert descriptors), its tile
- * kinds chosen per call
- * from the average rows per local expert (launch_shape.h fmcu_gg_kinds) and
- * its half tiles and tile order from the layer's options. The fp8 block
+ * kinds chosen per call from the average rows per local expert
+ * (launch_shape.h fmcu_gg_kinds) and its half tiles and tile order from the
+ * layer's options. The fp8 block
  * scheme runs CUTLASS 4.x's sm90 grouped GEMM with blockwise scales:
  * 128x128x128 cooperative, cluster 1x2 (vLLM's choice; each warp group
  * holds a 64x128 f32 accumulator and its per-block partial; 1.2-1.35x the
