@@ -74,6 +74,11 @@ int fmcu_synchronize(int device, void *stream, char *err, size_t cap);
  * routing weight before GEMM2's requantization. */
 #define FMCU_Q_MXFP4_A8 8
 #define FMCU_Q_IS_WQ(q) ((q) >= FMCU_Q_WNA16)
+/* fp8 GEMM operands (1-byte weights and inputs). */
+#define FMCU_Q_IS_FP8(q) ((q) == FMCU_Q_TENSOR || (q) == FMCU_Q_CHANNEL || (q) == FMCU_Q_BLOCK)
+/* e2m1 weights the prefill tier dequantizes to bf16 (prefill_dequant.h): MXFP4, NVFP4 W4A16 and W4A4, not MXFP4 x FP8.
+ */
+#define FMCU_Q_IS_E2M1(q) ((q) == FMCU_Q_MXFP4 || (q) == FMCU_Q_NVFP4 || (q) == FMCU_Q_NVFP4_A4)
 
 typedef struct fmcu_layer {
     int device;

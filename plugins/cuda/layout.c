@@ -307,7 +307,7 @@ void fmcu_workspace_layout(uint32_t max_tokens, uint32_t top_k, uint32_t hidden,
     size_t M = max_tokens, P = (size_t)max_tokens * top_k, H = hidden, I = inter, E = local_experts;
     size_t at = 0;
     /* The 4-bit and int schemes keep act-dtype GEMM inputs, as bf16. */
-    int fp8 = quant == FMCU_Q_TENSOR || quant == FMCU_Q_CHANNEL || quant == FMCU_Q_BLOCK;
+    int fp8 = FMCU_Q_IS_FP8(quant);
     memset(ws, 0, sizeof *ws);
     ws->topk_w = take(&at, P * 4);
     ws->topk_ids = take(&at, P * 4);

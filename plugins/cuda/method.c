@@ -391,8 +391,6 @@ static fmoe_status finalize_sm100(fmcu_instance *in, const fmoe_tensor *const *p
 }
 /* --- end SM100 ---------------------------------------------------------- */
 
-/* The 4-bit and int schemes: weights repacked (wq_pack.h) and uploaded,
- * the per-pair input buffers of act-order and W4A4 allocated. */
 /* The prefill tier's bf16 scratch for e2m1 weights (wq_pack.h fmcu_wq.dq):
  * only where that tier could serve the layer (prefill_sm90.cu
  * fmcu_prefill_supported_why says the rest) and some call could reach it:
@@ -402,10 +400,9 @@ static fmoe_status finalize_dequant(fmcu_instance *in, fmoe_error *err)
 {
     fmcu_layer *L = &in->layer;
     char why[256];
-    int e2m1 = L->quant == FMCU_Q_MXFP4 || L->quant == FMCU_Q_NVFP4 || L->quant == FMCU_Q_NVFP4_A4;
     uint64_t rows = (uint64_t)L->max_tokens * L->top_k / (L->local_experts ? L->local_experts : 1);
-    if (!e2m1 || L->act_dtype != FMOE_DTYPE_BF16 || L->on_input || L->hidden % 16 || L->inter % 16 ||
-        (rows < FMCU_WQ_PREFILL_MIN_ROWS && L->opt.tier != FMCU_TIER_PREFILL))
+    if (!FMCU_Q_IS_E2M1(L->quant) || L->act_dtype != FMOE_DTYPE_BF16 || L->on_input || L->hidden % 16 ||
+        L->inter % 16 || (rows < FMCU_WQ_PREFILL_MIN_ROWS && L->opt.tier != FMCU_TIER_PREFILL))
         return FMOE_STATUS_OK;
     fmcu_device_info dev;
     if (fmcu_device_query(L->device, &dev, why, sizeof why) != 0)
@@ -413,13 +410,15 @@ static fmoe_status finalize_dequant(fmcu_instance *in, fmoe_error *err)
     uint32_t n = fmcu_wq_dequant_experts(L->rows13, L->hidden, L->inter, L->local_experts, L->opt.prefill_dequant_mib);
     if (dev.major != 9 || n == 0)
         return FMOE_STATUS_OK;
-    uint64_t w13 = (uint64_t)L->rows13 * L->hidden, w2 = (uint64_t)L->hidden * L->inter;
-    if (!(L->wq.dq = device_alloc(in, (size_t)n * 2 * (w13 > w2 ? w13 : w2), why, sizeof why)))
+    size_t bytes = (size_t)n * fmcu_wq_dequant_expert_bytes(L->rows13, L->hidden, L->inter);
+    if (!(L->wq.dq = device_alloc(in, bytes, why, sizeof why)))
         return device_error(in, err, why);
     L->wq.dq_experts = n;
     return FMOE_STATUS_OK;
 }
 
+/* The 4-bit and int schemes: weights repacked (wq_pack.h) and uploaded,
+ * the per-pair input buffers of act-order and W4A4 allocated. */
 static fmoe_status finalize_wq(fmcu_instance *in, const fmoe_tensor *const *p, fmoe_error *err)
 {
     fmcu_layer *L = &in->layer;

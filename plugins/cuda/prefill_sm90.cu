@@ -565,7 +565,7 @@ cudaError_t forward(const fmcu_layer *L, int64_t m, const void *x, int64_t x_ld,
         return cudaErrorInvalidDevice;
     const int mode = quant_mode(L->quant);
     const bool wq = FMCU_Q_IS_WQ(L->quant); /* e2m1 weights dequantized to bf16 (launch_dq) */
-    const bool fp8 = L->quant == FMCU_Q_TENSOR || L->quant == FMCU_Q_CHANNEL || L->quant == FMCU_Q_BLOCK;
+    const bool fp8 = FMCU_Q_IS_FP8(L->quant);
     const bool block = L->quant == FMCU_Q_BLOCK;
     const bool dyn_tensor = L->quant == FMCU_Q_TENSOR && L->a_dynamic;
     const int esize = fp8 ? 1 : 2;
@@ -614,9 +614,7 @@ cudaError_t forward(const fmcu_layer *L, int64_t m, const void *x, int64_t x_ld,
         } else if (block) {
             s.sfa = j ? a2_scale : a1_scale;
             s.sfb = wscale;
-        } else if (wq) { /* the weights and out_mul are set per chunk (launch_dq) */
-            s.w = nullptr;
-        }
+        } /* e2m1: launch_dq sets the weights and out_mul per run of experts */
     }
     const cutlass::KernelHardwareInfo hw = hw_of(L->device, sms);
     void *cws = ws_at<void>(L, L->ws.pf_cutlass);
@@ -718,11 +716,10 @@ bool fmcu_prefill_supported_why(const fmcu_layer *L, char *why, size_t cap)
         return refuse(why, cap, "bf16 activations only");
     if (L->on_input)
         return refuse(why, cap, "router weight on the input is not served");
-    const bool fp8 = L->quant == FMCU_Q_TENSOR || L->quant == FMCU_Q_CHANNEL || L->quant == FMCU_Q_BLOCK;
-    if (fp8 && (L->b13 || (L->add_b2 && L->b2)))
+    if (FMCU_Q_IS_FP8(L->quant) && (L->b13 || (L->add_b2 && L->b2)))
         return refuse(why, cap, "biases are served with bf16 operands only (bf16 and e2m1 weights)");
     if (FMCU_Q_IS_WQ(L->quant)) {
-        if (L->quant != FMCU_Q_MXFP4 && L->quant != FMCU_Q_NVFP4 && L->quant != FMCU_Q_NVFP4_A4)
+        if (!FMCU_Q_IS_E2M1(L->quant))
             return refuse(why, cap,
                           "4-bit and int weights: e2m1 (MXFP4, NVFP4) only (int values times their group scales "
                           "are not exact in bf16, MXFP4 x FP8 quantizes its GEMM inputs to e4m3)");

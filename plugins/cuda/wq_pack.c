@@ -144,10 +144,15 @@ uint32_t fmcu_wq_stream_slabs(int64_t tiles, uint32_t slabs, int sms)
     return 1;
 }
 
-uint32_t fmcu_wq_dequant_experts(uint32_t rows13, uint32_t hidden, uint32_t inter, uint32_t experts, uint32_t mib)
+uint64_t fmcu_wq_dequant_expert_bytes(uint32_t rows13, uint32_t hidden, uint32_t inter)
 {
     uint64_t w13 = (uint64_t)rows13 * hidden, w2 = (uint64_t)hidden * inter;
-    uint64_t per_expert = 2 * (w13 > w2 ? w13 : w2);
+    return 2 * (w13 > w2 ? w13 : w2);
+}
+
+uint32_t fmcu_wq_dequant_experts(uint32_t rows13, uint32_t hidden, uint32_t inter, uint32_t experts, uint32_t mib)
+{
+    uint64_t per_expert = fmcu_wq_dequant_expert_bytes(rows13, hidden, inter);
     if (per_expert == 0)
         return 0;
     uint64_t n = ((uint64_t)mib << 20) / per_expert;

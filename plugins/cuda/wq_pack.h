@@ -124,6 +124,8 @@ uint32_t fmcu_wq_stream_slabs(int64_t tiles, uint32_t slabs, int sms);
  * E; 0 when not one does or mib is 0 (the layer then keeps the 4-bit
  * kernels at every size). */
 uint32_t fmcu_wq_dequant_experts(uint32_t rows13, uint32_t hidden, uint32_t inter, uint32_t experts, uint32_t mib);
+/* Bytes of one expert's slot in that scratch: the larger of its bf16 W13 and W2. */
+uint64_t fmcu_wq_dequant_expert_bytes(uint32_t rows13, uint32_t hidden, uint32_t inter);
 
 /* Column (0..31) of a chunk at fragment position p, and its inverse. */
 uint32_t fmcu_wq_frag_col(uint32_t p);

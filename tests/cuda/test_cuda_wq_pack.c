@@ -328,6 +328,7 @@ START_TEST(dequant_experts_fit_the_budget)
 {
     /* Mixtral-8x7B gated: W13 [28672, 4096] bf16 = 224 MiB an expert (W2 half
      * that): 4 in 1024 MiB, 1 in 224, none in 223. */
+    ck_assert_uint_eq(fmcu_wq_dequant_expert_bytes(28672, 4096, 14336), 224ull << 20);
     ck_assert_uint_eq(fmcu_wq_dequant_experts(28672, 4096, 14336, 8, 1024), 4);
     ck_assert_uint_eq(fmcu_wq_dequant_experts(28672, 4096, 14336, 8, 224), 1);
     ck_assert_uint_eq(fmcu_wq_dequant_experts(28672, 4096, 14336, 8, 223), 0);
