@@ -34,7 +34,7 @@
 
 qcase qcase_init(const char *key)
 {
-    qcase c = {.key = key, .E = 4, .H = 64, .I = 64, .topk = 2, .M = 8, .gated = 1, .tp = 1, .ep = 1, .loose = 0.1};
+    qcase c = {.key = key, .E = 4, .H = 64, .I = 64, .topk = 2, .M = 8, .gated = 1, .tp = 1, .ep = 1, .loose = 0.15};
     return c;
 }
 

@@ -34,7 +34,7 @@ typedef struct qcase {
     double loose;      /* bound on ||ref - unquantized|| / ||unquantized|| */
 } qcase;
 
-/* Defaults: E=4, H=I=64, topk=2, M=8, gated, TP=EP=1, loose 0.1. */
+/* Defaults: E=4, H=I=64, topk=2, M=8, gated, TP=EP=1, loose 0.15. */
 qcase qcase_init(const char *key);
 
 /* Run the case with the run's seed mixed with `stream` (ck_assert on every

@@ -4,11 +4,13 @@
  * the float64 model of harness.c, on random layers (fresh seed per run).
  *
  * Loose bounds against the unquantized model (relative L2 of the output):
- * e4m3 keeps 3 mantissa bits (relative rounding error <= 2^-4 per value,
- * ~2.5% in an L2 sense after accumulation over K) -> 0.1, 0.15 with static
- * input scales (up to 2.2x the amax-based scale, so coarser steps); 4-bit e2m1 has one
- * mantissa bit and a shared scale per group (errors up to ~12% per value)
- * -> 0.35 for weight-only, 0.5 with activations quantized too.
+ * e4m3 keeps 3 mantissa bits, an RMS rounding error of about 3.6% per value;
+ * four roundings (x, w13, the activation, w2) give ~7% -> 0.15. 4-bit e2m1
+ * has one mantissa bit and a shared scale per group -> 0.35 weight-only,
+ * 0.5 with activations quantized too. Measured over 515 seeds (2026-11-29):
+ * fp8 mean 0.05-0.072, max 0.103; e2m1 weight-only mean 0.14-0.20, max 0.25;
+ * W4A4 mean 0.23-0.30, max 0.39. Every bound is over 1.3x the largest seen
+ * (a bound of 0.1 failed CI at 0.1024): M = 8 tokens make the spread wide.
  */
 #include "tests/reference_quant/harness.h"
 
@@ -17,7 +19,6 @@ START_TEST(fp8_tensor_static_requant_bias)
     qcase c = qcase_init("fp8e4m3:tensor/fp8e4m3:tensor");
     c.skew = 1; /* w1 / w3 scales differ: requantized to their max */
     c.bias = 1;
-    c.loose = 0.15;
     qcase_run(&c, 1);
 }
 END_TEST
@@ -27,7 +28,6 @@ START_TEST(fp8_tensor_static_ep_invalid_ids)
     qcase c = qcase_init("fp8e4m3:tensor/fp8e4m3:tensor");
     c.ep = 2; /* each rank's static input scale is the max over its experts */
     c.invalid_ids = 1;
-    c.loose = 0.15;
     qcase_run(&c, 2);
 }
 END_TEST
@@ -49,9 +49,8 @@ START_TEST(fp8_tensor_dynamic_weight_on_input)
     c.on_input = 1;
     /* The routing weight scales each token before the per-tensor amax is
      * taken, so a token with a small weight is quantized with steps set by
-     * the largest one: coarser, as with a static scale (0.15). With 0.1,
-     * 2 seeds in 400 measured 0.103 and 0.109 and failed CI at random. */
-    c.loose = 0.15;
+     * the largest one: coarser, as with a static scale. The widest fp8 case
+     * (max 0.103 in 515 seeds); the default 0.15 holds it. */
     qcase_run(&c, 4);
 }
 END_TEST

@@ -7,8 +7,12 @@
  * Loose bounds (relative L2 vs the unquantized model): int8 rounds to
  * 1/254 of a row/group range -> 0.05; int4 to a step of amax/7 per group
  * of 32 Gaussian weights (amax ~ 2.5 sigma): RMS error ~ (2.5/7)/sqrt(12)
- * ~ 10% of a weight's RMS, ~15-20% after two GEMMs -> 0.3; channelwise int4
- * (one scale for a whole row, amax ~ 3.5 sigma) -> 0.4.
+ * ~ 10% of a weight's RMS, ~15-20% after two GEMMs -> 0.35; channelwise int4
+ * (one scale for a whole row, amax ~ 3.5 sigma) -> 0.4, and 0.6 for one
+ * token (one row of 64 values: the widest spread). Measured over 540 seeds
+ * (2026-11-29): int8 max 0.026; int4 group mean 0.14-0.18, max 0.245; int4
+ * channel mean 0.13 (max 0.16), at M = 1 mean 0.20, max 0.38. Every bound is
+ * over 1.4x the largest seen.
  */
 #include "tests/reference_quant/harness.h"
 
@@ -17,7 +21,7 @@ START_TEST(wna16_int4_group_tp2_bias)
     qcase c = qcase_init("int4:group32");
     c.tp = 2;
     c.bias = 1;
-    c.loose = 0.3;
+    c.loose = 0.35;
     qcase_run(&c, 101);
 }
 END_TEST
@@ -26,7 +30,7 @@ START_TEST(wna16_int4_group_asym_tp2)
 {
     qcase c = qcase_init("int4:group32:asym");
     c.tp = 2;
-    c.loose = 0.3;
+    c.loose = 0.35;
     qcase_run(&c, 102);
 }
 END_TEST
@@ -46,7 +50,7 @@ START_TEST(wna16_int4_act_order_tp2)
     /* g_idx scattered; w2 scales loaded in full, g_idx narrowed per rank. */
     qcase c = qcase_init("int4:group32:actorder");
     c.tp = 2;
-    c.loose = 0.3;
+    c.loose = 0.35;
     qcase_run(&c, 104);
 }
 END_TEST
@@ -91,7 +95,7 @@ START_TEST(w4a8_fp8_group_ep2)
 {
     qcase c = qcase_init("int4:group32/fp8e4m3:token:dynamic");
     c.ep = 2;
-    c.loose = 0.3;
+    c.loose = 0.35;
     qcase_run(&c, 109);
 }
 END_TEST
@@ -100,7 +104,7 @@ START_TEST(w4a8_arm_channel_m1)
 {
     qcase c = qcase_init("int4:channel/int8:token:dynamic:asym");
     c.M = 1;
-    c.loose = 0.4;
+    c.loose = 0.6;
     qcase_run(&c, 110);
 }
 END_TEST
@@ -110,7 +114,7 @@ START_TEST(w4a8_arm_group_bf16_tp2_bias)
     qcase c = qcase_init("int4:group32:scale-bf16/int8:token:dynamic:asym");
     c.tp = 2;
     c.bias = 1;
-    c.loose = 0.3;
+    c.loose = 0.35;
     qcase_run(&c, 111);
 }
 END_TEST
