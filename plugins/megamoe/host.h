@@ -20,6 +20,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define MM_GROUP        32u  /* elements per UE8M0 scale (recipe (1, 1, 32)) */
 #define MM_TOKEN_ALIGN  384u /* lcm of the kernel's BLOCK_M candidates 8..192 */
 #define MM_MIN_BLOCK_M  8u   /* smallest BLOCK_M: ring counters per 8 tokens */
@@ -126,5 +130,9 @@ int mm_local_logical(uint32_t physical, uint32_t logical, uint32_t ranks, uint32
 /* A call of `tokens` tokens on a layer made for `max_tokens` (buffer T):
  * more is refused, never truncated. */
 int mm_check_tokens(uint64_t tokens, const mm_layout *l, char *why, size_t cap);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -234,8 +234,9 @@ static fmoe_status mm_apply(fmoe_apply_args *a)
     if (mm_check_tokens((uint64_t)a->x->shape[0], &in->layout, why, sizeof why) != 0)
         return in->host->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT, "%s", why);
     return in->host->error_set(a->err, FMOE_STATUS_UNSUPPORTED,
-                               "MegaMoE forward: the SM100 kernel is not implemented yet (this instance holds its "
-                               "host logic only; the SM90 path runs on compute capability 9.0; docs/MEGAMOE.md)");
+                               "MegaMoE forward: the SM100 kernel is not served yet (built, never run on an SM100 "
+                               "device; this instance holds its host logic only; the SM90 path runs on compute "
+                               "capability 9.0; docs/MEGAMOE.md)");
 }
 
 void mm_instance_weights(const void *instance, mm_weights *out)

@@ -6,7 +6,7 @@
  * decoded to e4m3 in the GEMM, FP8 mma.sync, a few launches per forward;
  * sm90_forward.cu; on one device or an EP group, whose ops and transport
  * are the cuda plugin's, compiled in: fmoe_plugin.ep); 10.x the SM100 path (DeepGEMM's design:
- * tcgen05 block-scaled FP8 x FP4 MMA), not implemented yet; without a
+ * tcgen05 block-scaled FP8 x FP4 MMA; sm100_forward.cu), built, never run and not served yet; without a
  * driver or device one slot, score 0, with the runtime's reason. Query
  * (serve.c mm_choose_path): the first rule a layer breaks, then the
  * device's path; it hands out the method on 9.0 only, so the plugin never
@@ -82,7 +82,9 @@ static void mm_shutdown(void *state)
 static const char *path_of(int major, int minor)
 {
     if (major == 10)
-        return "SM100 path (tcgen05 FP8 x FP4): its kernel is not implemented yet (every layer is refused)";
+        return "SM100 path (tcgen05 FP8 x FP4): its kernel is built but has never run, so it is not served yet (every "
+               "layer is "
+               "refused)";
     if (major == 9 && minor == 0)
         return "SM90 path (e2m1 decoded to e4m3, FP8 mma.sync; one device or an EP group; not fused yet)";
     return NULL;

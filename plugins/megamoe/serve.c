@@ -88,8 +88,8 @@ int mm_choose_path(const mm_state *st, const fmoe_layer_config *c, const fmoe_sc
         if (mm_layer_supported(c, s, st->ring_tokens, &d, why, cap) != 0)
             return -1;
         return refuse(why, cap,
-                      "MegaMoE: the layer fits the SM100 kernel's contract, but the SM100 kernel is not implemented "
-                      "yet");
+                      "MegaMoE: the layer fits the SM100 kernel's contract, but the SM100 kernel (sm100_forward.cu) "
+                      "has never run on an SM100 device and is not served yet");
     }
     snprintf(why, cap, "MegaMoE: compute capability %d.%d has no path (SM90 = 9.0 runs; SM100 = 10.x is planned)",
              major, minor);

@@ -15,7 +15,7 @@
  *     the SM90 path (H, I multiples of 32 only; an EP rank's expert base), finalize hands
  *     the loaded weights and sm90_plan.h's plan to the device side, apply
  *     checks tokens and tensors and hands over the call; 10.x gets the
- *     SM100 contract and "not implemented yet"; other capabilities and a
+ *     SM100 contract and "not served yet"; other capabilities and a
  *     failing runtime are refused with the reason, after the layer rules;
  *   - the plugin (when built: it needs the CUDA toolkit, not a device):
  *     init's options, the probe (score 0 without a usable device, with the
@@ -272,7 +272,7 @@ START_TEST(finalize_transforms_and_apply_refuses)
                                "384 rows after rounding to 384): refused, not truncated");
     tx.shape[0] = TOKENS;
     ck_assert_int_eq(mm_method.apply(&aa), FMOE_STATUS_UNSUPPORTED);
-    ck_assert_msg(strstr(dp_error, "not implemented yet") != NULL, "%s", dp_error);
+    ck_assert_msg(strstr(dp_error, "not served yet") != NULL, "%s", dp_error);
 
     destroy(in);
     free(x);
@@ -481,11 +481,11 @@ START_TEST(sm90_path_with_a_fake_device)
     ck_assert_int_eq(create(&st, &c, &s, &in), FMOE_STATUS_UNSUPPORTED);
     ck_assert_msg(strstr(dp_error, "multiples of 32") != NULL, "%s", dp_error);
 
-    /* 10.x: the SM100 contract, then "not implemented yet". */
+    /* 10.x: the SM100 contract, then "not served yet". */
     fake_major = 10;
     c = layer();
     ck_assert_int_eq(create(&st, &c, &s, &in), FMOE_STATUS_UNSUPPORTED);
-    ck_assert_msg(strstr(dp_error, "SM100 kernel is not implemented yet") != NULL, "%s", dp_error);
+    ck_assert_msg(strstr(dp_error, "never run on an SM100 device and is not served yet") != NULL, "%s", dp_error);
     c.hidden_size = 96;
     ck_assert_int_eq(create(&st, &c, &s, &in), FMOE_STATUS_UNSUPPORTED);
     ck_assert_msg(strstr(dp_error, "multiple of 128") != NULL, "%s", dp_error);
@@ -546,7 +546,7 @@ START_TEST(plugin_table)
     int sm90 = rep.available && strncmp(rep.arch, "sm_90 ", 6) == 0;
     if (rep.available) {
         ck_assert_uint_eq(rep.score, 100);
-        ck_assert_msg(strstr(rep.reason, sm90 ? "SM90 path" : "not implemented yet") != NULL, "%s", rep.reason);
+        ck_assert_msg(strstr(rep.reason, sm90 ? "SM90 path" : "not served yet") != NULL, "%s", rep.reason);
     } else {
         ck_assert_uint_eq(rep.score, 0);
     }
