@@ -8,6 +8,7 @@
 #include "fusedmoe/plugin.h"
 #include "plugins/cuda/ep.h"
 #include "plugins/megamoe/host.h"
+#include "plugins/megamoe/sm100.h"
 #include "plugins/megamoe/sm90.h"
 
 #define MM_SCHEME_KEY "fp4:group32:scale-ue8m0/fp8e4m3:group32:dynamic"
@@ -23,6 +24,11 @@ typedef struct mm_device_path {
                   size_t cap);
     int (*forward)(mm90_layer *l, const mm90_call *c, char *why, size_t cap);
     void (*destroy)(mm90_layer *l);
+    /* the SM100 kernel (sm100.h); NULL: a build without it */
+    int (*create100)(int device, const mm_layout *layout, const mm100_host_weights *w, mm100_layer **out, char *why,
+                     size_t cap);
+    int (*forward100)(mm100_layer *l, const mm100_call *c, char *why, size_t cap);
+    void (*destroy100)(mm100_layer *l);
 } mm_device_path;
 
 /* Per-context state (init). */
@@ -30,6 +36,7 @@ typedef struct mm_state {
     const fmoe_host *host;
     uint32_t ring_tokens;       /* option ring_tokens; 0: host.h's rule */
     const mm_device_path *path; /* NULL: host logic only */
+    int sm100_unverified;       /* option sm100_unverified: serve the SM100 kernel, which has never run */
     fmcu_ep_options ep_opt;     /* nccl_library, ep_timeout_ms, ep_transport */
 } mm_state;
 
@@ -48,8 +55,12 @@ int mm_sm90_layer_supported(const fmoe_layer_config *c, const fmoe_scheme *s, mm
 /* The path a layer takes on CUDA device `index`: the shared rules first
  * (so the first rule a layer breaks is named whatever the device), then the
  * device's compute capability: 9.0 -> MM_PATH_SM90 (that path's rules),
- * 10.x -> the SM100 contract, then "not implemented yet" (-1); others -1. */
-#define MM_PATH_SM90 1
+ * 10.x -> the SM100 contract, then MM_PATH_SM100 only with the option
+ * sm100_unverified (the kernel has never run; else -1, saying so), one
+ * rank (EP groups need the peers' windows: -1) and at most
+ * MM100_MAX_LOCAL experts; others -1. */
+#define MM_PATH_SM90  1
+#define MM_PATH_SM100 2
 int mm_choose_path(const mm_state *st, const fmoe_layer_config *c, const fmoe_scheme *s, int32_t index, mm90_plan *plan,
                    char *why, size_t cap);
 

@@ -2,7 +2,8 @@
  * plugins/megamoe/method.c - the MegaMoE method (megamoe.h). What runs:
  *
  *   create    the path (serve.c: SM90 on a 9.0 device when the plugin
- *             has its device side, else the SM100 host logic) and the
+ *             has its device side; the SM100 kernel on 10.x with the
+ *             option sm100_unverified; else the SM100 host logic) and the
  *             four parameters (vLLM DeepseekV4MegaMoEExperts names and
  *             shapes); the SM100 host logic plans the symmetric buffer
  *             (layout.c);
@@ -12,10 +13,11 @@
  *             (transform.c): L1 values interleaved, L1 and L2 scales packed
  *             MN-major in UTCCP order; the loaded L1 values and both scale
  *             tensors are not used after this (the L2 values are read in
- *             place, as vLLM keeps them aliased);
- *   apply     SM90: the token check, the tensors checked, the forward
- *             queued on the caller's stream (sm90_forward.cu). SM100:
- *             refused, its kernel does not exist yet (docs/MEGAMOE.md).
+ *             place, as vLLM keeps them aliased); with the SM100 kernel
+ *             they and the buffer go to the device (sm100_forward.cu);
+ *   apply     SM90 / SM100 kernel: the token check, the tensors checked,
+ *             the forward queued on the caller's stream. The host logic
+ *             alone: refused (docs/MEGAMOE.md).
  * tests/megamoe drives it through the table without a GPU (fake device
  * sides for the SM90 path).
  */
@@ -37,6 +39,10 @@ typedef struct mm_instance {
     int device;
     mm90_plan plan;
     mm90_layer *dev; /* after finalize */
+    /* the SM100 kernel (path set, sm100 = 1): the layout above, the
+     * transformed weights handed to the device at finalize */
+    int sm100;
+    mm100_layer *dev100;
     float swiglu_limit;
     int32_t expert_base; /* global id of local expert 0: ep_rank x local experts */
 } mm_instance;
@@ -64,6 +70,8 @@ static void instance_free(mm_instance *in)
     const fmoe_host *h = in->host;
     if (in->dev)
         in->path->destroy(in->dev);
+    if (in->dev100)
+        in->path->destroy100(in->dev100);
     h->free(h->ctx, in->l1);
     h->free(h->ctx, in->l1_sf);
     h->free(h->ctx, in->l2_sf);
@@ -89,17 +97,25 @@ static fmoe_status mm_create(fmoe_create_args *a)
             instance_free(in);
             return h->error_set(a->err, FMOE_STATUS_UNSUPPORTED, "MegaMoE runs on CUDA devices only");
         }
-        if (mm_choose_path(st, a->config, a->scheme, a->device_index, &in->plan, why, sizeof why) != MM_PATH_SM90 ||
-            mm90_plan_make(a->num_local_experts, a->hidden_size, a->intermediate_per_rank, a->config->top_k,
-                           a->config->max_num_tokens, &in->plan, why, sizeof why) != 0) {
+        const int path = mm_choose_path(st, a->config, a->scheme, a->device_index, &in->plan, why, sizeof why);
+        const int ok = path == MM_PATH_SM90 ? mm90_plan_make(a->num_local_experts, a->hidden_size,
+                                                             a->intermediate_per_rank, a->config->top_k,
+                                                             a->config->max_num_tokens, &in->plan, why, sizeof why) == 0
+                       : path == MM_PATH_SM100
+                           ? mm_layer_supported(a->config, a->scheme, st->ring_tokens, &d, why, sizeof why) == 0 &&
+                                 mm_layout_plan(&d, st->ring_tokens, &in->layout, why, sizeof why) == 0
+                           : 0;
+        if (!ok) {
             instance_free(in);
             return h->error_set(a->err, FMOE_STATUS_UNSUPPORTED, "%s", why);
         }
+        in->sm100 = path == MM_PATH_SM100;
         in->path = st->path;
         in->device = a->device_index;
         in->swiglu_limit = a->config->swiglu_limit;
         in->expert_base = (int32_t)((a->config->ep_size > 1 ? a->config->ep_rank : 0) * a->num_local_experts);
-        in->layout.dims.max_tokens = a->config->max_num_tokens;
+        if (!in->sm100)
+            in->layout.dims.max_tokens = a->config->max_num_tokens;
     } else if (mm_layout_plan(&d, st->ring_tokens, &in->layout, why, sizeof why) != 0) {
         instance_free(in);
         return h->error_set(a->err, FMOE_STATUS_UNSUPPORTED, "%s", why);
@@ -137,7 +153,7 @@ static fmoe_status mm_finalize(fmoe_finalize_args *a)
     if (a->n_params != 4)
         return h->error_set(a->err, FMOE_STATUS_INTERNAL, "finalize got %u params, declared 4", a->n_params);
     uint32_t E = in->local, H = in->hidden, I = in->inter;
-    if (in->path) {
+    if (in->path && !in->sm100) {
         char why90[256];
         mm90_host_weights w = {a->params[0]->data, a->params[2]->data, a->params[1]->data, a->params[3]->data};
         if (in->dev)
@@ -158,6 +174,13 @@ static fmoe_status mm_finalize(fmoe_finalize_args *a)
         mm_transform_sf(a->params[3]->data, in->l2_sf, E, H, I, 0, why, sizeof why) != 0)
         return h->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT, "%s", why);
     in->l2 = a->params[1]->data;
+    if (in->sm100) {
+        if (in->dev100)
+            return h->error_set(a->err, FMOE_STATUS_INTERNAL, "MegaMoE: finalize called twice");
+        const mm100_host_weights w = {in->l1, in->l1_sf, in->l2, in->l2_sf};
+        if (in->path->create100(in->device, &in->layout, &w, &in->dev100, why, sizeof why) != 0)
+            return h->error_set(a->err, FMOE_STATUS_DEVICE_ERROR, "%s", why);
+    }
     return FMOE_STATUS_OK;
 }
 
@@ -176,12 +199,12 @@ static const char *matrix_problem(const fmoe_tensor *t, fmoe_dtype dt, int64_t r
     return NULL;
 }
 
-static fmoe_status sm90_apply(mm_instance *in, fmoe_apply_args *a)
+/* The call's four tensors: [m, H] bf16 x and out, [m, topk] f32 weights
+ * and int32 ids, row-major; else INVALID_ARGUMENT naming the tensor. */
+static fmoe_status check_tensors(const mm_instance *in, fmoe_apply_args *a, int64_t k)
 {
     const fmoe_host *h = in->host;
-    if (!in->dev)
-        return h->error_set(a->err, FMOE_STATUS_INTERNAL, "MegaMoE: apply before finalize");
-    int64_t m = a->x->shape[0], k = in->plan.topk;
+    int64_t m = a->x->shape[0];
     const struct {
         const char *name;
         const fmoe_tensor *t;
@@ -201,6 +224,18 @@ static fmoe_status sm90_apply(mm_instance *in, fmoe_apply_args *a)
                                 : i == 2 ? "int32"
                                          : "bf16");
     }
+    return FMOE_STATUS_OK;
+}
+
+static fmoe_status sm90_apply(mm_instance *in, fmoe_apply_args *a)
+{
+    const fmoe_host *h = in->host;
+    if (!in->dev)
+        return h->error_set(a->err, FMOE_STATUS_INTERNAL, "MegaMoE: apply before finalize");
+    const int64_t m = a->x->shape[0];
+    fmoe_status st = check_tensors(in, a, in->plan.topk);
+    if (st != FMOE_STATUS_OK)
+        return st;
     mm90_call c = {.x = a->x->data,
                    .x_ld = a->x->strides[0],
                    .weights = a->topk_weights->data,
@@ -219,10 +254,40 @@ static fmoe_status sm90_apply(mm_instance *in, fmoe_apply_args *a)
     return FMOE_STATUS_OK;
 }
 
+static fmoe_status sm100_apply(mm_instance *in, fmoe_apply_args *a)
+{
+    const fmoe_host *h = in->host;
+    if (!in->dev100)
+        return h->error_set(a->err, FMOE_STATUS_INTERNAL, "MegaMoE: apply before finalize");
+    fmoe_status st = check_tensors(in, a, in->layout.dims.topk);
+    if (st != FMOE_STATUS_OK)
+        return st;
+    mm100_call c = {.x = a->x->data,
+                    .x_ld = a->x->strides[0],
+                    .weights = a->topk_weights->data,
+                    .weights_ld = a->topk_weights->strides[0],
+                    .ids = a->topk_ids->data,
+                    .ids_ld = a->topk_ids->strides[0],
+                    .out = a->out->data,
+                    .out_ld = a->out->strides[0],
+                    .m = (uint32_t)a->x->shape[0],
+                    .swiglu_limit = in->swiglu_limit,
+                    .stream = a->stream};
+    char why[256];
+    if (in->path->forward100(in->dev100, &c, why, sizeof why) != 0)
+        return h->error_set(a->err, FMOE_STATUS_DEVICE_ERROR, "%s", why);
+    return FMOE_STATUS_OK;
+}
+
 static fmoe_status mm_apply(fmoe_apply_args *a)
 {
     mm_instance *in = a->instance;
     char why[256];
+    if (in->path && in->sm100) {
+        if (mm_check_tokens((uint64_t)a->x->shape[0], &in->layout, why, sizeof why) != 0)
+            return in->host->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT, "%s", why);
+        return sm100_apply(in, a);
+    }
     if (in->path) {
         if (a->x->shape[0] > (int64_t)in->plan.max_tokens)
             return in->host->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT,
@@ -242,7 +307,7 @@ static fmoe_status mm_apply(fmoe_apply_args *a)
 void mm_instance_weights(const void *instance, mm_weights *out)
 {
     const mm_instance *in = instance;
-    *out = (mm_weights){.sm90 = in->path != NULL,
+    *out = (mm_weights){.sm90 = in->path != NULL && !in->sm100,
                         .layout = &in->layout,
                         .l1 = in->l1,
                         .l1_sf = in->l1_sf,

@@ -25,17 +25,21 @@
 
 #define ARCH_SCORE 100
 
-static const mm_device_path sm90_path = {
+static const mm_device_path device_path = {
     .capability = mm_device_capability,
     .create = mm90_create,
     .forward = mm90_forward,
     .destroy = mm90_destroy,
+    .create100 = mm100_create,
+    .forward100 = mm100_forward,
+    .destroy100 = mm100_destroy,
 };
 
 static fmoe_status mm_init(fmoe_init_args *a)
 {
     const fmoe_host *h = a->host;
     uint32_t ring = 0;
+    int sm100 = 0;
     fmcu_ep_options ep_opt;
     fmcu_ep_options_default(&ep_opt);
     for (uint32_t i = 0; i < a->n_options; i++) {
@@ -52,21 +56,29 @@ static fmoe_status mm_init(fmoe_init_args *a)
             ring = (uint32_t)v;
             continue;
         }
+        if (strcmp(o->key, "sm100_unverified") == 0) {
+            if (fmoe_option_parse_bool(o->value, &sm100) != 0)
+                return h->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT,
+                                    "option 'sm100_unverified' = \"%s\": expected true or false", o->value);
+            continue;
+        }
         if (strcmp(o->key, "ring_tokens") == 0)
             return h->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT,
                                 "option 'ring_tokens' = \"%s\": expected 0 (our rule) or a multiple of %u up to 2^30",
                                 o->value, MM_TOKEN_ALIGN);
-        return h->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT,
-                            "unknown option '%s' (the megamoe plugin takes: ring_tokens, nccl_library, ep_timeout_ms, "
-                            "ep_transport)",
-                            o->key);
+        return h->error_set(
+            a->err, FMOE_STATUS_INVALID_ARGUMENT,
+            "unknown option '%s' (the megamoe plugin takes: ring_tokens, sm100_unverified, nccl_library, "
+            "ep_timeout_ms, ep_transport)",
+            o->key);
     }
     mm_state *st = h->alloc(h->ctx, sizeof *st, 0);
     if (!st)
         return h->error_set(a->err, FMOE_STATUS_OUT_OF_MEMORY, "out of memory");
     st->host = h;
     st->ring_tokens = ring;
-    st->path = &sm90_path;
+    st->path = &device_path;
+    st->sm100_unverified = sm100;
     st->ep_opt = ep_opt;
     a->state = st;
     return FMOE_STATUS_OK;
@@ -82,9 +94,8 @@ static void mm_shutdown(void *state)
 static const char *path_of(int major, int minor)
 {
     if (major == 10)
-        return "SM100 path (tcgen05 FP8 x FP4): its kernel is built but has never run, so it is not served yet (every "
-               "layer is "
-               "refused)";
+        return "SM100 path (tcgen05 FP8 x FP4): its kernel is built but has never run; served only with the option "
+               "sm100_unverified = true, else not served yet";
     if (major == 9 && minor == 0)
         return "SM90 path (e2m1 decoded to e4m3, FP8 mma.sync; one device or an EP group; not fused yet)";
     return NULL;
@@ -152,10 +163,17 @@ static fmoe_status mm_query(fmoe_query_args *a)
         return FMOE_STATUS_UNSUPPORTED;
     }
     mm90_plan plan;
-    if (mm_choose_path(st, a->config, a->scheme, a->device_index, &plan, a->reason, sizeof a->reason) != MM_PATH_SM90)
+    const int path = mm_choose_path(st, a->config, a->scheme, a->device_index, &plan, a->reason, sizeof a->reason);
+    if (path != MM_PATH_SM90 && path != MM_PATH_SM100)
         return FMOE_STATUS_UNSUPPORTED;
     a->method = &mm_method;
     a->score = ARCH_SCORE;
+    if (path == MM_PATH_SM100) {
+        snprintf(a->reason, sizeof a->reason,
+                 "MegaMoE SM100 kernel (tcgen05, one persistent launch): never run on hardware, served because "
+                 "sm100_unverified = true");
+        return FMOE_STATUS_OK;
+    }
     snprintf(a->reason, sizeof a->reason,
              "MegaMoE SM90 path: FP8 x MXFP4 mma.sync GEMMs, SwiGLU + requant, combine (%llu MiB workspace, not "
              "fused yet)",

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "plugins/megamoe/megamoe.h"
+#include "plugins/megamoe/sm100_plan.h"
 
 static int scheme_is_ours(const fmoe_scheme *s)
 {
@@ -87,9 +88,20 @@ int mm_choose_path(const mm_state *st, const fmoe_layer_config *c, const fmoe_sc
         mm_dims d;
         if (mm_layer_supported(c, s, st->ring_tokens, &d, why, cap) != 0)
             return -1;
-        return refuse(why, cap,
-                      "MegaMoE: the layer fits the SM100 kernel's contract, but the SM100 kernel (sm100_forward.cu) "
-                      "has never run on an SM100 device and is not served yet");
+        if (!st->sm100_unverified)
+            return refuse(why, cap,
+                          "MegaMoE: the layer fits the SM100 kernel's contract, but the SM100 kernel "
+                          "(sm100_forward.cu) has never run on an SM100 device and is not served yet (the megamoe "
+                          "option sm100_unverified = true runs it anyway)");
+        if (!st->path->create100)
+            return refuse(why, cap, "MegaMoE: this build has no SM100 kernel");
+        if (d.ranks > 1)
+            return refuse(why, cap,
+                          "MegaMoE SM100: EP groups need the peers' symmetric windows, not wired yet (ep_size 1 only)");
+        mm100_shape shape;
+        if (mm100_shape_make(128, d.experts / d.ranks, &shape, why, cap) != 0)
+            return -1;
+        return MM_PATH_SM100;
     }
     snprintf(why, cap, "MegaMoE: compute capability %d.%d has no path (SM90 = 9.0 runs; SM100 = 10.x is planned)",
              major, minor);

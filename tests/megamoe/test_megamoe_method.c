@@ -505,6 +505,149 @@ START_TEST(sm90_path_with_a_fake_device)
 }
 END_TEST
 
+/* The SM100 kernel's side, faked: what create100 / forward100 were handed. */
+static int fake100_creates, fake100_forwards, fake100_destroys;
+static mm_layout fake100_layout;
+static mm100_host_weights fake100_weights;
+static mm100_call fake100_call;
+static mm100_layer *const FAKE100 = (mm100_layer *)&fake100_creates;
+
+static int fake_create100(int device, const mm_layout *l, const mm100_host_weights *w, mm100_layer **out, char *why,
+                          size_t cap)
+{
+    (void)device, (void)why, (void)cap;
+    fake100_layout = *l;
+    fake100_weights = *w;
+    fake100_creates++;
+    *out = FAKE100;
+    return 0;
+}
+
+static int fake_forward100(mm100_layer *l, const mm100_call *c, char *why, size_t cap)
+{
+    (void)why, (void)cap;
+    ck_assert_ptr_eq(l, FAKE100);
+    fake100_call = *c;
+    fake100_forwards++;
+    return 0;
+}
+
+static void fake_destroy100(mm100_layer *l)
+{
+    ck_assert_ptr_eq(l, FAKE100);
+    fake100_destroys++;
+}
+
+static const mm_device_path fake_path100 = {fake_capability, fake_create,     fake_forward,   fake_destroy,
+                                            fake_create100,  fake_forward100, fake_destroy100};
+
+START_TEST(sm100_kernel_only_with_the_option)
+{
+    uint64_t seed = fmoe_test_seed();
+    fmoe_rng r = fmoe_rng_for(seed + 100);
+    fmoe_scheme s = scheme();
+    void *in = NULL;
+    fake_fail = 0;
+    fake_major = 10;
+    fake_minor = 0;
+    fake100_creates = fake100_forwards = fake100_destroys = 0;
+
+    /* 10.0 without the option: refused, naming it */
+    mm_state st = {.host = &dp_host, .path = &fake_path100};
+    fmoe_layer_config c = layer();
+    ck_assert_int_eq(create(&st, &c, &s, &in), FMOE_STATUS_UNSUPPORTED);
+    ck_assert_msg(strstr(dp_error, "never run on an SM100 device") && strstr(dp_error, "sm100_unverified = true"), "%s",
+                  dp_error);
+    /* with it, but a device side without the kernel */
+    mm_state st0 = {.host = &dp_host, .path = &fake_path, .sm100_unverified = 1};
+    ck_assert_int_eq(create(&st0, &c, &s, &in), FMOE_STATUS_UNSUPPORTED);
+    ck_assert_str_eq(dp_error, "MegaMoE: this build has no SM100 kernel");
+    /* an EP group: the peers' windows are not wired */
+    st.sm100_unverified = 1;
+    c.ep_size = 2;
+    ck_assert_int_eq(create(&st, &c, &s, &in), FMOE_STATUS_UNSUPPORTED);
+    ck_assert_msg(strstr(dp_error, "peers' symmetric windows") != NULL, "%s", dp_error);
+    /* the layer rules still come first */
+    c = layer();
+    c.hidden_size = 96;
+    ck_assert_int_eq(create(&st, &c, &s, &in), FMOE_STATUS_UNSUPPORTED);
+    ck_assert_msg(strstr(dp_error, "multiple of 128") != NULL, "%s", dp_error);
+
+    /* served: create plans the buffer, finalize hands it and the
+     * transformed weights over */
+    c = layer();
+    ck_assert_msg(create(&st, &c, &s, &in) == FMOE_STATUS_OK, "%s", dp_error);
+    mm_weights w;
+    mm_instance_weights(in, &w);
+    ck_assert_int_eq(w.sm90, 0);
+    mm_dims d = {.ranks = 1, .experts = E, .max_tokens = TOKENS, .topk = K, .hidden = H, .inter = I};
+    mm_layout want;
+    char why[256];
+    ck_assert_int_eq(mm_layout_plan(&d, 0, &want, why, sizeof why), 0);
+    ck_assert_uint_eq(w.layout->total, want.total);
+    uint8_t *w13 = random_bytes(&r, (size_t)E * 2 * I * (H / 2), 0, 255);
+    uint8_t *w2 = random_bytes(&r, (size_t)E * H * (I / 2), 0, 255);
+    uint8_t *s13 = random_bytes(&r, (size_t)E * 2 * I * (H / 32), 110, 30);
+    uint8_t *s2 = random_bytes(&r, (size_t)E * H * (I / 32), 110, 30);
+    fmoe_tensor t[4] = {param_tensor(FMOE_DTYPE_FP4_E2M1X2, 2 * I, H / 2, w13),
+                        param_tensor(FMOE_DTYPE_FP4_E2M1X2, H, I / 2, w2),
+                        param_tensor(FMOE_DTYPE_UE8M0, 2 * I, H / 32, s13),
+                        param_tensor(FMOE_DTYPE_UE8M0, H, I / 32, s2)};
+    const fmoe_tensor *ptrs[4] = {&t[0], &t[1], &t[2], &t[3]};
+    fmoe_finalize_args fa = {.struct_size = sizeof fa, .instance = in, .params = ptrs, .n_params = 4};
+    ck_assert_msg(mm_method.finalize(&fa) == FMOE_STATUS_OK, "%s", dp_error);
+    ck_assert_int_eq(fake100_creates, 1);
+    ck_assert_int_eq(fake_creates, 0); /* not the SM90 side */
+    mm_instance_weights(in, &w);
+    ck_assert_uint_eq(fake100_layout.total, want.total);
+    for (int i = 0; i < MM_VIEW_COUNT; i++)
+        ck_assert_uint_eq(fake100_layout.view[i].offset, want.view[i].offset);
+    ck_assert_ptr_nonnull(w.l1);
+    ck_assert_ptr_eq(fake100_weights.l1, w.l1);
+    ck_assert_ptr_eq(fake100_weights.l1_sf, w.l1_sf);
+    ck_assert_ptr_eq(fake100_weights.l2, w2);
+    ck_assert_ptr_eq(fake100_weights.l2_sf, w.l2_sf);
+    ck_assert_int_eq(mm_method.finalize(&fa), FMOE_STATUS_INTERNAL); /* twice */
+
+    /* apply: tokens, then tensors, then the call handed over */
+    uint16_t *x = calloc((size_t)(TOKENS + 1) * H, 2), *out = calloc((size_t)(TOKENS + 1) * H, 2);
+    float wt[(TOKENS + 1) * K];
+    int32_t ids[(TOKENS + 1) * K];
+    fmoe_tensor tx = matrix(FMOE_DTYPE_BF16, TOKENS + 1, H, H, x), tw = matrix(FMOE_DTYPE_F32, TOKENS + 1, K, K, wt);
+    fmoe_tensor ti = matrix(FMOE_DTYPE_INT32, TOKENS + 1, K, K, ids),
+                to = matrix(FMOE_DTYPE_BF16, TOKENS + 1, H, H, out);
+    int stream_token = 0;
+    fmoe_apply_args aa = {.struct_size = sizeof aa,
+                          .instance = in,
+                          .x = &tx,
+                          .topk_weights = &tw,
+                          .topk_ids = &ti,
+                          .out = &to,
+                          .stream = &stream_token};
+    ck_assert_int_eq(mm_method.apply(&aa), FMOE_STATUS_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(dp_error, "got 17 tokens") && strstr(dp_error, "refused, not truncated"), "%s", dp_error);
+    tx.shape[0] = tw.shape[0] = ti.shape[0] = to.shape[0] = TOKENS;
+    ti.dtype = FMOE_DTYPE_INT64;
+    ck_assert_int_eq(mm_method.apply(&aa), FMOE_STATUS_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(dp_error, "'topk_ids' wrong dtype") != NULL, "%s", dp_error);
+    ti.dtype = FMOE_DTYPE_INT32;
+    ck_assert_int_eq(fake100_forwards, 0);
+    ck_assert_msg(mm_method.apply(&aa) == FMOE_STATUS_OK, "%s", dp_error);
+    ck_assert_int_eq(fake100_forwards, 1);
+    ck_assert_ptr_eq(fake100_call.x, x);
+    ck_assert_ptr_eq(fake100_call.ids, ids);
+    ck_assert_ptr_eq(fake100_call.weights, wt);
+    ck_assert_ptr_eq(fake100_call.out, out);
+    ck_assert_int_eq(fake100_call.out_ld, H);
+    ck_assert_uint_eq(fake100_call.m, TOKENS);
+    ck_assert_float_eq(fake100_call.swiglu_limit, 10.0f);
+    ck_assert_ptr_eq(fake100_call.stream, &stream_token);
+    destroy(in);
+    ck_assert_int_eq(fake100_destroys, 1);
+    free(x), free(out), free(w13), free(w2), free(s13), free(s2);
+}
+END_TEST
+
 #ifdef MEGAMOE_PLUGIN
 static fmoe_status query(const fmoe_plugin *p, void *state, int32_t kind, const fmoe_layer_config *c,
                          const fmoe_scheme *s, char *reason, size_t cap)
@@ -531,7 +674,9 @@ START_TEST(plugin_table)
     dp_check_entry_refuses_other_major(MEGAMOE_PLUGIN, "megamoe");
     const char *const words[] = {"ring_tokens", "384", NULL};
     dp_refused(p, "ring_tokens", "100", words);
-    const char *const unknown[] = {"unknown option 'isa'", "ring_tokens", NULL};
+    const char *const unverified[] = {"sm100_unverified", "true or false", NULL};
+    dp_refused(p, "sm100_unverified", "maybe", unverified);
+    const char *const unknown[] = {"unknown option 'isa'", "ring_tokens", "sm100_unverified", NULL};
     dp_refused(p, "isa", "auto", unknown);
     const char *kv[] = {"ring_tokens", "768"};
     void *state = NULL;
@@ -589,6 +734,7 @@ static Suite *suite(void)
     tcase_add_test(tc, create_refuses_with_the_rule);
     tcase_add_test(tc, finalize_transforms_and_apply_refuses);
     tcase_add_test(tc, sm90_path_with_a_fake_device);
+    tcase_add_test(tc, sm100_kernel_only_with_the_option);
 #ifdef MEGAMOE_PLUGIN
     tcase_add_test(tc, plugin_table);
 #endif
@@ -599,8 +745,8 @@ static Suite *suite(void)
 int main(void)
 {
 #ifdef MEGAMOE_PLUGIN
-    return fmoe_test_main(suite(), 5);
+    return fmoe_test_main(suite(), 6);
 #else
-    return fmoe_test_main(suite(), 4);
+    return fmoe_test_main(suite(), 5);
 #endif
 }
