@@ -37,13 +37,14 @@
  *
  * Inside the GEMM phases the warps specialize (sm100_plan.h): warps 0-3
  * copy operands with cp.async into 128-byte-swizzled stages (e2m1 rows as
- * 16-byte chunks of 8 packed bytes and 8 zero bytes: the layout the f8f6f4
- * kinds read; a 16-byte cp.async with 8 source bytes zero-fills the rest),
- * keeping two stages in flight, then fence the async proxy and arrive on
- * the stage's barrier; warp 8 copies the two scale blocks into TMEM
- * (tcgen05.cp .32x128b.warpx4), issues the four MMAs of the stage with
- * sf_id = k and commits to the stage's empty barrier; warps 4-7 drain one
- * of two TMEM accumulators while the next tile accumulates in the other.
+ * 16-byte units of 8 packed bytes and 8 zero bytes, the layout the f8f6f4
+ * kinds read: 8-byte copies into the low halves, the high halves zeroed
+ * once at start), keeping two stages in flight, then fence the async
+ * proxy and arrive on the stage's barrier; warp 8 copies the two scale
+ * blocks into TMEM (tcgen05.cp .32x128b.warpx4; two column sets,
+ * alternating by stage), issues the four MMAs of the stage with sf_id = k
+ * and commits to the stage's empty barrier; warps 4-7 drain one of two
+ * TMEM accumulators while the next tile accumulates in the other.
  *
  * Numerics are the reference's (plugins/reference/method_megamoe.c) except
  * where the hardware sums: the MMA accumulates the 32 products of one K
@@ -69,7 +70,7 @@ constexpr int LOADERS = 128;  /* warps 0-3 */
 constexpr int EPI_WARP0 = 4;  /* warps 4-7: TMEM lane quadrants 0-3 */
 constexpr int MMA_WARP = 8;
 constexpr int EPI_THREADS = 128;
-constexpr int LAG = 2;        /* cp.async stages a loader keeps in flight */
+constexpr int LAG = 3;        /* a loader hands a stage over when LAG are issued: LAG - 1 stay in flight */
 constexpr int EPI_COLS = 32;  /* accumulator columns per tcgen05.ld */
 constexpr float FP8_MAX = 448.0f;
 constexpr long long SPIN_LIMIT = 20000000000LL; /* ~10 s of clock64 at 2 GHz: a lost peer traps, never hangs */
@@ -218,10 +219,16 @@ __device__ __forceinline__ void mbar_wait(uint64_t *b, uint32_t parity)
     }
 }
 
-/* 16 shared bytes from `src_bytes` (8 or 16) global bytes, the rest zero. */
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, uint32_t src_bytes)
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src)
 {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
+}
+
+/* 8 bytes: an e2m1 chunk's packed codes (8-byte aligned in global memory;
+ * a 16-byte copy would need 16-byte aligned sources). */
+__device__ __forceinline__ void cp_async8(uint32_t dst, const void *src)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(dst), "l"(src) : "memory");
 }
 
 __device__ __forceinline__ void cp_async_commit()
@@ -276,14 +283,15 @@ __device__ __forceinline__ void tc_load32(uint32_t taddr, float (&v)[EPI_COLS])
 {
     uint32_t r[EPI_COLS];
     asm volatile("tcgen05.ld.sync.aligned.32x32b.x32.b32 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
-                 "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, [%32];"
+                 "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, [%32];\n\t"
+                 "tcgen05.wait::ld.sync.aligned;"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]), "=r"(r[4]), "=r"(r[5]), "=r"(r[6]), "=r"(r[7]),
                    "=r"(r[8]), "=r"(r[9]), "=r"(r[10]), "=r"(r[11]), "=r"(r[12]), "=r"(r[13]), "=r"(r[14]),
                    "=r"(r[15]), "=r"(r[16]), "=r"(r[17]), "=r"(r[18]), "=r"(r[19]), "=r"(r[20]), "=r"(r[21]),
                    "=r"(r[22]), "=r"(r[23]), "=r"(r[24]), "=r"(r[25]), "=r"(r[26]), "=r"(r[27]), "=r"(r[28]),
                    "=r"(r[29]), "=r"(r[30]), "=r"(r[31])
-                 : "r"(taddr));
-    asm volatile("tcgen05.wait::ld.sync.aligned;" ::: "memory");
+                 : "r"(taddr)
+                 : "memory");
 #pragma unroll
     for (int i = 0; i < EPI_COLS; i++)
         v[i] = __uint_as_float(r[i]);
@@ -395,26 +403,26 @@ __device__ void load_phase(const smem_layout &S, const gemm_desc &g, const table
         for (uint32_t kb = 0; kb < kblocks; kb++) {
             mbar_wait(&S.empty[p.stage], p.phase ^ 1);
             const uint32_t st = smem_u32(S.stages + (uint64_t)p.stage * S.stage_bytes);
-            /* A: 128 rows x 8 chunks of 8 packed bytes (16 e2m1) + 8 zero bytes */
+            /* A: 128 rows x 8 chunks of 8 packed bytes (16 e2m1) into the low
+             * half of each 16-byte unit; the high halves were zeroed once */
             for (uint32_t i = tid; i < MM100_BLOCK_N * 8; i += LOADERS) {
                 const uint32_t r = i / 8, c = i % 8;
-                cp_async16(st + stage_off<BM>::A + mm100_sw128_offset(r, c),
-                           wrow + (uint64_t)r * (g.K / 2) + kb * 64 + c * 8, 8);
+                cp_async8(st + stage_off<BM>::A + mm100_sw128_offset(r, c),
+                          wrow + (uint64_t)r * (g.K / 2) + kb * 64 + c * 8);
             }
             /* B: BM ring rows x 8 chunks of 16 e4m3 */
             for (uint32_t i = tid; i < BM * 8; i += LOADERS) {
                 const uint32_t r = i / 8, c = i % 8;
                 cp_async16(st + stage_off<BM>::B + mm100_sw128_offset(r, c),
-                           g.act + (uint64_t)(row0 + r) * g.K + kb * MM100_BLOCK_K + c * 16, 16);
+                           g.act + (uint64_t)(row0 + r) * g.K + kb * MM100_BLOCK_K + c * 16);
             }
             /* the two scale blocks: 128 words each, already in tcgen05.cp order */
             if (tid < 32)
                 cp_async16(st + stage_off<BM>::SFA + tid * 16,
-                           g.wsf + ((uint64_t)e * kblocks + kb) * g.n_out + (uint64_t)nb * MM100_BLOCK_N + tid * 4,
-                           16);
+                           g.wsf + ((uint64_t)e * kblocks + kb) * g.n_out + (uint64_t)nb * MM100_BLOCK_N + tid * 4);
             else if (tid < 64)
                 cp_async16(st + stage_off<BM>::SFB + (tid - 32) * 16,
-                           g.asf + (uint64_t)kb * sf_ring + (uint64_t)(row0 / BM) * 128 + (tid - 32) * 4, 16);
+                           g.asf + (uint64_t)kb * sf_ring + (uint64_t)(row0 / BM) * 128 + (tid - 32) * 4);
             cp_async_commit();
             if (++n_held == LAG) {
                 /* keep LAG - 1 groups in flight, hand the oldest over */
@@ -433,13 +441,17 @@ __device__ void load_phase(const smem_layout &S, const gemm_desc &g, const table
 }
 
 /* The MMA warp (lane 0 issues). */
+/* Two sets of scale columns after the accumulators, alternating by stage
+ * (`sf_set`, carried across tiles and phases): a stage's tcgen05.cp never
+ * overwrites the scales the previous stage's MMAs read. PTX orders cp
+ * before a later mma of the same thread, not mma before a later cp;
+ * DeepGEMM and CUTLASS reuse one set, which the alternation makes moot. */
 template <int BM>
 __device__ void mma_phase(const smem_layout &S, const gemm_desc &g, const tables &t, uint32_t L, uint32_t tmem,
-                          pipe &p, pipe &acc)
+                          pipe &p, pipe &acc, uint32_t &sf_set)
 {
     const uint32_t nblk = g.n_out / MM100_BLOCK_N, kblocks = g.K / MM100_BLOCK_K;
     const uint64_t tiles = (uint64_t)t.blk0[L] * nblk;
-    const uint32_t sfa_col = tmem + 2 * BM, sfb_col = tmem + 2 * BM + 4;
     const bool leader = (threadIdx.x % WARP) == 0;
     for (uint64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
         if (leader)
@@ -454,6 +466,7 @@ __device__ void mma_phase(const smem_layout &S, const gemm_desc &g, const tables
             tc_fence_after();
             if (leader) {
                 const uint32_t st = smem_u32(S.stages + (uint64_t)p.stage * S.stage_bytes);
+                const uint32_t sfa_col = tmem + 2 * BM + 8 * sf_set, sfb_col = sfa_col + 4;
                 tc_copy_sf(sfa_col, mm100_sf_desc(st + stage_off<BM>::SFA));
                 tc_copy_sf(sfb_col, mm100_sf_desc(st + stage_off<BM>::SFB));
                 const uint64_t ad = mm100_sw128_desc(st + stage_off<BM>::A);
@@ -467,6 +480,7 @@ __device__ void mma_phase(const smem_layout &S, const gemm_desc &g, const tables
             }
             __syncwarp();
             p.next(S.stages_n);
+            sf_set ^= 1;
         }
         acc.next(2);
     }
@@ -626,9 +640,13 @@ template <int BM> __device__ void pull_phase(const layer_args &a, const tables &
         while (src < a.ranks && off >= cnt[e * a.ranks + src])
             off -= cnt[e * a.ranks + src++];
         if (src == a.ranks) {
-            /* padding: marked so GEMM2's epilogue skips it */
-            if (lane == 0)
+            /* padding: marked so GEMM2's epilogue skips it; its GEMM columns
+             * are computed on stale rows but never mix with others, and a
+             * zero routing weight keeps its L2 values small */
+            if (lane == 0) {
                 meta[3 * r] = 0xFFFFFFFFu;
+                ring_w[r] = 0.0f;
+            }
             continue;
         }
         const uint32_t ti = pull[((uint64_t)e * a.ranks + src) * ((uint64_t)a.ranks * a.T) + off];
@@ -670,11 +688,12 @@ __device__ void combine_phase(const layer_args &a)
 
 /* ---- the layer kernel ----------------------------------------------------------------------- */
 
-template <int BM> __global__ void __launch_bounds__(MM100_THREADS, 1) layer_kernel(layer_args a, uint32_t stages)
+template <int BM> __global__ void __launch_bounds__(MM100_THREADS, 1) layer_kernel(layer_args a, mm100_shape shape)
 {
     extern __shared__ __align__(1024) uint8_t smem_raw[];
     uint8_t *base = reinterpret_cast<uint8_t *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
-    const uint32_t stage_bytes = MM100_BLOCK_N * MM100_BLOCK_K + BM * MM100_BLOCK_K + 1024;
+    /* the host's plan (sm100_plan.c): stages, their size, TMEM columns */
+    const uint32_t stages = shape.stages, stage_bytes = shape.stage_bytes;
     smem_layout S;
     S.stages = base;
     S.stage_bytes = stage_bytes;
@@ -697,6 +716,12 @@ template <int BM> __global__ void __launch_bounds__(MM100_THREADS, 1) layer_kern
      * one at the end (after the last grid barrier) */
     const uint32_t call = *reinterpret_cast<volatile uint32_t *>(bar + BAR_CALLS), par = call & 1;
 
+    /* the high 8 bytes of every 16-byte unit of each stage's A tile: e2m1
+     * padding, never written by the loaders (cp_async8 fills the low 8) */
+    for (uint32_t i = threadIdx.x; i < stages * MM100_BLOCK_N * 8; i += blockDim.x)
+        *reinterpret_cast<uint2 *>(base + (uint64_t)(i / (MM100_BLOCK_N * 8)) * stage_bytes +
+                                   16 * (i % (MM100_BLOCK_N * 8)) + 8) = make_uint2(0, 0);
+    fence_async_smem();
     if (threadIdx.x == 0) {
         for (uint32_t s = 0; s < stages; s++) {
             mbar_init(&S.full[s], LOADERS);
@@ -709,9 +734,8 @@ template <int BM> __global__ void __launch_bounds__(MM100_THREADS, 1) layer_kern
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     if (warp == MMA_WARP) {
-        const uint32_t cols = 2 * BM + 8 <= 128 ? 128 : 2 * BM + 8 <= 256 ? 256 : 512;
         asm volatile("tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%0], %1;" ::"r"(smem_u32(S.tmem_base)),
-                     "r"(cols));
+                     "r"(shape.tmem_cols));
         asm volatile("tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;");
     }
     tc_fence_before();
@@ -728,6 +752,7 @@ template <int BM> __global__ void __launch_bounds__(MM100_THREADS, 1) layer_kern
     grid_sync(bar);
 
     pipe ld = {0, 0}, mm = {0, 0}, acc = {0, 0};
+    uint32_t sf_set = 0;
     const gemm_desc g1 = {a.l1,       a.l1_sf,   at<uint8_t>(own, a.view[MM_L1_ACTS]),
                           at<uint32_t>(own, a.view[MM_L1_SF]), 2 * a.I, a.H, true};
     const gemm_desc g2 = {a.l2,       a.l2_sf,   at<uint8_t>(own, a.view[MM_L2_ACTS]),
@@ -739,7 +764,7 @@ template <int BM> __global__ void __launch_bounds__(MM100_THREADS, 1) layer_kern
         else if (warp < MMA_WARP)
             epilogue_phase<BM>(a, S, g, t, tmem, acc);
         else
-            mma_phase<BM>(S, g, t, a.L, tmem, mm, acc);
+            mma_phase<BM>(S, g, t, a.L, tmem, mm, acc, sf_set);
         if (phase == 0)
             grid_sync(bar); /* GEMM2 reads whole L2 rows, written by several tiles */
     }
@@ -755,8 +780,7 @@ template <int BM> __global__ void __launch_bounds__(MM100_THREADS, 1) layer_kern
     grid_sync(bar);
     if (warp == MMA_WARP) {
         tc_fence_after();
-        const uint32_t cols = 2 * BM + 8 <= 128 ? 128 : 2 * BM + 8 <= 256 ? 256 : 512;
-        asm volatile("tcgen05.dealloc.cta_group::1.sync.aligned.b32 %0, %1;" ::"r"(tmem), "r"(cols));
+        asm volatile("tcgen05.dealloc.cta_group::1.sync.aligned.b32 %0, %1;" ::"r"(tmem), "r"(shape.tmem_cols));
     }
     if (blockIdx.x == 0 && threadIdx.x == 0)
         bar[BAR_CALLS] = call + 1;
@@ -885,8 +909,7 @@ template <int BM> static int launch(mm100_layer *l, layer_args &a, cudaStream_t 
                                          (int)shape.smem_bytes);
     if (e != cudaSuccess)
         return fail(e, "cudaFuncSetAttribute (shared memory)", why, cap);
-    uint32_t stages = shape.stages;
-    void *args[] = {&a, &stages};
+    void *args[] = {&a, &shape};
     e = cudaLaunchCooperativeKernel((const void *)layer_kernel<BM>, dim3((unsigned)l->sms), dim3(MM100_THREADS), args,
                                     shape.smem_bytes, s);
     if (e != cudaSuccess)

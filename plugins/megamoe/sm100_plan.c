@@ -45,7 +45,7 @@ int mm100_shape_make(uint32_t block_m, uint32_t local, mm100_shape *out, char *w
                  stages, MM100_MIN_STAGES);
         return -1;
     }
-    uint32_t need = 2u * block_m + 8u, cols = 32;
+    uint32_t need = 2u * block_m + 16u, cols = 32;
     while (cols < need)
         cols *= 2;
     *out = (mm100_shape){.block_m = block_m,

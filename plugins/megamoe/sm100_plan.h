@@ -121,7 +121,7 @@ typedef struct mm100_shape {
     uint32_t stages;  /* operand stages in shared memory */
     uint32_t stage_bytes;
     uint32_t smem_bytes; /* dynamic shared memory of the launch (with 1024 bytes of alignment slack) */
-    uint32_t tmem_cols;  /* power of two: 2 accumulators of block_m columns, then 4 + 4 scale columns */
+    uint32_t tmem_cols;  /* power of two: 2 accumulators of block_m columns, then 2 sets of 4 + 4 scale columns */
 } mm100_shape;
 
 /* BLOCK_M for a call: the smallest of 32, 64, 128 that holds the expected

@@ -96,7 +96,7 @@ START_TEST(shapes_by_hand)
     char why[256];
     /* BM 128, 256 local experts: stage 16384 + 16384 + 1024 = 33792; tables
      * 256 + 512 + 2 x 257 x 4 = 2824, slack 1024: (232448 - 3848) / 33792 =
-     * 6 stages; TMEM 2 x 128 + 8 = 264 -> 512 */
+     * 6 stages; TMEM 2 x 128 + 16 = 272 -> 512 */
     ck_assert_int_eq(mm100_shape_make(128, 256, &s, why, sizeof why), 0);
     ck_assert_uint_eq(s.stage_bytes, 33792);
     ck_assert_uint_eq(s.stages, 6);
@@ -104,12 +104,12 @@ START_TEST(shapes_by_hand)
     ck_assert_uint_eq(s.tmem_cols, 512);
     ck_assert_uint_le(s.smem_bytes, MM100_SMEM_LIMIT);
     /* BM 32, 8 local: stage 21504; (232448 - 1864) / 21504 = 10 -> 8 (cap);
-     * TMEM 72 -> 128 */
+     * TMEM 80 -> 128 */
     ck_assert_int_eq(mm100_shape_make(32, 8, &s, why, sizeof why), 0);
     ck_assert_uint_eq(s.stages, 8);
     ck_assert_uint_eq(s.smem_bytes, 8 * 21504 + 1864);
     ck_assert_uint_eq(s.tmem_cols, 128);
-    /* BM 64: TMEM 136 -> 256 */
+    /* BM 64: TMEM 144 -> 256 */
     ck_assert_int_eq(mm100_shape_make(64, 32, &s, why, sizeof why), 0);
     ck_assert_uint_eq(s.tmem_cols, 256);
     ck_assert_uint_eq(s.stage_bytes % 1024, 0);
