@@ -10,11 +10,16 @@ fail where ptxas says it made a kernel slower than its source asks:
 - with --no-spills, any kernel that spills registers to local memory,
   except one named by --allow-spill=NAME:STORES:LOADS (a substring of its
   symbol), a spill chosen by measurement: it may spill up to that many
-  bytes, and more fails (the choice was measured at that size).
+  bytes, and more fails (the choice was measured at that size);
+- with --max-registers=N, any kernel using more than N registers a thread
+  (a launch of that many threads would fail: plugins/megamoe's SM100 kernel
+  runs 288 threads, one CTA an SM, so at most 224);
+- --arch=sm_XXa compiles for that target instead of sm_90a.
 
 This needs no GPU, so CI runs it (meson test check_ptxas_*, suite cuda).
 
-    check_ptxas.py [--no-spills] [--allow-spill=NAME:STORES:LOADS]... NVCC SOURCE [NVCC_ARGS...]
+    check_ptxas.py [--no-spills] [--allow-spill=NAME:STORES:LOADS]... [--max-registers=N] [--arch=sm_XXa]
+                   NVCC SOURCE [NVCC_ARGS...]
 """
 import os
 import re
@@ -26,6 +31,7 @@ import tempfile
 NOTE = re.compile(r"\((C751\d)\)")
 ENTRY = re.compile(r"Function properties for (\S+)")
 SPILL = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
+REGS = re.compile(r"Used (\d+) registers")
 
 
 def readable(symbol):
@@ -44,13 +50,15 @@ def main(argv):
         if a.startswith("--allow-spill="):
             name, stores, loads = a[len("--allow-spill="):].rsplit(":", 2)
             allowed.append((name, int(stores), int(loads)))
-    args = [a for a in argv if a != "--no-spills" and not a.startswith("--allow-spill=")]
+    max_regs = next((int(a.split("=", 1)[1]) for a in argv if a.startswith("--max-registers=")), None)
+    arch = next((a.split("=", 1)[1] for a in argv if a.startswith("--arch=")), "sm_90a")
+    args = [a for a in argv if a != "--no-spills" and not a.startswith(("--allow-spill=", "--max-registers=", "--arch="))]
     if len(args) < 2:
         print(__doc__.strip(), file=sys.stderr)
         return 2
     nvcc, source, extra = args[0], args[1], args[2:]
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [nvcc, "-std=c++17", "-O3", "-gencode=arch=compute_90a,code=sm_90a", "-Xptxas", "-v", *extra,
+        cmd = [nvcc, "-std=c++17", "-O3", f"-gencode=arch=compute_{arch[3:]},code={arch}", "-Xptxas", "-v", *extra,
                "-c", source, "-o", os.path.join(tmp, "x.o")]
         run = subprocess.run(cmd, capture_output=True, text=True)
     report = run.stdout + run.stderr
@@ -69,6 +77,9 @@ def main(argv):
         if entry:
             current = entry.group(1)
             kernels += 1
+        regs = REGS.search(line)
+        if regs and max_regs is not None and int(regs.group(1)) > max_regs:
+            problems.append(f"uses {regs.group(1)} registers a thread, more than {max_regs}: {readable(current)}")
         spill = SPILL.search(line)
         if spill and no_spills and (int(spill.group(1)) or int(spill.group(2))):
             stores, loads = int(spill.group(1)), int(spill.group(2))
