@@ -59,6 +59,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "plugins/megamoe/numerics.cuh"
 #include "plugins/megamoe/sm100.h"
 #include "plugins/megamoe/sm100_plan.h"
 
@@ -72,7 +73,6 @@ constexpr int MMA_WARP = 8;
 constexpr int EPI_THREADS = 128;
 constexpr int LAG = 3;        /* a loader hands a stage over when LAG are issued: LAG - 1 stay in flight */
 constexpr int EPI_COLS = 32;  /* accumulator columns per tcgen05.ld */
-constexpr float FP8_MAX = 448.0f;
 constexpr long long SPIN_LIMIT = 20000000000LL; /* ~10 s of clock64 at 2 GHz: a lost peer traps, never hangs */
 
 /* ---- the kernel's parameters -------------------------------------------------- */
@@ -98,39 +98,12 @@ template <typename T> __device__ __forceinline__ T *at(uint8_t *base, const mm_v
     return reinterpret_cast<T *>(base + v.offset);
 }
 
-/* ---- numerics (the SM90 path's and the reference's rules) ------------------------ */
+/* ---- numerics (numerics.cuh: the SM90 path's and the reference's rules) ---- */
 
-/* max(m, |v|); a NaN v never wins (the reference's amax skips NaN). */
-__device__ __forceinline__ float amax_step(float m, float v)
-{
-    const float a = fabsf(v);
-    return a > m ? a : m;
-}
-
-__device__ __forceinline__ float warp_max(float v)
-{
-    for (int o = 16; o; o >>= 1) {
-        const float x = __shfl_xor_sync(0xffffffffu, v, o);
-        v = x > v ? x : v;
-    }
-    return v;
-}
-
-/* The input rule (formats.h FMOE_FP8_SCALE_UE8M0): the exponent byte of
- * 2^ceil(log2(max(amax, 1e-4) / 448)), clamped to [1, 254]. */
-__device__ __forceinline__ uint32_t input_sf_byte(float amax)
-{
-    const float a = amax > 1e-4f ? amax : 1e-4f;
-    const uint32_t u = __float_as_uint(a / FP8_MAX);
-    uint32_t e = ((u >> 23) & 0xFFu) + ((u & 0x7FFFFFu) != 0);
-    return e < 1 ? 1 : e > 254 ? 254 : e;
-}
-
-__device__ __forceinline__ uint8_t e4m3_sat(float v)
-{
-    v = v > FP8_MAX ? FP8_MAX : v < -FP8_MAX ? -FP8_MAX : v;
-    return (uint8_t)__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
-}
+using mm_num::amax_step;
+using mm_num::e4m3_sat;
+using mm_num::input_sf_byte;
+using mm_num::warp_max;
 
 /* ---- synchronization ------------------------------------------------------------- */
 
@@ -553,13 +526,12 @@ __device__ void epilogue_phase(const layer_args &a, const smem_layout &S, const 
                     const float m0 = S.amax[q * 32 + i], m1 = S.amax[(q ^ 1) * 32 + i];
                     const float amax = m0 > m1 ? m0 : m1;
                     uint8_t code, sf;
-                    if (!isfinite(amax)) {
+                    int32_t ex;
+                    if (!mm_num::act_exponent(amax, ex)) {
                         code = 0x7F; /* NaN, as the reference makes the whole group */
                         sf = 0xFF;
                     } else {
-                        const uint32_t bits = __float_as_uint(amax * (1.0f / FP8_MAX));
-                        const int32_t ex = (int32_t)(bits >> 23) - 127 + ((bits & 0x7FFFFFu) != 0);
-                        code = e4m3_sat(act[i] * __uint_as_float((uint32_t)(127 - ex) << 23));
+                        code = mm_num::act_code(act[i], ex);
                         sf = (uint8_t)(ex + 127);
                     }
                     /* padding rows are written too: their columns are their own */

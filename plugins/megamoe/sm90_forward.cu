@@ -40,6 +40,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "plugins/megamoe/numerics.cuh"
 #include "plugins/megamoe/sm90.h"
 
 namespace {
@@ -52,41 +53,13 @@ constexpr int KC = 128;                     /* K per shared-memory stage: 4 grou
 constexpr int GPS = KC / GROUP;             /* groups per stage */
 constexpr int GEMM_THREADS = 256;           /* 8 warps, 16 weight rows each */
 constexpr int ROW_THREADS = 256;            /* the row kernels: 8 warps, one 32-group each */
-constexpr float FP8_MAX = 448.0f;
 
 /* ---- numerics shared by the kernels ------------------------------------------ */
 
-/* max(m, |v|); a NaN v never wins (the reference's amax skips NaN). */
-__device__ __forceinline__ float amax_step(float m, float v)
-{
-    const float a = fabsf(v);
-    return a > m ? a : m;
-}
-
-__device__ __forceinline__ float warp_max(float v)
-{
-    for (int o = 16; o; o >>= 1) {
-        const float x = __shfl_xor_sync(0xffffffffu, v, o);
-        v = x > v ? x : v;
-    }
-    return v;
-}
-
-/* DeepGEMM's input scale (formats.h FMOE_FP8_SCALE_UE8M0). */
-__device__ __forceinline__ float scale_ue8m0(float amax)
-{
-    const float a = amax > 1e-4f ? amax : 1e-4f;
-    const uint32_t u = __float_as_uint(a / FP8_MAX);
-    uint32_t e = ((u >> 23) & 0xFFu) + ((u & 0x7FFFFFu) != 0);
-    e = e < 1 ? 1 : e > 254 ? 254 : e;
-    return __uint_as_float(e << 23);
-}
-
-__device__ __forceinline__ uint8_t e4m3_sat(float v)
-{
-    v = v > FP8_MAX ? FP8_MAX : v < -FP8_MAX ? -FP8_MAX : v;
-    return (uint8_t)__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
-}
+using mm_num::amax_step;
+using mm_num::e4m3_sat;
+using mm_num::scale_ue8m0;
+using mm_num::warp_max;
 
 /* Four e2m1 codes (the low 16 bits, element 0 in the low nibble) as four
  * e4m3 bytes (element 0 in byte 0). The magnitudes {0, .5, 1, 1.5, 2, 3, 4,
@@ -521,14 +494,13 @@ __global__ void swiglu(const __nv_bfloat16 *__restrict__ h, const int32_t *__res
     const float amax = warp_max(amax_step(0.0f, a));
     uint8_t code;
     float sf;
-    if (!isfinite(amax)) {
+    int32_t ex;
+    if (!mm_num::act_exponent(amax, ex)) {
         code = 0x7F; /* NaN, as the reference makes the whole group */
         sf = __uint_as_float(0x7FC00000u);
     } else {
-        const uint32_t bits = __float_as_uint(amax * (1.0f / FP8_MAX));
-        const int32_t ex = (int32_t)(bits >> 23) - 127 + ((bits & 0x7FFFFFu) != 0);
         sf = __uint_as_float((uint32_t)(ex + 127) << 23);
-        code = e4m3_sat(a * __uint_as_float((uint32_t)(127 - ex) << 23));
+        code = mm_num::act_code(a, ex);
     }
     aq[q * I + i] = code;
     if (lane == 0)
