@@ -277,50 +277,18 @@ struct tables {
     uint32_t *blk0;  /* [L + 1] first BLOCK_M block of each local expert */
 };
 
-/* Rows each local expert received this call: the sum over source ranks. */
-__device__ __forceinline__ uint32_t rows_of(const uint32_t *cnt, uint32_t e, uint32_t ranks)
-{
-    uint32_t n = 0;
-    for (uint32_t s = 0; s < ranks; s++)
-        n += cnt[e * ranks + s];
-    return n;
-}
-
 template <int BM> __device__ void build_tables(const uint32_t *cnt, uint32_t L, uint32_t ranks, uint32_t ring, tables t)
 {
     if (threadIdx.x == 0) {
-        uint32_t row = 0, blk = 0;
-        for (uint32_t e = 0; e < L; e++) {
-            t.row0[e] = row;
-            t.blk0[e] = blk;
-            const uint32_t b = (rows_of(cnt, e, ranks) + BM - 1) / BM;
-            blk += b;
-            row += b * BM;
-        }
-        t.row0[L] = row;
-        t.blk0[L] = blk;
-        if (row > ring) {
+        const uint32_t rows = mm100_tables(cnt, L, ranks, BM, t.row0, t.blk0);
+        if (rows > ring) {
             /* cannot happen with distinct ids per token (layout.c sizes the
              * ring for every routed row plus padding): refuse loudly */
-            printf("fusedmoe megamoe sm100: %u ring rows needed, the ring holds %u\n", row, ring);
+            printf("fusedmoe megamoe sm100: %u ring rows needed, the ring holds %u\n", rows, ring);
             __trap();
         }
     }
     __syncthreads();
-}
-
-/* The local expert holding BLOCK_M block `b` (binary search over blk0). */
-__device__ __forceinline__ uint32_t expert_of_block(const uint32_t *blk0, uint32_t L, uint32_t b)
-{
-    uint32_t lo = 0, hi = L; /* blk0[lo] <= b < blk0[hi] */
-    while (hi - lo > 1) {
-        const uint32_t mid = (lo + hi) / 2;
-        if (blk0[mid] <= b)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    return lo;
 }
 
 /* ---- the GEMM phases ------------------------------------------------------------------ */
@@ -370,7 +338,7 @@ __device__ void load_phase(const smem_layout &S, const gemm_desc &g, const table
     uint32_t n_held = 0;
     for (uint64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
         const uint32_t blk = (uint32_t)(tile / nblk), nb = (uint32_t)(tile % nblk);
-        const uint32_t e = expert_of_block(t.blk0, L, blk);
+        const uint32_t e = mm100_expert_of_block(t.blk0, L, blk);
         const uint32_t row0 = t.row0[e] + (blk - t.blk0[e]) * BM; /* first ring row of the tile */
         const uint8_t *wrow = g.w + ((uint64_t)e * g.n_out + (uint64_t)nb * MM100_BLOCK_N) * (g.K / 2);
         for (uint32_t kb = 0; kb < kblocks; kb++) {
@@ -459,12 +427,9 @@ __device__ void mma_phase(const smem_layout &S, const gemm_desc &g, const tables
     }
 }
 
-/* Where ring row `r`'s scale word for K block kb lives in a ring scale
- * view [K/128][sf_ring]: block r / BM owns 128 scale rows, in tcgen05.cp
- * order. */
 template <int BM> __device__ __forceinline__ uint64_t ring_sf_word(uint32_t r, uint32_t kb, uint32_t sf_ring)
 {
-    return (uint64_t)kb * sf_ring + mm100_utccp_dst((r / BM) * 128 + r % BM);
+    return mm100_ring_sf_word(r, kb, BM, sf_ring);
 }
 
 /* Epilogue warps 4-7: quadrant q reads TMEM lanes 32q..32q+31 (weight rows). */
@@ -482,7 +447,7 @@ __device__ void epilogue_phase(const layer_args &a, const smem_layout &S, const 
     uint8_t *l2sf = at<uint8_t>(own, a.view[MM_L2_SF]);
     for (uint64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
         const uint32_t blk = (uint32_t)(tile / nblk), nb = (uint32_t)(tile % nblk);
-        const uint32_t e = expert_of_block(t.blk0, L, blk);
+        const uint32_t e = mm100_expert_of_block(t.blk0, L, blk);
         const uint32_t row0 = t.row0[e] + (blk - t.blk0[e]) * BM;
         mbar_wait(&S.acc_full[acc.stage], acc.phase);
         tc_fence_after();
@@ -589,7 +554,7 @@ __device__ void count_phase(const layer_args &a, uint32_t par)
             __trap();
         }
         uint32_t *pull = at<uint32_t>(a.peers[dst], a.view[MM_WS_PULL_IDX]);
-        pull[((uint64_t)e * a.ranks + a.rank) * ((uint64_t)a.ranks * a.T) + pos] = (uint32_t)i;
+        pull[mm100_pull_index(e, a.rank, pos, a.ranks, a.T)] = (uint32_t)i;
     }
 }
 
@@ -607,7 +572,7 @@ template <int BM> __device__ void pull_phase(const layer_args &a, const tables &
     const uint32_t warps = gridDim.x * (blockDim.x / WARP), lane = threadIdx.x % WARP;
     const uint32_t rows = t.row0[a.L], kw = a.H / MM100_BLOCK_K;
     for (uint32_t r = blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP; r < rows; r += warps) {
-        const uint32_t e = expert_of_block(t.blk0, a.L, r / BM);
+        const uint32_t e = mm100_expert_of_block(t.blk0, a.L, r / BM);
         uint32_t off = r - t.row0[e], src = 0;
         while (src < a.ranks && off >= cnt[e * a.ranks + src])
             off -= cnt[e * a.ranks + src++];
@@ -621,7 +586,7 @@ template <int BM> __device__ void pull_phase(const layer_args &a, const tables &
             }
             continue;
         }
-        const uint32_t ti = pull[((uint64_t)e * a.ranks + src) * ((uint64_t)a.ranks * a.T) + off];
+        const uint32_t ti = pull[mm100_pull_index(e, src, off, a.ranks, a.T)];
         const uint32_t tok = ti / a.k, slot = ti % a.k;
         uint8_t *peer = a.peers[src];
         const uint4 *xs = reinterpret_cast<const uint4 *>(at<uint8_t>(peer, a.view[MM_X]) + (uint64_t)tok * a.H);

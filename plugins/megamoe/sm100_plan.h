@@ -114,6 +114,60 @@ static MM100_HD uint32_t mm100_utccp_dst(uint32_t i)
     return (i & ~127u) + (i & 31u) * 4u + ((i >> 5) & 3u);
 }
 
+/* ---- the kernel's indexing (host and device: tested without a GPU) -------- */
+
+/* The per-expert tables of a call: cnt[e * ranks + s] rows of local expert
+ * e came from rank s; each expert's rows start at row0[e] in the ring,
+ * padded to block_m, and its first block_m block is blk0[e]; row0[L] and
+ * blk0[L] are the totals. Returns row0[L]. */
+static MM100_HD uint32_t mm100_tables(const uint32_t *cnt, uint32_t local, uint32_t ranks, uint32_t block_m,
+                                      uint32_t *row0, uint32_t *blk0)
+{
+    uint32_t row = 0, blk = 0;
+    for (uint32_t e = 0; e < local; e++) {
+        uint32_t n = 0;
+        for (uint32_t s = 0; s < ranks; s++)
+            n += cnt[e * ranks + s];
+        row0[e] = row;
+        blk0[e] = blk;
+        blk += (n + block_m - 1) / block_m;
+        row = blk * block_m;
+    }
+    row0[local] = row;
+    blk0[local] = blk;
+    return row;
+}
+
+/* The local expert holding block b < blk0[local]: the e with blk0[e] <= b <
+ * blk0[e + 1] (experts with no rows share their successor's blk0). */
+static MM100_HD uint32_t mm100_expert_of_block(const uint32_t *blk0, uint32_t local, uint32_t b)
+{
+    uint32_t lo = 0, hi = local; /* blk0[lo] <= b < blk0[hi] */
+    while (hi - lo > 1) {
+        const uint32_t mid = (lo + hi) / 2;
+        if (blk0[mid] <= b)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Where ring row r's scale word for K block kb lives in a ring scale view
+ * [K/128][sf_ring]: block r / block_m owns 128 scale rows, in tcgen05.cp
+ * order (the loader copies those 128 words as one 512-byte block). */
+static MM100_HD uint64_t mm100_ring_sf_word(uint32_t r, uint32_t kb, uint32_t block_m, uint32_t sf_ring)
+{
+    return (uint64_t)kb * sf_ring + mm100_utccp_dst((r / block_m) * 128u + r % block_m);
+}
+
+/* Entry `pos` of the pull list of local expert e from source rank src
+ * (host.h MM_WS_PULL_IDX: [local][ranks][ranks x T] u32). */
+static MM100_HD uint64_t mm100_pull_index(uint32_t e, uint32_t src, uint32_t pos, uint32_t ranks, uint32_t tokens)
+{
+    return ((uint64_t)e * ranks + src) * ((uint64_t)ranks * tokens) + pos;
+}
+
 /* ---- the plan -------------------------------------------------------------- */
 
 typedef struct mm100_shape {

@@ -1,6 +1,8 @@
 /*
  * tests/megamoe/test_megamoe_sm100_plan.c - the SM100 kernel's descriptors
- * and launch shape (plugins/megamoe/sm100_plan.h) without a GPU. Expected
+ * and launch shape (plugins/megamoe/sm100_plan.h) without a GPU, and the
+ * kernel's indexing (per-expert tables, block owners, ring scale words,
+ * pull lists) by hand and on seeded random loads. Expected
  * values are worked out by hand from the field tables (PTX ISA tcgen05
  * instruction and shared-memory descriptors, CUTLASS
  * InstrDescriptorBlockScaled / SmemDescriptor), written as sums of fields.
@@ -138,6 +140,93 @@ START_TEST(tiles_count_padded_blocks)
 }
 END_TEST
 
+START_TEST(tables_by_hand)
+{
+    /* 4 local experts, 2 ranks: rows 3 + 0, 0 + 0, 30 + 5, 1 + 0 -> blocks
+     * of 32: 1, 0, 2, 1 */
+    const uint32_t cnt[] = {3, 0, 0, 0, 30, 5, 1, 0};
+    uint32_t row0[5], blk0[5];
+    ck_assert_uint_eq(mm100_tables(cnt, 4, 2, 32, row0, blk0), 128);
+    const uint32_t want_row0[] = {0, 32, 32, 96, 128}, want_blk0[] = {0, 1, 1, 3, 4};
+    for (int e = 0; e < 5; e++) {
+        ck_assert_uint_eq(row0[e], want_row0[e]);
+        ck_assert_uint_eq(blk0[e], want_blk0[e]);
+    }
+    /* block 1 is expert 2's (expert 1 has none), block 3 expert 3's */
+    const uint32_t owner[] = {0, 2, 2, 3};
+    for (uint32_t b = 0; b < 4; b++)
+        ck_assert_uint_eq(mm100_expert_of_block(blk0, 4, b), owner[b]);
+}
+END_TEST
+
+START_TEST(tables_random_loads)
+{
+    uint64_t seed = fmoe_test_seed();
+    fmoe_rng r = fmoe_rng_for(seed + 7);
+    static uint32_t cnt[300 * 4], row0[301], blk0[301];
+    for (int trial = 0; trial < 200; trial++) {
+        uint32_t L = 1 + (uint32_t)(fmoe_rng_u64(&r) % 300), R = 1 + (uint32_t)(fmoe_rng_u64(&r) % 4);
+        uint32_t bm = 32u << (fmoe_rng_u64(&r) % 3);
+        uint64_t padded = 0;
+        for (uint32_t e = 0; e < L; e++) {
+            uint32_t n = 0;
+            for (uint32_t s = 0; s < R; s++) {
+                /* half the experts get nothing from a rank */
+                cnt[e * R + s] = fmoe_rng_u64(&r) % 2 ? 0 : (uint32_t)(fmoe_rng_u64(&r) % 300);
+                n += cnt[e * R + s];
+            }
+            padded += (n + bm - 1) / bm * bm;
+        }
+        uint32_t rows = mm100_tables(cnt, L, R, bm, row0, blk0);
+        ck_assert_msg(rows == padded, "seed %llu trial %d: %u rows, want %llu", (unsigned long long)seed, trial, rows,
+                      (unsigned long long)padded);
+        for (uint32_t e = 0; e < L; e++)
+            ck_assert_uint_eq(row0[e], blk0[e] * bm);
+        for (uint32_t b = 0; b < blk0[L]; b++) {
+            uint32_t e = mm100_expert_of_block(blk0, L, b);
+            ck_assert_msg(e < L && blk0[e] <= b && b < blk0[e + 1], "seed %llu trial %d: block %u -> expert %u",
+                          (unsigned long long)seed, trial, b, e);
+        }
+    }
+}
+END_TEST
+
+START_TEST(ring_scale_words_fill_the_loaders_blocks)
+{
+    /* every (ring row, K block) has its own word, inside [0, K/128 x
+     * sf_ring), and a block's rows land in the 128 words the loader copies
+     * for it: [kb sf_ring + 128 (row0 / bm), + 128) */
+    const uint32_t ring = 2 * 384, sf_ring = 16 * ring, kw = 3;
+    static uint8_t seen[3 * 16 * 2 * 384];
+    for (uint32_t bm = 32; bm <= 128; bm *= 2) {
+        memset(seen, 0, sizeof seen);
+        for (uint32_t kb = 0; kb < kw; kb++)
+            for (uint32_t r = 0; r < ring; r++) {
+                uint64_t w = mm100_ring_sf_word(r, kb, bm, sf_ring);
+                ck_assert_uint_lt(w, (uint64_t)kw * sf_ring);
+                ck_assert_msg(!seen[w], "bm %u: row %u kb %u shares word %llu", bm, r, kb, (unsigned long long)w);
+                seen[w] = 1;
+                uint64_t lo = (uint64_t)kb * sf_ring + 128u * (r / bm);
+                ck_assert_msg(w >= lo && w < lo + 128, "bm %u: row %u kb %u outside its block's words", bm, r, kb);
+            }
+    }
+    /* row 33 of a 128 block: utccp(33) = 1 x 4 + 1 = 5 */
+    ck_assert_uint_eq(mm100_ring_sf_word(33, 2, 128, sf_ring), 2ull * sf_ring + 5);
+    /* row 40 with bm 32: block 1, row 8: 128 + utccp(8) = 128 + 32 */
+    ck_assert_uint_eq(mm100_ring_sf_word(40, 0, 32, sf_ring), 160);
+}
+END_TEST
+
+START_TEST(pull_index_by_hand)
+{
+    /* [local][ranks][ranks x T]: expert 2, source 1, entry 5, 2 ranks, T
+     * 384: (2 x 2 + 1) x 768 + 5 */
+    ck_assert_uint_eq(mm100_pull_index(2, 1, 5, 2, 384), 3845);
+    /* the last entry is the view's last word: L x R x R x T - 1 */
+    ck_assert_uint_eq(mm100_pull_index(3, 1, 2 * 384 - 1, 2, 384), 4ull * 2 * 2 * 384 - 1);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("megamoe_sm100_plan");
@@ -150,11 +239,15 @@ static Suite *suite(void)
     tcase_add_test(tc, shapes_by_hand);
     tcase_add_test(tc, shape_refusals);
     tcase_add_test(tc, tiles_count_padded_blocks);
+    tcase_add_test(tc, tables_by_hand);
+    tcase_add_test(tc, tables_random_loads);
+    tcase_add_test(tc, ring_scale_words_fill_the_loaders_blocks);
+    tcase_add_test(tc, pull_index_by_hand);
     suite_add_tcase(s, tc);
     return s;
 }
 
 int main(void)
 {
-    return fmoe_test_main(suite(), 8);
+    return fmoe_test_main(suite(), 12);
 }
