@@ -360,10 +360,10 @@ __device__ void load_phase(const smem_layout &S, const gemm_desc &g, const table
             /* the two scale blocks: 128 words each, already in tcgen05.cp order */
             if (tid < 32)
                 cp_async16(st + stage_off<BM>::SFA + tid * 16,
-                           g.wsf + ((uint64_t)e * kblocks + kb) * g.n_out + (uint64_t)nb * MM100_BLOCK_N + tid * 4);
+                           g.wsf + mm100_weight_sf_block(e, kb, kblocks, g.n_out, nb) + tid * 4);
             else if (tid < 64)
                 cp_async16(st + stage_off<BM>::SFB + (tid - 32) * 16,
-                           g.asf + (uint64_t)kb * sf_ring + (uint64_t)(row0 / BM) * 128 + (tid - 32) * 4);
+                           g.asf + mm100_ring_sf_block(kb, sf_ring, row0, BM) + (tid - 32) * 4);
             cp_async_commit();
             if (++n_held == LAG) {
                 /* keep LAG - 1 groups in flight, hand the oldest over */
@@ -458,7 +458,7 @@ __device__ void epilogue_phase(const layer_args &a, const smem_layout &S, const 
             if (g.l1) {
                 /* lane i holds row 32q + i: gate of channel 8j + r when bit 3
                  * of i is clear (j = 2q + i / 16, r = i % 8), else up */
-                const bool is_gate = (lane & 8) == 0;
+                const bool is_gate = mm100_l1_is_gate(32 * q + lane);
                 const float c = a.limit > 0.0f ? __bfloat162float(__float2bfloat16_rn(a.limit)) : 0.0f;
                 float act[EPI_COLS];
 #pragma unroll
@@ -483,7 +483,7 @@ __device__ void epilogue_phase(const layer_args &a, const smem_layout &S, const 
                         S.amax[q * 32 + i] = m;
                 }
                 asm volatile("bar.sync 1, %0;" ::"n"(EPI_THREADS) : "memory");
-                const uint32_t ch = nb * 64 + q * 16 + (lane >> 4) * 8 + (lane & 7); /* this lane's channel */
+                const uint32_t ch = mm100_l1_channel(nb, 32 * q + lane); /* this lane's channel */
                 const uint32_t group = ch / GROUP;
 #pragma unroll
                 for (int i = 0; i < EPI_COLS; i++) {

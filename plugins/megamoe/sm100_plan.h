@@ -161,11 +161,39 @@ static MM100_HD uint64_t mm100_ring_sf_word(uint32_t r, uint32_t kb, uint32_t bl
     return (uint64_t)kb * sf_ring + mm100_utccp_dst((r / block_m) * 128u + r % block_m);
 }
 
+/* The 128 scale words a stage's loader copies as one 512-byte block: the
+ * weights' for K block kb of weight block nb of local expert e (words
+ * [L][K/128][n_out], transform.c), and the ring's for the BLOCK_M block
+ * starting at ring row row0. */
+static MM100_HD uint64_t mm100_weight_sf_block(uint32_t e, uint32_t kb, uint32_t kblocks, uint32_t n_out, uint32_t nb)
+{
+    return ((uint64_t)e * kblocks + kb) * n_out + (uint64_t)nb * 128u;
+}
+
+static MM100_HD uint64_t mm100_ring_sf_block(uint32_t kb, uint32_t sf_ring, uint32_t row0, uint32_t block_m)
+{
+    return (uint64_t)kb * sf_ring + (uint64_t)(row0 / block_m) * 128u;
+}
+
 /* Entry `pos` of the pull list of local expert e from source rank src
  * (host.h MM_WS_PULL_IDX: [local][ranks][ranks x T] u32). */
 static MM100_HD uint64_t mm100_pull_index(uint32_t e, uint32_t src, uint32_t pos, uint32_t ranks, uint32_t tokens)
 {
     return ((uint64_t)e * ranks + src) * ((uint64_t)ranks * tokens) + pos;
+}
+
+/* GEMM1's epilogue: tile row `row` (0..127, the TMEM lane) of weight block
+ * nb holds the gate (row % 16 < 8) or the up half (else) of intermediate
+ * channel nb x 64 + (row / 16) x 8 + row % 8 (the 8-row interleave of
+ * transform.c); its partner half is row ^ 8, in the same warp. */
+static MM100_HD int mm100_l1_is_gate(uint32_t row)
+{
+    return (row & 8u) == 0;
+}
+
+static MM100_HD uint32_t mm100_l1_channel(uint32_t nb, uint32_t row)
+{
+    return nb * 64u + (row / 16u) * 8u + (row & 7u);
 }
 
 /* ---- the plan -------------------------------------------------------------- */

@@ -11,7 +11,11 @@
  *  - seeded random layers against a model written here from the spec
  *    (double GEMMs, then the same roundings); the same model with the
  *    weight applied after GEMM2 must NOT match (the test can fail);
- *  - refusals: activation, act dtype, biases, weight on the input, sizes.
+ *  - refusals: activation, act dtype, biases, weight on the input, sizes;
+ *  - the SM100 kernel's data flow run on the host (sm100_model.c: two
+ *    ranks' symmetric buffers, the kernel's indexing and scale placement)
+ *    equals this oracle; token scales read without the tcgen05.cp order
+ *    must not.
  */
 #include <math.h>
 #include <string.h>
@@ -19,6 +23,7 @@
 #include "fusedmoe/formats.h"
 #include "fusedmoe/fusedmoe.h"
 #include "fusedmoe/kit/half.h"
+#include "tests/megamoe/sm100_model.h"
 #include "tests/test_util.h"
 
 #define KEY "fp4:group32:scale-ue8m0/fp8e4m3:group32:dynamic"
@@ -410,6 +415,76 @@ START_TEST(random_layers_match_the_model)
 }
 END_TEST
 
+START_TEST(sm100_data_flow_matches_the_reference)
+{
+    fmoe_context *ctx = context();
+    uint64_t seed = fmoe_test_seed();
+    fmoe_rng r = fmoe_rng_for(seed + 361);
+    /* the SM100 contract's smallest sizes: H, I multiples of 512 */
+    layer_data d = {.E = 4, .H = 512, .I = 512, .k = 2, .limit = 10.0f};
+    random_layer(&r, &d);
+    enum { RANKS = 2, MAXM = 6 };
+    const uint32_t M[RANKS] = {6, 3}, H = d.H;
+    static uint16_t x[RANKS][MAXM * 512];
+    static float w[RANKS][MAXM * 2], out[RANKS][MAXM * 512], want[RANKS][MAXM * 512];
+    static int32_t ids[RANKS][MAXM * 2];
+    for (uint32_t q = 0; q < RANKS; q++) {
+        for (uint32_t i = 0; i < M[q] * H; i++)
+            x[q][i] = fmoe_f32_to_bf16(fmoe_rng_normal(&r) * 2.0f);
+        for (uint32_t t = 0; t < M[q]; t++) {
+            /* two distinct experts a token, either rank's */
+            int32_t a = (int32_t)(fmoe_rng_u64(&r) % d.E), b = (a + 1 + (int32_t)(fmoe_rng_u64(&r) % (d.E - 1))) % 4;
+            ids[q][2 * t] = a;
+            ids[q][2 * t + 1] = b;
+            w[q][2 * t] = fmoe_rng_uniform(&r, 0.05f, 1.0f);
+            w[q][2 * t + 1] = fmoe_rng_uniform(&r, 0.05f, 1.0f);
+        }
+    }
+    ids[0][1] = -1;    /* a masked slot */
+    ids[0][4] = 4 + 3; /* out of range: masked too */
+    for (uint32_t q = 0; q < RANKS; q++)
+        forward(ctx, &d, 1, 0, M[q], x[q], w[q], ids[q], want[q]);
+    mm100_model_layer L = {.experts = d.E,
+                           .hidden = d.H,
+                           .inter = d.I,
+                           .topk = d.k,
+                           .ranks = RANKS,
+                           .limit = d.limit,
+                           .w13 = d.w13,
+                           .s13 = d.s13,
+                           .w2 = d.w2,
+                           .s2 = d.s2};
+    char why[256];
+    for (uint32_t bm = 32; bm <= 128; bm *= 4) {
+        for (int mode = MM100_MODEL_AS_KERNEL; mode <= MM100_MODEL_BROKEN_TOKEN_SCALES; mode++) {
+            mm100_model_rank rk[RANKS];
+            for (uint32_t q = 0; q < RANKS; q++)
+                rk[q] = (mm100_model_rank){.m = M[q], .x = x[q], .w = w[q], .ids = ids[q], .out = out[q]};
+            ck_assert_msg(mm100_model_forward(&L, MAXM, bm, rk, mode, why, sizeof why) == 0, "%s", why);
+            double worst = 0;
+            size_t exact = 0, n = 0;
+            for (uint32_t q = 0; q < RANKS; q++) {
+                double e = nmse(out[q], want[q], (size_t)M[q] * H);
+                worst = e > worst ? e : worst;
+                for (size_t i = 0; i < (size_t)M[q] * H; i++, n++)
+                    exact += out[q][i] == want[q][i];
+            }
+            if (mode == MM100_MODEL_AS_KERNEL)
+                /* the model's MMA sums in double, the oracle in f32: a bf16
+                 * or e4m3 rounding may flip now and then */
+                ck_assert_msg(worst < 1e-6 && exact * 100 >= n * 95,
+                              "BLOCK_M %u: NMSE %g, %zu of %zu exact (seed %llu)", bm, worst, exact, n,
+                              (unsigned long long)seed);
+            else
+                ck_assert_msg(worst > 1e-3, "BLOCK_M %u: the broken control is too close (NMSE %g, seed %llu)", bm,
+                              worst, (unsigned long long)seed);
+        }
+    }
+    data_free(&d);
+    fmoe_context_destroy(ctx);
+}
+END_TEST
+
 START_TEST(refusals_name_the_reason)
 {
     fmoe_context *ctx = context();
@@ -466,11 +541,12 @@ static Suite *suite(void)
     tcase_add_test(tc, combine_slots_masks_and_ep);
     tcase_add_test(tc, random_layers_match_the_model);
     tcase_add_test(tc, refusals_name_the_reason);
+    tcase_add_test(tc, sm100_data_flow_matches_the_reference);
     suite_add_tcase(s, tc);
     return s;
 }
 
 int main(void)
 {
-    return fmoe_test_main(suite(), 4);
+    return fmoe_test_main(suite(), 5);
 }

@@ -206,7 +206,8 @@ START_TEST(ring_scale_words_fill_the_loaders_blocks)
                 ck_assert_uint_lt(w, (uint64_t)kw * sf_ring);
                 ck_assert_msg(!seen[w], "bm %u: row %u kb %u shares word %llu", bm, r, kb, (unsigned long long)w);
                 seen[w] = 1;
-                uint64_t lo = (uint64_t)kb * sf_ring + 128u * (r / bm);
+                uint64_t lo = mm100_ring_sf_block(kb, sf_ring, r / bm * bm, bm);
+                ck_assert_uint_eq(lo, (uint64_t)kb * sf_ring + 128u * (r / bm));
                 ck_assert_msg(w >= lo && w < lo + 128, "bm %u: row %u kb %u outside its block's words", bm, r, kb);
             }
     }
