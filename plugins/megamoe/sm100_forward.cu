@@ -776,7 +776,53 @@ struct mm100_layer {
     uint8_t **peers;   /* device array [ranks] */
     uint64_t off[4];
     int sms;
+    mm100_shape shape[3]; /* BLOCK_M 32, 64, 128: set up at create */
 };
+
+/* The three instantiations, by BLOCK_M. */
+static const void *kernel_of(uint32_t bm)
+{
+    return bm == 32 ? (const void *)layer_kernel<32> : bm == 64 ? (const void *)layer_kernel<64>
+                                                                : (const void *)layer_kernel<128>;
+}
+
+static int shape_index(uint32_t bm)
+{
+    return bm == 32 ? 0 : bm == 64 ? 1 : 2;
+}
+
+/* Each instantiation's shared memory, once, and what the cooperative
+ * launch needs: the device supports it and one CTA an SM fits, so the
+ * grid's barriers cannot wait on a CTA that never starts. */
+static int prepare_kernels(mm100_layer *l, char *why, size_t cap)
+{
+    int coop = 0;
+    cudaError_t e = cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, l->device);
+    if (e != cudaSuccess)
+        return fail(e, "cudaDeviceGetAttribute (cooperative launch)", why, cap);
+    if (!coop) {
+        snprintf(why, cap, "MegaMoE SM100: device %d does not support cooperative launches", l->device);
+        return -1;
+    }
+    for (uint32_t bm = 32; bm <= 128; bm *= 2) {
+        mm100_shape &s = l->shape[shape_index(bm)];
+        if (mm100_shape_make(bm, l->layout.local, &s, why, cap) != 0)
+            return -1;
+        if ((e = cudaFuncSetAttribute(kernel_of(bm), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      (int)s.smem_bytes)) != cudaSuccess)
+            return fail(e, "cudaFuncSetAttribute (shared memory)", why, cap);
+        int per_sm = 0;
+        if ((e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel_of(bm), MM100_THREADS,
+                                                               s.smem_bytes)) != cudaSuccess)
+            return fail(e, "cudaOccupancyMaxActiveBlocksPerMultiprocessor", why, cap);
+        if (per_sm < 1) {
+            snprintf(why, cap, "MegaMoE SM100: the layer kernel (BLOCK_M %u, %u bytes of shared memory) does not fit an SM",
+                     bm, s.smem_bytes);
+            return -1;
+        }
+    }
+    return 0;
+}
 
 extern "C" void mm100_destroy(mm100_layer *l)
 {
@@ -833,22 +879,20 @@ extern "C" int mm100_create(int device, const mm_layout *layout, const mm100_hos
             return fail(e, "cudaMemcpy (weights)", why, cap);
         }
     l->sms = sms;
+    if (prepare_kernels(l, why, cap) != 0) {
+        mm100_destroy(l);
+        return -1;
+    }
     *out = l;
     return 0;
 }
 
-template <int BM> static int launch(mm100_layer *l, layer_args &a, cudaStream_t s, char *why, size_t cap)
+static int launch(mm100_layer *l, uint32_t bm, layer_args &a, cudaStream_t s, char *why, size_t cap)
 {
-    mm100_shape shape;
-    if (mm100_shape_make(BM, l->layout.local, &shape, why, cap) != 0)
-        return -1;
-    cudaError_t e = cudaFuncSetAttribute(layer_kernel<BM>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         (int)shape.smem_bytes);
-    if (e != cudaSuccess)
-        return fail(e, "cudaFuncSetAttribute (shared memory)", why, cap);
+    mm100_shape shape = l->shape[shape_index(bm)];
     void *args[] = {&a, &shape};
-    e = cudaLaunchCooperativeKernel((const void *)layer_kernel<BM>, dim3((unsigned)l->sms), dim3(MM100_THREADS), args,
-                                    shape.smem_bytes, s);
+    cudaError_t e = cudaLaunchCooperativeKernel(kernel_of(bm), dim3((unsigned)l->sms), dim3(MM100_THREADS), args,
+                                                shape.smem_bytes, s);
     if (e != cudaSuccess)
         return fail(e, "cudaLaunchCooperativeKernel (the layer kernel)", why, cap);
     return 0;
@@ -863,8 +907,10 @@ extern "C" int mm100_forward(mm100_layer *l, const mm100_call *c, char *why, siz
     const mm_dims &d = y.dims;
     cudaStream_t s = static_cast<cudaStream_t>(c->stream);
     uint8_t *buf = l->buffer;
-    /* every rank runs the layer kernel, m = 0 too: it takes part in the
-     * barriers and serves its experts */
+    /* every rank of a group runs the layer kernel, m = 0 too: it takes
+     * part in the barriers and serves its experts; alone, nothing to do */
+    if (c->m == 0 && y.dims.ranks == 1)
+        return 0;
     if (c->m) {
         const uint64_t warps = (uint64_t)c->m * (d.hidden / MM100_BLOCK_K);
         prepare_x<<<(unsigned)((warps + 7) / 8), 256, 0, s>>>(static_cast<const __nv_bfloat16 *>(c->x), c->x_ld, c->m,
@@ -899,9 +945,7 @@ extern "C" int mm100_forward(mm100_layer *l, const mm100_call *c, char *why, siz
     a.out = static_cast<__nv_bfloat16 *>(c->out);
     a.out_ld = c->out_ld;
     const uint32_t bm = mm100_pick_block_m(c->m, d.topk, d.ranks, d.experts);
-    const int rc = bm == 32 ? launch<32>(l, a, s, why, cap) : bm == 64 ? launch<64>(l, a, s, why, cap)
-                                                                       : launch<128>(l, a, s, why, cap);
-    if (rc != 0)
+    if (launch(l, bm, a, s, why, cap) != 0)
         return -1;
     if ((e = cudaGetLastError()) != cudaSuccess)
         return fail(e, "kernel launch", why, cap);
