@@ -22,12 +22,12 @@ typedef struct mm_device_path {
     int (*capability)(int index, int *major, int *minor, char *why, size_t cap);
     int (*create)(int device, const mm90_plan *plan, const mm90_host_weights *w, mm90_layer **out, char *why,
                   size_t cap);
-    int (*forward)(mm90_layer *l, const mm90_call *c, char *why, size_t cap);
+    int (*forward)(mm90_layer *l, const mm_call *c, char *why, size_t cap);
     void (*destroy)(mm90_layer *l);
     /* the SM100 kernel (sm100.h); NULL: a build without it */
     int (*create100)(int device, const mm_layout *layout, const mm100_host_weights *w, mm100_layer **out, char *why,
                      size_t cap);
-    int (*forward100)(mm100_layer *l, const mm100_call *c, char *why, size_t cap);
+    int (*forward100)(mm100_layer *l, const mm_call *c, char *why, size_t cap);
     void (*destroy100)(mm100_layer *l);
 } mm_device_path;
 

@@ -227,54 +227,30 @@ static fmoe_status check_tensors(const mm_instance *in, fmoe_apply_args *a, int6
     return FMOE_STATUS_OK;
 }
 
-static fmoe_status sm90_apply(mm_instance *in, fmoe_apply_args *a)
+/* Both device paths: the tensors checked, then the call handed over. */
+static fmoe_status device_apply(mm_instance *in, fmoe_apply_args *a)
 {
     const fmoe_host *h = in->host;
-    if (!in->dev)
+    if (in->sm100 ? !in->dev100 : !in->dev)
         return h->error_set(a->err, FMOE_STATUS_INTERNAL, "MegaMoE: apply before finalize");
-    const int64_t m = a->x->shape[0];
-    fmoe_status st = check_tensors(in, a, in->plan.topk);
+    fmoe_status st = check_tensors(in, a, in->sm100 ? in->layout.dims.topk : in->plan.topk);
     if (st != FMOE_STATUS_OK)
         return st;
-    mm90_call c = {.x = a->x->data,
-                   .x_ld = a->x->strides[0],
-                   .weights = a->topk_weights->data,
-                   .weights_ld = a->topk_weights->strides[0],
-                   .ids = a->topk_ids->data,
-                   .ids_ld = a->topk_ids->strides[0],
-                   .out = a->out->data,
-                   .out_ld = a->out->strides[0],
-                   .m = (uint32_t)m,
-                   .expert_base = in->expert_base,
-                   .swiglu_limit = in->swiglu_limit,
-                   .stream = a->stream};
+    const mm_call c = {.x = a->x->data,
+                       .x_ld = a->x->strides[0],
+                       .weights = a->topk_weights->data,
+                       .weights_ld = a->topk_weights->strides[0],
+                       .ids = a->topk_ids->data,
+                       .ids_ld = a->topk_ids->strides[0],
+                       .out = a->out->data,
+                       .out_ld = a->out->strides[0],
+                       .m = (uint32_t)a->x->shape[0],
+                       .expert_base = in->sm100 ? 0 : in->expert_base,
+                       .swiglu_limit = in->swiglu_limit,
+                       .stream = a->stream};
     char why[256];
-    if (in->path->forward(in->dev, &c, why, sizeof why) != 0)
-        return h->error_set(a->err, FMOE_STATUS_DEVICE_ERROR, "%s", why);
-    return FMOE_STATUS_OK;
-}
-
-static fmoe_status sm100_apply(mm_instance *in, fmoe_apply_args *a)
-{
-    const fmoe_host *h = in->host;
-    if (!in->dev100)
-        return h->error_set(a->err, FMOE_STATUS_INTERNAL, "MegaMoE: apply before finalize");
-    fmoe_status st = check_tensors(in, a, in->layout.dims.topk);
-    if (st != FMOE_STATUS_OK)
-        return st;
-    mm100_call c = {.x = a->x->data,
-                    .x_ld = a->x->strides[0],
-                    .weights = a->topk_weights->data,
-                    .weights_ld = a->topk_weights->strides[0],
-                    .ids = a->topk_ids->data,
-                    .ids_ld = a->topk_ids->strides[0],
-                    .out = a->out->data,
-                    .out_ld = a->out->strides[0],
-                    .m = (uint32_t)a->x->shape[0],
-                    .swiglu_limit = in->swiglu_limit,
-                    .stream = a->stream};
-    char why[256];
-    if (in->path->forward100(in->dev100, &c, why, sizeof why) != 0)
+    if ((in->sm100 ? in->path->forward100(in->dev100, &c, why, sizeof why)
+                   : in->path->forward(in->dev, &c, why, sizeof why)) != 0)
         return h->error_set(a->err, FMOE_STATUS_DEVICE_ERROR, "%s", why);
     return FMOE_STATUS_OK;
 }
@@ -286,7 +262,7 @@ static fmoe_status mm_apply(fmoe_apply_args *a)
     if (in->path && in->sm100) {
         if (mm_check_tokens((uint64_t)a->x->shape[0], &in->layout, why, sizeof why) != 0)
             return in->host->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT, "%s", why);
-        return sm100_apply(in, a);
+        return device_apply(in, a);
     }
     if (in->path) {
         if (a->x->shape[0] > (int64_t)in->plan.max_tokens)
@@ -294,7 +270,7 @@ static fmoe_status mm_apply(fmoe_apply_args *a)
                                        "MegaMoE got %lld tokens, but the layer's workspace was sized for %u "
                                        "(max_num_tokens): refused, not truncated",
                                        (long long)a->x->shape[0], in->plan.max_tokens);
-        return sm90_apply(in, a);
+        return device_apply(in, a);
     }
     if (mm_check_tokens((uint64_t)a->x->shape[0], &in->layout, why, sizeof why) != 0)
         return in->host->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT, "%s", why);

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "plugins/megamoe/call.h"
 #include "plugins/megamoe/host.h"
 
 #ifdef __cplusplus
@@ -29,23 +30,6 @@ typedef struct mm100_host_weights {
     const uint32_t *l2_sf; /* mm_sf_words(local, H, I) */
 } mm100_host_weights;
 
-/* One forward on this rank. x and out bf16 [m, H]; weights f32 and ids
- * i32 [m, topk] (global physical ids; outside [0, experts): masked). Row
- * strides in elements. */
-typedef struct mm100_call {
-    const void *x;
-    int64_t x_ld;
-    const float *weights;
-    int64_t weights_ld;
-    const int32_t *ids;
-    int64_t ids_ld;
-    void *out;
-    int64_t out_ld;
-    uint32_t m;         /* <= layout.tokens (the caller checks) */
-    float swiglu_limit; /* <= 0: no clamp */
-    void *stream;       /* cudaStream_t */
-} mm100_call;
-
 /* Allocate the symmetric buffer (ranks == 1: a plain allocation, zeroed
  * once) and upload the weights, on `device` (synchronous: finalize). An
  * EP group's buffer (peers' windows) is not wired yet: ranks > 1 refused. */
@@ -54,7 +38,7 @@ int mm100_create(int device, const mm_layout *layout, const mm100_host_weights *
 
 /* Queue one forward: the inputs quantized into the buffer, then the
  * persistent layer kernel. No allocation, no host synchronization. */
-int mm100_forward(mm100_layer *l, const mm100_call *c, char *why, size_t cap);
+int mm100_forward(mm100_layer *l, const mm_call *c, char *why, size_t cap);
 
 void mm100_destroy(mm100_layer *l);
 

@@ -898,7 +898,7 @@ static int launch(mm100_layer *l, uint32_t bm, layer_args &a, cudaStream_t s, ch
     return 0;
 }
 
-extern "C" int mm100_forward(mm100_layer *l, const mm100_call *c, char *why, size_t cap)
+extern "C" int mm100_forward(mm100_layer *l, const mm_call *c, char *why, size_t cap)
 {
     cudaError_t e = cudaSetDevice(l->device);
     if (e != cudaSuccess)

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "plugins/megamoe/call.h"
 #include "plugins/megamoe/sm90_plan.h"
 
 #ifdef __cplusplus
@@ -23,30 +24,12 @@ typedef struct mm90_host_weights {
     const uint8_t *w13, *w13_sf, *w2, *w2_sf;
 } mm90_host_weights;
 
-/* One forward, all pointers on the layer's device. Row strides in
- * elements. x and out bf16 [m, H]; weights f32 and ids i32 [m, topk]. */
-typedef struct mm90_call {
-    const void *x;
-    int64_t x_ld;
-    const float *weights;
-    int64_t weights_ld;
-    const int32_t *ids;
-    int64_t ids_ld;
-    void *out;
-    int64_t out_ld;
-    uint32_t m;          /* <= plan.max_tokens (the caller checks) */
-    int32_t expert_base; /* global id of local expert 0 (ep_rank x local experts; linear placement): ids
-                            outside [base, base + plan.experts) are other ranks' and masked */
-    float swiglu_limit;  /* <= 0: no clamp */
-    void *stream;        /* cudaStream_t; NULL: the legacy stream */
-} mm90_call;
-
 /* Allocate the plan's two buffers on `device` and upload the weights
  * (synchronous: finalize). */
 int mm90_create(int device, const mm90_plan *plan, const mm90_host_weights *w, mm90_layer **out, char *why, size_t cap);
 
 /* Queue one forward on the call's stream: no allocation, no host sync. */
-int mm90_forward(mm90_layer *l, const mm90_call *c, char *why, size_t cap);
+int mm90_forward(mm90_layer *l, const mm_call *c, char *why, size_t cap);
 
 void mm90_destroy(mm90_layer *l);
 

@@ -611,7 +611,7 @@ extern "C" void mm90_destroy(mm90_layer *l)
     delete l;
 }
 
-extern "C" int mm90_forward(mm90_layer *l, const mm90_call *c, char *why, size_t cap)
+extern "C" int mm90_forward(mm90_layer *l, const mm_call *c, char *why, size_t cap)
 {
     if (c->m == 0)
         return 0;

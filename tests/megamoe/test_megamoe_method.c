@@ -292,7 +292,7 @@ static int fake_major, fake_minor, fake_fail;
 static int fake_creates, fake_forwards, fake_destroys;
 static mm90_plan fake_plan;
 static mm90_host_weights fake_weights;
-static mm90_call fake_call;
+static mm_call fake_call;
 static mm90_layer *const FAKE_LAYER = (mm90_layer *)&fake_creates;
 
 static int fake_capability(int index, int *major, int *minor, char *why, size_t cap)
@@ -320,7 +320,7 @@ static int fake_create(int device, const mm90_plan *plan, const mm90_host_weight
     return 0;
 }
 
-static int fake_forward(mm90_layer *l, const mm90_call *c, char *why, size_t cap)
+static int fake_forward(mm90_layer *l, const mm_call *c, char *why, size_t cap)
 {
     (void)why;
     (void)cap;
@@ -509,7 +509,7 @@ END_TEST
 static int fake100_creates, fake100_forwards, fake100_destroys;
 static mm_layout fake100_layout;
 static mm100_host_weights fake100_weights;
-static mm100_call fake100_call;
+static mm_call fake100_call;
 static mm100_layer *const FAKE100 = (mm100_layer *)&fake100_creates;
 
 static int fake_create100(int device, const mm_layout *l, const mm100_host_weights *w, mm100_layer **out, char *why,
@@ -523,7 +523,7 @@ static int fake_create100(int device, const mm_layout *l, const mm100_host_weigh
     return 0;
 }
 
-static int fake_forward100(mm100_layer *l, const mm100_call *c, char *why, size_t cap)
+static int fake_forward100(mm100_layer *l, const mm_call *c, char *why, size_t cap)
 {
     (void)why, (void)cap;
     ck_assert_ptr_eq(l, FAKE100);
