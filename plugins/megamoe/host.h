@@ -101,6 +101,11 @@ uint32_t mm_interleave_src(uint32_t n, uint32_t rows);
 /* Within each 128-row block, new[128c + 4b + a] = old[128c + 32a + b]. */
 uint32_t mm_utccp_src(uint32_t n);
 
+/* Any [E, 2I, row] byte tensor of L1 rows, interleaved as above (the
+ * SM90 path's w13 values and scale bytes). I % 8 == 0. */
+int mm_interleave_rows(const uint8_t *in, uint8_t *out, uint32_t experts, uint32_t inter, size_t row, char *why,
+                       size_t cap);
+
 /* L1 weight: w13 [E, 2I, H/2] e2m1 pairs -> the same shape, interleaved. */
 int mm_transform_l1_weight(const uint8_t *w13, uint8_t *out, uint32_t experts, uint32_t inter, uint32_t hidden,
                            char *why, size_t cap);

@@ -35,21 +35,27 @@ uint32_t mm_utccp_src(uint32_t n)
 /* One line naming the broken rule; -1. */
 #define FAIL(why, cap, ...) (snprintf((why), (cap), __VA_ARGS__), -1)
 
-int mm_transform_l1_weight(const uint8_t *w13, uint8_t *out, uint32_t experts, uint32_t inter, uint32_t hidden,
-                           char *why, size_t cap)
+int mm_interleave_rows(const uint8_t *in, uint8_t *out, uint32_t experts, uint32_t inter, size_t row, char *why,
+                       size_t cap)
 {
     if (inter % MM_INTERLEAVE)
         return FAIL(why, cap, "MegaMoE: intermediate size %u is not a multiple of 8 (the gate/up interleave)", inter);
-    if (hidden % 2)
-        return FAIL(why, cap, "MegaMoE: hidden size %u is odd (e2m1 pairs)", hidden);
-    size_t row = hidden / 2, rows = 2 * (size_t)inter;
+    size_t rows = 2 * (size_t)inter;
     for (size_t e = 0; e < experts; e++) {
-        const uint8_t *src = w13 + e * rows * row;
+        const uint8_t *src = in + e * rows * row;
         uint8_t *dst = out + e * rows * row;
         for (uint32_t n = 0; n < rows; n++)
             memcpy(dst + n * row, src + (size_t)mm_interleave_src(n, (uint32_t)rows) * row, row);
     }
     return 0;
+}
+
+int mm_transform_l1_weight(const uint8_t *w13, uint8_t *out, uint32_t experts, uint32_t inter, uint32_t hidden,
+                           char *why, size_t cap)
+{
+    if (hidden % 2)
+        return FAIL(why, cap, "MegaMoE: hidden size %u is odd (e2m1 pairs)", hidden);
+    return mm_interleave_rows(w13, out, experts, inter, hidden / 2, why, cap);
 }
 
 uint64_t mm_sf_words(uint32_t experts, uint32_t mn, uint32_t k)

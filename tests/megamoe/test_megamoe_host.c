@@ -86,6 +86,16 @@ START_TEST(random_round_trips)
             sf[i] = (uint8_t)fmoe_rng_u64(&r);
         ck_assert_int_eq(mm_transform_l1_weight(w, wt, E, I, H, why, sizeof why), 0);
         ck_assert_int_eq(mm_transform_sf(sf, st, E, rows, H, 1, why, sizeof why), 0);
+        /* the SM90 path's scale bytes: rows of H/32 bytes, interleaved alone */
+        uint8_t *si = malloc(sbytes);
+        ck_assert_ptr_nonnull(si);
+        ck_assert_int_eq(mm_interleave_rows(sf, si, E, I, H / 32, why, sizeof why), 0);
+        for (uint32_t e = 0; e < E; e++)
+            for (uint32_t o = 0; o < rows; o++)
+                ck_assert_msg(memcmp(si + ((size_t)e * rows + interleave_dst(o, rows)) * (H / 32),
+                                     sf + ((size_t)e * rows + o) * (H / 32), H / 32) == 0,
+                              "scale row %u of expert %u (seed %llu)", o, e, (unsigned long long)fmoe_test_seed());
+        free(si);
         uint32_t words = H / 128;
         for (uint32_t e = 0; e < E; e++)
             for (uint32_t o = 0; o < rows; o++) {
