@@ -259,7 +259,7 @@ static fmoe_status mm_apply(fmoe_apply_args *a)
 {
     mm_instance *in = a->instance;
     char why[256];
-    if (in->path && in->sm100) {
+    if (in->sm100) {
         if (mm_check_tokens((uint64_t)a->x->shape[0], &in->layout, why, sizeof why) != 0)
             return in->host->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT, "%s", why);
         return device_apply(in, a);

@@ -9,8 +9,9 @@
  * tcgen05 block-scaled FP8 x FP4 MMA; sm100_forward.cu), built, never run and not served yet; without a
  * driver or device one slot, score 0, with the runtime's reason. Query
  * (serve.c mm_choose_path): the first rule a layer breaks, then the
- * device's path; it hands out the method on 9.0 only, so the plugin never
- * claims a layer it cannot run. Memory (ABI 1.1): the CUDA runtime's, lent
+ * device's path; it hands out the method on 9.0, and on 10.x only with the
+ * option sm100_unverified, so by default the plugin never claims a layer
+ * it has not run. Memory (ABI 1.1): the CUDA runtime's, lent
  * to callers that do not link it (conform, bench, run); timing (ABI 1.2:
  * graph replays, the copy rate; 1.4: the read rate) for bench (the cuda
  * plugin's timing.cu, compiled in).

@@ -381,8 +381,7 @@ __device__ void load_phase(const smem_layout &S, const gemm_desc &g, const table
         mbar_arrive(&S.full[(p.stage + S.stages_n - h) % S.stages_n]);
 }
 
-/* The MMA warp (lane 0 issues). */
-/* Two sets of scale columns after the accumulators, alternating by stage
+/* The MMA warp (lane 0 issues). Two sets of scale columns after the accumulators, alternating by stage
  * (`sf_set`, carried across tiles and phases): a stage's tcgen05.cp never
  * overwrites the scales the previous stage's MMAs read. PTX orders cp
  * before a later mma of the same thread, not mma before a later cp;

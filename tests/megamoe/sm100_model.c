@@ -201,7 +201,7 @@ static void gemm_phase(model *md, uint32_t r, int l1)
     float c = bf16(L->limit);
     for (uint64_t tile = 0; tile < (uint64_t)b->blk0[md->local] * nblk; tile++) {
         uint32_t blk = (uint32_t)(tile / nblk), nb = (uint32_t)(tile % nblk);
-        uint32_t e = mm100_expert_of_block(b->blk0, md->local, blk), row0 = b->row0[e] + (blk - b->blk0[e]) * bm;
+        uint32_t e = mm100_expert_of_block(b->blk0, md->local, blk), row0 = blk * bm;
         memset(acc, 0, sizeof(double) * 128 * bm);
         for (uint32_t kb = 0; kb < kblocks; kb++) {
             const uint32_t *sa = wsf + mm100_weight_sf_block(e, kb, kblocks, n_out, nb);
