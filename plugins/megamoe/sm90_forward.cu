@@ -1,6 +1,6 @@
 /*
  * plugins/megamoe/sm90_forward.cu - the SM90 path of MegaMoE (sm90.h,
- * docs/MEGAMOE.md "SM90 path"): ep_size 1, one forward = seven kernels on
+ * docs/MEGAMOE.md "SM90 path"): ep_size 1, one forward = six kernels on
  * the caller's stream, no allocation and no host sync:
  *
  *   quant_x   x bf16 -> e4m3 per 32, s = 2^ceil(log2(max(amax, 1e-4)/448))
@@ -9,7 +9,7 @@
  *   route     each (token, slot) pair's local expert (-1: id out of range)
  *             and the pairs per expert; scan: each expert's first pair and
  *             first GEMM tile; scatter: the pairs grouped by expert;
- *   gemm      GEMM1 (xq . W13^T, stored bf16 as the epilogue reads it) and
+ *   gemm      GEMM1 (xq . W13^T, into the SwiGLU epilogue below) and
  *             GEMM2 (aq . W2^T, stored bf16): FP8 mma.sync m16n8k32,
  *             swap-AB (weight rows on M, a tile's <= 32 pairs on N), the
  *             weights streamed through a 7-stage cp.async pipeline. K = 32
@@ -18,10 +18,13 @@
  *             s_act * s_w (powers of two: exact). e2m1 -> e4m3 is exact for
  *             every e2m1 value, so the MXFP4 weights are decoded into e4m3
  *             in registers as each fragment is read and need no rebasing;
- *   swiglu    bf16 gate/up, the clamp compared in bf16, SiLU with expf and
- *             a true division, times the routing weight, requantized to
- *             e4m3 per 32 with sf from the bits of amax * (1/448) (all-zero
- *             group: sf 0), as plugins/reference/method_megamoe.c;
+ *   GEMM1's epilogue (w13 and its scales uploaded with gate/up rows
+ *             interleaved by 8, so a channel's gate and up meet in one
+ *             lane): bf16 gate/up, the clamp compared in bf16, SiLU with
+ *             expf and a true division, times the routing weight,
+ *             requantized to e4m3 per 32 with sf from the bits of amax *
+ *             (1/448) (all-zero group: sf 0), as
+ *             plugins/reference/method_megamoe.c;
  *   combine   out_t = bf16(sum of the token's local slots in ascending slot
  *             order, f32).
  *
@@ -30,8 +33,8 @@
  * does not change any output bit: forwards are bitwise repeatable.
  *
  * Not fused yet (the later steps): wgmma with the weights' scales rebased
- * per 128-wide block, SwiGLU in GEMM1's epilogue, the combine in GEMM2's,
- * one persistent kernel.
+ * per 128-wide block, the combine in GEMM2's epilogue, one persistent
+ * kernel.
  */
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
@@ -211,7 +214,15 @@ struct gemm_args {
     const uint32_t *seg, *tiles;
     const int32_t *order;
     uint32_t E, N, K;
-    __nv_bfloat16 *out; /* [pairs, N]: row q */
+    __nv_bfloat16 *out; /* [pairs, N]: row q (GEMM2) */
+    /* GEMM1's fused epilogue (SwiGLU, routing weight, requant), on weights
+     * whose gate/up rows are interleaved by 8 (mm90_create): */
+    const float *tw; /* routing weights [tokens, tw_ld]: pair q's is tw[(q / k) * tw_ld + q % k] */
+    int64_t tw_ld;
+    uint32_t k;
+    float limit;
+    uint8_t *aq; /* [pairs, N/2] e4m3 */
+    float *as;   /* [pairs, N/64] */
 };
 
 constexpr int STAGES = 7; /* 6 in flight: two blocks of 109 KB share an SM */
@@ -222,8 +233,10 @@ constexpr int X_BYTES = BM * XP; /* 4608 */
 constexpr int SW_BYTES = BN * GPS;
 constexpr int SX_BYTES = GPS * BM * 4; /* [group][pair] f32 */
 constexpr int STAGE_BYTES = W_BYTES + X_BYTES + SW_BYTES + SX_BYTES;
-constexpr int GEMM_SMEM = STAGES * STAGE_BYTES + 2 * BM * 4; /* + the tile's pair rows */
+constexpr int GEMM_SMEM = STAGES * STAGE_BYTES + 2 * BM * 4 /* + the tile's pair rows */
+                          + (GEMM_THREADS / WARP) * BM * 4;  /* + the SwiGLU epilogue's amax per warp and pair */
 static_assert(BN == 16 * (GEMM_THREADS / WARP), "one m16 slice of weight rows per warp");
+static_assert(2 * GEMM_SMEM <= 227 * 1024, "two GEMM blocks an SM (__launch_bounds__(.., 2))");
 static_assert(BN == GEMM_THREADS / 2 && BM * GPS == GEMM_THREADS / 2, "the scale copies: one per thread");
 static_assert(GPS == (int)MM90_SF_ALIGN, "one 4-byte word of weight scales per row and stage");
 static_assert(STAGE_BYTES % 16 == 0 && BM * (KC / 16) == GEMM_THREADS, "stage layout");
@@ -397,10 +410,83 @@ __device__ __forceinline__ void stage_mma_n(float (&acc)[BM / 8][4], const uint8
     }
 }
 
-__global__ void __launch_bounds__(GEMM_THREADS, 2) gemm(gemm_args g)
+/* GEMM1's epilogue: the weights' rows are interleaved by 8 (gate rows 16j
+ * .. 16j + 7, then the matching up rows), so a warp's m16 slice holds the
+ * gate (fragment row gid: d0, d1) and up (row gid + 8: d2, d3) of one
+ * channel, n0 / 2 + 8 warp + gid, in the same lane. Each pair's 64 channels
+ * of the block form two requant groups of four warps; their amax meets in
+ * shared memory. Numerics: the swiglu kernel's (bf16 gate / up, the clamp
+ * in bf16, expf and a true division, times the weight, the requant rule). */
+__device__ __forceinline__ void swiglu_epilogue(const gemm_args &g, const float (&acc)[BM / 8][4], const int32_t *qrow,
+                                                int rows, int slices, bool live, uint32_t n0, int warp, int gid,
+                                                int tg, float *amax_smem)
+{
+    const float c = __bfloat162float(__float2bfloat16_rn(g.limit));
+    float act[BM / 8][2];
+#pragma unroll
+    for (int j = 0; j < BM / 8; j++)
+#pragma unroll
+        for (int t = 0; t < 2; t++) {
+            const int r = j * 8 + 2 * tg + t;
+            float a = 0.0f;
+            if (live && j < slices && r < rows) {
+                float gate = __bfloat162float(__float2bfloat16_rn(acc[j][t]));
+                float up = __bfloat162float(__float2bfloat16_rn(acc[j][2 + t]));
+                if (g.limit > 0.0f) {
+                    gate = gate < c ? gate : c;
+                    up = up < -c ? -c : up > c ? c : up;
+                }
+                const uint32_t q = (uint32_t)qrow[r];
+                const float weight = g.tw[(int64_t)(q / g.k) * g.tw_ld + (int64_t)(q % g.k)];
+                a = (gate / (1.0f + expf(-gate)) * up) * weight;
+            }
+            act[j][t] = a;
+            /* amax over the warp's 8 channels (lanes of equal tg) */
+            float m = amax_step(0.0f, a);
+            for (int o = 4; o < WARP; o <<= 1) {
+                const float x = __shfl_xor_sync(0xffffffffu, m, o);
+                m = x > m ? x : m;
+            }
+            if (gid == 0)
+                amax_smem[warp * BM + r] = m;
+        }
+    __syncthreads();
+    const int grp = warp / 4; /* the block's group of this warp's channels */
+    const uint32_t ch = n0 / 2 + 8 * warp + gid, I = g.N / 2;
+#pragma unroll
+    for (int j = 0; j < BM / 8; j++)
+#pragma unroll
+        for (int t = 0; t < 2; t++) {
+            const int r = j * 8 + 2 * tg + t;
+            if (!live || j >= slices || r >= rows)
+                continue;
+            float amax = 0.0f;
+            for (int w = 4 * grp; w < 4 * grp + 4; w++) {
+                const float x = amax_smem[w * BM + r];
+                amax = x > amax ? x : amax;
+            }
+            uint8_t code;
+            float sf;
+            int32_t ex;
+            if (!mm_num::act_exponent(amax, ex)) {
+                code = 0x7F; /* NaN, as the reference makes the whole group */
+                sf = __uint_as_float(0x7FC00000u);
+            } else {
+                sf = __uint_as_float((uint32_t)(ex + 127) << 23);
+                code = mm_num::act_code(act[j][t], ex);
+            }
+            const uint32_t q = (uint32_t)qrow[r];
+            g.aq[(size_t)q * I + ch] = code;
+            if (warp % 4 == 0 && gid == 0)
+                g.as[(size_t)q * (I / GROUP) + ch / GROUP] = sf;
+        }
+}
+
+template <bool SWIGLU> __global__ void __launch_bounds__(GEMM_THREADS, 2) gemm(gemm_args g)
 {
     extern __shared__ __align__(16) uint8_t smem[];
     int32_t *arow = reinterpret_cast<int32_t *>(smem + STAGES * STAGE_BYTES), *qrow = arow + BM;
+    float *amax_smem = reinterpret_cast<float *>(qrow + BM);
     const int tid = threadIdx.x, lane = tid % WARP, warp = tid / WARP;
     const int gid = lane / 4, tg = lane % 4;
     const int wr = warp * 16;
@@ -447,7 +533,9 @@ __global__ void __launch_bounds__(GEMM_THREADS, 2) gemm(gemm_args g)
             else
                 stage_mma_n<false>(acc, st, slices, wr, gid, tg, (int)(kgroups - kg0));
         }
-        if (live) {
+        if constexpr (SWIGLU)
+            swiglu_epilogue(g, acc, qrow, rows, slices, live, n0, warp, gid, tg, amax_smem);
+        else if (live) {
 #pragma unroll
             for (int j = 0; j < BM / 8; j++) {
                 if (j >= slices)
@@ -466,45 +554,6 @@ __global__ void __launch_bounds__(GEMM_THREADS, 2) gemm(gemm_args g)
         cp_async_wait<0>();
         __syncthreads(); /* the stages, qrow and arow are rewritten by the next tile */
     }
-}
-
-/* ---- SwiGLU, routing weight, requant: one warp per (pair, 32-group) ----------------- */
-
-__global__ void swiglu(const __nv_bfloat16 *__restrict__ h, const int32_t *__restrict__ loc,
-                       const float *__restrict__ w, int64_t w_ld, uint32_t k, uint64_t pairs, uint32_t I,
-                       float limit, uint8_t *__restrict__ aq, float *__restrict__ as)
-{
-    const uint64_t groups = I / GROUP;
-    const uint64_t wi = (uint64_t)blockIdx.x * (ROW_THREADS / WARP) + threadIdx.x / WARP;
-    const int lane = threadIdx.x % WARP;
-    if (wi >= pairs * groups)
-        return;
-    const uint64_t q = wi / groups, gi = wi % groups;
-    if (loc[q] < 0)
-        return;
-    const uint64_t i = gi * GROUP + lane;
-    float gate = __bfloat162float(h[q * 2 * I + i]), up = __bfloat162float(h[q * 2 * I + I + i]);
-    if (limit > 0.0f) {
-        const float c = __bfloat162float(__float2bfloat16_rn(limit));
-        gate = gate < c ? gate : c;
-        up = up < -c ? -c : up > c ? c : up;
-    }
-    const float weight = w[(int64_t)(q / k) * w_ld + (int64_t)(q % k)];
-    const float a = (gate / (1.0f + expf(-gate)) * up) * weight;
-    const float amax = warp_max(amax_step(0.0f, a));
-    uint8_t code;
-    float sf;
-    int32_t ex;
-    if (!mm_num::act_exponent(amax, ex)) {
-        code = 0x7F; /* NaN, as the reference makes the whole group */
-        sf = __uint_as_float(0x7FC00000u);
-    } else {
-        sf = __uint_as_float((uint32_t)(ex + 127) << 23);
-        code = mm_num::act_code(a, ex);
-    }
-    aq[q * I + i] = code;
-    if (lane == 0)
-        as[wi] = sf;
 }
 
 /* ---- combine: one thread per output element ------------------------------------------ */
@@ -581,18 +630,43 @@ extern "C" int mm90_create(int device, const mm90_plan *plan, const mm90_host_we
                                               (uint64_t)plan->experts * 2 * plan->inter,
                                               (uint64_t)plan->experts * plan->hidden,
                                               (uint64_t)plan->experts * plan->hidden};
-    for (int i = 0; i < MM90_WEIGHT_VIEWS; i++) {
+    /* w13 and its scales go up with gate/up rows interleaved by 8 (host.h
+     * mm_interleave_src), one expert at a time through a host buffer, so
+     * GEMM1's epilogue finds a channel's gate and up in one lane */
+    const size_t rows13 = (size_t)2 * plan->inter;
+    uint8_t *perm = new (std::nothrow) uint8_t[rows13 * (plan->hidden / 2)];
+    if (!perm) {
+        mm90_destroy(l);
+        snprintf(why, cap, "MegaMoE SM90: out of host memory");
+        return -1;
+    }
+    for (int i = 0; i < MM90_WEIGHT_VIEWS && e == cudaSuccess; i++) {
         const bool sf = i == MM90_W13_SF || i == MM90_W2_SF;
         const size_t width = sf ? K[i] / GROUP : K[i] / 2, pitch = sf ? mm90_sf_pitch(K[i]) : width;
         uint8_t *dst = l->weights + plan->weight[i].offset;
-        e = pitch == width ? cudaMemcpy(dst, src[i], width * rows[i], cudaMemcpyHostToDevice)
-                           : cudaMemcpy2D(dst, pitch, src[i], width, width, rows[i], cudaMemcpyHostToDevice);
-        if (e != cudaSuccess) {
-            mm90_destroy(l);
-            return fail(e, "cudaMemcpy (weights)", why, cap);
+        if (i == MM90_W13 || i == MM90_W13_SF) {
+            for (uint64_t x = 0; x < plan->experts && e == cudaSuccess; x++) {
+                if (mm_interleave_rows(src[i] + x * rows13 * width, perm, 1, plan->inter, width, why, cap) != 0) {
+                    delete[] perm;
+                    mm90_destroy(l);
+                    return -1;
+                }
+                e = cudaMemcpy2D(dst + x * rows13 * pitch, pitch, perm, width, width, rows13, cudaMemcpyHostToDevice);
+            }
+        } else {
+            e = pitch == width ? cudaMemcpy(dst, src[i], width * rows[i], cudaMemcpyHostToDevice)
+                               : cudaMemcpy2D(dst, pitch, src[i], width, width, rows[i], cudaMemcpyHostToDevice);
         }
     }
-    if ((e = cudaFuncSetAttribute(gemm, cudaFuncAttributeMaxDynamicSharedMemorySize, GEMM_SMEM)) != cudaSuccess) {
+    delete[] perm;
+    if (e != cudaSuccess) {
+        mm90_destroy(l);
+        return fail(e, "cudaMemcpy (weights)", why, cap);
+    }
+    if ((e = cudaFuncSetAttribute(gemm<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, GEMM_SMEM)) !=
+            cudaSuccess ||
+        (e = cudaFuncSetAttribute(gemm<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, GEMM_SMEM)) !=
+            cudaSuccess) {
         mm90_destroy(l);
         return fail(e, "cudaFuncSetAttribute (GEMM shared memory)", why, cap);
     }
@@ -640,14 +714,13 @@ extern "C" int mm90_forward(mm90_layer *l, const mm_call *c, char *why, size_t c
     scatter<<<blocks_for(pairs, 256), 256, 0, s>>>(loc, pairs, cursor, order);
 
     const mm90_grid grid1 = mm90_gemm_grid(2 * I, pairs, E), grid2 = mm90_gemm_grid(H, pairs, E);
-    gemm_args g1 = {xq,    xs,    k, W + p.weight[MM90_W13].offset, W + p.weight[MM90_W13_SF].offset, mm90_sf_pitch(H),
-                    seg,   tiles, order, E, 2 * I, H, hy};
-    gemm<<<dim3(grid1.x, grid1.y), GEMM_THREADS, GEMM_SMEM, s>>>(g1);
-    swiglu<<<blocks_for(pairs * (I / GROUP), warps_per_block), ROW_THREADS, 0, s>>>(
-        hy, loc, c->weights, c->weights_ld, k, pairs, I, c->swiglu_limit, aq, as);
-    gemm_args g2 = {aq,  as,    1,     W + p.weight[MM90_W2].offset, W + p.weight[MM90_W2_SF].offset, mm90_sf_pitch(I),
-                    seg, tiles, order, E, H, I, hy};
-    gemm<<<dim3(grid2.x, grid2.y), GEMM_THREADS, GEMM_SMEM, s>>>(g2);
+    const gemm_args g1 = {xq, xs, k, W + p.weight[MM90_W13].offset, W + p.weight[MM90_W13_SF].offset,
+                          mm90_sf_pitch(H), seg, tiles, order, E, 2 * I, H, nullptr, c->weights, c->weights_ld, k,
+                          c->swiglu_limit, aq, as};
+    gemm<true><<<dim3(grid1.x, grid1.y), GEMM_THREADS, GEMM_SMEM, s>>>(g1);
+    const gemm_args g2 = {aq, as, 1, W + p.weight[MM90_W2].offset, W + p.weight[MM90_W2_SF].offset,
+                          mm90_sf_pitch(I), seg, tiles, order, E, H, I, hy, nullptr, 0, 0, 0.0f, nullptr, nullptr};
+    gemm<false><<<dim3(grid2.x, grid2.y), GEMM_THREADS, GEMM_SMEM, s>>>(g2);
     combine<<<blocks_for((uint64_t)m * H, 256), 256, 0, s>>>(hy, loc, m, k, H, static_cast<__nv_bfloat16 *>(c->out),
                                                              c->out_ld);
     if ((e = cudaGetLastError()) != cudaSuccess)

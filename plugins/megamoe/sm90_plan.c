@@ -55,7 +55,7 @@ int mm90_plan_make(uint32_t experts, uint32_t hidden, uint32_t inter, uint32_t t
         .experts = experts, .hidden = hidden, .inter = inter, .topk = topk, .max_tokens = max_tokens, .pairs = P};
     const uint64_t weights[MM90_WEIGHT_VIEWS] = {E * 2 * I * (H / 2), E * 2 * I * mm90_sf_pitch(hidden),
                                                  E * H * (I / 2), E * H * mm90_sf_pitch(inter)};
-    uint64_t hy = P * 2 * I > P * H ? P * 2 * I : P * H;
+    uint64_t hy = P * H; /* GEMM2's bf16 out (GEMM1's goes through its SwiGLU epilogue) */
     const uint64_t work[MM90_WORK_VIEWS] = {(uint64_t)max_tokens * H,
                                             (uint64_t)max_tokens * (H / MM_GROUP) * 4,
                                             P * 4,

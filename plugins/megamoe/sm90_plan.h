@@ -1,18 +1,20 @@
 /*
  * plugins/megamoe/sm90_plan.h - the SM90 path's device memory, planned on
  * the host (sm90_plan.c, unit-tested in tests/megamoe without a GPU) and
- * allocated once at finalize by sm90_forward.cu: the weights as loaded,
- * and a workspace sized by max_num_tokens, so a forward allocates nothing.
+ * allocated once at finalize by sm90_forward.cu: the weights, and a
+ * workspace sized by max_num_tokens, so a forward allocates nothing.
  *
  * The SM90 path (docs/MEGAMOE.md "SM90 path") is a few kernel launches
  * per forward (on an EP group, on the rows the transport received): quantize x, group the (token, slot) pairs by
- * expert, GEMM1, SwiGLU + requant, GEMM2, combine. Its weight layout is the
- * checkpoint's own (w13 [E, 2I, H/2] e2m1 pairs, K contiguous; scales
- * [E, rows, K/32] UE8M0 bytes, rows padded to mm90_sf_pitch): the weights
- * are the mma.sync A operand (swap-AB: weight rows on the MMA's M side,
- * pairs on N), K-contiguous per row, which is exactly that, and every e2m1
- * value is an exact e4m3 value, so the weights are decoded in the GEMM, not
- * transformed.
+ * expert, GEMM1 with SwiGLU + requant in its epilogue, GEMM2, combine. Its
+ * weight layout is the checkpoint's (w13 [E, 2I, H/2] e2m1 pairs, K
+ * contiguous; scales [E, rows, K/32] UE8M0 bytes, rows padded to
+ * mm90_sf_pitch) with one change: w13's rows and their scales interleave
+ * gate and up in runs of 8 (host.h mm_interleave_rows), so GEMM1's
+ * epilogue finds a channel's gate and up in one lane. The weights are the
+ * mma.sync A operand (swap-AB: weight rows on the MMA's M side, pairs on
+ * N), K-contiguous per row, and every e2m1 value is an exact e4m3 value,
+ * so they are decoded in the GEMM, not transformed.
  */
 #ifndef FMOE_PLUGIN_MEGAMOE_SM90_PLAN_H
 #define FMOE_PLUGIN_MEGAMOE_SM90_PLAN_H
@@ -47,7 +49,7 @@ enum {
     MM90_SEG,    /* [E + 1] u32: first pair of each expert in ORDER */
     MM90_TILES,  /* [E + 1] u32: first GEMM tile of each expert */
     MM90_CURSOR, /* [E] u32: scatter cursors */
-    MM90_HY,     /* [P, 2I] bf16 GEMM1 out, then [P, H] bf16 GEMM2 out */
+    MM90_HY,     /* [P, H] bf16 GEMM2 out */
     MM90_AQ,     /* [P, I] e4m3: SwiGLU out requantized per 32 */
     MM90_AS,     /* [P, I/32] f32: its power-of-two scales */
     MM90_WORK_VIEWS
