@@ -58,9 +58,17 @@ struct fmcu_gg_args {
     int whole_tiles; /* 1: every tile 128 rows (measurements); 0: an expert's last
                         row block of at most 64 rows is a half tile, 64 rows with the
                         warp groups splitting its columns (same bits) */
-    int32_t *sched;  /* [2] device memory, zero before the first launch: the tile
-                        counter; each launch leaves it zero again */
-    int order;       /* FMCU_GG_ORDER_*: which CTA takes which tile */
+    /* e2m1 weights converted in the kernel (prefill_dequant.h's arithmetic):
+     * w4 = their block size (16 NVFP4, 32 MXFP4) and b = their chunks [E, N,
+     * kp / 32] (wq_pack.h), sf8 = their scale codes [E, N, kp / w4]; `kind`
+     * is then ignored (128-column tiles, a fourth warp group converting each
+     * stage). 0: b holds the operand itself. */
+    int w4;
+    const uint8_t *sf8;
+    uint32_t kp;
+    int32_t *sched; /* [2] device memory, zero before the first launch: the tile
+                       counter; each launch leaves it zero again */
+    int order;      /* FMCU_GG_ORDER_*: which CTA takes which tile */
 };
 
 /* Tile kinds (fmcu_gg_kind) and orders (FMCU_GG_ORDER_*) are in

@@ -53,6 +53,7 @@
 #include "plugins/cuda/mbarrier.cuh"
 #include "plugins/cuda/wgmma_ops.cuh"
 #include "plugins/cuda/wgmma_sync.cuh"
+#include "plugins/cuda/wq_dev.cuh"
 
 #include <cuda.h> /* CUtensorMap and the encoder's signature; the function comes from the runtime */
 #include <cuda_bf16.h>
@@ -77,18 +78,26 @@ constexpr int BM = 128;          /* rows per tile: two warp groups of 64 */
 constexpr int BK = 128;          /* bytes of K per stage: one 128-byte swizzle row (128 e4m3 or 64 bf16) */
 constexpr int THREADS = 384;     /* producer + two consumer warp groups */
 constexpr int A_BYTES = BM * BK; /* 16 KB */
+/* e2m1 kinds (W4 = the block size): a fourth warp group converts each
+ * stage's codes into the bf16 B operand in shared memory. */
+constexpr int THREADS_W4 = 512;
+constexpr int W4_CHUNK = 16;         /* bytes of codes per 32 columns (wq_pack.h) */
+constexpr int W4_ROW = 2 * W4_CHUNK; /* bytes of codes per row and stage (64 columns) */
 
-template <int BN> struct kind_cfg {
+template <int BN, int W4 = 0> struct kind_cfg {
     /* Shared memory: STAGES operand stages, then per consumer warp group a
      * staging buffer of its 64 output rows (BN/64 boxes of 64 rows x 128 B,
      * 128-byte swizzled: the tensor store's layout, and the fragment
      * stores of a warp's 8 rows hit distinct banks) and its BN column
      * scales and biases. Stages are what is left of 227 KB. */
-    static constexpr int STAGES = BN == 128 ? 5 : BN == 192 ? 4 : 3;
+    static constexpr int STAGES = W4 ? 4 : BN == 128 ? 5 : BN == 192 ? 4 : 3;
     static constexpr int B_BYTES = BN * BK;
     static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
     static constexpr int OUT_BYTES = 64 * BN * 2; /* BN/64 boxes of 64 rows x 128 B */
-    static constexpr int EPI_AT = STAGES * STAGE_BYTES;
+    /* e2m1: each stage's codes (BN rows x 32 bytes, by TMA) after the stages. */
+    static constexpr int CODE_BYTES = W4 ? BN * W4_ROW : 0;
+    static constexpr int CODE_AT = STAGES * STAGE_BYTES;
+    static constexpr int EPI_AT = CODE_AT + STAGES * CODE_BYTES;
     static constexpr int SCALE_AT = EPI_AT + 2 * OUT_BYTES;
     static constexpr int BIAS_AT = SCALE_AT + 2 * BN * (int)sizeof(float);
     static constexpr size_t SMEM = (size_t)BIAS_AT + 2 * BN * sizeof(float) + 1024; /* + alignment of the swizzle atoms */
@@ -189,6 +198,8 @@ struct kernel_params {
     uint32_t E, N, K;
     int *sched; /* [2] the next tile past the first wave, CTAs done (zero between launches) */
     int halves; /* an expert's last row block of at most 64 rows is a half tile */
+    const uint8_t *sf8; /* e2m1: block scale codes [E, N, kp / W4] */
+    uint32_t kp;        /* e2m1: padded K of the codes (wq_pack.h) */
     int fixed_order; /* tiles b, b + grid, ... instead of the counter's (grouped_gemm.h, FMCU_GG_ORDER_*) */
 };
 
@@ -369,7 +380,8 @@ struct ring {
 
 /* One warp group's main loop over a tile's KB stages: its 64 A rows at
  * a_off and NW B rows at b_off inside each stage. Promoted kinds leave the
- * sum in fin, fast kinds in acc. */
+ * sum in fin, fast kinds in acc. `full` says a stage's operands are ready
+ * (e2m1 kinds: the converter's barrier, which follows the TMA's). */
 template <int NW, bool PROMOTE, bool BF16, int STAGES, int STAGE_BYTES>
 __device__ __forceinline__ void main_loop(float (&acc)[NW / 2], float (&fin)[PROMOTE ? NW / 2 : 1], ring &r, int KB,
                                           uint32_t base, uint32_t a_off, uint32_t b_off, uint64_t *full,
@@ -428,16 +440,91 @@ __device__ __forceinline__ void run_tile(float (&acc)[NW / 2], float (&fin)[PROM
         store_tile<NW>(acc, l, r_base, at.row_end, c0, p, map_d, w, tw, out, scale, bias);
 }
 
-template <int BN, bool PROMOTE, bool BF16>
-__global__ void __launch_bounds__(THREADS, 1)
+/* The e2m1 kinds' converter warp group. Thread tw takes items tw + 128 j
+ * of a stage: weight row i / 2, chunk (32 columns) i % 2, so a warp's code
+ * reads are contiguous and each 8-thread phase of its stores hits 8
+ * distinct units. */
+template <int BN> constexpr int W4_ITEMS = 2 * BN / 128;
+
+/* The block scale codes of a thread's items for W4_SF_GROUP stages from
+ * kb0 (MXFP4: one byte a stage, 8 stages; NVFP4: two, for columns 0-15
+ * and 16-31, 4 stages), packed into one 64-bit word per item, stage kb0
+ * in the low bits: read from global memory (L2-resident) all at once, so
+ * that their latency is paid once per group (the stage's proxy fence waits
+ * for loads in flight). 0 past K or the last row, so that TMA's zero codes
+ * stay zeros (UE8M0 code 0 is 2^-127, not NaN). */
+template <int W4> constexpr int W4_SF_GROUP = W4 == 32 ? 8 : 4;
+
+template <int BN, int W4>
+__device__ __forceinline__ void load_sf(uint64_t (&sc)[W4_ITEMS<BN>], const kernel_params &p, int64_t row0, int kb0,
+                                        int tw)
+{
+    constexpr int BYTES = W4 == 32 ? 1 : 2; /* per stage and item */
+    const uint32_t spr = p.kp / W4;
+    const int64_t rows = (int64_t)p.E * p.N;
+#pragma unroll
+    for (int j = 0; j < W4_ITEMS<BN>; j++) {
+        const int i = tw + 128 * j;
+        const int64_t row = row0 + (i >> 1);
+        const uint8_t *sf = p.sf8 + row * spr;
+        uint64_t v = 0;
+#pragma unroll
+        for (int s = 0; s < W4_SF_GROUP<W4>; s++) {
+            const uint32_t col = (uint32_t)(kb0 + s) * 64 + (uint32_t)(i & 1) * 32;
+            if (row < rows && col < p.kp)
+#pragma unroll
+                for (int b = 0; b < BYTES; b++)
+                    v |= (uint64_t)sf[col / W4 + b] << (8 * (BYTES * s + b));
+        }
+        sc[j] = v;
+    }
+}
+
+/* One stage: the codes of BN weight rows x 64 columns (TMA, `codes`: row r
+ * at 32 r, chunk c at 16 c, in wq_pack.h's fragment order) times their
+ * block scales into the bf16 B operand at `b`, laid out as TMA's 128-byte
+ * swizzle writes it (row r at 128 r, 16-byte unit u at u ^ (r % 8)); the
+ * values as the scratch form makes them (wq_dev.cuh dq_chunk_bf16). */
+template <int BN, int W4>
+__device__ __forceinline__ void convert_stage(uint32_t codes, uint32_t b, const uint32_t (&sc)[W4_ITEMS<BN>], int tw)
+{
+    constexpr bool MX = W4 == 32;
+#pragma unroll
+    for (int j = 0; j < W4_ITEMS<BN>; j++) {
+        const int i = tw + 128 * j, r = i >> 1, c = i & 1;
+        uint32_t w[4];
+        asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
+                     : "r"(codes + r * W4_ROW + c * W4_CHUNK));
+        uint32_t s2[2];
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const float v = fmcu_wq_dev::scale_code(MX ? sc[j] : (sc[j] >> (8 * h)) & 0xFFu, MX);
+            s2[h] = fmcu_wq_dev::bits_of(__floats2bfloat162_rn(v, v));
+        }
+        uint32_t v[16];
+        fmcu_wq_dev::dq_chunk_bf16(w, s2, v);
+#pragma unroll
+        for (int q = 0; q < 4; q++)
+            asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(b + r * 128 + (((4 * c + q) ^ (r & 7)) << 4)),
+                         "r"(v[4 * q]), "r"(v[4 * q + 1]), "r"(v[4 * q + 2]), "r"(v[4 * q + 3])
+                         : "memory");
+    }
+}
+
+template <int BN, bool PROMOTE, bool BF16, int W4 = 0>
+__global__ void __launch_bounds__(W4 ? THREADS_W4 : THREADS, 1)
     grouped_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_a64,
                         const __grid_constant__ CUtensorMap map_b, const __grid_constant__ CUtensorMap map_d,
                         const kernel_params p)
 {
-    using C = kind_cfg<BN>;
+    using C = kind_cfg<BN, W4>;
     constexpr int STAGES = C::STAGES;
+    constexpr int NTHREADS = W4 ? THREADS_W4 : THREADS;
+    static_assert(!W4 || (BF16 && !PROMOTE), "e2m1 kinds: bf16 operands, fast accumulation");
     extern __shared__ uint8_t smem_raw[];
-    __shared__ __align__(8) uint64_t full[STAGES], empty[STAGES];
+    /* conv: the converter's stage barriers (e2m1 kinds), after full. */
+    __shared__ __align__(8) uint64_t full[STAGES], empty[STAGES], conv[W4 ? STAGES : 1];
     __shared__ int pre[FMCU_GG_MAX_EXPERTS + 1], off[FMCU_GG_MAX_EXPERTS + 1];
     __shared__ int tile_of[STAGES]; /* the tile whose first stage this is, or -1: no more tiles */
 
@@ -447,12 +534,14 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int E = (int)p.E, KB = (int)((p.K + KE - 1) / KE);
     const int nt = (int)((p.N + BN - 1) / BN);
 
-    for (int e = threadIdx.x; e <= E; e += THREADS)
+    for (int e = threadIdx.x; e <= E; e += NTHREADS)
         off[e] = p.offsets[e];
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; s++) {
             mbar_init(smem_addr(&full[s]), 1);
             mbar_init(smem_addr(&empty[s]), 8); /* lane 0 of each consumer warp */
+            if constexpr (W4 != 0)
+                mbar_init(smem_addr(&conv[s]), 128); /* every converter thread, after its own stores */
         }
         fmcu_async::mbar_init_fence();
     }
@@ -513,9 +602,15 @@ __global__ void __launch_bounds__(THREADS, 1)
                 const uint32_t fb = smem_addr(&full[r.stage]);
                 const uint32_t sa = base + r.stage * C::STAGE_BYTES;
                 /* A half tile needs 64 A rows: rows 64-127 of its stage stay unread. */
-                mbar_expect_tx(fb, at.half ? C::STAGE_BYTES - A_BYTES / 2 : C::STAGE_BYTES);
-                tma_load(sa, at.half ? &map_a64 : &map_a, kb * KE, at.row0, fb);
-                tma_load(sa + A_BYTES, &map_b, kb * KE, brow, fb);
+                if constexpr (W4 != 0) { /* B: the codes, which the converter turns into bf16 */
+                    mbar_expect_tx(fb, (at.half ? A_BYTES / 2 : A_BYTES) + C::CODE_BYTES);
+                    tma_load(sa, at.half ? &map_a64 : &map_a, kb * KE, at.row0, fb);
+                    tma_load(base + C::CODE_AT + r.stage * C::CODE_BYTES, &map_b, kb * W4_ROW, brow, fb);
+                } else {
+                    mbar_expect_tx(fb, at.half ? C::STAGE_BYTES - A_BYTES / 2 : C::STAGE_BYTES);
+                    tma_load(sa, at.half ? &map_a64 : &map_a, kb * KE, at.row0, fb);
+                    tma_load(sa + A_BYTES, &map_b, kb * KE, brow, fb);
+                }
                 r.next(STAGES);
             }
             t = next;
@@ -534,7 +629,50 @@ __global__ void __launch_bounds__(THREADS, 1)
         return;
     }
 
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+    if constexpr (W4 != 0) {
+        if (wg == 3) {
+            /* The launch reserves 128 registers per thread (64K over 512),
+             * which this group keeps: ptxas fits the whole kernel in 128 (no
+             * spills), so a lower limit here would only be a bet on its
+             * allocation. The producer gives back 88 x 128, of which the
+             * consumers take (168 - 128) x 256. */
+            const int tw = threadIdx.x % 128;
+            ring r;
+            for (;;) {
+                mbar_wait(smem_addr(&full[r.stage]), r.phase);
+                const int t = tile_of[r.stage];
+                if (t < 0)
+                    break;
+                const tile_at at = find_tile(t, pre, off, E, p.halves);
+                const int64_t row0 = (int64_t)at.e * p.N + at.nb * BN;
+                uint64_t group[W4_ITEMS<BN>];
+                for (int kb = 0; kb < KB; kb++) {
+                    if (kb > 0)
+                        mbar_wait(smem_addr(&full[r.stage]), r.phase);
+                    if (kb % W4_SF_GROUP<W4> == 0)
+                        load_sf<BN, W4>(group, p, row0, kb, tw);
+                    uint32_t sc[W4_ITEMS<BN>];
+#pragma unroll
+                    for (int j = 0; j < W4_ITEMS<BN>; j++) { /* this stage's codes, then the next stage's down */
+                        sc[j] = (uint32_t)group[j] & (W4 == 32 ? 0xFFu : 0xFFFFu);
+                        group[j] >>= W4 == 32 ? 8 : 16;
+                    }
+                    convert_stage<BN, W4>(base + C::CODE_AT + r.stage * C::CODE_BYTES,
+                                          base + r.stage * C::STAGE_BYTES + A_BYTES, sc, tw);
+                    /* Generic-proxy stores, read by wgmma (async proxy): each
+                     * thread fences its own, then releases them by its arrive. */
+                    fmcu_async::fence_async_shared();
+                    mbar_arrive(smem_addr(&conv[r.stage]));
+                    r.next(STAGES);
+                }
+            }
+            return;
+        }
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 168;\n");
+    } else {
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+    }
+    uint64_t *ready = W4 ? conv : full; /* the consumers' stage barrier */
     const int w = wg - 1, tw = threadIdx.x % 128;
     const uint32_t out = base + C::EPI_AT + w * C::OUT_BYTES;
     float *scale = reinterpret_cast<float *>(smem_raw + (base - smem_addr(smem_raw)) + C::SCALE_AT) + w * BN;
@@ -553,11 +691,11 @@ __global__ void __launch_bounds__(THREADS, 1)
         const tile_at at = find_tile(t, pre, off, E, p.halves);
         if (!at.half) /* rows 64w.. of the tile, all its columns */
             run_tile<BN, PROMOTE, BF16, STAGES, C::STAGE_BYTES>(acc, fin, r, at, p, &map_d, KB, base,
-                                                                at.row0 + 64 * w, at.nb * BN, w * 64 * BK, 0, full,
+                                                                at.row0 + 64 * w, at.nb * BN, w * 64 * BK, 0, ready,
                                                                 empty, w, tw, out, scale, bias);
         else /* the tile's 64 rows, columns HN w.. */
             run_tile<HN, PROMOTE, BF16, STAGES, C::STAGE_BYTES>(hacc, hfin, r, at, p, &map_d, KB, base, at.row0,
-                                                                at.nb * BN + HN * w, 0, w * HN * BK, full, empty, w,
+                                                                at.nb * BN + HN * w, 0, w * HN * BK, ready, empty, w,
                                                                 tw, out, scale, bias);
     }
     if (tw == 0)
@@ -607,13 +745,31 @@ bool encode(CUtensorMap *map, const void *base, uint64_t rows, uint64_t cols, ui
              CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <int BN, bool PROMOTE, bool BF16> cudaError_t launch_kind(const fmcu_gg_args *a, int sms, cudaStream_t st)
+/* e2m1 codes [rows, kp / 2 bytes] (wq_pack.h chunks), moved in boxes of
+ * box_rows x 32 bytes (64 columns), unswizzled: the converter reads them. */
+bool encode_codes(CUtensorMap *map, const void *base, uint64_t rows, uint64_t kp, uint32_t box_rows)
 {
-    using C = kind_cfg<BN>;
+    encode_tiled_fn f = encoder();
+    if (!f)
+        return false;
+    const cuuint64_t dims[2] = {kp / 2, rows};
+    const cuuint64_t strides[1] = {kp / 2};
+    const cuuint32_t box[2] = {(cuuint32_t)W4_ROW, box_rows};
+    const cuuint32_t elem[2] = {1, 1};
+    return f(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void *>(base), dims, strides, box, elem,
+             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+template <int BN, bool PROMOTE, bool BF16, int W4 = 0>
+cudaError_t launch_kind(const fmcu_gg_args *a, int sms, cudaStream_t st)
+{
+    using C = kind_cfg<BN, W4>;
     CUtensorMap map_a, map_a64, map_b, map_d;
+    const bool b_ok = W4 ? encode_codes(&map_b, a->b, (uint64_t)a->E * a->N, a->kp, BN)
+                         : encode(&map_b, a->b, (uint64_t)a->E * a->N, a->K, BN, BF16);
     if (!encode(&map_a, a->a, (uint64_t)a->rows_cap, a->K, BM, BF16) ||
-        !encode(&map_a64, a->a, (uint64_t)a->rows_cap, a->K, BM / 2, BF16) ||
-        !encode(&map_b, a->b, (uint64_t)a->E * a->N, a->K, BN, BF16) ||
+        !encode(&map_a64, a->a, (uint64_t)a->rows_cap, a->K, BM / 2, BF16) || !b_ok ||
         !encode(&map_d, a->d, (uint64_t)a->rows_cap, a->N, 64, true))
         return cudaErrorInvalidValue;
     kernel_params p;
@@ -628,16 +784,18 @@ template <int BN, bool PROMOTE, bool BF16> cudaError_t launch_kind(const fmcu_gg
     p.N = a->N;
     p.K = a->K;
     p.halves = !a->whole_tiles;
+    p.sf8 = a->sf8;
+    p.kp = a->kp;
     p.sched = a->sched;
     p.fixed_order = a->order == FMCU_GG_ORDER_FIXED || (a->order == FMCU_GG_ORDER_AUTO && !PROMOTE);
-    auto kernel = grouped_gemm_kernel<BN, PROMOTE, BF16>;
+    auto kernel = grouped_gemm_kernel<BN, PROMOTE, BF16, W4>;
     cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::SMEM);
     if (e != cudaSuccess)
         return e;
     /* More CTAs than tiles would only wait: at most ceil(rows/128) + E row blocks. */
     const int64_t tiles = ((a->rows_cap + BM - 1) / BM + a->E) * (int64_t)((a->N + BN - 1) / BN);
     const unsigned grid = (unsigned)(tiles < sms ? tiles : sms);
-    kernel<<<grid, THREADS, C::SMEM, st>>>(map_a, map_a64, map_b, map_d, p);
+    kernel<<<grid, W4 ? THREADS_W4 : THREADS, C::SMEM, st>>>(map_a, map_a64, map_b, map_d, p);
     return cudaGetLastError();
 }
 
@@ -651,6 +809,13 @@ cudaError_t fmcu_gg_launch(const fmcu_gg_args *a, fmcu_gg_kind kind, int sms, cu
         (uintptr_t)a->sched % 4 || a->order < FMCU_GG_ORDER_AUTO || a->order > FMCU_GG_ORDER_COUNTER ||
         (a->col_vec && (uintptr_t)a->s_col % 8))
         return cudaErrorInvalidValue;
+    if (a->w4) { /* e2m1 codes converted in the kernel: one kind */
+        if (!a->bf16 || !a->sf8 || a->kp % 32 || a->kp < a->K)
+            return cudaErrorInvalidValue;
+        return a->w4 == 32 ? launch_kind<128, false, true, 32>(a, sms, st)
+               : a->w4 == 16 ? launch_kind<128, false, true, 16>(a, sms, st)
+                             : cudaErrorInvalidValue;
+    }
     if (a->bf16)
         switch (kind) { /* f32 accumulation: nothing to promote */
         case FMCU_GG_N256_FAST: return launch_kind<256, false, true>(a, sms, st);

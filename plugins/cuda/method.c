@@ -401,8 +401,9 @@ static fmoe_status finalize_dequant(fmcu_instance *in, fmoe_error *err)
     fmcu_layer *L = &in->layer;
     char why[256];
     uint64_t rows = (uint64_t)L->max_tokens * L->top_k / (L->local_experts ? L->local_experts : 1);
-    if (!FMCU_Q_IS_E2M1(L->quant) || L->act_dtype != FMOE_DTYPE_BF16 || L->on_input || L->hidden % 16 ||
-        L->inter % 16 || (rows < FMCU_WQ_PREFILL_MIN_ROWS && L->opt.tier != FMCU_TIER_PREFILL))
+    if (!FMCU_Q_IS_E2M1(L->quant) || L->opt.prefill_dequant_fused == FMCU_FUSED_ON || L->act_dtype != FMOE_DTYPE_BF16 ||
+        L->on_input || L->hidden % 16 || L->inter % 16 ||
+        (rows < FMCU_WQ_PREFILL_MIN_ROWS && L->opt.tier != FMCU_TIER_PREFILL))
         return FMOE_STATUS_OK;
     fmcu_device_info dev;
     if (fmcu_device_query(L->device, &dev, why, sizeof why) != 0)

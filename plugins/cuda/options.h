@@ -16,9 +16,14 @@
  *   prefill_tile_order  auto | fixed | counter: our grouped GEMM's tile order
  *   wq_wgmma            the 4-bit weights' wgmma kernel (wq_wgmma.cu) where it serves;
  *                       false: the tiled mma.sync kernel (wq_gemm.cu)
+ *   prefill_dequant_fused auto | on | off: e2m1 weights converted inside the grouped
+ *                       GEMM (a converter warp group) instead of through the bf16
+ *                       scratch; auto: by the rows an expert (tier.h
+ *                       fmcu_wq_prefill_fused), beside the scratch
  *   prefill_dequant_mib device memory for e2m1 weights dequantized to bf16 on the
  *                       prefill tier (prefill_dequant.h), per layer; 0: that tier
- *                       never serves 4-bit weights
+ *                       never serves 4-bit weights, unless prefill_dequant_fused
+ *                       is on (which uses no scratch and ignores this)
  *
  * Every default is what the plugin measured best (the manifest states the
  * same defaults); the other values exist for A/B timing and for tests that
@@ -34,7 +39,7 @@
 extern "C" {
 #endif
 
-/* decode_fused. */
+/* decode_fused and prefill_dequant_fused. */
 #define FMCU_FUSED_AUTO 0 /* the fp8 schemes (in bf16 the one launch was slower than the chain) */
 #define FMCU_FUSED_ON   1 /* every scheme */
 #define FMCU_FUSED_OFF  2
@@ -50,6 +55,7 @@ typedef struct fmcu_options {
     int prefill_tile_order;       /* FMCU_GG_ORDER_* (launch_shape.h) */
     int wq_wgmma;                 /* 1 */
     uint32_t prefill_dequant_mib; /* FMCU_PREFILL_DEQUANT_MIB */
+    int prefill_dequant_fused;    /* FMCU_FUSED_*: AUTO by the rows an expert, ON always (no scratch), OFF never */
 } fmcu_options;
 
 /* prefill_dequant_mib: the default, and the most accepted (1 TiB). */

@@ -4,11 +4,8 @@
  *
  * A thread takes one 32-column chunk of one weight row: its 16 bytes of
  * codes (four lanes' words in wq_pack.h's fragment order) and its one
- * (MXFP4) or two (NVFP4) scale codes, and writes the 32 bf16 values as four
- * 16-byte stores. Register j of lane word c4 holds fragment positions 2 j
- * and 2 j + 1, columns 16 (j >> 1) + 8 (j & 1) + 2 c4 and the one after
- * (wq_pack.h), so it is bf16 pair 8 (j >> 1) + 4 (j & 1) + c4 of the
- * chunk: all indices are constants after unrolling. Consecutive threads
+ * (MXFP4) or two (NVFP4) scale codes, and writes the 32 bf16 values
+ * (wq_dev.cuh dq_chunk_bf16) as four 16-byte stores. Consecutive threads
  * take consecutive chunks of a row, so loads and stores are contiguous.
  * Memory-bound: 0.5 byte read (+ scales) per 2 bytes written.
  */
@@ -45,11 +42,7 @@ __global__ void __launch_bounds__(THREADS) dequant_kernel(const dequant_args a)
     }
     const uint32_t words[4] = {code.x, code.y, code.z, code.w};
     uint32_t out[16];
-#pragma unroll
-    for (int c4 = 0; c4 < 4; c4++)
-#pragma unroll
-        for (int r = 0; r < 4; r++)
-            out[8 * (r >> 1) + 4 * (r & 1) + c4] = fmcu_wq_dev::dq_fp4_bf16(words[c4], r, s2[r >> 1]);
+    fmcu_wq_dev::dq_chunk_bf16(words, s2, out);
     uint4 *dst = reinterpret_cast<uint4 *>(a.dst + ((uint64_t)j * a.N + n) * a.K + (uint64_t)c * FMCU_WQ_CHUNK);
     /* K is a multiple of 16: the chunk is whole, or its first half is. */
     const int quads = (c + 1) * FMCU_WQ_CHUNK <= a.K ? 4 : 2;

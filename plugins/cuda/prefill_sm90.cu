@@ -62,6 +62,7 @@
 #include "plugins/cuda/prefill_act.h"
 #include "plugins/cuda/prefill_dequant.h"
 #include "plugins/cuda/prefill_rows.h"
+#include "plugins/cuda/tier.h"
 #include "plugins/cuda/wq_gemm.h"
 
 #include <cuda_bf16.h>
@@ -468,7 +469,10 @@ cudaError_t launch(Gemm1 &g1, Gemm2 &g2, int64_t m, const void *x, int64_t x_ld,
  * dequantized and have no tiles). W4A4 quantizes the GEMM inputs as the
  * 4-bit kernels do (wq_gemm.h staging): x per pair into wq.a1, which the
  * gather then sorts (a token row per pair: m*k rows, k = 1), and the
- * activation's output in place in its sorted rows. */
+ * activation's output in place in its sorted rows. With the fused form
+ * (fmcu_wq_prefill_fused: by the option, or by the rows an expert) each
+ * GEMM converts the e2m1 codes itself, all experts in one launch. */
+static_assert(FMCU_WQ_FUSED_MAX_EXPERTS == FMCU_GG_MAX_EXPERTS, "tier.h's bound is one launch's");
 cudaError_t launch_dq(const fmcu_layer *L, OwnGemm g[2], int64_t m, const setup_args &sa, gather_args ga,
                       const act_args &aa, const combine_args &cb, bool warp_rows, cudaStream_t st, cudaEvent_t *ev)
 {
@@ -476,6 +480,8 @@ cudaError_t launch_dq(const fmcu_layer *L, OwnGemm g[2], int64_t m, const setup_
     const bool a4 = L->quant == FMCU_Q_NVFP4_A4;
     const int64_t pairs = m * (int64_t)ga.k;
     const unsigned grid = (unsigned)pairs;
+    const bool fused = fmcu_wq_prefill_fused(L->opt.prefill_dequant_fused, m, L->top_k, L->local_experts,
+                                             wq.dq && wq.dq_experts) != 0;
     PF_EVENT(0);
     PF_CK(pos_launch(sa.sorted, ga.offsets + sa.E, (int32_t *)ga.pos, grid, st));
     int64_t rows = m;
@@ -503,6 +509,14 @@ cudaError_t launch_dq(const fmcu_layer *L, OwnGemm g[2], int64_t m, const setup_
         const fmcu_wq_proj &w = *proj[j];
         OwnGemm o = g[j];
         const bf16 *bias = o.a.bias;
+        if (fused) { /* converted inside the GEMM, all experts at once */
+            o.a.b = (const uint8_t *)w.w;
+            o.a.w4 = (int)wq.fp4_block;
+            o.a.sf8 = w.sf8;
+            o.a.kp = w.kp;
+            o.a.s_col = w.out_mul;
+            return launch_gemm(o, st);
+        }
         for (uint32_t e0 = 0; e0 < sa.E; e0 += wq.dq_experts) {
             const uint32_t n = sa.E - e0 < wq.dq_experts ? sa.E - e0 : wq.dq_experts;
             dequant_args d = {};
@@ -723,7 +737,14 @@ bool fmcu_prefill_supported_why(const fmcu_layer *L, char *why, size_t cap)
             return refuse(why, cap,
                           "4-bit and int weights: e2m1 (MXFP4, NVFP4) only (int values times their group scales "
                           "are not exact in bf16, MXFP4 x FP8 quantizes its GEMM inputs to e4m3)");
-        if (!L->wq.dq || L->wq.dq_experts == 0 || L->wq.format != FMCU_WQ_FP4)
+        if (L->wq.format != FMCU_WQ_FP4)
+            return refuse(why, cap, "e2m1 weights expected");
+        if (L->opt.prefill_dequant_fused == FMCU_FUSED_ON && L->local_experts > FMCU_GG_MAX_EXPERTS)
+            return refuse(why, cap,
+                          "e2m1 weights converted in the GEMM (prefill_dequant_fused = on): more than 1024 local "
+                          "experts "
+                          "(one launch serves them all)");
+        if (L->opt.prefill_dequant_fused != FMCU_FUSED_ON && (!L->wq.dq || L->wq.dq_experts == 0))
             return refuse(why, cap,
                           "e2m1 weights: no bf16 scratch (option prefill_dequant_mib is 0 or smaller than one "
                           "expert, or max_num_tokens never reaches the tier)");

@@ -3,6 +3,8 @@
  */
 #include "plugins/cuda/tier.h"
 
+#include "plugins/cuda/options.h"
+
 /* Past about 16 rows per expert the tiled kernels win: on an H200 the
  * stream tier was faster at 1-8 rows per expert (Qwen3-30B-A3B M=1..128,
  * Mixtral M=1..16) and slower at 32 (Mixtral M=128): bench/cuda/RESULTS.md at 5ddad69,
@@ -31,6 +33,15 @@ int fmcu_wq_tier(int64_t m, uint32_t top_k, uint32_t local_experts, int forced, 
     if (per_expert <= FMCU_WQ_STREAM_MAX_ROWS)
         return streams ? FMCU_TIER_STREAM : FMCU_TIER_TILED;
     return prefill_ok && per_expert >= FMCU_WQ_PREFILL_MIN_ROWS ? FMCU_TIER_PREFILL : FMCU_TIER_TILED;
+}
+
+int fmcu_wq_prefill_fused(int option, int64_t m, uint32_t top_k, uint32_t local_experts, int has_scratch)
+{
+    if (option == FMCU_FUSED_ON)
+        return 1;
+    if (option != FMCU_FUSED_AUTO || !has_scratch || local_experts == 0 || local_experts > FMCU_WQ_FUSED_MAX_EXPERTS)
+        return 0;
+    return m * (int64_t)top_k / local_experts <= FMCU_WQ_FUSED_MAX_ROWS;
 }
 
 int fmcu_tail_plan(int tier, int64_t pairs, uint32_t H, uint32_t I, int fp8, uint32_t kgroups, int sms,

@@ -48,6 +48,19 @@ extern "C" {
  * at 149 rows (bench/cuda/RESULTS.md, "4-bit weights: the e2m1 prefill
  * form"). */
 #define FMCU_WQ_PREFILL_MIN_ROWS 150
+/* Up to this many rows per local expert on average, prefill_dequant_fused =
+ * auto converts e2m1 weights inside the grouped GEMM; above, through the
+ * bf16 scratch (the same bits either way). The fused form converts a weight
+ * tile once per 128-row tile of its expert, the scratch once per call, so
+ * the scratch wins as the rows grow. H200, MXFP4, M = 8192, scratch vs
+ * fused, us: 256 rows (DeepSeek-V3) 25277.6 vs 19110.3, 256 (gpt-oss-120b)
+ * 7128.7 vs 5764.4, 512 (Qwen3-30B-A3B) 2001.8 vs 2142.7, 8192 (Mixtral)
+ * 9930.3 vs 15688.9; at M = 1024 (32-64 rows) within 1 % (bench/cuda/
+ * RESULTS.md, "4-bit weights: e2m1 converted inside the grouped GEMM"). */
+#define FMCU_WQ_FUSED_MAX_ROWS 320
+/* grouped_gemm.h's FMCU_GG_MAX_EXPERTS (a static_assert in prefill_sm90.cu
+ * keeps them equal; this header stays free of CUDA's). */
+#define FMCU_WQ_FUSED_MAX_EXPERTS 1024
 /* Average rows per local expert up to which the stream tier splits K over a
  * CTA's warps (more CTAs); above it, each warp streams its own rows (fewer
  * re-reads of the token rows). */
@@ -184,6 +197,14 @@ int fmcu_gemm_tier(int64_t m, uint32_t top_k, uint32_t local_experts, int forced
  * FMCU_WQ_PREFILL_MIN_ROWS (or forced) where `prefill_ok`, else TILED;
  * `streams` = 0 when wq_stream.cu does not serve the layer. */
 int fmcu_wq_tier(int64_t m, uint32_t top_k, uint32_t local_experts, int forced, int streams, int prefill_ok);
+
+/* On the prefill tier, whether e2m1 weights are converted inside the
+ * grouped GEMM (1) or go through the bf16 scratch (0). `option` is
+ * prefill_dequant_fused (FMCU_FUSED_*, options.h): on and off decide
+ * alone; auto takes the fused form up to FMCU_WQ_FUSED_MAX_ROWS rows an
+ * expert, where `has_scratch` (else the scratch serves) and at most
+ * FMCU_WQ_FUSED_MAX_EXPERTS local experts (one launch serves them all). */
+int fmcu_wq_prefill_fused(int option, int64_t m, uint32_t top_k, uint32_t local_experts, int has_scratch);
 
 #ifdef __cplusplus
 }

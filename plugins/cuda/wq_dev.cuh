@@ -133,6 +133,22 @@ __device__ __forceinline__ float scale_code(uint32_t c, bool mx)
     return __half2float(__half(h));
 }
 
+/* A 32-column chunk of e2m1 codes (16 bytes: four lane words in wq_pack.h's
+ * fragment order) times its scales as 32 bf16 values in column order:
+ * out[i] is bf16 pair i. s2[h] = (s, s) of columns 16 h .. 16 h + 15 (one
+ * MXFP4 scale twice, or two NVFP4 ones). Register j of word c4 holds
+ * columns 16 (j >> 1) + 8 (j & 1) + 2 c4 and the one after, so it is pair
+ * 8 (j >> 1) + 4 (j & 1) + c4: all indices constants after unrolling. The
+ * prefill dequant kernel and the grouped GEMM's converter share it. */
+__device__ __forceinline__ void dq_chunk_bf16(const uint32_t (&words)[4], const uint32_t (&s2)[2], uint32_t (&out)[16])
+{
+#pragma unroll
+    for (int c4 = 0; c4 < 4; c4++)
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            out[8 * (j >> 1) + 4 * (j & 1) + c4] = dq_fp4_bf16(words[c4], j, s2[j >> 1]);
+}
+
 /* The gated activation of a non-SiLU function, or a SiLU value the fast
  * path could not round (about 1 in 1000): out of line, so that the double
  * path is not inlined at every stored value. */

@@ -18,7 +18,10 @@
  *   keeps about 14 bits, DeepSeek-V3 3.3.2), 2^-14 for bf16 (f32
  *   accumulation, no scales); and NMSE <= 1e-5 (1e-4 fast e4m3).
  *   Data: random e4m3 codes with exponents 2^-2..2^1 (never zero), from a
- *   fixed seed (--seed N to change it), printed on failure.
+ *   fixed seed (--seed N to change it), printed on failure. The e2m1 kinds
+ *   (weights converted inside the kernel) must give the bits of the bf16
+ *   n128-fast kind on the same weights dequantized first
+ *   (prefill_dequant.h), biases and output factors included.
  *
  *   --bench: the grouped GEMMs of spec/performance.md's shapes at uniform
  *   routing (rows per expert = M * k / E), each kind, median of 15 launches
@@ -45,6 +48,7 @@
 
 #include "plugins/cuda/grouped_gemm.h"
 #include "plugins/cuda/options.h"
+#include "plugins/cuda/prefill_dequant.h"
 
 #include "cuda_ok.h" /* tests/cuda */
 
@@ -322,6 +326,140 @@ static int check(const char *name, const problem &pb, uint64_t seed, int sms)
     return failed;
 }
 
+/* Random bytes: e2m1 code pairs (any), or block scale codes in a finite
+ * range: UE8M0 120..135 (2^-7..2^8), e4m3 with exponent field 4..11. */
+__global__ void fill_w4(uint8_t *p, size_t n, uint64_t seed, int what)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const uint32_t h = mix(seed * 0x2545F4914F6CDD1DULL + i);
+        p[i] = what == 0 ? (uint8_t)h
+               : what == 32 ? (uint8_t)(120 + (h & 15))
+                            : (uint8_t)((h & 0x80) | ((4 + ((h >> 8) & 7)) << 3) | ((h >> 12) & 7));
+    }
+}
+
+/* One e2m1 case: the weights' shape, the rows per expert, the grid (0:
+ * the device's SMs; a few CTAs make each run many tiles, so a CTA's later
+ * tiles, the converter's stage refills and the phases past the first wrap
+ * run), whole tiles and the tile order. */
+struct w4_case {
+    const char *name;
+    int N, K, kp;
+    std::vector<int> rows;
+    int ctas;
+    int whole_tiles;
+    int order;
+};
+
+/* The e2m1 kinds (w4, converted inside the kernel) against the same GEMM on
+ * weights dequantized first (prefill_dequant.h) and the bf16 n128-fast
+ * kind: the same bf16 operands and the same tile, so the same bits. With a
+ * per-expert output factor and biases, empty experts, half tiles, N not a
+ * multiple of 128, partial chunks and stages (K < kp), and K long enough
+ * that the converter reloads its block scales (every 8 stages for MXFP4,
+ * 4 for NVFP4). */
+static int check_w4(int w4, const w4_case &c, uint64_t seed, int device_sms)
+{
+    const int E = (int)c.rows.size(), N = c.N, K = c.K, kp = c.kp, sms = c.ctas ? c.ctas : device_sms;
+    const std::vector<int> &rows = c.rows;
+    std::vector<int32_t> off(E + 1, 0);
+    for (int e = 0; e < E; e++)
+        off[e + 1] = off[e] + rows[e];
+    const int R = off[E], cap = R + 7;
+    uint8_t *codes, *sf8, *a;
+    __nv_bfloat16 *wdq, *bias, *d[2];
+    float *omul;
+    int32_t *offsets, *sched;
+    CUDA_OK(cudaMalloc(&codes, (size_t)E * N * kp / 2));
+    CUDA_OK(cudaMalloc(&sf8, (size_t)E * N * kp / w4));
+    CUDA_OK(cudaMalloc(&a, (size_t)cap * K * 2));
+    CUDA_OK(cudaMalloc(&wdq, (size_t)E * N * K * 2));
+    CUDA_OK(cudaMalloc(&bias, (size_t)E * N * 2));
+    CUDA_OK(cudaMalloc(&omul, E * sizeof(float)));
+    CUDA_OK(cudaMalloc(&offsets, (E + 1) * sizeof(int32_t)));
+    CUDA_OK(cudaMalloc(&sched, 2 * sizeof(int32_t)));
+    CUDA_OK(cudaMemset(sched, 0, 2 * sizeof(int32_t)));
+    for (int j = 0; j < 2; j++) {
+        CUDA_OK(cudaMalloc(&d[j], (size_t)cap * N * 2));
+        CUDA_OK(cudaMemset(d[j], 0xFF, (size_t)cap * N * 2)); /* NaN: rows never written stay so */
+    }
+    fill_w4<<<256, 256>>>(codes, (size_t)E * N * kp / 2, seed, 0);
+    fill_w4<<<64, 256>>>(sf8, (size_t)E * N * kp / w4, seed + 1, w4);
+    fill_bf16<<<1024, 256>>>((uint16_t *)a, (size_t)cap * K, seed + 2);
+    fill_bf16<<<64, 256>>>((uint16_t *)bias, (size_t)E * N, seed + 3);
+    fill_scale<<<1, 32>>>(omul, E, seed + 4, -3);
+    CUDA_OK(cudaGetLastError());
+    CUDA_OK(cudaMemcpy(offsets, off.data(), (E + 1) * sizeof(int32_t), cudaMemcpyHostToDevice));
+    fmcu_pf::dequant_args dq = {};
+    dq.w = codes;
+    dq.sf8 = sf8;
+    dq.block = (uint32_t)w4;
+    dq.N = N;
+    dq.K = K;
+    dq.kp = kp;
+    dq.e0 = 0;
+    dq.count = E;
+    dq.offsets = offsets;
+    dq.dst = wdq;
+    CUDA_OK(fmcu_pf::dequant_launch(dq, 0));
+    fmcu_gg_args g = {};
+    g.a = a;
+    g.d = d[0];
+    g.s_col = omul;
+    g.bias = bias;
+    g.offsets = offsets;
+    g.E = E;
+    g.N = N;
+    g.K = K;
+    g.rows_cap = cap;
+    g.bf16 = 1;
+    g.sched = sched;
+    g.order = c.order;
+    g.whole_tiles = c.whole_tiles;
+    g.b = (const uint8_t *)wdq;
+    CUDA_OK(fmcu_gg_launch(&g, FMCU_GG_N128_FAST, sms, 0));
+    g.d = d[1];
+    g.b = codes;
+    g.w4 = w4;
+    g.sf8 = sf8;
+    g.kp = kp;
+    CUDA_OK(fmcu_gg_launch(&g, FMCU_GG_N128_FAST, sms, 0));
+    CUDA_OK(cudaDeviceSynchronize());
+    std::vector<uint16_t> h0((size_t)cap * N), h1((size_t)cap * N);
+    CUDA_OK(cudaMemcpy(h0.data(), d[0], h0.size() * 2, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(h1.data(), d[1], h1.size() * 2, cudaMemcpyDeviceToHost));
+    int32_t left[2];
+    CUDA_OK(cudaMemcpy(left, sched, sizeof left, cudaMemcpyDeviceToHost));
+    size_t differ = 0, nan = 0, first = SIZE_MAX;
+    for (size_t i = 0; i < (size_t)R * N; i++) {
+        if (h0[i] != h1[i] && differ++ == 0)
+            first = i;
+        nan += (h0[i] & 0x7F80) == 0x7F80;
+    }
+    bool untouched = true; /* rows past R */
+    for (size_t i = (size_t)R * N; i < h1.size(); i++)
+        untouched &= h1[i] == 0xFFFF;
+    const bool ok = differ == 0 && nan == 0 && untouched && left[0] == 0 && left[1] == 0;
+    printf("%s e2m1 w4=%d %s (fused vs dequantized, n128-fast) N=%d K=%d, %d CTAs: %zu of %zu differ, %zu NaN, "
+           "rows past R %s, counter %d %d",
+           ok ? "PASS" : "FAIL", w4, c.name, N, K, sms, differ, (size_t)R * N, nan, untouched ? "untouched" : "WRITTEN",
+           left[0], left[1]);
+    if (differ)
+        printf(" (first at row %zu col %zu: %04x vs %04x)", first / N, first % N, h0[first], h1[first]);
+    printf("\n");
+    cudaFree(codes);
+    cudaFree(sf8);
+    cudaFree(a);
+    cudaFree(wdq);
+    cudaFree(bias);
+    cudaFree(omul);
+    cudaFree(offsets);
+    cudaFree(sched);
+    cudaFree(d[0]);
+    cudaFree(d[1]);
+    return ok ? 0 : 1;
+}
+
 static int run_checks(uint64_t seed, int sms)
 {
     int failed = 0;
@@ -347,6 +485,23 @@ static int run_checks(uint64_t seed, int sms)
     for (int e = 0; e < 160; e++)
         b2.rows.push_back((int)(mix(seed + 2 * e) % 150) * (e % 5 != 2));
     failed += check("bf16 160 experts K=208", b2, seed + 9, sms);
+    /* e2m1: the first case on the device's grid (a tile a CTA), the others
+     * on 2-3 CTAs (many tiles each) with long K (MXFP4 reloads its scales
+     * at stages 8 and 16, NVFP4 at 4, 8, 12, 16; the last stage partial,
+     * the last chunk half padding), whole tiles, the counter order, and N
+     * below one tile (a tile spans three experts' rows). */
+    const w4_case w4_cases[] = {
+        {"edges", 320, 208, 224, {65, 0, 130, 17}, 0, 0, FMCU_GG_ORDER_AUTO},
+        {"edges, 2 CTAs", 320, 208, 224, {65, 0, 130, 17}, 2, 0, FMCU_GG_ORDER_AUTO},
+        {"long K", 320, 1040, 1056, {300, 0, 130, 17, 64}, 3, 0, FMCU_GG_ORDER_AUTO},
+        {"long K, whole tiles", 320, 1040, 1056, {300, 0, 130, 17, 64}, 3, 1, FMCU_GG_ORDER_AUTO},
+        {"long K, counter order", 320, 1040, 1056, {300, 0, 130, 17, 64}, 3, 0, FMCU_GG_ORDER_COUNTER},
+        {"N below a tile", 48, 1040, 1056, {70, 200, 0, 5}, 2, 0, FMCU_GG_ORDER_AUTO},
+    };
+    for (size_t i = 0; i < sizeof w4_cases / sizeof w4_cases[0]; i++) {
+        failed += check_w4(32, w4_cases[i], seed + 10 + 2 * i, sms);
+        failed += check_w4(16, w4_cases[i], seed + 11 + 2 * i, sms);
+    }
     return failed;
 }
 

@@ -37,6 +37,7 @@ START_TEST(defaults_are_the_measured_choices)
     ck_assert_int_eq(o.prefill_tile_order, FMCU_GG_ORDER_AUTO);
     ck_assert_int_eq(o.wq_wgmma, 1);
     ck_assert_uint_eq(o.prefill_dequant_mib, 1024);
+    ck_assert_int_eq(o.prefill_dequant_fused, FMCU_FUSED_AUTO);
 }
 END_TEST
 
@@ -50,7 +51,7 @@ static int same_options(const fmcu_options *a, const fmcu_options *b)
            a->decode_fused == b->decode_fused && a->decode_fused_w13_regs == b->decode_fused_w13_regs &&
            a->prefill_warp_rows == b->prefill_warp_rows && a->prefill_half_tiles == b->prefill_half_tiles &&
            a->prefill_tile_order == b->prefill_tile_order && a->wq_wgmma == b->wq_wgmma &&
-           a->prefill_dequant_mib == b->prefill_dequant_mib;
+           a->prefill_dequant_mib == b->prefill_dequant_mib && a->prefill_dequant_fused == b->prefill_dequant_fused;
 }
 
 /* `key = value` on a manifest line: the value without quotes, else NULL. */
@@ -100,7 +101,7 @@ START_TEST(manifest_defaults_are_the_code_defaults)
         }
     }
     fclose(f);
-    ck_assert_int_eq(declared, 13);
+    ck_assert_int_eq(declared, 14);
     ck_assert(same_options(&o, &d));
     ck_assert_str_eq(eo.nccl_library, ed.nccl_library);
     ck_assert_uint_eq(eo.timeout_ms, ed.timeout_ms);
@@ -196,6 +197,10 @@ START_TEST(bool_and_enum_values)
     ck_assert_int_eq(o.prefill_warp_rows, 0);
     ck_assert_int_eq(set_one(&o, "prefill_half_tiles", "false", why, sizeof why), 0);
     ck_assert_int_eq(o.prefill_half_tiles, 0);
+    ck_assert_int_eq(set_one(&o, "prefill_dequant_fused", "on", why, sizeof why), 0);
+    ck_assert_int_eq(o.prefill_dequant_fused, FMCU_FUSED_ON);
+    ck_assert_int_eq(set_one(&o, "prefill_dequant_fused", "off", why, sizeof why), 0);
+    ck_assert_int_eq(o.prefill_dequant_fused, FMCU_FUSED_OFF);
     ck_assert_int_eq(set_one(&o, "wq_wgmma", "false", why, sizeof why), 0);
     ck_assert_int_eq(o.wq_wgmma, 0);
     ck_assert_int_eq(set_one(&o, "prefill_tile_order", "fixed", why, sizeof why), 0);
@@ -237,6 +242,7 @@ START_TEST(bad_values_are_refused_naming_the_option)
                "got '1048577'");
     CK_REFUSED("decode_tail", "off", "option 'decode_tail': expected true or false, got 'off'");
     CK_REFUSED("decode_fused", "1", "option 'decode_fused': expected auto, on or off, got '1'");
+    CK_REFUSED("prefill_dequant_fused", "true", "option 'prefill_dequant_fused': expected auto, on or off, got 'true'");
     CK_REFUSED("decode_fused_w13", "regs", "option 'decode_fused_w13': expected auto or registers, got 'regs'");
     CK_REFUSED("prefill_warp_rows", "yes", "option 'prefill_warp_rows': expected true or false, got 'yes'");
     CK_REFUSED("prefill_half_tiles", "2", "option 'prefill_half_tiles': expected true or false, got '2'");

@@ -7,6 +7,7 @@
 #include <check.h>
 #include <string.h>
 
+#include "plugins/cuda/options.h"
 #include "plugins/cuda/tier.h"
 
 START_TEST(auto_tier_follows_rows_per_expert)
@@ -54,6 +55,28 @@ START_TEST(wq_tier_prefill_from_150_rows_where_served)
     ck_assert_int_eq(fmcu_wq_tier(1, 8, 128, FMCU_TIER_PREFILL, 1, 1), FMCU_TIER_PREFILL);
     ck_assert_int_eq(fmcu_wq_tier(1, 8, 128, FMCU_TIER_PREFILL, 1, 0), FMCU_TIER_TILED);
     ck_assert_int_eq(fmcu_wq_tier(8192, 8, 128, FMCU_TIER_TILED, 1, 1), FMCU_TIER_TILED);
+}
+END_TEST
+
+/* prefill_dequant_fused: auto converts e2m1 inside the GEMM up to 320 rows
+ * an expert (the measured DeepSeek-V3 and gpt-oss points at M = 8192, 256
+ * rows, fused; Qwen3-30B-A3B, 512 rows, and Mixtral, 8192, the scratch),
+ * only beside a scratch and for at most 1024 local experts; on and off
+ * decide alone. */
+START_TEST(e2m1_fused_form_up_to_320_rows_an_expert)
+{
+    ck_assert_int_eq(fmcu_wq_prefill_fused(FMCU_FUSED_AUTO, 8192, 8, 256, 1), 1);  /* 256 rows */
+    ck_assert_int_eq(fmcu_wq_prefill_fused(FMCU_FUSED_AUTO, 8192, 4, 128, 1), 1);  /* 256 */
+    ck_assert_int_eq(fmcu_wq_prefill_fused(FMCU_FUSED_AUTO, 5120, 8, 128, 1), 1);  /* 320 */
+    ck_assert_int_eq(fmcu_wq_prefill_fused(FMCU_FUSED_AUTO, 5136, 8, 128, 1), 0);  /* 321 */
+    ck_assert_int_eq(fmcu_wq_prefill_fused(FMCU_FUSED_AUTO, 8192, 8, 128, 1), 0);  /* 512 */
+    ck_assert_int_eq(fmcu_wq_prefill_fused(FMCU_FUSED_AUTO, 8192, 2, 8, 1), 0);    /* 2048 */
+    ck_assert_int_eq(fmcu_wq_prefill_fused(FMCU_FUSED_AUTO, 8192, 8, 256, 0), 0);  /* no scratch */
+    ck_assert_int_eq(fmcu_wq_prefill_fused(FMCU_FUSED_AUTO, 8192, 8, 1025, 1), 0); /* > 1024 experts */
+    ck_assert_int_eq(fmcu_wq_prefill_fused(FMCU_FUSED_AUTO, 8192, 8, 1024, 1), 1);
+    ck_assert_int_eq(fmcu_wq_prefill_fused(FMCU_FUSED_AUTO, 8192, 8, 0, 1), 0);
+    ck_assert_int_eq(fmcu_wq_prefill_fused(FMCU_FUSED_ON, 8192, 2, 8, 0), 1);
+    ck_assert_int_eq(fmcu_wq_prefill_fused(FMCU_FUSED_OFF, 8192, 8, 256, 1), 0);
 }
 END_TEST
 
@@ -239,6 +262,7 @@ int main(void)
     tcase_add_test(tc, forced_tier_wins_unless_it_cannot_run);
     tcase_add_test(tc, wq_tier_streams_up_to_16_rows);
     tcase_add_test(tc, wq_tier_prefill_from_150_rows_where_served);
+    tcase_add_test(tc, e2m1_fused_form_up_to_320_rows_an_expert);
     tcase_add_test(tc, decode_tail_takes_calls_that_fit_in_one_wave);
     tcase_add_test(tc, decode_tail_refuses_what_does_not_fit);
     tcase_add_test(tc, one_launch_decode_takes_calls_the_tail_takes_on_one_sm_each);
