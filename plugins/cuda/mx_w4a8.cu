@@ -28,7 +28,7 @@
  * copy (double rounding would change codes).
  *
  * Numerics of the row kernels (= plugins/reference/method_megamoe.c and
- * plugins/megamoe's swiglu kernel; the per-value rules are
+ * plugins/megamoe's GEMM1 epilogue; the per-value rules are
  * mx_w4a8_rules.h's, unit-tested on the host): amax skips NaN; the input
  * scale is 2^ceil(log2(max(amax, 1e-4) / 448)) with the exponent byte
  * clamped to [1, 254], the code e4m3(sat(x / s)) with IEEE division; SiLU

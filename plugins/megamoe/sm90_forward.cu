@@ -415,8 +415,9 @@ __device__ __forceinline__ void stage_mma_n(float (&acc)[BM / 8][4], const uint8
  * gate (fragment row gid: d0, d1) and up (row gid + 8: d2, d3) of one
  * channel, n0 / 2 + 8 warp + gid, in the same lane. Each pair's 64 channels
  * of the block form two requant groups of four warps; their amax meets in
- * shared memory. Numerics: the swiglu kernel's (bf16 gate / up, the clamp
- * in bf16, expf and a true division, times the weight, the requant rule). */
+ * shared memory. Numerics: the reference's, as the former swiglu kernel's
+ * were (bf16 gate / up, the clamp in bf16, expf and a true division, times
+ * the weight, the requant rule). */
 __device__ __forceinline__ void swiglu_epilogue(const gemm_args &g, const float (&acc)[BM / 8][4], const int32_t *qrow,
                                                 int rows, int slices, bool live, uint32_t n0, int warp, int gid,
                                                 int tg, float *amax_smem)
