@@ -742,8 +742,7 @@ bool fmcu_prefill_supported_why(const fmcu_layer *L, char *why, size_t cap)
         if (L->opt.prefill_dequant_fused == FMCU_FUSED_ON && L->local_experts > FMCU_GG_MAX_EXPERTS)
             return refuse(why, cap,
                           "e2m1 weights converted in the GEMM (prefill_dequant_fused = on): more than 1024 local "
-                          "experts "
-                          "(one launch serves them all)");
+                          "experts (one launch serves them all)");
         if (L->opt.prefill_dequant_fused != FMCU_FUSED_ON && (!L->wq.dq || L->wq.dq_experts == 0))
             return refuse(why, cap,
                           "e2m1 weights: no bf16 scratch (option prefill_dequant_mib is 0 or smaller than one "
