@@ -10,6 +10,10 @@
  *   WG1, WG2  consumers: rows 0-63 and 64-127 of the tile, four wgmma
  *        m64nBNk32 (e4m3) or m64nBNk16 (bf16) per stage from shared
  *        memory, then release the stage.
+ * The e2m1 kinds (w4, prefill_dequant_fused) add a fourth, WG3: the
+ * converter, which turns each stage's TMA-loaded e2m1 codes and block
+ * scales into the bf16 B stage and arrives on the stage's `conv` barrier,
+ * which the consumers wait on instead of the TMA's (512 threads).
  * The producer runs ahead by up to STAGES blocks, across tile boundaries,
  * so the next tile's operands arrive while the consumers store this one.
  *

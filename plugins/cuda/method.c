@@ -395,7 +395,8 @@ static fmoe_status finalize_sm100(fmcu_instance *in, const fmoe_tensor *const *p
  * only where that tier could serve the layer (prefill_sm90.cu
  * fmcu_prefill_supported_why says the rest) and some call could reach it:
  * max_num_tokens gives FMCU_WQ_PREFILL_MIN_ROWS rows an expert, or the
- * option tier forces it. */
+ * option tier forces it; never with prefill_dequant_fused = on, which
+ * converts inside the GEMM and needs none. */
 static fmoe_status finalize_dequant(fmcu_instance *in, fmoe_error *err)
 {
     fmcu_layer *L = &in->layer;

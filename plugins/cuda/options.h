@@ -39,9 +39,12 @@
 extern "C" {
 #endif
 
-/* decode_fused and prefill_dequant_fused. */
-#define FMCU_FUSED_AUTO 0 /* the fp8 schemes (in bf16 the one launch was slower than the chain) */
-#define FMCU_FUSED_ON   1 /* every scheme */
+/* decode_fused and prefill_dequant_fused. AUTO: decode_fused serves the fp8
+ * schemes (in bf16 the one launch was slower than the chain);
+ * prefill_dequant_fused goes by the rows an expert (tier.h). ON: every
+ * scheme / always. OFF: never. */
+#define FMCU_FUSED_AUTO 0
+#define FMCU_FUSED_ON   1
 #define FMCU_FUSED_OFF  2
 
 typedef struct fmcu_options {

@@ -54,9 +54,10 @@ extern "C" {
  * tile once per 128-row tile of its expert, the scratch once per call, so
  * the scratch wins as the rows grow. H200, MXFP4, M = 8192, scratch vs
  * fused, us: 256 rows (DeepSeek-V3) 25277.6 vs 19110.3, 256 (gpt-oss-120b)
- * 7128.7 vs 5764.4, 512 (Qwen3-30B-A3B) 2001.8 vs 2142.7, 8192 (Mixtral)
- * 9930.3 vs 15688.9; at M = 1024 (32-64 rows) within 1 % (bench/cuda/
- * RESULTS.md, "4-bit weights: e2m1 converted inside the grouped GEMM"). */
+ * 7128.7 vs 5764.4, 512 (Qwen3-30B-A3B) 2001.8 vs 2142.7, 2048 (Mixtral)
+ * 9930.3 vs 15688.9 (bench/cuda/RESULTS.md, "4-bit weights: e2m1 converted
+ * inside the grouped GEMM"). The crossover lies between 256 and 512 rows;
+ * 320 is inside that gap, not measured. */
 #define FMCU_WQ_FUSED_MAX_ROWS 320
 /* grouped_gemm.h's FMCU_GG_MAX_EXPERTS (a static_assert in prefill_sm90.cu
  * keeps them equal; this header stays free of CUDA's). */
@@ -200,10 +201,12 @@ int fmcu_wq_tier(int64_t m, uint32_t top_k, uint32_t local_experts, int forced, 
 
 /* On the prefill tier, whether e2m1 weights are converted inside the
  * grouped GEMM (1) or go through the bf16 scratch (0). `option` is
- * prefill_dequant_fused (FMCU_FUSED_*, options.h): on and off decide
- * alone; auto takes the fused form up to FMCU_WQ_FUSED_MAX_ROWS rows an
- * expert, where `has_scratch` (else the scratch serves) and at most
- * FMCU_WQ_FUSED_MAX_EXPERTS local experts (one launch serves them all). */
+ * prefill_dequant_fused (FMCU_FUSED_*, options.h): on (1) and off (0)
+ * decide alone; auto gives 1 only with a scratch (`has_scratch`; without
+ * one, fmcu_prefill_supported_why has kept the layer off this tier), 1 to
+ * FMCU_WQ_FUSED_MAX_EXPERTS local experts (one launch serves them all) and
+ * m * top_k / local_experts (integer division) at most
+ * FMCU_WQ_FUSED_MAX_ROWS; otherwise 0. */
 int fmcu_wq_prefill_fused(int option, int64_t m, uint32_t top_k, uint32_t local_experts, int has_scratch);
 
 #ifdef __cplusplus

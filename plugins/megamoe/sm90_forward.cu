@@ -1,7 +1,7 @@
 /*
  * plugins/megamoe/sm90_forward.cu - the SM90 path of MegaMoE (sm90.h,
- * docs/MEGAMOE.md "SM90 path"): ep_size 1, one forward = six kernels on
- * the caller's stream, no allocation and no host sync:
+ * docs/MEGAMOE.md "SM90 path"): ep_size 1, one forward = six kernels
+ * (seven launches: gemm runs twice) on the caller's stream, no allocation and no host sync:
  *
  *   quant_x   x bf16 -> e4m3 per 32, s = 2^ceil(log2(max(amax, 1e-4)/448))
  *             with the exponent byte clamped to [1, 254] (the reference's

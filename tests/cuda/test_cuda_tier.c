@@ -60,7 +60,7 @@ END_TEST
 
 /* prefill_dequant_fused: auto converts e2m1 inside the GEMM up to 320 rows
  * an expert (the measured DeepSeek-V3 and gpt-oss points at M = 8192, 256
- * rows, fused; Qwen3-30B-A3B, 512 rows, and Mixtral, 8192, the scratch),
+ * rows, fused; Qwen3-30B-A3B, 512 rows, and Mixtral, 2048, the scratch),
  * only beside a scratch and for at most 1024 local experts; on and off
  * decide alone. */
 START_TEST(e2m1_fused_form_up_to_320_rows_an_expert)
