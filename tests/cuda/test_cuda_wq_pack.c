@@ -267,6 +267,44 @@ START_TEST(fp4_matches_reference)
 }
 END_TEST
 
+/* fmcu_wq_build_fp4 repacks straight from the packed codes; its bytes are
+ * the general path's (fmoe_fp4_unpack, then fmcu_wq_pack, whose order
+ * nibble_pairs_of_a_word checks against fmcu_wq_frag_col): whole chunks,
+ * rows ending mid-chunk (K 208 -> 224 and 48 -> 64, zeros after) and a
+ * row of one chunk. */
+START_TEST(fp4_build_packs_as_the_general_path)
+{
+    static const uint32_t Ks[] = {7168, 208, 96, 32, 48};
+    for (size_t t = 0; t < sizeof Ks / sizeof Ks[0]; t++) {
+        rng = seed0 ^ (0x77 + t);
+        uint32_t E = 3, N = 5, K = Ks[t], blk = 16;
+        size_t np = (size_t)E * N * K / 2, ns = (size_t)E * N * (K / blk);
+        uint8_t *packed = malloc(np), *sf = malloc(ns), *codes = malloc(K);
+        for (size_t i = 0; i < np; i++)
+            packed[i] = (uint8_t)next32();
+        for (size_t i = 0; i < ns; i++)
+            sf[i] = (uint8_t)(next32() % 0x7e);
+        char why[200];
+        fmcu_wq_host h;
+        ck_assert_int_eq(fmcu_wq_build_fp4(E, N, K, blk, 0, packed, sf, &h, why, sizeof why), 0);
+        size_t rowb = (size_t)h.kp / FMCU_WQ_CHUNK * 16;
+        uint8_t *want = malloc(rowb);
+        for (size_t r = 0; r < (size_t)E * N; r++) {
+            fmoe_fp4_unpack(packed + r * (K / 2), K, codes);
+            fmcu_wq_pack(FMCU_WQ_FP4, 1, K, h.kp, codes, NULL, 0, want);
+            if (memcmp(h.w + r * rowb, want, rowb) != 0)
+                ck_abort_msg("K %u row %zu: the packed bytes differ (seed %llx)", K, r,
+                             (unsigned long long)(seed0 ^ (0x77 + t)));
+        }
+        free(want);
+        fmcu_wq_host_free(&h);
+        free(packed);
+        free(sf);
+        free(codes);
+    }
+}
+END_TEST
+
 START_TEST(stream_serves_whole_spans)
 {
     uint8_t codes = 0;
@@ -377,6 +415,7 @@ int main(void)
     tcase_add_test(tc, fragment_order);
     tcase_add_test(tc, pack_nibbles);
     tcase_add_test(tc, nibble_pairs_of_a_word);
+    tcase_add_test(tc, fp4_build_packs_as_the_general_path);
     tcase_add_test(tc, actorder_tables);
     tcase_add_test(tc, int_matches_reference);
     tcase_add_test(tc, fp4_matches_reference);
