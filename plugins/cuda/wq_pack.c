@@ -38,23 +38,30 @@ uint32_t fmcu_wq_nibble(uint32_t p)
 void fmcu_wq_pack(int32_t format, uint32_t rows, uint32_t k, uint32_t kp, const uint8_t *codes, const int32_t *src_col,
                   uint8_t pad, uint8_t *out)
 {
-    size_t cb = fmcu_wq_chunk_bytes(format), row_bytes = (size_t)kp / FMCU_WQ_CHUNK * cb;
-    int four = format != FMCU_WQ_INT8;
+    /* Where column c of a chunk goes: byte (int8) or nibble (4-bit) at[c]
+     * of the chunk, from one table per call rather than the position
+     * arithmetic per code: DeepSeek-V3's MXFP4 layer is 11 G codes to place
+     * at finalize. */
+    const int four = format != FMCU_WQ_INT8;
+    uint8_t at[FMCU_WQ_CHUNK];
+    for (uint32_t c = 0; c < FMCU_WQ_CHUNK; c++)
+        at[c] = (uint8_t)(four ? fmcu_wq_nibble(fmcu_wq_frag_pos(c)) : fmcu_wq_frag_pos(c));
+    const size_t cb = fmcu_wq_chunk_bytes(format), row_bytes = (size_t)kp / FMCU_WQ_CHUNK * cb;
     for (uint32_t n = 0; n < rows; n++) {
         const uint8_t *in = codes + (size_t)n * k;
         uint8_t *o = out + (size_t)n * row_bytes;
-        if (four)
-            memset(o, 0, row_bytes);
-        for (uint32_t c = 0; c < kp; c++) {
-            int64_t from = src_col ? src_col[c] : (c < k ? (int64_t)c : -1);
-            uint8_t v = from >= 0 ? in[from] : pad;
-            size_t base = (size_t)(c / FMCU_WQ_CHUNK) * FMCU_WQ_CHUNK, p = fmcu_wq_frag_pos(c % FMCU_WQ_CHUNK);
-            if (four) {
-                size_t nib = base + fmcu_wq_nibble((uint32_t)p);
-                o[nib / 2] |= (uint8_t)((v & 0xF) << (4 * (nib & 1)));
-            } else {
-                o[base + p] = v;
+        for (uint32_t c0 = 0; c0 < kp; c0 += FMCU_WQ_CHUNK, o += cb) {
+            uint8_t placed[FMCU_WQ_CHUNK];
+            for (uint32_t j = 0; j < FMCU_WQ_CHUNK; j++) {
+                const uint32_t c = c0 + j;
+                const int64_t from = src_col ? src_col[c] : (c < k ? (int64_t)c : -1);
+                placed[at[j]] = from >= 0 ? in[from] : pad;
             }
+            if (four)
+                for (uint32_t b = 0; b < FMCU_WQ_CHUNK / 2; b++)
+                    o[b] = (uint8_t)((placed[2 * b] & 0xF) | (placed[2 * b + 1] & 0xF) << 4);
+            else
+                memcpy(o, placed, FMCU_WQ_CHUNK);
         }
     }
 }
@@ -245,39 +252,6 @@ int fmcu_wq_build_int(uint32_t experts, uint32_t rows, uint32_t k, int32_t bits,
     return 0;
 }
 
-/* fmcu_wq_pack's e2m1 order for one row, read straight from the
- * checkpoint's packed codes (two a byte, low nibble first): nibble q of a
- * chunk holds the chunk's column src[q], columns from k on are 0. The same
- * bytes as fmoe_fp4_unpack + fmcu_wq_pack, about 10x faster: DeepSeek-V3's
- * MXFP4 layer is 11 G codes to repack at finalize (27 s on one core with
- * the general path). */
-static void fp4_chunk_sources(uint8_t src[FMCU_WQ_CHUNK])
-{
-    for (uint32_t c = 0; c < FMCU_WQ_CHUNK; c++)
-        src[fmcu_wq_nibble(fmcu_wq_frag_pos(c))] = (uint8_t)c;
-}
-
-static void fp4_pack_row(const uint8_t *packed, uint32_t k, uint32_t kp, const uint8_t src[FMCU_WQ_CHUNK], uint8_t *out)
-{
-    for (uint32_t c0 = 0; c0 < kp; c0 += FMCU_WQ_CHUNK, out += FMCU_WQ_CHUNK / 2) {
-        uint8_t codes[FMCU_WQ_CHUNK];
-        if (c0 + FMCU_WQ_CHUNK <= k) {
-            for (uint32_t j = 0; j < FMCU_WQ_CHUNK / 2; j++) {
-                uint8_t two = packed[c0 / 2 + j];
-                codes[2 * j] = two & 0xF;
-                codes[2 * j + 1] = two >> 4;
-            }
-        } else {
-            for (uint32_t j = 0; j < FMCU_WQ_CHUNK; j++) {
-                uint32_t c = c0 + j;
-                codes[j] = c < k ? (uint8_t)((packed[c / 2] >> (4 * (c & 1))) & 0xF) : 0;
-            }
-        }
-        for (uint32_t b = 0; b < FMCU_WQ_CHUNK / 2; b++)
-            out[b] = (uint8_t)(codes[src[2 * b]] | codes[src[2 * b + 1]] << 4);
-    }
-}
-
 int fmcu_wq_build_fp4(uint32_t experts, uint32_t rows, uint32_t k, uint32_t block, int mx, const uint8_t *packed,
                       const uint8_t *sf, fmcu_wq_host *out, char *why, size_t cap)
 {
@@ -294,18 +268,21 @@ int fmcu_wq_build_fp4(uint32_t experts, uint32_t rows, uint32_t k, uint32_t bloc
     out->scale_count = en * out->groups;
     out->scale = calloc(out->scale_count + 1, sizeof *out->scale);
     out->sf8 = calloc(out->scale_count + 1, 1);
-    if (!out->w || !out->scale || !out->sf8)
+    uint8_t *codes = malloc((size_t)k + 1);
+    if (!out->w || !out->scale || !out->sf8 || !codes) {
+        free(codes);
         return fail(out, why, cap, "out of memory");
-    uint8_t src[FMCU_WQ_CHUNK];
-    fp4_chunk_sources(src);
+    }
     for (size_t r = 0; r < en; r++) {
-        fp4_pack_row(packed + r * (k / 2), k, out->kp, src, out->w + r * rowb);
+        fmoe_fp4_unpack(packed + r * (k / 2), k, codes);
+        fmcu_wq_pack(FMCU_WQ_FP4, 1, k, out->kp, codes, NULL, 0, out->w + r * rowb);
         for (size_t b = 0; b < kb; b++) {
             uint8_t s = sf[r * kb + b];
             out->sf8[r * out->groups + b] = s;
             out->scale[r * out->groups + b] = mx ? fmoe_ue8m0_decode(s) : fmoe_fp8_e4m3fn_decode(s);
         }
     }
+    free(codes);
     return 0;
 }
 

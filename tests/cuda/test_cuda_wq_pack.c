@@ -267,19 +267,19 @@ START_TEST(fp4_matches_reference)
 }
 END_TEST
 
-/* fmcu_wq_build_fp4 repacks straight from the packed codes; its bytes are
- * the general path's (fmoe_fp4_unpack, then fmcu_wq_pack, whose order
- * nibble_pairs_of_a_word checks against fmcu_wq_frag_col): whole chunks,
+/* fmcu_wq_build_fp4's bytes against the order written out from
+ * fmcu_wq_frag_col (fragment_order checks it): nibble q of a chunk is
+ * fragment position (q & ~7) + 2 (q & 3) + ((q >> 2) & 1). Whole chunks,
  * rows ending mid-chunk (K 208 -> 224 and 48 -> 64, zeros after) and a
  * row of one chunk. */
-START_TEST(fp4_build_packs_as_the_general_path)
+START_TEST(fp4_build_packs_in_fragment_order)
 {
     static const uint32_t Ks[] = {7168, 208, 96, 32, 48};
     for (size_t t = 0; t < sizeof Ks / sizeof Ks[0]; t++) {
         rng = seed0 ^ (0x77 + t);
         uint32_t E = 3, N = 5, K = Ks[t], blk = 16;
         size_t np = (size_t)E * N * K / 2, ns = (size_t)E * N * (K / blk);
-        uint8_t *packed = malloc(np), *sf = malloc(ns), *codes = malloc(K);
+        uint8_t *packed = malloc(np), *sf = malloc(ns);
         for (size_t i = 0; i < np; i++)
             packed[i] = (uint8_t)next32();
         for (size_t i = 0; i < ns; i++)
@@ -288,19 +288,19 @@ START_TEST(fp4_build_packs_as_the_general_path)
         fmcu_wq_host h;
         ck_assert_int_eq(fmcu_wq_build_fp4(E, N, K, blk, 0, packed, sf, &h, why, sizeof why), 0);
         size_t rowb = (size_t)h.kp / FMCU_WQ_CHUNK * 16;
-        uint8_t *want = malloc(rowb);
-        for (size_t r = 0; r < (size_t)E * N; r++) {
-            fmoe_fp4_unpack(packed + r * (K / 2), K, codes);
-            fmcu_wq_pack(FMCU_WQ_FP4, 1, K, h.kp, codes, NULL, 0, want);
-            if (memcmp(h.w + r * rowb, want, rowb) != 0)
-                ck_abort_msg("K %u row %zu: the packed bytes differ (seed %llx)", K, r,
-                             (unsigned long long)(seed0 ^ (0x77 + t)));
-        }
-        free(want);
+        for (size_t r = 0; r < (size_t)E * N; r++)
+            for (uint32_t q = 0; q < 2 * rowb; q++) {
+                uint32_t chunk = q / FMCU_WQ_CHUNK, in = q % FMCU_WQ_CHUNK;
+                uint32_t c = chunk * FMCU_WQ_CHUNK + fmcu_wq_frag_col((in & ~7u) + 2 * (in & 3) + ((in >> 2) & 1));
+                uint8_t want = c < K ? (packed[r * (K / 2) + c / 2] >> (4 * (c & 1))) & 0xF : 0;
+                uint8_t got = (h.w[r * rowb + q / 2] >> (4 * (q & 1))) & 0xF;
+                if (got != want)
+                    ck_abort_msg("K %u row %zu nibble %u: %u, expected %u (column %u; seed %llx)", K, r, q, got, want,
+                                 c, (unsigned long long)(seed0 ^ (0x77 + t)));
+            }
         fmcu_wq_host_free(&h);
         free(packed);
         free(sf);
-        free(codes);
     }
 }
 END_TEST
@@ -415,7 +415,7 @@ int main(void)
     tcase_add_test(tc, fragment_order);
     tcase_add_test(tc, pack_nibbles);
     tcase_add_test(tc, nibble_pairs_of_a_word);
-    tcase_add_test(tc, fp4_build_packs_as_the_general_path);
+    tcase_add_test(tc, fp4_build_packs_in_fragment_order);
     tcase_add_test(tc, actorder_tables);
     tcase_add_test(tc, int_matches_reference);
     tcase_add_test(tc, fp4_matches_reference);
