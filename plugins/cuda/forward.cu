@@ -405,15 +405,18 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
     const bool prefill_ok = !L->sm100 && fmcu_prefill_supported(L);
     /* The 4-bit and int GEMMs: weight streaming (wq_stream.cu, row tiles of
      * 32) where fmcu_wq_tier picks it (up to 16 rows per expert) and it
-     * serves both projections; the prefill tier from 150 rows per expert
-     * where it serves the layer (e2m1 weights dequantized to bf16,
-     * prefill_dequant.h); else wgmma (wq_wgmma.cu, row tiles of 64) where it
-     * serves both projections, else tiled (wq_gemm.cu, row tiles of 16 and
-     * 64). */
+     * serves both projections; the prefill tier where it serves the layer
+     * (e2m1 weights only: converted inside the grouped GEMM past the stream
+     * tier, through the bf16 scratch from 150 rows per expert; tier.h);
+     * else wgmma (wq_wgmma.cu, row tiles of 64) where it serves both
+     * projections, else tiled (wq_gemm.cu, row tiles of 16 and 64). */
+    const int wq_fused = wq && FMCU_Q_IS_E2M1(L->quant) &&
+                         fmcu_wq_prefill_fused(L->opt.prefill_dequant_fused, m, L->top_k, L->local_experts,
+                                               L->wq.dq && L->wq.dq_experts);
     const int wq_tier = wq ? fmcu_wq_tier(m, L->top_k, L->local_experts, L->opt.tier,
                                           fmcu_wq_stream_serves(L->wq.format, &L->wq.w13) &&
                                               fmcu_wq_stream_serves(L->wq.format, &L->wq.w2),
-                                          prefill_ok)
+                                          prefill_ok, wq_fused)
                            : FMCU_TIER_TILED;
     const int tier = wq ? (wq_tier == FMCU_TIER_PREFILL ? FMCU_TIER_PREFILL : FMCU_TIER_TILED)
                         : fmcu_gemm_tier(m, L->top_k, L->local_experts, L->opt.tier, prefill_ok);

@@ -393,18 +393,18 @@ static fmoe_status finalize_sm100(fmcu_instance *in, const fmoe_tensor *const *p
 
 /* The prefill tier's bf16 scratch for e2m1 weights (wq_pack.h fmcu_wq.dq):
  * only where that tier could serve the layer (prefill_sm90.cu
- * fmcu_prefill_supported_why says the rest) and some call could reach it:
- * max_num_tokens gives FMCU_WQ_PREFILL_MIN_ROWS rows an expert, or the
- * option tier forces it; never with prefill_dequant_fused = on, which
- * converts inside the GEMM and needs none. */
+ * fmcu_prefill_supported_why says the rest) and some call could run on it:
+ * max_num_tokens reaches fmcu_wq_scratch_min_rows rows an expert (past
+ * the fused form's 320 with prefill_dequant_fused = auto, from 150 with
+ * off, from 0 with the tier forced; never with on, which converts inside
+ * the GEMM and needs none). */
 static fmoe_status finalize_dequant(fmcu_instance *in, fmoe_error *err)
 {
     fmcu_layer *L = &in->layer;
     char why[256];
     uint64_t rows = (uint64_t)L->max_tokens * L->top_k / (L->local_experts ? L->local_experts : 1);
-    if (!FMCU_Q_IS_E2M1(L->quant) || L->opt.prefill_dequant_fused == FMCU_FUSED_ON || L->act_dtype != FMOE_DTYPE_BF16 ||
-        L->on_input || L->hidden % 16 || L->inter % 16 ||
-        (rows < FMCU_WQ_PREFILL_MIN_ROWS && L->opt.tier != FMCU_TIER_PREFILL))
+    if (!FMCU_Q_IS_E2M1(L->quant) || L->act_dtype != FMOE_DTYPE_BF16 || L->on_input || L->hidden % 16 ||
+        L->inter % 16 || rows < fmcu_wq_scratch_min_rows(L->opt.prefill_dequant_fused, L->local_experts, L->opt.tier))
         return FMOE_STATUS_OK;
     fmcu_device_info dev;
     if (fmcu_device_query(L->device, &dev, why, sizeof why) != 0)

@@ -743,10 +743,12 @@ bool fmcu_prefill_supported_why(const fmcu_layer *L, char *why, size_t cap)
             return refuse(why, cap,
                           "e2m1 weights converted in the GEMM (prefill_dequant_fused = on): more than 1024 local "
                           "experts (one launch serves them all)");
-        if (L->opt.prefill_dequant_fused != FMCU_FUSED_ON && (!L->wq.dq || L->wq.dq_experts == 0))
+        if (!fmcu_wq_prefill_fused(L->opt.prefill_dequant_fused, 0, L->top_k, L->local_experts, 0) &&
+            (!L->wq.dq || L->wq.dq_experts == 0))
             return refuse(why, cap,
-                          "e2m1 weights: no bf16 scratch (option prefill_dequant_mib is 0 or smaller than one "
-                          "expert, or max_num_tokens never reaches the tier)");
+                          "e2m1 weights: neither converted in the GEMM (prefill_dequant_fused = off, or more than "
+                          "1024 local experts) nor a bf16 scratch (option prefill_dequant_mib is 0 or smaller than "
+                          "one expert, or max_num_tokens never reaches 150 rows an expert)");
     }
     if (L->hidden % 16 || L->inter % 16)
         return refuse(why, cap, "H and I must be multiples of 16");

@@ -21,7 +21,7 @@ int fmcu_gemm_tier(int64_t m, uint32_t top_k, uint32_t local_experts, int forced
     return prefill_ok ? FMCU_TIER_PREFILL : FMCU_TIER_TILED;
 }
 
-int fmcu_wq_tier(int64_t m, uint32_t top_k, uint32_t local_experts, int forced, int streams, int prefill_ok)
+int fmcu_wq_tier(int64_t m, uint32_t top_k, uint32_t local_experts, int forced, int streams, int prefill_ok, int fused)
 {
     if (forced == FMCU_TIER_PREFILL)
         return prefill_ok ? FMCU_TIER_PREFILL : FMCU_TIER_TILED;
@@ -32,16 +32,30 @@ int fmcu_wq_tier(int64_t m, uint32_t top_k, uint32_t local_experts, int forced, 
     int64_t per_expert = m * (int64_t)top_k / (local_experts ? local_experts : 1);
     if (per_expert <= FMCU_WQ_STREAM_MAX_ROWS)
         return streams ? FMCU_TIER_STREAM : FMCU_TIER_TILED;
-    return prefill_ok && per_expert >= FMCU_WQ_PREFILL_MIN_ROWS ? FMCU_TIER_PREFILL : FMCU_TIER_TILED;
+    return prefill_ok && (fused || per_expert >= FMCU_WQ_PREFILL_MIN_ROWS) ? FMCU_TIER_PREFILL : FMCU_TIER_TILED;
+}
+
+static int fused_auto_serves(uint32_t local_experts)
+{
+    return local_experts > 0 && local_experts <= FMCU_WQ_FUSED_MAX_EXPERTS;
 }
 
 int fmcu_wq_prefill_fused(int option, int64_t m, uint32_t top_k, uint32_t local_experts, int has_scratch)
 {
     if (option == FMCU_FUSED_ON)
         return 1;
-    if (option != FMCU_FUSED_AUTO || !has_scratch || local_experts == 0 || local_experts > FMCU_WQ_FUSED_MAX_EXPERTS)
+    if (option != FMCU_FUSED_AUTO || !fused_auto_serves(local_experts))
         return 0;
-    return m * (int64_t)top_k / local_experts <= FMCU_WQ_FUSED_MAX_ROWS;
+    return !has_scratch || m * (int64_t)top_k / local_experts <= FMCU_WQ_FUSED_MAX_ROWS;
+}
+
+uint32_t fmcu_wq_scratch_min_rows(int option, uint32_t local_experts, int forced)
+{
+    if (option == FMCU_FUSED_ON)
+        return UINT32_MAX;
+    if (option == FMCU_FUSED_AUTO && fused_auto_serves(local_experts))
+        return FMCU_WQ_FUSED_MAX_ROWS + 1;
+    return forced == FMCU_TIER_PREFILL ? 0 : FMCU_WQ_PREFILL_MIN_ROWS;
 }
 
 int fmcu_tail_plan(int tier, int64_t pairs, uint32_t H, uint32_t I, int fp8, uint32_t kgroups, int sms,

@@ -39,25 +39,33 @@ extern "C" {
  * 740.1 (bench/cuda/RESULTS.md, "4-bit weights: the wgmma form"). */
 #define FMCU_WQ_STREAM_MAX_ROWS 16
 /* From this many rows per expert on average, e2m1 weights (MXFP4, NVFP4)
- * take the prefill tier where it serves them: their active experts
- * dequantized to bf16 a run at a time, then the bf16 grouped GEMMs
- * (prefill_dequant.h). Below, writing and re-reading the bf16 weights
- * costs more than the register-level dequantization of wq_wgmma.cu. H200,
- * MXFP4 Mixtral-8x7B, wgmma vs dequantized: 128 rows (M = 512) 2559.4 vs
- * 2806.3 us, 256 rows 4550.1 vs 3281.5; a line through each pair crosses
- * at 149 rows (bench/cuda/RESULTS.md, "4-bit weights: the e2m1 prefill
- * form"). */
+ * take the prefill tier through the bf16 scratch where it serves them and
+ * the fused form (below) does not: their active experts dequantized to
+ * bf16 a run at a time, then the bf16 grouped GEMMs (prefill_dequant.h).
+ * Below, writing and re-reading the bf16 weights costs more than the
+ * register-level dequantization of wq_wgmma.cu. H200, MXFP4 Mixtral-8x7B,
+ * wgmma vs dequantized: 128 rows (M = 512) 2559.4 vs 2806.3 us, 256 rows
+ * 4550.1 vs 3281.5; a line through each pair crosses at 149 rows
+ * (bench/cuda/RESULTS.md, "4-bit weights: the e2m1 prefill form"). Where
+ * the fused form serves, e2m1 takes the prefill tier from the first row
+ * past the stream tier instead (fmcu_wq_tier). */
 #define FMCU_WQ_PREFILL_MIN_ROWS 150
 /* Up to this many rows per local expert on average, prefill_dequant_fused =
  * auto converts e2m1 weights inside the grouped GEMM; above, through the
- * bf16 scratch (the same bits either way). The fused form converts a weight
- * tile once per 128-row tile of its expert, the scratch once per call, so
- * the scratch wins as the rows grow. H200, MXFP4, M = 8192, scratch vs
- * fused, us: 256 rows (DeepSeek-V3) 25277.6 vs 19110.3, 256 (gpt-oss-120b)
- * 7128.7 vs 5764.4, 512 (Qwen3-30B-A3B) 2001.8 vs 2142.7, 2048 (Mixtral)
- * 9930.3 vs 15688.9 (bench/cuda/RESULTS.md, "4-bit weights: e2m1 converted
- * inside the grouped GEMM"). The crossover lies between 256 and 512 rows;
- * 320 is inside that gap, not measured. */
+ * bf16 scratch where there is one (the same bits either way). The fused
+ * form converts a weight tile once per 128-row tile of its expert, the
+ * scratch once per call, so the scratch wins as the rows grow. H200, MXFP4,
+ * M = 8192, scratch vs fused, us: 256 rows (DeepSeek-V3) 25277.6 vs
+ * 19110.3, 256 (gpt-oss-120b) 7128.7 vs 5764.4, 512 (Qwen3-30B-A3B) 2001.8
+ * vs 2142.7, 2048 (Mixtral) 9930.3 vs 15688.9 (bench/cuda/RESULTS.md,
+ * "4-bit weights: e2m1 converted inside the grouped GEMM"). The crossover
+ * lies between 256 and 512 rows; 320 is inside that gap, not measured.
+ * Below 150 rows the fused form also beats the wgmma kernel: MXFP4,
+ * wgmma vs fused, us: Qwen3-30B-A3B 32 rows 502.2 vs 454.7, 64 rows 747.5
+ * vs 494.7; gpt-oss-120b 32 rows 2523.4 vs 2156.0; Mixtral 32 rows 1030.6
+ * vs 953.0, 128 rows 2485.7 vs 1403.4 (NVFP4 W4A4 the same way except
+ * Mixtral at 32 rows, 1004.0 vs 1046.7: bench/cuda/RESULTS.md, "4-bit
+ * weights: the fused form from 17 rows"). */
 #define FMCU_WQ_FUSED_MAX_ROWS 320
 /* grouped_gemm.h's FMCU_GG_MAX_EXPERTS (a static_assert in prefill_sm90.cu
  * keeps them equal; this header stays free of CUDA's). */
@@ -194,20 +202,30 @@ int fmcu_fused_bulk_plan(uint32_t H, int fp8, fmcu_fused_cfg *cfg);
 int fmcu_gemm_tier(int64_t m, uint32_t top_k, uint32_t local_experts, int forced, int prefill_ok);
 
 /* The same for the 4-bit and int weights: STREAM up to
- * FMCU_WQ_STREAM_MAX_ROWS rows per expert (or forced), PREFILL from
- * FMCU_WQ_PREFILL_MIN_ROWS (or forced) where `prefill_ok`, else TILED;
- * `streams` = 0 when wq_stream.cu does not serve the layer. */
-int fmcu_wq_tier(int64_t m, uint32_t top_k, uint32_t local_experts, int forced, int streams, int prefill_ok);
+ * FMCU_WQ_STREAM_MAX_ROWS rows per expert (or forced); above, PREFILL
+ * where `prefill_ok` and either the call takes the fused form (`fused`,
+ * fmcu_wq_prefill_fused) or it has FMCU_WQ_PREFILL_MIN_ROWS rows an expert
+ * (or forced); else TILED. `streams` = 0 when wq_stream.cu does not serve
+ * the layer. */
+int fmcu_wq_tier(int64_t m, uint32_t top_k, uint32_t local_experts, int forced, int streams, int prefill_ok, int fused);
 
 /* On the prefill tier, whether e2m1 weights are converted inside the
  * grouped GEMM (1) or go through the bf16 scratch (0). `option` is
  * prefill_dequant_fused (FMCU_FUSED_*, options.h): on (1) and off (0)
- * decide alone; auto gives 1 only with a scratch (`has_scratch`; without
- * one, fmcu_prefill_supported_why has kept the layer off this tier), 1 to
- * FMCU_WQ_FUSED_MAX_EXPERTS local experts (one launch serves them all) and
- * m * top_k / local_experts (integer division) at most
- * FMCU_WQ_FUSED_MAX_ROWS; otherwise 0. */
+ * decide alone; auto gives 1 for 1 to FMCU_WQ_FUSED_MAX_EXPERTS local
+ * experts (one launch serves them all) when m * top_k / local_experts
+ * (integer division) is at most FMCU_WQ_FUSED_MAX_ROWS or there is no
+ * scratch (`has_scratch` = 0: the fused form beats the wgmma kernel at
+ * every size it was measured); otherwise 0. */
 int fmcu_wq_prefill_fused(int option, int64_t m, uint32_t top_k, uint32_t local_experts, int has_scratch);
+
+/* The rows an expert (m * top_k / local_experts) from which a call of an
+ * e2m1 layer would run on the bf16 scratch, so that finalize allocates it
+ * only when max_num_tokens reaches them: never (UINT32_MAX) with
+ * prefill_dequant_fused = on; past FMCU_WQ_FUSED_MAX_ROWS where auto takes
+ * the fused form; else FMCU_WQ_PREFILL_MIN_ROWS, or 0 with the prefill
+ * tier forced (`forced`, option tier). */
+uint32_t fmcu_wq_scratch_min_rows(int option, uint32_t local_experts, int forced);
 
 #ifdef __cplusplus
 }

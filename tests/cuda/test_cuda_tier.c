@@ -29,13 +29,13 @@ START_TEST(wq_tier_streams_up_to_16_rows)
 {
     /* Mixtral (8 experts, k 2): M = 64 is 16 rows an expert, M = 68 17,
      * M = 128 32 (the wgmma kernel's). */
-    ck_assert_int_eq(fmcu_wq_tier(64, 2, 8, FMCU_TIER_AUTO, 1, 1), FMCU_TIER_STREAM);
-    ck_assert_int_eq(fmcu_wq_tier(68, 2, 8, FMCU_TIER_AUTO, 1, 1), FMCU_TIER_TILED);
-    ck_assert_int_eq(fmcu_wq_tier(128, 2, 8, FMCU_TIER_AUTO, 1, 1), FMCU_TIER_TILED);
-    ck_assert_int_eq(fmcu_wq_tier(1, 8, 128, FMCU_TIER_AUTO, 0, 1), FMCU_TIER_TILED); /* not served */
-    ck_assert_int_eq(fmcu_wq_tier(1, 8, 128, FMCU_TIER_TILED, 1, 1), FMCU_TIER_TILED);
-    ck_assert_int_eq(fmcu_wq_tier(8192, 8, 128, FMCU_TIER_STREAM, 1, 1), FMCU_TIER_STREAM);
-    ck_assert_int_eq(fmcu_wq_tier(8192, 8, 128, FMCU_TIER_STREAM, 0, 1), FMCU_TIER_TILED); /* cannot stream */
+    ck_assert_int_eq(fmcu_wq_tier(64, 2, 8, FMCU_TIER_AUTO, 1, 1, 0), FMCU_TIER_STREAM);
+    ck_assert_int_eq(fmcu_wq_tier(68, 2, 8, FMCU_TIER_AUTO, 1, 1, 0), FMCU_TIER_TILED);
+    ck_assert_int_eq(fmcu_wq_tier(128, 2, 8, FMCU_TIER_AUTO, 1, 1, 0), FMCU_TIER_TILED);
+    ck_assert_int_eq(fmcu_wq_tier(1, 8, 128, FMCU_TIER_AUTO, 0, 1, 0), FMCU_TIER_TILED); /* not served */
+    ck_assert_int_eq(fmcu_wq_tier(1, 8, 128, FMCU_TIER_TILED, 1, 1, 0), FMCU_TIER_TILED);
+    ck_assert_int_eq(fmcu_wq_tier(8192, 8, 128, FMCU_TIER_STREAM, 1, 1, 0), FMCU_TIER_STREAM);
+    ck_assert_int_eq(fmcu_wq_tier(8192, 8, 128, FMCU_TIER_STREAM, 0, 1, 0), FMCU_TIER_TILED); /* cannot stream */
 }
 END_TEST
 
@@ -44,25 +44,42 @@ START_TEST(wq_tier_prefill_from_150_rows_where_served)
     /* Mixtral: M = 596 is 149 rows an expert, M = 600 150; M = 512 (128
      * rows) measured slower on this tier, M = 1024 (256) faster. */
     ck_assert_int_eq(FMCU_WQ_PREFILL_MIN_ROWS, 150);
-    ck_assert_int_eq(fmcu_wq_tier(512, 2, 8, FMCU_TIER_AUTO, 1, 1), FMCU_TIER_TILED);
-    ck_assert_int_eq(fmcu_wq_tier(596, 2, 8, FMCU_TIER_AUTO, 1, 1), FMCU_TIER_TILED);
-    ck_assert_int_eq(fmcu_wq_tier(600, 2, 8, FMCU_TIER_AUTO, 1, 1), FMCU_TIER_PREFILL);
-    ck_assert_int_eq(fmcu_wq_tier(1024, 2, 8, FMCU_TIER_AUTO, 1, 1), FMCU_TIER_PREFILL);
-    ck_assert_int_eq(fmcu_wq_tier(8192, 8, 128, FMCU_TIER_AUTO, 1, 1), FMCU_TIER_PREFILL);
+    ck_assert_int_eq(fmcu_wq_tier(512, 2, 8, FMCU_TIER_AUTO, 1, 1, 0), FMCU_TIER_TILED);
+    ck_assert_int_eq(fmcu_wq_tier(596, 2, 8, FMCU_TIER_AUTO, 1, 1, 0), FMCU_TIER_TILED);
+    ck_assert_int_eq(fmcu_wq_tier(600, 2, 8, FMCU_TIER_AUTO, 1, 1, 0), FMCU_TIER_PREFILL);
+    ck_assert_int_eq(fmcu_wq_tier(1024, 2, 8, FMCU_TIER_AUTO, 1, 1, 0), FMCU_TIER_PREFILL);
+    ck_assert_int_eq(fmcu_wq_tier(8192, 8, 128, FMCU_TIER_AUTO, 1, 1, 0), FMCU_TIER_PREFILL);
     /* Not served (int weights, no scratch, another device): the 4-bit kernels. */
-    ck_assert_int_eq(fmcu_wq_tier(8192, 8, 128, FMCU_TIER_AUTO, 1, 0), FMCU_TIER_TILED);
+    ck_assert_int_eq(fmcu_wq_tier(8192, 8, 128, FMCU_TIER_AUTO, 1, 0, 0), FMCU_TIER_TILED);
     /* Forced: at any size where served, else tiled. */
-    ck_assert_int_eq(fmcu_wq_tier(1, 8, 128, FMCU_TIER_PREFILL, 1, 1), FMCU_TIER_PREFILL);
-    ck_assert_int_eq(fmcu_wq_tier(1, 8, 128, FMCU_TIER_PREFILL, 1, 0), FMCU_TIER_TILED);
-    ck_assert_int_eq(fmcu_wq_tier(8192, 8, 128, FMCU_TIER_TILED, 1, 1), FMCU_TIER_TILED);
+    ck_assert_int_eq(fmcu_wq_tier(1, 8, 128, FMCU_TIER_PREFILL, 1, 1, 0), FMCU_TIER_PREFILL);
+    ck_assert_int_eq(fmcu_wq_tier(1, 8, 128, FMCU_TIER_PREFILL, 1, 0, 0), FMCU_TIER_TILED);
+    ck_assert_int_eq(fmcu_wq_tier(8192, 8, 128, FMCU_TIER_TILED, 1, 1, 0), FMCU_TIER_TILED);
+}
+END_TEST
+
+START_TEST(wq_tier_prefill_past_the_stream_tier_when_fused)
+{
+    /* The fused form serves the call: from the first row an expert past
+     * the stream tier (Mixtral M = 68, 17 rows; Qwen3-30B-A3B M = 1024, 64). */
+    ck_assert_int_eq(fmcu_wq_tier(64, 2, 8, FMCU_TIER_AUTO, 1, 1, 1), FMCU_TIER_STREAM);
+    ck_assert_int_eq(fmcu_wq_tier(68, 2, 8, FMCU_TIER_AUTO, 1, 1, 1), FMCU_TIER_PREFILL);
+    ck_assert_int_eq(fmcu_wq_tier(1024, 8, 128, FMCU_TIER_AUTO, 1, 1, 1), FMCU_TIER_PREFILL);
+    ck_assert_int_eq(fmcu_wq_tier(1024, 8, 128, FMCU_TIER_AUTO, 1, 1, 0), FMCU_TIER_TILED);
+    /* Not where the prefill path refuses the layer, nor against a forced tier. */
+    ck_assert_int_eq(fmcu_wq_tier(1024, 8, 128, FMCU_TIER_AUTO, 1, 0, 1), FMCU_TIER_TILED);
+    ck_assert_int_eq(fmcu_wq_tier(1024, 8, 128, FMCU_TIER_TILED, 1, 1, 1), FMCU_TIER_TILED);
+    ck_assert_int_eq(fmcu_wq_tier(1024, 8, 128, FMCU_TIER_STREAM, 1, 1, 1), FMCU_TIER_STREAM);
+    /* Without streaming kernels the small calls stay off the prefill tier. */
+    ck_assert_int_eq(fmcu_wq_tier(1, 8, 128, FMCU_TIER_AUTO, 0, 1, 1), FMCU_TIER_TILED);
 }
 END_TEST
 
 /* prefill_dequant_fused: auto converts e2m1 inside the GEMM up to 320 rows
  * an expert (the measured DeepSeek-V3 and gpt-oss points at M = 8192, 256
- * rows, fused; Qwen3-30B-A3B, 512 rows, and Mixtral, 2048, the scratch),
- * only beside a scratch and for at most 1024 local experts; on and off
- * decide alone. */
+ * rows, fused; Qwen3-30B-A3B, 512 rows, and Mixtral, 2048, the scratch)
+ * and at every size without a scratch, for at most 1024 local experts; on
+ * and off decide alone. */
 START_TEST(e2m1_fused_form_up_to_320_rows_an_expert)
 {
     ck_assert_int_eq(fmcu_wq_prefill_fused(FMCU_FUSED_AUTO, 8192, 8, 256, 1), 1);  /* 256 rows */
@@ -71,12 +88,33 @@ START_TEST(e2m1_fused_form_up_to_320_rows_an_expert)
     ck_assert_int_eq(fmcu_wq_prefill_fused(FMCU_FUSED_AUTO, 5136, 8, 128, 1), 0);  /* 321 */
     ck_assert_int_eq(fmcu_wq_prefill_fused(FMCU_FUSED_AUTO, 8192, 8, 128, 1), 0);  /* 512 */
     ck_assert_int_eq(fmcu_wq_prefill_fused(FMCU_FUSED_AUTO, 8192, 2, 8, 1), 0);    /* 2048 */
-    ck_assert_int_eq(fmcu_wq_prefill_fused(FMCU_FUSED_AUTO, 8192, 8, 256, 0), 0);  /* no scratch */
+    ck_assert_int_eq(fmcu_wq_prefill_fused(FMCU_FUSED_AUTO, 8192, 8, 256, 0), 1);  /* no scratch */
+    ck_assert_int_eq(fmcu_wq_prefill_fused(FMCU_FUSED_AUTO, 8192, 2, 8, 0), 1);    /* 2048, no scratch */
+    ck_assert_int_eq(fmcu_wq_prefill_fused(FMCU_FUSED_AUTO, 8192, 8, 1025, 0), 0); /* > 1024, no scratch */
     ck_assert_int_eq(fmcu_wq_prefill_fused(FMCU_FUSED_AUTO, 8192, 8, 1025, 1), 0); /* > 1024 experts */
     ck_assert_int_eq(fmcu_wq_prefill_fused(FMCU_FUSED_AUTO, 8192, 8, 1024, 1), 1);
     ck_assert_int_eq(fmcu_wq_prefill_fused(FMCU_FUSED_AUTO, 8192, 8, 0, 1), 0);
     ck_assert_int_eq(fmcu_wq_prefill_fused(FMCU_FUSED_ON, 8192, 2, 8, 0), 1);
     ck_assert_int_eq(fmcu_wq_prefill_fused(FMCU_FUSED_OFF, 8192, 8, 256, 1), 0);
+    ck_assert_int_eq(fmcu_wq_prefill_fused(FMCU_FUSED_OFF, 1024, 8, 128, 0), 0);
+}
+END_TEST
+
+/* Finalize allocates the scratch only when max_num_tokens reaches the rows
+ * an expert from which a call would run on it. */
+START_TEST(e2m1_scratch_only_where_a_call_uses_it)
+{
+    ck_assert_uint_eq(fmcu_wq_scratch_min_rows(FMCU_FUSED_AUTO, 128, FMCU_TIER_AUTO), 321);
+    ck_assert_uint_eq(fmcu_wq_scratch_min_rows(FMCU_FUSED_AUTO, 1024, FMCU_TIER_PREFILL), 321);
+    ck_assert_uint_eq(fmcu_wq_scratch_min_rows(FMCU_FUSED_AUTO, 1025, FMCU_TIER_AUTO), 150);
+    ck_assert_uint_eq(fmcu_wq_scratch_min_rows(FMCU_FUSED_AUTO, 1025, FMCU_TIER_PREFILL), 0);
+    ck_assert_uint_eq(fmcu_wq_scratch_min_rows(FMCU_FUSED_AUTO, 0, FMCU_TIER_AUTO), 150);
+    ck_assert_uint_eq(fmcu_wq_scratch_min_rows(FMCU_FUSED_OFF, 128, FMCU_TIER_AUTO), 150);
+    ck_assert_uint_eq(fmcu_wq_scratch_min_rows(FMCU_FUSED_OFF, 128, FMCU_TIER_PREFILL), 0);
+    ck_assert_uint_eq(fmcu_wq_scratch_min_rows(FMCU_FUSED_ON, 128, FMCU_TIER_PREFILL), UINT32_MAX);
+    /* The scratch serves exactly the calls auto does not fuse. */
+    ck_assert_int_eq(fmcu_wq_prefill_fused(FMCU_FUSED_AUTO, 321 * 16, 8, 128, 1), 0);
+    ck_assert_int_eq(fmcu_wq_prefill_fused(FMCU_FUSED_AUTO, 320 * 16, 8, 128, 1), 1);
 }
 END_TEST
 
@@ -262,7 +300,9 @@ int main(void)
     tcase_add_test(tc, forced_tier_wins_unless_it_cannot_run);
     tcase_add_test(tc, wq_tier_streams_up_to_16_rows);
     tcase_add_test(tc, wq_tier_prefill_from_150_rows_where_served);
+    tcase_add_test(tc, wq_tier_prefill_past_the_stream_tier_when_fused);
     tcase_add_test(tc, e2m1_fused_form_up_to_320_rows_an_expert);
+    tcase_add_test(tc, e2m1_scratch_only_where_a_call_uses_it);
     tcase_add_test(tc, decode_tail_takes_calls_that_fit_in_one_wave);
     tcase_add_test(tc, decode_tail_refuses_what_does_not_fit);
     tcase_add_test(tc, one_launch_decode_takes_calls_the_tail_takes_on_one_sm_each);
