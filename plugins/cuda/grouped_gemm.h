@@ -61,7 +61,7 @@ struct fmcu_gg_args {
     /* e2m1 weights converted in the kernel (prefill_dequant.h's arithmetic):
      * w4 = their block size (16 NVFP4, 32 MXFP4) and b = their chunks [E, N,
      * kp / 32] (wq_pack.h), sf8 = their scale codes [E, N, kp / w4]; `kind`
-     * is then ignored (128-column tiles, a fourth warp group converting each
+     * is then ignored (128-column tiles, two more warp groups converting each
      * stage). 0: b holds the operand itself. */
     int w4;
     const uint8_t *sf8;

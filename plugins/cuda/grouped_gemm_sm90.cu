@@ -10,10 +10,11 @@
  *   WG1, WG2  consumers: rows 0-63 and 64-127 of the tile, four wgmma
  *        m64nBNk32 (e4m3) or m64nBNk16 (bf16) per stage from shared
  *        memory, then release the stage.
- * The e2m1 kinds (w4, prefill_dequant_fused) add a fourth, WG3: the
- * converter, which turns each stage's TMA-loaded e2m1 codes and block
- * scales into the bf16 B stage and arrives on the stage's `conv` barrier,
- * which the consumers wait on instead of the TMA's (512 threads).
+ * The e2m1 kinds (w4, prefill_dequant_fused) add WG3 and WG4: the
+ * converters, which turn each stage's TMA-loaded e2m1 codes and block
+ * scales into the bf16 B stage (half of its rows each) and arrive on the
+ * stage's `conv` barrier, which the consumers wait on instead of the
+ * TMA's (640 threads).
  * The producer runs ahead by up to STAGES blocks, across tile boundaries,
  * so the next tile's operands arrive while the consumers store this one.
  *
@@ -82,9 +83,22 @@ constexpr int BM = 128;          /* rows per tile: two warp groups of 64 */
 constexpr int BK = 128;          /* bytes of K per stage: one 128-byte swizzle row (128 e4m3 or 64 bf16) */
 constexpr int THREADS = 384;     /* producer + two consumer warp groups */
 constexpr int A_BYTES = BM * BK; /* 16 KB */
-/* e2m1 kinds (W4 = the block size): a fourth warp group converts each
- * stage's codes into the bf16 B operand in shared memory. */
-constexpr int THREADS_W4 = 512;
+/* e2m1 kinds (W4 = the block size): two more warp groups convert each
+ * stage's codes into the bf16 B operand in shared memory. Two, not one:
+ * a lone converter warp per scheduler issued on 27% of cycles (ncu at
+ * Qwen3-30B-A3B MXFP4 M = 1024: fixed-latency and L1TEX waits), about
+ * 1400 cycles a stage against 256 for the half tile's wgmmas. */
+constexpr int THREADS_W4 = 640;
+constexpr int W4_THREADS = 256;
+/* Registers per thread by role (setmaxnreg). A CTA's pool is what its
+ * launch allocated, THREADS x the kernel's count (168 at 384 threads, 96
+ * at 640: ptxas -v), not the SM's 64K: a setmaxnreg.inc that the pool
+ * cannot grant waits forever. ptxas allocates each role's code within its
+ * count (spills show in -v: none at these). */
+constexpr int REGS_PRODUCER = 40, REGS_CONSUMER = 232, REGS_CONSUMER_W4 = 168, REGS_CONVERTER = 48;
+static_assert(REGS_PRODUCER * 128 + REGS_CONSUMER * 256 <= 168 * THREADS, "pool of the 384-thread kinds");
+static_assert(REGS_PRODUCER * 128 + REGS_CONSUMER_W4 * 256 + REGS_CONVERTER * W4_THREADS <= 96 * THREADS_W4,
+              "pool of the e2m1 kinds");
 constexpr int W4_CHUNK = 16;         /* bytes of codes per 32 columns (wq_pack.h) */
 constexpr int W4_ROW = 2 * W4_CHUNK; /* bytes of codes per row and stage (64 columns) */
 
@@ -204,6 +218,7 @@ struct kernel_params {
     int halves; /* an expert's last row block of at most 64 rows is a half tile */
     const uint8_t *sf8; /* e2m1: block scale codes [E, N, kp / W4] */
     uint32_t kp;        /* e2m1: padded K of the codes (wq_pack.h) */
+    int sf16;           /* e2m1: every row's block scale codes start 16-byte aligned (load_sf) */
     int fixed_order; /* tiles b, b + grid, ... instead of the counter's (grouped_gemm.h, FMCU_GG_ORDER_*) */
 };
 
@@ -444,19 +459,22 @@ __device__ __forceinline__ void run_tile(float (&acc)[NW / 2], float (&fin)[PROM
         store_tile<NW>(acc, l, r_base, at.row_end, c0, p, map_d, w, tw, out, scale, bias);
 }
 
-/* The e2m1 kinds' converter warp group. Thread tw takes items tw + 128 j
- * of a stage: weight row i / 2, chunk (32 columns) i % 2, so a warp's code
- * reads are contiguous and each 8-thread phase of its stores hits 8
- * distinct units. */
-template <int BN> constexpr int W4_ITEMS = 2 * BN / 128;
+/* The e2m1 kinds' converter warp groups. Thread tw (0..255) takes items
+ * tw + 256 j of a stage: weight row i / 2, chunk (32 columns) i % 2, so a
+ * warp's code reads are contiguous and each 8-thread phase of its stores
+ * hits 8 distinct units. */
+template <int BN> constexpr int W4_ITEMS = 2 * BN / W4_THREADS;
 
 /* The block scale codes of a thread's items for W4_SF_GROUP stages from
  * kb0 (MXFP4: one byte a stage, 8 stages; NVFP4: two, for columns 0-15
  * and 16-31, 4 stages), packed into one 64-bit word per item, stage kb0
  * in the low bits: read from global memory (L2-resident) all at once, so
- * that their latency is paid once per group (the stage's proxy fence waits
- * for loads in flight). 0 past K or the last row, so that TMA's zero codes
- * stay zeros (UE8M0 code 0 is 2^-127, not NaN). */
+ * that their latency is paid once per group. The group's codes of both
+ * chunks of a row are 16 contiguous bytes: one 16-byte load and two byte
+ * permutes where every row's codes start 16-byte aligned (`sf16`: the
+ * launch checks), else byte by byte (ncu counted 88% of this kernel's L2
+ * sectors as excess with byte loads only). 0 past K or the last row, so
+ * that TMA's zero codes stay zeros (UE8M0 code 0 is 2^-127, not NaN). */
 template <int W4> constexpr int W4_SF_GROUP = W4 == 32 ? 8 : 4;
 
 template <int BN, int W4>
@@ -468,17 +486,30 @@ __device__ __forceinline__ void load_sf(uint64_t (&sc)[W4_ITEMS<BN>], const kern
     const int64_t rows = (int64_t)p.E * p.N;
 #pragma unroll
     for (int j = 0; j < W4_ITEMS<BN>; j++) {
-        const int i = tw + 128 * j;
+        const int i = tw + W4_THREADS * j, c = i & 1;
         const int64_t row = row0 + (i >> 1);
         const uint8_t *sf = p.sf8 + row * spr;
         uint64_t v = 0;
+        if (p.sf16) {
+            /* Stage s of chunk c: byte 2 s + c (MXFP4), bytes 4 s + 2 c and
+             * the next (NVFP4), of the group's 16 (kb0 * 64 / W4 is a
+             * multiple of 16, K a multiple of the group: launch). */
+            if (row < rows) {
+                const uint4 q = *reinterpret_cast<const uint4 *>(sf + (uint32_t)kb0 * 64 / W4);
+                const uint32_t sel = W4 == 32 ? (uint32_t)(c | (2 + c) << 4 | (4 + c) << 8 | (6 + c) << 12)
+                                              : (uint32_t)(2 * c | (2 * c + 1) << 4 | (2 * c + 4) << 8 |
+                                                           (2 * c + 5) << 12);
+                v = (uint64_t)__byte_perm(q.z, q.w, sel) << 32 | __byte_perm(q.x, q.y, sel);
+            }
+        } else {
 #pragma unroll
-        for (int s = 0; s < W4_SF_GROUP<W4>; s++) {
-            const uint32_t col = (uint32_t)(kb0 + s) * 64 + (uint32_t)(i & 1) * 32;
-            if (row < rows && col < p.kp)
+            for (int s = 0; s < W4_SF_GROUP<W4>; s++) {
+                const uint32_t col = (uint32_t)(kb0 + s) * 64 + (uint32_t)c * 32;
+                if (row < rows && col < p.kp)
 #pragma unroll
-                for (int b = 0; b < BYTES; b++)
-                    v |= (uint64_t)sf[col / W4 + b] << (8 * (BYTES * s + b));
+                    for (int b = 0; b < BYTES; b++)
+                        v |= (uint64_t)sf[col / W4 + b] << (8 * (BYTES * s + b));
+            }
         }
         sc[j] = v;
     }
@@ -495,7 +526,7 @@ __device__ __forceinline__ void convert_stage(uint32_t codes, uint32_t b, const 
     constexpr bool MX = W4 == 32;
 #pragma unroll
     for (int j = 0; j < W4_ITEMS<BN>; j++) {
-        const int i = tw + 128 * j, r = i >> 1, c = i & 1;
+        const int i = tw + W4_THREADS * j, r = i >> 1, c = i & 1;
         uint32_t w[4];
         asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
                      : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
@@ -545,7 +576,7 @@ __global__ void __launch_bounds__(W4 ? THREADS_W4 : THREADS, 1)
             mbar_init(smem_addr(&full[s]), 1);
             mbar_init(smem_addr(&empty[s]), 8); /* lane 0 of each consumer warp */
             if constexpr (W4 != 0)
-                mbar_init(smem_addr(&conv[s]), 128); /* every converter thread, after its own stores */
+                mbar_init(smem_addr(&conv[s]), W4_THREADS); /* every converter thread, after its own stores */
         }
         fmcu_async::mbar_init_fence();
     }
@@ -577,11 +608,8 @@ __global__ void __launch_bounds__(W4 ? THREADS_W4 : THREADS, 1)
     const int wg = threadIdx.x / 128;
 
     if (wg == 0) {
-        /* The launch reserves 168 registers per thread (the 64K file over
-         * 384): what the producer group gives back, (168 - 40) x 128, is
-         * what the consumer groups take, (232 - 168) x 256. Asking for more
-         * makes setmaxnreg.inc wait forever. */
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+        /* What the producer gives back the consumers take (REGS_*). */
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(REGS_PRODUCER));
         if (threadIdx.x != 0)
             return;
         asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&map_a) : "memory");
@@ -634,13 +662,12 @@ __global__ void __launch_bounds__(W4 ? THREADS_W4 : THREADS, 1)
     }
 
     if constexpr (W4 != 0) {
-        if (wg == 3) {
-            /* The launch reserves 128 registers per thread (64K over 512),
-             * which this group keeps: ptxas fits the whole kernel in 128 (no
-             * spills), so a lower limit here would only be a bet on its
-             * allocation. The producer gives back 88 x 128, of which the
-             * consumers take (168 - 128) x 256. */
-            const int tw = threadIdx.x % 128;
+        if (wg >= 3) {
+            /* 96 registers a thread at launch: the producer gives back
+             * (96 - 40) x 128 and these groups (96 - 48) x 256, of which the
+             * consumers take (168 - 96) x 256 (REGS_*). */
+            asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(REGS_CONVERTER));
+            const int tw = threadIdx.x - 384;
             ring r;
             for (;;) {
                 mbar_wait(smem_addr(&full[r.stage]), r.phase);
@@ -672,9 +699,9 @@ __global__ void __launch_bounds__(W4 ? THREADS_W4 : THREADS, 1)
             }
             return;
         }
-        asm volatile("setmaxnreg.inc.sync.aligned.u32 168;\n");
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REGS_CONSUMER_W4));
     } else {
-        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REGS_CONSUMER));
     }
     uint64_t *ready = W4 ? conv : full; /* the consumers' stage barrier */
     const int w = wg - 1, tw = threadIdx.x % 128;
@@ -790,6 +817,7 @@ cudaError_t launch_kind(const fmcu_gg_args *a, int sms, cudaStream_t st)
     p.halves = !a->whole_tiles;
     p.sf8 = a->sf8;
     p.kp = a->kp;
+    p.sf16 = W4 != 0 && (a->kp / (W4 ? W4 : 1)) % 16 == 0 && (uintptr_t)a->sf8 % 16 == 0;
     p.sched = a->sched;
     p.fixed_order = a->order == FMCU_GG_ORDER_FIXED || (a->order == FMCU_GG_ORDER_AUTO && !PROMOTE);
     auto kernel = grouped_gemm_kernel<BN, PROMOTE, BF16, W4>;

@@ -17,7 +17,7 @@
  *   wq_wgmma            the 4-bit weights' wgmma kernel (wq_wgmma.cu) where it serves;
  *                       false: the tiled mma.sync kernel (wq_gemm.cu)
  *   prefill_dequant_fused auto | on | off: e2m1 weights converted inside the grouped
- *                       GEMM (a converter warp group) instead of through the bf16
+ *                       GEMM (two converter warp groups) instead of through the bf16
  *                       scratch; auto: by the rows an expert (tier.h
  *                       fmcu_wq_prefill_fused), beside the scratch
  *   prefill_dequant_mib device memory for e2m1 weights dequantized to bf16 on the

@@ -28,6 +28,8 @@ __global__ void __launch_bounds__(THREADS) dequant_kernel(const dequant_args a)
     if (idx >= (uint64_t)a.N * cpr)
         return;
     const uint32_t n = (uint32_t)(idx / cpr), c = (uint32_t)(idx % cpr);
+    if ((uint64_t)c * FMCU_WQ_CHUNK >= a.K)
+        return; /* padding only (kp may exceed K by a chunk or more): its half would land in the next row */
     const uint64_t row = (uint64_t)e * a.N + n;
     const uint4 code = *reinterpret_cast<const uint4 *>(a.w + (row * cpr + c) * 16);
     const bool mx = a.block == 32;

@@ -488,8 +488,10 @@ static int run_checks(uint64_t seed, int sms)
     /* e2m1: the first case on the device's grid (a tile a CTA), the others
      * on 2-3 CTAs (many tiles each) with long K (MXFP4 reloads its scales
      * at stages 8 and 16, NVFP4 at 4, 8, 12, 16; the last stage partial,
-     * the last chunk half padding), whole tiles, the counter order, and N
-     * below one tile (a tile spans three experts' rows). */
+     * the last chunk half padding), whole tiles, the counter order, N
+     * below one tile (a tile spans three experts' rows), and kp a multiple
+     * of 512 (every row's scale codes 16-byte aligned: load_sf's 16-byte
+     * loads; K = kp, and K short of kp by half a stage). */
     const w4_case w4_cases[] = {
         {"edges", 320, 208, 224, {65, 0, 130, 17}, 0, 0, FMCU_GG_ORDER_AUTO},
         {"edges, 2 CTAs", 320, 208, 224, {65, 0, 130, 17}, 2, 0, FMCU_GG_ORDER_AUTO},
@@ -497,6 +499,8 @@ static int run_checks(uint64_t seed, int sms)
         {"long K, whole tiles", 320, 1040, 1056, {300, 0, 130, 17, 64}, 3, 1, FMCU_GG_ORDER_AUTO},
         {"long K, counter order", 320, 1040, 1056, {300, 0, 130, 17, 64}, 3, 0, FMCU_GG_ORDER_COUNTER},
         {"N below a tile", 48, 1040, 1056, {70, 200, 0, 5}, 2, 0, FMCU_GG_ORDER_AUTO},
+        {"aligned scales", 320, 1024, 1024, {300, 0, 130, 17, 64}, 3, 0, FMCU_GG_ORDER_AUTO},
+        {"aligned scales, K tail", 320, 992, 1024, {70, 200, 0, 5}, 2, 0, FMCU_GG_ORDER_AUTO},
     };
     for (size_t i = 0; i < sizeof w4_cases / sizeof w4_cases[0]; i++) {
         failed += check_w4(32, w4_cases[i], seed + 10 + 2 * i, sms);
