@@ -407,7 +407,8 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
      * 32) where fmcu_wq_tier picks it (up to 16 rows per expert) and it
      * serves both projections; the prefill tier where it serves the layer
      * (e2m1 weights only: converted inside the grouped GEMM past the stream
-     * tier, through the bf16 scratch from 150 rows per expert; tier.h);
+     * tier where fmcu_wq_prefill_fused says so, else through the bf16
+     * scratch from 150 rows per expert; tier.h);
      * else wgmma (wq_wgmma.cu, row tiles of 64) where it serves both
      * projections, else tiled (wq_gemm.cu, row tiles of 16 and 64). */
     const int wq_fused = wq && FMCU_Q_IS_E2M1(L->quant) &&

@@ -85,19 +85,27 @@ constexpr int THREADS = 384;     /* producer + two consumer warp groups */
 constexpr int A_BYTES = BM * BK; /* 16 KB */
 /* e2m1 kinds (W4 = the block size): two more warp groups convert each
  * stage's codes into the bf16 B operand in shared memory. Two, not one:
- * a lone converter warp per scheduler issued on 27% of cycles (ncu at
+ * a lone converter warp per scheduler issued on about a quarter of its
+ * cycles (ncu at
  * Qwen3-30B-A3B MXFP4 M = 1024: fixed-latency and L1TEX waits), about
  * 1400 cycles a stage against 256 for the half tile's wgmmas. */
 constexpr int THREADS_W4 = 640;
 constexpr int W4_THREADS = 256;
 /* Registers per thread by role (setmaxnreg). A CTA's pool is what its
- * launch allocated, THREADS x the kernel's count (168 at 384 threads, 96
- * at 640: ptxas -v), not the SM's 64K: a setmaxnreg.inc that the pool
- * cannot grant waits forever. ptxas allocates each role's code within its
- * count (spills show in -v: none at these). */
+ * launch allocated, threads x the kernel's count (the 64K file over the
+ * threads, in steps of 8: 168 at 384, 96 at 640, as ptxas -v reports),
+ * not the SM's 64K: a setmaxnreg.inc that the pool cannot grant waits
+ * forever. ptxas allocates each role's code within its count (spills show
+ * in -v: none at these). */
+constexpr int launch_regs(int threads)
+{
+    return (65536 / threads) & ~7;
+}
 constexpr int REGS_PRODUCER = 40, REGS_CONSUMER = 232, REGS_CONSUMER_W4 = 168, REGS_CONVERTER = 48;
-static_assert(REGS_PRODUCER * 128 + REGS_CONSUMER * 256 <= 168 * THREADS, "pool of the 384-thread kinds");
-static_assert(REGS_PRODUCER * 128 + REGS_CONSUMER_W4 * 256 + REGS_CONVERTER * W4_THREADS <= 96 * THREADS_W4,
+static_assert(REGS_PRODUCER * 128 + REGS_CONSUMER * 256 <= launch_regs(THREADS) * THREADS,
+              "pool of the 384-thread kinds");
+static_assert(REGS_PRODUCER * 128 + REGS_CONSUMER_W4 * 256 + REGS_CONVERTER * W4_THREADS <=
+                  launch_regs(THREADS_W4) * THREADS_W4,
               "pool of the e2m1 kinds");
 constexpr int W4_CHUNK = 16;         /* bytes of codes per 32 columns (wq_pack.h) */
 constexpr int W4_ROW = 2 * W4_CHUNK; /* bytes of codes per row and stage (64 columns) */
@@ -464,6 +472,7 @@ __device__ __forceinline__ void run_tile(float (&acc)[NW / 2], float (&fin)[PROM
  * warp's code reads are contiguous and each 8-thread phase of its stores
  * hits 8 distinct units. */
 template <int BN> constexpr int W4_ITEMS = 2 * BN / W4_THREADS;
+static_assert(2 * 128 % W4_THREADS == 0 && W4_ITEMS<128> >= 1, "the e2m1 kinds' items split evenly");
 
 /* The block scale codes of a thread's items for W4_SF_GROUP stages from
  * kb0 (MXFP4: one byte a stage, 8 stages; NVFP4: two, for columns 0-15
@@ -493,7 +502,7 @@ __device__ __forceinline__ void load_sf(uint64_t (&sc)[W4_ITEMS<BN>], const kern
         if (p.sf16) {
             /* Stage s of chunk c: byte 2 s + c (MXFP4), bytes 4 s + 2 c and
              * the next (NVFP4), of the group's 16 (kb0 * 64 / W4 is a
-             * multiple of 16, K a multiple of the group: launch). */
+             * multiple of 16, kp a multiple of the group's columns: launch). */
             if (row < rows) {
                 const uint4 q = *reinterpret_cast<const uint4 *>(sf + (uint32_t)kb0 * 64 / W4);
                 const uint32_t sel = W4 == 32 ? (uint32_t)(c | (2 + c) << 4 | (4 + c) << 8 | (6 + c) << 12)

@@ -19,11 +19,14 @@
  *   prefill_dequant_fused auto | on | off: e2m1 weights converted inside the grouped
  *                       GEMM (two converter warp groups) instead of through the bf16
  *                       scratch; auto: by the rows an expert (tier.h
- *                       fmcu_wq_prefill_fused), beside the scratch
+ *                       fmcu_wq_prefill_fused: 17-320, or every size without
+ *                       a scratch; at most 1024 local experts)
  *   prefill_dequant_mib device memory for e2m1 weights dequantized to bf16 on the
- *                       prefill tier (prefill_dequant.h), per layer; 0: that tier
- *                       never serves 4-bit weights, unless prefill_dequant_fused
- *                       is on (which uses no scratch and ignores this)
+ *                       prefill tier (prefill_dequant.h), per layer, allocated
+ *                       where a call could use it (fmcu_wq_scratch_min_rows);
+ *                       0: no scratch (then only the fused form serves that
+ *                       tier; with it off, or more than 1024 local experts,
+ *                       the 4-bit kernels do); ignored when fused is on
  *
  * Every default is what the plugin measured best (the manifest states the
  * same defaults); the other values exist for A/B timing and for tests that

@@ -472,7 +472,8 @@ cudaError_t launch(Gemm1 &g1, Gemm2 &g2, int64_t m, const void *x, int64_t x_ld,
  * activation's output in place in its sorted rows. With the fused form
  * (fmcu_wq_prefill_fused: by the option, or by the rows an expert) each
  * GEMM converts the e2m1 codes itself, all experts in one launch. */
-static_assert(FMCU_WQ_FUSED_MAX_EXPERTS == FMCU_GG_MAX_EXPERTS, "tier.h's bound is one launch's");
+static_assert(FMCU_WQ_FUSED_MAX_EXPERTS == FMCU_GG_MAX_EXPERTS && FMCU_WQ_DQ_MAX_EXPERTS == FMCU_GG_MAX_EXPERTS,
+              "tier.h's and wq_pack.h's bounds are one launch's");
 cudaError_t launch_dq(const fmcu_layer *L, OwnGemm g[2], int64_t m, const setup_args &sa, gather_args ga,
                       const act_args &aa, const combine_args &cb, bool warp_rows, cudaStream_t st, cudaEvent_t *ev)
 {

@@ -163,6 +163,8 @@ uint32_t fmcu_wq_dequant_experts(uint32_t rows13, uint32_t hidden, uint32_t inte
     if (per_expert == 0)
         return 0;
     uint64_t n = ((uint64_t)mib << 20) / per_expert;
+    if (n > FMCU_WQ_DQ_MAX_EXPERTS)
+        n = FMCU_WQ_DQ_MAX_EXPERTS;
     return (uint32_t)(n < experts ? n : experts);
 }
 

@@ -121,8 +121,11 @@ uint32_t fmcu_wq_stream_slabs(int64_t tiles, uint32_t slabs, int sms);
 
 /* The prefill path's dequantized experts (prefill_dequant.h): how many
  * experts' bf16 W13 [rows13, H] or W2 [H, I] fit `mib` MiB at once, at most
- * E; 0 when not one does or mib is 0 (the layer then keeps the 4-bit
- * kernels at every size). */
+ * E and FMCU_WQ_DQ_MAX_EXPERTS (a run is one grouped-GEMM launch, which
+ * serves at most that many: grouped_gemm.h's FMCU_GG_MAX_EXPERTS, kept
+ * equal by a static_assert in prefill_sm90.cu); 0 when not one does or mib
+ * is 0 (no scratch). */
+#define FMCU_WQ_DQ_MAX_EXPERTS 1024
 uint32_t fmcu_wq_dequant_experts(uint32_t rows13, uint32_t hidden, uint32_t inter, uint32_t experts, uint32_t mib);
 /* Bytes of one expert's slot in that scratch: the larger of its bf16 W13 and W2. */
 uint64_t fmcu_wq_dequant_expert_bytes(uint32_t rows13, uint32_t hidden, uint32_t inter);

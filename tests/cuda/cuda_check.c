@@ -870,10 +870,12 @@ static const tcase checks[] = {
      SOFTMAX, 0, 0, 0, 0, 1, 1.0f},
     {"nvfp4 w4a4 weight on input", "fp4:tgroup16:scale-fp8e4m3/fp4:tgroup16:dynamic", BF16, 8, 1, 128, 64, 17, SILU, 1,
      0, SIGMOID, 0, 0, 0, 0, 0, 1.0f, 1},
-    /* The wgmma kernel (wq_wgmma.cu, > 32 rows an expert): token tiles of
+    /* The wgmma kernel (wq_wgmma.cu, > 16 rows an expert): token tiles of
      * 64 (M = 200: 50 rows an expert) and 128, K tails inside a 128-column
      * stage (H 320, I 160), zero points and f16, channelwise, non-gated,
-     * NVFP4 W4A16's scales per 16. */
+     * NVFP4 W4A16's scales per 16 (e2m1 takes the fused prefill form with
+     * the defaults; --option prefill_dequant_fused=off gives it the wgmma
+     * kernel). */
     {"wgmma int4 g128 asym f16 m200", "int4:group128:asym", F16, 8, 2, 384, 256, 200, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0,
      1, 1.0f},
     {"wgmma int4 channel m300 h320", "int4:channel", BF16, 8, 2, 320, 160, 300, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0, 1,
@@ -957,13 +959,15 @@ static const tcase checks[] = {
      .renorm = 1,
      .scaling = 1.0f,
      .swiglu_limit = 0.75f},
-    /* The prefill tier with biases (bf16 operands), and e2m1 weights
-     * dequantized to bf16 (prefill_dequant.h; auto takes it from 150 rows
-     * an expert: M = 600 is 150): MXFP4 with gpt-oss's function and biases,
-     * NVFP4 W4A16 with K not a multiple of 32 (H 208, I 80: half chunks),
-     * W4A4 with biases, and a layer whose experts are 2 MiB of bf16 W13
-     * each (H 1024, I 512), which --option prefill_dequant_mib=2 runs an
-     * expert at a time. */
+    /* The prefill tier with biases (bf16 operands), and e2m1 weights as
+     * bf16 (prefill_dequant.h): converted inside the grouped GEMM at 150
+     * rows an expert (M = 600) with the defaults, through the dequantized
+     * scratch at 325 (M = 1300: auto takes it past 320; with --option
+     * prefill_dequant_fused=off from 150). MXFP4 with gpt-oss's function and
+     * biases, NVFP4 W4A16 with K not a multiple of 32 (H 208, I 80: half
+     * chunks) both ways, W4A4 with biases, and a layer whose experts are
+     * 2 MiB of bf16 W13 each (H 1024, I 512), which --option
+     * prefill_dequant_mib=2 runs an expert at a time. */
     {"bf16 prefill bias m300", "bf16", BF16, 8, 2, 256, 128, 300, SILU, 1, 1, SOFTMAX, 0, 0, 0, 0, 1, 1.0f},
     {"bf16 prefill swigluoai bias m300", "bf16", BF16, 8, 4, 320, 96, 300, FMOE_ACT_SWIGLUOAI, 1, 1, SOFTMAX, 0, 0, 0,
      0, 1, 1.0f},
@@ -971,10 +975,12 @@ static const tcase checks[] = {
      SOFTMAX, 0, 0, 0, 0, 1, 1.0f},
     {"prefill nvfp4 w4a16 m600 h208 i80", "fp4:tgroup16:scale-fp8e4m3", BF16, 8, 2, 208, 80, 600, SILU, 1, 0, SOFTMAX,
      0, 0, 0, 0, 1, 1.0f},
-    {"prefill nvfp4 w4a4 bias m600", "fp4:tgroup16:scale-fp8e4m3/fp4:tgroup16:dynamic", BF16, 8, 2, 256, 128, 600, SILU,
-     1, 1, SOFTMAX, 0, 0, 0, 0, 1, 1.0f},
-    {"prefill mxfp4 chunks m600 h1024 i512", "fp4:group32:scale-ue8m0", BF16, 8, 2, 1024, 512, 600, SILU, 1, 0, SOFTMAX,
-     0, 0, 0, 0, 1, 1.0f},
+    {"prefill nvfp4 w4a16 scratch m1300 h208 i80", "fp4:tgroup16:scale-fp8e4m3", BF16, 8, 2, 208, 80, 1300, SILU, 1, 0,
+     SOFTMAX, 0, 0, 0, 0, 1, 1.0f},
+    {"prefill nvfp4 w4a4 bias scratch m1300", "fp4:tgroup16:scale-fp8e4m3/fp4:tgroup16:dynamic", BF16, 8, 2, 256, 128,
+     1300, SILU, 1, 1, SOFTMAX, 0, 0, 0, 0, 1, 1.0f},
+    {"prefill mxfp4 chunks scratch m1300 h1024 i512", "fp4:group32:scale-ue8m0", BF16, 8, 2, 1024, 512, 1300, SILU, 1,
+     0, SOFTMAX, 0, 0, 0, 0, 1, 1.0f},
 };
 
 /* Shapes of spec/performance.md's grid (DeepSeek-V3 at E256 k8 H7168 I2048

@@ -49,7 +49,8 @@ START_TEST(wq_tier_prefill_from_150_rows_where_served)
     ck_assert_int_eq(fmcu_wq_tier(600, 2, 8, FMCU_TIER_AUTO, 1, 1, 0), FMCU_TIER_PREFILL);
     ck_assert_int_eq(fmcu_wq_tier(1024, 2, 8, FMCU_TIER_AUTO, 1, 1, 0), FMCU_TIER_PREFILL);
     ck_assert_int_eq(fmcu_wq_tier(8192, 8, 128, FMCU_TIER_AUTO, 1, 1, 0), FMCU_TIER_PREFILL);
-    /* Not served (int weights, no scratch, another device): the 4-bit kernels. */
+    /* Not served (int weights, e2m1 with neither a scratch nor the fused
+     * form, another device): the 4-bit kernels. */
     ck_assert_int_eq(fmcu_wq_tier(8192, 8, 128, FMCU_TIER_AUTO, 1, 0, 0), FMCU_TIER_TILED);
     /* Forced: at any size where served, else tiled. */
     ck_assert_int_eq(fmcu_wq_tier(1, 8, 128, FMCU_TIER_PREFILL, 1, 1, 0), FMCU_TIER_PREFILL);
@@ -112,9 +113,11 @@ START_TEST(e2m1_scratch_only_where_a_call_uses_it)
     ck_assert_uint_eq(fmcu_wq_scratch_min_rows(FMCU_FUSED_OFF, 128, FMCU_TIER_AUTO), 150);
     ck_assert_uint_eq(fmcu_wq_scratch_min_rows(FMCU_FUSED_OFF, 128, FMCU_TIER_PREFILL), 0);
     ck_assert_uint_eq(fmcu_wq_scratch_min_rows(FMCU_FUSED_ON, 128, FMCU_TIER_PREFILL), UINT32_MAX);
-    /* The scratch serves exactly the calls auto does not fuse. */
-    ck_assert_int_eq(fmcu_wq_prefill_fused(FMCU_FUSED_AUTO, 321 * 16, 8, 128, 1), 0);
-    ck_assert_int_eq(fmcu_wq_prefill_fused(FMCU_FUSED_AUTO, 320 * 16, 8, 128, 1), 1);
+    /* The scratch serves exactly the calls auto does not fuse: 16 tokens
+     * an expert row at top-8 of 128 experts. */
+    const uint32_t from = fmcu_wq_scratch_min_rows(FMCU_FUSED_AUTO, 128, FMCU_TIER_AUTO);
+    ck_assert_int_eq(fmcu_wq_prefill_fused(FMCU_FUSED_AUTO, (int64_t)from * 16, 8, 128, 1), 0);
+    ck_assert_int_eq(fmcu_wq_prefill_fused(FMCU_FUSED_AUTO, (int64_t)(from - 1) * 16, 8, 128, 1), 1);
 }
 END_TEST
 

@@ -377,6 +377,9 @@ START_TEST(dequant_experts_fit_the_budget)
     ck_assert_uint_eq(fmcu_wq_dequant_experts(4096, 1024, 4096, 16, 8), 1);
     ck_assert_uint_eq(fmcu_wq_dequant_experts(4096, 1024, 4096, 16, 7), 0);
     ck_assert_uint_eq(fmcu_wq_dequant_experts(1536, 2048, 768, 128, 0), 0);
+    /* A run is one grouped-GEMM launch: at most 1024 experts however many fit. */
+    ck_assert_uint_eq(fmcu_wq_dequant_experts(64, 64, 32, 4096, 1024), 1024);
+    ck_assert_uint_eq(fmcu_wq_dequant_experts(64, 64, 32, 1000, 1024), 1000);
 }
 END_TEST
 

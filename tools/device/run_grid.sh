@@ -17,8 +17,9 @@
 # The whole grid does not fit one device call (10 minutes): run it as two
 # calls (M = 1,16 and M = 128,1024,8192) and merge them with
 # tools/device/merge_grid.py. CONFORM=1 first runs `fusedmoe conform` against
-# the reference plugin and cuda_check, into $OUT/conform.txt and
-# $OUT/cuda_check.txt, so that a record's correctness comes from its build.
+# the reference plugin and cuda_check (with the defaults, then with
+# prefill_dequant_fused = off), into $OUT/conform.txt, $OUT/cuda_check.txt and
+# $OUT/cuda_check_unfused.txt, so that a record's correctness comes from its build.
 #
 # MAX_GIB (default 24) caps one layer's weights; at 24 every model runs with
 # all its experts (DeepSeek-V3 bf16 is 21 GiB). The weights are synthesized on
@@ -62,6 +63,11 @@ if [ "${CONFORM:-0}" = 1 ]; then
   timeout 100 $B/tests/cuda/cuda_check $B/plugins/reference/reference.toml $B/plugins/cuda/cuda.toml \
     "$FMOE_CONFIG" > "$OUT/cuda_check.txt" 2>&1
   rc=$?; echo "cuda_check rc=$rc: $(tail -1 "$OUT/cuda_check.txt")" | tee -a "$OUT/$TAG-log.txt"
+  # e2m1 layers take the fused prefill form by default; without it their wgmma kernel and the
+  # dequantized scratch from 150 rows an expert run (the paths the default run no longer reaches).
+  timeout 100 $B/tests/cuda/cuda_check $B/plugins/reference/reference.toml $B/plugins/cuda/cuda.toml \
+    "$FMOE_CONFIG" --option prefill_dequant_fused=off > "$OUT/cuda_check_unfused.txt" 2>&1
+  rc=$?; echo "cuda_check unfused rc=$rc: $(tail -1 "$OUT/cuda_check_unfused.txt")" | tee -a "$OUT/$TAG-log.txt"
 fi
 
 # GEMM peaks first (the compute floor our bench needs), with the copy rate.
