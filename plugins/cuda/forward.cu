@@ -411,9 +411,7 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
      * scratch from 150 rows per expert; tier.h);
      * else wgmma (wq_wgmma.cu, row tiles of 64) where it serves both
      * projections, else tiled (wq_gemm.cu, row tiles of 16 and 64). */
-    const int wq_fused = wq && FMCU_Q_IS_E2M1(L->quant) &&
-                         fmcu_wq_prefill_fused(L->opt.prefill_dequant_fused, m, L->top_k, L->local_experts,
-                                               L->wq.dq && L->wq.dq_experts);
+    const int wq_fused = wq && fmcu_prefill_e2m1_fused(L, m);
     const int wq_tier = wq ? fmcu_wq_tier(m, L->top_k, L->local_experts, L->opt.tier,
                                           fmcu_wq_stream_serves(L->wq.format, &L->wq.w13) &&
                                               fmcu_wq_stream_serves(L->wq.format, &L->wq.w2),

@@ -44,6 +44,7 @@
 #include <stdint.h>
 
 #include "plugins/cuda/cuda_api.h"
+#include "plugins/cuda/tier.h"
 
 /* Does the path serve this layer on its device? Host only, cheap (the
  * device's compute capability is cached). */
@@ -51,6 +52,16 @@ bool fmcu_prefill_supported(const fmcu_layer *L);
 
 /* The same, with the reason when not (cap bytes, one line). */
 bool fmcu_prefill_supported_why(const fmcu_layer *L, char *why, size_t cap);
+
+/* Whether a call of m tokens of this layer, on the prefill tier, converts
+ * e2m1 codes inside the grouped GEMM (tier.h fmcu_wq_prefill_fused with the
+ * layer's option, experts and scratch): the one decision that forward.cu's
+ * tier choice and the e2m1 pipeline (prefill_sm90.cu) both take. */
+static inline bool fmcu_prefill_e2m1_fused(const fmcu_layer *L, int64_t m)
+{
+    return FMCU_Q_IS_E2M1(L->quant) && fmcu_wq_prefill_fused(L->opt.prefill_dequant_fused, m, L->top_k,
+                                                             L->local_experts, L->wq.dq && L->wq.dq_experts);
+}
 
 /* The forward of m tokens after the plan kernel: pair_local [m*k] (local
  * expert or -1), offsets [E_local + 1], sorted [m*k] (pair ids grouped by

@@ -481,8 +481,7 @@ cudaError_t launch_dq(const fmcu_layer *L, OwnGemm g[2], int64_t m, const setup_
     const bool a4 = L->quant == FMCU_Q_NVFP4_A4;
     const int64_t pairs = m * (int64_t)ga.k;
     const unsigned grid = (unsigned)pairs;
-    const bool fused = fmcu_wq_prefill_fused(L->opt.prefill_dequant_fused, m, L->top_k, L->local_experts,
-                                             wq.dq && wq.dq_experts) != 0;
+    const bool fused = fmcu_prefill_e2m1_fused(L, m);
     PF_EVENT(0);
     PF_CK(pos_launch(sa.sorted, ga.offsets + sa.E, (int32_t *)ga.pos, grid, st));
     int64_t rows = m;
@@ -744,7 +743,7 @@ bool fmcu_prefill_supported_why(const fmcu_layer *L, char *why, size_t cap)
             return refuse(why, cap,
                           "e2m1 weights converted in the GEMM (prefill_dequant_fused = on): more than 1024 local "
                           "experts (one launch serves them all)");
-        if (!fmcu_wq_prefill_fused(L->opt.prefill_dequant_fused, 0, L->top_k, L->local_experts, 0) &&
+        if (!fmcu_wq_fused_serves(L->opt.prefill_dequant_fused, L->local_experts) &&
             (!L->wq.dq || L->wq.dq_experts == 0))
             return refuse(why, cap,
                           "e2m1 weights: neither converted in the GEMM (prefill_dequant_fused = off, or more than "

@@ -35,16 +35,17 @@ int fmcu_wq_tier(int64_t m, uint32_t top_k, uint32_t local_experts, int forced, 
     return prefill_ok && (fused || per_expert >= FMCU_WQ_PREFILL_MIN_ROWS) ? FMCU_TIER_PREFILL : FMCU_TIER_TILED;
 }
 
-static int fused_auto_serves(uint32_t local_experts)
+int fmcu_wq_fused_serves(int option, uint32_t local_experts)
 {
-    return local_experts > 0 && local_experts <= FMCU_WQ_FUSED_MAX_EXPERTS;
+    return option == FMCU_FUSED_ON ||
+           (option == FMCU_FUSED_AUTO && local_experts > 0 && local_experts <= FMCU_WQ_FUSED_MAX_EXPERTS);
 }
 
 int fmcu_wq_prefill_fused(int option, int64_t m, uint32_t top_k, uint32_t local_experts, int has_scratch)
 {
     if (option == FMCU_FUSED_ON)
         return 1;
-    if (option != FMCU_FUSED_AUTO || !fused_auto_serves(local_experts))
+    if (!fmcu_wq_fused_serves(option, local_experts))
         return 0;
     return !has_scratch || m * (int64_t)top_k / local_experts <= FMCU_WQ_FUSED_MAX_ROWS;
 }
@@ -53,7 +54,7 @@ uint32_t fmcu_wq_scratch_min_rows(int option, uint32_t local_experts, int forced
 {
     if (option == FMCU_FUSED_ON)
         return UINT32_MAX;
-    if (option == FMCU_FUSED_AUTO && fused_auto_serves(local_experts))
+    if (fmcu_wq_fused_serves(option, local_experts))
         return FMCU_WQ_FUSED_MAX_ROWS + 1;
     return forced == FMCU_TIER_PREFILL ? 0 : FMCU_WQ_PREFILL_MIN_ROWS;
 }

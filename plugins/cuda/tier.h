@@ -219,6 +219,11 @@ int fmcu_wq_tier(int64_t m, uint32_t top_k, uint32_t local_experts, int forced, 
  * every size measured but one, NVFP4 W4A4 at 32 rows, by 4%); otherwise 0. */
 int fmcu_wq_prefill_fused(int option, int64_t m, uint32_t top_k, uint32_t local_experts, int has_scratch);
 
+/* Whether the fused form can serve a layer of local_experts at some size:
+ * prefill_dequant_fused on, or auto with 1 to FMCU_WQ_FUSED_MAX_EXPERTS
+ * (fmcu_wq_prefill_fused gives 1 for some call exactly then). */
+int fmcu_wq_fused_serves(int option, uint32_t local_experts);
+
 /* The rows an expert (m * top_k / local_experts) from which a call of an
  * e2m1 layer would run on the bf16 scratch, so that finalize allocates it
  * only when max_num_tokens reaches them: never (UINT32_MAX) with

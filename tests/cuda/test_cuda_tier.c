@@ -101,6 +101,19 @@ START_TEST(e2m1_fused_form_up_to_320_rows_an_expert)
 }
 END_TEST
 
+/* The fused form can serve a layer: on always, auto for 1 to 1024 local
+ * experts, off never. */
+START_TEST(e2m1_fused_form_serves_by_option_and_experts)
+{
+    ck_assert_int_eq(fmcu_wq_fused_serves(FMCU_FUSED_ON, 2048), 1);
+    ck_assert_int_eq(fmcu_wq_fused_serves(FMCU_FUSED_AUTO, 1024), 1);
+    ck_assert_int_eq(fmcu_wq_fused_serves(FMCU_FUSED_AUTO, 1), 1);
+    ck_assert_int_eq(fmcu_wq_fused_serves(FMCU_FUSED_AUTO, 1025), 0);
+    ck_assert_int_eq(fmcu_wq_fused_serves(FMCU_FUSED_AUTO, 0), 0);
+    ck_assert_int_eq(fmcu_wq_fused_serves(FMCU_FUSED_OFF, 128), 0);
+}
+END_TEST
+
 /* Finalize allocates the scratch only when max_num_tokens reaches the rows
  * an expert from which a call would run on it. */
 START_TEST(e2m1_scratch_only_where_a_call_uses_it)
@@ -305,6 +318,7 @@ int main(void)
     tcase_add_test(tc, wq_tier_prefill_from_150_rows_where_served);
     tcase_add_test(tc, wq_tier_prefill_past_the_stream_tier_when_fused);
     tcase_add_test(tc, e2m1_fused_form_up_to_320_rows_an_expert);
+    tcase_add_test(tc, e2m1_fused_form_serves_by_option_and_experts);
     tcase_add_test(tc, e2m1_scratch_only_where_a_call_uses_it);
     tcase_add_test(tc, decode_tail_takes_calls_that_fit_in_one_wave);
     tcase_add_test(tc, decode_tail_refuses_what_does_not_fit);
