@@ -11,13 +11,10 @@
  *        m64nBNk32 (e4m3) or m64nBNk16 (bf16) per stage from shared
  *        memory, then release the stage.
  * The e2m1 kinds (w4, prefill_dequant_fused) add WG3 and WG4: the
- * converters, which turn the TMA-loaded e2m1 codes and block scales of a
- * stage into its bf16 B operand and arrive on the stage's `conv` barrier,
- * which the consumers wait on with the TMA's for A (640 threads). There
- * the producer loads only the codes, into a ring of their own CSTAGES
- * deep, and the two converter warp groups take alternate stages, each
- * loading its stage's A as the stage frees (produce_w4 and converter_w4
- * say why).
+ * converters, which turn each stage's TMA-loaded e2m1 codes and block
+ * scales into the bf16 B stage (half of its rows each) and arrive on the
+ * stage's `conv` barrier, which the consumers wait on instead of the
+ * TMA's (640 threads).
  * The producer runs ahead by up to STAGES blocks, across tile boundaries,
  * so the next tile's operands arrive while the consumers store this one.
  *
@@ -86,12 +83,14 @@ constexpr int BM = 128;          /* rows per tile: two warp groups of 64 */
 constexpr int BK = 128;          /* bytes of K per stage: one 128-byte swizzle row (128 e4m3 or 64 bf16) */
 constexpr int THREADS = 384;     /* producer + two consumer warp groups */
 constexpr int A_BYTES = BM * BK; /* 16 KB */
-/* e2m1 kinds (W4 = the block size): two more warp groups convert the
- * stages' codes into the bf16 B operand in shared memory, each group
- * every other stage, a weight row a thread. */
+/* e2m1 kinds (W4 = the block size): two more warp groups convert each
+ * stage's codes into the bf16 B operand in shared memory. Two, not one:
+ * a lone converter warp per scheduler issued on about a quarter of its
+ * cycles (ncu at
+ * Qwen3-30B-A3B MXFP4 M = 1024: fixed-latency and L1TEX waits), about
+ * 1400 cycles a stage against 256 for the half tile's wgmmas. */
 constexpr int THREADS_W4 = 640;
 constexpr int W4_THREADS = 256;
-constexpr int W4_GROUP = 128; /* converter threads of one stage: one per weight row (BN = 128) */
 /* Registers per thread by role (setmaxnreg). A CTA's pool is what its
  * launch allocated, threads x the kernel's count (the 64K file over the
  * threads, in steps of 8: 168 at 384, 96 at 640, as ptxas -v reports),
@@ -102,7 +101,7 @@ constexpr int launch_regs(int threads)
 {
     return (65536 / threads) & ~7;
 }
-constexpr int REGS_PRODUCER = 40, REGS_CONSUMER = 232, REGS_CONSUMER_W4 = 136, REGS_CONVERTER = 80;
+constexpr int REGS_PRODUCER = 40, REGS_CONSUMER = 232, REGS_CONSUMER_W4 = 168, REGS_CONVERTER = 48;
 static_assert(REGS_PRODUCER * 128 + REGS_CONSUMER * 256 <= launch_regs(THREADS) * THREADS,
               "pool of the 384-thread kinds");
 static_assert(REGS_PRODUCER * 128 + REGS_CONSUMER_W4 * 256 + REGS_CONVERTER * W4_THREADS <=
@@ -121,19 +120,13 @@ template <int BN, int W4 = 0> struct kind_cfg {
     static constexpr int B_BYTES = BN * BK;
     static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
     static constexpr int OUT_BYTES = 64 * BN * 2; /* BN/64 boxes of 64 rows x 128 B */
-    /* e2m1: the ring of codes (BN rows x 32 bytes a stage, by TMA) after
-     * the stages, three times as deep: the codes come from DRAM, A mostly
-     * from L2. Even, so that each converter group keeps its own slots. */
-    static constexpr int CSTAGES = W4 ? 12 : 0;
+    /* e2m1: each stage's codes (BN rows x 32 bytes, by TMA) after the stages. */
     static constexpr int CODE_BYTES = W4 ? BN * W4_ROW : 0;
     static constexpr int CODE_AT = STAGES * STAGE_BYTES;
-    static constexpr int EPI_AT = CODE_AT + CSTAGES * CODE_BYTES;
+    static constexpr int EPI_AT = CODE_AT + STAGES * CODE_BYTES;
     static constexpr int SCALE_AT = EPI_AT + 2 * OUT_BYTES;
     static constexpr int BIAS_AT = SCALE_AT + 2 * BN * (int)sizeof(float);
     static constexpr size_t SMEM = (size_t)BIAS_AT + 2 * BN * sizeof(float) + 1024; /* + alignment of the swizzle atoms */
-    static_assert(!W4 || (BN == W4_GROUP && STAGES % 2 == 0 && CSTAGES % 2 == 0 && CSTAGES > STAGES),
-                  "e2m1 kinds: a converter thread per row, each group its own slots of both rings");
-    static_assert(SMEM + 10 * 1024 <= 227 * 1024, "dynamic shared memory, with the kernel's static arrays");
 };
 
 /* ---- PTX wrappers ---------------------------------------------------- */
@@ -233,7 +226,7 @@ struct kernel_params {
     int halves; /* an expert's last row block of at most 64 rows is a half tile */
     const uint8_t *sf8; /* e2m1: block scale codes [E, N, kp / W4] */
     uint32_t kp;        /* e2m1: padded K of the codes (wq_pack.h) */
-    int sfv; /* e2m1: a stage's block scale codes of a row are one aligned 2- or 4-byte word (sf_stage) */
+    int sf16;           /* e2m1: every row's block scale codes start 16-byte aligned (load_sf) */
     int fixed_order; /* tiles b, b + grid, ... instead of the counter's (grouped_gemm.h, FMCU_GG_ORDER_*) */
 };
 
@@ -414,18 +407,13 @@ struct ring {
 
 /* One warp group's main loop over a tile's KB stages: its 64 A rows at
  * a_off and NW B rows at b_off inside each stage. Promoted kinds leave the
- * sum in fin, fast kinds in acc. `full` says a stage's operands are ready;
- * e2m1 kinds (CONV) also wait for `conv`, the converters' B. */
-template <int NW, bool PROMOTE, bool BF16, int STAGES, int STAGE_BYTES, bool CONV>
+ * sum in fin, fast kinds in acc. `full` says a stage's operands are ready
+ * (e2m1 kinds: the converter's barrier, which follows the TMA's). */
+template <int NW, bool PROMOTE, bool BF16, int STAGES, int STAGE_BYTES>
 __device__ __forceinline__ void main_loop(float (&acc)[NW / 2], float (&fin)[PROMOTE ? NW / 2 : 1], ring &r, int KB,
                                           uint32_t base, uint32_t a_off, uint32_t b_off, uint64_t *full,
-                                          uint64_t *conv, uint64_t *empty, int lane)
+                                          uint64_t *empty, int lane)
 {
-    auto ready = [&](int s, uint32_t phase) {
-        mbar_wait(smem_addr(&full[s]), phase);
-        if constexpr (CONV)
-            mbar_wait(smem_addr(&conv[s]), phase);
-    };
     auto release = [&](int s) {
         if (lane == 0)
             mbar_arrive(smem_addr(&empty[s]));
@@ -435,7 +423,7 @@ __device__ __forceinline__ void main_loop(float (&acc)[NW / 2], float (&fin)[PRO
         for (int i = 0; i < NW / 2; i++)
             fin[i] = 0.0f;
         for (int kb = 0; kb < KB; kb++) {
-            ready(r.stage, r.phase);
+            mbar_wait(smem_addr(&full[r.stage]), r.phase);
             const uint32_t st = base + r.stage * STAGE_BYTES;
             issue_stage<NW, BF16>(acc, st + a_off, st + A_BYTES + b_off, false);
             wgmma_wait<0>();
@@ -446,7 +434,7 @@ __device__ __forceinline__ void main_loop(float (&acc)[NW / 2], float (&fin)[PRO
     } else {
         int prev = -1; /* the stage whose wgmmas may still run */
         for (int kb = 0; kb < KB; kb++) {
-            ready(r.stage, r.phase);
+            mbar_wait(smem_addr(&full[r.stage]), r.phase);
             const uint32_t st = base + r.stage * STAGE_BYTES;
             issue_stage<NW, BF16>(acc, st + a_off, st + A_BYTES + b_off, kb > 0);
             wgmma_wait<1>();
@@ -464,305 +452,107 @@ __device__ __forceinline__ void main_loop(float (&acc)[NW / 2], float (&fin)[PRO
 
 /* One warp group's tile: rows r_base.., columns c0.. (NW of them) from the
  * stage offsets a_off, b_off, then its epilogue. */
-template <int NW, bool PROMOTE, bool BF16, int STAGES, int STAGE_BYTES, bool CONV>
+template <int NW, bool PROMOTE, bool BF16, int STAGES, int STAGE_BYTES>
 __device__ __forceinline__ void run_tile(float (&acc)[NW / 2], float (&fin)[PROMOTE ? NW / 2 : 1], ring &r,
                                          const tile_at &at, const kernel_params &p, const CUtensorMap *map_d,
                                          int KB, uint32_t base, int r_base, int c0, uint32_t a_off, uint32_t b_off,
-                                         uint64_t *full, uint64_t *conv, uint64_t *empty, int w, int tw, uint32_t out,
-                                         float *scale, float *bias)
+                                         uint64_t *full, uint64_t *empty, int w, int tw, uint32_t out, float *scale,
+                                         float *bias)
 {
     const epi_loads<NW> l = load_scales<NW>(at, p, r_base, c0, tw);
-    main_loop<NW, PROMOTE, BF16, STAGES, STAGE_BYTES, CONV>(acc, fin, r, KB, base, a_off, b_off, full, conv, empty,
-                                                            tw % 32);
+    main_loop<NW, PROMOTE, BF16, STAGES, STAGE_BYTES>(acc, fin, r, KB, base, a_off, b_off, full, empty, tw % 32);
     if constexpr (PROMOTE)
         store_tile<NW>(fin, l, r_base, at.row_end, c0, p, map_d, w, tw, out, scale, bias);
     else
         store_tile<NW>(acc, l, r_base, at.row_end, c0, p, map_d, w, tw, out, scale, bias);
 }
 
-/* The producer thread of the other kinds: tile blockIdx.x first, then t +
- * grid (fixed order) or the next from the counter (tiles gridDim.x.. in
- * order), fetched as a tile's first stage goes out so that the atomic's
- * latency passes under its loads; then an end mark for the consumers
- * (tile -1, an arrive without bytes). */
-template <int BN, bool BF16>
-__device__ __forceinline__ void produce(const kernel_params &p, const int *pre, const int *off, int total, int KB,
-                                        uint32_t base, uint64_t *full, uint64_t *empty, int *tile_of,
-                                        const CUtensorMap *map_a, const CUtensorMap *map_a64,
-                                        const CUtensorMap *map_b)
-{
-    using C = kind_cfg<BN>;
-    constexpr int KE = BF16 ? BK / 2 : BK; /* K elements per stage */
-    ring r;
-    int t = blockIdx.x;
-    while (t < total) {
-        const tile_at at = find_tile(t, pre, off, (int)p.E, p.halves);
-        const int brow = at.e * (int)p.N + at.nb * BN;
-        int next = total;
-        for (int kb = 0; kb < KB; kb++) {
-            mbar_wait(smem_addr(&empty[r.stage]), r.phase ^ 1);
-            if (kb == 0) {
-                tile_of[r.stage] = t; /* published by the arrive below */
-                next = p.fixed_order ? t + (int)gridDim.x : (int)gridDim.x + atomicAdd(p.sched, 1);
-            }
-            const uint32_t fb = smem_addr(&full[r.stage]);
-            const uint32_t sa = base + r.stage * C::STAGE_BYTES;
-            /* A half tile needs 64 A rows: rows 64-127 of its stage stay unread. */
-            mbar_expect_tx(fb, at.half ? C::STAGE_BYTES - A_BYTES / 2 : C::STAGE_BYTES);
-            tma_load(sa, at.half ? map_a64 : map_a, kb * KE, at.row0, fb);
-            tma_load(sa + A_BYTES, map_b, kb * KE, brow, fb);
-            r.next(C::STAGES);
-        }
-        t = next;
-    }
-    mbar_wait(smem_addr(&empty[r.stage]), r.phase ^ 1);
-    tile_of[r.stage] = -1;
-    mbar_arrive(smem_addr(&full[r.stage]));
-}
+/* The e2m1 kinds' converter warp groups. Thread tw (0..255) takes items
+ * tw + 256 j of a stage: weight row i / 2, chunk (32 columns) i % 2, so a
+ * warp's code reads are contiguous and each 8-thread phase of its stores
+ * hits 8 distinct units. */
+template <int BN> constexpr int W4_ITEMS = 2 * BN / W4_THREADS;
+static_assert(2 * 128 % W4_THREADS == 0 && W4_ITEMS<128> >= 1, "the e2m1 kinds' items split evenly");
 
-/* ---- e2m1 kinds: producer and converters ---------------------------- */
+/* The block scale codes of a thread's items for W4_SF_GROUP stages from
+ * kb0 (MXFP4: one byte a stage, 8 stages; NVFP4: two, for columns 0-15
+ * and 16-31, 4 stages), packed into one 64-bit word per item, stage kb0
+ * in the low bits: read from global memory (L2-resident) all at once, so
+ * that their latency is paid once per group. The group's codes of both
+ * chunks of a row are 16 contiguous bytes: one 16-byte load and two byte
+ * permutes where every row's codes start 16-byte aligned (`sf16`: the
+ * launch checks), else byte by byte (ncu counted 88% of this kernel's L2
+ * sectors as excess with byte loads only). 0 past K or the last row, so
+ * that TMA's zero codes stay zeros (UE8M0 code 0 is 2^-127, not NaN). */
+template <int W4> constexpr int W4_SF_GROUP = W4 == 32 ? 8 : 4;
 
-/* The producer thread of the e2m1 kinds loads the codes only, into the
- * code ring, with each slot's tile and K block (ctile, ckb) for the
- * converters, which see every other stage each and load A themselves
- * (converter_w4). Ends with two end marks (tile -1, an arrive without
- * bytes), one for each converter group, the first with ckb 0: that group
- * passes the end to the consumers. One thread issuing both A and the codes
- * was the bottleneck: about 145 instructions a stage, 1100 cycles a stage
- * (ncu, DeepSeek-V3 MXFP4 M = 1024), where this loop issues about 40. */
 template <int BN, int W4>
-__device__ __forceinline__ void produce_w4(const kernel_params &p, const int *pre, const int *off, int total, int KB,
-                                           uint32_t base, uint64_t *cfull, uint64_t *cempty, int *ctile, int *ckb,
-                                           const CUtensorMap *map_b)
+__device__ __forceinline__ void load_sf(uint64_t (&sc)[W4_ITEMS<BN>], const kernel_params &p, int64_t row0, int kb0,
+                                        int tw)
 {
-    using C = kind_cfg<BN, W4>;
-    ring r;
-    int t = blockIdx.x;
-    while (t < total) {
-        const tile_at at = find_tile(t, pre, off, (int)p.E, p.halves);
-        const int brow = at.e * (int)p.N + at.nb * BN;
-        int next = total;
-        for (int kb = 0; kb < KB; kb++) {
-            mbar_wait(smem_addr(&cempty[r.stage]), r.phase ^ 1);
-            if (kb == 0)
-                next = p.fixed_order ? t + (int)gridDim.x : (int)gridDim.x + atomicAdd(p.sched, 1);
-            ctile[r.stage] = t; /* published by the arrive below */
-            ckb[r.stage] = kb;
-            const uint32_t fb = smem_addr(&cfull[r.stage]);
-            mbar_expect_tx(fb, C::CODE_BYTES);
-            tma_load(base + C::CODE_AT + r.stage * C::CODE_BYTES, map_b, kb * W4_ROW, brow, fb);
-            r.next(C::CSTAGES);
-        }
-        t = next;
-    }
-    for (int m = 0; m < 2; m++) {
-        mbar_wait(smem_addr(&cempty[r.stage]), r.phase ^ 1);
-        ctile[r.stage] = -1;
-        ckb[r.stage] = m;
-        mbar_arrive(smem_addr(&cfull[r.stage]));
-        r.next(C::CSTAGES);
-    }
-}
-
-/* A stage's block scale codes of weight row `row` (global), columns 64 kb
- * .. 64 kb + 63: MXFP4 one byte for each 32 columns (bits 0-7, 8-15),
- * NVFP4 one for each 16 (bits 0-7 .. 24-31). One aligned load where `sfv`
- * (the launch checks kp % 64 == 0 and the base), else byte by byte. 0 past
- * K or the last row, so that TMA's zero codes stay zeros (UE8M0 code 0 is
- * 2^-127, not NaN). Rows of the same stage share L1 sectors with the next
- * stages' codes, so most of these hit L1. */
-template <int W4>
-__device__ __forceinline__ uint32_t sf_stage(const kernel_params &p, int64_t row, int kb)
-{
-    constexpr int BYTES = 64 / W4;
-    if (row >= (int64_t)p.E * p.N)
-        return 0;
+    constexpr int BYTES = W4 == 32 ? 1 : 2; /* per stage and item */
     const uint32_t spr = p.kp / W4;
-    const uint8_t *sf = p.sf8 + row * spr + (uint32_t)kb * BYTES;
-    if (p.sfv)
-        return W4 == 32 ? (uint32_t) * reinterpret_cast<const uint16_t *>(sf) : *reinterpret_cast<const uint32_t *>(sf);
-    uint32_t v = 0;
+    const int64_t rows = (int64_t)p.E * p.N;
 #pragma unroll
-    for (int b = 0; b < BYTES; b++)
-        if ((uint32_t)kb * BYTES + b < spr)
-            v |= (uint32_t)sf[b] << (8 * b);
-    return v;
-}
-
-/* A 32-column chunk of codes (4 words, wq_pack.h's fragment order) times
- * its scales as 32 bf16 values in column order, as wq_dev.cuh
- * dq_chunk_bf16 makes them: there the codes become e2m1 * 2^-126 and two
- * exact products follow, by 2^126 and by the scale. A UE8M0 code c <= 128
- * takes one product instead, by 2^(c - 1): the same exact value rounded
- * once, so the same bits (the test covers codes both sides of 128); past
- * 128, 2^(c - 1) is not a bf16 and the two products stay. */
-template <int W4>
-__device__ __forceinline__ void dq_chunk(const uint32_t *w, uint32_t sc, uint32_t (&v)[16])
-{
-    const __nv_bfloat162 two126 = fmcu_wq_dev::bf2_of(0x7E807E80u);
-    if constexpr (W4 == 32) {
-        if (sc <= 128u) {
-            const uint32_t m = (sc + 126u) << 7;
-            const __nv_bfloat162 m2 = fmcu_wq_dev::bf2_of(m | m << 16);
-#pragma unroll
-            for (int c4 = 0; c4 < 4; c4++)
-#pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    const uint32_t x = fmcu_wq_dev::nibble_pair(w[c4], j);
-                    const uint32_t sub = ((x << 6) | (x << 12)) & 0x81C081C0u;
-                    v[8 * (j >> 1) + 4 * (j & 1) + c4] = fmcu_wq_dev::bits_of(__hmul2(fmcu_wq_dev::bf2_of(sub), m2));
-                }
-            return;
-        }
-    }
-    uint32_t s2[2];
-    if constexpr (W4 == 32) {
-        /* 2^(c - 127), NaN for 0xFF (wq_dev.cuh scale_code) */
-        const uint32_t b = sc == 0xFFu ? 0x7FC0u : sc << 7;
-        s2[0] = s2[1] = b | b << 16;
-    } else {
-#pragma unroll
-        for (int q = 0; q < 2; q++) {
-            const float f = fmcu_wq_dev::scale_code((sc >> (8 * q)) & 0xFFu, false);
-            s2[q] = fmcu_wq_dev::bits_of(__floats2bfloat162_rn(f, f));
-        }
-    }
-#pragma unroll
-    for (int c4 = 0; c4 < 4; c4++)
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            const uint32_t x = fmcu_wq_dev::nibble_pair(w[c4], j);
-            const uint32_t sub = ((x << 6) | (x << 12)) & 0x81C081C0u;
-            v[8 * (j >> 1) + 4 * (j & 1) + c4] = fmcu_wq_dev::bits_of(
-                __hmul2(__hmul2(fmcu_wq_dev::bf2_of(sub), two126), fmcu_wq_dev::bf2_of(s2[j >> 1])));
-        }
-}
-
-/* A converter thread's weight row of a stage: 64 columns of codes (TMA:
- * row r at 32 r, chunk h at 16 h) times their block scales into the bf16
- * B operand at `b`, laid out as TMA's 128-byte swizzle writes it (row r at
- * 128 r, 16-byte unit u at u ^ (r % 8), so the 8 rows of a store phase hit
- * distinct units). Both chunks are converted before any store, so that
- * their two chains of dependent instructions interleave. */
-template <int W4>
-__device__ __forceinline__ void convert_row(const uint32_t (&w)[8], uint32_t sc, uint32_t b, int r)
-{
-    constexpr int SB = W4 == 32 ? 8 : 16; /* scale code bits per chunk */
-    uint32_t v0[16], v1[16];
-    dq_chunk<W4>(w, sc & ((1u << SB) - 1), v0);
-    dq_chunk<W4>(w + 4, sc >> SB, v1);
-#pragma unroll
-    for (int q = 0; q < 8; q++) {
-        const uint32_t *v = q < 4 ? v0 + 4 * (q % 4) : v1 + 4 * (q % 4);
-        asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(b + r * 128 + ((q ^ (r & 7)) << 4)),
-                     "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3])
-                     : "memory");
-    }
-}
-
-/* One converter warp group (g = 0, 1): the stages g, g + 2, ... A group
- * per stage, not both on every stage: with both, each thread's one item
- * was a chain of dependent instructions from the codes' arrival to the
- * stage's release, one stage at a time, and ncu at DeepSeek-V3 MXFP4
- * M = 1024 counted about 965 cycles a stage against 256 for a half tile's
- * wgmmas (the consumers waiting on `conv` 42 % of the time, the converters
- * on the codes' TMA 12 %: one ring of 4 stages for codes and A). Per stage:
- * read the row's 32 bytes of codes and release the code slot; load the
- * scale codes of the group's next stage (so that their latency passes
- * under this one); wait until the consumers have released the stage; load
- * its A (thread 0: the stage is free only now, and the load runs while
- * the group converts); store the converted row, fence it for the async
- * proxy and arrive on `conv`. */
-template <int BN, int W4>
-__device__ __forceinline__ void converter_w4(const kernel_params &p, const int *pre, const int *off, uint32_t base,
-                                             uint64_t *full, uint64_t *empty, uint64_t *conv, uint64_t *cfull,
-                                             uint64_t *cempty, int *tile_of, const int *ctile, const int *ckb,
-                                             const CUtensorMap *map_a, const CUtensorMap *map_a64, int g, int tw)
-{
-    using C = kind_cfg<BN, W4>;
-    constexpr int KE = BK / 2; /* bf16 A */
-    /* A code slot's stage: its tile, K block, A rows and scale codes. */
-    struct stage_of {
-        int t, kb, row0, half;
-        uint32_t sc;
-    };
-    int last = -1, row0 = 0, half = 0;
-    int64_t row = 0;
-    auto read = [&](int slot) {
-        stage_of st;
-        st.t = ctile[slot];
-        st.kb = ckb[slot];
-        st.sc = 0;
-        if (st.t >= 0) {
-            if (st.t != last) {
-                const tile_at at = find_tile(st.t, pre, off, (int)p.E, p.halves);
-                row = (int64_t)at.e * p.N + at.nb * BN + tw;
-                row0 = at.row0;
-                half = at.half;
-                last = st.t;
+    for (int j = 0; j < W4_ITEMS<BN>; j++) {
+        const int i = tw + W4_THREADS * j, c = i & 1;
+        const int64_t row = row0 + (i >> 1);
+        const uint8_t *sf = p.sf8 + row * spr;
+        uint64_t v = 0;
+        if (p.sf16) {
+            /* Stage s of chunk c: byte 2 s + c (MXFP4), bytes 4 s + 2 c and
+             * the next (NVFP4), of the group's 16 (kb0 * 64 / W4 is a
+             * multiple of 16, kp a multiple of the group's columns: launch). */
+            if (row < rows) {
+                const uint4 q = *reinterpret_cast<const uint4 *>(sf + (uint32_t)kb0 * 64 / W4);
+                const uint32_t sel = W4 == 32 ? (uint32_t)(c | (2 + c) << 4 | (4 + c) << 8 | (6 + c) << 12)
+                                              : (uint32_t)(2 * c | (2 * c + 1) << 4 | (2 * c + 4) << 8 |
+                                                           (2 * c + 5) << 12);
+                v = (uint64_t)__byte_perm(q.z, q.w, sel) << 32 | __byte_perm(q.x, q.y, sel);
             }
-            st.row0 = row0;
-            st.half = half;
-            st.sc = sf_stage<W4>(p, row, st.kb);
+        } else {
+#pragma unroll
+            for (int s = 0; s < W4_SF_GROUP<W4>; s++) {
+                const uint32_t col = (uint32_t)(kb0 + s) * 64 + (uint32_t)c * 32;
+                if (row < rows && col < p.kp)
+#pragma unroll
+                    for (int b = 0; b < BYTES; b++)
+                        v |= (uint64_t)sf[col / W4 + b] << (8 * (BYTES * s + b));
+            }
         }
-        return st;
-    };
-    int s = g, c = g;
-    uint32_t ps = 0, pc = 0;
-    /* The first end mark (ckb 0) falls on this group's next stage: pass it
-     * on to the consumers there. */
-    auto end = [&](const stage_of &st) {
-        if (st.kb != 0)
-            return;
-        mbar_wait(smem_addr(&empty[s]), ps ^ 1);
-        if (tw == 0) {
-            tile_of[s] = -1;
-            mbar_arrive(smem_addr(&full[s]));
-        }
-    };
-    mbar_wait(smem_addr(&cfull[c]), pc);
-    stage_of cur = read(c);
-    if (cur.t < 0)
-        return end(cur);
-    for (;;) {
-        uint32_t w[8];
-        const uint32_t src = base + C::CODE_AT + c * C::CODE_BYTES + tw * W4_ROW;
+        sc[j] = v;
+    }
+}
+
+/* One stage: the codes of BN weight rows x 64 columns (TMA, `codes`: row r
+ * at 32 r, chunk c at 16 c, in wq_pack.h's fragment order) times their
+ * block scales into the bf16 B operand at `b`, laid out as TMA's 128-byte
+ * swizzle writes it (row r at 128 r, 16-byte unit u at u ^ (r % 8)); the
+ * values as the scratch form makes them (wq_dev.cuh dq_chunk_bf16). */
+template <int BN, int W4>
+__device__ __forceinline__ void convert_stage(uint32_t codes, uint32_t b, const uint32_t (&sc)[W4_ITEMS<BN>], int tw)
+{
+    constexpr bool MX = W4 == 32;
+#pragma unroll
+    for (int j = 0; j < W4_ITEMS<BN>; j++) {
+        const int i = tw + W4_THREADS * j, r = i >> 1, c = i & 1;
+        uint32_t w[4];
         asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
                      : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
-                     : "r"(src));
-        asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-                     : "=r"(w[4]), "=r"(w[5]), "=r"(w[6]), "=r"(w[7])
-                     : "r"(src + W4_CHUNK));
-        __syncwarp();
-        if (tw % 32 == 0)
-            mbar_arrive(smem_addr(&cempty[c]));
-        if ((c += 2) >= C::CSTAGES) {
-            c -= C::CSTAGES;
-            pc ^= 1;
+                     : "r"(codes + r * W4_ROW + c * W4_CHUNK));
+        uint32_t s2[2];
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const float v = fmcu_wq_dev::scale_code(MX ? sc[j] : (sc[j] >> (8 * h)) & 0xFFu, MX);
+            s2[h] = fmcu_wq_dev::bits_of(__floats2bfloat162_rn(v, v));
         }
-        mbar_wait(smem_addr(&cfull[c]), pc);
-        const stage_of nxt = read(c);
-        mbar_wait(smem_addr(&empty[s]), ps ^ 1);
-        if (tw == 0) {
-            const uint32_t fb = smem_addr(&full[s]);
-            if (cur.kb == 0)
-                tile_of[s] = cur.t; /* published by the arrive below */
-            /* A half tile needs 64 A rows: rows 64-127 of its stage stay unread. */
-            mbar_expect_tx(fb, cur.half ? A_BYTES / 2 : A_BYTES);
-            tma_load(base + s * C::STAGE_BYTES, cur.half ? map_a64 : map_a, cur.kb * KE, cur.row0, fb);
-        }
-        convert_row<W4>(w, cur.sc, base + s * C::STAGE_BYTES + A_BYTES, tw);
-        /* Generic-proxy stores, read by wgmma (async proxy): each thread
-         * fences its own, then releases them by its arrive. */
-        fmcu_async::fence_async_shared();
-        mbar_arrive(smem_addr(&conv[s]));
-        if ((s += 2) >= C::STAGES) {
-            s -= C::STAGES;
-            ps ^= 1;
-        }
-        if (nxt.t < 0)
-            return end(nxt);
-        cur = nxt;
+        uint32_t v[16];
+        fmcu_wq_dev::dq_chunk_bf16(w, s2, v);
+#pragma unroll
+        for (int q = 0; q < 4; q++)
+            asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(b + r * 128 + (((4 * c + q) ^ (r & 7)) << 4)),
+                         "r"(v[4 * q]), "r"(v[4 * q + 1]), "r"(v[4 * q + 2]), "r"(v[4 * q + 3])
+                         : "memory");
     }
 }
 
@@ -777,14 +567,10 @@ __global__ void __launch_bounds__(W4 ? THREADS_W4 : THREADS, 1)
     constexpr int NTHREADS = W4 ? THREADS_W4 : THREADS;
     static_assert(!W4 || (BF16 && !PROMOTE), "e2m1 kinds: bf16 operands, fast accumulation");
     extern __shared__ uint8_t smem_raw[];
-    /* e2m1 kinds: conv, the converters' B of a stage; cfull and cempty,
-     * the code ring's; ctile and ckb, the tile and K block of a code slot;
-     * the e2m1 kinds' A loads are the converters' (converter_w4). */
-    constexpr int CS = W4 ? C::CSTAGES : 1;
-    __shared__ __align__(8) uint64_t full[STAGES], empty[STAGES], conv[W4 ? STAGES : 1], cfull[CS], cempty[CS];
+    /* conv: the converter's stage barriers (e2m1 kinds), after full. */
+    __shared__ __align__(8) uint64_t full[STAGES], empty[STAGES], conv[W4 ? STAGES : 1];
     __shared__ int pre[FMCU_GG_MAX_EXPERTS + 1], off[FMCU_GG_MAX_EXPERTS + 1];
     __shared__ int tile_of[STAGES]; /* the tile whose first stage this is, or -1: no more tiles */
-    __shared__ int ctile[CS], ckb[CS];
 
     /* Stage s: A at base + s * STAGE_BYTES, B after it; both 1024-aligned. */
     const uint32_t base = (smem_addr(smem_raw) + 1023) & ~1023u;
@@ -799,11 +585,7 @@ __global__ void __launch_bounds__(W4 ? THREADS_W4 : THREADS, 1)
             mbar_init(smem_addr(&full[s]), 1);
             mbar_init(smem_addr(&empty[s]), 8); /* lane 0 of each consumer warp */
             if constexpr (W4 != 0)
-                mbar_init(smem_addr(&conv[s]), W4_GROUP); /* every thread of its group, after its own stores */
-        }
-        for (int s = 0; s < CS && W4 != 0; s++) {
-            mbar_init(smem_addr(&cfull[s]), 1);
-            mbar_init(smem_addr(&cempty[s]), W4_GROUP / 32); /* lane 0 of each warp of its group */
+                mbar_init(smem_addr(&conv[s]), W4_THREADS); /* every converter thread, after its own stores */
         }
         fmcu_async::mbar_init_fence();
     }
@@ -842,12 +624,44 @@ __global__ void __launch_bounds__(W4 ? THREADS_W4 : THREADS, 1)
         asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&map_a) : "memory");
         asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&map_a64) : "memory");
         asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&map_b) : "memory");
-        if constexpr (W4 != 0)
-            produce_w4<BN, W4>(p, pre, off, total, KB, base, cfull, cempty, ctile, ckb, &map_b);
-        else
-            produce<BN, BF16>(p, pre, off, total, KB, base, full, empty, tile_of, &map_a, &map_a64, &map_b);
-        /* The last CTA to get here zeroes the counter for the next launch:
+        /* Tile blockIdx.x first, then t + grid (fixed order) or the next
+         * from the counter (tiles gridDim.x.. in order), fetched as a tile's
+         * first stage goes out so that the atomic's latency passes under
+         * its loads. */
+        ring r;
+        int t = blockIdx.x;
+        while (t < total) {
+            const tile_at at = find_tile(t, pre, off, E, p.halves);
+            const int brow = at.e * (int)p.N + at.nb * BN;
+            int next = total;
+            for (int kb = 0; kb < KB; kb++) {
+                mbar_wait(smem_addr(&empty[r.stage]), r.phase ^ 1);
+                if (kb == 0) {
+                    tile_of[r.stage] = t; /* published by the arrive below */
+                    next = p.fixed_order ? t + (int)gridDim.x : (int)gridDim.x + atomicAdd(p.sched, 1);
+                }
+                const uint32_t fb = smem_addr(&full[r.stage]);
+                const uint32_t sa = base + r.stage * C::STAGE_BYTES;
+                /* A half tile needs 64 A rows: rows 64-127 of its stage stay unread. */
+                if constexpr (W4 != 0) { /* B: the codes, which the converter turns into bf16 */
+                    mbar_expect_tx(fb, (at.half ? A_BYTES / 2 : A_BYTES) + C::CODE_BYTES);
+                    tma_load(sa, at.half ? &map_a64 : &map_a, kb * KE, at.row0, fb);
+                    tma_load(base + C::CODE_AT + r.stage * C::CODE_BYTES, &map_b, kb * W4_ROW, brow, fb);
+                } else {
+                    mbar_expect_tx(fb, at.half ? C::STAGE_BYTES - A_BYTES / 2 : C::STAGE_BYTES);
+                    tma_load(sa, at.half ? &map_a64 : &map_a, kb * KE, at.row0, fb);
+                    tma_load(sa + A_BYTES, &map_b, kb * KE, brow, fb);
+                }
+                r.next(STAGES);
+            }
+            t = next;
+        }
+        /* No more tiles: tell the consumers (an arrive without bytes), then
+         * the last CTA to get here zeroes the counter for the next launch:
          * every CTA has taken its last tile by then. */
+        mbar_wait(smem_addr(&empty[r.stage]), r.phase ^ 1);
+        tile_of[r.stage] = -1;
+        mbar_arrive(smem_addr(&full[r.stage]));
         __threadfence();
         if (atomicAdd(p.sched + 1, 1) == (int)gridDim.x - 1) {
             atomicExch(p.sched, 0);
@@ -855,22 +669,50 @@ __global__ void __launch_bounds__(W4 ? THREADS_W4 : THREADS, 1)
         }
         return;
     }
+
     if constexpr (W4 != 0) {
         if (wg >= 3) {
             /* 96 registers a thread at launch: the producer gives back
-             * (96 - 40) x 128 and these groups (96 - 80) x 256, of which the
-             * consumers take (136 - 96) x 256 (REGS_*: with fewer for the
-             * converters, which convert a row of 64 values at once, ptxas
-             * spilled in one role or another). */
+             * (96 - 40) x 128 and these groups (96 - 48) x 256, of which the
+             * consumers take (168 - 96) x 256 (REGS_*). */
             asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(REGS_CONVERTER));
-            converter_w4<BN, W4>(p, pre, off, base, full, empty, conv, cfull, cempty, tile_of, ctile, ckb, &map_a,
-                                 &map_a64, wg - 3, threadIdx.x % 128);
+            const int tw = threadIdx.x - 384;
+            ring r;
+            for (;;) {
+                mbar_wait(smem_addr(&full[r.stage]), r.phase);
+                const int t = tile_of[r.stage];
+                if (t < 0)
+                    break;
+                const tile_at at = find_tile(t, pre, off, E, p.halves);
+                const int64_t row0 = (int64_t)at.e * p.N + at.nb * BN;
+                uint64_t group[W4_ITEMS<BN>];
+                for (int kb = 0; kb < KB; kb++) {
+                    if (kb > 0)
+                        mbar_wait(smem_addr(&full[r.stage]), r.phase);
+                    if (kb % W4_SF_GROUP<W4> == 0)
+                        load_sf<BN, W4>(group, p, row0, kb, tw);
+                    uint32_t sc[W4_ITEMS<BN>];
+#pragma unroll
+                    for (int j = 0; j < W4_ITEMS<BN>; j++) { /* this stage's codes, then the next stage's down */
+                        sc[j] = (uint32_t)group[j] & (W4 == 32 ? 0xFFu : 0xFFFFu);
+                        group[j] >>= W4 == 32 ? 8 : 16;
+                    }
+                    convert_stage<BN, W4>(base + C::CODE_AT + r.stage * C::CODE_BYTES,
+                                          base + r.stage * C::STAGE_BYTES + A_BYTES, sc, tw);
+                    /* Generic-proxy stores, read by wgmma (async proxy): each
+                     * thread fences its own, then releases them by its arrive. */
+                    fmcu_async::fence_async_shared();
+                    mbar_arrive(smem_addr(&conv[r.stage]));
+                    r.next(STAGES);
+                }
+            }
             return;
         }
         asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REGS_CONSUMER_W4));
     } else {
         asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REGS_CONSUMER));
     }
+    uint64_t *ready = W4 ? conv : full; /* the consumers' stage barrier */
     const int w = wg - 1, tw = threadIdx.x % 128;
     const uint32_t out = base + C::EPI_AT + w * C::OUT_BYTES;
     float *scale = reinterpret_cast<float *>(smem_raw + (base - smem_addr(smem_raw)) + C::SCALE_AT) + w * BN;
@@ -888,13 +730,13 @@ __global__ void __launch_bounds__(W4 ? THREADS_W4 : THREADS, 1)
             break;
         const tile_at at = find_tile(t, pre, off, E, p.halves);
         if (!at.half) /* rows 64w.. of the tile, all its columns */
-            run_tile<BN, PROMOTE, BF16, STAGES, C::STAGE_BYTES, W4 != 0>(acc, fin, r, at, p, &map_d, KB, base,
-                                                                         at.row0 + 64 * w, at.nb * BN, w * 64 * BK, 0,
-                                                                         full, conv, empty, w, tw, out, scale, bias);
+            run_tile<BN, PROMOTE, BF16, STAGES, C::STAGE_BYTES>(acc, fin, r, at, p, &map_d, KB, base,
+                                                                at.row0 + 64 * w, at.nb * BN, w * 64 * BK, 0, ready,
+                                                                empty, w, tw, out, scale, bias);
         else /* the tile's 64 rows, columns HN w.. */
-            run_tile<HN, PROMOTE, BF16, STAGES, C::STAGE_BYTES, W4 != 0>(hacc, hfin, r, at, p, &map_d, KB, base,
-                                                                         at.row0, at.nb * BN + HN * w, 0, w * HN * BK,
-                                                                         full, conv, empty, w, tw, out, scale, bias);
+            run_tile<HN, PROMOTE, BF16, STAGES, C::STAGE_BYTES>(hacc, hfin, r, at, p, &map_d, KB, base, at.row0,
+                                                                at.nb * BN + HN * w, 0, w * HN * BK, ready, empty, w,
+                                                                tw, out, scale, bias);
     }
     if (tw == 0)
         bulk_wait_all();
@@ -984,7 +826,7 @@ cudaError_t launch_kind(const fmcu_gg_args *a, int sms, cudaStream_t st)
     p.halves = !a->whole_tiles;
     p.sf8 = a->sf8;
     p.kp = a->kp;
-    p.sfv = W4 != 0 && a->kp % 64 == 0 && (uintptr_t)a->sf8 % (W4 == 32 ? 2 : 4) == 0;
+    p.sf16 = W4 != 0 && (a->kp / (W4 ? W4 : 1)) % 16 == 0 && (uintptr_t)a->sf8 % 16 == 0;
     p.sched = a->sched;
     p.fixed_order = a->order == FMCU_GG_ORDER_FIXED || (a->order == FMCU_GG_ORDER_AUTO && !PROMOTE);
     auto kernel = grouped_gemm_kernel<BN, PROMOTE, BF16, W4>;
