@@ -19,10 +19,16 @@
  * names it for comparison (docs/CUDA.md "MXFP4 x FP8"). */
 #define MX_A8_SCORE 90
 
+/* The build's code objects: sm_90a, and sm_100a unless built with
+ * -Dsm100=false (meson defines FMCU_SM100). */
+#ifndef FMCU_SM100
+#define FMCU_SM100 1
+#endif
+
 int fmcu_arch_supported(int major, int minor)
 {
     (void)minor;
-    return major == 9 || major == 10; /* sm_90a and sm_100a code objects */
+    return major == 9 || (FMCU_SM100 && major == 10);
 }
 
 /* Options (options.h): every one the host passes is parsed here; one not
@@ -114,8 +120,8 @@ static fmoe_status cuda_probe(fmoe_probe_args *a)
         } else {
             r->available = 0;
             r->score = 0;
-            snprintf(r->reason, sizeof r->reason, "compute capability %d.%d: built for sm_90a and sm_100a only",
-                     info.major, info.minor);
+            snprintf(r->reason, sizeof r->reason, "compute capability %d.%d: built for %s only", info.major, info.minor,
+                     FMCU_SM100 ? "sm_90a and sm_100a" : "sm_90a (-Dsm100=false)");
         }
     }
     a->count = n;
