@@ -5,6 +5,10 @@
 #   bash tools/device/pack.sh BUILD_DIR
 # DEVRUN=.devrun-x (here and on the device, for the run scripts) names another
 # folder, so that two builds can be carried in turn without repacking.
+# SLIM=1 leaves out prefill_check and quant_row_check and compresses with xz
+# (b.tar.xz, which the run scripts unpack as well): two slim packs of builds
+# made with -Dsm100=false (about 12 MB each) fit one call's carried tree
+# beside the repository, for an A/B of two builds in the same call.
 # Binaries find libfusedmoe through $ORIGIN rpaths; the Debian libraries the
 # GPU machine lacks go into .devrun/lib.
 set -euo pipefail
@@ -15,9 +19,11 @@ rm -rf "$D" && mkdir -p "$D"/cli "$D"/tests/cuda "$D"/plugins/reference "$D"/plu
 find "$B" -maxdepth 1 -name "libfusedmoe.so*" ! -type d -exec cp -a {} "$D"/ \;
 cp "$B"/cli/fusedmoe "$D"/cli/
 cp "$B"/tests/cuda/cuda_check "$B"/tests/cuda/test_cuda_layout "$D"/tests/cuda/
-[ -x "$B"/tests/cuda/prefill_check ] && cp "$B"/tests/cuda/prefill_check "$D"/tests/cuda/
 [ -x "$B"/tests/cuda/grouped_gemm_check ] && cp "$B"/tests/cuda/grouped_gemm_check "$D"/tests/cuda/
-[ -x "$B"/tests/cuda/quant_row_check ] && cp "$B"/tests/cuda/quant_row_check "$D"/tests/cuda/
+if [ "${SLIM:-0}" != 1 ]; then
+  [ -x "$B"/tests/cuda/prefill_check ] && cp "$B"/tests/cuda/prefill_check "$D"/tests/cuda/
+  [ -x "$B"/tests/cuda/quant_row_check ] && cp "$B"/tests/cuda/quant_row_check "$D"/tests/cuda/
+fi
 cp "$B"/plugins/reference/libfmoe-reference.so "$B"/plugins/reference/reference.toml "$D"/plugins/reference/
 cp "$B"/plugins/cuda/libfmoe-cuda.so "$B"/plugins/cuda/cuda.toml "$D"/plugins/cuda/
 for lib in libjansson.so.4 libtomlplusplus.so.3 libsubunit.so.0; do
@@ -26,5 +32,11 @@ done
 # Debug info is most of the size, and the carried tree is limited to 64 MiB.
 find "$D" -type f \( -name "*.so*" -o -perm -u+x \) -exec strip --strip-debug {} + 2>/dev/null || true
 # Compressed: the fatbins (sm_90a + sm_100a code) would not fit the carried tree otherwise.
-tar -C "$R" -czf "$R"/b.tar.gz b && rm -rf "$D"
+rm -f "$R"/b.tar.gz "$R"/b.tar.xz
+if [ "${SLIM:-0}" = 1 ]; then
+  tar -C "$R" -cf - b | xz -9 > "$R"/b.tar.xz
+else
+  tar -C "$R" -czf "$R"/b.tar.gz b
+fi
+rm -rf "$D"
 du -sh "$R"
