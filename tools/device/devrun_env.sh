@@ -6,7 +6,7 @@
 D=${DEVRUN:-$D}
 E=$PWD/tests/conformance/empty.toml
 U=/tmp/devrun-$(basename "$D")
-mkdir -p "$U" && rm -rf "$U/b" && if [ -f "$D/b.tar.xz" ]; then tar -C "$U" -xJf "$D/b.tar.xz"; else tar -C "$U" -xzf "$D/b.tar.gz"; fi
+. tools/device/unpack.sh && fmoe_unpack "$D" "$U"
 B=$U/b; R=$B/plugins/reference/reference.toml; C=$B/plugins/cuda/cuda.toml
 export LD_LIBRARY_PATH=$B:$PWD/$D/lib FMOE_CONFIG=$E
 # test_cuda_layout takes the two plugin libraries as arguments (the unpacked build's, not the

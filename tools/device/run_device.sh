@@ -8,8 +8,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."   # the repository root: DEVRUN and tests/ are relative to it
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT" /tmp/bI
-P=${DEVRUN:-.devrun}  # any path: binaries use $ORIGIN rpaths; b.tar.xz from SLIM=1 pack.sh
-rm -rf /tmp/bI/b && if [ -f "$P"/b.tar.xz ]; then tar -C /tmp/bI -xJf "$P"/b.tar.xz; else tar -C /tmp/bI -xzf "$P"/b.tar.gz; fi
+. tools/device/unpack.sh && fmoe_unpack "${DEVRUN:-.devrun}" /tmp/bI  # any path: binaries use $ORIGIN rpaths
 export LD_LIBRARY_PATH=/tmp/bI/b:$PWD/${DEVRUN:-.devrun}/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 B=/tmp/bI/b
 E=$PWD/tests/conformance/empty.toml
