@@ -3,7 +3,7 @@
  * MegaMoE backend (docs/MEGAMOE.md).
  *
  * Probe: compute capability 9.0 is the SM90 path, which runs (e2m1
- * decoded to e4m3 in the GEMM, FP8 mma.sync, a few launches per forward;
+ * decoded in the GEMM, f16 mma.sync on e4m3 values, a few launches per forward;
  * sm90_forward.cu; on one device or an EP group, whose ops and transport
  * are the cuda plugin's, compiled in: fmoe_plugin.ep); 10.x the SM100 path (DeepGEMM's design:
  * tcgen05 block-scaled FP8 x FP4 MMA; sm100_forward.cu), built, never run and not served yet; without a
@@ -98,7 +98,8 @@ static const char *path_of(int major, int minor)
         return "SM100 path (tcgen05 FP8 x FP4): its kernel is built but has never run; served only with the option "
                "sm100_unverified = true, else not served yet";
     if (major == 9 && minor == 0)
-        return "SM90 path (e2m1 decoded to e4m3, FP8 mma.sync; one device or an EP group; not fused yet)";
+        return "SM90 path (e2m1 decoded in the GEMM, f16 mma.sync on e4m3 values; one device or an EP group; "
+               "not fused yet)";
     return NULL;
 }
 

@@ -10,14 +10,19 @@
  *             and the pairs per expert; scan: each expert's first pair and
  *             first GEMM tile; scatter: the pairs grouped by expert;
  *   gemm      GEMM1 (xq . W13^T, into the SwiGLU epilogue below) and
- *             GEMM2 (aq . W2^T, stored bf16): FP8 mma.sync m16n8k32,
- *             swap-AB (weight rows on M, a tile's <= 32 pairs on N), the
- *             weights streamed through a 7-stage cp.async pipeline. K = 32
- *             per MMA is exactly one scale group, so every MMA starts from
- *             zero and its partial sum is added to the f32 accumulator times
- *             s_act * s_w (powers of two: exact). e2m1 -> e4m3 is exact for
- *             every e2m1 value, so the MXFP4 weights are decoded into e4m3
- *             in registers as each fragment is read and need no rebasing;
+ *             GEMM2 (aq . W2^T, stored bf16): per 32-group two f16
+ *             mma.sync m16n8k16 (what ptxas makes of an FP8 m16n8k32 on
+ *             SM90, which has no FP8 mma.sync), swap-AB (weight rows on M,
+ *             a tile's <= 32 pairs on N), the weights streamed through a
+ *             6-stage cp.async pipeline. One group is one scale group, so
+ *             each group's MMAs start from zero and their partial sum is
+ *             added to the f32 accumulator times s_act * s_w (powers of
+ *             two: exact). Every e2m1 value times 2^-6 is an exact e4m3
+ *             value, so the MXFP4 weights are decoded to e4m3 with shifts
+ *             (sm90_plan.h) and then to f16 in registers as each fragment
+ *             is read, the 2^6 folded into the stored activation scales;
+ *             the activations are e4m3 values held as f16, the MMA's
+ *             operand;
  *   GEMM1's epilogue (w13 and its scales uploaded with gate/up rows
  *             interleaved by 8, so a channel's gate and up meet in one
  *             lane): bf16 gate/up, the clamp compared in bf16, SiLU with
@@ -52,10 +57,16 @@ constexpr int WARP = 32;
 constexpr int GROUP = 32;                   /* elements per scale */
 constexpr int BM = (int)MM90_BLOCK_M;       /* pairs per tile: the MMA's N side */
 constexpr int BN = (int)MM90_BLOCK_N;       /* weight rows per block: the MMA's M side */
-constexpr int KC = 128;                     /* K per shared-memory stage: 4 groups */
+constexpr int KC = (int)MM90_STAGE_K;       /* K per shared-memory stage: 4 groups */
 constexpr int GPS = KC / GROUP;             /* groups per stage */
 constexpr int GEMM_THREADS = 256;           /* 8 warps, 16 weight rows each */
 constexpr int ROW_THREADS = 256;            /* the row kernels: 8 warps, one 32-group each */
+/* The GEMM's weights decode to their values times 2^-6 (sm90_plan.h), so
+ * the activation scales are stored times 2^6: p * s_act is then the same
+ * f32 product as before, bit for bit (both factors are powers of two
+ * apart; no scale reaches 2^121, bf16's range and the requant rule keep
+ * them below 2^120). */
+constexpr float ACT_SCALE_FOLD = 64.0f;
 
 /* ---- numerics shared by the kernels ------------------------------------------ */
 
@@ -64,33 +75,50 @@ using mm_num::e4m3_sat;
 using mm_num::scale_ue8m0;
 using mm_num::warp_max;
 
-/* Four e2m1 codes (the low 16 bits, element 0 in the low nibble) as four
- * e4m3 bytes (element 0 in byte 0). The magnitudes {0, .5, 1, 1.5, 2, 3, 4,
- * 6} are bytes of an 8-byte table that one byte permute indexes by the
- * nibbles' low 3 bits; the sign bits move from bit 3 of each nibble to bit
- * 7 of each byte (a second permute; bits 16.. of p are ignored). */
-__device__ __forceinline__ uint32_t e2m1x4_to_e4m3x4(uint32_t p)
+/* An e4m3 pair (bytes 0, 1) as an f16 pair (halves 0, 1): exact. */
+__device__ __forceinline__ uint32_t e4m3x2_f16x2(uint32_t v)
 {
-    constexpr uint32_t LO = 0x3C383000u, HI = 0x4C484440u;
-    const uint32_t mag = __byte_perm(LO, HI, p & 0x7777u);
-    /* bit 3 of nibble 0 is bit 7 of byte 0 of p << 4, nibble 1's is bit 7 of
-     * byte 0 of p, nibble 2's of byte 1 of p << 4, nibble 3's of byte 1 of p */
-    const uint32_t sign = __byte_perm(p << 4, p, 0x5140u) & 0x80808080u;
-    return mag | sign;
+    uint32_t r;
+    asm("{.reg .b16 t; cvt.u16.u32 t, %1; cvt.rn.f16x2.e4m3x2 %0, t;}" : "=r"(r) : "r"(v));
+    return r;
 }
 
-__device__ __forceinline__ void mma_e4m3(float d[4], const uint32_t a[4], const uint32_t b[2])
+/* Four e4m3 bytes as two f16 pairs: bytes 0, 1 in lo, 2, 3 in hi (the
+ * halves of one register, so no shift is spent on the upper pair). */
+__device__ __forceinline__ void e4m3x4_f16x4(uint32_t v, uint32_t &lo, uint32_t &hi)
 {
-    asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    asm("{.reg .b16 l, h; mov.b32 {l, h}, %2; cvt.rn.f16x2.e4m3x2 %0, l; cvt.rn.f16x2.e4m3x2 %1, h;}"
+        : "=r"(lo), "=r"(hi)
+        : "r"(v));
+}
+
+/* An e4m3 code as the bits of the f16 of its value (exact; 0x7F is NaN). */
+__device__ __forceinline__ uint16_t e4m3_f16_bits(uint8_t code)
+{
+    return (uint16_t)(e4m3x2_f16x2(code) & 0xFFFFu);
+}
+
+/* d = a . b (+ d when ACC), f16 operands, f32 accumulation. The first of
+ * a group's two MMAs starts from zero (C = 0): the partial sum is scaled
+ * before it meets the accumulator. */
+template <bool ACC> __device__ __forceinline__ void mma_f16(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
+{
+    if constexpr (ACC)
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%0,%1,%2,%3};\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    else
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%10,%10,%10,%10};\n"
+                     : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.0f));
 }
 
 /* ---- quantize x, one warp per (token, 32-group) ---------------------------------- */
 
 __global__ void quant_x(const __nv_bfloat16 *__restrict__ x, int64_t x_ld, uint32_t m, uint32_t H,
-                        uint8_t *__restrict__ xq, float *__restrict__ xs)
+                        uint16_t *__restrict__ xq, float *__restrict__ xs)
 {
     const uint64_t groups = H / GROUP;
     const uint64_t wi = (uint64_t)blockIdx.x * (ROW_THREADS / WARP) + threadIdx.x / WARP;
@@ -100,9 +128,9 @@ __global__ void quant_x(const __nv_bfloat16 *__restrict__ x, int64_t x_ld, uint3
     const uint64_t t = wi / groups, g = wi % groups;
     const float v = __bfloat162float(x[(int64_t)t * x_ld + (int64_t)(g * GROUP + lane)]);
     const float s = scale_ue8m0(warp_max(amax_step(0.0f, v)));
-    xq[t * H + g * GROUP + lane] = e4m3_sat(v / s);
+    xq[t * H + g * GROUP + mm90_act_pos(lane)] = e4m3_f16_bits(e4m3_sat(v / s));
     if (lane == 0)
-        xs[wi] = s;
+        xs[wi] = s * ACT_SCALE_FOLD;
 }
 
 /* ---- group the pairs by expert --------------------------------------------------- */
@@ -195,20 +223,23 @@ __global__ void scatter(const int32_t *__restrict__ loc, uint64_t pairs, uint32_
  * Swap-AB: the weights' output rows are the MMA's M side (16 per warp, 8
  * warps: 128 rows per block) and a tile's pairs its N side (up to 32, in
  * n8 slices; a slice with no live pair is skipped, so a one-pair tile runs
- * one m16n8k32 per 16 rows x 32 K). K streams through STAGES shared-memory
+ * two m16n8k16 per 16 rows x 32 K). K streams through STAGES shared-memory
  * stages of 128 (four scale groups) filled by cp.async, STAGES - 1 of them
  * in flight while the MMAs consume the oldest. Per stage: the packed e2m1
- * rows as stored (decoded to e4m3 in registers as each fragment is read),
- * the pairs' e4m3 rows, one 4-byte word of UE8M0 scales per weight row and
- * the pairs' f32 scales. The numerics are the unpipelined kernel's: each
- * k32 MMA starts from zero over one scale group in K order and its partial
- * goes into the f32 accumulator as (p * s_act) * s_w. */
+ * rows in the stage order of mm90_pack_stage_rows (decoded in registers as
+ * each fragment is read), the pairs' rows (e4m3 values as f16), one 4-byte
+ * word of UE8M0 scales per weight row and the pairs' f32 scales. The
+ * numerics are the unpipelined kernel's: each group's MMAs start from zero
+ * over one scale group in K order (K offsets 4tg, 4tg+1, 16+4tg, 17+4tg
+ * of each thread tg in the first, the other four in the second, as ptxas
+ * split the FP8 MMA) and the partial goes into the f32 accumulator as
+ * (p * s_act) * s_w. */
 
 struct gemm_args {
-    const uint8_t *a;    /* [rows, K] e4m3 */
+    const uint16_t *a;   /* [rows, K] f16 (e4m3 values) */
     const float *a_sf;   /* [rows, K/32] */
     uint32_t a_div;      /* A row of pair q: q / a_div (GEMM1: the token) */
-    const uint8_t *w;    /* [E, N, K/2] e2m1 pairs */
+    const uint8_t *w;    /* [E, N, K/2] e2m1 pairs, stage order (mm90_pack_stage_rows) */
     const uint8_t *w_sf; /* [E, N, sf_pitch] UE8M0 (mm90_sf_pitch) */
     uint32_t sf_pitch;
     const uint32_t *seg, *tiles;
@@ -221,15 +252,24 @@ struct gemm_args {
     int64_t tw_ld;
     uint32_t k;
     float limit;
-    uint8_t *aq; /* [pairs, N/2] e4m3 */
+    uint16_t *aq; /* [pairs, N/2] f16 (e4m3 values) */
     float *as;   /* [pairs, N/64] */
 };
 
-constexpr int STAGES = 7; /* 6 in flight: two blocks of 109 KB share an SM */
-constexpr int WP = KC / 2 + 16;  /* packed weight row pitch: 20 words, 8 rows x 2 words on distinct banks */
-constexpr int XP = KC + 16;      /* pair row pitch: 36 words, 8 rows x 4 words on distinct banks */
-constexpr int W_BYTES = BN * WP; /* 10240 */
-constexpr int X_BYTES = BM * XP; /* 4608 */
+constexpr int STAGES = 6;        /* 5 in flight: two blocks of 109 KB share an SM */
+constexpr int WP = KC / 2;       /* packed weight row: a quarter warp's 16-byte loads cover 128 bytes */
+constexpr int XP = 2 * KC;       /* pair row: 16-byte chunks swizzled by the row's parity (x_chunk) */
+constexpr int W_BYTES = BN * WP; /* 8192 */
+constexpr int X_BYTES = BM * XP; /* 8192 */
+
+/* Byte offset of 16-byte chunk q (group q / 4, thread q % 4's operands) of
+ * pair row r in a stage: odd rows swap each group's chunks with the next
+ * group's, so the quarter warp reading rows 2i and 2i + 1 (the same group,
+ * threads 0..3 each) covers all 32 banks once. */
+__device__ __forceinline__ int x_chunk(int r, int q)
+{
+    return r * XP + ((q ^ ((r & 1) << 2)) * 16);
+}
 constexpr int SW_BYTES = BN * GPS;
 constexpr int SX_BYTES = GPS * BM * 4; /* [group][pair] f32 */
 constexpr int STAGE_BYTES = W_BYTES + X_BYTES + SW_BYTES + SX_BYTES;
@@ -239,7 +279,7 @@ static_assert(BN == 16 * (GEMM_THREADS / WARP), "one m16 slice of weight rows pe
 static_assert(2 * GEMM_SMEM <= 227 * 1024, "two GEMM blocks an SM (__launch_bounds__(.., 2))");
 static_assert(BN == GEMM_THREADS / 2 && BM * GPS == GEMM_THREADS / 2, "the scale copies: one per thread");
 static_assert(GPS == (int)MM90_SF_ALIGN, "one 4-byte word of weight scales per row and stage");
-static_assert(STAGE_BYTES % 16 == 0 && BM * (KC / 16) == GEMM_THREADS, "stage layout");
+static_assert(STAGE_BYTES % 16 == 0 && BM * (2 * KC / 16) == 2 * GEMM_THREADS, "stage layout: two x copies a thread");
 
 __device__ __forceinline__ void cp_async16(void *dst, const void *src)
 {
@@ -265,10 +305,12 @@ template <int N> __device__ __forceinline__ void cp_async_wait()
 
 /* One thread's cp.async copies of every stage of a tile, their sources
  * set up once per tile (each stage advances them by its K): two 16-byte
- * chunks of packed weight rows, one of a pair's e4m3 row, and a 4-byte
- * scale word (threads < BN: a weight row's four UE8M0 bytes; the others: one
- * f32 pair scale). A copy is made when its row is live and its group lies
- * inside K. */
+ * chunks of packed weight rows, two of a pair's f16 row (chunks cx and cx +
+ * 8: groups cx/4 and 2 + cx/4), and a 4-byte scale word (threads < BN: a
+ * weight row's four UE8M0 bytes; the others: one f32 pair scale). A copy is
+ * made when its row is live and its group lies inside K; a stage of ng < 4
+ * groups holds ng * 16 bytes of a weight row (mm90_pack_stage_rows), chunks
+ * 0..ng-1. */
 struct copier {
     const uint8_t *w0, *w1, *x, *s;
     uint32_t dw0, dw1, dx, ds, s_step;
@@ -290,9 +332,9 @@ __device__ __forceinline__ copier make_copier(const gemm_args &g, const uint8_t 
     c.ok_w1 = n0 + rw + BN / 2 < g.N;
     const int rx = tid / (KC / 16), cx = tid % (KC / 16);
     c.ok_x = rx < rows;
-    c.x = g.a + (size_t)arow[rx] * g.K + cx * 16;
-    c.dx = W_BYTES + rx * XP + cx * 16;
-    c.gx = cx / 2;
+    c.x = reinterpret_cast<const uint8_t *>(g.a + (size_t)arow[rx] * g.K) + cx * 16;
+    c.dx = W_BYTES + x_chunk(rx, cx); /* chunk cx + 8 lands KC bytes on: the swizzle flips bit 2 only */
+    c.gx = cx / 4;
     if (tid < BN) {
         c.ok_s = n0 + tid < g.N;
         c.s = sbase + (size_t)(n0 + tid) * g.sf_pitch;
@@ -313,13 +355,15 @@ __device__ __forceinline__ copier make_copier(const gemm_args &g, const uint8_t 
 /* Queue stage kt (ng of its groups inside K) into `st`. */
 __device__ __forceinline__ void issue_stage(const copier &c, uint8_t *st, uint32_t kt, int ng)
 {
-    const size_t kw = (size_t)kt * (KC / 2), kx = (size_t)kt * KC;
+    const size_t kw = (size_t)kt * (KC / 2), kx = (size_t)kt * KC * 2;
     if (c.ok_w0 && c.gw < ng)
         cp_async16(st + c.dw0, c.w0 + kw);
     if (c.ok_w1 && c.gw < ng)
         cp_async16(st + c.dw1, c.w1 + kw);
     if (c.ok_x && c.gx < ng)
         cp_async16(st + c.dx, c.x + kx);
+    if (c.ok_x && c.gx + 2 < ng)
+        cp_async16(st + c.dx + KC, c.x + kx + KC);
     if (c.ok_s && c.gs < ng)
         cp_async4(st + c.ds, c.s + (size_t)kt * c.s_step);
 }
@@ -345,67 +389,93 @@ __device__ __forceinline__ float ue8m0(uint32_t b)
     return __uint_as_float(bits);
 }
 
-__device__ __forceinline__ uint32_t lds16(const uint8_t *p)
+/* Byte c of a row's word of UE8M0 weight scales as a float. FAST (every
+ * byte in [1, 254], mm90_fast_scales): the byte moved into the exponent
+ * field, two instructions; else through ue8m0 (0: 2^-127, 0xFF: NaN). */
+template <bool FAST> __device__ __forceinline__ float wscale(uint32_t word, int c)
 {
-    return *reinterpret_cast<const uint16_t *>(p);
+    if constexpr (FAST)
+        return __uint_as_float((c < 3 ? word << (23 - 8 * c) : word >> 1) & 0x7F800000u);
+    else
+        return ue8m0((word >> (8 * c)) & 0xFFu);
 }
 
 /* One warp's MMAs on one stage: its 16 weight rows x SL n8 slices of pairs
  * over the stage's groups (all GPS when FULL, else the first ng), in K
  * order. Templated so that the hot loop has no branches and the compiler
- * can overlap the groups' loads, decodes and MMAs. */
-template <int SL, bool FULL>
+ * can overlap the groups' loads, decodes and MMAs. Thread (gid, tg) holds
+ * rows gid and gid + 8 of the warp's 16: per group one packed word each
+ * (mm90_pack_stage_rows), a full stage's four in one 16-byte load. The
+ * f16 fragments of k16 steps 0 and 1 (ptxas's split of the FP8 MMA): A
+ * step 0 = K 4tg, 4tg+1 (a0 row gid, a1 row gid + 8), 16+4tg, 17+4tg
+ * (a2, a3), step 1 the next two of each; B the same K of pair gid, one
+ * 16-byte chunk of its f16 row (mm90_act_pos). */
+template <int SL, bool FULL, bool FAST>
 __device__ __forceinline__ void stage_mma(float (&acc)[BM / 8][4], const uint8_t *st, int wr, int gid, int tg, int ng)
 {
     const uint8_t *xs = st + W_BYTES, *sw = xs + X_BYTES;
     const float *sx = reinterpret_cast<const float *>(sw + SW_BYTES);
     const uint32_t sw0 = *reinterpret_cast<const uint32_t *>(sw + (wr + gid) * GPS);
     const uint32_t sw1 = *reinterpret_cast<const uint32_t *>(sw + (wr + gid + 8) * GPS);
-    /* A (weights): rows gid and gid + 8, K tg*4.. and 16 + tg*4..: the packed
-     * bytes 2tg, 2tg + 1 and 8 + 2tg, 9 + 2tg of each 16-byte group */
-    const uint8_t *r0 = st + (wr + gid) * WP + tg * 2, *r1 = r0 + 8 * WP;
+    const uint8_t *r0 = st + (wr + gid) * WP, *r1 = r0 + 8 * WP;
+    uint32_t q0[GPS], q1[GPS];
+    if constexpr (FULL) {
+        const uint4 v0 = *reinterpret_cast<const uint4 *>(r0 + tg * 16);
+        const uint4 v1 = *reinterpret_cast<const uint4 *>(r1 + tg * 16);
+        q0[0] = v0.x, q0[1] = v0.y, q0[2] = v0.z, q0[3] = v0.w;
+        q1[0] = v1.x, q1[1] = v1.y, q1[2] = v1.z, q1[3] = v1.w;
+    } else {
+#pragma unroll
+        for (int c = 0; c < GPS; c++)
+            if (c < ng) {
+                q0[c] = *reinterpret_cast<const uint32_t *>(r0 + (tg * ng + c) * 4);
+                q1[c] = *reinterpret_cast<const uint32_t *>(r1 + (tg * ng + c) * 4);
+            }
+    }
 #pragma unroll
     for (int c = 0; c < GPS; c++) {
         if (!FULL && c >= ng)
             break;
-        const uint32_t a[4] = {e2m1x4_to_e4m3x4(lds16(r0 + c * 16)), e2m1x4_to_e4m3x4(lds16(r1 + c * 16)),
-                               e2m1x4_to_e4m3x4(lds16(r0 + c * 16 + 8)), e2m1x4_to_e4m3x4(lds16(r1 + c * 16 + 8))};
-        const float w0 = ue8m0((sw0 >> (8 * c)) & 0xFFu), w1 = ue8m0((sw1 >> (8 * c)) & 0xFFu);
+        uint32_t a0[4], a1[4]; /* k16 steps 0 and 1 */
+        e4m3x4_f16x4(mm90_e2m1_lo_e4m3(q0[c]), a0[0], a1[0]);
+        e4m3x4_f16x4(mm90_e2m1_lo_e4m3(q1[c]), a0[1], a1[1]);
+        e4m3x4_f16x4(mm90_e2m1_hi_e4m3(q0[c]), a0[2], a1[2]);
+        e4m3x4_f16x4(mm90_e2m1_hi_e4m3(q1[c]), a0[3], a1[3]);
+        const float w0 = wscale<FAST>(sw0, c), w1 = wscale<FAST>(sw1, c);
 #pragma unroll
         for (int j = 0; j < SL; j++) {
-            /* B (pairs): pair j*8 + gid, K tg*4.. and 16 + tg*4.. */
-            const uint8_t *xr = xs + (j * 8 + gid) * XP + c * GROUP + tg * 4;
-            const uint32_t b[2] = {*reinterpret_cast<const uint32_t *>(xr),
-                                   *reinterpret_cast<const uint32_t *>(xr + 16)};
-            float p[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-            mma_e4m3(p, a, b);
+            /* pair j*8 + gid's operands (mm90_act_pos): b0, b1 of step 0, then of step 1 */
+            const uint4 b = *reinterpret_cast<const uint4 *>(xs + x_chunk(j * 8 + gid, c * 4 + tg));
+            float p[4];
+            mma_f16<false>(p, a0, b.x, b.y);
+            mma_f16<true>(p, a1, b.z, b.w);
             /* d0, d1: weight row gid, pairs 2tg, 2tg + 1; d2, d3: row gid + 8 */
             const float2 s = *reinterpret_cast<const float2 *>(sx + c * BM + j * 8 + 2 * tg);
-            acc[j][0] += p[0] * s.x * w0;
-            acc[j][1] += p[1] * s.y * w0;
-            acc[j][2] += p[2] * s.x * w1;
-            acc[j][3] += p[3] * s.y * w1;
+            acc[j][0] = fmaf(p[0] * s.x, w0, acc[j][0]);
+            acc[j][1] = fmaf(p[1] * s.y, w0, acc[j][1]);
+            acc[j][2] = fmaf(p[2] * s.x, w1, acc[j][2]);
+            acc[j][3] = fmaf(p[3] * s.y, w1, acc[j][3]);
         }
     }
 }
 
-template <bool FULL>
+template <bool FULL, bool FAST>
 __device__ __forceinline__ void stage_mma_n(float (&acc)[BM / 8][4], const uint8_t *st, int slices, int wr, int gid,
                                             int tg, int ng)
 {
     static_assert(BM / 8 == 4, "four n8 slices per tile");
     switch (slices) {
     case 1:
-        stage_mma<1, FULL>(acc, st, wr, gid, tg, ng);
+        stage_mma<1, FULL, FAST>(acc, st, wr, gid, tg, ng);
         break;
     case 2:
-        stage_mma<2, FULL>(acc, st, wr, gid, tg, ng);
+        stage_mma<2, FULL, FAST>(acc, st, wr, gid, tg, ng);
         break;
     case 3:
-        stage_mma<3, FULL>(acc, st, wr, gid, tg, ng);
+        stage_mma<3, FULL, FAST>(acc, st, wr, gid, tg, ng);
         break;
     default:
-        stage_mma<4, FULL>(acc, st, wr, gid, tg, ng);
+        stage_mma<4, FULL, FAST>(acc, st, wr, gid, tg, ng);
         break;
     }
 }
@@ -477,13 +547,13 @@ __device__ __forceinline__ void swiglu_epilogue(const gemm_args &g, const float 
                 code = mm_num::act_code(act[j][t], ex);
             }
             const uint32_t q = (uint32_t)qrow[r];
-            g.aq[(size_t)q * I + ch] = code;
+            g.aq[(size_t)q * I + ch / GROUP * GROUP + mm90_act_pos(ch % GROUP)] = e4m3_f16_bits(code);
             if (warp % 4 == 0 && gid == 0)
-                g.as[(size_t)q * (I / GROUP) + ch / GROUP] = sf;
+                g.as[(size_t)q * (I / GROUP) + ch / GROUP] = sf * ACT_SCALE_FOLD;
         }
 }
 
-template <bool SWIGLU> __global__ void __launch_bounds__(GEMM_THREADS, 2) gemm(gemm_args g)
+template <bool SWIGLU, bool FAST> __global__ void __launch_bounds__(GEMM_THREADS, 2) gemm(gemm_args g)
 {
     extern __shared__ __align__(16) uint8_t smem[];
     int32_t *arow = reinterpret_cast<int32_t *>(smem + STAGES * STAGE_BYTES), *qrow = arow + BM;
@@ -530,9 +600,9 @@ template <bool SWIGLU> __global__ void __launch_bounds__(GEMM_THREADS, 2) gemm(g
             const uint8_t *st = smem + (kt % STAGES) * STAGE_BYTES;
             const uint32_t kg0 = kt * GPS;
             if (kgroups - kg0 >= (uint32_t)GPS)
-                stage_mma_n<true>(acc, st, slices, wr, gid, tg, GPS);
+                stage_mma_n<true, FAST>(acc, st, slices, wr, gid, tg, GPS);
             else
-                stage_mma_n<false>(acc, st, slices, wr, gid, tg, (int)(kgroups - kg0));
+                stage_mma_n<false, FAST>(acc, st, slices, wr, gid, tg, (int)(kgroups - kg0));
         }
         if constexpr (SWIGLU)
             swiglu_epilogue(g, acc, qrow, rows, slices, live, n0, warp, gid, tg, amax_smem);
@@ -592,6 +662,7 @@ struct mm90_layer {
     int device;
     mm90_plan plan;
     uint8_t *weights, *work;
+    bool fast_scales; /* mm90_fast_scales over both scale tensors: the GEMM's FAST form */
 };
 
 template <typename T> static T *view(uint8_t *base, const mm_view &v)
@@ -606,7 +677,7 @@ extern "C" int mm90_create(int device, const mm90_plan *plan, const mm90_host_we
     cudaError_t e = cudaSetDevice(device);
     if (e != cudaSuccess)
         return fail(e, "cudaSetDevice", why, cap);
-    mm90_layer *l = new (std::nothrow) mm90_layer{device, *plan, nullptr, nullptr};
+    mm90_layer *l = new (std::nothrow) mm90_layer{device, *plan, nullptr, nullptr, false};
     if (!l) {
         snprintf(why, cap, "MegaMoE SM90: out of host memory");
         return -1;
@@ -633,9 +704,13 @@ extern "C" int mm90_create(int device, const mm90_plan *plan, const mm90_host_we
                                               (uint64_t)plan->experts * plan->hidden};
     /* w13 and its scales go up with gate/up rows interleaved by 8 (host.h
      * mm_interleave_src), one expert at a time through a host buffer, so
-     * GEMM1's epilogue finds a channel's gate and up in one lane */
+     * GEMM1's epilogue finds a channel's gate and up in one lane; both
+     * weight tensors' rows in the GEMM's stage order (mm90_pack_stage_rows) */
     const size_t rows13 = (size_t)2 * plan->inter;
-    uint8_t *perm = new (std::nothrow) uint8_t[rows13 * (plan->hidden / 2)];
+    const size_t perm_bytes = rows13 * (plan->hidden / 2) > (size_t)plan->hidden * (plan->inter / 2)
+                                  ? rows13 * (plan->hidden / 2)
+                                  : (size_t)plan->hidden * (plan->inter / 2);
+    uint8_t *perm = new (std::nothrow) uint8_t[2 * perm_bytes], *packed = perm + perm_bytes;
     if (!perm) {
         mm90_destroy(l);
         snprintf(why, cap, "MegaMoE SM90: out of host memory");
@@ -652,7 +727,18 @@ extern "C" int mm90_create(int device, const mm90_plan *plan, const mm90_host_we
                     mm90_destroy(l);
                     return -1;
                 }
-                e = cudaMemcpy2D(dst + x * rows13 * pitch, pitch, perm, width, width, rows13, cudaMemcpyHostToDevice);
+                const uint8_t *up = perm;
+                if (i == MM90_W13) {
+                    mm90_pack_stage_rows(perm, packed, rows13, K[i]);
+                    up = packed;
+                }
+                e = cudaMemcpy2D(dst + x * rows13 * pitch, pitch, up, width, width, rows13, cudaMemcpyHostToDevice);
+            }
+        } else if (i == MM90_W2) {
+            const size_t rows2 = plan->hidden; /* one expert's rows */
+            for (uint64_t x = 0; x < plan->experts && e == cudaSuccess; x++) {
+                mm90_pack_stage_rows(src[i] + x * rows2 * width, packed, rows2, K[i]);
+                e = cudaMemcpy(dst + x * rows2 * width, packed, rows2 * width, cudaMemcpyHostToDevice);
             }
         } else {
             e = pitch == width ? cudaMemcpy(dst, src[i], width * rows[i], cudaMemcpyHostToDevice)
@@ -664,9 +750,15 @@ extern "C" int mm90_create(int device, const mm90_plan *plan, const mm90_host_we
         mm90_destroy(l);
         return fail(e, "cudaMemcpy (weights)", why, cap);
     }
-    if ((e = cudaFuncSetAttribute(gemm<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, GEMM_SMEM)) !=
+    l->fast_scales = mm90_fast_scales(w->w13_sf, rows[MM90_W13_SF] * (plan->hidden / GROUP)) &&
+                     mm90_fast_scales(w->w2_sf, rows[MM90_W2_SF] * (plan->inter / GROUP));
+    if ((e = cudaFuncSetAttribute(gemm<true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, GEMM_SMEM)) !=
             cudaSuccess ||
-        (e = cudaFuncSetAttribute(gemm<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, GEMM_SMEM)) !=
+        (e = cudaFuncSetAttribute(gemm<false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, GEMM_SMEM)) !=
+            cudaSuccess ||
+        (e = cudaFuncSetAttribute(gemm<true, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, GEMM_SMEM)) !=
+            cudaSuccess ||
+        (e = cudaFuncSetAttribute(gemm<false, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, GEMM_SMEM)) !=
             cudaSuccess) {
         mm90_destroy(l);
         return fail(e, "cudaFuncSetAttribute (GEMM shared memory)", why, cap);
@@ -698,7 +790,7 @@ extern "C" int mm90_forward(mm90_layer *l, const mm_call *c, char *why, size_t c
     const uint64_t pairs = (uint64_t)m * k;
     cudaStream_t s = static_cast<cudaStream_t>(c->stream);
     uint8_t *W = l->weights, *ws = l->work;
-    uint8_t *xq = view<uint8_t>(ws, p.work[MM90_XQ]), *aq = view<uint8_t>(ws, p.work[MM90_AQ]);
+    uint16_t *xq = view<uint16_t>(ws, p.work[MM90_XQ]), *aq = view<uint16_t>(ws, p.work[MM90_AQ]);
     float *xs = view<float>(ws, p.work[MM90_XS]), *as = view<float>(ws, p.work[MM90_AS]);
     int32_t *loc = view<int32_t>(ws, p.work[MM90_LOC]), *order = view<int32_t>(ws, p.work[MM90_ORDER]);
     uint32_t *count = view<uint32_t>(ws, p.work[MM90_COUNT]), *seg = view<uint32_t>(ws, p.work[MM90_SEG]);
@@ -718,10 +810,16 @@ extern "C" int mm90_forward(mm90_layer *l, const mm_call *c, char *why, size_t c
     const gemm_args g1 = {xq, xs, k, W + p.weight[MM90_W13].offset, W + p.weight[MM90_W13_SF].offset,
                           mm90_sf_pitch(H), seg, tiles, order, E, 2 * I, H, nullptr, c->weights, c->weights_ld, k,
                           c->swiglu_limit, aq, as};
-    gemm<true><<<dim3(grid1.x, grid1.y), GEMM_THREADS, GEMM_SMEM, s>>>(g1);
+    if (l->fast_scales)
+        gemm<true, true><<<dim3(grid1.x, grid1.y), GEMM_THREADS, GEMM_SMEM, s>>>(g1);
+    else
+        gemm<true, false><<<dim3(grid1.x, grid1.y), GEMM_THREADS, GEMM_SMEM, s>>>(g1);
     const gemm_args g2 = {aq, as, 1, W + p.weight[MM90_W2].offset, W + p.weight[MM90_W2_SF].offset,
                           mm90_sf_pitch(I), seg, tiles, order, E, H, I, hy, nullptr, 0, 0, 0.0f, nullptr, nullptr};
-    gemm<false><<<dim3(grid2.x, grid2.y), GEMM_THREADS, GEMM_SMEM, s>>>(g2);
+    if (l->fast_scales)
+        gemm<false, true><<<dim3(grid2.x, grid2.y), GEMM_THREADS, GEMM_SMEM, s>>>(g2);
+    else
+        gemm<false, false><<<dim3(grid2.x, grid2.y), GEMM_THREADS, GEMM_SMEM, s>>>(g2);
     combine<<<blocks_for((uint64_t)m * H, 256), 256, 0, s>>>(hy, loc, m, k, H, static_cast<__nv_bfloat16 *>(c->out),
                                                              c->out_ld);
     if ((e = cudaGetLastError()) != cudaSuccess)

@@ -56,7 +56,7 @@ int mm90_plan_make(uint32_t experts, uint32_t hidden, uint32_t inter, uint32_t t
     const uint64_t weights[MM90_WEIGHT_VIEWS] = {E * 2 * I * (H / 2), E * 2 * I * mm90_sf_pitch(hidden),
                                                  E * H * (I / 2), E * H * mm90_sf_pitch(inter)};
     uint64_t hy = P * H; /* GEMM2's bf16 out (GEMM1's goes through its SwiGLU epilogue) */
-    const uint64_t work[MM90_WORK_VIEWS] = {(uint64_t)max_tokens * H,
+    const uint64_t work[MM90_WORK_VIEWS] = {(uint64_t)max_tokens * H * 2,
                                             (uint64_t)max_tokens * (H / MM_GROUP) * 4,
                                             P * 4,
                                             P * 4,
@@ -65,7 +65,7 @@ int mm90_plan_make(uint32_t experts, uint32_t hidden, uint32_t inter, uint32_t t
                                             (E + 1) * 4,
                                             E * 4,
                                             hy * 2,
-                                            P * I,
+                                            P * I * 2,
                                             P * (I / MM_GROUP) * 4};
     if (place(out->weight, weights, MM90_WEIGHT_VIEWS, &out->weight_bytes) != 0 ||
         place(out->work, work, MM90_WORK_VIEWS, &out->work_bytes) != 0) {
@@ -94,4 +94,36 @@ mm90_grid mm90_gemm_grid(uint32_t n, uint64_t pairs, uint32_t experts)
                        .y = tiles < 1                 ? 1
                             : tiles < MM90_MAX_GRID_Y ? (uint32_t)tiles
                                                       : MM90_MAX_GRID_Y};
+}
+
+static uint32_t nibble(const uint8_t *row, uint32_t e)
+{
+    return (uint32_t)(row[e / 2] >> (4 * (e % 2))) & 0xFu;
+}
+
+void mm90_pack_stage_rows(const uint8_t *src, uint8_t *dst, uint64_t rows, uint32_t k)
+{
+    const uint32_t bytes = k / 2, groups = k / MM_GROUP, gps = MM90_STAGE_K / MM_GROUP;
+    for (uint64_t r = 0; r < rows; r++) {
+        const uint8_t *in = src + r * bytes;
+        uint8_t *out = dst + r * bytes;
+        for (uint32_t g0 = 0; g0 < groups; g0 += gps) {
+            const uint32_t ng = groups - g0 < gps ? groups - g0 : gps;
+            uint8_t *st = out + g0 * (MM_GROUP / 2);
+            for (uint32_t tg = 0; tg < 4; tg++)
+                for (uint32_t c = 0; c < ng; c++)
+                    for (uint32_t j = 0; j < 4; j++) {
+                        const uint32_t e = (g0 + c) * MM_GROUP + 4 * tg + j;
+                        st[(tg * ng + c) * 4 + j] = (uint8_t)(nibble(in, e) | nibble(in, e + 16) << 4);
+                    }
+        }
+    }
+}
+
+int mm90_fast_scales(const uint8_t *sf, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++)
+        if (sf[i] == 0 || sf[i] == 0xFF)
+            return 0;
+    return 1;
 }

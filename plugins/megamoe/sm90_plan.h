@@ -13,8 +13,11 @@
  * gate and up in runs of 8 (host.h mm_interleave_rows), so GEMM1's
  * epilogue finds a channel's gate and up in one lane. The weights are the
  * mma.sync A operand (swap-AB: weight rows on the MMA's M side, pairs on
- * N), K-contiguous per row, and every e2m1 value is an exact e4m3 value,
- * so they are decoded in the GEMM, not transformed.
+ * N), K-contiguous per row, and every e2m1 value times 2^-6 is an exact
+ * e4m3 value, so they are decoded in the GEMM, not rebased. Within each 128-wide
+ * K stage of a row the nibbles are reordered once at finalize
+ * (mm90_pack_stage_rows) so that a thread reads its fragments of a stage
+ * with one 16-byte load and decodes them with shifts and masks.
  */
 #ifndef FMOE_PLUGIN_MEGAMOE_SM90_PLAN_H
 #define FMOE_PLUGIN_MEGAMOE_SM90_PLAN_H
@@ -33,6 +36,7 @@ extern "C" {
 #define MM90_BLOCK_N    128u   /* weight rows per GEMM block: the MMA's M side, 8 warps x 16 */
 #define MM90_SF_ALIGN   4u     /* weight-scale rows padded to this many bytes (one 4-byte copy per stage) */
 #define MM90_MAX_GRID_Y 65535u /* CUDA's grid.y limit: the GEMM loops over tiles beyond it */
+#define MM90_STAGE_K    128u   /* K per GEMM pipeline stage: four scale groups */
 
 /* Weights (one allocation), in this order. The scale rows are padded
  * (mm90_sf_pitch; the padding bytes are zero and never used) so that each
@@ -41,7 +45,7 @@ enum { MM90_W13, MM90_W13_SF, MM90_W2, MM90_W2_SF, MM90_WEIGHT_VIEWS };
 
 /* Workspace (one allocation), in this order. P = max_tokens * topk pairs. */
 enum {
-    MM90_XQ,     /* [T, H] e4m3: x quantized per 32 */
+    MM90_XQ,     /* [T, H] f16: x quantized per 32 (e4m3 values as f16, each group in mm90_act_pos order) */
     MM90_XS,     /* [T, H/32] f32: its power-of-two scales */
     MM90_LOC,    /* [P] i32: local expert of pair t*topk + j, -1 masked */
     MM90_ORDER,  /* [P] i32: the local pairs grouped by expert */
@@ -50,7 +54,7 @@ enum {
     MM90_TILES,  /* [E + 1] u32: first GEMM tile of each expert */
     MM90_CURSOR, /* [E] u32: scatter cursors */
     MM90_HY,     /* [P, H] bf16 GEMM2 out */
-    MM90_AQ,     /* [P, I] e4m3: SwiGLU out requantized per 32 */
+    MM90_AQ,     /* [P, I] f16: SwiGLU out requantized per 32 (as XQ) */
     MM90_AS,     /* [P, I/32] f32: its power-of-two scales */
     MM90_WORK_VIEWS
 };
@@ -85,6 +89,56 @@ typedef struct mm90_grid {
     uint32_t x, y;
 } mm90_grid;
 mm90_grid mm90_gemm_grid(uint32_t n, uint64_t pairs, uint32_t experts);
+
+/* The GEMM's weight order. SM90 has no FP8 mma.sync: ptxas runs each
+ * m16n8k32 e4m3 MMA as two f16 m16n8k16 MMAs after converting both
+ * operands, so the kernel issues those itself. Thread tg (lane % 4) of a
+ * warp needs, per weight row and 32-group c, the 8 values at K offsets
+ * 4tg..4tg+3 and 16+4tg..16+4tg+3 of the group: one 32-bit word whose byte
+ * j holds value 4tg+j in its low nibble and 16+4tg+j in its high nibble.
+ * A stage of ng groups (4, or fewer at the end of K) is stored as
+ * [tg][c][4 bytes], so a thread's words of a full stage are 16 contiguous
+ * bytes. src: `rows` rows of k/2 bytes, e2m1 pairs with element 0 in the
+ * low nibble (the checkpoint's order); dst the same size. k is a
+ * multiple of 32. */
+void mm90_pack_stage_rows(const uint8_t *src, uint8_t *dst, uint64_t rows, uint32_t k);
+
+/* 1 when every UE8M0 byte of sf[0..n) is in [1, 254]: the GEMM then makes
+ * each scale from its exponent bits alone; 0 takes ue8m0's path, which
+ * also decodes 0 (2^-127, an f32 subnormal) and 0xFF (NaN). */
+int mm90_fast_scales(const uint8_t *sf, uint64_t n);
+
+#if defined(__CUDACC__)
+#define MM90_HD __host__ __device__ __forceinline__
+#else
+#define MM90_HD static inline
+#endif
+
+/* A packed word (mm90_pack_stage_rows) to four e4m3 bytes: the low nibbles
+ * (values 4tg+j) and the high nibbles (16+4tg+j), byte j each. An e2m1
+ * nibble s e1 e0 m put into e4m3 bits as s 0 0 e1 e0 m 0 0 is its value
+ * times 2^-6 exactly, 0.5 included (e4m3 subnormal 4 x 2^-9), so the
+ * decode is shifts and masks and the 2^6 goes into the activation scales
+ * the GEMM multiplies by (sm90_forward.cu). */
+MM90_HD uint32_t mm90_e2m1_lo_e4m3(uint32_t w)
+{
+    return ((w << 4) & 0x80808080u) | ((w << 2) & 0x1C1C1C1Cu);
+}
+MM90_HD uint32_t mm90_e2m1_hi_e4m3(uint32_t w)
+{
+    return (w & 0x80808080u) | ((w >> 2) & 0x1C1C1C1Cu);
+}
+
+/* Where value k (0..31) of a 32-group of GEMM activations is stored
+ * within its group: thread tg's operands of both k16 steps s, K offsets
+ * 4tg+2s, +1 (b0) and 16+4tg+2s, +1 (b1), are the 8 values at 8tg, in the
+ * order (s, b0/b1, value): one 16-byte load a group and pair, whose four
+ * words are the two MMAs' register pairs. */
+MM90_HD uint32_t mm90_act_pos(uint32_t k)
+{
+    const uint32_t h = k / 16, r = k % 16;
+    return (r / 4) * 8 + ((r % 4) / 2) * 4 + h * 2 + r % 2;
+}
 
 #ifdef __cplusplus
 }

@@ -3,8 +3,12 @@
  * plan (plugins/megamoe/sm90_plan.h) without a GPU: one small shape worked
  * out by hand, seeded random shapes whose views are in order, aligned,
  * disjoint and as large as their formulas, the refusals, and the GEMM tile
- * bound the forward sizes its grid by against random expert loads.
+ * bound the forward sizes its grid by against random expert loads; the
+ * GEMM's weight order and nibble decoders against the e2m1 values, its
+ * activation order, and the fast weight-scale test.
  */
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "plugins/megamoe/sm90_plan.h"
@@ -25,15 +29,15 @@ START_TEST(byte_layout_by_hand)
         ck_assert_uint_eq(p.weight[i].bytes, w_len[i]);
     }
     ck_assert_uint_eq(p.weight_bytes, 7168);
-    /* xq 3*64, xs 3*2*4, loc 6*4, order 6*4, count 2*4, seg 3*4, tiles 3*4,
-     * cursor 2*4, y 6*64*2, aq 6*32, as 6*1*4 */
-    const uint64_t off[] = {0, 256, 512, 768, 1024, 1280, 1536, 1792, 2048, 2816, 3072};
-    const uint64_t len[] = {192, 24, 24, 24, 8, 12, 12, 8, 768, 192, 24};
+    /* xq 3*64*2 (f16), xs 3*2*4, loc 6*4, order 6*4, count 2*4, seg 3*4,
+     * tiles 3*4, cursor 2*4, y 6*64*2, aq 6*32*2 (f16), as 6*1*4 */
+    const uint64_t off[] = {0, 512, 768, 1024, 1280, 1536, 1792, 2048, 2304, 3072, 3584};
+    const uint64_t len[] = {384, 24, 24, 24, 8, 12, 12, 8, 768, 384, 24};
     for (int i = 0; i < MM90_WORK_VIEWS; i++) {
         ck_assert_uint_eq(p.work[i].offset, off[i]);
         ck_assert_uint_eq(p.work[i].bytes, len[i]);
     }
-    ck_assert_uint_eq(p.work_bytes, 3328);
+    ck_assert_uint_eq(p.work_bytes, 3840);
 }
 END_TEST
 
@@ -67,7 +71,9 @@ START_TEST(random_plans)
         const uint64_t pitch13 = (H / 32 + 3) / 4 * 4, pitch2 = (I / 32 + 3) / 4 * 4;
         ck_assert_uint_eq(p.weight[MM90_W13_SF].bytes, (uint64_t)E * 2 * I * pitch13);
         ck_assert_uint_eq(p.weight[MM90_W2_SF].bytes, (uint64_t)E * H * pitch2);
+        ck_assert_uint_eq(p.work[MM90_XQ].bytes, (uint64_t)T * H * 2);
         ck_assert_uint_eq(p.work[MM90_XS].bytes, (uint64_t)T * H / 32 * 4);
+        ck_assert_uint_eq(p.work[MM90_AQ].bytes, P * I * 2);
         ck_assert_uint_eq(p.work[MM90_SEG].bytes, (uint64_t)(E + 1) * 4);
         ck_assert_uint_eq(p.work[MM90_HY].bytes, P * H * 2); /* GEMM2's bf16 out (GEMM1's is not stored) */
         ck_assert_uint_eq(p.work[MM90_AS].bytes, P * I / 32 * 4);
@@ -162,6 +168,124 @@ START_TEST(gemm_grid)
 }
 END_TEST
 
+/* The value of an e4m3 byte (no NaN among the decoder's outputs). */
+static double e4m3_value(uint8_t b)
+{
+    const int e = (b >> 3) & 15, m = b & 7;
+    const double v = e ? ldexp(1.0 + m / 8.0, e - 7) : ldexp(m, -9);
+    return b & 0x80 ? -v : v;
+}
+
+/* The value of an e2m1 code (formats.md: s e1 e0 m, bias 1). */
+static double e2m1_value(uint32_t code)
+{
+    static const double mag[8] = {0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0};
+    return code & 8 ? -mag[code & 7] : mag[code & 7];
+}
+
+static uint32_t code_of(const uint8_t *row, uint32_t e)
+{
+    return (uint32_t)(row[e / 2] >> (4 * (e % 2))) & 15u;
+}
+
+/* Every code through the decoders: byte j of the low (high) decode of a
+ * word whose byte j holds code c in its low (high) nibble is e4m3(c x 2^-6). */
+START_TEST(decode_every_code)
+{
+    for (uint32_t lo = 0; lo < 16; lo++)
+        for (uint32_t hi = 0; hi < 16; hi++)
+            for (int j = 0; j < 4; j++) {
+                const uint32_t w = (lo | hi << 4) << (8 * j) | 0x5Au << (8 * ((j + 1) % 4));
+                const uint8_t dl = (uint8_t)(mm90_e2m1_lo_e4m3(w) >> (8 * j));
+                const uint8_t dh = (uint8_t)(mm90_e2m1_hi_e4m3(w) >> (8 * j));
+                ck_assert_msg(e4m3_value(dl) == ldexp(e2m1_value(lo), -6), "lo %u byte %d: 0x%02x", lo, j, dl);
+                ck_assert_msg(e4m3_value(dh) == ldexp(e2m1_value(hi), -6), "hi %u byte %d: 0x%02x", hi, j, dh);
+            }
+    /* signs kept on zero: -0 is 0x80 */
+    ck_assert_uint_eq(mm90_e2m1_lo_e4m3(0x8u), 0x80u);
+    ck_assert_uint_eq(mm90_e2m1_hi_e4m3(0x80u), 0x80u);
+}
+END_TEST
+
+/* mm90_pack_stage_rows read the way the GEMM reads it: thread tg's word of
+ * group c in a stage of ng groups is at bytes (tg * ng + c) * 4 of the
+ * stage, and decodes to the values at K offsets 4tg + j (low nibbles) and
+ * 16 + 4tg + j (high) of the group. K = 32, 96 (a stage of three
+ * groups), 160 (a full stage and a one-group tail), 416 (three full
+ * stages and a one-group tail) and 7168. */
+START_TEST(stage_order_decodes_to_the_fragments)
+{
+    uint64_t seed = fmoe_test_seed();
+    fmoe_rng r = fmoe_rng_for(seed ^ 9093);
+    const uint32_t ks[] = {32, 96, 160, 416, 7168};
+    for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
+        const uint32_t k = ks[t], rows = 3;
+        uint8_t *src = malloc((size_t)rows * k / 2), *dst = malloc((size_t)rows * k / 2);
+        ck_assert(src && dst);
+        for (size_t i = 0; i < (size_t)rows * k / 2; i++)
+            src[i] = (uint8_t)fmoe_rng_u64(&r);
+        mm90_pack_stage_rows(src, dst, rows, k);
+        for (uint32_t row = 0; row < rows; row++)
+            for (uint32_t g0 = 0; g0 < k / 32; g0 += 4) {
+                const uint32_t ng = k / 32 - g0 < 4 ? k / 32 - g0 : 4;
+                const uint8_t *st = dst + (size_t)row * k / 2 + g0 * 16;
+                for (uint32_t tg = 0; tg < 4; tg++)
+                    for (uint32_t c = 0; c < ng; c++) {
+                        const uint8_t *p = st + (tg * ng + c) * 4;
+                        const uint32_t w = p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+                        for (int j = 0; j < 4; j++) {
+                            const uint32_t e = (g0 + c) * 32 + 4 * tg + (uint32_t)j;
+                            const double want_lo = ldexp(e2m1_value(code_of(src + (size_t)row * k / 2, e)), -6);
+                            const double want_hi = ldexp(e2m1_value(code_of(src + (size_t)row * k / 2, e + 16)), -6);
+                            ck_assert_msg(e4m3_value((uint8_t)(mm90_e2m1_lo_e4m3(w) >> (8 * j))) == want_lo &&
+                                              e4m3_value((uint8_t)(mm90_e2m1_hi_e4m3(w) >> (8 * j))) == want_hi,
+                                          "seed %llu: K %u row %u group %u tg %u j %d", (unsigned long long)seed, k,
+                                          row, g0 + c, tg, j);
+                        }
+                    }
+            }
+        free(src);
+        free(dst);
+    }
+}
+END_TEST
+
+START_TEST(activation_order)
+{
+    /* a permutation of 0..31 */
+    uint32_t seen = 0;
+    for (uint32_t k = 0; k < 32; k++) {
+        ck_assert_uint_lt(mm90_act_pos(k), 32);
+        seen |= 1u << mm90_act_pos(k);
+    }
+    ck_assert_uint_eq(seen, 0xFFFFFFFFu);
+    /* thread tg's 8 values: step 0's b0 (4tg, 4tg+1) and b1 (16+4tg, 17+4tg),
+     * then step 1's (4tg+2, 4tg+3, 18+4tg, 19+4tg) */
+    static const uint32_t want[4][8] = {{0, 1, 16, 17, 2, 3, 18, 19},
+                                        {4, 5, 20, 21, 6, 7, 22, 23},
+                                        {8, 9, 24, 25, 10, 11, 26, 27},
+                                        {12, 13, 28, 29, 14, 15, 30, 31}};
+    for (uint32_t tg = 0; tg < 4; tg++)
+        for (uint32_t i = 0; i < 8; i++)
+            ck_assert_msg(mm90_act_pos(want[tg][i]) == 8 * tg + i, "tg %u slot %u", tg, i);
+}
+END_TEST
+
+START_TEST(fast_scales)
+{
+    uint8_t sf[254];
+    for (int i = 0; i < 254; i++)
+        sf[i] = (uint8_t)(i + 1);
+    ck_assert_int_eq(mm90_fast_scales(sf, 254), 1);
+    ck_assert_int_eq(mm90_fast_scales(sf, 0), 1);
+    const uint8_t bad[] = {0, 255};
+    for (size_t b = 0; b < sizeof bad; b++) {
+        sf[100] = bad[b];
+        ck_assert_msg(mm90_fast_scales(sf, 254) == 0, "byte %u", bad[b]);
+    }
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("megamoe_sm90_plan");
@@ -172,6 +296,10 @@ static Suite *suite(void)
     tcase_add_test(tc, tile_bound);
     tcase_add_test(tc, scale_pitch);
     tcase_add_test(tc, gemm_grid);
+    tcase_add_test(tc, decode_every_code);
+    tcase_add_test(tc, stage_order_decodes_to_the_fragments);
+    tcase_add_test(tc, activation_order);
+    tcase_add_test(tc, fast_scales);
     suite_add_tcase(s, tc);
     return s;
 }
