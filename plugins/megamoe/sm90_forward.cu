@@ -352,20 +352,24 @@ __device__ __forceinline__ copier make_copier(const gemm_args &g, const uint8_t 
     return c;
 }
 
-/* Queue stage kt (ng of its groups inside K) into `st`. */
-__device__ __forceinline__ void issue_stage(const copier &c, uint8_t *st, uint32_t kt, int ng)
+/* Queue the next stage (ng of its groups inside K) into `st` and move the
+ * sources on by one stage. */
+__device__ __forceinline__ void issue_next(copier &c, uint8_t *st, int ng)
 {
-    const size_t kw = (size_t)kt * (KC / 2), kx = (size_t)kt * KC * 2;
     if (c.ok_w0 && c.gw < ng)
-        cp_async16(st + c.dw0, c.w0 + kw);
+        cp_async16(st + c.dw0, c.w0);
     if (c.ok_w1 && c.gw < ng)
-        cp_async16(st + c.dw1, c.w1 + kw);
+        cp_async16(st + c.dw1, c.w1);
     if (c.ok_x && c.gx < ng)
-        cp_async16(st + c.dx, c.x + kx);
+        cp_async16(st + c.dx, c.x);
     if (c.ok_x && c.gx + 2 < ng)
-        cp_async16(st + c.dx + KC, c.x + kx + KC);
+        cp_async16(st + c.dx + KC, c.x + KC);
     if (c.ok_s && c.gs < ng)
-        cp_async4(st + c.ds, c.s + (size_t)kt * c.s_step);
+        cp_async4(st + c.ds, c.s);
+    c.w0 += KC / 2;
+    c.w1 += KC / 2;
+    c.x += 2 * KC;
+    c.s += c.s_step;
 }
 
 /* Expert of tile `tile`: the last e with tiles[e] <= tile (< tiles[E]). */
@@ -459,24 +463,30 @@ __device__ __forceinline__ void stage_mma(float (&acc)[BM / 8][4], const uint8_t
     }
 }
 
-template <bool FULL, bool FAST>
-__device__ __forceinline__ void stage_mma_n(float (&acc)[BM / 8][4], const uint8_t *st, int slices, int wr, int gid,
-                                            int tg, int ng)
+/* A tile's K loop for SL live slices: STAGES - 1 stages are queued
+ * before it; each step waits for the oldest, queues the one STAGES - 1 on
+ * and runs the MMAs on the oldest. Only the last stage can hold fewer than
+ * GPS groups (last_ng). The slots go round by running offsets. */
+template <int SL, bool FAST>
+__device__ __forceinline__ void k_loop(float (&acc)[BM / 8][4], copier &cp, uint8_t *smem, uint32_t nk, int last_ng,
+                                       bool live, int wr, int gid, int tg)
 {
-    static_assert(BM / 8 == 4, "four n8 slices per tile");
-    switch (slices) {
-    case 1:
-        stage_mma<1, FULL, FAST>(acc, st, wr, gid, tg, ng);
-        break;
-    case 2:
-        stage_mma<2, FULL, FAST>(acc, st, wr, gid, tg, ng);
-        break;
-    case 3:
-        stage_mma<3, FULL, FAST>(acc, st, wr, gid, tg, ng);
-        break;
-    default:
-        stage_mma<4, FULL, FAST>(acc, st, wr, gid, tg, ng);
-        break;
+    constexpr uint32_t RING = STAGES * STAGE_BYTES;
+    uint32_t rd = 0, wt = (STAGES - 1) * STAGE_BYTES;
+    for (uint32_t kt = 0; kt < nk; kt++) {
+        cp_async_wait<STAGES - 2>();
+        __syncthreads(); /* stage kt landed for all; stage kt - 1 consumed by all */
+        if (kt + STAGES - 1 < nk)
+            issue_next(cp, smem + wt, kt + STAGES == nk ? last_ng : GPS);
+        cp_async_commit();
+        wt = wt + STAGE_BYTES == RING ? 0 : wt + STAGE_BYTES;
+        if (live) {
+            if (kt + 1 < nk || last_ng == GPS)
+                stage_mma<SL, true, FAST>(acc, smem + rd, wr, gid, tg, GPS);
+            else
+                stage_mma<SL, false, FAST>(acc, smem + rd, wr, gid, tg, last_ng);
+        }
+        rd = rd + STAGE_BYTES == RING ? 0 : rd + STAGE_BYTES;
     }
 }
 
@@ -562,6 +572,7 @@ template <bool SWIGLU, bool FAST> __global__ void __launch_bounds__(GEMM_THREADS
     const int gid = lane / 4, tg = lane % 4;
     const int wr = warp * 16;
     const uint32_t n0 = blockIdx.x * BN, kgroups = g.K / GROUP, nk = (g.K + KC - 1) / KC;
+    const int last_ng = (int)(kgroups - (nk - 1) * GPS);
     const bool live = n0 + wr < g.N; /* N % 32 == 0: a warp's 16 rows are all in or all out */
     const uint32_t total = g.tiles[g.E];
     for (uint32_t tile = blockIdx.y; tile < total; tile += gridDim.y) {
@@ -575,34 +586,29 @@ template <bool SWIGLU, bool FAST> __global__ void __launch_bounds__(GEMM_THREADS
             arow[tid] = q < 0 ? 0 : (int32_t)((uint32_t)q / g.a_div);
         }
         __syncthreads();
-        const copier cp = make_copier(g, g.w + (size_t)e * g.N * (g.K / 2), g.w_sf + (size_t)e * g.N * g.sf_pitch,
-                                      n0, arow, rows, tid);
+        copier cp = make_copier(g, g.w + (size_t)e * g.N * (g.K / 2), g.w_sf + (size_t)e * g.N * g.sf_pitch, n0,
+                                arow, rows, tid);
         for (int s = 0; s < STAGES - 1; s++) {
-            if ((uint32_t)s < nk) {
-                const int ng = kgroups - s * GPS < (uint32_t)GPS ? (int)(kgroups - s * GPS) : GPS;
-                issue_stage(cp, smem + s * STAGE_BYTES, s, ng);
-            }
+            if ((uint32_t)s < nk)
+                issue_next(cp, smem + s * STAGE_BYTES, (uint32_t)s + 1 == nk ? last_ng : GPS);
             cp_async_commit();
         }
         const int slices = (rows + 7) / 8;
         float acc[BM / 8][4] = {};
-        for (uint32_t kt = 0; kt < nk; kt++) {
-            cp_async_wait<STAGES - 2>();
-            __syncthreads(); /* stage kt landed for all; stage kt - 1 consumed by all */
-            const uint32_t next = kt + STAGES - 1;
-            if (next < nk) {
-                const int ng = kgroups - next * GPS < (uint32_t)GPS ? (int)(kgroups - next * GPS) : GPS;
-                issue_stage(cp, smem + (next % STAGES) * STAGE_BYTES, next, ng);
-            }
-            cp_async_commit();
-            if (!live)
-                continue;
-            const uint8_t *st = smem + (kt % STAGES) * STAGE_BYTES;
-            const uint32_t kg0 = kt * GPS;
-            if (kgroups - kg0 >= (uint32_t)GPS)
-                stage_mma_n<true, FAST>(acc, st, slices, wr, gid, tg, GPS);
-            else
-                stage_mma_n<false, FAST>(acc, st, slices, wr, gid, tg, (int)(kgroups - kg0));
+        static_assert(BM / 8 == 4, "four n8 slices per tile");
+        switch (slices) {
+        case 1:
+            k_loop<1, FAST>(acc, cp, smem, nk, last_ng, live, wr, gid, tg);
+            break;
+        case 2:
+            k_loop<2, FAST>(acc, cp, smem, nk, last_ng, live, wr, gid, tg);
+            break;
+        case 3:
+            k_loop<3, FAST>(acc, cp, smem, nk, last_ng, live, wr, gid, tg);
+            break;
+        default:
+            k_loop<4, FAST>(acc, cp, smem, nk, last_ng, live, wr, gid, tg);
+            break;
         }
         if constexpr (SWIGLU)
             swiglu_epilogue(g, acc, qrow, rows, slices, live, n0, warp, gid, tg, amax_smem);
