@@ -48,6 +48,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "plugins/cuda/device_math.cuh"
 #include "plugins/megamoe/numerics.cuh"
 #include "plugins/megamoe/sm90.h"
 
@@ -141,6 +142,8 @@ __global__ void quant_x(const __nv_bfloat16 *__restrict__ x, int64_t x_ld, uint3
 __global__ void route(const int32_t *__restrict__ ids, int64_t ids_ld, uint32_t m, uint32_t k, int32_t base,
                       uint32_t E, int32_t *__restrict__ loc, uint32_t *__restrict__ count)
 {
+    fmcu_dev::pdl_wait(); /* programmatic launches (mm90_forward): the earlier kernels first */
+    fmcu_dev::pdl_trigger();
     const uint64_t q = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (q >= (uint64_t)m * k)
         return;
@@ -160,6 +163,8 @@ __global__ void __launch_bounds__(SCAN_THREADS) scan(const uint32_t *__restrict_
                                                      uint32_t *__restrict__ seg, uint32_t *__restrict__ tiles,
                                                      uint32_t *__restrict__ cursor)
 {
+    fmcu_dev::pdl_wait();
+    fmcu_dev::pdl_trigger();
     __shared__ uint32_t warp_pairs[SCAN_THREADS / WARP], warp_tiles[SCAN_THREADS / WARP];
     const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
     const uint32_t per = (E + SCAN_THREADS - 1) / SCAN_THREADS;
@@ -212,6 +217,8 @@ __global__ void __launch_bounds__(SCAN_THREADS) scan(const uint32_t *__restrict_
 __global__ void scatter(const int32_t *__restrict__ loc, uint64_t pairs, uint32_t *__restrict__ cursor,
                         int32_t *__restrict__ order)
 {
+    fmcu_dev::pdl_wait();
+    fmcu_dev::pdl_trigger();
     const uint64_t q = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (q >= pairs || loc[q] < 0)
         return;
@@ -565,6 +572,8 @@ __device__ __forceinline__ void swiglu_epilogue(const gemm_args &g, const float 
 
 template <bool SWIGLU, bool FAST> __global__ void __launch_bounds__(GEMM_THREADS, 2) gemm(gemm_args g)
 {
+    fmcu_dev::pdl_wait();
+    fmcu_dev::pdl_trigger();
     extern __shared__ __align__(16) uint8_t smem[];
     int32_t *arow = reinterpret_cast<int32_t *>(smem + STAGES * STAGE_BYTES), *qrow = arow + BM;
     float *amax_smem = reinterpret_cast<float *>(qrow + BM);
@@ -638,6 +647,8 @@ template <bool SWIGLU, bool FAST> __global__ void __launch_bounds__(GEMM_THREADS
 __global__ void combine(const __nv_bfloat16 *__restrict__ y, const int32_t *__restrict__ loc, uint32_t m, uint32_t k,
                         uint32_t H, __nv_bfloat16 *__restrict__ out, int64_t out_ld)
 {
+    fmcu_dev::pdl_wait();
+    fmcu_dev::pdl_trigger();
     const uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (uint64_t)m * H)
         return;
@@ -808,27 +819,35 @@ extern "C" int mm90_forward(mm90_layer *l, const mm_call *c, char *why, size_t c
     const unsigned warps_per_block = ROW_THREADS / WARP;
     quant_x<<<blocks_for((uint64_t)m * (H / GROUP), warps_per_block), ROW_THREADS, 0, s>>>(
         static_cast<const __nv_bfloat16 *>(c->x), c->x_ld, m, H, xq, xs);
-    route<<<blocks_for(pairs, 256), 256, 0, s>>>(c->ids, c->ids_ld, m, k, c->expert_base, E, loc, count);
-    scan<<<1, SCAN_THREADS, 0, s>>>(count, E, seg, tiles, cursor);
-    scatter<<<blocks_for(pairs, 256), 256, 0, s>>>(loc, pairs, cursor, order);
+    /* The kernels after quant_x start while their predecessor drains
+     * (programmatic dependent launch): each waits for it before touching
+     * memory, so each also completes after it, and the chain keeps the
+     * stream's order. */
+    using fmcu_dev::launch_overlapped;
+    if ((e = cudaGetLastError()) != cudaSuccess ||
+        (e = launch_overlapped(route, dim3(blocks_for(pairs, 256)), dim3(256), 0, s, c->ids, c->ids_ld, m, k,
+                               c->expert_base, E, loc, count)) != cudaSuccess ||
+        (e = launch_overlapped(scan, dim3(1), dim3(SCAN_THREADS), 0, s, (const uint32_t *)count, E, seg, tiles,
+                               cursor)) != cudaSuccess ||
+        (e = launch_overlapped(scatter, dim3(blocks_for(pairs, 256)), dim3(256), 0, s, (const int32_t *)loc, pairs,
+                               cursor, order)) != cudaSuccess)
+        return fail(e, "kernel launch", why, cap);
 
     const mm90_grid grid1 = mm90_gemm_grid(2 * I, pairs, E), grid2 = mm90_gemm_grid(H, pairs, E);
     const gemm_args g1 = {xq, xs, k, W + p.weight[MM90_W13].offset, W + p.weight[MM90_W13_SF].offset,
                           mm90_sf_pitch(H), seg, tiles, order, E, 2 * I, H, nullptr, c->weights, c->weights_ld, k,
                           c->swiglu_limit, aq, as};
-    if (l->fast_scales)
-        gemm<true, true><<<dim3(grid1.x, grid1.y), GEMM_THREADS, GEMM_SMEM, s>>>(g1);
-    else
-        gemm<true, false><<<dim3(grid1.x, grid1.y), GEMM_THREADS, GEMM_SMEM, s>>>(g1);
+    if ((e = launch_overlapped(l->fast_scales ? gemm<true, true> : gemm<true, false>, dim3(grid1.x, grid1.y),
+                               dim3(GEMM_THREADS), GEMM_SMEM, s, g1)) != cudaSuccess)
+        return fail(e, "GEMM1 launch", why, cap);
     const gemm_args g2 = {aq, as, 1, W + p.weight[MM90_W2].offset, W + p.weight[MM90_W2_SF].offset,
                           mm90_sf_pitch(I), seg, tiles, order, E, H, I, hy, nullptr, 0, 0, 0.0f, nullptr, nullptr};
-    if (l->fast_scales)
-        gemm<false, true><<<dim3(grid2.x, grid2.y), GEMM_THREADS, GEMM_SMEM, s>>>(g2);
-    else
-        gemm<false, false><<<dim3(grid2.x, grid2.y), GEMM_THREADS, GEMM_SMEM, s>>>(g2);
-    combine<<<blocks_for((uint64_t)m * H, 256), 256, 0, s>>>(hy, loc, m, k, H, static_cast<__nv_bfloat16 *>(c->out),
-                                                             c->out_ld);
-    if ((e = cudaGetLastError()) != cudaSuccess)
-        return fail(e, "kernel launch", why, cap);
+    if ((e = launch_overlapped(l->fast_scales ? gemm<false, true> : gemm<false, false>, dim3(grid2.x, grid2.y),
+                               dim3(GEMM_THREADS), GEMM_SMEM, s, g2)) != cudaSuccess)
+        return fail(e, "GEMM2 launch", why, cap);
+    if ((e = launch_overlapped(combine, dim3(blocks_for((uint64_t)m * H, 256)), dim3(256), 0, s,
+                               (const __nv_bfloat16 *)hy, (const int32_t *)loc, m, k, H,
+                               static_cast<__nv_bfloat16 *>(c->out), c->out_ld)) != cudaSuccess)
+        return fail(e, "combine launch", why, cap);
     return 0;
 }
