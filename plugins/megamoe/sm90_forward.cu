@@ -33,6 +33,10 @@
  *   combine   out_t = bf16(sum of the token's local slots in ascending slot
  *             order, f32).
  *
+ * The launches after quant_x are programmatic (griddepcontrol): each kernel
+ * starts while its predecessor drains and waits for it before it touches
+ * memory.
+ *
  * Each output column of an MMA tile (a pair) depends on its own B column
  * only, so the order the scatter's atomics give the pairs within an expert
  * does not change any output bit: forwards are bitwise repeatable.
