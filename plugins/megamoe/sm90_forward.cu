@@ -773,14 +773,8 @@ extern "C" int mm90_create(int device, const mm90_plan *plan, const mm90_host_we
     }
     l->fast_scales = mm90_fast_scales(w->w13_sf, rows[MM90_W13_SF] * (plan->hidden / GROUP)) &&
                      mm90_fast_scales(w->w2_sf, rows[MM90_W2_SF] * (plan->inter / GROUP));
-    if ((e = cudaFuncSetAttribute(gemm<true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, GEMM_SMEM)) !=
-            cudaSuccess ||
-        (e = cudaFuncSetAttribute(gemm<false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, GEMM_SMEM)) !=
-            cudaSuccess ||
-        (e = cudaFuncSetAttribute(gemm<true, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, GEMM_SMEM)) !=
-            cudaSuccess ||
-        (e = cudaFuncSetAttribute(gemm<false, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, GEMM_SMEM)) !=
-            cudaSuccess) {
+    if ((e = fmcu_dev::allow_dynamic_smem(GEMM_SMEM, gemm<true, true>, gemm<false, true>, gemm<true, false>,
+                                          gemm<false, false>)) != cudaSuccess) {
         mm90_destroy(l);
         return fail(e, "cudaFuncSetAttribute (GEMM shared memory)", why, cap);
     }
