@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fusedmoe/formats.h"
 #include "plugins/megamoe/sm90_plan.h"
 #include "tests/test_util.h"
 
@@ -168,19 +169,15 @@ START_TEST(gemm_grid)
 }
 END_TEST
 
-/* The value of an e4m3 byte (no NaN among the decoder's outputs). */
+/* The oracles: the library's own codecs (include/fusedmoe/formats.h). */
 static double e4m3_value(uint8_t b)
 {
-    const int e = (b >> 3) & 15, m = b & 7;
-    const double v = e ? ldexp(1.0 + m / 8.0, e - 7) : ldexp(m, -9);
-    return b & 0x80 ? -v : v;
+    return fmoe_fp8_e4m3fn_decode(b);
 }
 
-/* The value of an e2m1 code (formats.md: s e1 e0 m, bias 1). */
 static double e2m1_value(uint32_t code)
 {
-    static const double mag[8] = {0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0};
-    return code & 8 ? -mag[code & 7] : mag[code & 7];
+    return fmoe_fp4_e2m1_decode((uint8_t)code);
 }
 
 static uint32_t code_of(const uint8_t *row, uint32_t e)
