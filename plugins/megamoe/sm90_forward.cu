@@ -1,7 +1,9 @@
 /*
  * plugins/megamoe/sm90_forward.cu - the SM90 path of MegaMoE (sm90.h,
  * docs/MEGAMOE.md "SM90 path"): ep_size 1, one forward = six kernels
- * (seven launches: gemm runs twice) on the caller's stream, no allocation and no host sync:
+ * (seven launches: gemm runs twice; four when the call is small, prep_small
+ * doing the first four's work) on the caller's stream, no allocation and
+ * no host sync:
  *
  *   quant_x   x bf16 -> e4m3 per 32, s = 2^ceil(log2(max(amax, 1e-4)/448))
  *             with the exponent byte clamped to [1, 254] (the reference's
@@ -10,19 +12,18 @@
  *             and the pairs per expert; scan: each expert's first pair and
  *             first GEMM tile; scatter: the pairs grouped by expert;
  *   gemm      GEMM1 (xq . W13^T, into the SwiGLU epilogue below) and
- *             GEMM2 (aq . W2^T, stored bf16): per 32-group two f16
- *             mma.sync m16n8k16 (what ptxas makes of an FP8 m16n8k32 on
- *             SM90, which has no FP8 mma.sync), swap-AB (weight rows on M,
- *             a tile's <= 32 pairs on N), the weights streamed through a
- *             6-stage cp.async pipeline. One group is one scale group, so
- *             each group's MMAs start from zero and their partial sum is
- *             added to the f32 accumulator times s_act * s_w (powers of
- *             two: exact). Every e2m1 value times 2^-6 is an exact e4m3
- *             value, so the MXFP4 weights are decoded to e4m3 with shifts
- *             (sm90_plan.h) and then to f16 in registers as each fragment
- *             is read, the 2^6 folded into the stored activation scales;
- *             the activations are e4m3 values held as f16, the MMA's
- *             operand;
+ *             GEMM2 (aq . W2^T, stored bf16): per 32-group one wgmma
+ *             m64nNk32 e4m3 per warp group, A (the weights) from
+ *             registers, B (the activations) from shared memory, swap-AB
+ *             (weight rows on M, a tile's <= 32 pairs on N = 8..32), the
+ *             weights streamed through a 6-stage cp.async pipeline. One
+ *             group is one scale group, so each group's wgmma starts from
+ *             zero and its partial sum is added to the f32 accumulator
+ *             times s_act * s_w (powers of two: exact). Every e2m1 value
+ *             times 2^-6 is an exact e4m3 value, so the MXFP4 weights are
+ *             decoded to e4m3 with shifts (sm90_plan.h) in registers as
+ *             each fragment is read, the 2^6 folded into the stored
+ *             activation scales;
  *   GEMM1's epilogue (w13 and its scales uploaded with gate/up rows
  *             interleaved by 8, so a channel's gate and up meet in one
  *             lane): bf16 gate/up, the clamp compared in bf16, SiLU with
@@ -33,7 +34,7 @@
  *   combine   out_t = bf16(sum of the token's local slots in ascending slot
  *             order, f32).
  *
- * The launches after quant_x are programmatic (griddepcontrol): each kernel
+ * The launches after the first are programmatic (griddepcontrol): each kernel
  * starts while its predecessor drains and waits for it before it touches
  * memory.
  *
@@ -41,9 +42,9 @@
  * only, so the order the scatter's atomics give the pairs within an expert
  * does not change any output bit: forwards are bitwise repeatable.
  *
- * Not fused yet (the later steps): wgmma with the weights' scales rebased
- * per 128-wide block, the combine in GEMM2's epilogue, one persistent
- * kernel.
+ * Not fused yet (the later steps): the weights' scales rebased per
+ * 128-wide block (one promotion a stage), the combine in GEMM2's epilogue,
+ * one persistent kernel.
  */
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
@@ -53,8 +54,10 @@
 #include <stdio.h>
 
 #include "plugins/cuda/device_math.cuh"
+#include "plugins/cuda/wgmma_sync.cuh"
 #include "plugins/megamoe/numerics.cuh"
 #include "plugins/megamoe/sm90.h"
+#include "plugins/megamoe/wgmma_rs_e4m3.cuh"
 
 namespace {
 
@@ -80,62 +83,29 @@ using mm_num::e4m3_sat;
 using mm_num::scale_ue8m0;
 using mm_num::warp_max;
 
-/* An e4m3 pair (bytes 0, 1) as an f16 pair (halves 0, 1): exact. */
-__device__ __forceinline__ uint32_t e4m3x2_f16x2(uint32_t v)
-{
-    uint32_t r;
-    asm("{.reg .b16 t; cvt.u16.u32 t, %1; cvt.rn.f16x2.e4m3x2 %0, t;}" : "=r"(r) : "r"(v));
-    return r;
-}
-
-/* Four e4m3 bytes as two f16 pairs: bytes 0, 1 in lo, 2, 3 in hi (the
- * halves of one register, so no shift is spent on the upper pair). */
-__device__ __forceinline__ void e4m3x4_f16x4(uint32_t v, uint32_t &lo, uint32_t &hi)
-{
-    asm("{.reg .b16 l, h; mov.b32 {l, h}, %2; cvt.rn.f16x2.e4m3x2 %0, l; cvt.rn.f16x2.e4m3x2 %1, h;}"
-        : "=r"(lo), "=r"(hi)
-        : "r"(v));
-}
-
-/* An e4m3 code as the bits of the f16 of its value (exact; 0x7F is NaN). */
-__device__ __forceinline__ uint16_t e4m3_f16_bits(uint8_t code)
-{
-    return (uint16_t)(e4m3x2_f16x2(code) & 0xFFFFu);
-}
-
-/* d = a . b (+ d when ACC), f16 operands, f32 accumulation. The first of
- * a group's two MMAs starts from zero (C = 0): the partial sum is scaled
- * before it meets the accumulator. */
-template <bool ACC> __device__ __forceinline__ void mma_f16(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
-{
-    if constexpr (ACC)
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                     "{%0,%1,%2,%3};\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    else
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                     "{%10,%10,%10,%10};\n"
-                     : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.0f));
-}
-
 /* ---- quantize x, one warp per (token, 32-group) ---------------------------------- */
 
-__global__ void quant_x(const __nv_bfloat16 *__restrict__ x, int64_t x_ld, uint32_t m, uint32_t H,
-                        uint16_t *__restrict__ xq, float *__restrict__ xs)
+/* Warp wi's group: token wi / (H/32), group wi % (H/32); false past the end. */
+__device__ __forceinline__ bool quant_group(const __nv_bfloat16 *__restrict__ x, int64_t x_ld, uint32_t m, uint32_t H,
+                                            uint64_t wi, int lane, uint8_t *__restrict__ xq, float *__restrict__ xs)
 {
     const uint64_t groups = H / GROUP;
-    const uint64_t wi = (uint64_t)blockIdx.x * (ROW_THREADS / WARP) + threadIdx.x / WARP;
-    const int lane = threadIdx.x % WARP;
     if (wi >= (uint64_t)m * groups)
-        return;
+        return false;
     const uint64_t t = wi / groups, g = wi % groups;
     const float v = __bfloat162float(x[(int64_t)t * x_ld + (int64_t)(g * GROUP + lane)]);
     const float s = scale_ue8m0(warp_max(amax_step(0.0f, v)));
-    xq[t * H + g * GROUP + mm90_act_pos(lane)] = e4m3_f16_bits(e4m3_sat(v / s));
+    xq[t * H + g * GROUP + lane] = e4m3_sat(v / s);
     if (lane == 0)
         xs[wi] = s * ACT_SCALE_FOLD;
+    return true;
+}
+
+__global__ void quant_x(const __nv_bfloat16 *__restrict__ x, int64_t x_ld, uint32_t m, uint32_t H,
+                        uint8_t *__restrict__ xq, float *__restrict__ xs)
+{
+    quant_group(x, x_ld, m, H, (uint64_t)blockIdx.x * (ROW_THREADS / WARP) + threadIdx.x / WARP,
+                (int)(threadIdx.x % WARP), xq, xs);
 }
 
 /* ---- group the pairs by expert --------------------------------------------------- */
@@ -163,12 +133,9 @@ __global__ void route(const int32_t *__restrict__ ids, int64_t ids_ld, uint32_t 
  * scanned with warp shuffles, then the warps' totals by warp 0. */
 constexpr int SCAN_THREADS = 1024;
 
-__global__ void __launch_bounds__(SCAN_THREADS) scan(const uint32_t *__restrict__ count, uint32_t E,
-                                                     uint32_t *__restrict__ seg, uint32_t *__restrict__ tiles,
-                                                     uint32_t *__restrict__ cursor)
+__device__ __forceinline__ void scan_block(const uint32_t *count, uint32_t E, uint32_t *__restrict__ seg,
+                                           uint32_t *__restrict__ tiles, uint32_t *cursor)
 {
-    fmcu_dev::pdl_wait();
-    fmcu_dev::pdl_trigger();
     __shared__ uint32_t warp_pairs[SCAN_THREADS / WARP], warp_tiles[SCAN_THREADS / WARP];
     const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
     const uint32_t per = (E + SCAN_THREADS - 1) / SCAN_THREADS;
@@ -218,6 +185,15 @@ __global__ void __launch_bounds__(SCAN_THREADS) scan(const uint32_t *__restrict_
     }
 }
 
+__global__ void __launch_bounds__(SCAN_THREADS) scan(const uint32_t *__restrict__ count, uint32_t E,
+                                                     uint32_t *__restrict__ seg, uint32_t *__restrict__ tiles,
+                                                     uint32_t *__restrict__ cursor)
+{
+    fmcu_dev::pdl_wait();
+    fmcu_dev::pdl_trigger();
+    scan_block(count, E, seg, tiles, cursor);
+}
+
 __global__ void scatter(const int32_t *__restrict__ loc, uint64_t pairs, uint32_t *__restrict__ cursor,
                         int32_t *__restrict__ order)
 {
@@ -229,25 +205,69 @@ __global__ void scatter(const int32_t *__restrict__ loc, uint64_t pairs, uint32_
     order[atomicAdd(&cursor[loc[q]], 1u)] = (int32_t)q;
 }
 
+/* ---- small calls: the above in one launch ---------------------------------------------
+ *
+ * Up to PREP_MAX_PAIRS pairs over up to PREP_MAX_EXPERTS local experts
+ * (mm90_forward decides from m and E on the host): block 0 routes, counts,
+ * scans and scatters in shared memory (no memset, no count round trip),
+ * blocks 1.. quantize x as quant_x does, 32 (token, group) warps each. The
+ * outputs are route/scan/scatter's and quant_x's (the order within an
+ * expert is the atomics' either way, which no output bit depends on). */
+constexpr uint32_t PREP_MAX_PAIRS = 8192, PREP_MAX_EXPERTS = 4096;
+
+__global__ void __launch_bounds__(SCAN_THREADS)
+    prep_small(const __nv_bfloat16 *__restrict__ x, int64_t x_ld, uint32_t m, uint32_t H, uint8_t *__restrict__ xq,
+               float *__restrict__ xs, const int32_t *__restrict__ ids, int64_t ids_ld, uint32_t k, int32_t base,
+               uint32_t E, int32_t *__restrict__ loc, uint32_t *__restrict__ seg, uint32_t *__restrict__ tiles,
+               int32_t *__restrict__ order)
+{
+    __shared__ uint32_t cnt[PREP_MAX_EXPERTS], cur[PREP_MAX_EXPERTS];
+    const uint32_t tid = threadIdx.x;
+    if (blockIdx.x > 0) {
+        quant_group(x, x_ld, m, H, (uint64_t)(blockIdx.x - 1) * (SCAN_THREADS / WARP) + tid / WARP, (int)(tid % WARP),
+                    xq, xs);
+        return;
+    }
+    const uint32_t pairs = m * k;
+    for (uint32_t e = tid; e < E; e += SCAN_THREADS)
+        cnt[e] = 0;
+    __syncthreads();
+    for (uint32_t q = tid; q < pairs; q += SCAN_THREADS) {
+        const int32_t id = ids[(int64_t)(q / k) * ids_ld + (int64_t)(q % k)];
+        const int32_t l = id >= base && (uint32_t)(id - base) < E ? id - base : -1;
+        loc[q] = l;
+        if (l >= 0)
+            atomicAdd(&cnt[l], 1u);
+    }
+    __syncthreads();
+    scan_block(cnt, E, seg, tiles, cur);
+    __syncthreads();
+    for (uint32_t q = tid; q < pairs; q += SCAN_THREADS) {
+        const int32_t l = loc[q]; /* this thread's own write above */
+        if (l >= 0)
+            order[atomicAdd(&cur[l], 1u)] = (int32_t)q;
+    }
+}
+
 /* ---- the grouped FP8 x MXFP4 GEMM, streaming the weights ------------------------------
  *
- * Swap-AB: the weights' output rows are the MMA's M side (16 per warp, 8
- * warps: 128 rows per block) and a tile's pairs its N side (up to 32, in
- * n8 slices; a slice with no live pair is skipped, so a one-pair tile runs
- * two m16n8k16 per 16 rows x 32 K). K streams through STAGES shared-memory
- * stages of 128 (four scale groups) filled by cp.async, STAGES - 1 of them
- * in flight while the MMAs consume the oldest. Per stage: the packed e2m1
- * rows in the stage order of mm90_pack_stage_rows (decoded in registers as
- * each fragment is read), the pairs' rows (e4m3 values as f16), one 4-byte
- * word of UE8M0 scales per weight row and the pairs' f32 scales. The
- * numerics are the unpipelined kernel's: each group's MMAs start from zero
- * over one scale group in K order (K offsets 4tg, 4tg+1, 16+4tg, 17+4tg
- * of each thread tg in the first, the other four in the second, as ptxas
- * split the FP8 MMA) and the partial goes into the f32 accumulator as
- * (p * s_act) * s_w. */
+ * Swap-AB: the weights' output rows are the MMA's M side (64 per warp
+ * group, 16 per warp, two groups: 128 rows per block) and a tile's pairs
+ * its N side (up to 32, in n8 slices; the wgmma's N is the live slices',
+ * so a one-pair tile runs m64n8k32). K streams through STAGES
+ * shared-memory stages of 128 (four scale groups) filled by cp.async,
+ * STAGES - 1 of them in flight while the wgmmas consume the oldest. Per
+ * stage: the packed e2m1 rows in the stage order of mm90_pack_stage_rows
+ * (decoded in registers as each fragment is read), the pairs' e4m3 rows
+ * (x_chunk), one 4-byte word of UE8M0 scales per weight row and the pairs'
+ * f32 scales. Each group's wgmma starts from zero over one scale group in
+ * K order and its partial goes into the f32 accumulator as (p * s_act) *
+ * s_w, the order of the mma.sync kernel this one replaced; the partials
+ * are the tensor core's sums of 32 exact products (docs/MEGAMOE.md,
+ * "Numerics of the SM90 GEMM"). */
 
 struct gemm_args {
-    const uint16_t *a;   /* [rows, K] f16 (e4m3 values) */
+    const uint8_t *a;    /* [rows, K] e4m3 */
     const float *a_sf;   /* [rows, K/32] */
     uint32_t a_div;      /* A row of pair q: q / a_div (GEMM1: the token) */
     const uint8_t *w;    /* [E, N, K/2] e2m1 pairs, stage order (mm90_pack_stage_rows) */
@@ -263,23 +283,34 @@ struct gemm_args {
     int64_t tw_ld;
     uint32_t k;
     float limit;
-    uint16_t *aq; /* [pairs, N/2] f16 (e4m3 values) */
+    uint8_t *aq;  /* [pairs, N/2] e4m3 */
     float *as;   /* [pairs, N/64] */
 };
 
-constexpr int STAGES = 6;        /* 5 in flight: two blocks of 109 KB share an SM */
+constexpr int STAGES = 6;        /* 5 in flight: two blocks of 80 KB share an SM */
 constexpr int WP = KC / 2;       /* packed weight row: a quarter warp's 16-byte loads cover 128 bytes */
-constexpr int XP = 2 * KC;       /* pair row: 16-byte chunks swizzled by the row's parity (x_chunk) */
 constexpr int W_BYTES = BN * WP; /* 8192 */
-constexpr int X_BYTES = BM * XP; /* 8192 */
+constexpr int X_BYTES = BM * KC; /* 4096: the pairs' e4m3 rows */
+constexpr int GROUP_X = 2 * BM * 16; /* bytes of one 32-group of the pairs' rows */
 
-/* Byte offset of 16-byte chunk q (group q / 4, thread q % 4's operands) of
- * pair row r in a stage: odd rows swap each group's chunks with the next
- * group's, so the quarter warp reading rows 2i and 2i + 1 (the same group,
- * threads 0..3 each) covers all 32 banks once. */
+/* Byte offset of 16-byte chunk q (K 16q .. 16q + 15 of the stage) of pair
+ * row r in a stage: the wgmma B operand's K-major layout without swizzle,
+ * core matrices of 8 rows x 16 bytes (128 contiguous bytes), the 8-row
+ * groups 128 bytes apart (stride offset) and the two chunks of a 32-group
+ * BM * 16 bytes apart (leading offset). A warp's copies (one chunk of 32
+ * rows) write 512 contiguous bytes. */
 __device__ __forceinline__ int x_chunk(int r, int q)
 {
-    return r * XP + ((q ^ ((r & 1) << 2)) * 16);
+    return (q * BM + r) * 16;
+}
+
+/* The matrix descriptor of a B operand (a group of a stage's pair rows) at
+ * shared address `addr`: no swizzle, leading offset BM * 16, stride 128.
+ * The address field is addr / 16 in bits 0..13 (shared memory ends below
+ * 256 KB), so a descriptor moves by `bytes` when bytes / 16 is added. */
+__device__ __forceinline__ uint64_t x_desc(uint32_t addr)
+{
+    return (uint64_t)((addr & 0x3FFFF) >> 4) | ((uint64_t)((BM * 16) >> 4) << 16) | ((uint64_t)(128 >> 4) << 32);
 }
 constexpr int SW_BYTES = BN * GPS;
 constexpr int SX_BYTES = GPS * BM * 4; /* [group][pair] f32 */
@@ -290,7 +321,8 @@ static_assert(BN == 16 * (GEMM_THREADS / WARP), "one m16 slice of weight rows pe
 static_assert(2 * GEMM_SMEM <= 227 * 1024, "two GEMM blocks an SM (__launch_bounds__(.., 2))");
 static_assert(BN == GEMM_THREADS / 2 && BM * GPS == GEMM_THREADS / 2, "the scale copies: one per thread");
 static_assert(GPS == (int)MM90_SF_ALIGN, "one 4-byte word of weight scales per row and stage");
-static_assert(STAGE_BYTES % 16 == 0 && BM * (2 * KC / 16) == 2 * GEMM_THREADS, "stage layout: two x copies a thread");
+static_assert(STAGE_BYTES % 16 == 0 && BM * (KC / 16) == GEMM_THREADS, "stage layout: one x copy a thread");
+static_assert(GEMM_THREADS == 256 && BN == 128, "two warp groups of 64 weight rows: the wgmma's M side");
 
 __device__ __forceinline__ void cp_async16(void *dst, const void *src)
 {
@@ -316,8 +348,8 @@ template <int N> __device__ __forceinline__ void cp_async_wait()
 
 /* One thread's cp.async copies of every stage of a tile, their sources
  * set up once per tile (each stage advances them by its K): two 16-byte
- * chunks of packed weight rows, two of a pair's f16 row (chunks cx and cx +
- * 8: groups cx/4 and 2 + cx/4), and a 4-byte scale word (threads < BN: a
+ * chunks of packed weight rows, one of a pair's e4m3 row (chunk cx: group
+ * cx/2), and a 4-byte scale word (threads < BN: a
  * weight row's four UE8M0 bytes; the others: one f32 pair scale). A copy is
  * made when its row is live and its group lies inside K; a stage of ng < 4
  * groups holds ng * 16 bytes of a weight row (mm90_pack_stage_rows), chunks
@@ -341,11 +373,11 @@ __device__ __forceinline__ copier make_copier(const gemm_args &g, const uint8_t 
     c.gw = cw;
     c.ok_w0 = n0 + rw < g.N;
     c.ok_w1 = n0 + rw + BN / 2 < g.N;
-    const int rx = tid / (KC / 16), cx = tid % (KC / 16);
+    const int rx = tid % BM, cx = tid / BM;
     c.ok_x = rx < rows;
-    c.x = reinterpret_cast<const uint8_t *>(g.a + (size_t)arow[rx] * g.K) + cx * 16;
-    c.dx = W_BYTES + x_chunk(rx, cx); /* chunk cx + 8 lands KC bytes on: the swizzle flips bit 2 only */
-    c.gx = cx / 4;
+    c.x = g.a + (size_t)arow[rx] * g.K + cx * 16;
+    c.dx = W_BYTES + x_chunk(rx, cx);
+    c.gx = cx / 2;
     if (tid < BN) {
         c.ok_s = n0 + tid < g.N;
         c.s = sbase + (size_t)(n0 + tid) * g.sf_pitch;
@@ -373,13 +405,11 @@ __device__ __forceinline__ void issue_next(copier &c, uint8_t *st, int ng)
         cp_async16(st + c.dw1, c.w1);
     if (c.ok_x && c.gx < ng)
         cp_async16(st + c.dx, c.x);
-    if (c.ok_x && c.gx + 2 < ng)
-        cp_async16(st + c.dx + KC, c.x + KC);
     if (c.ok_s && c.gs < ng)
         cp_async4(st + c.ds, c.s);
     c.w0 += KC / 2;
     c.w1 += KC / 2;
-    c.x += 2 * KC;
+    c.x += KC;
     c.s += c.s_step;
 }
 
@@ -415,20 +445,56 @@ template <bool FAST> __device__ __forceinline__ float wscale(uint32_t word, int 
         return ue8m0((word >> (8 * c)) & 0xFFu);
 }
 
-/* One warp's MMAs on one stage: its 16 weight rows x SL n8 slices of pairs
- * over the stage's groups (all GPS when FULL, else the first ng), in K
- * order. Templated so that the hot loop has no branches and the compiler
- * can overlap the groups' loads, decodes and MMAs. Thread (gid, tg) holds
- * rows gid and gid + 8 of the warp's 16: per group one packed word each
- * (mm90_pack_stage_rows), a full stage's four in one 16-byte load. The
- * f16 fragments of k16 steps 0 and 1 (ptxas's split of the FP8 MMA): A
- * step 0 = K 4tg, 4tg+1 (a0 row gid, a1 row gid + 8), 16+4tg, 17+4tg
- * (a2, a3), step 1 the next two of each; B the same K of pair gid, one
- * 16-byte chunk of its f16 row (mm90_act_pos). */
-template <int SL, bool FULL, bool FAST>
-__device__ __forceinline__ void stage_mma(float (&acc)[BM / 8][4], const uint8_t *st, int wr, int gid, int tg, int ng)
+/* One group's wgmma: the warp group's 64 weight rows (A, e4m3 decoded in
+ * registers) x SL n8 slices of pairs (B, the stage's e4m3 rows) over one
+ * 32-group, into p from zero. */
+template <int SL> __device__ __forceinline__ void group_wgmma(float (&p)[SL * 4], const uint32_t (&a)[4], uint64_t desc)
 {
-    const uint8_t *xs = st + W_BYTES, *sw = xs + X_BYTES;
+    if constexpr (SL == 1)
+        mm_wgmma::wgmma_m64n8k32_e4m3_rs(p, a, desc, 0);
+    else if constexpr (SL == 2)
+        mm_wgmma::wgmma_m64n16k32_e4m3_rs(p, a, desc, 0);
+    else if constexpr (SL == 3)
+        mm_wgmma::wgmma_m64n24k32_e4m3_rs(p, a, desc, 0);
+    else
+        mm_wgmma::wgmma_m64n32k32_e4m3_rs(p, a, desc, 0);
+}
+
+/* A group's partial sums into the accumulator: (p * s_act) * s_w, the
+ * scales' f32 products in the unpipelined kernel's order. Thread (gid, tg)
+ * holds p[4j + 0, 1]: weight row gid, pairs 8j + 2tg, +1; p[4j + 2, 3]:
+ * row gid + 8 (the m16n8 accumulator layout, per warp of the group). */
+template <int SL, bool FAST>
+__device__ __forceinline__ void promote(float (&acc)[BM / 8][4], const float (&p)[SL * 4], const float *sx,
+                                        uint32_t sw0, uint32_t sw1, int c, int tg)
+{
+    const float w0 = wscale<FAST>(sw0, c), w1 = wscale<FAST>(sw1, c);
+#pragma unroll
+    for (int j = 0; j < SL; j++) {
+        const float2 s = *reinterpret_cast<const float2 *>(sx + c * BM + j * 8 + 2 * tg);
+        acc[j][0] = fmaf(p[4 * j] * s.x, w0, acc[j][0]);
+        acc[j][1] = fmaf(p[4 * j + 1] * s.y, w0, acc[j][1]);
+        acc[j][2] = fmaf(p[4 * j + 2] * s.x, w1, acc[j][2]);
+        acc[j][3] = fmaf(p[4 * j + 3] * s.y, w1, acc[j][3]);
+    }
+}
+
+/* One warp group's wgmmas on one stage: its 64 weight rows x SL n8 slices
+ * of pairs over the stage's groups (all GPS when FULL, else the first ng),
+ * in K order, one wgmma per group from zero (one group is one scale group).
+ * Thread (gid, tg) of warp w holds rows 16w + gid and + 8: per group one
+ * packed word each (mm90_pack_stage_rows), a full stage's four in one
+ * 16-byte load; the word's low nibbles decode to K 4tg..4tg+3 (A register
+ * 0 or 1) and its high ones to 16+4tg.. (2 or 3), the 8-bit A fragment of
+ * m64nNk32. In a full stage two groups are in flight: group c's wgmma is
+ * issued before group c - 1's partial is waited for and promoted, so
+ * p and a alternate between two sets. */
+template <int SL, bool FULL, bool FAST>
+__device__ __forceinline__ void stage_mma(float (&acc)[BM / 8][4], float (&p)[2][SL * 4], const uint8_t *st,
+                                          uint64_t desc, int wr, int gid, int tg, int ng)
+{
+    using namespace fmcu_wgmma;
+    const uint8_t *sw = st + W_BYTES + X_BYTES;
     const float *sx = reinterpret_cast<const float *>(sw + SW_BYTES);
     const uint32_t sw0 = *reinterpret_cast<const uint32_t *>(sw + (wr + gid) * GPS);
     const uint32_t sw1 = *reinterpret_cast<const uint32_t *>(sw + (wr + gid + 8) * GPS);
@@ -447,45 +513,59 @@ __device__ __forceinline__ void stage_mma(float (&acc)[BM / 8][4], const uint8_t
                 q1[c] = *reinterpret_cast<const uint32_t *>(r1 + (tg * ng + c) * 4);
             }
     }
+    uint32_t a[2][4];
 #pragma unroll
     for (int c = 0; c < GPS; c++) {
         if (!FULL && c >= ng)
             break;
-        uint32_t a0[4], a1[4]; /* k16 steps 0 and 1 */
-        e4m3x4_f16x4(mm90_e2m1_lo_e4m3(q0[c]), a0[0], a1[0]);
-        e4m3x4_f16x4(mm90_e2m1_lo_e4m3(q1[c]), a0[1], a1[1]);
-        e4m3x4_f16x4(mm90_e2m1_hi_e4m3(q0[c]), a0[2], a1[2]);
-        e4m3x4_f16x4(mm90_e2m1_hi_e4m3(q1[c]), a0[3], a1[3]);
-        const float w0 = wscale<FAST>(sw0, c), w1 = wscale<FAST>(sw1, c);
-#pragma unroll
-        for (int j = 0; j < SL; j++) {
-            /* pair j*8 + gid's operands (mm90_act_pos): b0, b1 of step 0, then of step 1 */
-            const uint4 b = *reinterpret_cast<const uint4 *>(xs + x_chunk(j * 8 + gid, c * 4 + tg));
-            float p[4];
-            mma_f16<false>(p, a0, b.x, b.y);
-            mma_f16<true>(p, a1, b.z, b.w);
-            /* d0, d1: weight row gid, pairs 2tg, 2tg + 1; d2, d3: row gid + 8 */
-            const float2 s = *reinterpret_cast<const float2 *>(sx + c * BM + j * 8 + 2 * tg);
-            acc[j][0] = fmaf(p[0] * s.x, w0, acc[j][0]);
-            acc[j][1] = fmaf(p[1] * s.y, w0, acc[j][1]);
-            acc[j][2] = fmaf(p[2] * s.x, w1, acc[j][2]);
-            acc[j][3] = fmaf(p[3] * s.y, w1, acc[j][3]);
+        uint32_t(&ac)[4] = a[c & 1];
+        ac[0] = mm90_e2m1_lo_e4m3(q0[c]);
+        ac[1] = mm90_e2m1_lo_e4m3(q1[c]);
+        ac[2] = mm90_e2m1_hi_e4m3(q0[c]);
+        ac[3] = mm90_e2m1_hi_e4m3(q1[c]);
+        wgmma_fence();
+        group_wgmma<SL>(p[c & 1], ac, desc + (uint64_t)(c * GROUP_X / 16));
+        wgmma_commit();
+        if constexpr (FULL) {
+            if (c > 0) {
+                wgmma_wait<1>();
+                fence_regs(p[(c - 1) & 1]);
+                fence_regs(a[(c - 1) & 1]);
+                promote<SL, FAST>(acc, p[(c - 1) & 1], sx, sw0, sw1, c - 1, tg);
+            }
+        } else {
+            wgmma_wait<0>();
+            fence_regs(p[c & 1]);
+            fence_regs(ac);
+            promote<SL, FAST>(acc, p[c & 1], sx, sw0, sw1, c, tg);
         }
+    }
+    if constexpr (FULL) {
+        wgmma_wait<0>();
+        fence_regs(p[(GPS - 1) & 1]);
+        fence_regs(a[(GPS - 1) & 1]);
+        promote<SL, FAST>(acc, p[(GPS - 1) & 1], sx, sw0, sw1, GPS - 1, tg);
     }
 }
 
 /* A tile's K loop for SL live slices: STAGES - 1 stages are queued
  * before it; each step waits for the oldest, queues the one STAGES - 1 on
- * and runs the MMAs on the oldest. Only the last stage can hold fewer than
- * GPS groups (last_ng). The slots go round by running offsets. */
+ * and runs the wgmmas on the oldest (complete before the step ends, so the
+ * next step's barrier frees its slot). Only the last stage can hold fewer
+ * than GPS groups (last_ng). The slots go round by running offsets. `live`
+ * is the warp group's: wgmma is issued by all four of its warps. */
 template <int SL, bool FAST>
 __device__ __forceinline__ void k_loop(float (&acc)[BM / 8][4], copier &cp, uint8_t *smem, uint32_t nk, int last_ng,
                                        bool live, int wr, int gid, int tg)
 {
     constexpr uint32_t RING = STAGES * STAGE_BYTES;
+    const uint64_t desc0 = x_desc((uint32_t)__cvta_generic_to_shared(smem) + W_BYTES); /* slot 0's group 0 */
+    float p[2][SL * 4] = {};
     uint32_t rd = 0, wt = (STAGES - 1) * STAGE_BYTES;
     for (uint32_t kt = 0; kt < nk; kt++) {
         cp_async_wait<STAGES - 2>();
+        /* this thread's copies of stage kt are read by wgmma, through the async proxy */
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         __syncthreads(); /* stage kt landed for all; stage kt - 1 consumed by all */
         if (kt + STAGES - 1 < nk)
             issue_next(cp, smem + wt, kt + STAGES == nk ? last_ng : GPS);
@@ -493,9 +573,9 @@ __device__ __forceinline__ void k_loop(float (&acc)[BM / 8][4], copier &cp, uint
         wt = wt + STAGE_BYTES == RING ? 0 : wt + STAGE_BYTES;
         if (live) {
             if (kt + 1 < nk || last_ng == GPS)
-                stage_mma<SL, true, FAST>(acc, smem + rd, wr, gid, tg, GPS);
+                stage_mma<SL, true, FAST>(acc, p, smem + rd, desc0 + rd / 16, wr, gid, tg, GPS);
             else
-                stage_mma<SL, false, FAST>(acc, smem + rd, wr, gid, tg, last_ng);
+                stage_mma<SL, false, FAST>(acc, p, smem + rd, desc0 + rd / 16, wr, gid, tg, last_ng);
         }
         rd = rd + STAGE_BYTES == RING ? 0 : rd + STAGE_BYTES;
     }
@@ -568,7 +648,7 @@ __device__ __forceinline__ void swiglu_epilogue(const gemm_args &g, const float 
                 code = mm_num::act_code(act[j][t], ex);
             }
             const uint32_t q = (uint32_t)qrow[r];
-            g.aq[(size_t)q * I + ch / GROUP * GROUP + mm90_act_pos(ch % GROUP)] = e4m3_f16_bits(code);
+            g.aq[(size_t)q * I + ch] = code;
             if (warp % 4 == 0 && gid == 0)
                 g.as[(size_t)q * (I / GROUP) + ch / GROUP] = sf * ACT_SCALE_FOLD;
         }
@@ -587,6 +667,9 @@ template <bool SWIGLU, bool FAST> __global__ void __launch_bounds__(GEMM_THREADS
     const uint32_t n0 = blockIdx.x * BN, kgroups = g.K / GROUP, nk = (g.K + KC - 1) / KC;
     const int last_ng = (int)(kgroups - (nk - 1) * GPS);
     const bool live = n0 + wr < g.N; /* N % 32 == 0: a warp's 16 rows are all in or all out */
+    /* a warp group's wgmmas run when any of its 64 rows is in (the others'
+     * weights are not copied, their results not stored) */
+    const bool wg_live = n0 + (uint32_t)(warp / 4) * 64 < g.N;
     const uint32_t total = g.tiles[g.E];
     for (uint32_t tile = blockIdx.y; tile < total; tile += gridDim.y) {
         const uint32_t e = expert_of(g.tiles, g.E, tile);
@@ -611,16 +694,16 @@ template <bool SWIGLU, bool FAST> __global__ void __launch_bounds__(GEMM_THREADS
         static_assert(BM / 8 == 4, "four n8 slices per tile");
         switch (slices) {
         case 1:
-            k_loop<1, FAST>(acc, cp, smem, nk, last_ng, live, wr, gid, tg);
+            k_loop<1, FAST>(acc, cp, smem, nk, last_ng, wg_live, wr, gid, tg);
             break;
         case 2:
-            k_loop<2, FAST>(acc, cp, smem, nk, last_ng, live, wr, gid, tg);
+            k_loop<2, FAST>(acc, cp, smem, nk, last_ng, wg_live, wr, gid, tg);
             break;
         case 3:
-            k_loop<3, FAST>(acc, cp, smem, nk, last_ng, live, wr, gid, tg);
+            k_loop<3, FAST>(acc, cp, smem, nk, last_ng, wg_live, wr, gid, tg);
             break;
         default:
-            k_loop<4, FAST>(acc, cp, smem, nk, last_ng, live, wr, gid, tg);
+            k_loop<4, FAST>(acc, cp, smem, nk, last_ng, wg_live, wr, gid, tg);
             break;
         }
         if constexpr (SWIGLU)
@@ -805,31 +888,40 @@ extern "C" int mm90_forward(mm90_layer *l, const mm_call *c, char *why, size_t c
     const uint64_t pairs = (uint64_t)m * k;
     cudaStream_t s = static_cast<cudaStream_t>(c->stream);
     uint8_t *W = l->weights, *ws = l->work;
-    uint16_t *xq = view<uint16_t>(ws, p.work[MM90_XQ]), *aq = view<uint16_t>(ws, p.work[MM90_AQ]);
+    uint8_t *xq = view<uint8_t>(ws, p.work[MM90_XQ]), *aq = view<uint8_t>(ws, p.work[MM90_AQ]);
     float *xs = view<float>(ws, p.work[MM90_XS]), *as = view<float>(ws, p.work[MM90_AS]);
     int32_t *loc = view<int32_t>(ws, p.work[MM90_LOC]), *order = view<int32_t>(ws, p.work[MM90_ORDER]);
     uint32_t *count = view<uint32_t>(ws, p.work[MM90_COUNT]), *seg = view<uint32_t>(ws, p.work[MM90_SEG]);
     uint32_t *tiles = view<uint32_t>(ws, p.work[MM90_TILES]), *cursor = view<uint32_t>(ws, p.work[MM90_CURSOR]);
     __nv_bfloat16 *hy = view<__nv_bfloat16>(ws, p.work[MM90_HY]);
 
-    if ((e = cudaMemsetAsync(count, 0, (size_t)E * 4, s)) != cudaSuccess)
-        return fail(e, "cudaMemsetAsync", why, cap);
-    const unsigned warps_per_block = ROW_THREADS / WARP;
-    quant_x<<<blocks_for((uint64_t)m * (H / GROUP), warps_per_block), ROW_THREADS, 0, s>>>(
-        static_cast<const __nv_bfloat16 *>(c->x), c->x_ld, m, H, xq, xs);
-    /* The kernels after quant_x start while their predecessor drains
+    /* The kernels after the first start while their predecessor drains
      * (programmatic dependent launch): each waits for it before touching
      * memory, so each also completes after it, and the chain keeps the
      * stream's order. */
     using fmcu_dev::launch_overlapped;
-    if ((e = cudaGetLastError()) != cudaSuccess ||
-        (e = launch_overlapped(route, dim3(blocks_for(pairs, 256)), dim3(256), 0, s, c->ids, c->ids_ld, m, k,
-                               c->expert_base, E, loc, count)) != cudaSuccess ||
-        (e = launch_overlapped(scan, dim3(1), dim3(SCAN_THREADS), 0, s, (const uint32_t *)count, E, seg, tiles,
-                               cursor)) != cudaSuccess ||
-        (e = launch_overlapped(scatter, dim3(blocks_for(pairs, 256)), dim3(256), 0, s, (const int32_t *)loc, pairs,
-                               cursor, order)) != cudaSuccess)
-        return fail(e, "kernel launch", why, cap);
+    if (pairs <= PREP_MAX_PAIRS && E <= PREP_MAX_EXPERTS) {
+        /* one launch for quant_x, route, scan and scatter (the first kernel: a plain launch) */
+        prep_small<<<1 + blocks_for((uint64_t)m * (H / GROUP), SCAN_THREADS / WARP), SCAN_THREADS, 0, s>>>(
+            static_cast<const __nv_bfloat16 *>(c->x), c->x_ld, m, H, xq, xs, c->ids, c->ids_ld, k, c->expert_base, E,
+            loc, seg, tiles, order);
+        if ((e = cudaGetLastError()) != cudaSuccess)
+            return fail(e, "kernel launch", why, cap);
+    } else {
+        if ((e = cudaMemsetAsync(count, 0, (size_t)E * 4, s)) != cudaSuccess)
+            return fail(e, "cudaMemsetAsync", why, cap);
+        const unsigned warps_per_block = ROW_THREADS / WARP;
+        quant_x<<<blocks_for((uint64_t)m * (H / GROUP), warps_per_block), ROW_THREADS, 0, s>>>(
+            static_cast<const __nv_bfloat16 *>(c->x), c->x_ld, m, H, xq, xs);
+        if ((e = cudaGetLastError()) != cudaSuccess ||
+            (e = launch_overlapped(route, dim3(blocks_for(pairs, 256)), dim3(256), 0, s, c->ids, c->ids_ld, m, k,
+                                   c->expert_base, E, loc, count)) != cudaSuccess ||
+            (e = launch_overlapped(scan, dim3(1), dim3(SCAN_THREADS), 0, s, (const uint32_t *)count, E, seg, tiles,
+                                   cursor)) != cudaSuccess ||
+            (e = launch_overlapped(scatter, dim3(blocks_for(pairs, 256)), dim3(256), 0, s, (const int32_t *)loc,
+                                   pairs, cursor, order)) != cudaSuccess)
+            return fail(e, "kernel launch", why, cap);
+    }
 
     const mm90_grid grid1 = mm90_gemm_grid(2 * I, pairs, E), grid2 = mm90_gemm_grid(H, pairs, E);
     const gemm_args g1 = {xq, xs, k, W + p.weight[MM90_W13].offset, W + p.weight[MM90_W13_SF].offset,

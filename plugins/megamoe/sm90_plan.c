@@ -56,7 +56,7 @@ int mm90_plan_make(uint32_t experts, uint32_t hidden, uint32_t inter, uint32_t t
     const uint64_t weights[MM90_WEIGHT_VIEWS] = {E * 2 * I * (H / 2), E * 2 * I * mm90_sf_pitch(hidden),
                                                  E * H * (I / 2), E * H * mm90_sf_pitch(inter)};
     uint64_t hy = P * H; /* GEMM2's bf16 out (GEMM1's goes through its SwiGLU epilogue) */
-    const uint64_t work[MM90_WORK_VIEWS] = {(uint64_t)max_tokens * H * 2,
+    const uint64_t work[MM90_WORK_VIEWS] = {(uint64_t)max_tokens * H,
                                             (uint64_t)max_tokens * (H / MM_GROUP) * 4,
                                             P * 4,
                                             P * 4,
@@ -65,7 +65,7 @@ int mm90_plan_make(uint32_t experts, uint32_t hidden, uint32_t inter, uint32_t t
                                             (E + 1) * 4,
                                             E * 4,
                                             hy * 2,
-                                            P * I * 2,
+                                            P * I,
                                             P * (I / MM_GROUP) * 4};
     if (place(out->weight, weights, MM90_WEIGHT_VIEWS, &out->weight_bytes) != 0 ||
         place(out->work, work, MM90_WORK_VIEWS, &out->work_bytes) != 0) {

@@ -12,9 +12,9 @@
  * mm90_sf_pitch) with one change: w13's rows and their scales interleave
  * gate and up in runs of 8 (host.h mm_interleave_rows), so GEMM1's
  * epilogue finds a channel's gate and up in one lane. The weights are the
- * mma.sync A operand (swap-AB: weight rows on the MMA's M side, pairs on
- * N), K-contiguous per row, and every e2m1 value times 2^-6 is an exact
- * e4m3 value, so they are decoded in the GEMM, not rebased. Within each 128-wide
+ * wgmma's A operand, from registers (swap-AB: weight rows on the MMA's M
+ * side, pairs on N), K-contiguous per row, and every e2m1 value times 2^-6
+ * is an exact e4m3 value, so they are decoded in the GEMM, not rebased. Within each 128-wide
  * K stage of a row the nibbles are reordered once at finalize
  * (mm90_pack_stage_rows) so that a thread reads its fragments of a stage
  * with one 16-byte load and decodes them with shifts and masks.
@@ -45,7 +45,7 @@ enum { MM90_W13, MM90_W13_SF, MM90_W2, MM90_W2_SF, MM90_WEIGHT_VIEWS };
 
 /* Workspace (one allocation), in this order. P = max_tokens * topk pairs. */
 enum {
-    MM90_XQ,     /* [T, H] f16: x quantized per 32 (e4m3 values as f16, each group in mm90_act_pos order) */
+    MM90_XQ,     /* [T, H] e4m3: x quantized per 32 */
     MM90_XS,     /* [T, H/32] f32: its power-of-two scales */
     MM90_LOC,    /* [P] i32: local expert of pair t*topk + j, -1 masked */
     MM90_ORDER,  /* [P] i32: the local pairs grouped by expert */
@@ -54,7 +54,7 @@ enum {
     MM90_TILES,  /* [E + 1] u32: first GEMM tile of each expert */
     MM90_CURSOR, /* [E] u32: scatter cursors */
     MM90_HY,     /* [P, H] bf16 GEMM2 out */
-    MM90_AQ,     /* [P, I] f16: SwiGLU out requantized per 32 (as XQ) */
+    MM90_AQ,     /* [P, I] e4m3: SwiGLU out requantized per 32 */
     MM90_AS,     /* [P, I/32] f32: its power-of-two scales */
     MM90_WORK_VIEWS
 };
@@ -90,12 +90,11 @@ typedef struct mm90_grid {
 } mm90_grid;
 mm90_grid mm90_gemm_grid(uint32_t n, uint64_t pairs, uint32_t experts);
 
-/* The GEMM's weight order. SM90 has no FP8 mma.sync: ptxas runs each
- * m16n8k32 e4m3 MMA as two f16 m16n8k16 MMAs after converting both
- * operands, so the kernel issues those itself. Thread tg (lane % 4) of a
- * warp needs, per weight row and 32-group c, the 8 values at K offsets
- * 4tg..4tg+3 and 16+4tg..16+4tg+3 of the group: one 32-bit word whose byte
- * j holds value 4tg+j in its low nibble and 16+4tg+j in its high nibble.
+/* The GEMM's weight order. The wgmma m64nNk32 e4m3 A fragment from
+ * registers is mma.sync m16n8k32's per warp: thread tg (lane % 4) holds,
+ * per weight row and 32-group c, the 8 values at K offsets 4tg..4tg+3 (one
+ * register) and 16+4tg..16+4tg+3 (another): one 32-bit word whose byte j
+ * holds value 4tg+j in its low nibble and 16+4tg+j in its high nibble.
  * A stage of ng groups (4, or fewer at the end of K) is stored as
  * [tg][c][4 bytes], so a thread's words of a full stage are 16 contiguous
  * bytes. src: `rows` rows of k/2 bytes, e2m1 pairs with element 0 in the
@@ -127,17 +126,6 @@ MM90_HD uint32_t mm90_e2m1_lo_e4m3(uint32_t w)
 MM90_HD uint32_t mm90_e2m1_hi_e4m3(uint32_t w)
 {
     return (w & 0x80808080u) | ((w >> 2) & 0x1C1C1C1Cu);
-}
-
-/* Where value k (0..31) of a 32-group of GEMM activations is stored
- * within its group: thread tg's operands of both k16 steps s, K offsets
- * 4tg+2s, +1 (b0) and 16+4tg+2s, +1 (b1), are the 8 values at 8tg, in the
- * order (s, b0/b1, value): one 16-byte load a group and pair, whose four
- * words are the two MMAs' register pairs. */
-MM90_HD uint32_t mm90_act_pos(uint32_t k)
-{
-    const uint32_t h = k / 16, r = k % 16;
-    return (r / 4) * 8 + ((r % 4) / 2) * 4 + h * 2 + r % 2;
 }
 
 #ifdef __cplusplus
