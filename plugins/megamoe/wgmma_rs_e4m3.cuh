@@ -15,7 +15,7 @@ namespace mm_wgmma {
 
 /* D (+)= A * B, m64n8k32 e4m3, A from registers; 4 accumulator registers per thread. */
 __device__ __forceinline__ void wgmma_m64n8k32_e4m3_rs(float (&d)[4], const uint32_t (&a)[4],
-                                                       uint64_t desc_b, int accumulate)
+                                                     uint64_t desc_b, int accumulate)
 {
     asm volatile(
         "{\n.reg .pred p;\n"
@@ -30,7 +30,7 @@ __device__ __forceinline__ void wgmma_m64n8k32_e4m3_rs(float (&d)[4], const uint
 
 /* D (+)= A * B, m64n16k32 e4m3, A from registers; 8 accumulator registers per thread. */
 __device__ __forceinline__ void wgmma_m64n16k32_e4m3_rs(float (&d)[8], const uint32_t (&a)[4],
-                                                       uint64_t desc_b, int accumulate)
+                                                     uint64_t desc_b, int accumulate)
 {
     asm volatile(
         "{\n.reg .pred p;\n"
@@ -46,7 +46,7 @@ __device__ __forceinline__ void wgmma_m64n16k32_e4m3_rs(float (&d)[8], const uin
 
 /* D (+)= A * B, m64n24k32 e4m3, A from registers; 12 accumulator registers per thread. */
 __device__ __forceinline__ void wgmma_m64n24k32_e4m3_rs(float (&d)[12], const uint32_t (&a)[4],
-                                                       uint64_t desc_b, int accumulate)
+                                                     uint64_t desc_b, int accumulate)
 {
     asm volatile(
         "{\n.reg .pred p;\n"
@@ -63,7 +63,7 @@ __device__ __forceinline__ void wgmma_m64n24k32_e4m3_rs(float (&d)[12], const ui
 
 /* D (+)= A * B, m64n32k32 e4m3, A from registers; 16 accumulator registers per thread. */
 __device__ __forceinline__ void wgmma_m64n32k32_e4m3_rs(float (&d)[16], const uint32_t (&a)[4],
-                                                       uint64_t desc_b, int accumulate)
+                                                     uint64_t desc_b, int accumulate)
 {
     asm volatile(
         "{\n.reg .pred p;\n"
