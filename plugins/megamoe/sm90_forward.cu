@@ -85,20 +85,19 @@ using mm_num::warp_max;
 
 /* ---- quantize x, one warp per (token, 32-group) ---------------------------------- */
 
-/* Warp wi's group: token wi / (H/32), group wi % (H/32); false past the end. */
-__device__ __forceinline__ bool quant_group(const __nv_bfloat16 *__restrict__ x, int64_t x_ld, uint32_t m, uint32_t H,
+/* Warp wi's group: token wi / (H/32), group wi % (H/32); nothing past the end. */
+__device__ __forceinline__ void quant_group(const __nv_bfloat16 *__restrict__ x, int64_t x_ld, uint32_t m, uint32_t H,
                                             uint64_t wi, int lane, uint8_t *__restrict__ xq, float *__restrict__ xs)
 {
     const uint64_t groups = H / GROUP;
     if (wi >= (uint64_t)m * groups)
-        return false;
+        return;
     const uint64_t t = wi / groups, g = wi % groups;
     const float v = __bfloat162float(x[(int64_t)t * x_ld + (int64_t)(g * GROUP + lane)]);
     const float s = scale_ue8m0(warp_max(amax_step(0.0f, v)));
     xq[t * H + g * GROUP + lane] = e4m3_sat(v / s);
     if (lane == 0)
         xs[wi] = s * ACT_SCALE_FOLD;
-    return true;
 }
 
 __global__ void quant_x(const __nv_bfloat16 *__restrict__ x, int64_t x_ld, uint32_t m, uint32_t H,
@@ -110,9 +109,15 @@ __global__ void quant_x(const __nv_bfloat16 *__restrict__ x, int64_t x_ld, uint3
 
 /* ---- group the pairs by expert --------------------------------------------------- */
 
-/* Local expert of each pair: id - base when this rank holds it (EP: the
- * experts [base, base + E) of a linear placement), else -1 (masked: another
- * rank's expert, or an empty slot of an EP receive buffer). */
+/* A pair's local expert: id - base when this rank holds it (EP: the experts
+ * [base, base + E) of a linear placement), else -1 (masked: another rank's
+ * expert, or an empty slot of an EP receive buffer). */
+__device__ __forceinline__ int32_t local_expert(int32_t id, int32_t base, uint32_t E)
+{
+    return id >= base && (uint32_t)(id - base) < E ? id - base : -1;
+}
+
+/* Each pair's local expert, and the pairs per expert. */
 __global__ void route(const int32_t *__restrict__ ids, int64_t ids_ld, uint32_t m, uint32_t k, int32_t base,
                       uint32_t E, int32_t *__restrict__ loc, uint32_t *__restrict__ count)
 {
@@ -121,8 +126,7 @@ __global__ void route(const int32_t *__restrict__ ids, int64_t ids_ld, uint32_t 
     const uint64_t q = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (q >= (uint64_t)m * k)
         return;
-    const int32_t id = ids[(int64_t)(q / k) * ids_ld + (int64_t)(q % k)];
-    const int32_t l = id >= base && (uint32_t)(id - base) < E ? id - base : -1;
+    const int32_t l = local_expert(ids[(int64_t)(q / k) * ids_ld + (int64_t)(q % k)], base, E);
     loc[q] = l;
     if (l >= 0)
         atomicAdd(&count[l], 1u);
@@ -233,8 +237,7 @@ __global__ void __launch_bounds__(SCAN_THREADS)
         cnt[e] = 0;
     __syncthreads();
     for (uint32_t q = tid; q < pairs; q += SCAN_THREADS) {
-        const int32_t id = ids[(int64_t)(q / k) * ids_ld + (int64_t)(q % k)];
-        const int32_t l = id >= base && (uint32_t)(id - base) < E ? id - base : -1;
+        const int32_t l = local_expert(ids[(int64_t)(q / k) * ids_ld + (int64_t)(q % k)], base, E);
         loc[q] = l;
         if (l >= 0)
             atomicAdd(&cnt[l], 1u);
@@ -264,7 +267,7 @@ __global__ void __launch_bounds__(SCAN_THREADS)
  * K order and its partial goes into the f32 accumulator as (p * s_act) *
  * s_w, the order of the mma.sync kernel this one replaced; the partials
  * are the tensor core's sums of 32 exact products (docs/MEGAMOE.md,
- * "Numerics of the SM90 GEMM"). */
+ * "Numerics of the wgmma"). */
 
 struct gemm_args {
     const uint8_t *a;    /* [rows, K] e4m3 */
