@@ -16,7 +16,9 @@
  *             m64nNk32 e4m3 per warp group, A (the weights) from
  *             registers, B (the activations) from shared memory, swap-AB
  *             (weight rows on M, a tile's <= 32 pairs on N = 8..32), the
- *             weights streamed through a 6-stage cp.async pipeline. One
+ *             weights streamed through a 6-stage ring that a producer warp
+ *             fills (warp specialized: bulk copies for the weights,
+ *             cp.async for the pairs' rows). One
  *             group is one scale group, so each group's wgmma starts from
  *             zero and its partial sum is added to the f32 accumulator
  *             times s_act * s_w (powers of two: exact). Every e2m1 value
@@ -54,6 +56,7 @@
 #include <stdio.h>
 
 #include "plugins/cuda/device_math.cuh"
+#include "plugins/cuda/mbarrier.cuh"
 #include "plugins/cuda/wgmma_sync.cuh"
 #include "plugins/megamoe/numerics.cuh"
 #include "plugins/megamoe/sm90.h"
@@ -67,7 +70,6 @@ constexpr int BM = (int)MM90_BLOCK_M;       /* pairs per tile: the MMA's N side 
 constexpr int BN = (int)MM90_BLOCK_N;       /* weight rows per block: the MMA's M side */
 constexpr int KC = (int)MM90_STAGE_K;       /* K per shared-memory stage: 4 groups */
 constexpr int GPS = KC / GROUP;             /* groups per stage */
-constexpr int GEMM_THREADS = 256;           /* 8 warps, 16 weight rows each */
 constexpr int ROW_THREADS = 256;            /* the row kernels: 8 warps, one 32-group each */
 /* The GEMM's weights decode to their values times 2^-6 (sm90_plan.h), so
  * the activation scales are stored times 2^6: p * s_act is then the same
@@ -85,9 +87,11 @@ using mm_num::warp_max;
 
 /* ---- quantize x, one warp per (token, 32-group) ---------------------------------- */
 
-/* Warp wi's group: token wi / (H/32), group wi % (H/32); nothing past the end. */
+/* Warp wi's group: token wi / (H/32), group wi % (H/32); nothing past the
+ * end. The scales' rows are xs_pitch floats (mm90_xs_pitch). */
 __device__ __forceinline__ void quant_group(const __nv_bfloat16 *__restrict__ x, int64_t x_ld, uint32_t m, uint32_t H,
-                                            uint64_t wi, int lane, uint8_t *__restrict__ xq, float *__restrict__ xs)
+                                            uint32_t xs_pitch, uint64_t wi, int lane, uint8_t *__restrict__ xq,
+                                            float *__restrict__ xs)
 {
     const uint64_t groups = H / GROUP;
     if (wi >= (uint64_t)m * groups)
@@ -97,13 +101,13 @@ __device__ __forceinline__ void quant_group(const __nv_bfloat16 *__restrict__ x,
     const float s = scale_ue8m0(warp_max(amax_step(0.0f, v)));
     xq[t * H + g * GROUP + lane] = e4m3_sat(v / s);
     if (lane == 0)
-        xs[wi] = s * ACT_SCALE_FOLD;
+        xs[t * xs_pitch + g] = s * ACT_SCALE_FOLD;
 }
 
 __global__ void quant_x(const __nv_bfloat16 *__restrict__ x, int64_t x_ld, uint32_t m, uint32_t H,
-                        uint8_t *__restrict__ xq, float *__restrict__ xs)
+                        uint32_t xs_pitch, uint8_t *__restrict__ xq, float *__restrict__ xs)
 {
-    quant_group(x, x_ld, m, H, (uint64_t)blockIdx.x * (ROW_THREADS / WARP) + threadIdx.x / WARP,
+    quant_group(x, x_ld, m, H, xs_pitch, (uint64_t)blockIdx.x * (ROW_THREADS / WARP) + threadIdx.x / WARP,
                 (int)(threadIdx.x % WARP), xq, xs);
 }
 
@@ -220,16 +224,16 @@ __global__ void scatter(const int32_t *__restrict__ loc, uint64_t pairs, uint32_
 constexpr uint32_t PREP_MAX_PAIRS = 8192, PREP_MAX_EXPERTS = 4096;
 
 __global__ void __launch_bounds__(SCAN_THREADS)
-    prep_small(const __nv_bfloat16 *__restrict__ x, int64_t x_ld, uint32_t m, uint32_t H, uint8_t *__restrict__ xq,
-               float *__restrict__ xs, const int32_t *__restrict__ ids, int64_t ids_ld, uint32_t k, int32_t base,
+    prep_small(const __nv_bfloat16 *__restrict__ x, int64_t x_ld, uint32_t m, uint32_t H, uint32_t xs_pitch,
+               uint8_t *__restrict__ xq, float *__restrict__ xs, const int32_t *__restrict__ ids, int64_t ids_ld, uint32_t k, int32_t base,
                uint32_t E, int32_t *__restrict__ loc, uint32_t *__restrict__ seg, uint32_t *__restrict__ tiles,
                int32_t *__restrict__ order)
 {
     __shared__ uint32_t cnt[PREP_MAX_EXPERTS], cur[PREP_MAX_EXPERTS];
     const uint32_t tid = threadIdx.x;
     if (blockIdx.x > 0) {
-        quant_group(x, x_ld, m, H, (uint64_t)(blockIdx.x - 1) * (SCAN_THREADS / WARP) + tid / WARP, (int)(tid % WARP),
-                    xq, xs);
+        quant_group(x, x_ld, m, H, xs_pitch, (uint64_t)(blockIdx.x - 1) * (SCAN_THREADS / WARP) + tid / WARP,
+                    (int)(tid % WARP), xq, xs);
         return;
     }
     const uint32_t pairs = m * k;
@@ -254,28 +258,30 @@ __global__ void __launch_bounds__(SCAN_THREADS)
 
 /* ---- the grouped FP8 x MXFP4 GEMM, streaming the weights ------------------------------
  *
- * Swap-AB: the weights' output rows are the MMA's M side (64 per warp
- * group, 16 per warp, two groups: 128 rows per block) and a tile's pairs
- * its N side (up to 32, in n8 slices; the wgmma's N is the live slices',
- * so a one-pair tile runs m64n8k32). K streams through STAGES
- * shared-memory stages of 128 (four scale groups) filled by cp.async,
- * STAGES - 1 of them in flight while the wgmmas consume the oldest. Per
- * stage: the packed e2m1 rows in the stage order of mm90_pack_stage_rows
- * (decoded in registers as each fragment is read), the pairs' e4m3 rows
- * (x_chunk), one 4-byte word of UE8M0 scales per weight row and the pairs'
- * f32 scales. Each group's wgmma starts from zero over one scale group in
- * K order and its partial goes into the f32 accumulator as (p * s_act) *
- * s_w, the order of the mma.sync kernel this one replaced; the partials
- * are the tensor core's sums of 32 exact products (docs/MEGAMOE.md,
- * "Numerics of the wgmma"). */
+ * Swap-AB: the weights' output rows are the MMA's M side (64 per consumer
+ * warp group, 16 per warp, four groups: 256 rows per block) and a tile's
+ * pairs its N side (up to 32, in n8 slices; the wgmma's N is the live
+ * slices', so a one-pair tile runs m64n8k32). Warp specialized: one
+ * producer warp fills a ring of STAGES shared-memory stages of 128 K (four
+ * scale groups), the consumer warps wait for a stage on its mbarrier and
+ * release it on another; no block-wide barrier. The grid is persistent (at
+ * most one block an SM): block b takes the items (tile, row block) b, b +
+ * grid, ... and the ring runs on across them. Per stage: the block's 256
+ * rows of packed e2m1 (tile-major at finalize: one 16 KB bulk copy), their
+ * UE8M0 scale words (one 1 KB bulk copy), the pairs' e4m3 rows (cp.async,
+ * 16 bytes at a time, into the wgmma's K-major layout without swizzle:
+ * x_chunk) and their four f32 scales (one 16-byte cp.async per row). Each
+ * group's wgmma starts from zero over one scale group in K order and its
+ * partial goes into the f32 accumulator as (p *
+ * s_act) * s_w (docs/MEGAMOE.md, "Numerics of the wgmma"). */
 
 struct gemm_args {
     const uint8_t *a;    /* [rows, K] e4m3 */
-    const float *a_sf;   /* [rows, K/32] */
+    const float *a_sf;   /* [rows, a_sf_pitch] (mm90_xs_pitch) */
+    uint32_t a_sf_pitch; /* floats per row */
     uint32_t a_div;      /* A row of pair q: q / a_div (GEMM1: the token) */
-    const uint8_t *w;    /* [E, N, K/2] e2m1 pairs, stage order (mm90_pack_stage_rows) */
-    const uint8_t *w_sf; /* [E, N, sf_pitch] UE8M0 (mm90_sf_pitch) */
-    uint32_t sf_pitch;
+    const uint8_t *w;    /* [E] x mm90_tile_bytes(N, K): tile-major e2m1 codes */
+    const uint8_t *w_sf; /* [E] x mm90_tile_sf_bytes(N, K): tile-major UE8M0 words */
     const uint32_t *seg, *tiles;
     const int32_t *order;
     uint32_t E, N, K;
@@ -286,134 +292,66 @@ struct gemm_args {
     int64_t tw_ld;
     uint32_t k;
     float limit;
-    uint8_t *aq;  /* [pairs, N/2] e4m3 */
-    float *as;   /* [pairs, N/64] */
+    uint8_t *aq;          /* [pairs, N/2] e4m3 */
+    float *as;            /* [pairs, as_pitch] */
+    uint32_t as_pitch;    /* floats per row (mm90_xs_pitch(N/2)) */
 };
 
-constexpr int STAGES = 6;        /* 5 in flight: two blocks of 80 KB share an SM */
-constexpr int WP = KC / 2;       /* packed weight row: a quarter warp's 16-byte loads cover 128 bytes */
-constexpr int W_BYTES = BN * WP; /* 8192 */
-constexpr int X_BYTES = BM * KC; /* 4096: the pairs' e4m3 rows */
-constexpr int GROUP_X = 2 * BM * 16; /* bytes of one 32-group of the pairs' rows */
+constexpr int CONSUMER_GROUPS = BN / 64;                  /* warp groups of 64 weight rows */
+constexpr int CONSUMER_WARPS = 4 * CONSUMER_GROUPS;       /* 16 */
+/* + a producer warp group, one warp of which works: with setmaxnreg the
+ * group gives registers to the consumers. setmaxnreg.inc waits for
+ * registers that a dec gave back to the block's pool, so the totals must
+ * fit what the block was launched with: 640 threads at LAUNCH_REGS (ptxas
+ * allocates 65536 / 640 rounded down to a multiple of 8). At 112 / 56 the
+ * consumers would wait forever; at 104 / 56 they spill. */
+constexpr int GEMM_THREADS = (CONSUMER_WARPS + 4) * WARP;
+constexpr int LAUNCH_REGS = 65536 / GEMM_THREADS / 8 * 8;
+constexpr int CONSUMER_REGS = 112, PRODUCER_REGS = 32;
+static_assert(CONSUMER_WARPS * CONSUMER_REGS + 4 * PRODUCER_REGS <= (CONSUMER_WARPS + 4) * LAUNCH_REGS,
+              "setmaxnreg's totals within the block's launch allocation");
+constexpr int STAGES = 6;
+constexpr int WP = KC / 2;         /* a weight row's bytes in a stage */
+constexpr int X_BYTES = BM * KC;   /* 4096: the pairs' e4m3 rows (x_chunk) */
+constexpr int W_BYTES = BN * WP;   /* 16384 */
+constexpr int SW_BYTES = BN * GPS; /* 1024 */
+constexpr int SX_BYTES = BM * GPS * 4; /* [pair][group] f32 */
+constexpr int X_AT = 0, W_AT = X_AT + X_BYTES, SW_AT = W_AT + W_BYTES, SX_AT = SW_AT + SW_BYTES;
+constexpr int STAGE_BYTES = SX_AT + SX_BYTES;
+constexpr int BAR_AT = STAGES * STAGE_BYTES;                         /* full[STAGES], empty[STAGES] */
+constexpr int AMAX_AT = BAR_AT + 2 * STAGES * 8;
+constexpr int GEMM_SMEM = AMAX_AT + CONSUMER_WARPS * BM * 4 + 128; /* + aligning the base to 128 */
+static_assert(GEMM_SMEM <= 227 * 1024, "one GEMM block an SM");
+static_assert(STAGE_BYTES % 128 == 0 && KC == 128, "stages stay aligned for the bulk copies");
 
 /* Byte offset of 16-byte chunk q (K 16q .. 16q + 15 of the stage) of pair
- * row r in a stage: the wgmma B operand's K-major layout without swizzle,
- * core matrices of 8 rows x 16 bytes (128 contiguous bytes), the 8-row
- * groups 128 bytes apart (stride offset) and the two chunks of a 32-group
- * BM * 16 bytes apart (leading offset). A warp's copies (one chunk of 32
- * rows) write 512 contiguous bytes. */
-__device__ __forceinline__ int x_chunk(int r, int q)
+ * row r in a stage's pair rows: the wgmma B operand's K-major layout
+ * without swizzle, core matrices of 8 rows x 16 bytes (128 contiguous
+ * bytes), the 8-row groups 128 bytes apart (stride offset) and a group's
+ * two chunks BM * 16 bytes apart (leading offset). */
+__device__ __forceinline__ uint32_t x_chunk(int r, int q)
 {
-    return (q * BM + r) * 16;
+    return (uint32_t)((q * BM + r) * 16);
 }
 
-/* The matrix descriptor of a B operand (a group of a stage's pair rows) at
- * shared address `addr`: no swizzle, leading offset BM * 16, stride 128.
- * The address field is addr / 16 in bits 0..13 (shared memory ends below
- * 256 KB), so a descriptor moves by `bytes` when bytes / 16 is added. */
+/* The matrix descriptor of group c's B operand at shared address `addr`
+ * (chunk 2c of row 0): no swizzle, leading offset BM * 16, stride 128. A
+ * descriptor moves by `bytes` when bytes / 16 is added (shared memory ends
+ * below 256 KB, so the 14-bit address field does not carry). */
 __device__ __forceinline__ uint64_t x_desc(uint32_t addr)
 {
     return (uint64_t)((addr & 0x3FFFF) >> 4) | ((uint64_t)((BM * 16) >> 4) << 16) | ((uint64_t)(128 >> 4) << 32);
 }
-constexpr int SW_BYTES = BN * GPS;
-constexpr int SX_BYTES = GPS * BM * 4; /* [group][pair] f32 */
-constexpr int STAGE_BYTES = W_BYTES + X_BYTES + SW_BYTES + SX_BYTES;
-constexpr int GEMM_SMEM = STAGES * STAGE_BYTES + 2 * BM * 4 /* + the tile's pair rows */
-                          + (GEMM_THREADS / WARP) * BM * 4;  /* + the SwiGLU epilogue's amax per warp and pair */
-static_assert(BN == 16 * (GEMM_THREADS / WARP), "one m16 slice of weight rows per warp");
-static_assert(2 * GEMM_SMEM <= 227 * 1024, "two GEMM blocks an SM (__launch_bounds__(.., 2))");
-static_assert(BN == GEMM_THREADS / 2 && BM * GPS == GEMM_THREADS / 2, "the scale copies: one per thread");
-static_assert(GPS == (int)MM90_SF_ALIGN, "one 4-byte word of weight scales per row and stage");
-static_assert(STAGE_BYTES % 16 == 0 && BM * (KC / 16) == GEMM_THREADS, "stage layout: one x copy a thread");
-static_assert(GEMM_THREADS == 256 && BN == 128, "two warp groups of 64 weight rows: the wgmma's M side");
 
-__device__ __forceinline__ void cp_async16(void *dst, const void *src)
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src)
 {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"((uint32_t)__cvta_generic_to_shared(dst)),
-                 "l"(src));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
 }
 
-__device__ __forceinline__ void cp_async4(void *dst, const void *src)
+/* Barrier of consumer warp group `wg` (ids 1..4; 0 is __syncthreads). */
+__device__ __forceinline__ void wg_sync(int wg)
 {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"((uint32_t)__cvta_generic_to_shared(dst)),
-                 "l"(src));
-}
-
-__device__ __forceinline__ void cp_async_commit()
-{
-    asm volatile("cp.async.commit_group;\n" ::);
-}
-
-template <int N> __device__ __forceinline__ void cp_async_wait()
-{
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
-/* One thread's cp.async copies of every stage of a tile, their sources
- * set up once per tile (each stage advances them by its K): two 16-byte
- * chunks of packed weight rows, one of a pair's e4m3 row (chunk cx: group
- * cx/2), and a 4-byte scale word (threads < BN: a
- * weight row's four UE8M0 bytes; the others: one f32 pair scale). A copy is
- * made when its row is live and its group lies inside K; a stage of ng < 4
- * groups holds ng * 16 bytes of a weight row (mm90_pack_stage_rows), chunks
- * 0..ng-1. */
-struct copier {
-    const uint8_t *w0, *w1, *x, *s;
-    uint32_t dw0, dw1, dx, ds, s_step;
-    int gw, gx, gs; /* the copy's scale group within a stage */
-    bool ok_w0, ok_w1, ok_x, ok_s;
-};
-
-__device__ __forceinline__ copier make_copier(const gemm_args &g, const uint8_t *wbase, const uint8_t *sbase,
-                                              uint32_t n0, const int32_t *arow, int rows, int tid)
-{
-    copier c;
-    const int rw = tid / GPS, cw = tid % GPS; /* weight rows rw and rw + BN/2 */
-    c.w0 = wbase + (size_t)(n0 + rw) * (g.K / 2) + cw * 16;
-    c.w1 = c.w0 + (size_t)(BN / 2) * (g.K / 2);
-    c.dw0 = rw * WP + cw * 16;
-    c.dw1 = c.dw0 + (BN / 2) * WP;
-    c.gw = cw;
-    c.ok_w0 = n0 + rw < g.N;
-    c.ok_w1 = n0 + rw + BN / 2 < g.N;
-    const int rx = tid % BM, cx = tid / BM;
-    c.ok_x = rx < rows;
-    c.x = g.a + (size_t)arow[rx] * g.K + cx * 16;
-    c.dx = W_BYTES + x_chunk(rx, cx);
-    c.gx = cx / 2;
-    if (tid < BN) {
-        c.ok_s = n0 + tid < g.N;
-        c.s = sbase + (size_t)(n0 + tid) * g.sf_pitch;
-        c.ds = W_BYTES + X_BYTES + tid * GPS;
-        c.s_step = GPS; /* bytes: the padded row holds the word even in the last stage */
-        c.gs = 0;
-    } else {
-        const int r = (tid - BN) / GPS, cs = (tid - BN) % GPS;
-        c.ok_s = r < rows;
-        c.s = reinterpret_cast<const uint8_t *>(g.a_sf + (size_t)arow[r] * (g.K / GROUP) + cs);
-        c.ds = W_BYTES + X_BYTES + SW_BYTES + (cs * BM + r) * 4;
-        c.s_step = GPS * 4;
-        c.gs = cs;
-    }
-    return c;
-}
-
-/* Queue the next stage (ng of its groups inside K) into `st` and move the
- * sources on by one stage. */
-__device__ __forceinline__ void issue_next(copier &c, uint8_t *st, int ng)
-{
-    if (c.ok_w0 && c.gw < ng)
-        cp_async16(st + c.dw0, c.w0);
-    if (c.ok_w1 && c.gw < ng)
-        cp_async16(st + c.dw1, c.w1);
-    if (c.ok_x && c.gx < ng)
-        cp_async16(st + c.dx, c.x);
-    if (c.ok_s && c.gs < ng)
-        cp_async4(st + c.ds, c.s);
-    c.w0 += KC / 2;
-    c.w1 += KC / 2;
-    c.x += KC;
-    c.s += c.s_step;
+    asm volatile("bar.sync %0, 128;\n" ::"r"(wg + 1) : "memory");
 }
 
 /* Expert of tile `tile`: the last e with tiles[e] <= tile (< tiles[E]). */
@@ -482,26 +420,50 @@ __device__ __forceinline__ void promote(float (&acc)[BM / 8][4], const float (&p
     }
 }
 
+/* A group's partial sums into the accumulator: (p * s_act) * s_w, the
+ * scales' f32 products in the order of the earlier kernels. Thread (gid,
+ * tg) holds p[4j + 0, 1]: weight row gid, pairs 8j + 2tg, +1; p[4j + 2, 3]:
+ * row gid + 8 (the m16n8 accumulator layout, per warp of the group); s
+ * holds slice j's two pairs' four scales (sx, [pair][group]). */
+template <int SL, bool FAST>
+__device__ __forceinline__ void promote(float (&acc)[BM / 8][4], const float (&p)[SL * 4], const float4 (&s)[SL][2],
+                                        uint32_t sw0, uint32_t sw1, int c)
+{
+    const float w0 = wscale<FAST>(sw0, c), w1 = wscale<FAST>(sw1, c);
+#pragma unroll
+    for (int j = 0; j < SL; j++) {
+        const float s0 = c == 0 ? s[j][0].x : c == 1 ? s[j][0].y : c == 2 ? s[j][0].z : s[j][0].w;
+        const float s1 = c == 0 ? s[j][1].x : c == 1 ? s[j][1].y : c == 2 ? s[j][1].z : s[j][1].w;
+        acc[j][0] = fmaf(p[4 * j] * s0, w0, acc[j][0]);
+        acc[j][1] = fmaf(p[4 * j + 1] * s1, w0, acc[j][1]);
+        acc[j][2] = fmaf(p[4 * j + 2] * s0, w1, acc[j][2]);
+        acc[j][3] = fmaf(p[4 * j + 3] * s1, w1, acc[j][3]);
+    }
+}
+
 /* One warp group's wgmmas on one stage: its 64 weight rows x SL n8 slices
  * of pairs over the stage's groups (all GPS when FULL, else the first ng),
- * in K order, one wgmma per group from zero (one group is one scale group).
- * Thread (gid, tg) of warp w holds rows 16w + gid and + 8: per group one
- * packed word each (mm90_pack_stage_rows), a full stage's four in one
- * 16-byte load; the word's low nibbles decode to K 4tg..4tg+3 (A register
- * 0 or 1) and its high ones to 16+4tg.. (2 or 3), the 8-bit A fragment of
- * m64nNk32. In a full stage two groups are in flight: group c's wgmma is
- * issued before group c - 1's partial is waited for and promoted, so
- * p and a alternate between two sets. */
+ * in K order, one wgmma per group from zero. Thread (gid, tg) of warp w
+ * holds rows 16w + gid and + 8: per group one packed word each
+ * (mm90_pack_stage_rows), a full stage's four in one 16-byte load; the
+ * word's low nibbles decode to K 4tg..4tg+3 (A register 0 or 1) and its
+ * high ones to 16+4tg.. (2 or 3), the 8-bit A fragment of m64nNk32. In a
+ * full stage two groups are in flight. */
 template <int SL, bool FULL, bool FAST>
 __device__ __forceinline__ void stage_mma(float (&acc)[BM / 8][4], float (&p)[2][SL * 4], const uint8_t *st,
                                           uint64_t desc, int wr, int gid, int tg, int ng)
 {
     using namespace fmcu_wgmma;
-    const uint8_t *sw = st + W_BYTES + X_BYTES;
-    const float *sx = reinterpret_cast<const float *>(sw + SW_BYTES);
-    const uint32_t sw0 = *reinterpret_cast<const uint32_t *>(sw + (wr + gid) * GPS);
-    const uint32_t sw1 = *reinterpret_cast<const uint32_t *>(sw + (wr + gid + 8) * GPS);
-    const uint8_t *r0 = st + (wr + gid) * WP, *r1 = r0 + 8 * WP;
+    const uint32_t sw0 = *reinterpret_cast<const uint32_t *>(st + SW_AT + (wr + gid) * GPS);
+    const uint32_t sw1 = *reinterpret_cast<const uint32_t *>(st + SW_AT + (wr + gid + 8) * GPS);
+    const float4 *sx = reinterpret_cast<const float4 *>(st + SX_AT);
+    float4 s[SL][2];
+#pragma unroll
+    for (int j = 0; j < SL; j++) {
+        s[j][0] = sx[j * 8 + 2 * tg];
+        s[j][1] = sx[j * 8 + 2 * tg + 1];
+    }
+    const uint8_t *r0 = st + W_AT + (wr + gid) * WP, *r1 = r0 + 8 * WP;
     uint32_t q0[GPS], q1[GPS];
     if constexpr (FULL) {
         const uint4 v0 = *reinterpret_cast<const uint4 *>(r0 + tg * 16);
@@ -527,73 +489,147 @@ __device__ __forceinline__ void stage_mma(float (&acc)[BM / 8][4], float (&p)[2]
         ac[2] = mm90_e2m1_hi_e4m3(q0[c]);
         ac[3] = mm90_e2m1_hi_e4m3(q1[c]);
         wgmma_fence();
-        group_wgmma<SL>(p[c & 1], ac, desc + (uint64_t)(c * GROUP_X / 16));
+        group_wgmma<SL>(p[c & 1], ac, desc + (uint64_t)(c * 2 * BM));
         wgmma_commit();
         if constexpr (FULL) {
             if (c > 0) {
                 wgmma_wait<1>();
                 fence_regs(p[(c - 1) & 1]);
                 fence_regs(a[(c - 1) & 1]);
-                promote<SL, FAST>(acc, p[(c - 1) & 1], sx, sw0, sw1, c - 1, tg);
+                promote<SL, FAST>(acc, p[(c - 1) & 1], s, sw0, sw1, c - 1);
             }
         } else {
             wgmma_wait<0>();
             fence_regs(p[c & 1]);
             fence_regs(ac);
-            promote<SL, FAST>(acc, p[c & 1], sx, sw0, sw1, c, tg);
+            promote<SL, FAST>(acc, p[c & 1], s, sw0, sw1, c);
         }
     }
     if constexpr (FULL) {
         wgmma_wait<0>();
         fence_regs(p[(GPS - 1) & 1]);
         fence_regs(a[(GPS - 1) & 1]);
-        promote<SL, FAST>(acc, p[(GPS - 1) & 1], sx, sw0, sw1, GPS - 1, tg);
+        promote<SL, FAST>(acc, p[(GPS - 1) & 1], s, sw0, sw1, GPS - 1);
     }
 }
 
-/* A tile's K loop for SL live slices: STAGES - 1 stages are queued
- * before it; each step waits for the oldest, queues the one STAGES - 1 on
- * and runs the wgmmas on the oldest (complete before the step ends, so the
- * next step's barrier frees its slot). Only the last stage can hold fewer
- * than GPS groups (last_ng). The slots go round by running offsets. `live`
- * is the warp group's: wgmma is issued by all four of its warps. */
-template <int SL, bool FAST>
-__device__ __forceinline__ void k_loop(float (&acc)[BM / 8][4], copier &cp, uint8_t *smem, uint32_t nk, int last_ng,
-                                       bool live, int wr, int gid, int tg)
-{
-    constexpr uint32_t RING = STAGES * STAGE_BYTES;
-    const uint64_t desc0 = x_desc((uint32_t)__cvta_generic_to_shared(smem) + W_BYTES); /* slot 0's group 0 */
-    float p[2][SL * 4] = {};
-    uint32_t rd = 0, wt = (STAGES - 1) * STAGE_BYTES;
-    for (uint32_t kt = 0; kt < nk; kt++) {
-        cp_async_wait<STAGES - 2>();
-        /* this thread's copies of stage kt are read by wgmma, through the async proxy */
-        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-        __syncthreads(); /* stage kt landed for all; stage kt - 1 consumed by all */
-        if (kt + STAGES - 1 < nk)
-            issue_next(cp, smem + wt, kt + STAGES == nk ? last_ng : GPS);
-        cp_async_commit();
-        wt = wt + STAGE_BYTES == RING ? 0 : wt + STAGE_BYTES;
-        if (live) {
-            if (kt + 1 < nk || last_ng == GPS)
-                stage_mma<SL, true, FAST>(acc, p, smem + rd, desc0 + rd / 16, wr, gid, tg, GPS);
-            else
-                stage_mma<SL, false, FAST>(acc, p, smem + rd, desc0 + rd / 16, wr, gid, tg, last_ng);
+/* The ring's position: the it-th stage a block handles (across tiles) is
+ * in slot it % STAGES, in that slot's (it / STAGES)-th use. */
+struct ring {
+    uint32_t slot, phase;
+    __device__ __forceinline__ void next()
+    {
+        if (++slot == STAGES) {
+            slot = 0;
+            phase ^= 1u;
         }
-        rd = rd + STAGE_BYTES == RING ? 0 : rd + STAGE_BYTES;
     }
+};
+
+/* A consumer warp's K loop over one tile for SL live slices: each stage
+ * waited for on its full barrier, its wgmmas complete before the warp
+ * releases it (one arrival a warp on the empty barrier). Only the last
+ * stage can hold fewer than GPS groups (last_ng). */
+template <int SL, bool FAST>
+__device__ __forceinline__ void k_loop(float (&acc)[BM / 8][4], ring &rg, uint32_t smem, const uint8_t *sbase,
+                                       uint32_t nk, int last_ng, int wr, int gid, int tg, int lane)
+{
+    using namespace fmcu_async;
+    float p[2][SL * 4] = {};
+    for (uint32_t kt = 0; kt < nk; kt++) {
+        const uint32_t off = rg.slot * STAGE_BYTES;
+        mbar_wait(smem + BAR_AT + rg.slot * 8, rg.phase);
+        const uint64_t desc = x_desc(smem + off + X_AT);
+        if (kt + 1 < nk || last_ng == GPS)
+            stage_mma<SL, true, FAST>(acc, p, sbase + off, desc, wr, gid, tg, GPS);
+        else
+            stage_mma<SL, false, FAST>(acc, p, sbase + off, desc, wr, gid, tg, last_ng);
+        __syncwarp();
+        if (lane == 0)
+            mbar_arrive(smem + BAR_AT + (STAGES + rg.slot) * 8);
+        rg.next();
+    }
+}
+
+/* The producer warp: for every tile and stage, in the consumers' order,
+ * wait for the slot's release; lane 0 expects the weights' bytes and
+ * bulk-copies them and their scale words (async proxy: counted on the full
+ * barrier), and lane r < rows copies pair r's e4m3 row chunks and its four
+ * scales with cp.async. Those land through the generic proxy, which the
+ * consumers' wgmma (async proxy) may read only after a proxy fence by the
+ * writing threads once they complete: so the x copies of a stage are
+ * committed as one group, and LAG stages later the warp waits for that
+ * group, fences, and lane 0 gives the full barrier its second arrival. */
+constexpr int LAG = STAGES - 2; /* x copies of up to LAG stages in flight while the producer goes on */
+static_assert(LAG < STAGES, "a stage's x arrival comes before its slot is needed again");
+
+__device__ __forceinline__ void x_ready(uint32_t smem, uint32_t slot, int lane)
+{
+    fmcu_async::fence_async_shared();
+    __syncwarp();
+    if (lane == 0)
+        fmcu_async::mbar_arrive(smem + BAR_AT + slot * 8);
+}
+
+__device__ __forceinline__ void produce(const gemm_args &g, uint32_t smem, uint32_t nb_count, uint32_t nk,
+                                        uint64_t w_expert, uint64_t sf_expert, int lane)
+{
+    using namespace fmcu_async;
+    ring rg{0, 0};
+    uint32_t issued = 0; /* stages issued; the x arrivals of the last min(issued, LAG) are owed */
+    const uint32_t total = g.tiles[g.E];
+    const int last_ng = (int)(g.K / GROUP - (nk - 1) * GPS);
+    for (uint64_t item = blockIdx.x;; item += gridDim.x) {
+        const uint32_t tile = (uint32_t)(item / nb_count);
+        const uint64_t nb = item % nb_count;
+        if (tile >= total)
+            break;
+        const uint32_t e = expert_of(g.tiles, g.E, tile);
+        const uint32_t row0 = g.seg[e] + (tile - g.tiles[e]) * BM, end = g.seg[e + 1];
+        const int rows = end - row0 < (uint32_t)BM ? (int)(end - row0) : BM;
+        const uint32_t arow = lane < rows ? (uint32_t)g.order[row0 + lane] / g.a_div : 0;
+        const uint8_t *w = g.w + e * w_expert + nb * nk * W_BYTES;
+        const uint8_t *sf = g.w_sf + e * sf_expert + nb * nk * SW_BYTES;
+        const uint8_t *xrow = g.a + (size_t)arow * g.K;
+        const float *xs = g.a_sf + (size_t)arow * g.a_sf_pitch;
+        for (uint32_t kt = 0; kt < nk; kt++) {
+            const uint32_t st = smem + rg.slot * STAGE_BYTES, full = smem + BAR_AT + rg.slot * 8;
+            const int ng = kt + 1 < nk ? GPS : last_ng;
+            if (lane == 0) {
+                mbar_wait(smem + BAR_AT + (STAGES + rg.slot) * 8, rg.phase ^ 1u); /* a fresh slot passes */
+                mbar_expect_tx(full, W_BYTES + SW_BYTES);
+                bulk_load(st + W_AT, w + (size_t)kt * W_BYTES, W_BYTES, full);
+                bulk_load(st + SW_AT, sf + (size_t)kt * SW_BYTES, SW_BYTES, full);
+            }
+            __syncwarp();
+            if (lane < rows) {
+                for (int q = 0; q < 2 * ng; q++)
+                    cp_async16(st + X_AT + x_chunk(lane, q), xrow + (size_t)kt * KC + q * 16);
+                cp_async16(st + SX_AT + lane * GPS * 4, xs + kt * GPS);
+            }
+            asm volatile("cp.async.commit_group;\n" ::: "memory");
+            if (++issued > LAG) {
+                asm volatile("cp.async.wait_group %0;\n" ::"n"(LAG) : "memory");
+                x_ready(smem, (issued - 1 - LAG) % STAGES, lane);
+            }
+            rg.next();
+        }
+    }
+    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+    for (uint32_t i = issued > LAG ? issued - LAG : 0; i < issued; i++)
+        x_ready(smem, i % STAGES, lane);
 }
 
 /* GEMM1's epilogue: the weights' rows are interleaved by 8 (gate rows 16j
  * .. 16j + 7, then the matching up rows), so a warp's m16 slice holds the
  * gate (fragment row gid: d0, d1) and up (row gid + 8: d2, d3) of one
- * channel, n0 / 2 + 8 warp + gid, in the same lane. Each pair's 64 channels
- * of the block form two requant groups of four warps; their amax meets in
- * shared memory. Numerics: the reference's, as the former swiglu kernel's
+ * channel, n0 / 2 + 8 warp + gid, in the same lane. Each pair's 128
+ * channels of the block form four requant groups, one per warp group;
+ * their amax meets in shared memory. Numerics: the reference's, as the former swiglu kernel's
  * were (bf16 gate / up, the clamp in bf16, expf and a true division, times
  * the weight, the requant rule). */
-__device__ __forceinline__ void swiglu_epilogue(const gemm_args &g, const float (&acc)[BM / 8][4], const int32_t *qrow,
-                                                int rows, int slices, bool live, uint32_t n0, int warp, int gid,
+__device__ __forceinline__ void swiglu_epilogue(const gemm_args &g, const float (&acc)[BM / 8][4], uint32_t row0,
+                                                int rows, int slices, bool live, uint32_t n0, int warp, int wg, int gid,
                                                 int tg, float *amax_smem)
 {
     const float c = __bfloat162float(__float2bfloat16_rn(g.limit));
@@ -611,7 +647,7 @@ __device__ __forceinline__ void swiglu_epilogue(const gemm_args &g, const float 
                     gate = gate < c ? gate : c;
                     up = up < -c ? -c : up > c ? c : up;
                 }
-                const uint32_t q = (uint32_t)qrow[r];
+                const uint32_t q = (uint32_t)g.order[row0 + r];
                 const float weight = g.tw[(int64_t)(q / g.k) * g.tw_ld + (int64_t)(q % g.k)];
                 a = (gate / (1.0f + expf(-gate)) * up) * weight;
             }
@@ -625,8 +661,7 @@ __device__ __forceinline__ void swiglu_epilogue(const gemm_args &g, const float 
             if (gid == 0)
                 amax_smem[warp * BM + r] = m;
         }
-    __syncthreads();
-    const int grp = warp / 4; /* the block's group of this warp's channels */
+    wg_sync(wg); /* a requant group's 32 channels are one warp group's */
     const uint32_t ch = n0 / 2 + 8 * warp + gid, I = g.N / 2;
 #pragma unroll
     for (int j = 0; j < BM / 8; j++)
@@ -636,7 +671,7 @@ __device__ __forceinline__ void swiglu_epilogue(const gemm_args &g, const float 
             if (!live || j >= slices || r >= rows)
                 continue;
             float amax = 0.0f;
-            for (int w = 4 * grp; w < 4 * grp + 4; w++) {
+            for (int w = 4 * wg; w < 4 * wg + 4; w++) {
                 const float x = amax_smem[w * BM + r];
                 amax = x > amax ? x : amax;
             }
@@ -650,67 +685,77 @@ __device__ __forceinline__ void swiglu_epilogue(const gemm_args &g, const float 
                 sf = __uint_as_float((uint32_t)(ex + 127) << 23);
                 code = mm_num::act_code(act[j][t], ex);
             }
-            const uint32_t q = (uint32_t)qrow[r];
+            const uint32_t q = (uint32_t)g.order[row0 + r];
             g.aq[(size_t)q * I + ch] = code;
             if (warp % 4 == 0 && gid == 0)
-                g.as[(size_t)q * (I / GROUP) + ch / GROUP] = sf * ACT_SCALE_FOLD;
+                g.as[(size_t)q * g.as_pitch + ch / GROUP] = sf * ACT_SCALE_FOLD;
         }
+    wg_sync(wg); /* amax_smem is rewritten by the next tile's epilogue */
 }
 
-template <bool SWIGLU, bool FAST> __global__ void __launch_bounds__(GEMM_THREADS, 2) gemm(gemm_args g)
+template <bool SWIGLU, bool FAST>
+__global__ void __launch_bounds__(GEMM_THREADS, 1) gemm(gemm_args g)
 {
+    using namespace fmcu_async;
     fmcu_dev::pdl_wait();
     fmcu_dev::pdl_trigger();
-    extern __shared__ __align__(16) uint8_t smem[];
-    int32_t *arow = reinterpret_cast<int32_t *>(smem + STAGES * STAGE_BYTES), *qrow = arow + BM;
-    float *amax_smem = reinterpret_cast<float *>(qrow + BM);
+    extern __shared__ __align__(16) uint8_t smem_raw[];
+    const uint32_t raw = smem_addr(smem_raw), smem = (raw + 127) & ~127u;
+    uint8_t *sbase = smem_raw + (smem - raw);
+    float *amax_smem = reinterpret_cast<float *>(sbase + AMAX_AT);
     const int tid = threadIdx.x, lane = tid % WARP, warp = tid / WARP;
-    const int gid = lane / 4, tg = lane % 4;
-    const int wr = warp * 16;
-    const uint32_t n0 = blockIdx.x * BN, kgroups = g.K / GROUP, nk = (g.K + KC - 1) / KC;
+    const uint32_t nb_count = (g.N + BN - 1) / BN, nk = (g.K + KC - 1) / KC, kgroups = g.K / GROUP;
     const int last_ng = (int)(kgroups - (nk - 1) * GPS);
-    const bool live = n0 + wr < g.N; /* N % 32 == 0: a warp's 16 rows are all in or all out */
-    /* a warp group's wgmmas run when any of its 64 rows is in (the others'
-     * weights are not copied, their results not stored) */
-    const bool wg_live = n0 + (uint32_t)(warp / 4) * 64 < g.N;
+    if (tid == 0) {
+        for (int s = 0; s < STAGES; s++) {
+            mbar_init(smem + BAR_AT + s * 8, 2); /* full: the weights' expect_tx, then the x copies' arrival */
+            mbar_init(smem + BAR_AT + (STAGES + s) * 8, CONSUMER_WARPS); /* empty: one arrival a warp */
+        }
+        mbar_init_fence();
+    }
+    __syncthreads();
+    const uint64_t w_expert = (uint64_t)((g.N + BN - 1) / BN) * nk * W_BYTES;
+    const uint64_t sf_expert = (uint64_t)((g.N + BN - 1) / BN) * nk * SW_BYTES;
+    if (warp >= CONSUMER_WARPS) {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGS));
+        if (warp == CONSUMER_WARPS)
+            produce(g, smem, nb_count, nk, w_expert, sf_expert, lane);
+        return;
+    }
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(CONSUMER_REGS));
+    const int gid = lane / 4, tg = lane % 4, wg = warp / 4;
+    const int wr = warp * 16;
+    ring rg{0, 0};
     const uint32_t total = g.tiles[g.E];
-    for (uint32_t tile = blockIdx.y; tile < total; tile += gridDim.y) {
+    for (uint64_t item = blockIdx.x;; item += gridDim.x) {
+        const uint32_t tile = (uint32_t)(item / nb_count), n0 = (uint32_t)(item % nb_count) * BN;
+        if (tile >= total)
+            break;
+        /* N % 32 == 0: a warp's 16 rows are all in or all out (the rest are zero) */
+        const bool live = n0 + wr < g.N;
         const uint32_t e = expert_of(g.tiles, g.E, tile);
         const uint32_t row0 = g.seg[e] + (tile - g.tiles[e]) * BM;
         const uint32_t end = g.seg[e + 1];
         const int rows = end - row0 < (uint32_t)BM ? (int)(end - row0) : BM;
-        if (tid < BM) {
-            const int32_t q = tid < rows ? g.order[row0 + tid] : -1;
-            qrow[tid] = q;
-            arow[tid] = q < 0 ? 0 : (int32_t)((uint32_t)q / g.a_div);
-        }
-        __syncthreads();
-        copier cp = make_copier(g, g.w + (size_t)e * g.N * (g.K / 2), g.w_sf + (size_t)e * g.N * g.sf_pitch, n0,
-                                arow, rows, tid);
-        for (int s = 0; s < STAGES - 1; s++) {
-            if ((uint32_t)s < nk)
-                issue_next(cp, smem + s * STAGE_BYTES, (uint32_t)s + 1 == nk ? last_ng : GPS);
-            cp_async_commit();
-        }
         const int slices = (rows + 7) / 8;
         float acc[BM / 8][4] = {};
         static_assert(BM / 8 == 4, "four n8 slices per tile");
         switch (slices) {
         case 1:
-            k_loop<1, FAST>(acc, cp, smem, nk, last_ng, wg_live, wr, gid, tg);
+            k_loop<1, FAST>(acc, rg, smem, sbase, nk, last_ng, wr, gid, tg, lane);
             break;
         case 2:
-            k_loop<2, FAST>(acc, cp, smem, nk, last_ng, wg_live, wr, gid, tg);
+            k_loop<2, FAST>(acc, rg, smem, sbase, nk, last_ng, wr, gid, tg, lane);
             break;
         case 3:
-            k_loop<3, FAST>(acc, cp, smem, nk, last_ng, wg_live, wr, gid, tg);
+            k_loop<3, FAST>(acc, rg, smem, sbase, nk, last_ng, wr, gid, tg, lane);
             break;
         default:
-            k_loop<4, FAST>(acc, cp, smem, nk, last_ng, wg_live, wr, gid, tg);
+            k_loop<4, FAST>(acc, rg, smem, sbase, nk, last_ng, wr, gid, tg, lane);
             break;
         }
         if constexpr (SWIGLU)
-            swiglu_epilogue(g, acc, qrow, rows, slices, live, n0, warp, gid, tg, amax_smem);
+            swiglu_epilogue(g, acc, row0, rows, slices, live, n0, warp, wg, gid, tg, amax_smem);
         else if (live) {
 #pragma unroll
             for (int j = 0; j < BM / 8; j++) {
@@ -721,14 +766,12 @@ template <bool SWIGLU, bool FAST> __global__ void __launch_bounds__(GEMM_THREADS
                     const int r = j * 8 + 2 * tg + t;
                     if (r >= rows)
                         continue;
-                    __nv_bfloat16 *orow = g.out + (size_t)qrow[r] * g.N;
+                    __nv_bfloat16 *orow = g.out + (size_t)g.order[row0 + r] * g.N;
                     orow[col] = __float2bfloat16_rn(acc[j][t]);
                     orow[col + 8] = __float2bfloat16_rn(acc[j][2 + t]);
                 }
             }
         }
-        cp_async_wait<0>();
-        __syncthreads(); /* the stages, qrow and arow are rewritten by the next tile */
     }
 }
 
@@ -770,6 +813,7 @@ struct mm90_layer {
     mm90_plan plan;
     uint8_t *weights, *work;
     bool fast_scales; /* mm90_fast_scales over both scale tensors: the GEMM's FAST form */
+    uint32_t sms;     /* the device's SMs: the GEMMs' persistent grid */
 };
 
 template <typename T> static T *view(uint8_t *base, const mm_view &v)
@@ -784,12 +828,17 @@ extern "C" int mm90_create(int device, const mm90_plan *plan, const mm90_host_we
     cudaError_t e = cudaSetDevice(device);
     if (e != cudaSuccess)
         return fail(e, "cudaSetDevice", why, cap);
-    mm90_layer *l = new (std::nothrow) mm90_layer{device, *plan, nullptr, nullptr, false};
+    mm90_layer *l = new (std::nothrow) mm90_layer{device, *plan, nullptr, nullptr, false, 0};
     if (!l) {
         snprintf(why, cap, "MegaMoE SM90: out of host memory");
         return -1;
     }
-    const uint8_t *src[MM90_WEIGHT_VIEWS] = {w->w13, w->w13_sf, w->w2, w->w2_sf};
+    int sms = 0;
+    if ((e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess || sms <= 0) {
+        mm90_destroy(l);
+        return fail(e == cudaSuccess ? cudaErrorInvalidDevice : e, "cudaDeviceGetAttribute (SMs)", why, cap);
+    }
+    l->sms = (uint32_t)sms;
     if ((e = cudaMalloc(&l->weights, plan->weight_bytes)) != cudaSuccess) {
         mm90_destroy(l);
         return fail(e, "cudaMalloc (weights)", why, cap);
@@ -798,71 +847,81 @@ extern "C" int mm90_create(int device, const mm90_plan *plan, const mm90_host_we
         mm90_destroy(l);
         return fail(e, "cudaMalloc (workspace)", why, cap);
     }
-    /* The scale rows are padded on the device (mm90_sf_pitch): zero the
-     * padding, then copy each [rows, K/32] tensor at that pitch. */
-    if ((e = cudaMemset(l->weights, 0, plan->weight_bytes)) != cudaSuccess) {
-        mm90_destroy(l);
-        return fail(e, "cudaMemset (weights)", why, cap);
-    }
-    const uint32_t K[MM90_WEIGHT_VIEWS] = {plan->hidden, plan->hidden, plan->inter, plan->inter};
-    const uint64_t rows[MM90_WEIGHT_VIEWS] = {(uint64_t)plan->experts * 2 * plan->inter,
-                                              (uint64_t)plan->experts * 2 * plan->inter,
-                                              (uint64_t)plan->experts * plan->hidden,
-                                              (uint64_t)plan->experts * plan->hidden};
-    /* w13 and its scales go up with gate/up rows interleaved by 8 (host.h
-     * mm_interleave_src), one expert at a time through a host buffer, so
-     * GEMM1's epilogue finds a channel's gate and up in one lane; both
-     * weight tensors' rows in the GEMM's stage order (mm90_pack_stage_rows) */
-    const size_t rows13 = (size_t)2 * plan->inter;
-    const size_t perm_bytes = rows13 * (plan->hidden / 2) > (size_t)plan->hidden * (plan->inter / 2)
-                                  ? rows13 * (plan->hidden / 2)
-                                  : (size_t)plan->hidden * (plan->inter / 2);
-    uint8_t *perm = new (std::nothrow) uint8_t[2 * perm_bytes], *packed = perm + perm_bytes;
-    if (!perm) {
+    /* Per expert, through host buffers: w13 and its scales with gate/up rows
+     * interleaved by 8 (host.h mm_interleave_rows, so GEMM1's epilogue finds
+     * a channel's gate and up in one lane), each row's nibbles in the GEMM's
+     * stage order (mm90_pack_stage_rows), then both tile-major
+     * (mm90_tile_expert: a block's stage is one bulk copy of each). */
+    const uint32_t H = plan->hidden, I = plan->inter;
+    const uint64_t rows13 = (uint64_t)2 * I, rows2 = H;
+    const uint64_t code_max = rows13 * (H / 2) > rows2 * (I / 2) ? rows13 * (H / 2) : rows2 * (I / 2);
+    const uint64_t sf_max = rows13 * (H / GROUP) > rows2 * (I / GROUP) ? rows13 * (H / GROUP) : rows2 * (I / GROUP);
+    const uint64_t tile_max = mm90_tile_bytes(rows13, H) > mm90_tile_bytes(rows2, I) ? mm90_tile_bytes(rows13, H)
+                                                                                        : mm90_tile_bytes(rows2, I);
+    const uint64_t tsf_max = mm90_tile_sf_bytes(rows13, H) > mm90_tile_sf_bytes(rows2, I)
+                                 ? mm90_tile_sf_bytes(rows13, H)
+                                 : mm90_tile_sf_bytes(rows2, I);
+    uint8_t *buf = new (std::nothrow) uint8_t[2 * code_max + sf_max + tile_max + tsf_max];
+    if (!buf) {
         mm90_destroy(l);
         snprintf(why, cap, "MegaMoE SM90: out of host memory");
         return -1;
     }
-    for (int i = 0; i < MM90_WEIGHT_VIEWS && e == cudaSuccess; i++) {
-        const bool sf = i == MM90_W13_SF || i == MM90_W2_SF;
-        const size_t width = sf ? K[i] / GROUP : K[i] / 2, pitch = sf ? mm90_sf_pitch(K[i]) : width;
-        uint8_t *dst = l->weights + plan->weight[i].offset;
-        if (i == MM90_W13 || i == MM90_W13_SF) {
-            for (uint64_t x = 0; x < plan->experts && e == cudaSuccess; x++) {
-                if (mm_interleave_rows(src[i] + x * rows13 * width, perm, 1, plan->inter, width, why, cap) != 0) {
-                    delete[] perm;
+    uint8_t *perm = buf, *packed = perm + code_max, *perm_sf = packed + code_max, *tiles = perm_sf + sf_max,
+            *tiles_sf = tiles + tile_max;
+    for (int m = 0; m < 2 && e == cudaSuccess; m++) {
+        const uint8_t *codes = m == 0 ? w->w13 : w->w2, *scales = m == 0 ? w->w13_sf : w->w2_sf;
+        const uint64_t rows = m == 0 ? rows13 : rows2;
+        const uint32_t K = m == 0 ? H : I;
+        uint8_t *dw = l->weights + plan->weight[m == 0 ? MM90_W13 : MM90_W2].offset;
+        uint8_t *dsf = l->weights + plan->weight[m == 0 ? MM90_W13_SF : MM90_W2_SF].offset;
+        const uint64_t tb = mm90_tile_bytes(rows, K), tsb = mm90_tile_sf_bytes(rows, K);
+        for (uint64_t x = 0; x < plan->experts && e == cudaSuccess; x++) {
+            const uint8_t *c = codes + x * rows * (K / 2), *sfx = scales + x * rows * (K / GROUP);
+            if (m == 0) {
+                if (mm_interleave_rows(c, perm, 1, I, H / 2, why, cap) != 0 ||
+                    mm_interleave_rows(sfx, perm_sf, 1, I, H / GROUP, why, cap) != 0) {
+                    delete[] buf;
                     mm90_destroy(l);
                     return -1;
                 }
-                const uint8_t *up = perm;
-                if (i == MM90_W13) {
-                    mm90_pack_stage_rows(perm, packed, rows13, K[i]);
-                    up = packed;
-                }
-                e = cudaMemcpy2D(dst + x * rows13 * pitch, pitch, up, width, width, rows13, cudaMemcpyHostToDevice);
+                c = perm;
+                sfx = perm_sf;
             }
-        } else if (i == MM90_W2) {
-            const size_t rows2 = plan->hidden; /* one expert's rows */
-            for (uint64_t x = 0; x < plan->experts && e == cudaSuccess; x++) {
-                mm90_pack_stage_rows(src[i] + x * rows2 * width, packed, rows2, K[i]);
-                e = cudaMemcpy(dst + x * rows2 * width, packed, rows2 * width, cudaMemcpyHostToDevice);
-            }
-        } else {
-            e = pitch == width ? cudaMemcpy(dst, src[i], width * rows[i], cudaMemcpyHostToDevice)
-                               : cudaMemcpy2D(dst, pitch, src[i], width, width, rows[i], cudaMemcpyHostToDevice);
+            mm90_pack_stage_rows(c, packed, rows, K);
+            mm90_tile_expert(packed, sfx, rows, K, tiles, tiles_sf);
+            if ((e = cudaMemcpy(dw + x * tb, tiles, tb, cudaMemcpyHostToDevice)) == cudaSuccess)
+                e = cudaMemcpy(dsf + x * tsb, tiles_sf, tsb, cudaMemcpyHostToDevice);
         }
     }
-    delete[] perm;
+    delete[] buf;
     if (e != cudaSuccess) {
         mm90_destroy(l);
         return fail(e, "cudaMemcpy (weights)", why, cap);
     }
-    l->fast_scales = mm90_fast_scales(w->w13_sf, rows[MM90_W13_SF] * (plan->hidden / GROUP)) &&
-                     mm90_fast_scales(w->w2_sf, rows[MM90_W2_SF] * (plan->inter / GROUP));
+    const uint64_t rows_sf13 = (uint64_t)plan->experts * rows13, rows_sf2 = (uint64_t)plan->experts * rows2;
+    l->fast_scales = mm90_fast_scales(w->w13_sf, rows_sf13 * (H / GROUP)) &&
+                     mm90_fast_scales(w->w2_sf, rows_sf2 * (I / GROUP));
     if ((e = fmcu_dev::allow_dynamic_smem(GEMM_SMEM, gemm<true, true>, gemm<false, true>, gemm<true, false>,
                                           gemm<false, false>)) != cudaSuccess) {
         mm90_destroy(l);
         return fail(e, "cudaFuncSetAttribute (GEMM shared memory)", why, cap);
+    }
+    /* setmaxnreg.inc would wait forever if the block were launched with
+     * fewer registers than the consumers and producer share (LAUNCH_REGS) */
+    void (*const gemms[4])(gemm_args) = {gemm<true, true>, gemm<false, true>, gemm<true, false>, gemm<false, false>};
+    for (int i = 0; i < 4; i++) {
+        cudaFuncAttributes fa;
+        if ((e = cudaFuncGetAttributes(&fa, gemms[i])) != cudaSuccess) {
+            mm90_destroy(l);
+            return fail(e, "cudaFuncGetAttributes (GEMM)", why, cap);
+        }
+        if (fa.numRegs < LAUNCH_REGS) {
+            mm90_destroy(l);
+            snprintf(why, cap, "MegaMoE SM90: the GEMM was built with %d registers a thread; its register hand-over "
+                               "needs %d", fa.numRegs, LAUNCH_REGS);
+            return -1;
+        }
     }
     *out = l;
     return 0;
@@ -906,8 +965,8 @@ extern "C" int mm90_forward(mm90_layer *l, const mm_call *c, char *why, size_t c
     if (pairs <= PREP_MAX_PAIRS && E <= PREP_MAX_EXPERTS) {
         /* one launch for quant_x, route, scan and scatter (the first kernel: a plain launch) */
         prep_small<<<1 + blocks_for((uint64_t)m * (H / GROUP), SCAN_THREADS / WARP), SCAN_THREADS, 0, s>>>(
-            static_cast<const __nv_bfloat16 *>(c->x), c->x_ld, m, H, xq, xs, c->ids, c->ids_ld, k, c->expert_base, E,
-            loc, seg, tiles, order);
+            static_cast<const __nv_bfloat16 *>(c->x), c->x_ld, m, H, mm90_xs_pitch(H), xq, xs, c->ids, c->ids_ld, k,
+            c->expert_base, E, loc, seg, tiles, order);
         if ((e = cudaGetLastError()) != cudaSuccess)
             return fail(e, "kernel launch", why, cap);
     } else {
@@ -915,7 +974,7 @@ extern "C" int mm90_forward(mm90_layer *l, const mm_call *c, char *why, size_t c
             return fail(e, "cudaMemsetAsync", why, cap);
         const unsigned warps_per_block = ROW_THREADS / WARP;
         quant_x<<<blocks_for((uint64_t)m * (H / GROUP), warps_per_block), ROW_THREADS, 0, s>>>(
-            static_cast<const __nv_bfloat16 *>(c->x), c->x_ld, m, H, xq, xs);
+            static_cast<const __nv_bfloat16 *>(c->x), c->x_ld, m, H, mm90_xs_pitch(H), xq, xs);
         if ((e = cudaGetLastError()) != cudaSuccess ||
             (e = launch_overlapped(route, dim3(blocks_for(pairs, 256)), dim3(256), 0, s, c->ids, c->ids_ld, m, k,
                                    c->expert_base, E, loc, count)) != cudaSuccess ||
@@ -926,16 +985,22 @@ extern "C" int mm90_forward(mm90_layer *l, const mm_call *c, char *why, size_t c
             return fail(e, "kernel launch", why, cap);
     }
 
+    /* Persistent GEMM grids: one block an SM at most, each taking (tile, row
+     * block) items in turn, the items of one tile adjacent (its pair rows
+     * read from L2 by several blocks at once). */
     const mm90_grid grid1 = mm90_gemm_grid(2 * I, pairs, E), grid2 = mm90_gemm_grid(H, pairs, E);
-    const gemm_args g1 = {xq, xs, k, W + p.weight[MM90_W13].offset, W + p.weight[MM90_W13_SF].offset,
-                          mm90_sf_pitch(H), seg, tiles, order, E, 2 * I, H, nullptr, c->weights, c->weights_ld, k,
-                          c->swiglu_limit, aq, as};
-    if ((e = launch_overlapped(l->fast_scales ? gemm<true, true> : gemm<true, false>, dim3(grid1.x, grid1.y),
+    const uint64_t items1 = (uint64_t)grid1.x * grid1.y, items2 = (uint64_t)grid2.x * grid2.y;
+    const unsigned blocks1 = (unsigned)(items1 < l->sms ? items1 : l->sms);
+    const unsigned blocks2 = (unsigned)(items2 < l->sms ? items2 : l->sms);
+    const gemm_args g1 = {xq, xs, mm90_xs_pitch(H), k, W + p.weight[MM90_W13].offset, W + p.weight[MM90_W13_SF].offset,
+                          seg, tiles, order, E, 2 * I, H, nullptr, c->weights, c->weights_ld, k, c->swiglu_limit, aq,
+                          as, mm90_xs_pitch(I)};
+    if ((e = launch_overlapped(l->fast_scales ? gemm<true, true> : gemm<true, false>, dim3(blocks1),
                                dim3(GEMM_THREADS), GEMM_SMEM, s, g1)) != cudaSuccess)
         return fail(e, "GEMM1 launch", why, cap);
-    const gemm_args g2 = {aq, as, 1, W + p.weight[MM90_W2].offset, W + p.weight[MM90_W2_SF].offset,
-                          mm90_sf_pitch(I), seg, tiles, order, E, H, I, hy, nullptr, 0, 0, 0.0f, nullptr, nullptr};
-    if ((e = launch_overlapped(l->fast_scales ? gemm<false, true> : gemm<false, false>, dim3(grid2.x, grid2.y),
+    const gemm_args g2 = {aq, as, mm90_xs_pitch(I), 1, W + p.weight[MM90_W2].offset, W + p.weight[MM90_W2_SF].offset,
+                          seg, tiles, order, E, H, I, hy, nullptr, 0, 0, 0.0f, nullptr, nullptr, 0};
+    if ((e = launch_overlapped(l->fast_scales ? gemm<false, true> : gemm<false, false>, dim3(blocks2),
                                dim3(GEMM_THREADS), GEMM_SMEM, s, g2)) != cudaSuccess)
         return fail(e, "GEMM2 launch", why, cap);
     if ((e = launch_overlapped(combine, dim3(blocks_for((uint64_t)m * H, 256)), dim3(256), 0, s,

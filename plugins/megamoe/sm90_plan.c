@@ -2,6 +2,7 @@
  * plugins/megamoe/sm90_plan.c - the SM90 path's allocations (sm90_plan.h).
  */
 #include <stdio.h>
+#include <string.h>
 
 #include "plugins/megamoe/sm90_plan.h"
 
@@ -44,7 +45,9 @@ int mm90_plan_make(uint32_t experts, uint32_t hidden, uint32_t inter, uint32_t t
     /* Each factor below 2^32, so every product of two fits in 64 bits; the
      * products of three are bounded first. */
     uint64_t E = experts, H = hidden, I = inter, P = (uint64_t)max_tokens * topk;
-    if (P > ((uint64_t)1 << 31) || E * H > LIMIT / (2 * I) || P * H > LIMIT / 4 || P * I > LIMIT / 4) {
+    /* the weights' tiles pad rows to 256 and K to 128 */
+    if (P > ((uint64_t)1 << 31) || E * (H + 256) > LIMIT / (2 * (I + 256)) || P * H > LIMIT / 4 ||
+        P * I > LIMIT / 4) {
         snprintf(why, cap,
                  "MegaMoE SM90: %u experts x H %u x I %u with %u tokens x top_k %u does not fit in memory (2^62 "
                  "bytes; at most 2^31 pairs)",
@@ -53,11 +56,11 @@ int mm90_plan_make(uint32_t experts, uint32_t hidden, uint32_t inter, uint32_t t
     }
     *out = (mm90_plan){
         .experts = experts, .hidden = hidden, .inter = inter, .topk = topk, .max_tokens = max_tokens, .pairs = P};
-    const uint64_t weights[MM90_WEIGHT_VIEWS] = {E * 2 * I * (H / 2), E * 2 * I * mm90_sf_pitch(hidden),
-                                                 E * H * (I / 2), E * H * mm90_sf_pitch(inter)};
+    const uint64_t weights[MM90_WEIGHT_VIEWS] = {E * mm90_tile_bytes(2 * I, hidden), E * mm90_tile_sf_bytes(2 * I, hidden),
+                                                 E * mm90_tile_bytes(H, inter), E * mm90_tile_sf_bytes(H, inter)};
     uint64_t hy = P * H; /* GEMM2's bf16 out (GEMM1's goes through its SwiGLU epilogue) */
     const uint64_t work[MM90_WORK_VIEWS] = {(uint64_t)max_tokens * H,
-                                            (uint64_t)max_tokens * (H / MM_GROUP) * 4,
+                                            (uint64_t)max_tokens * mm90_xs_pitch(hidden) * 4,
                                             P * 4,
                                             P * 4,
                                             E * 4,
@@ -66,7 +69,7 @@ int mm90_plan_make(uint32_t experts, uint32_t hidden, uint32_t inter, uint32_t t
                                             E * 4,
                                             hy * 2,
                                             P * I,
-                                            P * (I / MM_GROUP) * 4};
+                                            P * mm90_xs_pitch(inter) * 4};
     if (place(out->weight, weights, MM90_WEIGHT_VIEWS, &out->weight_bytes) != 0 ||
         place(out->work, work, MM90_WORK_VIEWS, &out->work_bytes) != 0) {
         snprintf(why, cap, "MegaMoE SM90: the layer's device memory passes 2^62 bytes");
@@ -81,10 +84,47 @@ uint64_t mm90_max_tiles(uint64_t pairs, uint32_t experts)
     return (pairs + MM90_BLOCK_M - 1) / MM90_BLOCK_M + busy;
 }
 
-uint32_t mm90_sf_pitch(uint32_t k)
+uint32_t mm90_xs_pitch(uint32_t k)
 {
-    uint32_t groups = k / MM_GROUP;
-    return (groups + MM90_SF_ALIGN - 1) / MM90_SF_ALIGN * MM90_SF_ALIGN;
+    const uint32_t gps = MM90_STAGE_K / MM_GROUP;
+    return (k / MM_GROUP + gps - 1) / gps * gps;
+}
+
+static uint64_t stages_of(uint32_t k)
+{
+    return (k + (uint64_t)MM90_STAGE_K - 1) / MM90_STAGE_K;
+}
+
+static uint64_t blocks_of(uint64_t rows)
+{
+    return (rows + MM90_BLOCK_N - 1) / MM90_BLOCK_N;
+}
+
+uint64_t mm90_tile_bytes(uint64_t rows, uint32_t k)
+{
+    return blocks_of(rows) * stages_of(k) * MM90_BLOCK_N * (MM90_STAGE_K / 2);
+}
+
+uint64_t mm90_tile_sf_bytes(uint64_t rows, uint32_t k)
+{
+    return blocks_of(rows) * stages_of(k) * MM90_BLOCK_N * (MM90_STAGE_K / MM_GROUP);
+}
+
+void mm90_tile_expert(const uint8_t *packed, const uint8_t *sf, uint64_t rows, uint32_t k, uint8_t *w, uint8_t *w_sf)
+{
+    const uint64_t ks = stages_of(k), bytes = k / 2, groups = k / MM_GROUP;
+    const uint32_t row_bytes = MM90_STAGE_K / 2, gps = MM90_STAGE_K / MM_GROUP;
+    memset(w, 0, mm90_tile_bytes(rows, k));
+    memset(w_sf, 0, mm90_tile_sf_bytes(rows, k));
+    for (uint64_t r = 0; r < rows; r++) {
+        const uint64_t b = r / MM90_BLOCK_N, rr = r % MM90_BLOCK_N;
+        for (uint64_t s = 0; s < ks; s++) {
+            const uint64_t ng = groups - s * gps < gps ? groups - s * gps : gps;
+            const uint64_t at = (b * ks + s) * MM90_BLOCK_N + rr;
+            memcpy(w + at * row_bytes, packed + r * bytes + s * row_bytes, ng * (MM_GROUP / 2));
+            memcpy(w_sf + at * gps, sf + r * groups + s * gps, ng);
+        }
+    }
 }
 
 mm90_grid mm90_gemm_grid(uint32_t n, uint64_t pairs, uint32_t experts)

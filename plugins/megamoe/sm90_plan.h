@@ -7,11 +7,13 @@
  * The SM90 path (docs/MEGAMOE.md "SM90 path") is a few kernel launches
  * per forward (on an EP group, on the rows the transport received): quantize x, group the (token, slot) pairs by
  * expert, GEMM1 with SwiGLU + requant in its epilogue, GEMM2, combine. Its
- * weight layout is the checkpoint's (w13 [E, 2I, H/2] e2m1 pairs, K
- * contiguous; scales [E, rows, K/32] UE8M0 bytes, rows padded to
- * mm90_sf_pitch) with one change: w13's rows and their scales interleave
- * gate and up in runs of 8 (host.h mm_interleave_rows), so GEMM1's
- * epilogue finds a channel's gate and up in one lane. The weights are the
+ * weights are the checkpoint's (w13 [E, 2I, H/2] e2m1 pairs, K contiguous;
+ * scales [E, rows, K/32] UE8M0 bytes) with w13's rows and their scales
+ * interleaving gate and up in runs of 8 (host.h mm_interleave_rows), so
+ * GEMM1's epilogue finds a channel's gate and up in one lane, stored
+ * tile-major (mm90_tile_expert): what one GEMM block reads in one pipeline
+ * stage, 256 rows x 128 K, is one contiguous 16 KB run of codes and one
+ * 1 KB run of scale words, each a single bulk copy. The weights are the
  * wgmma's A operand, from registers (swap-AB: weight rows on the MMA's M
  * side, pairs on N), K-contiguous per row, and every e2m1 value times 2^-6
  * is an exact e4m3 value, so they are decoded in the GEMM, not rebased. Within each 128-wide
@@ -33,20 +35,18 @@ extern "C" {
 
 #define MM90_ALIGN      256u   /* every view starts at a multiple of this */
 #define MM90_BLOCK_M    32u    /* pairs per GEMM tile: the MMA's N side (swap-AB), 4 x 8 */
-#define MM90_BLOCK_N    128u   /* weight rows per GEMM block: the MMA's M side, 8 warps x 16 */
-#define MM90_SF_ALIGN   4u     /* weight-scale rows padded to this many bytes (one 4-byte copy per stage) */
+#define MM90_BLOCK_N    256u   /* weight rows per GEMM block: the MMA's M side, 4 warp groups x 64 */
 #define MM90_MAX_GRID_Y 65535u /* CUDA's grid.y limit: the GEMM loops over tiles beyond it */
 #define MM90_STAGE_K    128u   /* K per GEMM pipeline stage: four scale groups */
 
-/* Weights (one allocation), in this order. The scale rows are padded
- * (mm90_sf_pitch; the padding bytes are zero and never used) so that each
- * GEMM stage copies one aligned 4-byte word of four UE8M0 scales per row. */
+/* Weights (one allocation), in this order, each expert's tensors tile-major
+ * (mm90_tile_expert). */
 enum { MM90_W13, MM90_W13_SF, MM90_W2, MM90_W2_SF, MM90_WEIGHT_VIEWS };
 
 /* Workspace (one allocation), in this order. P = max_tokens * topk pairs. */
 enum {
     MM90_XQ,     /* [T, H] e4m3: x quantized per 32 */
-    MM90_XS,     /* [T, H/32] f32: its power-of-two scales */
+    MM90_XS,     /* [T, mm90_xs_pitch(H)] f32: its power-of-two scales */
     MM90_LOC,    /* [P] i32: local expert of pair t*topk + j, -1 masked */
     MM90_ORDER,  /* [P] i32: the local pairs grouped by expert */
     MM90_COUNT,  /* [E] u32: pairs per expert */
@@ -55,7 +55,7 @@ enum {
     MM90_CURSOR, /* [E] u32: scatter cursors */
     MM90_HY,     /* [P, H] bf16 GEMM2 out */
     MM90_AQ,     /* [P, I] e4m3: SwiGLU out requantized per 32 */
-    MM90_AS,     /* [P, I/32] f32: its power-of-two scales */
+    MM90_AS,     /* [P, mm90_xs_pitch(I)] f32: its power-of-two scales */
     MM90_WORK_VIEWS
 };
 
@@ -78,9 +78,27 @@ int mm90_plan_make(uint32_t experts, uint32_t hidden, uint32_t inter, uint32_t t
  * experts get any. */
 uint64_t mm90_max_tiles(uint64_t pairs, uint32_t experts);
 
-/* Bytes per weight-scale row on the device for a reduction length k (a
- * multiple of 32): k/32 rounded up to MM90_SF_ALIGN. */
-uint32_t mm90_sf_pitch(uint32_t k);
+/* f32 activation scales per row for a reduction length k (a multiple of
+ * 32): k/32 rounded up to whole stages (4), so that a stage's four are one
+ * aligned 16-byte copy; the padding is never written and never used. */
+uint32_t mm90_xs_pitch(uint32_t k);
+
+/* Bytes of one expert's tile-major codes (mm90_tile_expert) for `rows`
+ * weight rows and reduction length k: ceil(rows/256) row blocks x
+ * ceil(k/128) stages x 256 rows x 64 bytes; and of its scale words, x 4
+ * bytes per row instead of 64. */
+uint64_t mm90_tile_bytes(uint64_t rows, uint32_t k);
+uint64_t mm90_tile_sf_bytes(uint64_t rows, uint32_t k);
+
+/* One expert's weights tile-major: `packed` [rows, k/2] (each row in the
+ * stage order of mm90_pack_stage_rows) and `sf` [rows, k/32] UE8M0 into
+ * w [row block][stage][256 rows][64 bytes] and w_sf [row block][stage][256
+ * rows][4 bytes], so that a GEMM block's stage (256 rows x 128 K) is one
+ * contiguous run of each. A stage of ng < 4 groups (the end of K) holds a
+ * row's ng * 16 bytes at the start of its 64 and ng scale bytes; rows past
+ * `rows`, the rest of a short stage and its scale bytes are zero. k is a
+ * multiple of 32; w and w_sf hold mm90_tile_bytes and mm90_tile_sf_bytes. */
+void mm90_tile_expert(const uint8_t *packed, const uint8_t *sf, uint64_t rows, uint32_t k, uint8_t *w, uint8_t *w_sf);
 
 /* The GEMM's launch grid for n output rows (weight rows) and a forward of
  * `pairs` pairs: x = ceil(n / MM90_BLOCK_N) blocks of weight rows, y = the

@@ -22,18 +22,19 @@ START_TEST(byte_layout_by_hand)
     char why[256];
     ck_assert_int_eq(mm90_plan_make(2, 64, 32, 2, 3, &p, why, sizeof why), 0);
     ck_assert_uint_eq(p.pairs, 6);
-    /* w13 2*64*32 = 4096, its scales 2*64 rows of 2 bytes padded to 4 = 512,
-     * w2 2*64*16 = 2048, its scales 2*64 rows of 1 byte padded to 4 = 512 */
-    const uint64_t w_off[] = {0, 4096, 4608, 6656}, w_len[] = {4096, 512, 2048, 512};
+    /* tile-major, per expert one block of 256 rows x one stage of 128 K:
+     * w13 and w2 2 * 256 * 64 = 32768 each, their scale words 2 * 256 * 4 */
+    const uint64_t w_off[] = {0, 32768, 34816, 67584}, w_len[] = {32768, 2048, 32768, 2048};
     for (int i = 0; i < MM90_WEIGHT_VIEWS; i++) {
         ck_assert_uint_eq(p.weight[i].offset, w_off[i]);
         ck_assert_uint_eq(p.weight[i].bytes, w_len[i]);
     }
-    ck_assert_uint_eq(p.weight_bytes, 7168);
-    /* xq 3*64 (e4m3), xs 3*2*4, loc 6*4, order 6*4, count 2*4, seg 3*4,
-     * tiles 3*4, cursor 2*4, y 6*64*2, aq 6*32 (e4m3), as 6*1*4 */
+    ck_assert_uint_eq(p.weight_bytes, 69632);
+    /* xq 3*64 (e4m3), xs 3*4*4 (a stage's four scales a row), loc 6*4,
+     * order 6*4, count 2*4, seg 3*4, tiles 3*4, cursor 2*4, y 6*64*2, aq
+     * 6*32 (e4m3), as 6*4*4 */
     const uint64_t off[] = {0, 256, 512, 768, 1024, 1280, 1536, 1792, 2048, 2816, 3072};
-    const uint64_t len[] = {192, 24, 24, 24, 8, 12, 12, 8, 768, 192, 24};
+    const uint64_t len[] = {192, 48, 24, 24, 8, 12, 12, 8, 768, 192, 96};
     for (int i = 0; i < MM90_WORK_VIEWS; i++) {
         ck_assert_uint_eq(p.work[i].offset, off[i]);
         ck_assert_uint_eq(p.work[i].bytes, len[i]);
@@ -68,16 +69,19 @@ START_TEST(random_plans)
                       (unsigned long long)seed, why);
         uint64_t P = (uint64_t)T * k;
         ck_assert_uint_eq(p.pairs, P);
-        ck_assert_uint_eq(p.weight[MM90_W13].bytes, (uint64_t)E * 2 * I * H / 2);
-        const uint64_t pitch13 = (H / 32 + 3) / 4 * 4, pitch2 = (I / 32 + 3) / 4 * 4;
-        ck_assert_uint_eq(p.weight[MM90_W13_SF].bytes, (uint64_t)E * 2 * I * pitch13);
-        ck_assert_uint_eq(p.weight[MM90_W2_SF].bytes, (uint64_t)E * H * pitch2);
+        /* whole blocks of 256 rows x stages of 128 K */
+        const uint64_t tiles13 = (uint64_t)E * ((2 * I + 255) / 256) * ((H + 127) / 128);
+        const uint64_t tiles2 = (uint64_t)E * ((H + 255) / 256) * ((I + 127) / 128);
+        ck_assert_uint_eq(p.weight[MM90_W13].bytes, tiles13 * 256 * 64);
+        ck_assert_uint_eq(p.weight[MM90_W13_SF].bytes, tiles13 * 256 * 4);
+        ck_assert_uint_eq(p.weight[MM90_W2].bytes, tiles2 * 256 * 64);
+        ck_assert_uint_eq(p.weight[MM90_W2_SF].bytes, tiles2 * 256 * 4);
         ck_assert_uint_eq(p.work[MM90_XQ].bytes, (uint64_t)T * H);
-        ck_assert_uint_eq(p.work[MM90_XS].bytes, (uint64_t)T * H / 32 * 4);
+        ck_assert_uint_eq(p.work[MM90_XS].bytes, (uint64_t)T * ((H + 127) / 128) * 4 * 4);
         ck_assert_uint_eq(p.work[MM90_AQ].bytes, P * I);
         ck_assert_uint_eq(p.work[MM90_SEG].bytes, (uint64_t)(E + 1) * 4);
         ck_assert_uint_eq(p.work[MM90_HY].bytes, P * H * 2); /* GEMM2's bf16 out (GEMM1's is not stored) */
-        ck_assert_uint_eq(p.work[MM90_AS].bytes, P * I / 32 * 4);
+        ck_assert_uint_eq(p.work[MM90_AS].bytes, P * ((I + 127) / 128) * 4 * 4);
         check_views(p.weight, MM90_WEIGHT_VIEWS, p.weight_bytes, seed);
         check_views(p.work, MM90_WORK_VIEWS, p.work_bytes, seed);
     }
@@ -126,13 +130,91 @@ END_TEST
 
 START_TEST(scale_pitch)
 {
-    /* K/32 scale bytes per row, rounded up to 4 */
-    ck_assert_uint_eq(mm90_sf_pitch(32), 4);
-    ck_assert_uint_eq(mm90_sf_pitch(128), 4);
-    ck_assert_uint_eq(mm90_sf_pitch(160), 8);
-    ck_assert_uint_eq(mm90_sf_pitch(768), 24);   /* Qwen3-30B-A3B's I: no padding */
-    ck_assert_uint_eq(mm90_sf_pitch(7168), 224); /* DeepSeek-V3's H */
-    ck_assert_uint_eq(mm90_sf_pitch(7200), 228);
+    /* K/32 activation scales per row, rounded up to a stage's 4 */
+    ck_assert_uint_eq(mm90_xs_pitch(32), 4);
+    ck_assert_uint_eq(mm90_xs_pitch(128), 4);
+    ck_assert_uint_eq(mm90_xs_pitch(160), 8);
+    ck_assert_uint_eq(mm90_xs_pitch(768), 24);   /* Qwen3-30B-A3B's I: no padding */
+    ck_assert_uint_eq(mm90_xs_pitch(7168), 224); /* DeepSeek-V3's H */
+    ck_assert_uint_eq(mm90_xs_pitch(7200), 228);
+}
+END_TEST
+
+/* Where row r's stage s lands in a tile-major tensor of `ks` stages
+ * (written from sm90_plan.h's description, not from the code). */
+static uint64_t tile_row(uint64_t r, uint64_t s, uint64_t ks)
+{
+    return ((r / 256) * ks + s) * 256 + r % 256;
+}
+
+START_TEST(tiles_by_hand)
+{
+    /* 3 rows, k 160: one block, two stages (4 groups, then 1) */
+    uint8_t packed[3 * 80], sf[3 * 5];
+    for (int i = 0; i < 3 * 80; i++)
+        packed[i] = (uint8_t)(1 + i % 251);
+    for (int i = 0; i < 3 * 5; i++)
+        sf[i] = (uint8_t)(100 + i);
+    ck_assert_uint_eq(mm90_tile_bytes(3, 160), 2 * 256 * 64);
+    ck_assert_uint_eq(mm90_tile_sf_bytes(3, 160), 2 * 256 * 4);
+    static uint8_t w[2 * 256 * 64], wsf[2 * 256 * 4];
+    memset(w, 0xEE, sizeof w);
+    memset(wsf, 0xEE, sizeof wsf);
+    mm90_tile_expert(packed, sf, 3, 160, w, wsf);
+    /* row 1, stage 0: its bytes 0..63 at tile row 1 */
+    ck_assert_int_eq(memcmp(w + 1 * 64, packed + 80, 64), 0);
+    /* row 2, stage 1: its bytes 64..79 at tile row 256 + 2, then 48 zeros */
+    ck_assert_int_eq(memcmp(w + (256 + 2) * 64, packed + 2 * 80 + 64, 16), 0);
+    for (int j = 16; j < 64; j++)
+        ck_assert_uint_eq(w[(256 + 2) * 64 + j], 0);
+    /* row 3 (past the rows) is zero in both stages */
+    for (int j = 0; j < 64; j++)
+        ck_assert_uint_eq(w[3 * 64 + j] | w[(256 + 3) * 64 + j], 0);
+    /* scale words: row 0's groups 0..3, then group 4 and three zeros */
+    ck_assert_uint_eq(wsf[0], 100);
+    ck_assert_uint_eq(wsf[3], 103);
+    ck_assert_uint_eq(wsf[256 * 4 + 0], 104);
+    ck_assert_uint_eq(wsf[256 * 4 + 1], 0);
+    ck_assert_uint_eq(wsf[(256 + 2) * 4], 114);
+}
+END_TEST
+
+START_TEST(tiles_random)
+{
+    uint64_t seed = fmoe_test_seed();
+    fmoe_rng r = fmoe_rng_for(seed ^ 9093);
+    for (int it = 0; it < 40; it++) {
+        const uint64_t rows = 1 + fmoe_rng_u64(&r) % 700;
+        const uint32_t k = 32 * (1 + (uint32_t)(fmoe_rng_u64(&r) % 24)), groups = k / 32;
+        const uint64_t ks = (k + 127) / 128;
+        uint8_t *packed = malloc(rows * k / 2), *sf = malloc(rows * groups);
+        uint8_t *w = malloc(mm90_tile_bytes(rows, k)), *wsf = malloc(mm90_tile_sf_bytes(rows, k));
+        uint8_t *want = calloc(mm90_tile_bytes(rows, k), 1), *want_sf = calloc(mm90_tile_sf_bytes(rows, k), 1);
+        ck_assert(packed && sf && w && wsf && want && want_sf);
+        for (uint64_t i = 0; i < rows * k / 2; i++)
+            packed[i] = (uint8_t)(1 + fmoe_rng_u64(&r) % 255);
+        for (uint64_t i = 0; i < rows * groups; i++)
+            sf[i] = (uint8_t)(1 + fmoe_rng_u64(&r) % 254);
+        /* the expected tensors, value by value */
+        for (uint64_t row = 0; row < rows; row++)
+            for (uint32_t g = 0; g < groups; g++) {
+                const uint64_t at = tile_row(row, g / 4, ks);
+                for (uint32_t j = 0; j < 16; j++)
+                    want[at * 64 + (g % 4) * 16 + j] = packed[row * (k / 2) + g * 16 + j];
+                want_sf[at * 4 + g % 4] = sf[row * groups + g];
+            }
+        mm90_tile_expert(packed, sf, rows, k, w, wsf);
+        ck_assert_msg(memcmp(w, want, mm90_tile_bytes(rows, k)) == 0, "seed %llu: rows %llu k %u",
+                      (unsigned long long)seed, (unsigned long long)rows, k);
+        ck_assert_msg(memcmp(wsf, want_sf, mm90_tile_sf_bytes(rows, k)) == 0, "seed %llu: rows %llu k %u (scales)",
+                      (unsigned long long)seed, (unsigned long long)rows, k);
+        free(packed);
+        free(sf);
+        free(w);
+        free(wsf);
+        free(want);
+        free(want_sf);
+    }
 }
 END_TEST
 
@@ -141,12 +223,12 @@ START_TEST(gemm_grid)
     /* DeepSeek-V3, one token, top-8: GEMM1 4096 rows, GEMM2 7168 rows; 8 pairs
      * give at most 1 + 8 tiles */
     mm90_grid g = mm90_gemm_grid(4096, 8, 256);
-    ck_assert_uint_eq(g.x, 32);
+    ck_assert_uint_eq(g.x, 16);
     ck_assert_uint_eq(g.y, 9);
     g = mm90_gemm_grid(7168, 8, 256);
-    ck_assert_uint_eq(g.x, 56);
+    ck_assert_uint_eq(g.x, 28);
     /* rows not a multiple of the block: the last block is partial */
-    g = mm90_gemm_grid(160, 4096, 128);
+    g = mm90_gemm_grid(288, 4096, 128);
     ck_assert_uint_eq(g.x, 2);
     ck_assert_uint_eq(g.y, 128 + 128);
     /* more tiles than grid.y allows: capped, the kernel loops */
@@ -269,6 +351,8 @@ static Suite *suite(void)
     tcase_add_test(tc, byte_layout_by_hand);
     tcase_add_test(tc, random_plans);
     tcase_add_test(tc, refusals);
+    tcase_add_test(tc, tiles_by_hand);
+    tcase_add_test(tc, tiles_random);
     tcase_add_test(tc, tile_bound);
     tcase_add_test(tc, scale_pitch);
     tcase_add_test(tc, gemm_grid);
