@@ -54,6 +54,14 @@ __device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes)
                  : "memory");
 }
 
+/* An arrival on `bar` made when every cp.async this thread issued before
+ * it has completed; the thread goes on at once. The arrival counts as one
+ * of the phase's expected arrivals (noinc: the barrier's count includes it). */
+__device__ __forceinline__ void mbar_arrive_on_cp_async(uint32_t bar)
+{
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+
 /* `bytes` (a multiple of 16, both addresses 16-byte aligned) from global
  * memory into shared memory, counted on `bar`. */
 __device__ __forceinline__ void bulk_load(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar)

@@ -318,7 +318,7 @@ constexpr int SW_BYTES = BN * GPS; /* 1024 */
 constexpr int SX_BYTES = BM * GPS * 4; /* [pair][group] f32 */
 constexpr int X_AT = 0, W_AT = X_AT + X_BYTES, SW_AT = W_AT + W_BYTES, SX_AT = SW_AT + SW_BYTES;
 constexpr int STAGE_BYTES = SX_AT + SX_BYTES;
-constexpr int BAR_AT = STAGES * STAGE_BYTES;                         /* full[STAGES], empty[STAGES] */
+constexpr int BAR_AT = STAGES * STAGE_BYTES; /* full[STAGES], empty[STAGES] */
 constexpr int AMAX_AT = BAR_AT + 2 * STAGES * 8;
 constexpr int GEMM_SMEM = AMAX_AT + CONSUMER_WARPS * BM * 4 + 128; /* + aligning the base to 128 */
 static_assert(GEMM_SMEM <= 227 * 1024, "one GEMM block an SM");
@@ -532,20 +532,21 @@ struct ring {
  * stage can hold fewer than GPS groups (last_ng). */
 template <int SL, bool FAST>
 __device__ __forceinline__ void k_loop(float (&acc)[BM / 8][4], ring &rg, uint32_t smem, const uint8_t *sbase,
-                                       uint32_t nk, int last_ng, int wr, int gid, int tg, int lane)
+                                       uint32_t nk, int last_ng, int wr, int gid, int tg)
 {
     using namespace fmcu_async;
     float p[2][SL * 4] = {};
     for (uint32_t kt = 0; kt < nk; kt++) {
         const uint32_t off = rg.slot * STAGE_BYTES;
         mbar_wait(smem + BAR_AT + rg.slot * 8, rg.phase);
+        fence_async_shared(); /* the producer's cp.async rows, for the wgmma's async proxy */
         const uint64_t desc = x_desc(smem + off + X_AT);
         if (kt + 1 < nk || last_ng == GPS)
             stage_mma<SL, true, FAST>(acc, p, sbase + off, desc, wr, gid, tg, GPS);
         else
             stage_mma<SL, false, FAST>(acc, p, sbase + off, desc, wr, gid, tg, last_ng);
         __syncwarp();
-        if (lane == 0)
+        if ((gid | tg) == 0) /* lane 0 */
             mbar_arrive(smem + BAR_AT + (STAGES + rg.slot) * 8);
         rg.next();
     }
@@ -555,41 +556,36 @@ __device__ __forceinline__ void k_loop(float (&acc)[BM / 8][4], ring &rg, uint32
  * wait for the slot's release; lane 0 expects the weights' bytes and
  * bulk-copies them and their scale words (async proxy: counted on the full
  * barrier), and lane r < rows copies pair r's e4m3 row chunks and its four
- * scales with cp.async. Those land through the generic proxy, which the
- * consumers' wgmma (async proxy) may read only after a proxy fence by the
- * writing threads once they complete: so the x copies of a stage are
- * committed as one group, and LAG stages later the warp waits for that
- * group, fences, and lane 0 gives the full barrier its second arrival. */
-constexpr int LAG = STAGES - 2; /* x copies of up to LAG stages in flight while the producer goes on */
-static_assert(LAG < STAGES, "a stage's x arrival comes before its slot is needed again");
+ * scales with cp.async. Every lane then makes an arrival on the full
+ * barrier that happens when its copies have completed
+ * (cp.async.mbarrier.arrive), so the warp never waits for its copies and
+ * runs as far ahead as the ring's free slots allow. (Waiting for them in
+ * the warp, a few stages behind, tied each stage's readiness to the
+ * consumers' release of an older slot: ncu had the consumers waiting on
+ * full barriers in 31 % of their samples.) The copies land through the
+ * generic proxy and the wgmma reads through the async proxy, which the
+ * PTX ISA orders only with a proxy fence: each consumer warp makes it
+ * after its wait (k_loop). Measured (bench/megamoe/RESULTS.md): without
+ * the fence 3-6 % faster (CUTLASS's cp.async GMMA mainloop has none, the
+ * ISA asks for it); a separate warp fencing each stage once, 15 % slower. */
+constexpr int FULL_ARRIVALS = 1 + WARP; /* the weights' expect_tx, and each producer lane's copies */
 
-__device__ __forceinline__ void x_ready(uint32_t smem, uint32_t slot, int lane)
-{
-    fmcu_async::fence_async_shared();
-    __syncwarp();
-    if (lane == 0)
-        fmcu_async::mbar_arrive(smem + BAR_AT + slot * 8);
-}
-
-__device__ __forceinline__ void produce(const gemm_args &g, uint32_t smem, uint32_t nb_count, uint32_t nk,
-                                        uint64_t w_expert, uint64_t sf_expert, int lane)
+__device__ __forceinline__ void produce(const gemm_args &g, uint32_t smem, uint32_t nb_count, uint32_t nk, int lane)
 {
     using namespace fmcu_async;
     ring rg{0, 0};
-    uint32_t issued = 0; /* stages issued; the x arrivals of the last min(issued, LAG) are owed */
     const uint32_t total = g.tiles[g.E];
     const int last_ng = (int)(g.K / GROUP - (nk - 1) * GPS);
     for (uint64_t item = blockIdx.x;; item += gridDim.x) {
-        const uint32_t tile = (uint32_t)(item / nb_count);
-        const uint64_t nb = item % nb_count;
+        const uint32_t tile = (uint32_t)(item / nb_count), nb = (uint32_t)(item % nb_count);
         if (tile >= total)
             break;
         const uint32_t e = expert_of(g.tiles, g.E, tile);
         const uint32_t row0 = g.seg[e] + (tile - g.tiles[e]) * BM, end = g.seg[e + 1];
         const int rows = end - row0 < (uint32_t)BM ? (int)(end - row0) : BM;
         const uint32_t arow = lane < rows ? (uint32_t)g.order[row0 + lane] / g.a_div : 0;
-        const uint8_t *w = g.w + e * w_expert + nb * nk * W_BYTES;
-        const uint8_t *sf = g.w_sf + e * sf_expert + nb * nk * SW_BYTES;
+        /* the tile-major stage index of the row block's first stage */
+        const uint64_t stage0 = ((uint64_t)e * nb_count + nb) * nk;
         const uint8_t *xrow = g.a + (size_t)arow * g.K;
         const float *xs = g.a_sf + (size_t)arow * g.a_sf_pitch;
         for (uint32_t kt = 0; kt < nk; kt++) {
@@ -598,8 +594,8 @@ __device__ __forceinline__ void produce(const gemm_args &g, uint32_t smem, uint3
             if (lane == 0) {
                 mbar_wait(smem + BAR_AT + (STAGES + rg.slot) * 8, rg.phase ^ 1u); /* a fresh slot passes */
                 mbar_expect_tx(full, W_BYTES + SW_BYTES);
-                bulk_load(st + W_AT, w + (size_t)kt * W_BYTES, W_BYTES, full);
-                bulk_load(st + SW_AT, sf + (size_t)kt * SW_BYTES, SW_BYTES, full);
+                bulk_load(st + W_AT, g.w + (stage0 + kt) * W_BYTES, W_BYTES, full);
+                bulk_load(st + SW_AT, g.w_sf + (stage0 + kt) * SW_BYTES, SW_BYTES, full);
             }
             __syncwarp();
             if (lane < rows) {
@@ -607,17 +603,11 @@ __device__ __forceinline__ void produce(const gemm_args &g, uint32_t smem, uint3
                     cp_async16(st + X_AT + x_chunk(lane, q), xrow + (size_t)kt * KC + q * 16);
                 cp_async16(st + SX_AT + lane * GPS * 4, xs + kt * GPS);
             }
-            asm volatile("cp.async.commit_group;\n" ::: "memory");
-            if (++issued > LAG) {
-                asm volatile("cp.async.wait_group %0;\n" ::"n"(LAG) : "memory");
-                x_ready(smem, (issued - 1 - LAG) % STAGES, lane);
-            }
+            mbar_arrive_on_cp_async(full);
             rg.next();
         }
     }
-    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
-    for (uint32_t i = issued > LAG ? issued - LAG : 0; i < issued; i++)
-        x_ready(smem, i % STAGES, lane);
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
 }
 
 /* GEMM1's epilogue: the weights' rows are interleaved by 8 (gate rows 16j
@@ -708,18 +698,16 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1) gemm(gemm_args g)
     const int last_ng = (int)(kgroups - (nk - 1) * GPS);
     if (tid == 0) {
         for (int s = 0; s < STAGES; s++) {
-            mbar_init(smem + BAR_AT + s * 8, 2); /* full: the weights' expect_tx, then the x copies' arrival */
+            mbar_init(smem + BAR_AT + s * 8, FULL_ARRIVALS);
             mbar_init(smem + BAR_AT + (STAGES + s) * 8, CONSUMER_WARPS); /* empty: one arrival a warp */
         }
         mbar_init_fence();
     }
     __syncthreads();
-    const uint64_t w_expert = (uint64_t)((g.N + BN - 1) / BN) * nk * W_BYTES;
-    const uint64_t sf_expert = (uint64_t)((g.N + BN - 1) / BN) * nk * SW_BYTES;
     if (warp >= CONSUMER_WARPS) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGS));
         if (warp == CONSUMER_WARPS)
-            produce(g, smem, nb_count, nk, w_expert, sf_expert, lane);
+            produce(g, smem, nb_count, nk, lane);
         return;
     }
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(CONSUMER_REGS));
@@ -742,16 +730,16 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1) gemm(gemm_args g)
         static_assert(BM / 8 == 4, "four n8 slices per tile");
         switch (slices) {
         case 1:
-            k_loop<1, FAST>(acc, rg, smem, sbase, nk, last_ng, wr, gid, tg, lane);
+            k_loop<1, FAST>(acc, rg, smem, sbase, nk, last_ng, wr, gid, tg);
             break;
         case 2:
-            k_loop<2, FAST>(acc, rg, smem, sbase, nk, last_ng, wr, gid, tg, lane);
+            k_loop<2, FAST>(acc, rg, smem, sbase, nk, last_ng, wr, gid, tg);
             break;
         case 3:
-            k_loop<3, FAST>(acc, rg, smem, sbase, nk, last_ng, wr, gid, tg, lane);
+            k_loop<3, FAST>(acc, rg, smem, sbase, nk, last_ng, wr, gid, tg);
             break;
         default:
-            k_loop<4, FAST>(acc, rg, smem, sbase, nk, last_ng, wr, gid, tg, lane);
+            k_loop<4, FAST>(acc, rg, smem, sbase, nk, last_ng, wr, gid, tg);
             break;
         }
         if constexpr (SWIGLU)
