@@ -46,8 +46,7 @@ int mm90_plan_make(uint32_t experts, uint32_t hidden, uint32_t inter, uint32_t t
      * products of three are bounded first. */
     uint64_t E = experts, H = hidden, I = inter, P = (uint64_t)max_tokens * topk;
     /* the weights' tiles pad rows to 256 and K to 128 */
-    if (P > ((uint64_t)1 << 31) || E * (H + 256) > LIMIT / (2 * (I + 256)) || P * H > LIMIT / 4 ||
-        P * I > LIMIT / 4) {
+    if (P > ((uint64_t)1 << 31) || E * (H + 256) > LIMIT / (2 * (I + 256)) || P * H > LIMIT / 4 || P * I > LIMIT / 4) {
         snprintf(why, cap,
                  "MegaMoE SM90: %u experts x H %u x I %u with %u tokens x top_k %u does not fit in memory (2^62 "
                  "bytes; at most 2^31 pairs)",
@@ -56,8 +55,9 @@ int mm90_plan_make(uint32_t experts, uint32_t hidden, uint32_t inter, uint32_t t
     }
     *out = (mm90_plan){
         .experts = experts, .hidden = hidden, .inter = inter, .topk = topk, .max_tokens = max_tokens, .pairs = P};
-    const uint64_t weights[MM90_WEIGHT_VIEWS] = {E * mm90_tile_bytes(2 * I, hidden), E * mm90_tile_sf_bytes(2 * I, hidden),
-                                                 E * mm90_tile_bytes(H, inter), E * mm90_tile_sf_bytes(H, inter)};
+    const uint64_t weights[MM90_WEIGHT_VIEWS] = {E * mm90_tile_bytes(2 * I, hidden),
+                                                 E * mm90_tile_sf_bytes(2 * I, hidden), E * mm90_tile_bytes(H, inter),
+                                                 E * mm90_tile_sf_bytes(H, inter)};
     uint64_t hy = P * H; /* GEMM2's bf16 out (GEMM1's goes through its SwiGLU epilogue) */
     const uint64_t work[MM90_WORK_VIEWS] = {(uint64_t)max_tokens * H,
                                             (uint64_t)max_tokens * mm90_xs_pitch(hidden) * 4,
