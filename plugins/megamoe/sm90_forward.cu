@@ -402,25 +402,6 @@ template <int SL> __device__ __forceinline__ void group_wgmma(float (&p)[SL * 4]
 }
 
 /* A group's partial sums into the accumulator: (p * s_act) * s_w, the
- * scales' f32 products in the unpipelined kernel's order. Thread (gid, tg)
- * holds p[4j + 0, 1]: weight row gid, pairs 8j + 2tg, +1; p[4j + 2, 3]:
- * row gid + 8 (the m16n8 accumulator layout, per warp of the group). */
-template <int SL, bool FAST>
-__device__ __forceinline__ void promote(float (&acc)[BM / 8][4], const float (&p)[SL * 4], const float *sx,
-                                        uint32_t sw0, uint32_t sw1, int c, int tg)
-{
-    const float w0 = wscale<FAST>(sw0, c), w1 = wscale<FAST>(sw1, c);
-#pragma unroll
-    for (int j = 0; j < SL; j++) {
-        const float2 s = *reinterpret_cast<const float2 *>(sx + c * BM + j * 8 + 2 * tg);
-        acc[j][0] = fmaf(p[4 * j] * s.x, w0, acc[j][0]);
-        acc[j][1] = fmaf(p[4 * j + 1] * s.y, w0, acc[j][1]);
-        acc[j][2] = fmaf(p[4 * j + 2] * s.x, w1, acc[j][2]);
-        acc[j][3] = fmaf(p[4 * j + 3] * s.y, w1, acc[j][3]);
-    }
-}
-
-/* A group's partial sums into the accumulator: (p * s_act) * s_w, the
  * scales' f32 products in the order of the earlier kernels. Thread (gid,
  * tg) holds p[4j + 0, 1]: weight row gid, pairs 8j + 2tg, +1; p[4j + 2, 3]:
  * row gid + 8 (the m16n8 accumulator layout, per warp of the group); s
@@ -890,14 +871,13 @@ extern "C" int mm90_create(int device, const mm90_plan *plan, const mm90_host_we
     const uint64_t rows_sf13 = (uint64_t)plan->experts * rows13, rows_sf2 = (uint64_t)plan->experts * rows2;
     l->fast_scales = mm90_fast_scales(w->w13_sf, rows_sf13 * (H / GROUP)) &&
                      mm90_fast_scales(w->w2_sf, rows_sf2 * (I / GROUP));
-    if ((e = fmcu_dev::allow_dynamic_smem(GEMM_SMEM, gemm<true, true>, gemm<false, true>, gemm<true, false>,
-                                          gemm<false, false>)) != cudaSuccess) {
+    void (*const gemms[4])(gemm_args) = {gemm<true, true>, gemm<false, true>, gemm<true, false>, gemm<false, false>};
+    if ((e = fmcu_dev::allow_dynamic_smem(GEMM_SMEM, gemms[0], gemms[1], gemms[2], gemms[3])) != cudaSuccess) {
         mm90_destroy(l);
         return fail(e, "cudaFuncSetAttribute (GEMM shared memory)", why, cap);
     }
     /* setmaxnreg.inc would wait forever if the block were launched with
      * fewer registers than the consumers and producer share (LAUNCH_REGS) */
-    void (*const gemms[4])(gemm_args) = {gemm<true, true>, gemm<false, true>, gemm<true, false>, gemm<false, false>};
     for (int i = 0; i < 4; i++) {
         cudaFuncAttributes fa;
         if ((e = cudaFuncGetAttributes(&fa, gemms[i])) != cudaSuccess) {
