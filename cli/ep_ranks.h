@@ -41,6 +41,12 @@ typedef struct ep_plan {
     const int32_t *topk_ids;
     void *out; /* [sum m, H] act dtype: the rows of this process's ranks are written */
     uint32_t timed;
+    /* Forwards captured back to back in each replayed graph (0 or 1: one).
+     * With more, the ranks run in step through the forwards' own waits, as
+     * an engine's consecutive decode steps do, and only the first of a
+     * replay pays the ranks' different start times; graph_median_s is then
+     * per forward. */
+    uint32_t replay_chain;
 } ep_plan;
 
 typedef struct ep_rank_result {
@@ -56,7 +62,7 @@ typedef struct ep_rank_result {
      * caller's comparison checks the replayed output. */
     int graphs;            /* 1: replayed; 0: the plugin cannot (host plugin, or a
                               high_throughput group, which synchronizes) */
-    double graph_median_s; /* of the timed replays (device events) */
+    double graph_median_s; /* of the timed replays (device events), per forward */
     /* A high_throughput group on a device: its forward waits on the host,
      * so capturing it must be refused, with the reason. 1: the capture was
      * tried and refused, the plugin's reason in capture_why. (Captured

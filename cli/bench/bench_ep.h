@@ -26,6 +26,11 @@ typedef struct bench_ep_point {
     bench_shape shape;
     uint32_t m; /* tokens per rank */
     double layer_us;
+    /* The slowest rank's median CUDA-graph replay of a low-latency forward
+     * (device events, no launch overhead); have_graph 0 where any rank did
+     * not replay (a host plugin, high_throughput). */
+    int have_graph;
+    double graph_us;
     int have_split; /* the plugin measured its phases on every rank */
     double dispatch_us, experts_us, combine_us;
 } bench_ep_point;

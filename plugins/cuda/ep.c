@@ -16,6 +16,7 @@
 
 typedef struct fmcu_group {
     const fmoe_host *host;
+    const fmcu_ep_fused *fused;
     fmcu_ep *ep;
     int device;
     uint32_t rank, size, max_tokens, hidden, top_k, num_experts;
@@ -58,6 +59,7 @@ static fmoe_status ep_group_create(fmoe_ep_group_args *a)
         return h->error_set(a->err, FMOE_STATUS_OUT_OF_MEMORY, "out of memory");
     memset(g, 0, sizeof *g);
     *g = (fmcu_group){.host = h,
+                      .fused = env.fused,
                       .device = a->device_index,
                       .rank = a->rank,
                       .size = a->size,
@@ -82,7 +84,10 @@ static fmoe_status ep_group_create(fmoe_ep_group_args *a)
                         .nccl_library = o->nccl_library,
                         .comm = a->comm,
                         .unique_id = a->unique_id,
-                        .unique_id_length = a->unique_id_length};
+                        .unique_id_length = a->unique_id_length,
+                        .extra_bytes = env.fused ? env.fused->extra_bytes(a->size, a->max_tokens_per_rank,
+                                                                          a->hidden_size, a->top_k)
+                                                 : 0};
     if (fmcu_ep_create(&p, &g->ep, why, sizeof why) != 0) {
         h->free(h->ctx, g);
         return fail(h, a->err, FMOE_STATUS_DEVICE_ERROR, why);
@@ -152,6 +157,11 @@ static fmoe_status ep_forward(fmoe_ep_forward_args *a)
     if (fmcu_ep_check(g->ep, why, sizeof why) != 0)
         return fail(h, a->err, FMOE_STATUS_DEVICE_ERROR, why);
     int rc = fmcu_ep_set_owner(g->ep, a->expert_owner, a->num_global_experts, a->stream, why, sizeof why);
+    if (rc == 0 && g->fused) {
+        const fmoe_status st = g->fused->forward(g->ep, a);
+        if (st != FMOE_STATUS_UNSUPPORTED)
+            return st;
+    }
     if (rc == 0)
         rc = fmcu_ep_dispatch(g->ep, a->x->data, a->x->strides[0], a->topk_ids->data, a->topk_weights->data, m, load,
                               a->stream, &n, why, sizeof why);

@@ -15,6 +15,7 @@
 #define FMOE_PLUGIN_CUDA_EP_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "fusedmoe/plugin.h"
 
@@ -34,9 +35,25 @@ int fmcu_ep_options_set(fmcu_ep_options *o, const char *name, const char *value,
  * know nothing else of a plugin, so every plugin whose methods run on these
  * groups compiles them in (cuda; megamoe: docs/MEGAMOE.md "Expert
  * parallelism") and defines this for its own state type. */
+struct fmcu_ep;
+
+/* A plugin's own forward of a whole EP layer (megamoe: dispatch, experts
+ * and combine fused over the window's extra region), tried before the
+ * transport's dispatch -> apply -> combine. `ep` is the group's transport
+ * (ep_api.h), the rest the checked arguments of fmoe_ep_ops.forward.
+ * FMOE_STATUS_UNSUPPORTED, with nothing queued and no error set: not this
+ * layer (another plugin's method, a path without the fused form, a
+ * placement it does not take); the transport's path runs instead. */
+typedef struct fmcu_ep_fused {
+    /* extra window bytes a group of these sizes needs (fmcu_ep_params) */
+    uint64_t (*extra_bytes)(uint32_t size, uint32_t max_tokens, uint32_t hidden, uint32_t top_k);
+    fmoe_status (*forward)(struct fmcu_ep *ep, fmoe_ep_forward_args *a);
+} fmcu_ep_fused;
+
 typedef struct fmcu_ep_env {
     const fmoe_host *host;
     const fmcu_ep_options *opt;
+    const fmcu_ep_fused *fused; /* NULL: the transport's path only */
 } fmcu_ep_env;
 fmcu_ep_env fmcu_ep_env_of(const void *plugin_state);
 

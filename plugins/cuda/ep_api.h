@@ -71,6 +71,10 @@ typedef struct fmcu_ep_params {
     void *comm;               /* the application's ncclComm_t, borrowed; or NULL and: */
     const uint8_t *unique_id; /* an ncclUniqueId made by fmcu_ep_unique_id */
     uint32_t unique_id_length;
+    /* lsa: bytes of the window after the receive buffer for the plugin's
+     * own use (fmcu_ep_extra_of), zeroed at creation; 0: none. The
+     * collective transport ignores it (no peer reaches another's memory). */
+    uint64_t extra_bytes;
 } fmcu_ep_params;
 
 /* An ncclUniqueId into out[cap] (*length = its size); 0 or -1 with why. */
@@ -122,6 +126,30 @@ int fmcu_ep_combine(fmcu_ep *ep, void *out, int64_t out_ld, const int32_t *ids, 
                     size_t cap);
 /* Mark the end of the method's apply (timing only). */
 int fmcu_ep_mark_experts_done(fmcu_ep *ep, void *stream, char *why, size_t cap);
+
+/* The plugin's region of the window (fmcu_ep_params.extra_bytes): every
+ * rank's, as this process sees it (NVLink load/store), at the same offset
+ * on each; and what a plugin's own kernels need to wait on peers the way
+ * the transport's do (ep_kernels.cuh: fail_record, timeout). 0, or -1 when
+ * the group has none (collective transport, or extra_bytes 0). */
+typedef struct fmcu_ep_extra {
+    char *base[FMCU_EP_MAX_RANKS];
+    uint64_t bytes;
+    uint32_t rank, size, max_tokens;
+    int32_t mode; /* the group's FMOE_EP_MODE_* */
+    uint64_t timeout_ns;
+    void *fail; /* the device alias of the group's fmcu_ep_dev::fail_record */
+} fmcu_ep_extra;
+int fmcu_ep_extra_of(const fmcu_ep *ep, fmcu_ep_extra *out);
+
+/* For a plugin that runs a forward itself over the extra region: the
+ * timing marks the transport makes around dispatch, the method and
+ * combine (timing groups; nothing otherwise). phase 0 before the forward's
+ * first kernel (it decides whether this forward is timed: not while
+ * `stream` is being captured), 1 after the rows arrived, 2 after the
+ * experts, 3 after the last kernel (this one synchronizes and adds the
+ * three spans). 0, or -1 with why. */
+int fmcu_ep_timing_mark(fmcu_ep *ep, int phase, void *stream, char *why, size_t cap);
 
 /* Sums of the measured phases (timing groups). */
 int fmcu_ep_timing(fmcu_ep *ep, int reset, uint64_t *forwards, double *dispatch_s, double *experts_s, double *combine_s,

@@ -58,7 +58,8 @@ struct fmcu_ep {
     bool own_comm;
     fmcu_ep_layout L;
     int32_t transport; /* FMCU_EP_TRANSPORT_LSA or _COLLECTIVE */
-    void *sym;         /* lsa: the receive buffer (NCCL window memory) */
+    void *sym;         /* lsa: the receive buffer (NCCL window memory), then the extra region */
+    uint64_t extra_at; /* lsa: the extra region's offset in the window (0: none) */
     ncclWindow_t win;
     /* collective: the receive buffer, the send staging, and the blocking
      * communicator of the exchanges (always the group's own) */
@@ -182,17 +183,26 @@ int setup_window(fmcu_ep *ep, char *why, size_t cap)
 {
     const fmcu_ep_params &p = ep->p;
     cudaError_t e;
-    ncclResult_t r = ep->nccl->MemAlloc(&ep->sym, ep->L.bytes);
+    /* the receive buffer, then the plugin's extra region (ep_api.h) */
+    const uint64_t extra_at = (ep->L.bytes + FMCU_EP_ALIGN - 1) / FMCU_EP_ALIGN * FMCU_EP_ALIGN;
+    const uint64_t bytes = p.extra_bytes ? extra_at + p.extra_bytes : ep->L.bytes;
+    if (p.extra_bytes > (1ull << 40)) {
+        snprintf(why, cap, "EP group: %llu extra window bytes asked for, beyond 2^40",
+                 (unsigned long long)p.extra_bytes);
+        return -1;
+    }
+    ep->extra_at = p.extra_bytes ? extra_at : 0;
+    ncclResult_t r = ep->nccl->MemAlloc(&ep->sym, bytes);
     if (r != ncclSuccess) {
-        snprintf(why, cap, "EP group: ncclMemAlloc of %llu bytes: %s", (unsigned long long)ep->L.bytes,
+        snprintf(why, cap, "EP group: ncclMemAlloc of %llu bytes: %s", (unsigned long long)bytes,
                  ep->nccl->GetErrorString(r));
         ep->sym = nullptr;
         return -1;
     }
-    if ((e = cudaMemsetAsync(ep->sym, 0, ep->L.bytes, ep->init_stream)) != cudaSuccess ||
+    if ((e = cudaMemsetAsync(ep->sym, 0, bytes, ep->init_stream)) != cudaSuccess ||
         (e = cudaStreamSynchronize(ep->init_stream)) != cudaSuccess)
         return failf(why, cap, "zeroing the symmetric buffer", e);
-    r = ep->nccl->CommWindowRegister(ep->comm, ep->sym, ep->L.bytes, &ep->win, NCCL_WIN_COLL_SYMMETRIC);
+    r = ep->nccl->CommWindowRegister(ep->comm, ep->sym, bytes, &ep->win, NCCL_WIN_COLL_SYMMETRIC);
     if (r != ncclSuccess && r != ncclInProgress) {
         snprintf(why, cap, "EP group: ncclCommWindowRegister: %s", ep->nccl->GetErrorString(r));
         ep->win = nullptr;
@@ -485,6 +495,25 @@ int setup(fmcu_ep *ep, char *why, size_t cap)
     return 0;
 }
 
+/* The last timing mark of a timed forward: record, wait, add the spans. */
+cudaError_t timing_end(fmcu_ep *ep, cudaStream_t st)
+{
+    if (!ep->timing_now)
+        return cudaSuccess;
+    float ms[3];
+    cudaError_t e = cudaEventRecord(ep->ev[3], st);
+    if (e == cudaSuccess)
+        e = cudaEventSynchronize(ep->ev[3]);
+    for (int i = 0; i < 3 && e == cudaSuccess; i++)
+        e = cudaEventElapsedTime(&ms[i], ep->ev[i], ep->ev[i + 1]);
+    if (e == cudaSuccess) {
+        for (int i = 0; i < 3; i++)
+            ep->sums[i] += ms[i] * 1e-3;
+        ep->forwards++;
+    }
+    return e;
+}
+
 } // namespace
 
 extern "C" int fmcu_ep_unique_id(const char *nccl_library, uint8_t *out, uint32_t cap, uint32_t *length, char *why,
@@ -731,22 +760,43 @@ extern "C" int fmcu_ep_combine(fmcu_ep *ep, void *out, int64_t out_ld, const int
         exchange(ep, ep->L.send_comb, ep->L.comb, ep->L.comb_chunk, st, why, cap) != 0)
         return -1;
     e = fmcu_ep_launch_finish(ep->c, ids, out, out_ld, m, ep->seq, st);
-    if (e == cudaSuccess && ep->timing_now) {
-        float ms[3];
-        e = cudaEventRecord(ep->ev[3], st);
-        if (e == cudaSuccess)
-            e = cudaEventSynchronize(ep->ev[3]);
-        for (int i = 0; i < 3 && e == cudaSuccess; i++)
-            e = cudaEventElapsedTime(&ms[i], ep->ev[i], ep->ev[i + 1]);
-        if (e == cudaSuccess) {
-            for (int i = 0; i < 3; i++)
-                ep->sums[i] += ms[i] * 1e-3;
-            ep->forwards++;
-        }
-    }
+    if (e == cudaSuccess)
+        e = timing_end(ep, st);
     if (e != cudaSuccess)
         return failf(why, cap, "combine", e);
     return 0;
+}
+
+extern "C" int fmcu_ep_extra_of(const fmcu_ep *ep, fmcu_ep_extra *out)
+{
+    if (ep->transport != FMCU_EP_TRANSPORT_LSA || !ep->extra_at)
+        return -1;
+    memset(out, 0, sizeof *out);
+    for (uint32_t q = 0; q < ep->p.size; q++)
+        out->base[q] = ep->c.p.base[q] + ep->extra_at;
+    out->bytes = ep->p.extra_bytes;
+    out->rank = ep->p.rank;
+    out->size = ep->p.size;
+    out->max_tokens = ep->p.max_tokens;
+    out->mode = ep->p.mode;
+    out->timeout_ns = ep->c.timeout_ns;
+    out->fail = ep->c.fail;
+    return 0;
+}
+
+extern "C" int fmcu_ep_timing_mark(fmcu_ep *ep, int phase, void *stream, char *why, size_t cap)
+{
+    cudaStream_t st = (cudaStream_t)stream;
+    cudaError_t e = cudaSuccess;
+    if (phase == 0) {
+        cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+        e = cudaStreamIsCapturing(st, &cs);
+        ep->timing_now = e == cudaSuccess && ep->p.timing && cs == cudaStreamCaptureStatusNone;
+    }
+    if (e == cudaSuccess && ep->timing_now)
+        e = phase == 3 ? timing_end(ep, st) : phase >= 0 && phase < 3 ? cudaEventRecord(ep->ev[phase], st)
+                                                                      : cudaErrorInvalidValue;
+    return e == cudaSuccess ? 0 : failf(why, cap, "timing mark", e);
 }
 
 extern "C" int fmcu_ep_timing(fmcu_ep *ep, int reset, uint64_t *forwards, double *dispatch_s, double *experts_s,

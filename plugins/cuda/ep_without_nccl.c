@@ -80,3 +80,15 @@ int fmcu_ep_timing(fmcu_ep *ep, int reset, uint64_t *forwards, double *dispatch_
     (void)ep, (void)reset, (void)forwards, (void)dispatch_s, (void)experts_s, (void)combine_s;
     return refuse(why, cap);
 }
+
+int fmcu_ep_extra_of(const fmcu_ep *ep, fmcu_ep_extra *out)
+{
+    (void)ep, (void)out;
+    return -1;
+}
+
+int fmcu_ep_timing_mark(fmcu_ep *ep, int phase, void *stream, char *why, size_t cap)
+{
+    (void)ep, (void)phase, (void)stream;
+    return refuse(why, cap);
+}

@@ -258,7 +258,7 @@ static const fmoe_device_memory cuda_memory = {
 fmcu_ep_env fmcu_ep_env_of(const void *plugin_state)
 {
     const fmcu_state *st = plugin_state;
-    return (fmcu_ep_env){st->host, &st->ep_opt};
+    return (fmcu_ep_env){st->host, &st->ep_opt, NULL}; /* no fused forward: dispatch -> apply -> combine */
 }
 
 static const fmoe_plugin cuda_plugin = {

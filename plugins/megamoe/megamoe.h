@@ -29,6 +29,11 @@ typedef struct mm_device_path {
                      size_t cap);
     int (*forward100)(mm100_layer *l, const mm_call *c, char *why, size_t cap);
     void (*destroy100)(mm100_layer *l);
+    /* the SM90 path's fused EP forward (sm90.h mm90_ep_*); NULL: EP groups
+     * take the transport's dispatch -> apply -> combine */
+    int (*ep_dispatch)(mm90_layer *l, const mm90_ep_call *c, char *why, size_t cap);
+    int (*ep_experts)(mm90_layer *l, const mm90_ep_call *c, char *why, size_t cap);
+    int (*ep_combine)(mm90_layer *l, const mm90_ep_call *c, char *why, size_t cap);
 } mm_device_path;
 
 /* Per-context state (init). */
@@ -38,6 +43,7 @@ typedef struct mm_state {
     const mm_device_path *path; /* NULL: host logic only */
     int sm100_unverified;       /* option sm100_unverified: serve the SM100 kernel, which has never run */
     fmcu_ep_options ep_opt;     /* nccl_library, ep_timeout_ms, ep_transport */
+    int ep_fused;               /* option ep_fused: EP groups take mm_ep_fused */
 } mm_state;
 
 /* 0 if the SM100 kernel's contract covers the layer (scheme, SwiGLU, bf16,
@@ -83,5 +89,27 @@ typedef struct mm_weights {
 } mm_weights;
 
 void mm_instance_weights(const void *instance, mm_weights *out);
+
+/* One forward's call (call.h) from the checked tensors of an apply or an
+ * EP forward: x [m, H], weights and ids [m, k], out [m, H], rows strided. */
+mm_call mm_call_of(const fmoe_tensor *x, const fmoe_tensor *weights, const fmoe_tensor *ids, fmoe_tensor *out,
+                   int32_t expert_base, float swiglu_limit, void *stream);
+
+/* What the fused EP forward (ep_fused.c) needs of an instance: 0 when it
+ * runs the SM90 path, finalized, on a device side with the fused forward;
+ * else -1 (the transport's path serves it). */
+typedef struct mm_ep_view {
+    const mm_device_path *path;
+    mm90_layer *dev;
+    int32_t expert_base; /* global id of local expert 0 */
+    uint32_t local;      /* local experts */
+    uint32_t max_rows;   /* the workspace's rows (the layer's max_num_tokens) */
+    float swiglu_limit;
+} mm_ep_view;
+int mm_instance_ep_view(const void *instance, mm_ep_view *out);
+
+/* The fused EP forward of the SM90 path (ep_fused.c), handed to the EP ops
+ * (plugins/cuda/ep.h fmcu_ep_env.fused). */
+extern const fmcu_ep_fused mm_ep_fused;
 
 #endif

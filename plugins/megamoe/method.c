@@ -227,6 +227,23 @@ static fmoe_status check_tensors(const mm_instance *in, fmoe_apply_args *a, int6
     return FMOE_STATUS_OK;
 }
 
+mm_call mm_call_of(const fmoe_tensor *x, const fmoe_tensor *weights, const fmoe_tensor *ids, fmoe_tensor *out,
+                   int32_t expert_base, float swiglu_limit, void *stream)
+{
+    return (mm_call){.x = x->data,
+                     .x_ld = x->strides[0],
+                     .weights = weights->data,
+                     .weights_ld = weights->strides[0],
+                     .ids = ids->data,
+                     .ids_ld = ids->strides[0],
+                     .out = out->data,
+                     .out_ld = out->strides[0],
+                     .m = (uint32_t)x->shape[0],
+                     .expert_base = expert_base,
+                     .swiglu_limit = swiglu_limit,
+                     .stream = stream};
+}
+
 /* Both device paths: the tensors checked, then the call handed over. */
 static fmoe_status device_apply(mm_instance *in, fmoe_apply_args *a)
 {
@@ -236,18 +253,8 @@ static fmoe_status device_apply(mm_instance *in, fmoe_apply_args *a)
     fmoe_status st = check_tensors(in, a, in->sm100 ? in->layout.dims.topk : in->plan.topk);
     if (st != FMOE_STATUS_OK)
         return st;
-    const mm_call c = {.x = a->x->data,
-                       .x_ld = a->x->strides[0],
-                       .weights = a->topk_weights->data,
-                       .weights_ld = a->topk_weights->strides[0],
-                       .ids = a->topk_ids->data,
-                       .ids_ld = a->topk_ids->strides[0],
-                       .out = a->out->data,
-                       .out_ld = a->out->strides[0],
-                       .m = (uint32_t)a->x->shape[0],
-                       .expert_base = in->sm100 ? 0 : in->expert_base,
-                       .swiglu_limit = in->swiglu_limit,
-                       .stream = a->stream};
+    const mm_call c = mm_call_of(a->x, a->topk_weights, a->topk_ids, a->out, in->sm100 ? 0 : in->expert_base,
+                                 in->swiglu_limit, a->stream);
     char why[256];
     if ((in->sm100 ? in->path->forward100(in->dev100, &c, why, sizeof why)
                    : in->path->forward(in->dev, &c, why, sizeof why)) != 0)
@@ -289,6 +296,21 @@ void mm_instance_weights(const void *instance, mm_weights *out)
                         .l1_sf = in->l1_sf,
                         .l2_sf = in->l2_sf,
                         .l2 = in->l2};
+}
+
+int mm_instance_ep_view(const void *instance, mm_ep_view *out)
+{
+    const mm_instance *in = instance;
+    if (!in || !in->path || in->sm100 || !in->dev || !in->path->ep_dispatch || !in->path->ep_experts ||
+        !in->path->ep_combine)
+        return -1;
+    *out = (mm_ep_view){.path = in->path,
+                        .dev = in->dev,
+                        .expert_base = in->expert_base,
+                        .local = in->local,
+                        .max_rows = in->plan.max_tokens,
+                        .swiglu_limit = in->swiglu_limit};
+    return 0;
 }
 
 static void mm_destroy(fmoe_destroy_args *a)

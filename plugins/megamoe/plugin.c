@@ -3,9 +3,10 @@
  * MegaMoE backend (docs/MEGAMOE.md).
  *
  * Probe: compute capability 9.0 is the SM90 path, which runs (e2m1
- * decoded in the GEMM, f16 mma.sync on e4m3 values, a few launches per forward;
+ * decoded to e4m3 in the GEMM, FP8 wgmma, a few launches per forward;
  * sm90_forward.cu; on one device or an EP group, whose ops and transport
- * are the cuda plugin's, compiled in: fmoe_plugin.ep); 10.x the SM100 path (DeepGEMM's design:
+ * are the cuda plugin's, compiled in: fmoe_plugin.ep, with this plugin's
+ * fused forward on NVLink groups: ep_fused.c); 10.x the SM100 path (DeepGEMM's design:
  * tcgen05 block-scaled FP8 x FP4 MMA; sm100_forward.cu), built, never run and not served yet; without a
  * driver or device one slot, score 0, with the runtime's reason. Query
  * (serve.c mm_choose_path): the first rule a layer breaks, then the
@@ -34,13 +35,16 @@ static const mm_device_path device_path = {
     .create100 = mm100_create,
     .forward100 = mm100_forward,
     .destroy100 = mm100_destroy,
+    .ep_dispatch = mm90_ep_dispatch,
+    .ep_experts = mm90_ep_experts,
+    .ep_combine = mm90_ep_combine,
 };
 
 static fmoe_status mm_init(fmoe_init_args *a)
 {
     const fmoe_host *h = a->host;
     uint32_t ring = 0;
-    int sm100 = 0;
+    int sm100 = 0, fused = 1;
     fmcu_ep_options ep_opt;
     fmcu_ep_options_default(&ep_opt);
     for (uint32_t i = 0; i < a->n_options; i++) {
@@ -63,15 +67,20 @@ static fmoe_status mm_init(fmoe_init_args *a)
                                     "option 'sm100_unverified' = \"%s\": expected true or false", o->value);
             continue;
         }
+        if (strcmp(o->key, "ep_fused") == 0) {
+            if (fmoe_option_parse_bool(o->value, &fused) != 0)
+                return h->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT,
+                                    "option 'ep_fused' = \"%s\": expected true or false", o->value);
+            continue;
+        }
         if (strcmp(o->key, "ring_tokens") == 0)
             return h->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT,
                                 "option 'ring_tokens' = \"%s\": expected 0 (our rule) or a multiple of %u up to 2^30",
                                 o->value, MM_TOKEN_ALIGN);
-        return h->error_set(
-            a->err, FMOE_STATUS_INVALID_ARGUMENT,
-            "unknown option '%s' (the megamoe plugin takes: ring_tokens, sm100_unverified, nccl_library, "
-            "ep_timeout_ms, ep_transport)",
-            o->key);
+        return h->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT,
+                            "unknown option '%s' (the megamoe plugin takes: ring_tokens, sm100_unverified, ep_fused, "
+                            "nccl_library, ep_timeout_ms, ep_transport)",
+                            o->key);
     }
     mm_state *st = h->alloc(h->ctx, sizeof *st, 0);
     if (!st)
@@ -80,6 +89,7 @@ static fmoe_status mm_init(fmoe_init_args *a)
     st->ring_tokens = ring;
     st->path = &device_path;
     st->sm100_unverified = sm100;
+    st->ep_fused = fused;
     st->ep_opt = ep_opt;
     a->state = st;
     return FMOE_STATUS_OK;
@@ -98,8 +108,8 @@ static const char *path_of(int major, int minor)
         return "SM100 path (tcgen05 FP8 x FP4): its kernel is built but has never run; served only with the option "
                "sm100_unverified = true, else not served yet";
     if (major == 9 && minor == 0)
-        return "SM90 path (e2m1 decoded in the GEMM, f16 mma.sync on e4m3 values; one device or an EP group; "
-               "not fused yet)";
+        return "SM90 path (e2m1 decoded to e4m3 in the GEMM, FP8 wgmma; one device or an EP group, whose dispatch "
+               "and combine run fused with the GEMMs over NVLink)";
     return NULL;
 }
 
@@ -290,7 +300,7 @@ static const fmoe_device_memory mm_memory = {
 fmcu_ep_env fmcu_ep_env_of(const void *plugin_state)
 {
     const mm_state *st = plugin_state;
-    return (fmcu_ep_env){st->host, &st->ep_opt};
+    return (fmcu_ep_env){st->host, &st->ep_opt, st->ep_fused ? &mm_ep_fused : NULL};
 }
 
 static const fmoe_plugin mm_plugin = {

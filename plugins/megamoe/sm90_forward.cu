@@ -52,6 +52,7 @@
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 #include <new>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -60,6 +61,7 @@
 #include "plugins/cuda/wgmma_sync.cuh"
 #include "plugins/megamoe/numerics.cuh"
 #include "plugins/megamoe/sm90.h"
+#include "plugins/megamoe/sm90_quant.cuh"
 #include "plugins/megamoe/wgmma_rs_e4m3.cuh"
 
 namespace {
@@ -71,12 +73,7 @@ constexpr int BN = (int)MM90_BLOCK_N;       /* weight rows per block: the MMA's 
 constexpr int KC = (int)MM90_STAGE_K;       /* K per shared-memory stage: 4 groups */
 constexpr int GPS = KC / GROUP;             /* groups per stage */
 constexpr int ROW_THREADS = 256;            /* the row kernels: 8 warps, one 32-group each */
-/* The GEMM's weights decode to their values times 2^-6 (sm90_plan.h), so
- * the activation scales are stored times 2^6: p * s_act is then the same
- * f32 product as before, bit for bit (both factors are powers of two
- * apart; no scale reaches 2^121, bf16's range and the requant rule keep
- * them below 2^120). */
-constexpr float ACT_SCALE_FOLD = 64.0f;
+using mm90_dev::ACT_SCALE_FOLD;
 
 /* ---- numerics shared by the kernels ------------------------------------------ */
 
@@ -87,22 +84,7 @@ using mm_num::warp_max;
 
 /* ---- quantize x, one warp per (token, 32-group) ---------------------------------- */
 
-/* Warp wi's group: token wi / (H/32), group wi % (H/32); nothing past the
- * end. The scales' rows are xs_pitch floats (mm90_xs_pitch). */
-__device__ __forceinline__ void quant_group(const __nv_bfloat16 *__restrict__ x, int64_t x_ld, uint32_t m, uint32_t H,
-                                            uint32_t xs_pitch, uint64_t wi, int lane, uint8_t *__restrict__ xq,
-                                            float *__restrict__ xs)
-{
-    const uint64_t groups = H / GROUP;
-    if (wi >= (uint64_t)m * groups)
-        return;
-    const uint64_t t = wi / groups, g = wi % groups;
-    const float v = __bfloat162float(x[(int64_t)t * x_ld + (int64_t)(g * GROUP + lane)]);
-    const float s = scale_ue8m0(warp_max(amax_step(0.0f, v)));
-    xq[t * H + g * GROUP + lane] = e4m3_sat(v / s);
-    if (lane == 0)
-        xs[t * xs_pitch + g] = s * ACT_SCALE_FOLD;
-}
+using mm90_dev::quant_group;
 
 __global__ void quant_x(const __nv_bfloat16 *__restrict__ x, int64_t x_ld, uint32_t m, uint32_t H,
                         uint32_t xs_pitch, uint8_t *__restrict__ xq, float *__restrict__ xs)
@@ -230,6 +212,8 @@ __global__ void __launch_bounds__(SCAN_THREADS)
                int32_t *__restrict__ order)
 {
     __shared__ uint32_t cnt[PREP_MAX_EXPERTS], cur[PREP_MAX_EXPERTS];
+    fmcu_dev::pdl_wait(); /* launched programmatically after the fused EP gather; else a no-op */
+    fmcu_dev::pdl_trigger();
     const uint32_t tid = threadIdx.x;
     if (blockIdx.x > 0) {
         quant_group(x, x_ld, m, H, xs_pitch, (uint64_t)(blockIdx.x - 1) * (SCAN_THREADS / WARP) + tid / WARP,
@@ -295,6 +279,13 @@ struct gemm_args {
     uint8_t *aq;          /* [pairs, N/2] e4m3 */
     float *as;            /* [pairs, as_pitch] */
     uint32_t as_pitch;    /* floats per row (mm90_xs_pitch(N/2)) */
+    /* GEMM2 of the fused EP forward (sm90_ep.cu): each pair's row goes to
+     * its token's rank instead of `out`: pair q = (s T + t) k + j is written
+     * at comb + s * comb_stride + ((j T + t) N) * 2 bytes (every rank's comb
+     * view, NCCL's flat window range: ep_fused.c). NULL: `out`. */
+    uint8_t *comb;
+    uint64_t comb_stride;
+    uint32_t comb_T, comb_k;
 };
 
 constexpr int CONSUMER_GROUPS = BN / 64;                  /* warp groups of 64 weight rows */
@@ -735,13 +726,26 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1) gemm(gemm_args g)
                     const int r = j * 8 + 2 * tg + t;
                     if (r >= rows)
                         continue;
-                    __nv_bfloat16 *orow = g.out + (size_t)g.order[row0 + r] * g.N;
+                    const uint32_t q = (uint32_t)g.order[row0 + r];
+                    __nv_bfloat16 *orow;
+                    if (g.comb) {
+                        const uint32_t row = q / g.comb_k, slot = q % g.comb_k;
+                        const uint32_t rank = row / g.comb_T, tok = row % g.comb_T;
+                        orow = reinterpret_cast<__nv_bfloat16 *>(g.comb + rank * g.comb_stride) +
+                               ((size_t)slot * g.comb_T + tok) * g.N;
+                    } else {
+                        orow = g.out + (size_t)q * g.N;
+                    }
                     orow[col] = __float2bfloat16_rn(acc[j][t]);
                     orow[col + 8] = __float2bfloat16_rn(acc[j][2 + t]);
                 }
             }
         }
     }
+    /* fused EP: this thread's stores to peers' windows are performed before
+     * the grid ends, so the next kernel's release covers them */
+    if (!SWIGLU && g.comb)
+        __threadfence_system();
 }
 
 /* ---- combine: one thread per output element ------------------------------------------ */
@@ -906,10 +910,13 @@ extern "C" void mm90_destroy(mm90_layer *l)
     delete l;
 }
 
-extern "C" int mm90_forward(mm90_layer *l, const mm_call *c, char *why, size_t cap)
+/* Group the pairs by expert and run both GEMMs (GEMM2's rows into HY, or
+ * with `ep` into every rank's combine slots). quantize: x is c->x (bf16),
+ * quantized into XQ/XS first; otherwise XQ/XS already hold the rows (the
+ * fused EP gather wrote them) and c->x is not read. */
+static int route_and_gemms(mm90_layer *l, const mm_call *c, bool quantize, const mm90_ep_call *ep, char *why,
+                           size_t cap)
 {
-    if (c->m == 0)
-        return 0;
     cudaError_t e = cudaSetDevice(l->device);
     if (e != cudaSuccess)
         return fail(e, "cudaSetDevice", why, cap);
@@ -931,21 +938,37 @@ extern "C" int mm90_forward(mm90_layer *l, const mm_call *c, char *why, size_t c
      * stream's order. */
     using fmcu_dev::launch_overlapped;
     if (pairs <= PREP_MAX_PAIRS && E <= PREP_MAX_EXPERTS) {
-        /* one launch for quant_x, route, scan and scatter (the first kernel: a plain launch) */
-        prep_small<<<1 + blocks_for((uint64_t)m * (H / GROUP), SCAN_THREADS / WARP), SCAN_THREADS, 0, s>>>(
-            static_cast<const __nv_bfloat16 *>(c->x), c->x_ld, m, H, mm90_xs_pitch(H), xq, xs, c->ids, c->ids_ld, k,
-            c->expert_base, E, loc, seg, tiles, order);
-        if ((e = cudaGetLastError()) != cudaSuccess)
+        /* one launch for quant_x, route, scan and scatter (the first kernel:
+         * a plain launch); block 0 alone routes when x is quantized already */
+        const unsigned qblocks = quantize ? blocks_for((uint64_t)m * (H / GROUP), SCAN_THREADS / WARP) : 0;
+        const __nv_bfloat16 *x = static_cast<const __nv_bfloat16 *>(c->x);
+        if (quantize) {
+            prep_small<<<1 + qblocks, SCAN_THREADS, 0, s>>>(x, c->x_ld, m, H, mm90_xs_pitch(H), xq, xs, c->ids,
+                                                            c->ids_ld, k, c->expert_base, E, loc, seg, tiles, order);
+            e = cudaGetLastError();
+        } else {
+            e = launch_overlapped(prep_small, dim3(1), dim3(SCAN_THREADS), 0, s, x, c->x_ld, m, H, mm90_xs_pitch(H),
+                                  xq, xs, c->ids, c->ids_ld, k, c->expert_base, E, loc, seg, tiles, order);
+        }
+        if (e != cudaSuccess)
             return fail(e, "kernel launch", why, cap);
     } else {
         if ((e = cudaMemsetAsync(count, 0, (size_t)E * 4, s)) != cudaSuccess)
             return fail(e, "cudaMemsetAsync", why, cap);
         const unsigned warps_per_block = ROW_THREADS / WARP;
-        quant_x<<<blocks_for((uint64_t)m * (H / GROUP), warps_per_block), ROW_THREADS, 0, s>>>(
-            static_cast<const __nv_bfloat16 *>(c->x), c->x_ld, m, H, mm90_xs_pitch(H), xq, xs);
-        if ((e = cudaGetLastError()) != cudaSuccess ||
-            (e = launch_overlapped(route, dim3(blocks_for(pairs, 256)), dim3(256), 0, s, c->ids, c->ids_ld, m, k,
-                                   c->expert_base, E, loc, count)) != cudaSuccess ||
+        if (quantize) {
+            quant_x<<<blocks_for((uint64_t)m * (H / GROUP), warps_per_block), ROW_THREADS, 0, s>>>(
+                static_cast<const __nv_bfloat16 *>(c->x), c->x_ld, m, H, mm90_xs_pitch(H), xq, xs);
+            e = cudaGetLastError();
+            if (e == cudaSuccess)
+                e = launch_overlapped(route, dim3(blocks_for(pairs, 256)), dim3(256), 0, s, c->ids, c->ids_ld, m, k,
+                                      c->expert_base, E, loc, count);
+        } else {
+            /* after the memset: a plain launch (its pdl_wait is a no-op) */
+            route<<<blocks_for(pairs, 256), 256, 0, s>>>(c->ids, c->ids_ld, m, k, c->expert_base, E, loc, count);
+            e = cudaGetLastError();
+        }
+        if (e != cudaSuccess ||
             (e = launch_overlapped(scan, dim3(1), dim3(SCAN_THREADS), 0, s, (const uint32_t *)count, E, seg, tiles,
                                    cursor)) != cudaSuccess ||
             (e = launch_overlapped(scatter, dim3(blocks_for(pairs, 256)), dim3(256), 0, s, (const int32_t *)loc,
@@ -962,18 +985,87 @@ extern "C" int mm90_forward(mm90_layer *l, const mm_call *c, char *why, size_t c
     const unsigned blocks2 = (unsigned)(items2 < l->sms ? items2 : l->sms);
     const gemm_args g1 = {xq, xs, mm90_xs_pitch(H), k, W + p.weight[MM90_W13].offset, W + p.weight[MM90_W13_SF].offset,
                           seg, tiles, order, E, 2 * I, H, nullptr, c->weights, c->weights_ld, k, c->swiglu_limit, aq,
-                          as, mm90_xs_pitch(I)};
+                          as, mm90_xs_pitch(I), nullptr, 0, 0, 0};
     if ((e = launch_overlapped(l->fast_scales ? gemm<true, true> : gemm<true, false>, dim3(blocks1),
                                dim3(GEMM_THREADS), GEMM_SMEM, s, g1)) != cudaSuccess)
         return fail(e, "GEMM1 launch", why, cap);
+    uint8_t *comb = nullptr;
+    uint64_t comb_stride = 0;
+    if (ep) {
+        comb = reinterpret_cast<uint8_t *>(ep->base[0]) + ep->L.comb;
+        comb_stride = ep->L.size > 1 ? (uint64_t)(ep->base[1] - ep->base[0]) : 0;
+    }
     const gemm_args g2 = {aq, as, mm90_xs_pitch(I), 1, W + p.weight[MM90_W2].offset, W + p.weight[MM90_W2_SF].offset,
-                          seg, tiles, order, E, H, I, hy, nullptr, 0, 0, 0.0f, nullptr, nullptr, 0};
+                          seg, tiles, order, E, H, I, hy, nullptr, 0, 0, 0.0f, nullptr, nullptr, 0, comb,
+                          comb_stride, ep ? ep->L.max_tokens : 0u, ep ? ep->L.top_k : 0u};
     if ((e = launch_overlapped(l->fast_scales ? gemm<false, true> : gemm<false, false>, dim3(blocks2),
                                dim3(GEMM_THREADS), GEMM_SMEM, s, g2)) != cudaSuccess)
         return fail(e, "GEMM2 launch", why, cap);
-    if ((e = launch_overlapped(combine, dim3(blocks_for((uint64_t)m * H, 256)), dim3(256), 0, s,
-                               (const __nv_bfloat16 *)hy, (const int32_t *)loc, m, k, H,
-                               static_cast<__nv_bfloat16 *>(c->out), c->out_ld)) != cudaSuccess)
+    return 0;
+}
+
+extern "C" int mm90_forward(mm90_layer *l, const mm_call *c, char *why, size_t cap)
+{
+    if (c->m == 0)
+        return 0;
+    if (route_and_gemms(l, c, true, nullptr, why, cap) != 0)
+        return -1;
+    const mm90_plan &p = l->plan;
+    const uint32_t H = p.hidden, k = p.topk, m = c->m;
+    const int32_t *loc = view<int32_t>(l->work, p.work[MM90_LOC]);
+    const __nv_bfloat16 *hy = view<__nv_bfloat16>(l->work, p.work[MM90_HY]);
+    const cudaError_t e =
+        fmcu_dev::launch_overlapped(combine, dim3(blocks_for((uint64_t)m * H, 256)), dim3(256), 0,
+                                    static_cast<cudaStream_t>(c->stream), hy, loc, m, k, H,
+                                    static_cast<__nv_bfloat16 *>(c->out), c->out_ld);
+    if (e != cudaSuccess)
         return fail(e, "combine launch", why, cap);
     return 0;
+}
+
+extern "C" int mm90_ep_experts(mm90_layer *l, const mm90_ep_call *c, char *why, size_t cap)
+{
+    const mm_epf_layout &L = c->L;
+    const uint64_t rows = (uint64_t)L.size * L.max_tokens;
+    if (rows > l->plan.max_tokens || L.top_k != l->plan.topk || L.hidden != l->plan.hidden) {
+        snprintf(why, cap,
+                 "MegaMoE SM90: the fused EP region holds %llu rows of hidden %u, top_k %u; the layer's workspace "
+                 "%u rows of hidden %u, top_k %u",
+                 (unsigned long long)rows, L.hidden, L.top_k, l->plan.max_tokens, l->plan.hidden, l->plan.topk);
+        return -1;
+    }
+    char *own = c->base[c->rank];
+    mm_call r = c->c;
+    r.x = nullptr;
+    r.x_ld = 0;
+    r.ids = reinterpret_cast<const int32_t *>(own + L.ids_in);
+    r.ids_ld = L.top_k;
+    r.weights = reinterpret_cast<const float *>(own + L.w_in);
+    r.weights_ld = L.top_k;
+    r.m = (uint32_t)rows;
+    /* every rank's comb view one stride apart (ep_fused.c checks) */
+    for (uint32_t q = 2; q < L.size; q++)
+        if (c->base[q] - c->base[0] != (ptrdiff_t)q * (c->base[1] - c->base[0])) {
+            snprintf(why, cap, "MegaMoE SM90: the ranks' window views are not one stride apart");
+            return -1;
+        }
+    return route_and_gemms(l, &r, false, c, why, cap);
+}
+
+extern "C" void mm90_work_of(const mm90_layer *l, mm90_work_ptrs *out)
+{
+    const mm90_plan &p = l->plan;
+    uint8_t *ws = l->work;
+    *out = mm90_work_ptrs{view<uint8_t>(ws, p.work[MM90_XQ]),
+                          view<float>(ws, p.work[MM90_XS]),
+                          view<int32_t>(ws, p.work[MM90_LOC]),
+                          view<int32_t>(ws, p.work[MM90_ORDER]),
+                          view<uint32_t>(ws, p.work[MM90_SEG]),
+                          view<uint8_t>(ws, p.work[MM90_HY]),
+                          p.experts,
+                          p.hidden,
+                          p.topk,
+                          p.max_tokens,
+                          l->sms,
+                          l->device};
 }

@@ -676,11 +676,13 @@ START_TEST(plugin_table)
     dp_refused(p, "ring_tokens", "100", words);
     const char *const unverified[] = {"sm100_unverified", "true or false", NULL};
     dp_refused(p, "sm100_unverified", "maybe", unverified);
-    const char *const unknown[] = {"unknown option 'isa'", "ring_tokens", "sm100_unverified", NULL};
+    const char *const fused[] = {"ep_fused", "true or false", NULL};
+    dp_refused(p, "ep_fused", "1x", fused);
+    const char *const unknown[] = {"unknown option 'isa'", "ring_tokens", "sm100_unverified", "ep_fused", NULL};
     dp_refused(p, "isa", "auto", unknown);
-    const char *kv[] = {"ring_tokens", "768"};
+    const char *kv[] = {"ring_tokens", "768", "ep_fused", "false"};
     void *state = NULL;
-    ck_assert_int_eq(dp_init(p, kv, 1, &state), FMOE_STATUS_OK);
+    ck_assert_int_eq(dp_init(p, kv, 2, &state), FMOE_STATUS_OK);
 
     /* The probe: a usable device is the SM90 path (runs) or the SM100 path
      * (kernel missing, said so) at score 100; without one, score 0 and the
