@@ -8,11 +8,17 @@
  *
  * Not taken (FMOE_STATUS_UNSUPPORTED, nothing queued; the transport's path
  * runs): another plugin's method, an instance without the SM90 path, a
- * group without the region (the collective transport), a high_throughput
+ * group without the region (the collective transport), windows NCCL did
+ * not map one stride apart, a high_throughput
  * group (its forward applies the method to the rows received, counted on
  * the host, and refuses graph capture: docs/EP.md), or a placement
  * other than the linear one (rank r holds physical experts [r L, (r+1) L):
  * a pair's rank is then its id / L, which the kernels take).
+ *
+ * The group's dispatch setting (activation, fp8_token, fp8_block) does not
+ * apply here: the rows travel as this method's own input, e4m3 with a
+ * UE8M0 scale per 32, quantized from the bf16 rows by the method's rule,
+ * so the output is what dispatch = activation gives through the transport.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -28,23 +34,14 @@ static uint64_t extra_bytes(uint32_t size, uint32_t max_tokens, uint32_t hidden,
     return mm_epf_layout_make(size, max_tokens, hidden, top_k, &L, why, sizeof why) == 0 ? L.bytes : 0;
 }
 
-static int linear_placement(const int32_t *owner, uint32_t n, uint32_t size, uint32_t local)
-{
-    if (!owner || local == 0 || (uint64_t)size * local != n)
-        return 0;
-    for (uint32_t i = 0; i < n; i++)
-        if (owner[i] != (int32_t)(i / local))
-            return 0;
-    return 1;
-}
-
 static fmoe_status fused_forward(struct fmcu_ep *ep, fmoe_ep_forward_args *a)
 {
     mm_ep_view v;
     fmcu_ep_extra ex;
     if (a->method != &mm_method || mm_instance_ep_view(a->instance, &v) != 0 || fmcu_ep_extra_of(ep, &ex) != 0 ||
-        ex.mode != FMOE_EP_MODE_LOW_LATENCY || a->x->dtype != FMOE_DTYPE_BF16 ||
-        !linear_placement(a->expert_owner, a->num_global_experts, ex.size, v.local))
+        ex.mode != FMOE_EP_MODE_LOW_LATENCY || !mm_epf_one_stride_apart(ex.base, ex.size) ||
+        a->x->dtype != FMOE_DTYPE_BF16 ||
+        !mm_epf_linear_placement(a->expert_owner, a->num_global_experts, ex.size, v.local))
         return FMOE_STATUS_UNSUPPORTED;
     const fmcu_ep_env env = fmcu_ep_env_of(a->state);
     const fmoe_host *h = env.host;

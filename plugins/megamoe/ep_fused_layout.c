@@ -1,9 +1,10 @@
 /*
- * plugins/megamoe/ep_fused_layout.c - the fused EP region's offsets
- * (ep_fused_layout.h).
+ * plugins/megamoe/ep_fused_layout.c - the fused EP region's offsets and
+ * the group checks of the fused forward (ep_fused_layout.h).
  */
 #include "plugins/megamoe/ep_fused_layout.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -53,4 +54,22 @@ int mm_epf_layout_make(uint32_t size, uint32_t max_tokens, uint32_t hidden, uint
     L->w_in = place(&at, R * T * k * 4);
     L->bytes = at;
     return 0;
+}
+
+int mm_epf_linear_placement(const int32_t *owner, uint32_t n, uint32_t size, uint32_t local)
+{
+    if (!owner || local == 0 || (uint64_t)size * local != n)
+        return 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (owner[i] != (int32_t)(i / local))
+            return 0;
+    return 1;
+}
+
+int mm_epf_one_stride_apart(char *const *base, uint32_t size)
+{
+    for (uint32_t r = 2; r < size; r++)
+        if (base[r] - base[0] != (ptrdiff_t)r * (base[1] - base[0]))
+            return 0;
+    return 1;
 }

@@ -21,8 +21,10 @@
  *   w_in [R T, k]   f32   local: their routing weights
  *
  * Peers read x, xs, ids, w and count (the gather) and write comb and the
- * arrival counters; the last three views only this rank touches. Every
- * view starts at a multiple of 256 bytes. Plain C: tests/megamoe.
+ * arrival counters; the last four views only this rank touches. Every
+ * view starts at a multiple of 256 bytes. Also the two checks on a group
+ * the fused forward makes before it takes a forward (ep_fused.c). Plain C:
+ * tests/megamoe.
  */
 #ifndef FMOE_PLUGIN_MEGAMOE_EP_FUSED_LAYOUT_H
 #define FMOE_PLUGIN_MEGAMOE_EP_FUSED_LAYOUT_H
@@ -48,6 +50,16 @@ typedef struct mm_epf_layout {
  * not a multiple of 128, top_k outside 1..32, or more than 2^40 bytes. */
 int mm_epf_layout_make(uint32_t size, uint32_t max_tokens, uint32_t hidden, uint32_t top_k, mm_epf_layout *L, char *why,
                        size_t cap);
+
+/* 1 when owner[n] is the linear placement of `size` ranks of `local`
+ * experts each (owner[i] = i / local, n = size x local): a pair's rank is
+ * then its id / local, which the fused kernels take; else 0. */
+int mm_epf_linear_placement(const int32_t *owner, uint32_t n, uint32_t size, uint32_t local);
+
+/* 1 when base[0..size) lie one stride apart (base[r] = base[0] + r x
+ * (base[1] - base[0]): NCCL's flat window range), which GEMM2's addressing
+ * of every rank's comb takes; else 0. */
+int mm_epf_one_stride_apart(char *const *base, uint32_t size);
 
 #ifdef __cplusplus
 }

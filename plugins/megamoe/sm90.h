@@ -42,7 +42,8 @@ void mm90_destroy(mm90_layer *l);
 typedef struct mm90_ep_call {
     mm_call c;
     mm_epf_layout L;
-    char *base[MM_EPF_MAX_RANKS]; /* every rank's region, as this process sees it */
+    char *base[MM_EPF_MAX_RANKS]; /* every rank's region, as this process sees it: one stride apart,
+                                     base[r] = base[0] + r (base[1] - base[0]) (GEMM2 addresses them so) */
     uint32_t rank;
     uint32_t num_global; /* physical experts over all ranks; an id outside is an empty slot */
     uint64_t timeout_ns;

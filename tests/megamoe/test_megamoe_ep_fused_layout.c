@@ -3,7 +3,8 @@
  * window region (plugins/megamoe/ep_fused_layout.h) without a GPU: one
  * small group worked out by hand, seeded random groups whose views are in
  * order, aligned, disjoint and as large as their formulas, and the
- * refusals, each naming the rule.
+ * refusals, each naming the rule; the two group checks the fused forward
+ * makes (linear placement, windows one stride apart), on hand-made cases.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -92,6 +93,39 @@ START_TEST(refusals)
 }
 END_TEST
 
+START_TEST(linear_placement)
+{
+    /* 2 ranks of 3 experts */
+    const int32_t linear[] = {0, 0, 0, 1, 1, 1};
+    ck_assert_int_eq(mm_epf_linear_placement(linear, 6, 2, 3), 1);
+    /* round robin, one expert moved, a count that is not size x local */
+    const int32_t rr[] = {0, 1, 0, 1, 0, 1}, moved[] = {0, 0, 1, 1, 1, 1};
+    ck_assert_int_eq(mm_epf_linear_placement(rr, 6, 2, 3), 0);
+    ck_assert_int_eq(mm_epf_linear_placement(moved, 6, 2, 3), 0);
+    ck_assert_int_eq(mm_epf_linear_placement(linear, 5, 2, 3), 0);
+    ck_assert_int_eq(mm_epf_linear_placement(linear, 6, 3, 2), 0);
+    ck_assert_int_eq(mm_epf_linear_placement(linear, 6, 2, 0), 0);
+    ck_assert_int_eq(mm_epf_linear_placement(NULL, 6, 2, 3), 0);
+    /* one rank holds everything */
+    ck_assert_int_eq(mm_epf_linear_placement((const int32_t[]){0, 0, 0, 0}, 4, 1, 4), 1);
+}
+END_TEST
+
+START_TEST(one_stride_apart)
+{
+    static char mem[4096];
+    char *even[4] = {mem, mem + 1024, mem + 2048, mem + 3072};
+    ck_assert_int_eq(mm_epf_one_stride_apart(even, 4), 1);
+    ck_assert_int_eq(mm_epf_one_stride_apart(even, 2), 1); /* any two are */
+    ck_assert_int_eq(mm_epf_one_stride_apart(even, 1), 1);
+    char *uneven[4] = {mem, mem + 1024, mem + 2048, mem + 3000};
+    ck_assert_int_eq(mm_epf_one_stride_apart(uneven, 4), 0);
+    ck_assert_int_eq(mm_epf_one_stride_apart(uneven, 3), 1);
+    char *down[3] = {mem + 2048, mem + 1024, mem}; /* a negative stride is one stride too */
+    ck_assert_int_eq(mm_epf_one_stride_apart(down, 3), 1);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("megamoe_ep_fused_layout");
@@ -99,11 +133,13 @@ static Suite *suite(void)
     tcase_add_test(tc, layout_by_hand);
     tcase_add_test(tc, random_layouts);
     tcase_add_test(tc, refusals);
+    tcase_add_test(tc, linear_placement);
+    tcase_add_test(tc, one_stride_apart);
     suite_add_tcase(s, tc);
     return s;
 }
 
 int main(void)
 {
-    return fmoe_test_main(suite(), 3);
+    return fmoe_test_main(suite(), 5);
 }

@@ -338,6 +338,12 @@ static void fake_destroy(mm90_layer *l)
 
 static const mm_device_path fake_path = {fake_capability, fake_create, fake_forward, fake_destroy};
 
+static int fake_ep_step(mm90_layer *l, const mm90_ep_call *c, char *why, size_t cap)
+{
+    (void)l, (void)c, (void)why, (void)cap;
+    return 0;
+}
+
 static fmoe_tensor matrix(fmoe_dtype dt, int64_t rows, int64_t cols, int64_t ld, void *data)
 {
     fmoe_tensor t;
@@ -473,6 +479,36 @@ START_TEST(sm90_path_with_a_fake_device)
     aa.instance = in;
     ck_assert_msg(mm_method.apply(&aa) == FMOE_STATUS_OK, "%s", dp_error);
     ck_assert_int_eq(fake_call.expert_base, E / 2);
+    /* the fused EP forward needs the device side's three ep_ functions:
+     * this fake has none, so the instance leaves the group to the
+     * transport's path */
+    mm_ep_view view;
+    ck_assert_int_eq(mm_instance_ep_view(in, &view), -1);
+    destroy(in);
+
+    /* with them, the fused forward gets the finalized layer, its expert
+     * base, local experts, workspace rows and clamp */
+    const mm_device_path fused_path = {.capability = fake_capability,
+                                       .create = fake_create,
+                                       .forward = fake_forward,
+                                       .destroy = fake_destroy,
+                                       .ep_dispatch = fake_ep_step,
+                                       .ep_experts = fake_ep_step,
+                                       .ep_combine = fake_ep_step};
+    mm_state st_fused = st;
+    st_fused.path = &fused_path;
+    c.max_num_tokens = 6;
+    ck_assert_msg(create(&st_fused, &c, &s, &in) == FMOE_STATUS_OK, "%s", dp_error);
+    ck_assert_int_eq(mm_instance_ep_view(in, &view), -1); /* not finalized */
+    fa.instance = in;
+    ck_assert_msg(mm_method.finalize(&fa) == FMOE_STATUS_OK, "%s", dp_error);
+    ck_assert_int_eq(mm_instance_ep_view(in, &view), 0);
+    ck_assert_ptr_eq(view.path, &fused_path);
+    ck_assert_ptr_eq(view.dev, FAKE_LAYER);
+    ck_assert_int_eq(view.expert_base, E / 2);
+    ck_assert_uint_eq(view.local, E / 2);
+    ck_assert_uint_eq(view.max_rows, 6);
+    ck_assert_float_eq(view.swiglu_limit, c.swiglu_limit);
     destroy(in);
 
     /* ... and refuses sizes off the 32 grid. */
@@ -501,7 +537,7 @@ START_TEST(sm90_path_with_a_fake_device)
     c.act_dtype = FMOE_DTYPE_F16;
     ck_assert_int_eq(create(&st, &c, &s, &in), FMOE_STATUS_UNSUPPORTED);
     ck_assert_str_eq(dp_error, "MegaMoE: activations and output are bf16");
-    ck_assert_int_eq(fake_creates, 2); /* the one-device layer and the EP rank's */
+    ck_assert_int_eq(fake_creates, 3); /* the one-device layer and the two EP ranks' */
 }
 END_TEST
 
