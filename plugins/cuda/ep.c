@@ -4,7 +4,8 @@
  * layer's own method: dispatch, the method's apply on the received rows,
  * combine. Any cuda method runs on a group this way (modular
  * prepare -> experts -> finalize, docs/EP.md); the megamoe plugin compiles
- * this file in too, for its SM90 method (docs/MEGAMOE.md).
+ * this file in too, for its SM90 method, and hands it its own fused forward
+ * (ep.h fmcu_ep_fused), which a forward tries first (docs/MEGAMOE.md).
  */
 #include "plugins/cuda/ep.h"
 

@@ -30,11 +30,6 @@ void fmcu_ep_options_default(fmcu_ep_options *o);
  * of them, -1 with why for a bad value. */
 int fmcu_ep_options_set(fmcu_ep_options *o, const char *name, const char *value, char *why, size_t cap);
 
-/* What the ops take from the plugin state the host hands them: the host
- * table and the options above. ep.c (the ops) and the transport under it
- * know nothing else of a plugin, so every plugin whose methods run on these
- * groups compiles them in (cuda; megamoe: docs/MEGAMOE.md "Expert
- * parallelism") and defines this for its own state type. */
 struct fmcu_ep;
 
 /* A plugin's own forward of a whole EP layer (megamoe: dispatch, experts
@@ -50,10 +45,15 @@ typedef struct fmcu_ep_fused {
     fmoe_status (*forward)(struct fmcu_ep *ep, fmoe_ep_forward_args *a);
 } fmcu_ep_fused;
 
+/* What the ops take from the plugin state the host hands them: the host
+ * table and the options above. ep.c (the ops) and the transport under it
+ * know nothing else of a plugin, so every plugin whose methods run on these
+ * groups compiles them in (cuda; megamoe: docs/MEGAMOE.md "Expert
+ * parallelism") and defines this for its own state type. */
 typedef struct fmcu_ep_env {
     const fmoe_host *host;
     const fmcu_ep_options *opt;
-    const fmcu_ep_fused *fused; /* NULL: the transport's path only */
+    const fmcu_ep_fused *fused; /* the plugin's own forward, or NULL: the transport's path only */
 } fmcu_ep_env;
 fmcu_ep_env fmcu_ep_env_of(const void *plugin_state);
 
