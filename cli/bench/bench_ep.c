@@ -19,14 +19,17 @@
  * the slowest rank's median replay divided by the chain: the time a
  * forward takes in steady state, without launch overhead.
  */
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli/bench/bench.h"
 #include "cli/bench/bench_ep.h"
 #include "cli/ep_ranks.h"
 #include "cli/halfconv.h"
+#include "cli/json_out.h"
 #include "cli/rng.h"
 #include "cli/run_weights.h"
 
@@ -202,4 +205,55 @@ void bench_ep_print(const bench_ep_opts *o, const bench_ep_point *pts, size_t n)
         printf("%-16s %8u %6u %11.1f %11s %12s %12s %12s\n", p->shape.name, p->shape.experts, p->m, p->layer_us, graph,
                d, e, c);
     }
+}
+
+static json_t *us_or_null(int have, double us)
+{
+    return have ? json_real(us) : json_null();
+}
+
+int bench_ep_write_json(const char *path, const bench_ep_opts *o, const bench_ep_point *pts, size_t n,
+                        const char *scheme_key, const char *command)
+{
+    json_t *root = json_object(), *ep = json_object(), *arr = json_array();
+    char date[64];
+    time_t now = time(NULL);
+    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    cli_json_set(root, "command", cli_json_string(command));
+    cli_json_set(root, "date", json_string(date));
+    cli_json_set(root, "seed", json_integer((json_int_t)(o->seed & 0x7fffffffffffffffull)));
+    cli_json_set(root, "scheme", cli_json_string(scheme_key));
+    cli_json_set(root, "backend", o->backend ? cli_json_string(o->backend) : json_null());
+    cli_json_set(ep, "ranks", json_integer(o->gpus));
+    cli_json_set(ep, "dispatch", cli_json_string(fmoe_ep_dispatch_name(o->dispatch)));
+    cli_json_set(ep, "mode", cli_json_string(fmoe_ep_mode_name(o->mode)));
+    /* null: each point's tokens a rank */
+    cli_json_set(ep, "max_tokens_per_rank", o->max_tokens ? json_integer(o->max_tokens) : json_null());
+    cli_json_set(ep, "forwards_per_graph", json_integer(BENCH_EP_CHAIN));
+    cli_json_set(ep, "forwards_timed", json_integer(o->iters));
+    cli_json_set(root, "ep", ep);
+    for (size_t i = 0; i < n; i++) {
+        const bench_ep_point *p = &pts[i];
+        json_t *pt = json_object();
+        cli_json_set(pt, "shape", cli_json_string(p->shape.name));
+        cli_json_set(pt, "experts", json_integer(p->shape.experts));
+        cli_json_set(pt, "top_k", json_integer(p->shape.top_k));
+        cli_json_set(pt, "hidden", json_integer(p->shape.hidden));
+        cli_json_set(pt, "intermediate", json_integer(p->shape.inter));
+        cli_json_set(pt, "tokens_per_rank", json_integer(p->m));
+        cli_json_set(pt, "layer_us", json_real(p->layer_us));
+        cli_json_set(pt, "graph_us", us_or_null(p->have_graph, p->graph_us));
+        cli_json_set(pt, "dispatch_us", us_or_null(p->have_split, p->dispatch_us));
+        cli_json_set(pt, "experts_us", us_or_null(p->have_split, p->experts_us));
+        cli_json_set(pt, "combine_us", us_or_null(p->have_split, p->combine_us));
+        json_array_append_new(arr, pt);
+    }
+    cli_json_set(root, "points", arr);
+    int rc = json_dump_file(root, path, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(root);
+    if (rc != 0) {
+        cli_error("--json %s: cannot write it", path);
+        return CLI_EXIT_CONFIG;
+    }
+    return CLI_EXIT_OK;
 }

@@ -42,4 +42,11 @@ int bench_ep_shape(fmoe_context *ctx, const bench_ep_opts *o, const bench_shape 
 
 void bench_ep_print(const bench_ep_opts *o, const bench_ep_point *pts, size_t n);
 
+/* The record of a --gpus run as JSON (docs/EP.md, `bench --gpus`): the
+ * command, date, seed, scheme, backend, the group (ranks, dispatch, mode,
+ * max_tokens_per_rank, forwards per replayed graph) and every point, the
+ * times in µs (null where not measured). An exit code after reporting. */
+int bench_ep_write_json(const char *path, const bench_ep_opts *o, const bench_ep_point *pts, size_t n,
+                        const char *scheme_key, const char *command);
+
 #endif

@@ -206,8 +206,6 @@ static int parse_args(int argc, char **argv, bench_opts *o)
             return cli_usage("bench", "unknown option '%s'", argv[i]);
         }
     }
-    if (o->gpus && o->json_path)
-        return cli_usage("bench", "--json is not written for --gpus yet: read the table");
     if (o->ep_max_tokens && !o->gpus)
         return cli_usage("bench", "--ep-max-tokens sizes an EP group: it needs --gpus");
     for (size_t t = 0; o->ep_max_tokens && t < o->n_tokens; t++)
@@ -739,7 +737,7 @@ static void print_device_floor(const bench_point *p, double gemm_peak_tflops)
 }
 
 /* --gpus N: every shape on an EP group (bench_ep.c); owns ctx. */
-static int bench_ep(fmoe_context *ctx, const bench_opts *o, const fmoe_scheme *scheme)
+static int bench_ep(fmoe_context *ctx, const bench_opts *o, const fmoe_scheme *scheme, const char *command)
 {
     bench_ep_opts eo = {.gpus = o->gpus,
                         .backend = o->backend,
@@ -759,6 +757,8 @@ static int bench_ep(fmoe_context *ctx, const bench_opts *o, const fmoe_scheme *s
         rc = bench_ep_shape(ctx, &eo, &o->shapes[s], scheme, pts, &n);
     if (rc == CLI_EXIT_OK)
         bench_ep_print(&eo, pts, n);
+    if (rc == CLI_EXIT_OK && o->json_path)
+        rc = bench_ep_write_json(o->json_path, &eo, pts, n, o->scheme_key, command);
     free(pts);
     fmoe_context_destroy(ctx);
     return rc;
@@ -777,15 +777,15 @@ int cmd_bench(const cli_globals *g, int argc, char **argv)
     fmoe_context *ctx = NULL;
     if ((rc = cli_open_context(g, &ctx)) != CLI_EXIT_OK)
         return rc;
-    if (o.gpus)
-        return bench_ep(ctx, &o, &scheme);
     char cpu[256], command[2048] = "fusedmoe";
-    fmoe_cpu_model_name(cpu, sizeof cpu);
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     for (int i = 0; i < argc; i++) {
         size_t len = strlen(command);
         snprintf(command + len, sizeof command - len, " %s", argv[i]);
     }
+    if (o.gpus)
+        return bench_ep(ctx, &o, &scheme, command);
+    fmoe_cpu_model_name(cpu, sizeof cpu);
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     size_t read_bytes = bench_read_bytes();
     double bw1 = bench_read_bandwidth(read_bytes, 1, 5);
     double bwn = bench_read_bandwidth(read_bytes, cpus > 0 && cpus <= 256 ? (int)cpus : 1, 5);

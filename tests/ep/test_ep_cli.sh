@@ -106,11 +106,32 @@ rc=$?; ok=0
 [ $rc = 0 ] && grep -Eq '^reference +ep +[1-9][0-9]* +0 +' "$tmp/out" && ok=1
 check "conform --mode ep: the reference's N-rank groups equal one device for every scheme"
 
-fm bench --gpus 2 --shape 8,2,128,128 --tokens 2,4 --iters 3 --seed "$seed"
+fm bench --gpus 2 --shape 8,2,128,128 --tokens 2,4 --iters 3 --seed "$seed" --json "$tmp/ep-bench.json"
 rc=$?; ok=0
 [ $rc = 0 ] && grep -q '^ep:        2 ranks' "$tmp/out" &&
     [ "$(grep -Ec '^8,2,128,128 +8 +[24] +[0-9.]+ +- +[0-9.]+ +[0-9.]+ +[0-9.]+$' "$tmp/out")" = 2 ] && ok=1
 check "bench --gpus 2: layer time, no graph on a host plugin, and the plugin's split per token count"
+
+# The record: the group, and each point's times as the table printed them.
+ok=0
+python3 - "$tmp/ep-bench.json" "$tmp/out" "$seed" <<'PY' && ok=1
+import json, re, sys
+rec = json.load(open(sys.argv[1]))
+table = [l.split() for l in open(sys.argv[2]) if re.match(r"^8,2,128,128 ", l)]
+assert rec["seed"] == int(sys.argv[3]), rec["seed"]
+assert rec["scheme"] == "bf16" and rec["command"].startswith("fusedmoe bench --gpus 2"), rec
+ep = rec["ep"]
+assert ep == {"ranks": 2, "dispatch": "activation", "mode": "low_latency", "max_tokens_per_rank": None,
+              "forwards_per_graph": 8, "forwards_timed": 3}, ep
+pts = rec["points"]
+assert [p["tokens_per_rank"] for p in pts] == [2, 4] and len(table) == 2, (pts, table)
+for p, row in zip(pts, table):
+    assert (p["shape"], p["experts"], p["top_k"], p["hidden"], p["intermediate"]) == ("8,2,128,128", 8, 2, 128, 128), p
+    assert p["graph_us"] is None and row[4] == "-", (p, row)  # a host plugin replays no graph
+    for key, col in (("layer_us", 3), ("dispatch_us", 5), ("experts_us", 6), ("combine_us", 7)):
+        assert p[key] > 0 and abs(p[key] - float(row[col])) <= 0.05 + 1e-6 * p[key], (key, p[key], row)
+PY
+check "bench --gpus 2 --json: the group and each point's times, as the table printed them"
 
 fm bench --gpus 2 --shape 8,2,128,128 --tokens 2,4 --iters 3 --seed "$seed" --ep-mode high_throughput --ep-max-tokens 8
 rc=$?; ok=0
