@@ -65,4 +65,15 @@ double bench_memory_rate(double copy_rate, double read_rate, const char **source
  * term left out when its rate is 0; 0 when neither is known. */
 double bench_floor_seconds(double bytes, double rate, double flops, double peak_flops);
 
+/* Bytes of one local expert's parameters (weights, scales, zero points...)
+ * as `layer` declared them; with `streamed`, int4 weights held in int8
+ * count at half a byte (what a kernel must stream at least). */
+double bench_expert_bytes(const fmoe_layer *layer, const fmoe_scheme *s, int streamed);
+
+/* An EP layer's floor (`bench --gpus`): the most distinct experts one rank
+ * holds among those ids[count] touch, with the linear placement (expert e
+ * on rank e / (experts / ranks)); ids outside [0, experts) are empty
+ * slots. 0 when experts is not a multiple of ranks (or out of memory). */
+uint32_t bench_busiest_rank_experts(const int32_t *ids, size_t count, uint32_t experts, uint32_t ranks);
+
 #endif

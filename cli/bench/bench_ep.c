@@ -35,9 +35,17 @@
 
 enum { BENCH_EP_CHAIN = 8 };
 
+/* The floor's two factors for one shape, from the layer that declares
+ * every expert: the bytes an expert streams, and the device's rate (0 on a
+ * host plugin or one that measures no rate). */
+typedef struct ep_floor {
+    double expert_bytes, rate;
+} ep_floor;
+
 /* One shape, one M: 0 and the point, or an exit code after reporting. */
 static int one_point(fmoe_context *ctx, const bench_ep_opts *o, const fmoe_layer_config *cfg, const fmoe_scheme *scheme,
-                     const synth_ckpt *built, uint32_t m, int32_t kind, int32_t base, bench_ep_point *p)
+                     const synth_ckpt *built, const ep_floor *fl, uint32_t m, int32_t kind, int32_t base,
+                     bench_ep_point *p)
 {
     uint32_t n = o->gpus, k = cfg->top_k, h = cfg->hidden_size;
     size_t total = (size_t)n * m;
@@ -108,6 +116,11 @@ static int one_point(fmoe_context *ctx, const bench_ep_opts *o, const fmoe_layer
     } else {
         memset(p, 0, sizeof *p);
         p->m = m;
+        p->slowest_rank_experts = bench_busiest_rank_experts(ids, total * k, cfg->num_experts, n);
+        if (fl->rate > 0 && fl->expert_bytes > 0 && p->slowest_rank_experts) {
+            p->have_floor = 1;
+            p->floor_us = 1e6 * bench_floor_seconds(p->slowest_rank_experts * fl->expert_bytes, fl->rate, 0, 0);
+        }
         p->have_split = 1;
         p->have_graph = 1;
         for (uint32_t r = 0; r < n; r++) {
@@ -168,10 +181,16 @@ int bench_ep_shape(fmoe_context *ctx, const bench_ep_opts *o, const bench_shape 
     synth_ckpt *built = NULL;
     run_checkpoint ck = {.seed = o->seed, .cfg = &cfg, .scheme = scheme};
     int rc = run_build_checkpoint(probe, "selected", &ck, &built);
+    ep_floor fl = {.expert_bytes = bench_expert_bytes(probe, scheme, 1)};
+    const double copy = rc == CLI_EXIT_OK ? bench_device_copy_rate(probe) : 0;
+    const double read = copy < 0 ? -1 : rc == CLI_EXIT_OK ? bench_device_read_rate(probe) : 0;
+    if (copy < 0 || read < 0)
+        rc = CLI_EXIT_INTERNAL; /* reported */
+    fl.rate = bench_memory_rate(copy, read, NULL);
     fmoe_layer_destroy(probe);
     for (size_t t = 0; t < o->n_tokens && rc == CLI_EXIT_OK; t++) {
         bench_ep_point *p = &pts[*n_pts];
-        rc = one_point(ctx, o, &cfg, scheme, built, o->tokens[t], kind, base, p);
+        rc = one_point(ctx, o, &cfg, scheme, built, &fl, o->tokens[t], kind, base, p);
         if (rc == CLI_EXIT_OK) {
             p->shape = *shape;
             (*n_pts)++;
@@ -188,22 +207,25 @@ void bench_ep_print(const bench_ep_opts *o, const bench_ep_point *pts, size_t n)
         snprintf(cap, sizeof cap, "%u", o->max_tokens);
     printf("ep:        %u ranks, dispatch %s, mode %s, max_tokens_per_rank %s; layer = slowest rank's median (host "
            "clock, device synchronized); graph = slowest rank's median replay of %d forwards in one graph, per "
-           "forward; phases = the plugin's split, averaged over the ranks\n\n",
+           "forward; floor = the weights of the rank holding the most touched experts (E) / the device's rate; "
+           "phases = the plugin's split, averaged over the ranks\n\n",
            o->gpus, fmoe_ep_dispatch_name(o->dispatch), fmoe_ep_mode_name(o->mode), cap, (int)BENCH_EP_CHAIN);
-    printf("%-16s %8s %6s %11s %11s %12s %12s %12s\n", "shape", "experts", "M/rank", "layer us", "graph us",
-           "dispatch us", "experts us", "combine us");
+    printf("%-16s %8s %6s %11s %11s %11s %4s %12s %12s %12s\n", "shape", "experts", "M/rank", "layer us", "graph us",
+           "floor us", "E", "dispatch us", "experts us", "combine us");
     for (size_t i = 0; i < n; i++) {
         const bench_ep_point *p = &pts[i];
-        char graph[32] = "-", d[32] = "-", e[32] = "-", c[32] = "-";
+        char graph[32] = "-", flr[32] = "-", d[32] = "-", e[32] = "-", c[32] = "-";
         if (p->have_graph)
             snprintf(graph, sizeof graph, "%.1f", p->graph_us);
+        if (p->have_floor)
+            snprintf(flr, sizeof flr, "%.1f", p->floor_us);
         if (p->have_split) {
             snprintf(d, sizeof d, "%.1f", p->dispatch_us);
             snprintf(e, sizeof e, "%.1f", p->experts_us);
             snprintf(c, sizeof c, "%.1f", p->combine_us);
         }
-        printf("%-16s %8u %6u %11.1f %11s %12s %12s %12s\n", p->shape.name, p->shape.experts, p->m, p->layer_us, graph,
-               d, e, c);
+        printf("%-16s %8u %6u %11.1f %11s %11s %4u %12s %12s %12s\n", p->shape.name, p->shape.experts, p->m,
+               p->layer_us, graph, flr, p->slowest_rank_experts, d, e, c);
     }
 }
 
@@ -243,6 +265,8 @@ int bench_ep_write_json(const char *path, const bench_ep_opts *o, const bench_ep
         cli_json_set(pt, "tokens_per_rank", json_integer(p->m));
         cli_json_set(pt, "layer_us", json_real(p->layer_us));
         cli_json_set(pt, "graph_us", us_or_null(p->have_graph, p->graph_us));
+        cli_json_set(pt, "floor_us", us_or_null(p->have_floor, p->floor_us));
+        cli_json_set(pt, "slowest_rank_experts", json_integer(p->slowest_rank_experts));
         cli_json_set(pt, "dispatch_us", us_or_null(p->have_split, p->dispatch_us));
         cli_json_set(pt, "experts_us", us_or_null(p->have_split, p->experts_us));
         cli_json_set(pt, "combine_us", us_or_null(p->have_split, p->combine_us));

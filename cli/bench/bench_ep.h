@@ -31,6 +31,13 @@ typedef struct bench_ep_point {
      * not replay (a host plugin, high_throughput). */
     int have_graph;
     double graph_us;
+    /* The memory floor (device plugins): the weights of the rank that holds
+     * the most experts the routing touches, slowest_rank_experts of them,
+     * streamed once at the device's rate (the higher of read and copy,
+     * measured on one device); have_floor 0 where no rate is measured. */
+    int have_floor;
+    double floor_us;
+    uint32_t slowest_rank_experts;
     int have_split; /* the plugin measured its phases on every rank */
     double dispatch_us, experts_us, combine_us;
 } bench_ep_point;

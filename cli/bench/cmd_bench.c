@@ -233,31 +233,6 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Bytes of one local expert's parameters (weights, scales, zero points...),
- * from what the layer declared: the exact storage the backend holds. With
- * `streamed`, weights held wider than the scheme stores them count at the
- * scheme's width: int4 values held in int8 (Arm W4A8's checkpoint layout)
- * are half a byte each, what a kernel must stream at least. */
-static double expert_bytes(const fmoe_layer *layer, const fmoe_scheme *s, int streamed)
-{
-    double total = 0;
-    uint32_t n = fmoe_layer_param_count(layer), experts = 1;
-    for (uint32_t i = 0; i < n; i++) {
-        fmoe_param_info p = {.struct_size = sizeof p};
-        if (fmoe_layer_param(layer, i, &p) != FMOE_STATUS_OK || !p.per_expert)
-            continue;
-        double numel = 1;
-        for (uint32_t a = 0; a < p.ndim; a++)
-            numel *= (double)p.shape[a];
-        experts = (uint32_t)p.shape[0];
-        double size = (double)fmoe_dtype_size(p.dtype);
-        if (streamed && p.role == FMOE_ROLE_WEIGHT && p.dtype == FMOE_DTYPE_INT8 && s->w_dtype == FMOE_DTYPE_INT4)
-            size = 0.5;
-        total += numel * size;
-    }
-    return experts ? total / experts : 0;
-}
-
 /* One routing set: random logits routed by the reference router (host),
  * and its copy on the timed layer's device. */
 typedef struct routing_set {
@@ -503,7 +478,7 @@ static int bench_shape_run(fmoe_context *ctx, const bench_opts *o, const bench_s
         cli_error("%s: %s", shape->name, fmoe_last_error());
         return cli_exit_for_status(st);
     }
-    double per_expert = expert_bytes(probe, scheme, 0), floor_expert = expert_bytes(probe, scheme, 1);
+    double per_expert = bench_expert_bytes(probe, scheme, 0), floor_expert = bench_expert_bytes(probe, scheme, 1);
     fmoe_layer_destroy(probe);
     uint32_t experts = fit_experts(shape, per_expert, o->max_gib * 1073741824.0);
     base_config(shape, experts, max_m, &cfg);

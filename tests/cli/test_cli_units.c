@@ -204,6 +204,25 @@ START_TEST(test_bench_floor_seconds)
 }
 END_TEST
 
+/* The busiest rank of a linear placement: distinct experts only, empty
+ * slots skipped. */
+START_TEST(test_bench_busiest_rank_experts)
+{
+    /* 8 experts on 2 ranks (0-3, 4-7): rank 0 gets 1 and 3 (1 twice), rank 1
+     * gets 4, 5, 7 */
+    const int32_t ids[] = {1, 4, 1, 5, 3, 7, -1, 8, 4, 5};
+    ck_assert_uint_eq(bench_busiest_rank_experts(ids, 10, 8, 2), 3);
+    /* on 4 ranks (two each): {1}, {3}, {4, 5}, {7} */
+    ck_assert_uint_eq(bench_busiest_rank_experts(ids, 10, 8, 4), 2);
+    /* one rank holds all: 1, 3, 4, 5, 7 */
+    ck_assert_uint_eq(bench_busiest_rank_experts(ids, 10, 8, 1), 5);
+    ck_assert_uint_eq(bench_busiest_rank_experts(ids, 2, 8, 2), 1);
+    ck_assert_uint_eq(bench_busiest_rank_experts(ids, 0, 8, 2), 0);
+    ck_assert_uint_eq(bench_busiest_rank_experts(ids, 10, 8, 3), 0); /* not a multiple */
+    ck_assert_uint_eq(bench_busiest_rank_experts(ids, 10, 8, 0), 0);
+}
+END_TEST
+
 START_TEST(test_replay_round_trip)
 {
     /* Configs that set every field away from its default, in turn. */
@@ -267,6 +286,7 @@ static Suite *cli_suite(void)
     tcase_add_test(tc, test_replay_round_trip);
     tcase_add_test(tc, test_bench_memory_rate);
     tcase_add_test(tc, test_bench_floor_seconds);
+    tcase_add_test(tc, test_bench_busiest_rank_experts);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -109,8 +109,8 @@ check "conform --mode ep: the reference's N-rank groups equal one device for eve
 fm bench --gpus 2 --shape 8,2,128,128 --tokens 2,4 --iters 3 --seed "$seed" --json "$tmp/ep-bench.json"
 rc=$?; ok=0
 [ $rc = 0 ] && grep -q '^ep:        2 ranks' "$tmp/out" &&
-    [ "$(grep -Ec '^8,2,128,128 +8 +[24] +[0-9.]+ +- +[0-9.]+ +[0-9.]+ +[0-9.]+$' "$tmp/out")" = 2 ] && ok=1
-check "bench --gpus 2: layer time, no graph on a host plugin, and the plugin's split per token count"
+    [ "$(grep -Ec '^8,2,128,128 +8 +[24] +[0-9.]+ +- +- +[1-4] +[0-9.]+ +[0-9.]+ +[0-9.]+$' "$tmp/out")" = 2 ] && ok=1
+check "bench --gpus 2: layer time, no graph or floor on a host plugin, the busiest rank's experts, the split"
 
 # The record: the group, and each point's times as the table printed them.
 ok=0
@@ -128,7 +128,10 @@ assert [p["tokens_per_rank"] for p in pts] == [2, 4] and len(table) == 2, (pts, 
 for p, row in zip(pts, table):
     assert (p["shape"], p["experts"], p["top_k"], p["hidden"], p["intermediate"]) == ("8,2,128,128", 8, 2, 128, 128), p
     assert p["graph_us"] is None and row[4] == "-", (p, row)  # a host plugin replays no graph
-    for key, col in (("layer_us", 3), ("dispatch_us", 5), ("experts_us", 6), ("combine_us", 7)):
+    assert p["floor_us"] is None and row[5] == "-", (p, row)  # and measures no device rate
+    # 4 experts a rank; 2 x M tokens of top-2 touch at least one on the busiest rank
+    assert 1 <= p["slowest_rank_experts"] <= 4 and row[6] == str(p["slowest_rank_experts"]), (p, row)
+    for key, col in (("layer_us", 3), ("dispatch_us", 7), ("experts_us", 8), ("combine_us", 9)):
         assert p[key] > 0 and abs(p[key] - float(row[col])) <= 0.05 + 1e-6 * p[key], (key, p[key], row)
 PY
 check "bench --gpus 2 --json: the group and each point's times, as the table printed them"
@@ -136,7 +139,7 @@ check "bench --gpus 2 --json: the group and each point's times, as the table pri
 fm bench --gpus 2 --shape 8,2,128,128 --tokens 2,4 --iters 3 --seed "$seed" --ep-mode high_throughput --ep-max-tokens 8
 rc=$?; ok=0
 [ $rc = 0 ] && grep -q '^ep:        2 ranks, dispatch activation, mode high_throughput, max_tokens_per_rank 8' "$tmp/out" &&
-    [ "$(grep -Ec '^8,2,128,128 +8 +[24] +[0-9.]+ +- +[0-9.]+ +[0-9.]+ +[0-9.]+$' "$tmp/out")" = 2 ] && ok=1
+    [ "$(grep -Ec '^8,2,128,128 +8 +[24] +[0-9.]+ +- +- +[1-4] +[0-9.]+ +[0-9.]+ +[0-9.]+$' "$tmp/out")" = 2 ] && ok=1
 check "bench --gpus 2 --ep-mode high_throughput --ep-max-tokens 8: a group sized beyond the tokens passed"
 
 tap_end
