@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "cli/cli.h"
 
 /* A model's MoE layer shape. */
@@ -75,5 +77,13 @@ double bench_expert_bytes(const fmoe_layer *layer, const fmoe_scheme *s, int str
  * on rank e / (experts / ranks)); ids outside [0, experts) are empty
  * slots. 0 when experts is not a multiple of ranks (or out of memory). */
 uint32_t bench_busiest_rank_experts(const int32_t *ids, size_t count, uint32_t experts, uint32_t ranks);
+
+/* A --json record's header (bench_record.c): command, date (UTC), seed,
+ * scheme and backend (null for NULL). NULL when out of memory. */
+json_t *bench_record_new(const char *command, uint64_t seed, const char *scheme_key, const char *backend);
+
+/* Write `root` (consumed) to path, indented, keys in insertion order.
+ * CLI_EXIT_OK, or CLI_EXIT_CONFIG after reporting. */
+int bench_record_write(json_t *root, const char *path);
 
 #endif

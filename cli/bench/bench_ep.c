@@ -23,7 +23,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli/bench/bench.h"
 #include "cli/bench/bench_ep.h"
@@ -237,15 +236,7 @@ static json_t *us_or_null(int have, double us)
 int bench_ep_write_json(const char *path, const bench_ep_opts *o, const bench_ep_point *pts, size_t n,
                         const char *scheme_key, const char *command)
 {
-    json_t *root = json_object(), *ep = json_object(), *arr = json_array();
-    char date[64];
-    time_t now = time(NULL);
-    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
-    cli_json_set(root, "command", cli_json_string(command));
-    cli_json_set(root, "date", json_string(date));
-    cli_json_set(root, "seed", json_integer((json_int_t)(o->seed & 0x7fffffffffffffffull)));
-    cli_json_set(root, "scheme", cli_json_string(scheme_key));
-    cli_json_set(root, "backend", o->backend ? cli_json_string(o->backend) : json_null());
+    json_t *root = bench_record_new(command, o->seed, scheme_key, o->backend), *ep = json_object(), *arr = json_array();
     cli_json_set(ep, "ranks", json_integer(o->gpus));
     cli_json_set(ep, "dispatch", cli_json_string(fmoe_ep_dispatch_name(o->dispatch)));
     cli_json_set(ep, "mode", cli_json_string(fmoe_ep_mode_name(o->mode)));
@@ -273,11 +264,5 @@ int bench_ep_write_json(const char *path, const bench_ep_opts *o, const bench_ep
         json_array_append_new(arr, pt);
     }
     cli_json_set(root, "points", arr);
-    int rc = json_dump_file(root, path, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-    json_decref(root);
-    if (rc != 0) {
-        cli_error("--json %s: cannot write it", path);
-        return CLI_EXIT_CONFIG;
-    }
-    return CLI_EXIT_OK;
+    return bench_record_write(root, path);
 }

@@ -614,15 +614,7 @@ static int write_json(const char *path, const bench_point *pts, size_t n, const 
                       const char *scheme_key, const char *backend, const char *cpu, double bw1, double bwn, long cpus,
                       const char *command, uint64_t seed, double gemm_peak_tflops)
 {
-    json_t *root = json_object(), *arr = json_array(), *machine = json_object();
-    char date[64];
-    time_t now = time(NULL);
-    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
-    cli_json_set(root, "command", cli_json_string(command));
-    cli_json_set(root, "date", json_string(date));
-    cli_json_set(root, "seed", json_integer((json_int_t)(seed & 0x7fffffffffffffffull)));
-    cli_json_set(root, "scheme", cli_json_string(scheme_key));
-    cli_json_set(root, "backend", cli_json_string(backend));
+    json_t *root = bench_record_new(command, seed, scheme_key, backend), *arr = json_array(), *machine = json_object();
     cli_json_set(machine, "cpu", cli_json_string(cpu));
     cli_json_set(machine, "cpus", json_integer(cpus));
     cli_json_set(machine, "read_bandwidth_1_thread_GBps", json_real(bw1 * 1e-9));
@@ -674,13 +666,7 @@ static int write_json(const char *path, const bench_point *pts, size_t n, const 
         json_array_append_new(sk, o);
     }
     cli_json_set(root, "skipped", sk);
-    int rc = json_dump_file(root, path, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-    json_decref(root);
-    if (rc != 0) {
-        cli_error("--json %s: cannot write it", path);
-        return CLI_EXIT_CONFIG;
-    }
-    return CLI_EXIT_OK;
+    return bench_record_write(root, path);
 }
 
 /* Both device rates and which one the floor divides by: the host read
