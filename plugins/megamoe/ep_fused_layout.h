@@ -15,8 +15,8 @@
  *   comb [k, T, H]  bf16  slot j of token t: the expert's output row, written by the
  *                         rank holding that expert (each slot has one writer)
  *   seq             u64   local: forwards completed (the arrival targets)
- *   done [4]        u32   local: blocks of this forward's send, push and finish that
- *                         finished (the last one signals, then resets it)
+ *   done [4]        u32   local: blocks of this forward's send (0) and finish (1) that
+ *                         finished (the last one signals, then resets it); 2, 3 spare
  *   ids_in [R T, k] i32   local: every rank's ids as gathered here, -1 where masked
  *   w_in [R T, k]   f32   local: their routing weights
  *

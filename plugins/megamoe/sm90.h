@@ -62,15 +62,12 @@ int mm90_ep_experts(mm90_layer *l, const mm90_ep_call *c, char *why, size_t cap)
  * and the forward count */
 int mm90_ep_combine(mm90_layer *l, const mm90_ep_call *c, char *why, size_t cap);
 
-/* The workspace views the EP kernels (sm90_ep.cu) read and write. */
+/* What the EP kernels (sm90_ep.cu) need of a layer: the workspace rows
+ * the gather writes, the local experts and the device. */
 typedef struct mm90_work_ptrs {
-    uint8_t *xq;    /* [rows, H] e4m3 */
-    float *xs;      /* [rows, mm90_xs_pitch(H)] */
-    int32_t *loc;   /* [rows x topk] local expert of each pair, -1 masked */
-    int32_t *order; /* the local pairs grouped by expert */
-    uint32_t *seg;  /* [E + 1]: seg[E] = local pairs */
-    void *hy;       /* [rows x topk, H] bf16: GEMM2's rows */
-    uint32_t experts, hidden, topk, max_tokens, sms;
+    uint8_t *xq;      /* [rows, H] e4m3 */
+    float *xs;        /* [rows, mm90_xs_pitch(H)] */
+    uint32_t experts; /* local experts */
     int device;
 } mm90_work_ptrs;
 void mm90_work_of(const mm90_layer *l, mm90_work_ptrs *out);

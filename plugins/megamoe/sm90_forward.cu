@@ -1048,17 +1048,6 @@ extern "C" int mm90_ep_experts(mm90_layer *l, const mm90_ep_call *c, char *why, 
 extern "C" void mm90_work_of(const mm90_layer *l, mm90_work_ptrs *out)
 {
     const mm90_plan &p = l->plan;
-    uint8_t *ws = l->work;
-    *out = mm90_work_ptrs{view<uint8_t>(ws, p.work[MM90_XQ]),
-                          view<float>(ws, p.work[MM90_XS]),
-                          view<int32_t>(ws, p.work[MM90_LOC]),
-                          view<int32_t>(ws, p.work[MM90_ORDER]),
-                          view<uint32_t>(ws, p.work[MM90_SEG]),
-                          view<uint8_t>(ws, p.work[MM90_HY]),
-                          p.experts,
-                          p.hidden,
-                          p.topk,
-                          p.max_tokens,
-                          l->sms,
+    *out = mm90_work_ptrs{view<uint8_t>(l->work, p.work[MM90_XQ]), view<float>(l->work, p.work[MM90_XS]), p.experts,
                           l->device};
 }
