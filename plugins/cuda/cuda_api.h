@@ -73,12 +73,17 @@ int fmcu_synchronize(int device, void *stream, char *err, size_t cap);
  * per 32 with UE8M0 scales, emulated on bf16 MMA (exact values), SwiGLU with the
  * routing weight before GEMM2's requantization. */
 #define FMCU_Q_MXFP4_A8 8
+/* MXFP4 W4A4: activations MXFP4-quantized per pair with the OCP scale choice
+ * (emulated on bf16 MMA: e2m1 x 2^e is exact in bf16; native on SM100). */
+#define FMCU_Q_MXFP4_A4 9
+/* W4A4: the GEMM inputs quantized per pair by the staging kernel. */
+#define FMCU_Q_IS_A4(q) ((q) == FMCU_Q_NVFP4_A4 || (q) == FMCU_Q_MXFP4_A4)
 #define FMCU_Q_IS_WQ(q) ((q) >= FMCU_Q_WNA16)
 /* fp8 GEMM operands (1-byte weights and inputs). */
 #define FMCU_Q_IS_FP8(q) ((q) == FMCU_Q_TENSOR || (q) == FMCU_Q_CHANNEL || (q) == FMCU_Q_BLOCK)
 /* e2m1 weights the prefill tier dequantizes to bf16 (prefill_dequant.h): MXFP4, NVFP4 W4A16 and W4A4, not MXFP4 x FP8.
  */
-#define FMCU_Q_IS_E2M1(q) ((q) == FMCU_Q_MXFP4 || (q) == FMCU_Q_NVFP4 || (q) == FMCU_Q_NVFP4_A4)
+#define FMCU_Q_IS_E2M1(q) ((q) == FMCU_Q_MXFP4 || (q) == FMCU_Q_NVFP4 || FMCU_Q_IS_A4(q))
 
 typedef struct fmcu_layer {
     int device;

@@ -42,12 +42,15 @@ static int wq_scheme(const fmoe_scheme *s, char *why, size_t cap)
         if (s->a_strategy == FMOE_QSTRATEGY_NONE)
             return FMCU_Q_MXFP4;
         /* The reference's megamoe family (method_megamoe.c megamoe_serves). */
-        if (s->a_dtype == FP8 && s->a_strategy == FMOE_QSTRATEGY_GROUP && s->a_group_size == 32 && s->a_dynamic &&
-            s->a_symmetric)
+        int mx_acts = s->a_strategy == FMOE_QSTRATEGY_GROUP && s->a_group_size == 32 && s->a_dynamic && s->a_symmetric;
+        if (mx_acts && s->a_dtype == FP8)
             return FMCU_Q_MXFP4_A8;
+        /* The reference's mxfp4 family with activations (method_mx.c). */
+        if (mx_acts && s->a_dtype == FMOE_DTYPE_FP4_E2M1X2)
+            return FMCU_Q_MXFP4_A4;
         return refuse(why, cap,
-                      "MXFP4: W4A16, or x FP8 e4m3 in dynamic symmetric groups of 32 (MegaMoE) only; MXFP4 W4A4 is "
-                      "not served");
+                      "MXFP4: W4A16, W4A4 (dynamic group32 fp4 activations) or x FP8 e4m3 in dynamic symmetric "
+                      "groups of 32 (MegaMoE) only");
     }
     if (s->w_strategy == FMOE_QSTRATEGY_TENSOR_GROUP && s->w_group_size == 16 &&
         s->w_scale_dtype == FMOE_DTYPE_FP8_E4M3FN) {
@@ -128,7 +131,7 @@ int fmcu_check_config(const fmoe_layer_config *cfg, const fmoe_scheme *s, uint32
                       quant == FMCU_Q_NONE ? "unquantized: bf16 activations only"
                                            : "quantized: bf16 or f16 activations only (no f32)");
     /* e2m1 x 2^(s-127) is exact in bf16, not in f16 (range). */
-    if (quant == FMCU_Q_MXFP4 && cfg->act_dtype != FMOE_DTYPE_BF16)
+    if ((quant == FMCU_Q_MXFP4 || quant == FMCU_Q_MXFP4_A4) && cfg->act_dtype != FMOE_DTYPE_BF16)
         return refuse(why, cap, "MXFP4: bf16 activations only");
     if (hidden % FMCU_K_ALIGN || inter % FMCU_K_ALIGN) {
         snprintf(why, cap, "hidden %u and per-rank intermediate %u must be multiples of %d", hidden, inter,
@@ -232,7 +235,8 @@ static int declare_wq(const fmoe_layer_config *cfg, const fmoe_scheme *s, int qu
 {
     if (quant == FMCU_Q_WNA16)
         return declare_wna16(cfg, s, hidden, inter, E, descs, k, why, cap);
-    int mx = quant == FMCU_Q_MXFP4 || quant == FMCU_Q_MXFP4_A8, a8 = quant == FMCU_Q_MXFP4_A8;
+    int mx = quant == FMCU_Q_MXFP4 || quant == FMCU_Q_MXFP4_A8 || quant == FMCU_Q_MXFP4_A4,
+        a8 = quant == FMCU_Q_MXFP4_A8;
     uint32_t grp = mx ? 32 : 16, r = cfg->gated ? 2 : 1;
     const char *what = a8 ? "MXFP4 x FP8" : mx ? "MXFP4" : "NVFP4";
     if (hidden % grp)

@@ -455,7 +455,7 @@ static fmoe_status finalize_wq(fmcu_instance *in, const fmoe_tensor *const *p, f
     } else {
         /* MXFP4 x FP8 (MegaMoE) has the same e2m1 pairs and UE8M0 scales
          * under vLLM's DeepseekV4MegaMoEExperts names (layout.c). */
-        int a8 = L->quant == FMCU_Q_MXFP4_A8, mx = L->quant == FMCU_Q_MXFP4 || a8;
+        int a8 = L->quant == FMCU_Q_MXFP4_A8, mx = L->quant == FMCU_Q_MXFP4 || L->quant == FMCU_Q_MXFP4_A4 || a8;
         uint32_t blk = mx ? 32 : 16;
         L->wq.format = FMCU_WQ_FP4;
         L->wq.fp4_block = blk;
@@ -477,7 +477,7 @@ static fmoe_status finalize_wq(fmcu_instance *in, const fmoe_tensor *const *p, f
     if (!rc)
         return device_error(in, err, why);
     size_t pairs = (size_t)L->max_tokens * L->top_k;
-    int a4 = L->quant == FMCU_Q_NVFP4_A4;
+    int a4 = FMCU_Q_IS_A4(L->quant);
     if ((L->wq.w13.perm || a4) &&
         !(L->wq.a1 = device_alloc(in, pairs * (L->wq.w13.perm ? L->wq.w13.kp : H) * 2, why, sizeof why)))
         return device_error(in, err, why);
@@ -487,7 +487,7 @@ static fmoe_status finalize_wq(fmcu_instance *in, const fmoe_tensor *const *p, f
     fmoe_status st = finalize_dequant(in, err);
     if (st != FMOE_STATUS_OK)
         return st;
-    if (L->quant == FMCU_Q_NVFP4 || a4)
+    if (L->quant == FMCU_Q_NVFP4 || L->quant == FMCU_Q_NVFP4_A4)
         return finalize_nvfp4_globals(in, p, err, why, sizeof why);
     return FMOE_STATUS_OK;
 }
@@ -651,6 +651,7 @@ METHOD(method_wna16, "wna16_dequant_mma");
 METHOD(method_mxfp4, "mxfp4_w4a16_dequant_mma");
 METHOD(method_nvfp4, "nvfp4_w4a16_dequant_mma");
 METHOD(method_nvfp4_a4, "nvfp4_w4a4_emulated_bf16_mma");
+METHOD(method_mxfp4_a4, "mxfp4_w4a4_emulated_bf16_mma");
 /* MXFP4 x FP8 with DeepSeek-V4's MegaMoE arithmetic (mx_w4a8.h): e4m3
  * activations per 32 quantized as the reference does and multiplied as
  * their exact bf16 values (Hopper has no e2m1 x e4m3 MMA with a scale per
@@ -682,19 +683,22 @@ static fmoe_status cuda_create_sm100(fmoe_create_args *a)
 }
 
 /* Block-scaled tensor-core MMA on compute capability 10.x (tcgen05, CUTLASS's
- * sm100 grouped GEMM): NVFP4 W4A4 natively, no emulation. Not for layers on
- * an EP group (they keep the emulated method). */
-static const fmoe_method method_nvfp4_a4_sm100 = {
-    .struct_size = sizeof(fmoe_method),
-    .name = "nvfp4_w4a4_sm100_blockscaled",
-    .flags = FMOE_METHOD_MONOLITHIC | FMOE_METHOD_EPLB | FMOE_METHOD_GRAPH_SAFE,
-    .create = cuda_create_sm100,
-    .declare_params = cuda_declare,
-    .finalize = cuda_finalize,
-    .apply = cuda_apply,
-    .apply_logits = cuda_apply_logits,
-    .destroy = cuda_destroy,
-};
+ * sm100 grouped GEMM): NVFP4 and MXFP4 W4A4 natively, no emulation. Not for
+ * layers on an EP group (they keep the emulated method). */
+#define METHOD_SM100(var, text) \
+    static const fmoe_method var = { \
+        .struct_size = sizeof(fmoe_method), \
+        .name = text, \
+        .flags = FMOE_METHOD_MONOLITHIC | FMOE_METHOD_EPLB | FMOE_METHOD_GRAPH_SAFE, \
+        .create = cuda_create_sm100, \
+        .declare_params = cuda_declare, \
+        .finalize = cuda_finalize, \
+        .apply = cuda_apply, \
+        .apply_logits = cuda_apply_logits, \
+        .destroy = cuda_destroy, \
+    }
+METHOD_SM100(method_nvfp4_a4_sm100, "nvfp4_w4a4_sm100_blockscaled");
+METHOD_SM100(method_mxfp4_a4_sm100, "mxfp4_w4a4_sm100_blockscaled");
 /* --- end SM100 ---------------------------------------------------------- */
 
 const fmoe_method *fmcu_method(int quant, int modular)
@@ -714,6 +718,8 @@ const fmoe_method *fmcu_method(int quant, int modular)
         return modular ? &method_nvfp4_modular : &method_nvfp4;
     case FMCU_Q_NVFP4_A4:
         return modular ? &method_nvfp4_a4_modular : &method_nvfp4_a4;
+    case FMCU_Q_MXFP4_A4:
+        return modular ? &method_mxfp4_a4_modular : &method_mxfp4_a4;
     case FMCU_Q_MXFP4_A8:
         return modular ? &method_mxfp4_a8_modular : &method_mxfp4_a8;
     default:
@@ -726,9 +732,13 @@ const fmoe_method *fmcu_method_on_device(int quant, int modular, int device, uin
 {
     fmcu_device_info info;
     char why[200];
-    if (!modular && fmcu_sm100_compiled() && fmcu_device_query(device, &info, why, sizeof why) == 0 &&
-        fmcu_sm100_native(quant, info.major, info.minor, hidden, inter) == FMCU_SM100_NVFP4)
-        return &method_nvfp4_a4_sm100;
+    if (!modular && fmcu_sm100_compiled() && fmcu_device_query(device, &info, why, sizeof why) == 0) {
+        int native = fmcu_sm100_native(quant, info.major, info.minor, hidden, inter);
+        if (native == FMCU_SM100_NVFP4)
+            return &method_nvfp4_a4_sm100;
+        if (native == FMCU_SM100_MXFP4)
+            return &method_mxfp4_a4_sm100;
+    }
     return fmcu_method(quant, modular);
 }
 /* --- end SM100 ----------------------------------------------------------- */

@@ -478,7 +478,7 @@ cudaError_t launch_dq(const fmcu_layer *L, OwnGemm g[2], int64_t m, const setup_
                       const act_args &aa, const combine_args &cb, bool warp_rows, cudaStream_t st, cudaEvent_t *ev)
 {
     const fmcu_wq &wq = L->wq;
-    const bool a4 = L->quant == FMCU_Q_NVFP4_A4;
+    const bool a4 = FMCU_Q_IS_A4(L->quant), mx_a4 = L->quant == FMCU_Q_MXFP4_A4;
     const int64_t pairs = m * (int64_t)ga.k;
     const unsigned grid = (unsigned)pairs;
     const bool fused = fmcu_prefill_e2m1_fused(L, m);
@@ -492,7 +492,8 @@ cudaError_t launch_dq(const fmcu_layer *L, OwnGemm g[2], int64_t m, const setup_
         q.row_div = (int)ga.k;
         q.dtype = FMOE_DTYPE_BF16;
         q.pair_local = ga.pair_local;
-        q.in_glob = wq.w13.in_glob;
+        q.in_glob = mx_a4 ? nullptr : wq.w13.in_glob;
+        q.mx_a4 = mx_a4;
         q.k = q.kp = ga.H;
         q.dst = wq.a1;
         PF_CK(fmcu_wq_stage_launch(q, pairs, st));
@@ -552,7 +553,8 @@ cudaError_t launch_dq(const fmcu_layer *L, OwnGemm g[2], int64_t m, const setup_
         q.pair_local = ga.pair_local;
         q.sorted = sa.sorted;
         q.n_sorted = sa.offsets + sa.E;
-        q.in_glob = wq.w2.in_glob;
+        q.in_glob = mx_a4 ? nullptr : wq.w2.in_glob;
+        q.mx_a4 = mx_a4;
         q.k = q.kp = aa.I;
         PF_CK(fmcu_wq_stage_launch(q, pairs, st));
     }

@@ -14,9 +14,7 @@ int fmcu_sm100_native(int quant, int major, int minor, uint32_t hidden, uint32_t
     (void)minor; /* sm_100a code runs on every 10.x (B200, GB200, B300) */
     if (major != 10 || hidden % FMCU_SM100_K_ALIGN || inter % FMCU_SM100_K_ALIGN || hidden == 0 || inter == 0)
         return 0;
-    /* MXFP4 W4A4 (FMCU_SM100_MXFP4) has its GEMM and quantization here, but
-     * no FMCU_Q_* yet: layout.c refuses the scheme on every device. */
-    return quant == FMCU_Q_NVFP4_A4 ? FMCU_SM100_NVFP4 : 0;
+    return quant == FMCU_Q_NVFP4_A4 ? FMCU_SM100_NVFP4 : quant == FMCU_Q_MXFP4_A4 ? FMCU_SM100_MXFP4 : 0;
 }
 
 static size_t align256(size_t x)

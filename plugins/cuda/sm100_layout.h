@@ -231,7 +231,7 @@ FMCU_SM100_HD uint32_t fmcu_sm100_mxfp4_block(const float x[32], uint8_t packed[
 
 /* Whether a layer of FMCU_Q_* `quant` (cuda_api.h) runs natively on a device
  * of compute capability major.minor: sm_100a code runs on 10.x only (not
- * 9.x, not 12.x), for NVFP4 W4A4 (the served W4A4 scheme), with hidden and
+ * 9.x, not 12.x), for NVFP4 and MXFP4 W4A4, with hidden and
  * per-rank intermediate sizes multiples of FMCU_SM100_K_ALIGN. Returns the
  * FMCU_SM100_* format, or 0. */
 int fmcu_sm100_native(int quant, int major, int minor, uint32_t hidden, uint32_t inter);

@@ -40,6 +40,7 @@
 
 #include "fusedmoe/common.h"
 #include "plugins/cuda/device_math.cuh"
+#include "plugins/cuda/sm100_layout.h" /* the MXFP4 block quantizer, shared with the native path */
 #include "plugins/cuda/wq_dev.cuh"
 #include "plugins/cuda/wq_gemm.h"
 
@@ -416,6 +417,25 @@ __global__ void wq_stage_kernel(const fmcu_wq_stage_args a)
                 float v0 = e2m1_value(e2m1_encode(x[i] * out)) * sfq;
                 float v1 = e2m1_value(e2m1_encode(x[i + 1] * out)) * sfq;
                 store_act2(dt, a.dst, pair * a.kp + b * 16 + i, v0, v1);
+            }
+        }
+        return;
+    }
+    if (a.mx_a4) {
+        /* fmoe_mxfp4_quantize (OCP recipe) of each 32 values, decoded:
+         * e2m1 x 2^(byte - 127), which bf16 holds exactly. */
+        for (uint32_t b = threadIdx.x; b < a.k / 32; b += blockDim.x) {
+            float x[32];
+            uint8_t packed[16];
+#pragma unroll
+            for (int i = 0; i < 32; i++)
+                x[i] = load_act(dt, a.src, row * a.ld + b * 32 + i);
+            const uint32_t byte = fmcu_sm100_mxfp4_block(x, packed);
+            const float s = byte == 0 ? ldexpf(1.0f, -127) : ldexpf(1.0f, (int)byte - 127);
+#pragma unroll
+            for (int i = 0; i < 32; i += 2) {
+                const float v0 = e2m1_value(packed[i / 2] & 0xF) * s, v1 = e2m1_value(packed[i / 2] >> 4) * s;
+                store_act2(dt, a.dst, pair * a.kp + b * 32 + i, v0, v1);
             }
         }
         return;

@@ -67,10 +67,11 @@ static fmoe_scheme scheme_of(fmoe_dtype w, int32_t ws, fmoe_dtype sd, uint32_t b
 
 #define FP8 FMOE_DTYPE_FP8_E4M3FN
 
-static fmoe_scheme served[13];
-static const int n_served = 13;
+static fmoe_scheme served[14];
+static const int n_served = 14;
 
-/* A 4-bit or int weight scheme (weight-only unless a4: NVFP4 W4A4). */
+/* A 4-bit or int weight scheme (weight-only unless a4: fp4 W4A4, activations
+ * on the weights' grid). */
 static fmoe_scheme wq_scheme(fmoe_dtype w, int32_t ws, uint32_t group, fmoe_dtype sd, int sym, int actorder, int a4)
 {
     fmoe_scheme s;
@@ -107,6 +108,7 @@ static void make_served(void)
     served[10] = wq_scheme(FMOE_DTYPE_FP4_E2M1X2, FMOE_QSTRATEGY_GROUP, 32, FMOE_DTYPE_UE8M0, 1, 0, 0);
     served[11] = wq_scheme(FMOE_DTYPE_FP4_E2M1X2, FMOE_QSTRATEGY_TENSOR_GROUP, 16, FP8, 1, 0, 0);
     served[12] = wq_scheme(FMOE_DTYPE_FP4_E2M1X2, FMOE_QSTRATEGY_TENSOR_GROUP, 16, FP8, 1, 0, 1);
+    served[13] = wq_scheme(FMOE_DTYPE_FP4_E2M1X2, FMOE_QSTRATEGY_GROUP, 32, FMOE_DTYPE_UE8M0, 1, 0, 1);
 }
 
 static fmoe_layer_config config(uint32_t gated, uint32_t bias, uint32_t tp, fmoe_dtype act);
@@ -115,9 +117,9 @@ START_TEST(schemes)
 {
     char why[256];
     make_served();
-    const int expect[13] = {FMCU_Q_NONE,  FMCU_Q_TENSOR, FMCU_Q_TENSOR,  FMCU_Q_CHANNEL, FMCU_Q_BLOCK,
-                            FMCU_Q_BLOCK, FMCU_Q_WNA16,  FMCU_Q_WNA16,   FMCU_Q_WNA16,   FMCU_Q_WNA16,
-                            FMCU_Q_MXFP4, FMCU_Q_NVFP4,  FMCU_Q_NVFP4_A4};
+    const int expect[14] = {FMCU_Q_NONE,  FMCU_Q_TENSOR, FMCU_Q_TENSOR,   FMCU_Q_CHANNEL, FMCU_Q_BLOCK,
+                            FMCU_Q_BLOCK, FMCU_Q_WNA16,  FMCU_Q_WNA16,    FMCU_Q_WNA16,   FMCU_Q_WNA16,
+                            FMCU_Q_MXFP4, FMCU_Q_NVFP4,  FMCU_Q_NVFP4_A4, FMCU_Q_MXFP4_A4};
     for (int i = 0; i < n_served; i++)
         ck_assert_int_eq(fmcu_scheme_quant(&served[i], why, sizeof why), expect[i]);
     fmoe_scheme f16 = scheme_of(FMOE_DTYPE_F16, FMOE_QSTRATEGY_NONE, 0, 0, 0, 0, 0);
@@ -131,21 +133,25 @@ START_TEST(schemes)
     fmoe_scheme int4 = scheme_of(FMOE_DTYPE_INT4, FMOE_QSTRATEGY_GROUP, FMOE_DTYPE_BF16, 0, 0, 0, 0);
     ck_assert_int_eq(fmcu_scheme_quant(&int4, why, sizeof why), -1);
     ck_assert_ptr_nonnull(strstr(why, "multiple of 16"));
-    /* Refused 4-bit and int schemes: W4A8, MXFP4 W4A4, act-order fp4. */
+    /* Refused 4-bit and int schemes: W4A8, MXFP4 W4A4 with static activation
+     * scales, act-order fp4. */
     fmoe_scheme w4a8 = wq_scheme(FMOE_DTYPE_INT4, FMOE_QSTRATEGY_GROUP, 128, FMOE_DTYPE_F32, 1, 0, 0);
     w4a8.a_dtype = FP8;
     w4a8.a_strategy = FMOE_QSTRATEGY_TOKEN;
     ck_assert_int_eq(fmcu_scheme_quant(&w4a8, why, sizeof why), -1);
     ck_assert_ptr_nonnull(strstr(why, "weight-only"));
     fmoe_scheme mx4 = wq_scheme(FMOE_DTYPE_FP4_E2M1X2, FMOE_QSTRATEGY_GROUP, 32, FMOE_DTYPE_UE8M0, 1, 0, 1);
+    mx4.a_dynamic = 0;
     ck_assert_int_eq(fmcu_scheme_quant(&mx4, why, sizeof why), -1);
-    ck_assert_ptr_nonnull(strstr(why, "MXFP4"));
+    ck_assert_ptr_nonnull(strstr(why, "W4A4 (dynamic group32 fp4 activations)"));
     fmoe_scheme g48 = wq_scheme(FMOE_DTYPE_INT4, FMOE_QSTRATEGY_GROUP, 40, FMOE_DTYPE_F32, 1, 0, 0);
     ck_assert_int_eq(fmcu_scheme_quant(&g48, why, sizeof why), -1);
     /* MXFP4 needs bf16 activations (2^e does not fit f16's range). */
     fmoe_layer_config c = config(1, 0, 1, FMOE_DTYPE_F16);
     ck_assert_int_eq(fmcu_check_config(&c, &served[10], 256, 512, why, sizeof why), -1);
     ck_assert_ptr_nonnull(strstr(why, "MXFP4"));
+    ck_assert_int_eq(fmcu_check_config(&c, &served[13], 256, 512, why, sizeof why), -1);
+    ck_assert_ptr_nonnull(strstr(why, "MXFP4: bf16 activations only"));
     ck_assert_int_eq(fmcu_check_config(&c, &served[11], 256, 512, why, sizeof why), 0);
 }
 END_TEST

@@ -83,10 +83,12 @@ START_TEST(scheme_maps_to_the_method)
     /* W4A16 stays the gpt-oss method. */
     fmoe_scheme w16 = scheme("fp4:group32:scale-ue8m0");
     ck_assert_int_eq(fmcu_scheme_quant(&w16, why, sizeof why), FMCU_Q_MXFP4);
+    /* MXFP4 W4A4 is its own method (the reference's mxfp4 family). */
+    fmoe_scheme a4 = scheme("fp4:group32:scale-ue8m0/fp4:group32:dynamic");
+    ck_assert_int_eq(fmcu_scheme_quant(&a4, why, sizeof why), FMCU_Q_MXFP4_A4);
     /* Neighbours the reference's megamoe family does not serve either. */
     const char *refused[] = {"fp4:group32:scale-ue8m0/fp8e4m3:group128:dynamic",
-                             "fp4:group32:scale-ue8m0/fp8e4m3:token:dynamic",
-                             "fp4:group32:scale-ue8m0/fp4:group32:dynamic"};
+                             "fp4:group32:scale-ue8m0/fp8e4m3:token:dynamic"};
     for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
         fmoe_scheme r;
         memset(&r, 0, sizeof r);

@@ -238,6 +238,9 @@ START_TEST(selection)
     /* W4A16 schemes keep their dequant methods; K must be 32-aligned. */
     ck_assert_int_eq(fmcu_sm100_native(FMCU_Q_NVFP4, 10, 0, 2048, 768), 0);
     ck_assert_int_eq(fmcu_sm100_native(FMCU_Q_MXFP4, 10, 0, 2048, 768), 0);
+    ck_assert_int_eq(fmcu_sm100_native(FMCU_Q_MXFP4_A4, 10, 0, 2048, 768), FMCU_SM100_MXFP4);
+    ck_assert_int_eq(fmcu_sm100_native(FMCU_Q_MXFP4_A4, 9, 0, 2048, 768), 0);
+    ck_assert_int_eq(fmcu_sm100_native(FMCU_Q_MXFP4_A4, 10, 0, 2048, 784), 0);
     ck_assert_int_eq(fmcu_sm100_native(FMCU_Q_BLOCK, 10, 0, 2048, 768), 0);
     ck_assert_int_eq(fmcu_sm100_native(FMCU_Q_NVFP4_A4, 10, 0, 2048, 784), 0);
     ck_assert_int_eq(fmcu_sm100_native(FMCU_Q_NVFP4_A4, 10, 0, 2064, 768), 0);
