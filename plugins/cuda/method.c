@@ -616,29 +616,27 @@ static void cuda_destroy(fmoe_destroy_args *a)
     destroy_instance(a->instance);
 }
 
-#define METHOD(var, method_name) \
+/* One method table: `create_fn` makes the instance; apply_logits (NULL: the
+ * method is modular only) routes on the GPU. */
+#define METHOD_TABLE(var, method_name, method_flags, create_fn, logits_fn) \
     static const fmoe_method var = { \
         .struct_size = sizeof(fmoe_method), \
         .name = method_name, \
-        .flags = FMOE_METHOD_MONOLITHIC | FMOE_METHOD_EPLB | FMOE_METHOD_GRAPH_SAFE, \
-        .create = cuda_create, \
+        .flags = method_flags, \
+        .create = create_fn, \
         .declare_params = cuda_declare, \
         .finalize = cuda_finalize, \
         .apply = cuda_apply, \
-        .apply_logits = cuda_apply_logits, \
-        .destroy = cuda_destroy, \
-    }; \
-    /* On an EP group the routing travels with the tokens: modular only. */ \
-    static const fmoe_method var##_modular = { \
-        .struct_size = sizeof(fmoe_method), \
-        .name = method_name, \
-        .flags = FMOE_METHOD_EPLB | FMOE_METHOD_GRAPH_SAFE, \
-        .create = cuda_create, \
-        .declare_params = cuda_declare, \
-        .finalize = cuda_finalize, \
-        .apply = cuda_apply, \
+        .apply_logits = logits_fn, \
         .destroy = cuda_destroy, \
     }
+
+/* Each method monolithic, and modular for an EP group, where the routing
+ * travels with the tokens. */
+#define METHOD(var, method_name) \
+    METHOD_TABLE(var, method_name, FMOE_METHOD_MONOLITHIC | FMOE_METHOD_EPLB | FMOE_METHOD_GRAPH_SAFE, cuda_create, \
+                 cuda_apply_logits); \
+    METHOD_TABLE(var##_modular, method_name, FMOE_METHOD_EPLB | FMOE_METHOD_GRAPH_SAFE, cuda_create, NULL)
 
 METHOD(method_bf16, "bf16");
 METHOD(method_fp8_tensor, "fp8_w8a8_tensor");
@@ -686,17 +684,8 @@ static fmoe_status cuda_create_sm100(fmoe_create_args *a)
  * sm100 grouped GEMM): NVFP4 and MXFP4 W4A4 natively, no emulation. Not for
  * layers on an EP group (they keep the emulated method). */
 #define METHOD_SM100(var, text) \
-    static const fmoe_method var = { \
-        .struct_size = sizeof(fmoe_method), \
-        .name = text, \
-        .flags = FMOE_METHOD_MONOLITHIC | FMOE_METHOD_EPLB | FMOE_METHOD_GRAPH_SAFE, \
-        .create = cuda_create_sm100, \
-        .declare_params = cuda_declare, \
-        .finalize = cuda_finalize, \
-        .apply = cuda_apply, \
-        .apply_logits = cuda_apply_logits, \
-        .destroy = cuda_destroy, \
-    }
+    METHOD_TABLE(var, text, FMOE_METHOD_MONOLITHIC | FMOE_METHOD_EPLB | FMOE_METHOD_GRAPH_SAFE, cuda_create_sm100, \
+                 cuda_apply_logits)
 METHOD_SM100(method_nvfp4_a4_sm100, "nvfp4_w4a4_sm100_blockscaled");
 METHOD_SM100(method_mxfp4_a4_sm100, "mxfp4_w4a4_sm100_blockscaled");
 /* --- end SM100 ---------------------------------------------------------- */
