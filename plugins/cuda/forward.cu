@@ -198,7 +198,7 @@ int wq_forward(const fmcu_layer *L, int64_t m, const void *x, int64_t x_ld, cons
     const fmcu_wq *wq = &L->wq;
     const int64_t pairs = m * L->top_k;
     const uint32_t H = L->hidden, I = L->inter;
-    const bool a4 = FMCU_Q_IS_A4(L->quant), mx_a4 = L->quant == FMCU_Q_MXFP4_A4;
+    const bool a4 = FMCU_Q_IS_A4(L->quant);
     fmcu_wq_gemm_args g = {};
     g.format = wq->format;
     g.fp4_block = wq->fp4_block;
@@ -230,8 +230,8 @@ int wq_forward(const fmcu_layer *L, int64_t m, const void *x, int64_t x_ld, cons
         sa.ld = x_ld;
         sa.row_div = (int)L->top_k;
         sa.perm = wq->w13.perm;
-        sa.in_glob = a4 && !mx_a4 ? wq->w13.in_glob : nullptr;
-        sa.mx_a4 = mx_a4;
+        sa.in_glob = a4 ? wq->w13.in_glob : nullptr; /* NVFP4's only: NULL for MXFP4 */
+        sa.mx_a4 = L->quant == FMCU_Q_MXFP4_A4;
         sa.k = H;
         sa.kp = wq->w13.perm ? wq->w13.kp : H;
         sa.dst = wq->a1;
@@ -265,7 +265,7 @@ int wq_forward(const fmcu_layer *L, int64_t m, const void *x, int64_t x_ld, cons
         sa.ld = I;
         sa.row_div = 1;
         sa.perm = wq->w2.perm;
-        sa.in_glob = a4 && !mx_a4 ? wq->w2.in_glob : nullptr;
+        sa.in_glob = a4 ? wq->w2.in_glob : nullptr;
         sa.k = I;
         sa.kp = wq->w2.perm ? wq->w2.kp : I;
         sa.dst = wq->a2;

@@ -492,7 +492,7 @@ cudaError_t launch_dq(const fmcu_layer *L, OwnGemm g[2], int64_t m, const setup_
         q.row_div = (int)ga.k;
         q.dtype = FMOE_DTYPE_BF16;
         q.pair_local = ga.pair_local;
-        q.in_glob = mx_a4 ? nullptr : wq.w13.in_glob;
+        q.in_glob = wq.w13.in_glob; /* NVFP4's only: NULL for MXFP4 */
         q.mx_a4 = mx_a4;
         q.k = q.kp = ga.H;
         q.dst = wq.a1;
@@ -553,7 +553,7 @@ cudaError_t launch_dq(const fmcu_layer *L, OwnGemm g[2], int64_t m, const setup_
         q.pair_local = ga.pair_local;
         q.sorted = sa.sorted;
         q.n_sorted = sa.offsets + sa.E;
-        q.in_glob = mx_a4 ? nullptr : wq.w2.in_glob;
+        q.in_glob = wq.w2.in_glob;
         q.mx_a4 = mx_a4;
         q.k = q.kp = aa.I;
         PF_CK(fmcu_wq_stage_launch(q, pairs, st));

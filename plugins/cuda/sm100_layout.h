@@ -201,6 +201,12 @@ FMCU_SM100_HD uint32_t fmcu_sm100_nvfp4_block(const float x[16], float gq, uint8
     return sf;
 }
 
+/* The scale an MXFP4 scale byte stands for: 2^(byte - 127), 2^-127 for 0. */
+FMCU_SM100_HD float fmcu_sm100_mxfp4_scale(uint32_t byte)
+{
+    return byte == 0 ? ldexpf(1.0f, -127) : ldexpf(1.0f, (int)byte - 127);
+}
+
 /* One MXFP4 block of 32 (fmoe_mxfp4_quantize, OCP recipe): scale byte
  * clamp(floor(log2 amax) - 2 + 127, 0, 254) (0 for zero and subnormal
  * amax), codes e2m1(x / 2^(byte - 127)) packed into 16 bytes; returns the
@@ -219,7 +225,7 @@ FMCU_SM100_HD uint32_t fmcu_sm100_mxfp4_block(const float x[32], uint8_t packed[
     if (isinf(amax)) /* the f32 exponent field 255, minus 2 */
         byte = 253;
     byte = byte < 0 ? 0 : byte > 254 ? 254 : byte;
-    const float s = byte == 0 ? ldexpf(1.0f, -127) : ldexpf(1.0f, byte - 127);
+    const float s = fmcu_sm100_mxfp4_scale((uint32_t)byte);
     for (int i = 0; i < 32; i += 2)
         packed[i / 2] = (uint8_t)(fmcu_sm100_e2m1_encode(x[i] / s) | fmcu_sm100_e2m1_encode(x[i + 1] / s) << 4);
     return (uint32_t)byte;

@@ -431,7 +431,7 @@ __global__ void wq_stage_kernel(const fmcu_wq_stage_args a)
             for (int i = 0; i < 32; i++)
                 x[i] = load_act(dt, a.src, row * a.ld + b * 32 + i);
             const uint32_t byte = fmcu_sm100_mxfp4_block(x, packed);
-            const float s = byte == 0 ? ldexpf(1.0f, -127) : ldexpf(1.0f, (int)byte - 127);
+            const float s = fmcu_sm100_mxfp4_scale(byte);
 #pragma unroll
             for (int i = 0; i < 32; i += 2) {
                 const float v0 = e2m1_value(packed[i / 2] & 0xF) * s, v1 = e2m1_value(packed[i / 2] >> 4) * s;

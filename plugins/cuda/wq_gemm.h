@@ -63,10 +63,11 @@ cudaError_t fmcu_wq_wgmma_prepare(void);
  * gives 0), or NVFP4-quantized per 16 with the pair's expert's in_glob
  * (W4A4: the decoded e2m1 * e4m3 value, exact in the act dtype; 1/g is
  * applied by the GEMM), or MXFP4-quantized per 32 with the OCP scale
- * choice (mx_a4: the decoded e2m1 * 2^e value, exact in bf16). With `sorted` (the prefill path's expert-sorted
- * rows), row i of src and dst belongs to pair sorted[i], for the first
- * *n_sorted rows; src may be dst (each 16 columns are read before they are
- * written, by the same thread). */
+ * choice (mx_a4: the decoded e2m1 * 2^e value, exact in bf16). With
+ * `sorted` (the prefill path's expert-sorted rows), row i of src and dst
+ * belongs to pair sorted[i], for the first *n_sorted rows; src may be dst
+ * (each block of 16 or 32 columns is read before it is written, by the
+ * same thread). */
 struct fmcu_wq_stage_args {
     const void *src;
     int64_t ld;
@@ -76,7 +77,7 @@ struct fmcu_wq_stage_args {
     const int32_t *sorted, *n_sorted; /* or NULL: row i is pair i */
     const int32_t *perm;              /* or NULL */
     const float *in_glob;             /* or NULL */
-    int mx_a4;                        /* MXFP4 W4A4 (k % 32 == 0, k == kp) */
+    int mx_a4;                        /* MXFP4 W4A4 (k % 32 == 0, k == kp; in_glob NULL) */
     uint32_t k, kp;
     void *dst;
 };
