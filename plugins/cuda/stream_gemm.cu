@@ -51,6 +51,12 @@
  * scales multiply the f32 accumulator once; 128x128 block scales promote a
  * per-K-group partial sum (DeepGEMM's recipe). The rounding points are the
  * same as the tiled tier's; only the f32 summation order over K differs.
+ *
+ * Block scales are staged in shared memory once, while the first weight
+ * batch is in flight: the tile's activation scales (rows x K groups) and
+ * each slab's two weight-scale rows. Read from global memory at each
+ * promotion they put a dependent L2 round trip between one weight batch and
+ * the issue of the next, which is what a warp's cycle is made of here.
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -84,10 +90,24 @@ __device__ __forceinline__ float block_w_scale(const fmcu_gemm_args &p, int e, i
 
 /* Resident CTAs per SM that the split-K kernel is compiled for: 6 (80
  * registers). Block scales' partial sums would take 90 registers and 5
- * CTAs; held to 80 they spill 12 bytes, and the sixth CTA's loads in flight
- * are worth more: 4-5 % faster at 16 and 128 tokens (bench/cuda/RESULTS.md,
- * "FP8 block scheme: the grid"). */
+ * CTAs; held to 80 they spilled 12 bytes (4 since the scales are staged),
+ * and the sixth CTA's loads in flight are worth more: 4-5 % faster at 16
+ * and 128 tokens (bench/cuda/RESULTS.md, "FP8 block scheme: the grid"). */
 constexpr int SPLITK_CTAS = 6;
+
+/* K groups of block scales staged in shared memory (K <= 64 x block_k:
+ * 8192 at 128); groups past it are read from global memory. */
+constexpr int KG_CAP = 64;
+
+/* A CTA's staged block scales: activation scales of the tile's rows (padded
+ * so that the 4 token columns of a fragment fall in different banks) and,
+ * per slab, the scales of its rows r_lo and r_hi when each group of 8 lies
+ * in one weight block (else w_uniform is false and they are read from
+ * global memory). */
+template <int SLABS> struct block_scales {
+    float a[NT * 8][KG_CAP + 1];
+    float w[SLABS][2][KG_CAP];
+};
 
 /* One batch: U chunks of both weight rows of this thread (zeros past K). */
 template <int U>
@@ -108,7 +128,10 @@ __global__ void __launch_bounds__(WARPS * 32, SPLITK ? SPLITK_CTAS : 4)
     stream_gemm(const fmcu_gemm_args p)
 {
     constexpr int NTT = SPLITK ? 1 : NT; /* token tiles held at once */
+    constexpr int SLABS = SPLITK ? 1 : WARPS;
     __shared__ float red[SPLITK ? WARPS - 1 : 1][NTT * 4][32];
+    __shared__ float bs_raw[BLOCK ? sizeof(block_scales<SLABS>) / sizeof(float) : 1];
+    block_scales<SLABS> &bs = *reinterpret_cast<block_scales<SLABS> *>(bs_raw);
     if (p.wait_first) {
         fmcu_dev::pdl_wait();
         fmcu_dev::pdl_trigger();
@@ -129,8 +152,9 @@ __global__ void __launch_bounds__(WARPS * 32, SPLITK ? SPLITK_CTAS : 4)
     /* Split K: the CTA's warps share one slab. Else each warp owns a slab
      * and the CTA's 64 rows share the token rows through L1. */
     const int slab = SPLITK ? (int)blockIdx.y : (int)blockIdx.y * WARPS + warp;
-    if (!SPLITK && slab >= (gated1 ? (int)p.n_out / 8 : (int)p.n_rows / 16))
-        return; /* no barrier in this mode */
+    const bool slab_ok = SPLITK || slab < (gated1 ? (int)p.n_out / 8 : (int)p.n_rows / 16);
+    if (!BLOCK && !slab_ok)
+        return; /* no barrier in this mode without block scales */
 
     /* This thread's two weight rows, and its first batch of them. */
     const int r_lo = gated1 ? slab * 8 + g : slab * 16 + g;
@@ -143,7 +167,8 @@ __global__ void __launch_bounds__(WARPS * 32, SPLITK ? SPLITK_CTAS : 4)
     const int kc0 = SPLITK ? warp * U : 0;
     const int kstep = SPLITK ? WARPS * U : U;
     uint4 wl[U], wh[U];
-    load_batch<U>(wl, wh, w_lo, w_hi, kc0, nk, kbytes, c4);
+    if (slab_ok)
+        load_batch<U>(wl, wh, w_lo, w_hi, kc0, nk, kbytes, c4);
 
     /* The tile's rows: split K takes them 8 at a time (passes), else all
      * NT token tiles at once. */
@@ -156,6 +181,28 @@ __global__ void __launch_bounds__(WARPS * 32, SPLITK ? SPLITK_CTAS : 4)
     const fmcu_dev::act_params ap = {p.activation, p.gated, p.swiglu_alpha, p.swiglu_limit};
     const int group_chunks = BLOCK ? (int)(p.block_k / CHUNK) : 1;
     const int kgroups = BLOCK ? (int)((p.k + p.block_k - 1) / p.block_k) : 1;
+    /* Block scales: this warp's slot of staged weight scales, and whether
+     * its rows r_lo (and r_hi) of all 8 lanes g share a weight block. */
+    const int wslot = SPLITK ? 0 : warp;
+    const int r0_lo = r_lo - g, r0_hi = r_hi - g;
+    bool w_uniform = false;
+    if constexpr (BLOCK) {
+        const int bn = (int)p.block_n, nkg = min(kgroups, KG_CAP);
+        w_uniform = r0_lo / bn == (r0_lo + 7) / bn && r0_hi / bn == (r0_hi + 7) / bn;
+        /* Rows past the tile's up to its last token tile hold 0 (no pair). */
+        for (int i = threadIdx.x; i < (rows + 7) / 8 * 8 * nkg; i += WARPS * 32) {
+            const int r = i / nkg, kg = i - r * nkg;
+            bs.a[r][kg] = r < rows ? p.a_scale[(int64_t)(p.sorted[pos0 + r] / p.a_row_div) * p.a_scale_ld + kg] : 0.0f;
+        }
+        if (slab_ok && w_uniform && (!SPLITK || warp == 0))
+            for (int kg = lane; kg < nkg; kg += 32) {
+                bs.w[wslot][0][kg] = block_w_scale(p, e, r0_lo, kg, kgroups);
+                bs.w[wslot][1][kg] = block_w_scale(p, e, r0_hi, kg, kgroups);
+            }
+        __syncthreads();
+        if (!slab_ok)
+            return; /* past the barrier: none follows in this mode */
+    }
 
     for (int pass = 0; pass < passes; pass++) {
         const int r0 = pass * 8; /* first row of this pass's token tiles */
@@ -221,17 +268,23 @@ __global__ void __launch_bounds__(WARPS * 32, SPLITK ? SPLITK_CTAS : 4)
                     const bool group_end = (ck + 1) % group_chunks == 0 || ck == nk - 1;
                     if (group_end || u == U - 1) {
                         const int kg = ck / group_chunks;
-                        const float sw_lo = block_w_scale(p, e, r_lo, kg, kgroups);
-                        const float sw_hi = block_w_scale(p, e, r_hi, kg, kgroups);
+                        const bool staged = kg < KG_CAP;
+                        const float sw_lo = staged && w_uniform ? bs.w[wslot][0][kg]
+                                                                : block_w_scale(p, e, r_lo, kg, kgroups);
+                        const float sw_hi = staged && w_uniform ? bs.w[wslot][1][kg]
+                                                                : block_w_scale(p, e, r_hi, kg, kgroups);
 #pragma unroll
                         for (int j = 0; j < NTT; j++) {
                             if (j >= ntiles)
                                 break;
 #pragma unroll
                             for (int q = 0; q < 2; q++) {
-                                int pair = c_pair[j][q];
-                                float sa = pair < 0 ? 0.0f
-                                                    : p.a_scale[(int64_t)(pair / p.a_row_div) * p.a_scale_ld + kg];
+                                const int pair = c_pair[j][q];
+                                const int r = r0 + j * 8 + 2 * c4 + q;
+                                const float sa = staged ? bs.a[r][kg]
+                                                 : pair < 0
+                                                     ? 0.0f
+                                                     : p.a_scale[(int64_t)(pair / p.a_row_div) * p.a_scale_ld + kg];
                                 acc[j][q] += part[j][q] * (sa * sw_lo);
                                 acc[j][2 + q] += part[j][2 + q] * (sa * sw_hi);
                                 part[j][q] = 0.0f;
@@ -257,8 +310,7 @@ __global__ void __launch_bounds__(WARPS * 32, SPLITK ? SPLITK_CTAS : 4)
             }
             __syncthreads();
             store = warp == 0;
-            /* Epilogue: accumulator q of tile j is (row r_lo or r_hi, token 2*c4 + q % 2). */
-        if (store) {
+            if (store) {
 #pragma unroll
                 for (int w = 0; w < WARPS - 1; w++)
 #pragma unroll

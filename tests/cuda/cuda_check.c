@@ -755,6 +755,12 @@ static const tcase checks[] = {
     {"fp8 channel decode m32 e16", CHANNEL, BF16, 16, 2, 512, 256, 32, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0, 1, 1.0f},
     {"fp8 block ue8m0 decode m16", "fp8e4m3:block128x128:scale-ue8m0/fp8e4m3:group128:dynamic", BF16, 64, 6, 512, 256,
      16, SILU, 1, 0, SIGMOID, 1, 8, 3, 1, 1, 2.5f},
+    /* The stream GEMM's staged block scales: past its 64 staged K groups
+     * (K = 8448, 66 groups: the rest read from global memory), and weight
+     * blocks of 12 rows, which split a lane group's 8 rows (not staged). */
+    {"fp8 block k8448 decode m5", BLOCK, BF16, 8, 2, 8448, 256, 5, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0, 1, 1.0f},
+    {"fp8 block 12x64 decode m3", "fp8e4m3:block12x64/fp8e4m3:group64:dynamic", BF16, 8, 2, 256, 192, 3, SILU, 1, 0,
+     SOFTMAX, 0, 0, 0, 0, 1, 1.0f},
     /* Non-gated activations and biases at decode sizes (the one-launch decode, decode_fused.cu). */
     {"fp8 channel nongated decode m4", CHANNEL, BF16, 8, 2, 256, 128, 4, FMOE_ACT_GELU_TANH, 0, 0, SOFTMAX, 0, 0, 0, 0,
      1, 1.0f},
