@@ -89,10 +89,11 @@ __device__ __forceinline__ float block_w_scale(const fmcu_gemm_args &p, int e, i
 }
 
 /* Resident CTAs per SM that the split-K kernel is compiled for: 6 (80
- * registers). Block scales' partial sums would take 90 registers and 5
- * CTAs; held to 80 they spilled 12 bytes (4 since the scales are staged),
- * and the sixth CTA's loads in flight are worth more: 4-5 % faster at 16
- * and 128 tokens (bench/cuda/RESULTS.md, "FP8 block scheme: the grid"). */
+ * registers). Block scales' partial sums took 90 registers and 5 CTAs;
+ * held to 80 they spilled 12 bytes (none since the scales are staged and
+ * the K groups counted along), and the sixth CTA's loads in flight were
+ * worth more: 4-5 % faster at 16 and 128 tokens (bench/cuda/RESULTS.md,
+ * "FP8 block scheme: the grid"). */
 constexpr int SPLITK_CTAS = 6;
 
 /* K groups of block scales staged in shared memory (K <= 64 x block_k:
@@ -235,10 +236,36 @@ __global__ void __launch_bounds__(WARPS * 32, SPLITK ? SPLITK_CTAS : 4)
                 if constexpr (BLOCK)
                     part[j][q] = 0.0f;
             }
+        /* Block scales: promote the partial sums of K group kg into acc. */
+        auto promote = [&](int kg) {
+            const bool staged = kg < KG_CAP;
+            const float sw_lo = staged && w_uniform ? bs.w[wslot][0][kg] : block_w_scale(p, e, r_lo, kg, kgroups);
+            const float sw_hi = staged && w_uniform ? bs.w[wslot][1][kg] : block_w_scale(p, e, r_hi, kg, kgroups);
+#pragma unroll
+            for (int j = 0; j < NTT; j++) {
+                if (j >= ntiles)
+                    break;
+#pragma unroll
+                for (int q = 0; q < 2; q++) {
+                    const int pair = c_pair[j][q];
+                    const float sa = staged     ? bs.a[r0 + j * 8 + 2 * c4 + q][kg]
+                                     : pair < 0 ? 0.0f
+                                                : p.a_scale[(int64_t)(pair / p.a_row_div) * p.a_scale_ld + kg];
+                    acc[j][q] += part[j][q] * (sa * sw_lo);
+                    acc[j][2 + q] += part[j][2 + q] * (sa * sw_hi);
+                    part[j][q] = 0.0f;
+                    part[j][2 + q] = 0.0f;
+                }
+            }
+        };
         int kc = kc0;
         if (pass > 0) /* the slab again, for the next 8 rows */
             load_batch<U>(wl, wh, w_lo, w_hi, kc, nk, kbytes, c4);
+        /* K group of chunk kc and kc's place in it, counted along (no
+         * division a chunk); recomputed where split K jumps to its next batch. */
+        int kg = BLOCK ? kc / group_chunks : 0, gpos = BLOCK ? kc - kg * group_chunks : 0;
         for (;;) {
+            int kg_last = kg; /* the group of the batch's last chunk */
 #pragma unroll
             for (int u = 0; u < U; u++) {
                 const int ck = kc + u;
@@ -263,41 +290,47 @@ __global__ void __launch_bounds__(WARPS * 32, SPLITK ? SPLITK_CTAS : 4)
                     }
                 }
                 if constexpr (BLOCK) {
-                    /* Promote at the end of a K group, and at the end of this
-                     * warp's batch (the group's next chunks may be another warp's). */
-                    const bool group_end = (ck + 1) % group_chunks == 0 || ck == nk - 1;
-                    if (group_end || u == U - 1) {
-                        const int kg = ck / group_chunks;
-                        const bool staged = kg < KG_CAP;
-                        const float sw_lo = staged && w_uniform ? bs.w[wslot][0][kg]
-                                                                : block_w_scale(p, e, r_lo, kg, kgroups);
-                        const float sw_hi = staged && w_uniform ? bs.w[wslot][1][kg]
-                                                                : block_w_scale(p, e, r_hi, kg, kgroups);
-#pragma unroll
-                        for (int j = 0; j < NTT; j++) {
-                            if (j >= ntiles)
-                                break;
-#pragma unroll
-                            for (int q = 0; q < 2; q++) {
-                                const int pair = c_pair[j][q];
-                                const int r = r0 + j * 8 + 2 * c4 + q;
-                                const float sa = staged ? bs.a[r][kg]
-                                                 : pair < 0
-                                                     ? 0.0f
-                                                     : p.a_scale[(int64_t)(pair / p.a_row_div) * p.a_scale_ld + kg];
-                                acc[j][q] += part[j][q] * (sa * sw_lo);
-                                acc[j][2 + q] += part[j][2 + q] * (sa * sw_hi);
-                                part[j][q] = 0.0f;
-                                part[j][2 + q] = 0.0f;
-                            }
-                        }
+                    /* A group that ends inside the batch is promoted here;
+                     * the batch's last one after the next batch is issued. */
+                    kg_last = kg;
+                    if (++gpos == group_chunks) {
+                        if (u < U - 1 && ck < nk - 1)
+                            promote(kg);
+                        gpos = 0;
+                        kg++;
                     }
                 }
             }
-            kc += kstep;
-            if (kc >= nk)
-                break;
-            load_batch<U>(wl, wh, w_lo, w_hi, kc, nk, kbytes, c4);
+            if constexpr (BLOCK) {
+                /* The batch's last group (complete, cut by K, or continued by
+                 * another warp's batch; none if this warp had no chunk, split
+                 * K over a short K), promoted before the next batch is issued
+                 * with split K and after it with a slab per warp: the other
+                 * order holds the next batch's registers through the promotion
+                 * and spills (split K 0 -> 24 bytes, 3-4 % slower at 16 and
+                 * 128 tokens), where a slab per warp's four token tiles of
+                 * promotion delay the issue more than its spills cost (2 %
+                 * faster; bench/cuda/RESULTS.md, "Block scales staged ..."). */
+                const int kc_next = kc + kstep;
+                if (SPLITK && kc < nk)
+                    promote(kg_last);
+                if (kc_next < nk)
+                    load_batch<U>(wl, wh, w_lo, w_hi, kc_next, nk, kbytes, c4);
+                if (!SPLITK && kc < nk)
+                    promote(kg_last);
+                kc = kc_next;
+                if (kc >= nk)
+                    break;
+                if constexpr (SPLITK) {
+                    kg = kc / group_chunks;
+                    gpos = kc - kg * group_chunks;
+                }
+            } else {
+                kc += kstep;
+                if (kc >= nk)
+                    break;
+                load_batch<U>(wl, wh, w_lo, w_hi, kc, nk, kbytes, c4);
+            }
         }
 
         /* Split K: the warps' partial sums meet in warp 0, in warp order. */
