@@ -5,8 +5,8 @@ every point (ours, floor, torch peer) with the targets of spec/performance.md
 
 Usage: bench_plot.py DIR TAG [--schemes LIST] [--png FILE] [--md FILE]
 Reads DIR/TAG-cuda-SCHEME.json and DIR/TAG-peers-SCHEME.json (when there is one)
-for each scheme of LIST (default bf16,fp8; run_grid.sh's names: also int4g128,
-mxfp4, nvfp4).
+for each scheme of LIST (default bf16,fp8; run_grid.sh's names: also fp8block,
+int4g128, mxfp4, nvfp4).
 """
 import argparse
 import json

@@ -9,10 +9,12 @@
 #   bash tools/device/pack.sh BUILD_DIR                              # here, then carry .devrun
 #   TOKENS=1,16 TAG=grid-a CONFORM=1 bash tools/device/run_grid.sh   # there (bench/cuda/README.md)
 #
-# SCHEMES (default "bf16 fp8") picks the schemes: also int4g128, mxfp4 and
-# nvfp4 (W4A4), issue 31's grid. Those run bf16 MMAs, so their compute floor
-# is the bf16 peak; they have no torch peer (vLLM's W4A16 kernel is measured
-# apart: bench/cuda/RESULTS.md).
+# SCHEMES (default "bf16 fp8") picks the schemes: also fp8block (DeepSeek's
+# 128 x 128 weight blocks with 1 x 128 dynamic activation groups, issue 35;
+# fp8 peak, no torch peer: vLLM's Triton block path is measured apart), and
+# int4g128, mxfp4 and nvfp4 (W4A4), issue 31's grid. Those run bf16 MMAs, so
+# their compute floor is the bf16 peak; they have no torch peer (vLLM's W4A16
+# kernel is measured apart: bench/cuda/RESULTS.md).
 #
 # The whole grid does not fit one device call (10 minutes): run it as two
 # calls (M = 1,16 and M = 128,1024,8192) and merge them with
@@ -45,10 +47,11 @@ scheme_key() {
   case $1 in
     bf16) echo bf16 ;;
     fp8) echo fp8e4m3:channel/fp8e4m3:token:dynamic ;;
+    fp8block) echo fp8e4m3:block128x128/fp8e4m3:group128:dynamic ;;
     int4g128) echo int4:group128 ;;
     mxfp4) echo fp4:group32:scale-ue8m0 ;;
     nvfp4) echo fp4:tgroup16:scale-fp8e4m3/fp4:tgroup16:dynamic ;;
-    *) echo "run_grid.sh: unknown scheme '$1' (bf16, fp8, int4g128, mxfp4, nvfp4)" >&2; return 1 ;;
+    *) echo "run_grid.sh: unknown scheme '$1' (bf16, fp8, fp8block, int4g128, mxfp4, nvfp4)" >&2; return 1 ;;
   esac
 }
 for scheme in $SCHEMES; do scheme_key "$scheme" > /dev/null || exit 2; done
@@ -77,7 +80,7 @@ peak() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['peak_t
 
 for scheme in $SCHEMES; do
   key=$(scheme_key "$scheme")
-  peak_of=$scheme; [ $scheme = fp8 ] || peak_of=bf16   # 4-bit weights run bf16 MMAs
+  case $scheme in fp8*) peak_of=fp8 ;; *) peak_of=bf16 ;; esac   # 4-bit weights run bf16 MMAs
   timeout 540 $B/cli/fusedmoe --plugin $B/plugins/cuda/cuda.toml bench --backend cuda --scheme "$key" $shape_args \
     --tokens "$TOKENS" --max-gib "$MAX_GIB" --no-reference --gemm-peak "$(peak $peak_of)" \
     --json "$OUT/$TAG-cuda-$scheme.json" 2>&1 | tee -a "$OUT/$TAG-log.txt"
