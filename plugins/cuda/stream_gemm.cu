@@ -88,6 +88,12 @@ __device__ __forceinline__ float block_w_scale(const fmcu_gemm_args &p, int e, i
     return p.w_scale[(int64_t)e * p.w_scale_e + (int64_t)(r / (int)p.block_n) * kgroups + kg];
 }
 
+/* Activation scale of pair `pair` for K group kg (block scheme). */
+__device__ __forceinline__ float block_a_scale(const fmcu_gemm_args &p, int pair, int kg)
+{
+    return p.a_scale[(int64_t)(pair / p.a_row_div) * p.a_scale_ld + kg];
+}
+
 /* Resident CTAs per SM that the split-K kernel is compiled for: 6 (80
  * registers). Block scales' partial sums took 90 registers and 5 CTAs;
  * held to 80 they spilled 12 bytes (none since the scales are staged and
@@ -185,15 +191,15 @@ __global__ void __launch_bounds__(WARPS * 32, SPLITK ? SPLITK_CTAS : 4)
     /* Block scales: this warp's slot of staged weight scales, and whether
      * its rows r_lo (and r_hi) of all 8 lanes g share a weight block. */
     const int wslot = SPLITK ? 0 : warp;
-    const int r0_lo = r_lo - g, r0_hi = r_hi - g;
     bool w_uniform = false;
     if constexpr (BLOCK) {
         const int bn = (int)p.block_n, nkg = min(kgroups, KG_CAP);
+        const int r0_lo = r_lo - g, r0_hi = r_hi - g; /* lane group's first rows */
         w_uniform = r0_lo / bn == (r0_lo + 7) / bn && r0_hi / bn == (r0_hi + 7) / bn;
         /* Rows past the tile's up to its last token tile hold 0 (no pair). */
         for (int i = threadIdx.x; i < (rows + 7) / 8 * 8 * nkg; i += WARPS * 32) {
             const int r = i / nkg, kg = i - r * nkg;
-            bs.a[r][kg] = r < rows ? p.a_scale[(int64_t)(p.sorted[pos0 + r] / p.a_row_div) * p.a_scale_ld + kg] : 0.0f;
+            bs.a[r][kg] = r < rows ? block_a_scale(p, p.sorted[pos0 + r], kg) : 0.0f;
         }
         if (slab_ok && w_uniform && (!SPLITK || warp == 0))
             for (int kg = lane; kg < nkg; kg += 32) {
@@ -250,7 +256,7 @@ __global__ void __launch_bounds__(WARPS * 32, SPLITK ? SPLITK_CTAS : 4)
                     const int pair = c_pair[j][q];
                     const float sa = staged     ? bs.a[r0 + j * 8 + 2 * c4 + q][kg]
                                      : pair < 0 ? 0.0f
-                                                : p.a_scale[(int64_t)(pair / p.a_row_div) * p.a_scale_ld + kg];
+                                                : block_a_scale(p, pair, kg);
                     acc[j][q] += part[j][q] * (sa * sw_lo);
                     acc[j][2 + q] += part[j][2 + q] * (sa * sw_hi);
                     part[j][q] = 0.0f;
