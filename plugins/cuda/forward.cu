@@ -407,12 +407,13 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
     /* The 4-bit and int GEMMs: weight streaming (wq_stream.cu, row tiles of
      * 32) where fmcu_wq_tier picks it (up to 16 rows per expert) and it
      * serves both projections; the prefill tier where it serves the layer
-     * (e2m1 weights only: converted inside the grouped GEMM past the stream
+     * (e2m1 weights: converted inside the grouped GEMM past the stream
      * tier where fmcu_wq_prefill_fused says so, else through the bf16
-     * scratch from 150 rows per expert; tier.h);
+     * scratch from 150 rows per expert, tier.h; int4 with 128-column groups:
+     * converted inside the grouped GEMM past the stream tier);
      * else wgmma (wq_wgmma.cu, row tiles of 64) where it serves both
      * projections, else tiled (wq_gemm.cu, row tiles of 16 and 64). */
-    const int wq_fused = wq && fmcu_prefill_e2m1_fused(L, m);
+    const int wq_fused = wq && fmcu_prefill_wq_fused(L, m);
     const int wq_tier = wq ? fmcu_wq_tier(m, L->top_k, L->local_experts, L->opt.tier,
                                           fmcu_wq_stream_serves(L->wq.format, &L->wq.w13) &&
                                               fmcu_wq_stream_serves(L->wq.format, &L->wq.w2),

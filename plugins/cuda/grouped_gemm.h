@@ -66,6 +66,14 @@ struct fmcu_gg_args {
     int w4;
     const uint8_t *sf8;
     uint32_t kp;
+    /* int4 weights converted in the kernel (w4 = FMCU_GG_W4_INT4): b = their
+     * chunks [E, N, kp / 32] (wq_pack.h, value + 8), gscale = their f32
+     * scales [E, N, groups] per 128 columns, zero = their zero points [E, N,
+     * groups] (bias removed) or NULL; the kernel promotes each group's sum
+     * times its scale into f32 (s_col then multiplies as usual). */
+    const float *gscale;
+    const int8_t *zero;
+    uint32_t groups;
     int32_t *sched; /* [2] device memory, zero before the first launch: the tile
                        counter; each launch leaves it zero again */
     int order;      /* FMCU_GG_ORDER_*: which CTA takes which tile */
@@ -74,6 +82,9 @@ struct fmcu_gg_args {
 /* Tile kinds (fmcu_gg_kind) and orders (FMCU_GG_ORDER_*) are in
  * launch_shape.h, with the host-side choice of kinds (fmcu_gg_kinds) and
  * the measurement knobs' parsing, unit-tested without a GPU. */
+
+/* fmcu_gg_args.w4 of int4 weights with 128-column scale groups. */
+#define FMCU_GG_W4_INT4 4
 
 /* The largest number of experts the kernel's tile table holds. */
 #define FMCU_GG_MAX_EXPERTS 1024

@@ -15,6 +15,18 @@
  * scales into the bf16 B stage (half of its rows each) and arrive on the
  * stage's `conv` barrier, which the consumers wait on instead of the
  * TMA's (640 threads).
+ * The int4 kind (w4 = FMCU_GG_W4_INT4: int4 codes with f32 scales per
+ * 128-column group, and zero points) converts the same way, q - 8 - zp as
+ * bf16 (exact), and writes the stage's group scales beside it; its
+ * consumers restart the accumulator at each group's first stage and add
+ * the group's sum times its column scales into a second f32 set once the
+ * group's wgmmas complete (a dequantized int4 weight times its scale is
+ * not a bf16 value, so the scale cannot go into the operand). It has the
+ * e2m1 kinds' 640 threads and five stages, and releases a group's first
+ * stage as soon as that stage's wgmmas complete (H200, GEMM1 at M = 8192,
+ * against one converter group, four stages and both released after the
+ * promotion: Qwen3-30B-A3B 1117 -> 968 us, Mixtral 8734 -> 7851,
+ * DeepSeek-V3 8781 -> 8025; bench/cuda/RESULTS.md).
  * The producer runs ahead by up to STAGES blocks, across tile boundaries,
  * so the next tile's operands arrive while the consumers store this one.
  *
@@ -107,7 +119,11 @@ static_assert(REGS_PRODUCER * 128 + REGS_CONSUMER * 256 <= launch_regs(THREADS) 
 static_assert(REGS_PRODUCER * 128 + REGS_CONSUMER_W4 * 256 + REGS_CONVERTER * W4_THREADS <=
                   launch_regs(THREADS_W4) * THREADS_W4,
               "pool of the e2m1 kinds");
-constexpr int W4_CHUNK = 16;         /* bytes of codes per 32 columns (wq_pack.h) */
+constexpr int W4_INT4 = FMCU_GG_W4_INT4; /* the int4 kind's W4 (not a block size) */
+/* Threads of a launch by kind (the int4 kind's converters: W4_THREADS). */
+template <int W4> constexpr int KIND_THREADS = W4 ? THREADS_W4 : THREADS;
+constexpr int INT4_GROUP = 128;           /* its scale group: two 64-column stages */
+constexpr int W4_CHUNK = 16;              /* bytes of codes per 32 columns (wq_pack.h) */
 constexpr int W4_ROW = 2 * W4_CHUNK; /* bytes of codes per row and stage (64 columns) */
 
 template <int BN, int W4 = 0> struct kind_cfg {
@@ -115,8 +131,9 @@ template <int BN, int W4 = 0> struct kind_cfg {
      * staging buffer of its 64 output rows (BN/64 boxes of 64 rows x 128 B,
      * 128-byte swizzled: the tensor store's layout, and the fragment
      * stores of a warp's 8 rows hit distinct banks) and its BN column
-     * scales and biases. Stages are what is left of 227 KB. */
-    static constexpr int STAGES = W4 ? 4 : BN == 128 ? 5 : BN == 192 ? 4 : 3;
+     * scales and biases. Stages are what is left of 227 KB (int4: 5 x
+     * 36 KB with its codes, + 32 KB staging + 4.5 KB scales = 217.5 KB). */
+    static constexpr int STAGES = W4 == W4_INT4 ? 5 : W4 ? 4 : BN == 128 ? 5 : BN == 192 ? 4 : 3;
     static constexpr int B_BYTES = BN * BK;
     static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
     static constexpr int OUT_BYTES = 64 * BN * 2; /* BN/64 boxes of 64 rows x 128 B */
@@ -126,7 +143,11 @@ template <int BN, int W4 = 0> struct kind_cfg {
     static constexpr int EPI_AT = CODE_AT + STAGES * CODE_BYTES;
     static constexpr int SCALE_AT = EPI_AT + 2 * OUT_BYTES;
     static constexpr int BIAS_AT = SCALE_AT + 2 * BN * (int)sizeof(float);
-    static constexpr size_t SMEM = (size_t)BIAS_AT + 2 * BN * sizeof(float) + 1024; /* + alignment of the swizzle atoms */
+    /* int4: each stage's BN group scales, written by the converters. */
+    static constexpr int GSCALE_AT = BIAS_AT + 2 * BN * (int)sizeof(float);
+    static constexpr int GSCALE_BYTES = W4 == W4_INT4 ? STAGES * BN * (int)sizeof(float) : 0;
+    static constexpr size_t SMEM = (size_t)GSCALE_AT + GSCALE_BYTES + 1024; /* + alignment of the swizzle atoms */
+    static_assert(SMEM <= 227 * 1024, "a kind's shared memory fits an SM's 227 KB");
 };
 
 /* ---- PTX wrappers ---------------------------------------------------- */
@@ -227,6 +248,9 @@ struct kernel_params {
     const uint8_t *sf8; /* e2m1: block scale codes [E, N, kp / W4] */
     uint32_t kp;        /* e2m1: padded K of the codes (wq_pack.h) */
     int sf16;           /* e2m1: every row's block scale codes start 16-byte aligned (load_sf) */
+    const float *gscale; /* int4: scales [E, N, groups] */
+    const int8_t *zero;  /* int4: zero points [E, N, groups] (bias removed), or NULL */
+    uint32_t groups;     /* int4: scale groups a row */
     int fixed_order; /* tiles b, b + grid, ... instead of the counter's (grouped_gemm.h, FMCU_GG_ORDER_*) */
 };
 
@@ -406,19 +430,71 @@ struct ring {
 };
 
 /* One warp group's main loop over a tile's KB stages: its 64 A rows at
- * a_off and NW B rows at b_off inside each stage. Promoted kinds leave the
- * sum in fin, fast kinds in acc. `full` says a stage's operands are ready
- * (e2m1 kinds: the converter's barrier, which follows the TMA's). */
-template <int NW, bool PROMOTE, bool BF16, int STAGES, int STAGE_BYTES>
-__device__ __forceinline__ void main_loop(float (&acc)[NW / 2], float (&fin)[PROMOTE ? NW / 2 : 1], ring &r, int KB,
-                                          uint32_t base, uint32_t a_off, uint32_t b_off, uint64_t *full,
-                                          uint64_t *empty, int lane)
+ * a_off and NW B rows at b_off inside each stage. Promoted and scaled
+ * kinds leave the sum in fin, fast kinds in acc. `full` says a stage's
+ * operands are ready (e2m1 and int4 kinds: the converter's barrier, which
+ * follows the TMA's). Scaled (int4): each 128-column group's two stages
+ * accumulate from zero, then fin += acc x the group's column scales, which
+ * the converters left for the stage at gs + stage x BN (the warp group's
+ * first column; read before the stage is released). */
+template <int NW, bool PROMOTE, bool BF16, int STAGES, int STAGE_BYTES, bool SCALED = false, int BN = 0>
+__device__ __forceinline__ void main_loop(float (&acc)[NW / 2], float (&fin)[PROMOTE || SCALED ? NW / 2 : 1],
+                                          ring &r, int KB, uint32_t base, uint32_t a_off, uint32_t b_off,
+                                          uint64_t *full, uint64_t *empty, int lane, const float *gs)
 {
     auto release = [&](int s) {
         if (lane == 0)
             mbar_arrive(smem_addr(&empty[s]));
     };
-    if constexpr (PROMOTE) {
+    if constexpr (SCALED) {
+#pragma unroll
+        for (int i = 0; i < NW / 2; i++)
+            fin[i] = 0.0f;
+        /* A group's second stage is issued behind its first without a
+         * wait (the same accumulator); the first stage is released once its
+         * batch completes, then the group's wait, its promotion and the
+         * second stage's release follow. Straight-line: a wgmma batch in flight
+         * across a branch makes ptxas serialize them (C7518). */
+        auto promote = [&](int stage) {
+            const float *g = gs + stage * BN;
+            fence_regs(acc);
+#pragma unroll
+            for (int b = 0; b < NW / 8; b++) {
+                const float2 sc = *reinterpret_cast<const float2 *>(g + 8 * b + 2 * (lane % 4));
+                fin[4 * b] = __fmaf_rn(acc[4 * b], sc.x, fin[4 * b]);
+                fin[4 * b + 1] = __fmaf_rn(acc[4 * b + 1], sc.y, fin[4 * b + 1]);
+                fin[4 * b + 2] = __fmaf_rn(acc[4 * b + 2], sc.x, fin[4 * b + 2]);
+                fin[4 * b + 3] = __fmaf_rn(acc[4 * b + 3], sc.y, fin[4 * b + 3]);
+            }
+        };
+        for (int kb = 0; kb + 1 < KB; kb += 2) {
+            mbar_wait(smem_addr(&full[r.stage]), r.phase);
+            const int s0 = r.stage;
+            issue_stage<NW, BF16>(acc, base + s0 * STAGE_BYTES + a_off, base + s0 * STAGE_BYTES + A_BYTES + b_off,
+                                  false);
+            r.next(STAGES);
+            mbar_wait(smem_addr(&full[r.stage]), r.phase);
+            const int s1 = r.stage;
+            issue_stage<NW, BF16>(acc, base + s1 * STAGE_BYTES + a_off, base + s1 * STAGE_BYTES + A_BYTES + b_off,
+                                  true);
+            wgmma_wait<1>(); /* the first stage's batch: its operands are free */
+            release(s0);
+            wgmma_wait<0>();
+            promote(s1);
+            release(s1);
+            r.next(STAGES);
+        }
+        if (KB % 2) { /* a last group of one stage */
+            const int s0 = r.stage;
+            mbar_wait(smem_addr(&full[s0]), r.phase);
+            issue_stage<NW, BF16>(acc, base + s0 * STAGE_BYTES + a_off, base + s0 * STAGE_BYTES + A_BYTES + b_off,
+                                  false);
+            wgmma_wait<0>();
+            promote(s0);
+            release(s0);
+            r.next(STAGES);
+        }
+    } else if constexpr (PROMOTE) {
 #pragma unroll
         for (int i = 0; i < NW / 2; i++)
             fin[i] = 0.0f;
@@ -452,16 +528,17 @@ __device__ __forceinline__ void main_loop(float (&acc)[NW / 2], float (&fin)[PRO
 
 /* One warp group's tile: rows r_base.., columns c0.. (NW of them) from the
  * stage offsets a_off, b_off, then its epilogue. */
-template <int NW, bool PROMOTE, bool BF16, int STAGES, int STAGE_BYTES>
-__device__ __forceinline__ void run_tile(float (&acc)[NW / 2], float (&fin)[PROMOTE ? NW / 2 : 1], ring &r,
+template <int NW, bool PROMOTE, bool BF16, int STAGES, int STAGE_BYTES, bool SCALED = false, int BN = 0>
+__device__ __forceinline__ void run_tile(float (&acc)[NW / 2], float (&fin)[PROMOTE || SCALED ? NW / 2 : 1], ring &r,
                                          const tile_at &at, const kernel_params &p, const CUtensorMap *map_d,
                                          int KB, uint32_t base, int r_base, int c0, uint32_t a_off, uint32_t b_off,
                                          uint64_t *full, uint64_t *empty, int w, int tw, uint32_t out, float *scale,
-                                         float *bias)
+                                         float *bias, const float *gs)
 {
     const epi_loads<NW> l = load_scales<NW>(at, p, r_base, c0, tw);
-    main_loop<NW, PROMOTE, BF16, STAGES, STAGE_BYTES>(acc, fin, r, KB, base, a_off, b_off, full, empty, tw % 32);
-    if constexpr (PROMOTE)
+    main_loop<NW, PROMOTE, BF16, STAGES, STAGE_BYTES, SCALED, BN>(acc, fin, r, KB, base, a_off, b_off, full, empty,
+                                                                 tw % 32, gs);
+    if constexpr (PROMOTE || SCALED)
         store_tile<NW>(fin, l, r_base, at.row_end, c0, p, map_d, w, tw, out, scale, bias);
     else
         store_tile<NW>(acc, l, r_base, at.row_end, c0, p, map_d, w, tw, out, scale, bias);
@@ -556,16 +633,68 @@ __device__ __forceinline__ void convert_stage(uint32_t codes, uint32_t b, const 
     }
 }
 
+/* The int4 kind's stage: codes as convert_stage reads them, each value
+ * q - 8 - zp as bf16 (exact: sub[j] = 136 + zp of item j's row and group
+ * in both halves, wq_dev.cuh's dq_int4), no scale. */
+template <int BN> constexpr int INT4_ITEMS = 2 * BN / W4_THREADS;
+
+template <int BN>
+__device__ __forceinline__ void convert_stage_int4(uint32_t codes, uint32_t b, const uint32_t (&sub)[INT4_ITEMS<BN>],
+                                                   int tw)
+{
+#pragma unroll
+    for (int j = 0; j < INT4_ITEMS<BN>; j++) {
+        const int i = tw + W4_THREADS * j, r = i >> 1, c = i & 1;
+        uint32_t w[4];
+        asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
+                     : "r"(codes + r * W4_ROW + c * W4_CHUNK));
+        uint32_t v[16];
+        /* Register jj of word c4 holds columns 16 (jj >> 1) + 8 (jj & 1) +
+         * 2 c4 and the one after: pair 8 (jj >> 1) + 4 (jj & 1) + c4. */
+#pragma unroll
+        for (int c4 = 0; c4 < 4; c4++)
+#pragma unroll
+            for (int jj = 0; jj < 4; jj++)
+                v[8 * (jj >> 1) + 4 * (jj & 1) + c4] = fmcu_wq_dev::dq_int4<false>(w[c4], jj, sub[j]);
+#pragma unroll
+        for (int q = 0; q < 4; q++)
+            asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(b + r * 128 + (((4 * c + q) ^ (r & 7)) << 4)),
+                         "r"(v[4 * q]), "r"(v[4 * q + 1]), "r"(v[4 * q + 2]), "r"(v[4 * q + 3])
+                         : "memory");
+    }
+}
+
+/* The int4 kind's group g of a thread's items: sub (136 + zp as a bf16
+ * pair) and the row's scale (0 past the last row, whose codes TMA
+ * zero-fills: those columns are never stored). */
+template <int BN>
+__device__ __forceinline__ void load_group_int4(uint32_t (&sub)[INT4_ITEMS<BN>], float (&scale)[INT4_ITEMS<BN>],
+                                                const kernel_params &p, int64_t row0, int g, int tw)
+{
+    const int64_t rows = (int64_t)p.E * p.N;
+#pragma unroll
+    for (int j = 0; j < INT4_ITEMS<BN>; j++) {
+        const int64_t row = row0 + ((tw + W4_THREADS * j) >> 1);
+        const bool in = row < rows;
+        const int64_t at = row * p.groups + g;
+        const float z = p.zero && in ? (float)p.zero[at] : 0.0f;
+        sub[j] = bf16x2_bits(136.0f + z, 136.0f + z);
+        scale[j] = in ? p.gscale[at] : 0.0f;
+    }
+}
+
 template <int BN, bool PROMOTE, bool BF16, int W4 = 0>
-__global__ void __launch_bounds__(W4 ? THREADS_W4 : THREADS, 1)
+__global__ void __launch_bounds__(KIND_THREADS<W4>, 1)
     grouped_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_a64,
                         const __grid_constant__ CUtensorMap map_b, const __grid_constant__ CUtensorMap map_d,
                         const kernel_params p)
 {
     using C = kind_cfg<BN, W4>;
     constexpr int STAGES = C::STAGES;
-    constexpr int NTHREADS = W4 ? THREADS_W4 : THREADS;
-    static_assert(!W4 || (BF16 && !PROMOTE), "e2m1 kinds: bf16 operands, fast accumulation");
+    constexpr int NTHREADS = KIND_THREADS<W4>;
+    static_assert(!W4 || (BF16 && !PROMOTE), "e2m1 and int4 kinds: bf16 operands, no fp8 promotion");
+    constexpr bool SCALED = W4 == W4_INT4; /* int4: group scales promoted into fin */
     extern __shared__ uint8_t smem_raw[];
     /* conv: the converter's stage barriers (e2m1 kinds), after full. */
     __shared__ __align__(8) uint64_t full[STAGES], empty[STAGES], conv[W4 ? STAGES : 1];
@@ -685,25 +814,65 @@ __global__ void __launch_bounds__(W4 ? THREADS_W4 : THREADS, 1)
                     break;
                 const tile_at at = find_tile(t, pre, off, E, p.halves);
                 const int64_t row0 = (int64_t)at.e * p.N + at.nb * BN;
-                uint64_t group[W4_ITEMS<BN>];
-                for (int kb = 0; kb < KB; kb++) {
-                    if (kb > 0)
-                        mbar_wait(smem_addr(&full[r.stage]), r.phase);
-                    if (kb % W4_SF_GROUP<W4> == 0)
-                        load_sf<BN, W4>(group, p, row0, kb, tw);
-                    uint32_t sc[W4_ITEMS<BN>];
+                if constexpr (W4 == W4_INT4) {
+                    float *gs = reinterpret_cast<float *>(smem_raw + (base - smem_addr(smem_raw)) + C::GSCALE_AT);
+                    /* A group's zero points and scales are loaded a group
+                     * ahead (the first as soon as the tile is known), issued
+                     * after the arrive of the group's first stage: the
+                     * fence before an arrive (MEMBAR) waits for every load
+                     * in flight, so a load issued before a stage's
+                     * conversion would stall that stage's release. */
+                    uint32_t sub[INT4_ITEMS<BN>], nsub[INT4_ITEMS<BN>];
+                    float sc[INT4_ITEMS<BN>], nsc[INT4_ITEMS<BN>];
+                    load_group_int4<BN>(nsub, nsc, p, row0, 0, tw);
+                    for (int kb = 0; kb < KB; kb++) {
+                        if (kb > 0)
+                            mbar_wait(smem_addr(&full[r.stage]), r.phase);
+                        if (kb % 2 == 0) { /* a group is two 64-column stages */
 #pragma unroll
-                    for (int j = 0; j < W4_ITEMS<BN>; j++) { /* this stage's codes, then the next stage's down */
-                        sc[j] = (uint32_t)group[j] & (W4 == 32 ? 0xFFu : 0xFFFFu);
-                        group[j] >>= W4 == 32 ? 8 : 16;
+                            for (int j = 0; j < INT4_ITEMS<BN>; j++) {
+                                sub[j] = nsub[j];
+                                sc[j] = nsc[j];
+                            }
+                        }
+                        convert_stage_int4<BN>(base + C::CODE_AT + r.stage * C::CODE_BYTES,
+                                               base + r.stage * C::STAGE_BYTES + A_BYTES, sub, tw);
+#pragma unroll
+                        for (int j = 0; j < INT4_ITEMS<BN>; j++) { /* the row's scale, once (chunk 0) */
+                            const int i = tw + W4_THREADS * j;
+                            if ((i & 1) == 0)
+                                gs[r.stage * BN + (i >> 1)] = sc[j];
+                        }
+                        /* The B stage for wgmma (async proxy) as below; the
+                         * scales are read by generic loads after the
+                         * consumers' wait on this arrive (release). */
+                        fmcu_async::fence_async_shared();
+                        mbar_arrive(smem_addr(&conv[r.stage]));
+                        if (kb % 2 == 0 && kb / 2 + 1 < (int)p.groups)
+                            load_group_int4<BN>(nsub, nsc, p, row0, kb / 2 + 1, tw);
+                        r.next(STAGES);
                     }
-                    convert_stage<BN, W4>(base + C::CODE_AT + r.stage * C::CODE_BYTES,
-                                          base + r.stage * C::STAGE_BYTES + A_BYTES, sc, tw);
-                    /* Generic-proxy stores, read by wgmma (async proxy): each
-                     * thread fences its own, then releases them by its arrive. */
-                    fmcu_async::fence_async_shared();
-                    mbar_arrive(smem_addr(&conv[r.stage]));
-                    r.next(STAGES);
+                } else {
+                    uint64_t group[W4_ITEMS<BN>];
+                    for (int kb = 0; kb < KB; kb++) {
+                        if (kb > 0)
+                            mbar_wait(smem_addr(&full[r.stage]), r.phase);
+                        if (kb % W4_SF_GROUP<W4> == 0)
+                            load_sf<BN, W4>(group, p, row0, kb, tw);
+                        uint32_t sc[W4_ITEMS<BN>];
+#pragma unroll
+                        for (int j = 0; j < W4_ITEMS<BN>; j++) { /* this stage's codes, then the next stage's down */
+                            sc[j] = (uint32_t)group[j] & (W4 == 32 ? 0xFFu : 0xFFFFu);
+                            group[j] >>= W4 == 32 ? 8 : 16;
+                        }
+                        convert_stage<BN, W4>(base + C::CODE_AT + r.stage * C::CODE_BYTES,
+                                              base + r.stage * C::STAGE_BYTES + A_BYTES, sc, tw);
+                        /* Generic-proxy stores, read by wgmma (async proxy): each
+                         * thread fences its own, then releases them by its arrive. */
+                        fmcu_async::fence_async_shared();
+                        mbar_arrive(smem_addr(&conv[r.stage]));
+                        r.next(STAGES);
+                    }
                 }
             }
             return;
@@ -719,9 +888,10 @@ __global__ void __launch_bounds__(W4 ? THREADS_W4 : THREADS, 1)
     float *bias = reinterpret_cast<float *>(smem_raw + (base - smem_addr(smem_raw)) + C::BIAS_AT) + w * BN;
     constexpr int HN = BN / 2; /* a half tile's columns per warp group */
     float acc[BN / 2];
-    float fin[PROMOTE ? BN / 2 : 1];
+    float fin[PROMOTE || SCALED ? BN / 2 : 1];
     float hacc[HN / 2];
-    float hfin[PROMOTE ? HN / 2 : 1];
+    float hfin[PROMOTE || SCALED ? HN / 2 : 1];
+    const float *gs = reinterpret_cast<const float *>(smem_raw + (base - smem_addr(smem_raw)) + C::GSCALE_AT);
     ring r;
     for (;;) {
         mbar_wait(smem_addr(&full[r.stage]), r.phase); /* again in main_loop: already complete there */
@@ -730,13 +900,13 @@ __global__ void __launch_bounds__(W4 ? THREADS_W4 : THREADS, 1)
             break;
         const tile_at at = find_tile(t, pre, off, E, p.halves);
         if (!at.half) /* rows 64w.. of the tile, all its columns */
-            run_tile<BN, PROMOTE, BF16, STAGES, C::STAGE_BYTES>(acc, fin, r, at, p, &map_d, KB, base,
-                                                                at.row0 + 64 * w, at.nb * BN, w * 64 * BK, 0, ready,
-                                                                empty, w, tw, out, scale, bias);
+            run_tile<BN, PROMOTE, BF16, STAGES, C::STAGE_BYTES, SCALED, BN>(
+                acc, fin, r, at, p, &map_d, KB, base, at.row0 + 64 * w, at.nb * BN, w * 64 * BK, 0, ready, empty, w,
+                tw, out, scale, bias, gs);
         else /* the tile's 64 rows, columns HN w.. */
-            run_tile<HN, PROMOTE, BF16, STAGES, C::STAGE_BYTES>(hacc, hfin, r, at, p, &map_d, KB, base, at.row0,
-                                                                at.nb * BN + HN * w, 0, w * HN * BK, ready, empty, w,
-                                                                tw, out, scale, bias);
+            run_tile<HN, PROMOTE, BF16, STAGES, C::STAGE_BYTES, SCALED, BN>(
+                hacc, hfin, r, at, p, &map_d, KB, base, at.row0, at.nb * BN + HN * w, 0, w * HN * BK, ready, empty, w,
+                tw, out, scale, bias, gs + HN * w);
     }
     if (tw == 0)
         bulk_wait_all();
@@ -826,7 +996,10 @@ cudaError_t launch_kind(const fmcu_gg_args *a, int sms, cudaStream_t st)
     p.halves = !a->whole_tiles;
     p.sf8 = a->sf8;
     p.kp = a->kp;
-    p.sf16 = W4 != 0 && (a->kp / (W4 ? W4 : 1)) % 16 == 0 && (uintptr_t)a->sf8 % 16 == 0;
+    p.sf16 = W4 != 0 && W4 != W4_INT4 && (a->kp / (W4 ? W4 : 1)) % 16 == 0 && (uintptr_t)a->sf8 % 16 == 0;
+    p.gscale = a->gscale;
+    p.zero = a->zero;
+    p.groups = a->groups;
     p.sched = a->sched;
     p.fixed_order = a->order == FMCU_GG_ORDER_FIXED || (a->order == FMCU_GG_ORDER_AUTO && !PROMOTE);
     auto kernel = grouped_gemm_kernel<BN, PROMOTE, BF16, W4>;
@@ -836,7 +1009,7 @@ cudaError_t launch_kind(const fmcu_gg_args *a, int sms, cudaStream_t st)
     /* More CTAs than tiles would only wait: at most ceil(rows/128) + E row blocks. */
     const int64_t tiles = ((a->rows_cap + BM - 1) / BM + a->E) * (int64_t)((a->N + BN - 1) / BN);
     const unsigned grid = (unsigned)(tiles < sms ? tiles : sms);
-    kernel<<<grid, W4 ? THREADS_W4 : THREADS, C::SMEM, st>>>(map_a, map_a64, map_b, map_d, p);
+    kernel<<<grid, KIND_THREADS<W4>, C::SMEM, st>>>(map_a, map_a64, map_b, map_d, p);
     return cudaGetLastError();
 }
 
@@ -850,6 +1023,11 @@ cudaError_t fmcu_gg_launch(const fmcu_gg_args *a, fmcu_gg_kind kind, int sms, cu
         (uintptr_t)a->sched % 4 || a->order < FMCU_GG_ORDER_AUTO || a->order > FMCU_GG_ORDER_COUNTER ||
         (a->col_vec && (uintptr_t)a->s_col % 8))
         return cudaErrorInvalidValue;
+    if (a->w4 == FMCU_GG_W4_INT4) { /* int4 codes and group scales: one kind */
+        if (!a->bf16 || !a->gscale || a->kp % 32 || a->kp < a->K || a->groups != (a->K + INT4_GROUP - 1) / INT4_GROUP)
+            return cudaErrorInvalidValue;
+        return launch_kind<128, false, true, W4_INT4>(a, sms, st);
+    }
     if (a->w4) { /* e2m1 codes converted in the kernel: one kind */
         if (!a->bf16 || !a->sf8 || a->kp % 32 || a->kp < a->K)
             return cudaErrorInvalidValue;

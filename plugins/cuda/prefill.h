@@ -63,6 +63,23 @@ static inline bool fmcu_prefill_e2m1_fused(const fmcu_layer *L, int64_t m)
                                                              L->local_experts, L->wq.dq && L->wq.dq_experts);
 }
 
+/* int4 weights on the prefill tier are converted inside the grouped GEMM
+ * or not served there (no bf16 scratch: an int4 value times its group
+ * scale is not a bf16 value): whether a call of m tokens takes that form
+ * (tier.h fmcu_wq_int4_fused; prefill_ok already says the layer's groups
+ * are 128 columns). */
+static inline bool fmcu_prefill_int4_fused(const fmcu_layer *L, int64_t m)
+{
+    return L->quant == FMCU_Q_WNA16 && L->wq.format == FMCU_WQ_INT4 &&
+           fmcu_wq_int4_fused(L->opt.prefill_dequant_fused, m, L->top_k, L->local_experts);
+}
+
+/* Either: the fused form of the 4-bit weights for this call. */
+static inline bool fmcu_prefill_wq_fused(const fmcu_layer *L, int64_t m)
+{
+    return fmcu_prefill_e2m1_fused(L, m) || fmcu_prefill_int4_fused(L, m);
+}
+
 /* The forward of m tokens after the plan kernel: pair_local [m*k] (local
  * expert or -1), offsets [E_local + 1], sorted [m*k] (pair ids grouped by
  * expert, the first offsets[E_local] valid), all device memory, as

@@ -481,6 +481,9 @@ cudaError_t launch_dq(const fmcu_layer *L, OwnGemm g[2], int64_t m, const setup_
     const bool a4 = FMCU_Q_IS_A4(L->quant), mx_a4 = L->quant == FMCU_Q_MXFP4_A4;
     const int64_t pairs = m * (int64_t)ga.k;
     const unsigned grid = (unsigned)pairs;
+    /* int4 (128-column groups: fmcu_prefill_supported) is always converted
+     * inside the GEMM on this tier; e2m1 there or through the scratch. */
+    const bool int4 = L->wq.format == FMCU_WQ_INT4;
     const bool fused = fmcu_prefill_e2m1_fused(L, m);
     PF_EVENT(0);
     PF_CK(pos_launch(sa.sorted, ga.offsets + sa.E, (int32_t *)ga.pos, grid, st));
@@ -510,6 +513,16 @@ cudaError_t launch_dq(const fmcu_layer *L, OwnGemm g[2], int64_t m, const setup_
         const fmcu_wq_proj &w = *proj[j];
         OwnGemm o = g[j];
         const bf16 *bias = o.a.bias;
+        if (int4) { /* converted inside the GEMM, group scales promoted there */
+            o.a.b = (const uint8_t *)w.w;
+            o.a.w4 = FMCU_GG_W4_INT4;
+            o.a.gscale = w.scale;
+            o.a.zero = w.zero;
+            o.a.groups = w.groups;
+            o.a.kp = w.kp;
+            o.a.s_col = nullptr;
+            return launch_gemm(o, st);
+        }
         if (fused) { /* converted inside the GEMM, all experts at once */
             o.a.b = (const uint8_t *)w.w;
             o.a.w4 = (int)wq.fp4_block;
@@ -734,11 +747,21 @@ bool fmcu_prefill_supported_why(const fmcu_layer *L, char *why, size_t cap)
         return refuse(why, cap, "router weight on the input is not served");
     if (FMCU_Q_IS_FP8(L->quant) && (L->b13 || (L->add_b2 && L->b2)))
         return refuse(why, cap, "biases are served with bf16 operands only (bf16 and e2m1 weights)");
-    if (FMCU_Q_IS_WQ(L->quant)) {
-        if (!FMCU_Q_IS_E2M1(L->quant))
+    if (FMCU_Q_IS_WQ(L->quant) && !FMCU_Q_IS_E2M1(L->quant)) {
+        /* int4: 128-column groups promoted inside the grouped GEMM. */
+        const fmcu_wq_proj *pj[2] = {&L->wq.w13, &L->wq.w2};
+        if (L->quant != FMCU_Q_WNA16 || L->wq.format != FMCU_WQ_INT4)
             return refuse(why, cap,
-                          "4-bit and int weights: e2m1 (MXFP4, NVFP4) only (int values times their group scales "
-                          "are not exact in bf16, MXFP4 x FP8 quantizes its GEMM inputs to e4m3)");
+                          "4-bit and int weights: e2m1 (MXFP4, NVFP4) and int4 with 128-column groups only (int8 "
+                          "is not served here; MXFP4 x FP8 quantizes its GEMM inputs to e4m3)");
+        for (int j = 0; j < 2; j++)
+            if (pj[j]->kgrp || pj[j]->group != 128 || pj[j]->groups != (pj[j]->k + 127) / 128)
+                return refuse(why, cap, "int4: 128-column scale groups without act-order only");
+        if (!fmcu_wq_fused_serves(L->opt.prefill_dequant_fused, L->local_experts))
+            return refuse(why, cap,
+                          "int4 weights are converted in the GEMM only (prefill_dequant_fused = off, or more than "
+                          "1024 local experts)");
+    } else if (FMCU_Q_IS_WQ(L->quant)) {
         if (L->wq.format != FMCU_WQ_FP4)
             return refuse(why, cap, "e2m1 weights expected");
         if (L->opt.prefill_dequant_fused == FMCU_FUSED_ON && L->local_experts > FMCU_GG_MAX_EXPERTS)

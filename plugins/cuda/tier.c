@@ -50,6 +50,15 @@ int fmcu_wq_prefill_fused(int option, int64_t m, uint32_t top_k, uint32_t local_
     return !has_scratch || m * (int64_t)top_k / local_experts <= FMCU_WQ_FUSED_MAX_ROWS;
 }
 
+int fmcu_wq_int4_fused(int option, int64_t m, uint32_t top_k, uint32_t local_experts)
+{
+    if (option == FMCU_FUSED_ON)
+        return 1;
+    if (!fmcu_wq_fused_serves(option, local_experts))
+        return 0;
+    return m * (int64_t)top_k / local_experts >= FMCU_WQ_INT4_FUSED_MIN_ROWS;
+}
+
 uint32_t fmcu_wq_scratch_min_rows(int option, uint32_t local_experts, int forced)
 {
     if (option == FMCU_FUSED_ON)

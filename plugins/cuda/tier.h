@@ -67,6 +67,16 @@ extern "C" {
  * Mixtral at 32 rows, 1004.0 vs 1046.7: bench/cuda/RESULTS.md, "4-bit
  * weights: the fused form from 17 rows"). */
 #define FMCU_WQ_FUSED_MAX_ROWS 320
+/* From this many rows per local expert on average, prefill_dequant_fused =
+ * auto converts int4 weights with 128-column groups inside the grouped
+ * GEMM (128-row tiles, group scales promoted in f32); below, the wgmma
+ * kernel (64-row tiles) wastes less of its tiles. H200, int4 g128, fused
+ * vs wgmma, us: Mixtral-8x7B 32 rows (M = 128) 734.9 vs 603.5, 64 rows
+ * (M = 256) 818.1 vs 863.1; DeepSeek-V3 32 rows (M = 1024) 5658.2 vs
+ * 4569.0; Qwen3-30B-A3B 64 rows (M = 1024) 423.0 vs 469.8
+ * (bench/cuda/RESULTS.md, "int4 converted inside the grouped GEMM"). The
+ * crossover lies between 32 and 64 rows; 48 is inside that gap. */
+#define FMCU_WQ_INT4_FUSED_MIN_ROWS 48
 /* grouped_gemm.h's FMCU_GG_MAX_EXPERTS (a static_assert in prefill_sm90.cu
  * keeps them equal; this header stays free of CUDA's). */
 #define FMCU_WQ_FUSED_MAX_EXPERTS 1024
@@ -203,8 +213,8 @@ int fmcu_gemm_tier(int64_t m, uint32_t top_k, uint32_t local_experts, int forced
 
 /* The same for the 4-bit and int weights: STREAM up to
  * FMCU_WQ_STREAM_MAX_ROWS rows per expert (or forced); above, PREFILL
- * where `prefill_ok` and either the call takes the fused form (`fused`,
- * fmcu_wq_prefill_fused) or it has FMCU_WQ_PREFILL_MIN_ROWS rows an expert
+ * where `prefill_ok` and either the call takes the fused form (`fused`:
+ * fmcu_wq_prefill_fused for e2m1, fmcu_wq_int4_fused for int4) or it has FMCU_WQ_PREFILL_MIN_ROWS rows an expert
  * (or forced); else TILED. `streams` = 0 when wq_stream.cu does not serve
  * the layer. */
 int fmcu_wq_tier(int64_t m, uint32_t top_k, uint32_t local_experts, int forced, int streams, int prefill_ok, int fused);
@@ -218,6 +228,13 @@ int fmcu_wq_tier(int64_t m, uint32_t top_k, uint32_t local_experts, int forced, 
  * scratch (`has_scratch` = 0: the fused form beat the wgmma kernel at
  * every size measured but one, NVFP4 W4A4 at 32 rows, by 4%); otherwise 0. */
 int fmcu_wq_prefill_fused(int option, int64_t m, uint32_t top_k, uint32_t local_experts, int has_scratch);
+
+/* Whether a call of m tokens of an int4 layer with 128-column groups takes
+ * the fused form (the prefill tier, converted inside the grouped GEMM):
+ * `option` on always; auto for 1 to FMCU_WQ_FUSED_MAX_EXPERTS local
+ * experts from FMCU_WQ_INT4_FUSED_MIN_ROWS rows an expert (m * top_k /
+ * local_experts); off never (int4 has no bf16 scratch form). */
+int fmcu_wq_int4_fused(int option, int64_t m, uint32_t top_k, uint32_t local_experts);
 
 /* Whether the fused form can serve a layer of local_experts at some size:
  * prefill_dequant_fused on, or auto with 1 to FMCU_WQ_FUSED_MAX_EXPERTS

@@ -851,6 +851,12 @@ static const tcase checks[] = {
     {"int4 g128 m40", "int4:group128", BF16, 8, 2, 256, 128, 40, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0, 1, 1.0f},
     {"int4 g128 m300 bias gelu", "int4:group128", BF16, 8, 2, 256, 256, 300, FMOE_ACT_GELU, 1, 1, SOFTMAX, 0, 0, 0, 0,
      0, 1.0f},
+    /* int4 g128 on the prefill tier (converted and promoted inside the
+     * grouped GEMM): zero points, and odd group counts (H = 640: five,
+     * I = 384: three; the layer refuses a group past H or I, so a half
+     * group is grouped_gemm_check's case). */
+    {"int4 g128 asym m300", "int4:group128:asym", BF16, 8, 2, 384, 256, 300, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0, 1, 1.0f},
+    {"int4 g128 m300 h640 i384", "int4:group128", BF16, 8, 2, 640, 384, 300, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0, 1, 1.0f},
     {"int4 g32 asym m33", "int4:group32:asym", BF16, 8, 2, 256, 128, 33, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0, 1, 1.0f},
     {"int4 g64 actorder m50", "int4:group64:actorder", BF16, 8, 2, 256, 128, 50, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0, 1,
      1.0f},

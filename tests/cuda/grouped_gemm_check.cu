@@ -21,15 +21,20 @@
  *   fixed seed (--seed N to change it), printed on failure. The e2m1 kinds
  *   (weights converted inside the kernel) must give the bits of the bf16
  *   n128-fast kind on the same weights dequantized first
- *   (prefill_dequant.h), biases and output factors included.
+ *   (prefill_dequant.h), biases and output factors included. The int4
+ *   kind (codes and 128-column group scales, zero points or none,
+ *   converted and promoted inside the kernel) against a double reference
+ *   of sum_g s_g sum_k a_k (q_k - 8 - zp_g), with the bf16 bound above
+ *   (f32 accumulation) over sum_k |a_k (q_k - 8 - zp_g) s_g|.
  *
  *   --bench: the grouped GEMMs of spec/performance.md's shapes at uniform
  *   routing (rows per expert = M * k / E), each kind, median of 15 launches
  *   (CUDA events), us and TFLOP/s. --m 1024,8192 (default), --shapes
  *   qwen3,mixtral (name parts), --kinds 013 (kind digits: the order of
- *   fmcu_gg_kind) narrow it; --bf16 uses bf16 operands; --routing random
- *   draws each token's k distinct experts (seeded) instead, so experts'
- *   rows vary as in a forward; --whole turns half tiles off, --order
+ *   fmcu_gg_kind) narrow it; --bf16 uses bf16 operands; --int4 too, and
+ *   also times the int4 g128 kind on the same A (random codes and scales);
+ *   --routing random draws each token's k distinct experts (seeded)
+ *   instead, so experts' rows vary as in a forward; --whole turns half tiles off, --order
  *   fixed|counter sets the tile order (the plugin's option
  *   prefill_tile_order; default: the kind's).
  *
@@ -49,6 +54,7 @@
 #include "plugins/cuda/grouped_gemm.h"
 #include "plugins/cuda/options.h"
 #include "plugins/cuda/prefill_dequant.h"
+#include "plugins/cuda/wq_pack.h"
 
 #include "cuda_ok.h" /* tests/cuda */
 
@@ -460,6 +466,173 @@ static int check_w4(int w4, const w4_case &c, uint64_t seed, int device_sms)
     return ok ? 0 : 1;
 }
 
+/* The int4 kind's reference, one thread an output: codes [E*N, K] one a
+ * byte (value + 8), scales and zero points [E*N, groups]. */
+struct int4_ref_args {
+    const uint16_t *a; /* bf16 [R, K] */
+    const uint8_t *q;
+    const float *s;
+    const int8_t *zp;
+    const __nv_bfloat16 *bias;
+    const int32_t *offsets;
+    int E, N, K, groups, R;
+    double *v, *mag;
+};
+
+__global__ void int4_ref_kernel(const int4_ref_args r)
+{
+    const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i >= (int64_t)r.R * r.N)
+        return;
+    const int row = (int)(i / r.N), col = (int)(i % r.N);
+    int e = 0;
+    while (r.offsets[e + 1] <= row)
+        e++;
+    const int64_t wrow = (int64_t)e * r.N + col;
+    double dot = 0, mag = 0;
+    for (int g = 0; g < r.groups; g++) {
+        const double sg = r.s[wrow * r.groups + g], z = r.zp ? r.zp[wrow * r.groups + g] : 0;
+        double part = 0, pmag = 0;
+        for (int k = 128 * g; k < r.K && k < 128 * (g + 1); k++) {
+            const double a = (double)__uint_as_float((uint32_t)r.a[(int64_t)row * r.K + k] << 16);
+            const double w = (double)r.q[wrow * r.K + k] - 8.0 - z;
+            part += a * w;
+            pmag += fabs(a * w);
+        }
+        dot += part * sg;
+        mag += pmag * fabs(sg);
+    }
+    if (r.bias)
+        dot += (double)__bfloat162float(r.bias[wrow]);
+    r.v[i] = dot;
+    r.mag[i] = mag;
+}
+
+/* The int4 kind on one problem: codes packed by wq_pack.h (the plugin's
+ * finalize layout), random scales and zero points (or none), biases,
+ * empty experts, half tiles, N not a multiple of 128, K with a partial
+ * last group and a partial last chunk (kp > K). Per element |ours - v| <=
+ * 2^-8 |v| + 2^-14 mag; rows past R untouched; the counter left zero. */
+static int check_int4(const char *name, int N, int K, const std::vector<int> &rows, int ctas, int zero_points,
+                      int whole_tiles, uint64_t seed, int device_sms)
+{
+    const int E = (int)rows.size(), kp = (K + 31) / 32 * 32, groups = (K + 127) / 128;
+    const int sms = ctas ? ctas : device_sms;
+    std::vector<int32_t> off(E + 1, 0);
+    for (int e = 0; e < E; e++)
+        off[e + 1] = off[e] + rows[e];
+    const int R = off[E], cap = R + 5;
+    const size_t nrows = (size_t)E * N;
+    std::vector<uint8_t> q(nrows * K), packed(nrows * kp / 2);
+    std::vector<float> sc(nrows * groups);
+    std::vector<int8_t> zp(nrows * groups);
+    for (size_t i = 0; i < q.size(); i++)
+        q[i] = (uint8_t)(mix(seed * 0x9E3779B97F4A7C15ULL + i) & 15);
+    for (size_t i = 0; i < sc.size(); i++) {
+        const uint32_t h = mix(seed * 0x632BE59BD9B4E019ULL + i);
+        sc[i] = ldexpf(1.0f + (h >> 8) * (1.0f / 16777216.0f), -9);
+        zp[i] = (int8_t)((int)(h & 15) - 8);
+    }
+    fmcu_wq_pack(FMCU_WQ_INT4, (uint32_t)nrows, (uint32_t)K, (uint32_t)kp, q.data(), nullptr, 8, packed.data());
+    uint8_t *d_q, *d_packed;
+    uint16_t *a;
+    float *d_sc;
+    int8_t *d_zp;
+    __nv_bfloat16 *bias, *d;
+    int32_t *offsets, *sched;
+    double *v, *mag;
+    CUDA_OK(cudaMalloc(&d_q, q.size()));
+    CUDA_OK(cudaMalloc(&d_packed, packed.size()));
+    CUDA_OK(cudaMalloc(&d_sc, sc.size() * sizeof(float)));
+    CUDA_OK(cudaMalloc(&d_zp, zp.size()));
+    CUDA_OK(cudaMalloc(&a, (size_t)cap * K * 2));
+    CUDA_OK(cudaMalloc(&bias, nrows * 2));
+    CUDA_OK(cudaMalloc(&d, (size_t)cap * N * 2));
+    CUDA_OK(cudaMalloc(&offsets, (E + 1) * sizeof(int32_t)));
+    CUDA_OK(cudaMalloc(&sched, 2 * sizeof(int32_t)));
+    CUDA_OK(cudaMalloc(&v, (size_t)R * N * sizeof(double)));
+    CUDA_OK(cudaMalloc(&mag, (size_t)R * N * sizeof(double)));
+    CUDA_OK(cudaMemset(sched, 0, 2 * sizeof(int32_t)));
+    CUDA_OK(cudaMemset(d, 0xFF, (size_t)cap * N * 2)); /* NaN: rows never written stay so */
+    CUDA_OK(cudaMemcpy(d_q, q.data(), q.size(), cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(d_packed, packed.data(), packed.size(), cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(d_sc, sc.data(), sc.size() * sizeof(float), cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(d_zp, zp.data(), zp.size(), cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(offsets, off.data(), (E + 1) * sizeof(int32_t), cudaMemcpyHostToDevice));
+    fill_bf16<<<1024, 256>>>(a, (size_t)cap * K, seed + 2);
+    fill_bf16<<<64, 256>>>((uint16_t *)bias, nrows, seed + 3);
+    CUDA_OK(cudaGetLastError());
+    fmcu_gg_args g = {};
+    g.a = (const uint8_t *)a;
+    g.b = d_packed;
+    g.d = d;
+    g.bias = bias;
+    g.offsets = offsets;
+    g.E = E;
+    g.N = N;
+    g.K = K;
+    g.rows_cap = cap;
+    g.bf16 = 1;
+    g.sched = sched;
+    g.order = FMCU_GG_ORDER_AUTO;
+    g.whole_tiles = whole_tiles;
+    g.w4 = FMCU_GG_W4_INT4;
+    g.kp = kp;
+    g.gscale = d_sc;
+    g.zero = zero_points ? d_zp : nullptr;
+    g.groups = groups;
+    CUDA_OK(fmcu_gg_launch(&g, FMCU_GG_N128_FAST, sms, 0));
+    int4_ref_args ra = {a, d_q, d_sc, zero_points ? d_zp : nullptr, bias, offsets, E, N, K, groups, R, v, mag};
+    if (R > 0)
+        int4_ref_kernel<<<(unsigned)(((int64_t)R * N + 255) / 256), 256>>>(ra);
+    CUDA_OK(cudaGetLastError());
+    CUDA_OK(cudaDeviceSynchronize());
+    std::vector<uint16_t> hd((size_t)cap * N);
+    std::vector<double> hv((size_t)R * N), hm((size_t)R * N);
+    CUDA_OK(cudaMemcpy(hd.data(), d, hd.size() * 2, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(hv.data(), v, hv.size() * sizeof(double), cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(hm.data(), mag, hm.size() * sizeof(double), cudaMemcpyDeviceToHost));
+    int32_t left[2];
+    CUDA_OK(cudaMemcpy(left, sched, sizeof left, cudaMemcpyDeviceToHost));
+    size_t bad = 0, first = SIZE_MAX;
+    double worst = 0;
+    for (size_t i = 0; i < hv.size(); i++) {
+        const uint32_t w = (uint32_t)hd[i] << 16;
+        float f;
+        memcpy(&f, &w, 4);
+        const double err = fabs((double)f - hv[i]), bound = ldexp(fabs(hv[i]), -8) + ldexp(hm[i], -14);
+        if (!(err <= bound) && bad++ == 0)
+            first = i;
+        if (bound > 0 && err / bound > worst)
+            worst = err / bound;
+    }
+    bool untouched = true;
+    for (size_t i = (size_t)R * N; i < hd.size(); i++)
+        untouched &= hd[i] == 0xFFFF;
+    const bool ok = bad == 0 && untouched && left[0] == 0 && left[1] == 0;
+    printf("%s int4 g128 %s%s N=%d K=%d, %d CTAs: %zu of %zu outside the bound (worst %.3f of it), rows past R %s, "
+           "counter %d %d",
+           ok ? "PASS" : "FAIL", name, zero_points ? " zero points" : "", N, K, sms, bad, hv.size(), worst,
+           untouched ? "untouched" : "WRITTEN", left[0], left[1]);
+    if (bad)
+        printf(" (first at row %zu col %zu: %04x vs %.6g)", first / N, first % N, hd[first], hv[first]);
+    printf("\n");
+    if (!ok)
+        printf("  seed %llu (--seed reruns it)\n", (unsigned long long)seed);
+    cudaFree(d_q);
+    cudaFree(d_packed);
+    cudaFree(d_sc);
+    cudaFree(d_zp);
+    cudaFree(a);
+    cudaFree(bias);
+    cudaFree(d);
+    cudaFree(offsets);
+    cudaFree(sched);
+    cudaFree(v);
+    cudaFree(mag);
+    return ok ? 0 : 1;
+}
+
 static int run_checks(uint64_t seed, int sms)
 {
     int failed = 0;
@@ -506,6 +679,14 @@ static int run_checks(uint64_t seed, int sms)
         failed += check_w4(32, w4_cases[i], seed + 10 + 2 * i, sms);
         failed += check_w4(16, w4_cases[i], seed + 11 + 2 * i, sms);
     }
+    /* int4 g128: the device's grid and 2-3 CTAs (many tiles each); K a
+     * whole number of groups, K ending in half a group (one 64-column
+     * stage), and K ending inside a chunk (kp > K); whole tiles. */
+    failed += check_int4("edges", 320, 256, {65, 0, 130, 17}, 0, 1, 0, seed + 40, sms);
+    failed += check_int4("edges", 320, 256, {65, 0, 130, 17}, 2, 0, 0, seed + 41, sms);
+    failed += check_int4("long K, half a last group", 320, 1088, {300, 0, 130, 17, 64}, 3, 1, 0, seed + 42, sms);
+    failed += check_int4("K tail in a chunk, whole tiles", 192, 1008, {70, 200, 0, 5}, 2, 1, 1, seed + 43, sms);
+    failed += check_int4("N below a tile", 48, 512, {70, 200, 0, 5}, 2, 0, 0, seed + 44, sms);
     return failed;
 }
 
@@ -537,6 +718,7 @@ struct bench_opts {
     const char *shapes = nullptr; /* comma-separated name parts, or all */
     const char *kinds = nullptr;  /* kind digits, or all */
     bool bf16 = false, random_routing = false;
+    bool int4 = false; /* also the int4 g128 kind (bf16 A, random codes and scales) */
     int whole_tiles = 0;
     int order = FMCU_GG_ORDER_AUTO;
 };
@@ -600,6 +782,39 @@ static void run_bench(int sms, const bench_opts &o)
                     const double us = t[t.size() / 2] * 1e3;
                     printf("  %s %.1f us %.0f TF", KIND_NAMES[kind], us, flop / us * 1e-6);
                 }
+                if (o.int4 && pb.bf16) { /* the int4 g128 kind on the same A */
+                    const int kp = (pb.K + 31) / 32 * 32, groups = (pb.K + 127) / 128;
+                    uint8_t *codes;
+                    float *gsc;
+                    CUDA_OK(cudaMalloc(&codes, (size_t)pb.E * pb.N * kp / 2));
+                    CUDA_OK(cudaMalloc(&gsc, (size_t)pb.E * pb.N * groups * sizeof(float)));
+                    fill_w4<<<256, 256>>>(codes, (size_t)pb.E * pb.N * kp / 2, 11, 0);
+                    fill_scale<<<64, 256>>>(gsc, (size_t)pb.E * pb.N * groups, 12, -9);
+                    CUDA_OK(cudaGetLastError());
+                    fmcu_gg_args a = args_of(pb, bf, o.whole_tiles, o.order);
+                    a.s_row = a.s_col = nullptr;
+                    a.b = codes;
+                    a.w4 = FMCU_GG_W4_INT4;
+                    a.kp = kp;
+                    a.gscale = gsc;
+                    a.groups = groups;
+                    std::vector<float> t;
+                    for (int it = 0; it < 18; it++) {
+                        CUDA_OK(cudaEventRecord(e0));
+                        CUDA_OK(fmcu_gg_launch(&a, FMCU_GG_N128_FAST, sms, 0));
+                        CUDA_OK(cudaEventRecord(e1));
+                        CUDA_OK(cudaEventSynchronize(e1));
+                        float ms_ = 0;
+                        CUDA_OK(cudaEventElapsedTime(&ms_, e0, e1));
+                        if (it >= 3)
+                            t.push_back(ms_);
+                    }
+                    std::sort(t.begin(), t.end());
+                    const double us = t[t.size() / 2] * 1e3;
+                    printf("  int4-g128 %.1f us %.0f TF", us, flop / us * 1e-6);
+                    cudaFree(codes);
+                    cudaFree(gsc);
+                }
                 printf("%s\n", pb.bf16 ? " (bf16)" : "");
                 fflush(stdout);
                 release(bf);
@@ -609,7 +824,7 @@ static void run_bench(int sms, const bench_opts &o)
 static int usage(void)
 {
     fprintf(stderr, "usage: grouped_gemm_check [--seed N]\n"
-                    "       grouped_gemm_check --bench [--m M,...] [--shapes PARTS] [--kinds DIGITS] [--bf16]\n"
+                    "       grouped_gemm_check --bench [--m M,...] [--shapes PARTS] [--kinds DIGITS] [--bf16 | --int4]\n"
                     "                          [--routing random] [--whole] [--order fixed|counter]\n");
     return 2;
 }
@@ -655,6 +870,8 @@ int main(int argc, char **argv)
             bo.kinds = argv[++a];
         } else if (!strcmp(arg, "--bf16")) {
             bo.bf16 = true;
+        } else if (!strcmp(arg, "--int4")) {
+            bo.bf16 = bo.int4 = true;
         } else if (!strcmp(arg, "--routing") && next && !strcmp(next, "random")) {
             bo.random_routing = true;
             a++;

@@ -101,6 +101,24 @@ START_TEST(e2m1_fused_form_up_to_320_rows_an_expert)
 }
 END_TEST
 
+/* int4 with 128-column groups: auto converts inside the grouped GEMM from
+ * 48 rows an expert (the wgmma kernel below: measured crossover between 32
+ * and 64), at 1 to 1024 local experts; on from any size; off never. */
+START_TEST(int4_fused_form_from_48_rows_an_expert)
+{
+    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_AUTO, 128, 2, 8), 0);     /* 32 rows (Mixtral M=128) */
+    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_AUTO, 188, 2, 8), 0);     /* 47 */
+    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_AUTO, 192, 2, 8), 1);     /* 48 */
+    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_AUTO, 1024, 8, 256), 0);  /* 32 (DeepSeek-V3) */
+    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_AUTO, 1024, 8, 128), 1);  /* 64 (Qwen3) */
+    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_AUTO, 8192, 2, 8), 1);    /* 2048 */
+    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_AUTO, 8192, 8, 1025), 0); /* > 1024 experts */
+    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_AUTO, 8192, 8, 0), 0);
+    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_ON, 40, 8, 128), 1);
+    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_OFF, 8192, 2, 8), 0);
+}
+END_TEST
+
 /* The fused form can serve a layer: on always, auto for 1 to 1024 local
  * experts, off never. */
 START_TEST(e2m1_fused_form_serves_by_option_and_experts)
@@ -317,6 +335,7 @@ int main(void)
     tcase_add_test(tc, wq_tier_streams_up_to_16_rows);
     tcase_add_test(tc, wq_tier_prefill_from_150_rows_where_served);
     tcase_add_test(tc, wq_tier_prefill_past_the_stream_tier_when_fused);
+    tcase_add_test(tc, int4_fused_form_from_48_rows_an_expert);
     tcase_add_test(tc, e2m1_fused_form_up_to_320_rows_an_expert);
     tcase_add_test(tc, e2m1_fused_form_serves_by_option_and_experts);
     tcase_add_test(tc, e2m1_scratch_only_where_a_call_uses_it);
