@@ -130,10 +130,18 @@ __device__ __forceinline__ void load_batch(uint4 (&wl)[U], uint4 (&wh)[U], const
     }
 }
 
-template <bool FP8, bool BLOCK, bool SPLITK>
+/* STAGED: block scales, a slab per warp, and every K group and weight
+ * block staged (the launch checks: fmcu_stream_gemm_launch), so that the
+ * loop holds no code for the unstaged case (437 SASS instructions in the
+ * loop against 1073; Qwen3-30B-A3B M = 128 -6.6 %). Split K keeps the
+ * checks at run time: there the same split cost registers (spills) and
+ * 2-3 % (bench/cuda/RESULTS.md, "Block scales staged in shared memory by
+ * the stream GEMM"). */
+template <bool FP8, bool BLOCK, bool SPLITK, bool STAGED = false>
 __global__ void __launch_bounds__(WARPS * 32, SPLITK ? SPLITK_CTAS : 4)
     stream_gemm(const fmcu_gemm_args p)
 {
+    static_assert(!STAGED || (BLOCK && !SPLITK), "staged at compile time: block scales, a slab per warp");
     constexpr int NTT = SPLITK ? 1 : NT; /* token tiles held at once */
     constexpr int SLABS = SPLITK ? 1 : WARPS;
     __shared__ float red[SPLITK ? WARPS - 1 : 1][NTT * 4][32];
@@ -192,7 +200,23 @@ __global__ void __launch_bounds__(WARPS * 32, SPLITK ? SPLITK_CTAS : 4)
      * its rows r_lo (and r_hi) of all 8 lanes g share a weight block. */
     const int wslot = SPLITK ? 0 : warp;
     bool w_uniform = false;
-    if constexpr (BLOCK) {
+    if constexpr (STAGED) {
+        /* Thread t stages K group t % 64 of rows t / 64, t / 64 + 2, ...;
+         * rows past the tile's, up to its last token tile, hold 0 (no pair). */
+        static_assert(WARPS * 32 == 2 * KG_CAP, "two staged rows a pass of the CTA's threads");
+        const int kg = (int)threadIdx.x % KG_CAP;
+        for (int r = (int)threadIdx.x / KG_CAP; r < (rows + 7) / 8 * 8; r += 2)
+            if (kg < kgroups)
+                bs.a[r][kg] = r < rows ? block_a_scale(p, p.sorted[pos0 + r], kg) : 0.0f;
+        if (slab_ok)
+            for (int k = lane; k < kgroups; k += 32) {
+                bs.w[wslot][0][k] = block_w_scale(p, e, r_lo - g, k, kgroups);
+                bs.w[wslot][1][k] = block_w_scale(p, e, r_hi - g, k, kgroups);
+            }
+        __syncthreads();
+        if (!slab_ok)
+            return; /* past the barrier: none follows in this mode */
+    } else if constexpr (BLOCK) {
         const int bn = (int)p.block_n, nkg = min(kgroups, KG_CAP);
         const int r0_lo = r_lo - g, r0_hi = r_hi - g; /* lane group's first rows */
         w_uniform = r0_lo / bn == (r0_lo + 7) / bn && r0_hi / bn == (r0_hi + 7) / bn;
@@ -244,9 +268,17 @@ __global__ void __launch_bounds__(WARPS * 32, SPLITK ? SPLITK_CTAS : 4)
             }
         /* Block scales: promote the partial sums of K group kg into acc. */
         auto promote = [&](int kg) {
-            const bool staged = kg < KG_CAP;
-            const float sw_lo = staged && w_uniform ? bs.w[wslot][0][kg] : block_w_scale(p, e, r_lo, kg, kgroups);
-            const float sw_hi = staged && w_uniform ? bs.w[wslot][1][kg] : block_w_scale(p, e, r_hi, kg, kgroups);
+            bool staged;
+            float sw_lo, sw_hi;
+            if constexpr (STAGED) {
+                staged = true;
+                sw_lo = bs.w[wslot][0][kg];
+                sw_hi = bs.w[wslot][1][kg];
+            } else {
+                staged = kg < KG_CAP;
+                sw_lo = staged && w_uniform ? bs.w[wslot][0][kg] : block_w_scale(p, e, r_lo, kg, kgroups);
+                sw_hi = staged && w_uniform ? bs.w[wslot][1][kg] : block_w_scale(p, e, r_hi, kg, kgroups);
+            }
 #pragma unroll
             for (int j = 0; j < NTT; j++) {
                 if (j >= ntiles)
@@ -410,9 +442,17 @@ template <bool FP8, bool BLOCK> cudaError_t launch(const fmcu_gemm_args &a, cuda
     if (a.split_k)
         return fmcu_dev::launch_overlapped(stream_gemm<FP8, BLOCK, true>, dim3((unsigned)a.grid_tiles, slabs),
                                            dim3(WARPS * 32), 0, stream, a);
-    return fmcu_dev::launch_overlapped(stream_gemm<FP8, BLOCK, false>,
-                                       dim3((unsigned)a.grid_tiles, (slabs + WARPS - 1) / WARPS), dim3(WARPS * 32), 0,
-                                       stream, a);
+    const dim3 grid((unsigned)a.grid_tiles, (slabs + WARPS - 1) / WARPS);
+    if constexpr (BLOCK) {
+        /* Every K group staged, and each group of 8 lanes' rows (r_lo, r_hi
+         * from multiples of 8) inside one weight block. */
+        const bool staged = (a.k + a.block_k - 1) / a.block_k <= (uint32_t)KG_CAP && a.block_n % 8 == 0 &&
+                            (!(a.gemm1 && a.gated) || a.n_out % 8 == 0);
+        if (staged)
+            return fmcu_dev::launch_overlapped(stream_gemm<FP8, BLOCK, false, true>, grid, dim3(WARPS * 32), 0, stream,
+                                               a);
+    }
+    return fmcu_dev::launch_overlapped(stream_gemm<FP8, BLOCK, false>, grid, dim3(WARPS * 32), 0, stream, a);
 }
 
 } // namespace
