@@ -36,7 +36,7 @@ extern "C" {
  * the layer, else the tiled one (wq_gemm.cu). H200, int4 g128, stream vs
  * wgmma: Mixtral-8x7B M = 16 (4 rows) 374.8 vs 703.3 us, Qwen3-30B-A3B
  * M = 128 (8 rows) 263.9 vs 377.0, Mixtral M = 128 (32 rows) 1847.4 vs
- * 740.1 (bench/cuda/RESULTS.md, "4-bit weights: the wgmma form"). */
+ * 740.1 (bench/cuda/RESULTS.md at a920f9d, "4-bit weights: the wgmma form"). */
 #define FMCU_WQ_STREAM_MAX_ROWS 16
 /* From this many rows per expert on average, e2m1 weights (MXFP4, NVFP4)
  * take the prefill tier through the bf16 scratch where it serves them and
@@ -46,7 +46,7 @@ extern "C" {
  * register-level dequantization of wq_wgmma.cu. H200, MXFP4 Mixtral-8x7B,
  * wgmma vs dequantized: 128 rows (M = 512) 2559.4 vs 2806.3 us, 256 rows
  * 4550.1 vs 3281.5; a line through each pair crosses at 149 rows
- * (bench/cuda/RESULTS.md, "4-bit weights: the e2m1 prefill form"). Where
+ * (bench/cuda/RESULTS.md at a920f9d, "4-bit weights: the e2m1 prefill form"). Where
  * the fused form serves, e2m1 takes the prefill tier from the first row
  * past the stream tier instead (fmcu_wq_tier). */
 #define FMCU_WQ_PREFILL_MIN_ROWS 150
@@ -57,7 +57,7 @@ extern "C" {
  * scratch once per call, so the scratch wins as the rows grow. H200, MXFP4,
  * M = 8192, scratch vs fused, us: 256 rows (DeepSeek-V3) 25277.6 vs
  * 19110.3, 256 (gpt-oss-120b) 7128.7 vs 5764.4, 512 (Qwen3-30B-A3B) 2001.8
- * vs 2142.7, 2048 (Mixtral) 9930.3 vs 15688.9 (bench/cuda/RESULTS.md,
+ * vs 2142.7, 2048 (Mixtral) 9930.3 vs 15688.9 (bench/cuda/RESULTS.md at a920f9d,
  * "4-bit weights: e2m1 converted inside the grouped GEMM"). The crossover
  * lies between 256 and 512 rows; 320 is inside that gap, not measured.
  * Below 150 rows the fused form also beats the wgmma kernel: MXFP4,

@@ -110,7 +110,7 @@ int fmcu_wq_wgmma_serves(int32_t format, int32_t act_dtype, int major, const fmc
  * wgmmas run, which beat tiles of 128 (one CTA an SM) at Qwen3-30B-A3B
  * M = 8192 by 26% for int4 g128 (3776.7 -> 2797.4 us on an H200) and 25%
  * for MXFP4; Mixtral-8x7B int4 g128 M = 8192 lost 3.5% (19822 -> 20529).
- * bench/cuda/RESULTS.md, "4-bit weights: the wgmma form". */
+ * bench/cuda/RESULTS.md at a920f9d, "4-bit weights: the wgmma form". */
 #define FMCU_WQ_WGMMA_TILE 64
 
 /* Slabs of 16 weight rows per CTA of the stream kernel (4, 2 or 1): the
