@@ -5,7 +5,7 @@
  *
  * Why: prefill is compute-bound, and the 4-bit kernels that dequantize in
  * registers (wq_wgmma.cu) spend the tensor cores' time converting
- * (bench/cuda/RESULTS.md, "4-bit weights: the grid"); written out once per
+ * (bench/cuda/RESULTS.md, "4-bit weights: against issue 31's targets"); written out once per
  * call, each weight is converted once instead of once per row tile.
  *
  * Exact: an e2m1 value times its UE8M0 (MXFP4) or E4M3 (NVFP4) block scale
