@@ -11,6 +11,7 @@
 #include "plugins/cuda/cuda_api.h"
 #include "plugins/cuda/cuda_plugin.h"
 #include "plugins/cuda/layout.h"
+#include "plugins/cuda/memory_table.h"
 
 #define DEVICE_SCORE 100 /* above the reference (1) and portable CPU backends */
 /* MXFP4 x FP8 here is the unfused composition (issue 36): the megamoe plugin
@@ -154,106 +155,6 @@ static fmoe_status cuda_query(fmoe_query_args *a)
     return FMOE_STATUS_OK;
 }
 
-/* Device memory for callers without the CUDA runtime (ABI 1.1). */
-static fmoe_status mem_alloc(fmoe_memory_args *a)
-{
-    const fmcu_state *st = a->state;
-    char why[200];
-    if (a->device_kind != FMOE_DEVICE_CUDA)
-        return st->host->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT, "cuda plugin: not a CUDA device");
-    if (fmcu_malloc(a->device_index, &a->ptr, a->bytes, why, sizeof why) != 0)
-        return st->host->error_set(a->err, FMOE_STATUS_OUT_OF_MEMORY, "%s", why);
-    return FMOE_STATUS_OK;
-}
-
-static void mem_free(fmoe_memory_args *a)
-{
-    if (a->device_kind == FMOE_DEVICE_CUDA)
-        fmcu_free(a->device_index, a->ptr);
-}
-
-static fmoe_status mem_copy(fmoe_copy_args *a)
-{
-    const fmcu_state *st = a->state;
-    char why[200];
-    if (a->device_kind != FMOE_DEVICE_CUDA ||
-        (a->direction != FMOE_COPY_TO_DEVICE && a->direction != FMOE_COPY_FROM_DEVICE))
-        return st->host->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT, "cuda plugin: bad copy arguments");
-    if (fmcu_copy(a->device_index, a->direction == FMOE_COPY_TO_DEVICE, a->dst, a->src, a->bytes, a->stream, why,
-                  sizeof why) != 0)
-        return st->host->error_set(a->err, FMOE_STATUS_DEVICE_ERROR, "%s", why);
-    return FMOE_STATUS_OK;
-}
-
-static fmoe_status mem_sync(fmoe_sync_args *a)
-{
-    const fmcu_state *st = a->state;
-    char why[200];
-    if (a->device_kind != FMOE_DEVICE_CUDA)
-        return st->host->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT, "cuda plugin: not a CUDA device");
-    if (fmcu_synchronize(a->device_index, a->stream, why, sizeof why) != 0)
-        return st->host->error_set(a->err, FMOE_STATUS_DEVICE_ERROR, "%s", why);
-    return FMOE_STATUS_OK;
-}
-
-/* Timing for tools without the CUDA runtime (ABI 1.2): CUDA graphs and events. */
-typedef struct enqueue_call {
-    fmoe_enqueue_fn fn;
-    void *ctx;
-} enqueue_call;
-
-static int call_enqueue(void *ctx, uint32_t index, void *stream)
-{
-    const enqueue_call *c = ctx;
-    return c->fn(c->ctx, index, stream) == FMOE_STATUS_OK ? 0 : -1;
-}
-
-static fmoe_status time_replays(fmoe_replay_args *a)
-{
-    const fmcu_state *st = a->state;
-    char why[256];
-    if (a->device_kind != FMOE_DEVICE_CUDA || !a->enqueue || !a->seconds || a->n_graphs == 0)
-        return st->host->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT, "cuda plugin: bad time_replays arguments");
-    enqueue_call c = {a->enqueue, a->ctx};
-    if (fmcu_time_replays(a->device_index, a->n_graphs, a->warmup, a->reps, call_enqueue, &c, a->seconds, why,
-                          sizeof why) != 0)
-        return st->host->error_set(a->err, FMOE_STATUS_DEVICE_ERROR, "%s", why);
-    return FMOE_STATUS_OK;
-}
-
-static fmoe_status copy_rate(fmoe_copy_rate_args *a)
-{
-    const fmcu_state *st = a->state;
-    char why[256];
-    if (a->device_kind != FMOE_DEVICE_CUDA || a->bytes == 0)
-        return st->host->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT, "cuda plugin: bad copy_rate arguments");
-    if (fmcu_copy_rate(a->device_index, a->bytes, a->reps, &a->bytes_per_second, why, sizeof why) != 0)
-        return st->host->error_set(a->err, FMOE_STATUS_DEVICE_ERROR, "%s", why);
-    return FMOE_STATUS_OK;
-}
-
-static fmoe_status read_rate(fmoe_copy_rate_args *a)
-{
-    const fmcu_state *st = a->state;
-    char why[256];
-    if (a->device_kind != FMOE_DEVICE_CUDA || a->bytes == 0)
-        return st->host->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT, "cuda plugin: bad read_rate arguments");
-    if (fmcu_read_rate(a->device_index, a->bytes, a->reps, &a->bytes_per_second, why, sizeof why) != 0)
-        return st->host->error_set(a->err, FMOE_STATUS_DEVICE_ERROR, "%s", why);
-    return FMOE_STATUS_OK;
-}
-
-static const fmoe_device_memory cuda_memory = {
-    .struct_size = sizeof(fmoe_device_memory),
-    .alloc = mem_alloc,
-    .free = mem_free,
-    .copy = mem_copy,
-    .synchronize = mem_sync,
-    .time_replays = time_replays,
-    .copy_rate = copy_rate,
-    .read_rate = read_rate,
-};
-
 /* What the EP ops (ep.c) take from this plugin's state. */
 fmcu_ep_env fmcu_ep_env_of(const void *plugin_state)
 {
@@ -273,7 +174,7 @@ static const fmoe_plugin cuda_plugin = {
     .probe = cuda_probe,
     .query = cuda_query,
     .shutdown = cuda_shutdown,
-    .memory = &cuda_memory,
+    .memory = &fmcu_memory_table, /* memory_table.c: shared with the megamoe plugin */
     .ep = &fmcu_ep_ops,
 };
 

@@ -20,7 +20,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "plugins/cuda/timing.h"
+#include "plugins/cuda/memory_table.h"
 #include "plugins/megamoe/device.h"
 #include "plugins/megamoe/megamoe.h"
 #include "plugins/megamoe/sm90.h"
@@ -193,108 +193,6 @@ static fmoe_status mm_query(fmoe_query_args *a)
     return FMOE_STATUS_OK;
 }
 
-/* Device memory for callers without the CUDA runtime (ABI 1.1). */
-static fmoe_status mem_alloc(fmoe_memory_args *a)
-{
-    const mm_state *st = a->state;
-    char why[200];
-    if (a->device_kind != FMOE_DEVICE_CUDA)
-        return st->host->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT, "megamoe plugin: not a CUDA device");
-    if (mm_device_alloc(a->device_index, &a->ptr, a->bytes, why, sizeof why) != 0)
-        return st->host->error_set(a->err, FMOE_STATUS_OUT_OF_MEMORY, "%s", why);
-    return FMOE_STATUS_OK;
-}
-
-static void mem_free(fmoe_memory_args *a)
-{
-    if (a->device_kind == FMOE_DEVICE_CUDA)
-        mm_device_free(a->device_index, a->ptr);
-}
-
-static fmoe_status mem_copy(fmoe_copy_args *a)
-{
-    const mm_state *st = a->state;
-    char why[200];
-    if (a->device_kind != FMOE_DEVICE_CUDA ||
-        (a->direction != FMOE_COPY_TO_DEVICE && a->direction != FMOE_COPY_FROM_DEVICE))
-        return st->host->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT, "megamoe plugin: bad copy arguments");
-    if (mm_device_copy(a->device_index, a->direction == FMOE_COPY_TO_DEVICE, a->dst, a->src, a->bytes, a->stream, why,
-                       sizeof why) != 0)
-        return st->host->error_set(a->err, FMOE_STATUS_DEVICE_ERROR, "%s", why);
-    return FMOE_STATUS_OK;
-}
-
-static fmoe_status mem_sync(fmoe_sync_args *a)
-{
-    const mm_state *st = a->state;
-    char why[200];
-    if (a->device_kind != FMOE_DEVICE_CUDA)
-        return st->host->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT, "megamoe plugin: not a CUDA device");
-    if (mm_device_sync(a->device_index, a->stream, why, sizeof why) != 0)
-        return st->host->error_set(a->err, FMOE_STATUS_DEVICE_ERROR, "%s", why);
-    return FMOE_STATUS_OK;
-}
-
-/* Timing for tools without the CUDA runtime (ABI 1.2): graphs and events. */
-typedef struct enqueue_call {
-    fmoe_enqueue_fn fn;
-    void *ctx;
-} enqueue_call;
-
-static int call_enqueue(void *ctx, uint32_t index, void *stream)
-{
-    const enqueue_call *c = ctx;
-    return c->fn(c->ctx, index, stream) == FMOE_STATUS_OK ? 0 : -1;
-}
-
-static fmoe_status time_replays(fmoe_replay_args *a)
-{
-    const mm_state *st = a->state;
-    char why[256];
-    if (a->device_kind != FMOE_DEVICE_CUDA || !a->enqueue || !a->seconds || a->n_graphs == 0)
-        return st->host->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT, "megamoe plugin: bad time_replays arguments");
-    enqueue_call c = {a->enqueue, a->ctx};
-    if (fmcu_time_replays(a->device_index, a->n_graphs, a->warmup, a->reps, call_enqueue, &c, a->seconds, why,
-                          sizeof why) != 0)
-        return st->host->error_set(a->err, FMOE_STATUS_DEVICE_ERROR, "%s", why);
-    return FMOE_STATUS_OK;
-}
-
-static fmoe_status copy_rate(fmoe_copy_rate_args *a)
-{
-    const mm_state *st = a->state;
-    char why[256];
-    if (a->device_kind != FMOE_DEVICE_CUDA || a->bytes == 0)
-        return st->host->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT, "megamoe plugin: bad copy_rate arguments");
-    if (fmcu_copy_rate(a->device_index, a->bytes, a->reps, &a->bytes_per_second, why, sizeof why) != 0)
-        return st->host->error_set(a->err, FMOE_STATUS_DEVICE_ERROR, "%s", why);
-    return FMOE_STATUS_OK;
-}
-
-/* The device's pure read rate (ABI 1.4): bench's memory floor takes the
- * higher of it and the copy rate. */
-static fmoe_status read_rate(fmoe_copy_rate_args *a)
-{
-    const mm_state *st = a->state;
-    char why[256];
-    if (a->device_kind != FMOE_DEVICE_CUDA || a->bytes == 0)
-        return st->host->error_set(a->err, FMOE_STATUS_INVALID_ARGUMENT, "megamoe plugin: bad read_rate arguments");
-    if (fmcu_read_rate(a->device_index, a->bytes, a->reps, &a->bytes_per_second, why, sizeof why) != 0)
-        return st->host->error_set(a->err, FMOE_STATUS_DEVICE_ERROR, "%s", why);
-    return FMOE_STATUS_OK;
-}
-
-static const fmoe_device_memory mm_memory = {
-    .struct_size = sizeof(fmoe_device_memory),
-    .alloc = mem_alloc,
-    .free = mem_free,
-    .copy = mem_copy,
-    .synchronize = mem_sync,
-    .time_replays = time_replays,
-    .copy_rate = copy_rate,
-    .read_rate = read_rate,
-};
-
 /* What the EP ops (the cuda plugin's ep.c, compiled in) take from this
  * plugin's state. */
 fmcu_ep_env fmcu_ep_env_of(const void *plugin_state)
@@ -315,7 +213,7 @@ static const fmoe_plugin mm_plugin = {
     .probe = mm_probe,
     .query = mm_query,
     .shutdown = mm_shutdown,
-    .memory = &mm_memory,
+    .memory = &fmcu_memory_table, /* memory_table.c: shared with the cuda plugin */
     .ep = &fmcu_ep_ops,
 };
 
