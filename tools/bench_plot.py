@@ -34,6 +34,7 @@ def rows(directory, tag, dtype):
         q = by_key.get((shape_key(p), p["tokens"]), {})
         out.append({"shape": p["shape"], "experts": p["experts"], "model_experts": p["model_experts"],
                     "m": p["tokens"], "us": p["us"], "floor": p["floor_us"], "peer": q.get("us"),
+                    "gbps": p.get("effective_GBps"), "tflops": p["flops"] / p["us"] * 1e-6 if p.get("flops") else None,
                     "peer_name": q.get("peer", ""), "peer_error": q.get("error")})
     return ours, out
 
@@ -49,13 +50,18 @@ def table(dtype, ours, rs):
     read = ("read %.0f GB/s, " % first["device_read_GBps"]) if first.get("device_read_GBps") else ""
     lines = ["### %s (%s; %scopy %.0f GB/s, GEMM peak %.0f TFLOP/s)" % (
         dtype, ours["scheme"], read, copy, ours.get("gemm_peak_tflops", 0)),
-        "", "| shape | experts | M | ours µs | floor µs | ours/floor | peer µs | peer/floor | ours faster |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        "", "| shape | experts | M | ours µs | floor µs | ours/floor | ours GB/s | ours TFLOP/s | peer µs | peer/floor "
+        "| ours faster |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rs:
         peer = "%.1f" % r["peer"] if r["peer"] else ("error" if r["peer_error"] else "-")
-        lines.append("| %s | %s | %d | %.1f | %.1f | %.2f | %s | %s | %s |" % (
+        # Effective rates: the weight bytes of the experts touched, and the flops, over our time.
+        gbps = "%.0f" % r["gbps"] if r["gbps"] else "-"
+        tflops = ("%.1f" if r["tflops"] < 10 else "%.0f") % r["tflops"] if r["tflops"] else "-"
+        lines.append("| %s | %s | %d | %.1f | %.1f | %.2f | %s | %s | %s | %s | %s |" % (
             r["shape"], r["experts"] if r["experts"] == r["model_experts"] else
-            "%d/%d" % (r["experts"], r["model_experts"]), r["m"], r["us"], r["floor"], r["us"] / r["floor"], peer,
+            "%d/%d" % (r["experts"], r["model_experts"]), r["m"], r["us"], r["floor"], r["us"] / r["floor"], gbps,
+            tflops, peer,
             "%.2f" % (r["peer"] / r["floor"]) if r["peer"] else "-",
             ("yes" if r["us"] < r["peer"] else "**no**") if r["peer"] else "-"))
     ratios = [r["us"] / r["floor"] for r in rs]
