@@ -20,7 +20,8 @@
 # group as two calls (M = 1,16 and M = 128,1024,8192; bf16 fp8 fp8block, then
 # int4g128 mxfp4 nvfp4: four calls, bench/cuda/README.md) and merge them with
 # tools/device/merge_grid.py. The device tool returns at most 8 files, fewer
-# than a call writes: tar $OUT into one (the README's wrapper). CONFORM=1 first runs `fusedmoe conform` against
+# than a call writes: run each call through tools/device/grid_call.sh, which
+# gathers them into one archive. CONFORM=1 first runs `fusedmoe conform` against
 # the reference plugin and cuda_check (with the defaults, then with
 # prefill_dequant_fused = off), into $OUT/conform.txt, $OUT/cuda_check.txt and
 # $OUT/cuda_check_unfused.txt, so that a record's correctness comes from its build.
