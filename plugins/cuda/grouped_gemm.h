@@ -74,6 +74,15 @@ struct fmcu_gg_args {
     const float *gscale;
     const int8_t *zero;
     uint32_t groups;
+    /* fp8 128 x 128 block scales (the block scheme), promoted per 128-K
+     * stage: fin += acc x a_sf x b_sf, f32. a_sf: the activation scales
+     * grouped M-major (expert e's [K/128][M_e] from offsets[e] x K/128, as
+     * the prefill path's quantization writes them for CUTLASS); b_sf: the
+     * weight scales [E, N/128, K/128]. Both or neither; with them K and N
+     * are multiples of 128, the operands e4m3, s_row, s_col and bias NULL,
+     * and `kind` is ignored (128 x 128 promoted tiles: every warp group's
+     * columns are in one weight block). */
+    const float *a_sf, *b_sf;
     int32_t *sched; /* [2] device memory, zero before the first launch: the tile
                        counter; each launch leaves it zero again */
     int order;      /* FMCU_GG_ORDER_*: which CTA takes which tile */

@@ -49,7 +49,13 @@
  * warp group waits for them their sum is added to it, as CUTLASS's
  * promoted FP8 main loop does with an interval of one K tile, so the two
  * compute the same f32 additions. Fast kinds accumulate all of K in wgmma
- * and keep one wgmma batch in flight (wait_group 1).
+ * and keep one wgmma batch in flight (wait_group 1). The fp8 block kind
+ * (128 x 128 weight blocks, 1 x 128 activation groups: DeepSeek-V3's
+ * scheme) promotes the same way with each stage's sum times a_scale x
+ * w_scale, fused into the add (fin = fma(acc, s, fin)); its 128-column
+ * tiles keep each warp group's columns inside one weight block (a half
+ * tile's 64 as well), so a thread needs three scales a stage, loaded a
+ * stage ahead.
  *
  * Epilogue. D = bf16_rn(acc * (s_row * s_col)), the CUTLASS epilogue tree's
  * arithmetic, plus the bias where there is one (bf16_rn(acc * s + b), two
@@ -251,6 +257,7 @@ struct kernel_params {
     const float *gscale; /* int4: scales [E, N, groups] */
     const int8_t *zero;  /* int4: zero points [E, N, groups] (bias removed), or NULL */
     uint32_t groups;     /* int4: scale groups a row */
+    const float *a_sf, *b_sf; /* fp8 block scales (grouped_gemm.h), or NULL */
     int fixed_order; /* tiles b, b + grid, ... instead of the counter's (grouped_gemm.h, FMCU_GG_ORDER_*) */
 };
 
@@ -261,6 +268,7 @@ struct kernel_params {
  * half would be rows past the expert's end. */
 struct tile_at {
     int e, row0, row_end, nb, half;
+    int start; /* the expert's first row */
 };
 
 /* Tile t's expert (the last e with pre[e] <= t: experts without tiles
@@ -282,6 +290,7 @@ __device__ __forceinline__ tile_at find_tile(int t, const int *pre, const int *o
     at.e = lo;
     at.row0 = off[lo] + (local % mt) * BM;
     at.row_end = off[lo + 1];
+    at.start = off[lo];
     at.nb = local / mt;
     at.half = halves && local % mt == mt - 1 && rows - (mt - 1) * BM <= BM / 2;
     return at;
@@ -429,6 +438,32 @@ struct ring {
     }
 };
 
+/* Where a consumer thread reads its block scales (fp8 block kind): its two
+ * rows' activation scales (grouped M-major: a_step floats from one K group
+ * to the next; rows past the expert's end read its last row's, never
+ * stored) and its columns' weight block's scales, K group by K group. */
+struct blk_scales {
+    const float *a0, *a1, *b;
+    int a_step;
+};
+
+template <bool BLK>
+__device__ __forceinline__ blk_scales block_scales_of(const tile_at &at, const kernel_params &p, int r_base, int c0,
+                                                      int tw)
+{
+    blk_scales bs = {};
+    if constexpr (BLK) {
+        const int64_t kg = p.K / 128;
+        const int r0 = r_base + (tw / 32) * 16 + (tw % 32) / 4;
+        const int l0 = min(r0, at.row_end - 1) - at.start, l1 = min(r0 + 8, at.row_end - 1) - at.start;
+        bs.a0 = p.a_sf + at.start * kg + l0;
+        bs.a1 = p.a_sf + at.start * kg + l1;
+        bs.a_step = at.row_end - at.start;
+        bs.b = p.b_sf + ((int64_t)at.e * (p.N / 128) + c0 / 128) * kg;
+    }
+    return bs;
+}
+
 /* One warp group's main loop over a tile's KB stages: its 64 A rows at
  * a_off and NW B rows at b_off inside each stage. Promoted and scaled
  * kinds leave the sum in fin, fast kinds in acc. `full` says a stage's
@@ -437,10 +472,12 @@ struct ring {
  * accumulate from zero, then fin += acc x the group's column scales, which
  * the converters left for the stage at gs + stage x BN (the warp group's
  * first column; read before the stage is released). */
-template <int NW, bool PROMOTE, bool BF16, int STAGES, int STAGE_BYTES, bool SCALED = false, int BN = 0>
+template <int NW, bool PROMOTE, bool BF16, int STAGES, int STAGE_BYTES, bool SCALED = false, int BN = 0,
+          bool BLK = false>
 __device__ __forceinline__ void main_loop(float (&acc)[NW / 2], float (&fin)[PROMOTE || SCALED ? NW / 2 : 1],
                                           ring &r, int KB, uint32_t base, uint32_t a_off, uint32_t b_off,
-                                          uint64_t *full, uint64_t *empty, int lane, const float *gs)
+                                          uint64_t *full, uint64_t *empty, int lane, const float *gs,
+                                          const blk_scales &bs)
 {
     auto release = [&](int s) {
         if (lane == 0)
@@ -494,6 +531,37 @@ __device__ __forceinline__ void main_loop(float (&acc)[NW / 2], float (&fin)[PRO
             release(s0);
             r.next(STAGES);
         }
+    } else if constexpr (PROMOTE && BLK) {
+        /* fp8 block scales: each stage is one 128-K group, its sum times
+         * s = a_scale x w_scale (one product per row, as CUTLASS's
+         * blockwise promotion) added into fin. The next group's three
+         * scales load while this stage's wgmmas run (the last group loads
+         * its own again: no branch with a batch in flight, C7518). */
+#pragma unroll
+        for (int i = 0; i < NW / 2; i++)
+            fin[i] = 0.0f;
+        float na0 = bs.a0[0], na1 = bs.a1[0], nb = bs.b[0];
+        for (int kb = 0; kb < KB; kb++) {
+            mbar_wait(smem_addr(&full[r.stage]), r.phase);
+            const uint32_t st = base + r.stage * STAGE_BYTES;
+            issue_stage<NW, BF16>(acc, st + a_off, st + A_BYTES + b_off, false);
+            const float s0 = __fmul_rn(na0, nb), s1 = __fmul_rn(na1, nb);
+            const int kn = min(kb + 1, KB - 1);
+            na0 = bs.a0[(int64_t)kn * bs.a_step];
+            na1 = bs.a1[(int64_t)kn * bs.a_step];
+            nb = bs.b[kn];
+            wgmma_wait<0>();
+            release(r.stage);
+            fence_regs(acc);
+#pragma unroll
+            for (int b = 0; b < NW / 8; b++) { /* rows lane / 4 (s0) and + 8 (s1) */
+                fin[4 * b] = __fmaf_rn(acc[4 * b], s0, fin[4 * b]);
+                fin[4 * b + 1] = __fmaf_rn(acc[4 * b + 1], s0, fin[4 * b + 1]);
+                fin[4 * b + 2] = __fmaf_rn(acc[4 * b + 2], s1, fin[4 * b + 2]);
+                fin[4 * b + 3] = __fmaf_rn(acc[4 * b + 3], s1, fin[4 * b + 3]);
+            }
+            r.next(STAGES);
+        }
     } else if constexpr (PROMOTE) {
 #pragma unroll
         for (int i = 0; i < NW / 2; i++)
@@ -528,7 +596,8 @@ __device__ __forceinline__ void main_loop(float (&acc)[NW / 2], float (&fin)[PRO
 
 /* One warp group's tile: rows r_base.., columns c0.. (NW of them) from the
  * stage offsets a_off, b_off, then its epilogue. */
-template <int NW, bool PROMOTE, bool BF16, int STAGES, int STAGE_BYTES, bool SCALED = false, int BN = 0>
+template <int NW, bool PROMOTE, bool BF16, int STAGES, int STAGE_BYTES, bool SCALED = false, int BN = 0,
+          bool BLK = false>
 __device__ __forceinline__ void run_tile(float (&acc)[NW / 2], float (&fin)[PROMOTE || SCALED ? NW / 2 : 1], ring &r,
                                          const tile_at &at, const kernel_params &p, const CUtensorMap *map_d,
                                          int KB, uint32_t base, int r_base, int c0, uint32_t a_off, uint32_t b_off,
@@ -536,8 +605,9 @@ __device__ __forceinline__ void run_tile(float (&acc)[NW / 2], float (&fin)[PROM
                                          float *bias, const float *gs)
 {
     const epi_loads<NW> l = load_scales<NW>(at, p, r_base, c0, tw);
-    main_loop<NW, PROMOTE, BF16, STAGES, STAGE_BYTES, SCALED, BN>(acc, fin, r, KB, base, a_off, b_off, full, empty,
-                                                                 tw % 32, gs);
+    const blk_scales bs = block_scales_of<BLK>(at, p, r_base, c0, tw);
+    main_loop<NW, PROMOTE, BF16, STAGES, STAGE_BYTES, SCALED, BN, BLK>(acc, fin, r, KB, base, a_off, b_off, full,
+                                                                      empty, tw % 32, gs, bs);
     if constexpr (PROMOTE || SCALED)
         store_tile<NW>(fin, l, r_base, at.row_end, c0, p, map_d, w, tw, out, scale, bias);
     else
@@ -684,7 +754,7 @@ __device__ __forceinline__ void load_group_int4(uint32_t (&sub)[INT4_ITEMS<BN>],
     }
 }
 
-template <int BN, bool PROMOTE, bool BF16, int W4 = 0>
+template <int BN, bool PROMOTE, bool BF16, int W4 = 0, bool BLK = false>
 __global__ void __launch_bounds__(KIND_THREADS<W4>, 1)
     grouped_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_a64,
                         const __grid_constant__ CUtensorMap map_b, const __grid_constant__ CUtensorMap map_d,
@@ -694,6 +764,8 @@ __global__ void __launch_bounds__(KIND_THREADS<W4>, 1)
     constexpr int STAGES = C::STAGES;
     constexpr int NTHREADS = KIND_THREADS<W4>;
     static_assert(!W4 || (BF16 && !PROMOTE), "e2m1 and int4 kinds: bf16 operands, no fp8 promotion");
+    static_assert(!BLK || (BN == 128 && PROMOTE && !BF16 && !W4),
+                  "fp8 block kind: promoted e4m3, 128 columns (a warp group's columns in one weight block)");
     constexpr bool SCALED = W4 == W4_INT4; /* int4: group scales promoted into fin */
     extern __shared__ uint8_t smem_raw[];
     /* conv: the converter's stage barriers (e2m1 kinds), after full. */
@@ -900,11 +972,11 @@ __global__ void __launch_bounds__(KIND_THREADS<W4>, 1)
             break;
         const tile_at at = find_tile(t, pre, off, E, p.halves);
         if (!at.half) /* rows 64w.. of the tile, all its columns */
-            run_tile<BN, PROMOTE, BF16, STAGES, C::STAGE_BYTES, SCALED, BN>(
+            run_tile<BN, PROMOTE, BF16, STAGES, C::STAGE_BYTES, SCALED, BN, BLK>(
                 acc, fin, r, at, p, &map_d, KB, base, at.row0 + 64 * w, at.nb * BN, w * 64 * BK, 0, ready, empty, w,
                 tw, out, scale, bias, gs);
         else /* the tile's 64 rows, columns HN w.. */
-            run_tile<HN, PROMOTE, BF16, STAGES, C::STAGE_BYTES, SCALED, BN>(
+            run_tile<HN, PROMOTE, BF16, STAGES, C::STAGE_BYTES, SCALED, BN, BLK>(
                 hacc, hfin, r, at, p, &map_d, KB, base, at.row0, at.nb * BN + HN * w, 0, w * HN * BK, ready, empty, w,
                 tw, out, scale, bias, gs + HN * w);
     }
@@ -971,7 +1043,7 @@ bool encode_codes(CUtensorMap *map, const void *base, uint64_t rows, uint64_t kp
              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <int BN, bool PROMOTE, bool BF16, int W4 = 0>
+template <int BN, bool PROMOTE, bool BF16, int W4 = 0, bool BLK = false>
 cudaError_t launch_kind(const fmcu_gg_args *a, int sms, cudaStream_t st)
 {
     using C = kind_cfg<BN, W4>;
@@ -1000,9 +1072,11 @@ cudaError_t launch_kind(const fmcu_gg_args *a, int sms, cudaStream_t st)
     p.gscale = a->gscale;
     p.zero = a->zero;
     p.groups = a->groups;
+    p.a_sf = a->a_sf;
+    p.b_sf = a->b_sf;
     p.sched = a->sched;
     p.fixed_order = a->order == FMCU_GG_ORDER_FIXED || (a->order == FMCU_GG_ORDER_AUTO && !PROMOTE);
-    auto kernel = grouped_gemm_kernel<BN, PROMOTE, BF16, W4>;
+    auto kernel = grouped_gemm_kernel<BN, PROMOTE, BF16, W4, BLK>;
     cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::SMEM);
     if (e != cudaSuccess)
         return e;
@@ -1023,6 +1097,12 @@ cudaError_t fmcu_gg_launch(const fmcu_gg_args *a, fmcu_gg_kind kind, int sms, cu
         (uintptr_t)a->sched % 4 || a->order < FMCU_GG_ORDER_AUTO || a->order > FMCU_GG_ORDER_COUNTER ||
         (a->col_vec && (uintptr_t)a->s_col % 8))
         return cudaErrorInvalidValue;
+    if (a->a_sf || a->b_sf) { /* fp8 block scales: one kind */
+        if (!a->a_sf || !a->b_sf || a->bf16 || a->w4 || a->K % 128 || a->N % 128 || a->s_row || a->s_col ||
+            a->bias || (uintptr_t)a->a_sf % 4 || (uintptr_t)a->b_sf % 4)
+            return cudaErrorInvalidValue;
+        return launch_kind<128, true, false, 0, true>(a, sms, st);
+    }
     if (a->w4 == FMCU_GG_W4_INT4) { /* int4 codes and group scales: one kind */
         if (!a->bf16 || !a->gscale || a->kp % 32 || a->kp < a->K || a->groups != (a->K + INT4_GROUP - 1) / INT4_GROUP)
             return cudaErrorInvalidValue;

@@ -24,6 +24,7 @@ void fmcu_options_default(fmcu_options *o)
     o->wq_wgmma = 1;
     o->prefill_dequant_mib = FMCU_PREFILL_DEQUANT_MIB;
     o->prefill_dequant_fused = FMCU_FUSED_AUTO;
+    o->prefill_block_gemm = FMCU_BLOCK_GEMM_CUTLASS;
 }
 
 /* An enum option: its values, what each sets, and the refusal's wording. */
@@ -48,6 +49,9 @@ static const enum_option FUSED = {"decode_fused", FUSED_VALUES, FUSED_CODES, "au
 static const enum_option W13 = {"decode_fused_w13", W13_VALUES, W13_CODES, "auto or registers"};
 static const enum_option DQ_FUSED = {"prefill_dequant_fused", FUSED_VALUES, FUSED_CODES, "auto, on or off"};
 static const enum_option ORDER = {"prefill_tile_order", ORDER_VALUES, ORDER_CODES, "auto, fixed or counter"};
+static const char *const BLOCK_VALUES[] = {"cutlass", "ours", NULL};
+static const int BLOCK_CODES[] = {FMCU_BLOCK_GEMM_CUTLASS, FMCU_BLOCK_GEMM_OURS};
+static const enum_option BLOCK_GEMM = {"prefill_block_gemm", BLOCK_VALUES, BLOCK_CODES, "cutlass or ours"};
 
 static int refuse(const char *name, const char *expected, const char *value, char *why, size_t cap)
 {
@@ -109,6 +113,8 @@ int fmcu_options_set(fmcu_options *o, const char *name, const char *value, char 
         return set_enum(&ORDER, value, &o->prefill_tile_order, why, cap);
     if (strcmp(name, DQ_FUSED.name) == 0)
         return set_enum(&DQ_FUSED, value, &o->prefill_dequant_fused, why, cap);
+    if (strcmp(name, BLOCK_GEMM.name) == 0)
+        return set_enum(&BLOCK_GEMM, value, &o->prefill_block_gemm, why, cap);
     if (strcmp(name, "prefill_dequant_mib") == 0) {
         long long n;
         if (fmoe_option_parse_int(value, 0, FMCU_PREFILL_DEQUANT_MIB_MAX, &n) != 0)
@@ -119,7 +125,7 @@ int fmcu_options_set(fmcu_options *o, const char *name, const char *value, char 
     snprintf(why, cap,
              "option '%s': not an option of the cuda plugin (tier, plan_wide_pairs, decode_tail, decode_fused, "
              "decode_fused_w13, prefill_warp_rows, prefill_half_tiles, prefill_tile_order, wq_wgmma, "
-             "prefill_dequant_mib, prefill_dequant_fused, nccl_library, ep_timeout_ms)",
+             "prefill_dequant_mib, prefill_dequant_fused, prefill_block_gemm, nccl_library, ep_timeout_ms)",
              name);
     return -1;
 }

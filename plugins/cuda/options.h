@@ -28,6 +28,9 @@
  *                       0: no scratch (then only the fused form serves that
  *                       tier; with it off, or more than 1024 local experts,
  *                       the 4-bit kernels do); ignored when fused is on
+ *   prefill_block_gemm  cutlass | ours: the fp8 block scheme's prefill GEMMs on
+ *                       CUTLASS's 128 x 128 blockwise kernel or on our grouped
+ *                       GEMM's block kind (grouped_gemm.h)
  *
  * Every default is what the plugin measured best (the manifest states the
  * same defaults); the other values exist for A/B timing and for tests that
@@ -63,7 +66,12 @@ typedef struct fmcu_options {
     int wq_wgmma;                 /* 1 */
     uint32_t prefill_dequant_mib; /* FMCU_PREFILL_DEQUANT_MIB */
     int prefill_dequant_fused;    /* FMCU_FUSED_*: AUTO by the rows an expert, ON always (no scratch), OFF never */
+    int prefill_block_gemm;       /* FMCU_BLOCK_GEMM_* */
 } fmcu_options;
+
+/* prefill_block_gemm: whose kernel runs the fp8 block scheme's prefill GEMMs. */
+#define FMCU_BLOCK_GEMM_CUTLASS 0
+#define FMCU_BLOCK_GEMM_OURS    1
 
 /* prefill_dequant_mib: the default, and the most accepted (1 TiB). */
 #define FMCU_PREFILL_DEQUANT_MIB     1024

@@ -32,7 +32,10 @@
  * capturable; experts with no rows are groups with M = 0. CUTLASS's
  * persistent group scheduler launches one CTA per SM and rewrites the TMA
  * descriptors in its workspace (pf_cutlass) when it moves to the next
- * group.
+ * group. The option prefill_block_gemm = ours runs both GEMMs on our
+ * grouped GEMM's block kind instead (grouped_gemm.h: 128 x 128 tiles, the
+ * same scale layouts, promotion per 128-K group); CUTLASS stays the
+ * default until the block kind is measured faster.
  *
  * Accuracy. bf16 is bit-identical to the mma.sync path. FP8 wgmma keeps
  * fewer accumulator bits than f32 between promotions (DeepSeek-V3 3.3.2),
@@ -704,7 +707,7 @@ cudaError_t forward(const fmcu_layer *L, int64_t m, const void *x, int64_t x_ld,
     cb.ldo = out_ld;
 
     const bool warp_rows = L->opt.prefill_warp_rows != 0;
-    if (block) {
+    if (block && L->opt.prefill_block_gemm == FMCU_BLOCK_GEMM_CUTLASS) {
         GemmBlock g[2];
         for (int j = 0; j < 2; j++) {
             cudaError_t e = init_gemm(g[j], args_block(sa.g[j], E, hw), cws, st);
@@ -725,6 +728,11 @@ cudaError_t forward(const fmcu_layer *L, int64_t m, const void *x, int64_t x_ld,
     fmcu_gg_kinds(!fp8, rows, H, &k1, &k2);
     OwnGemm o[2] = {own_gemm(sa.s[0], offsets, sa.gg_sched, E, m * (int64_t)k, (fmcu_gg_kind)k1, sms, L->opt),
                     own_gemm(sa.s[1], offsets, sa.gg_sched, E, m * (int64_t)k, (fmcu_gg_kind)k2, sms, L->opt)};
+    if (block) /* option prefill_block_gemm = ours: the block kind (the tile kinds above are not used) */
+        for (int j = 0; j < 2; j++) {
+            o[j].a.a_sf = sa.s[j].sfa;
+            o[j].a.b_sf = sa.s[j].sfb;
+        }
     if (wq)
         return launch_dq(L, o, m, sa, ga, aa, cb, warp_rows, st, ev);
     return launch(o[0], o[1], m, x, x_ld, sa, ga, aa, cb, dyn_tensor, warp_rows, st, ev);
@@ -780,6 +788,9 @@ bool fmcu_prefill_supported_why(const fmcu_layer *L, char *why, size_t cap)
     if (L->quant == FMCU_Q_BLOCK &&
         (L->block_n != GROUP || L->block_k != GROUP || L->hidden % GROUP || L->inter % GROUP))
         return refuse(why, cap, "fp8 block: 128x128 blocks with H and I multiples of 128 only");
+    if (L->quant == FMCU_Q_BLOCK && L->opt.prefill_block_gemm == FMCU_BLOCK_GEMM_OURS &&
+        L->local_experts > FMCU_GG_MAX_EXPERTS)
+        return refuse(why, cap, "fp8 block on our grouped GEMM (prefill_block_gemm = ours): more than 1024 local experts");
     if (L->quant == FMCU_Q_CHANNEL && L->inter > TOKEN_MAX_I)
         return refuse(why, cap, "fp8 channel: I > 24576 (a row waits for its per-token scale in 48 KiB of smem)");
     if ((int64_t)L->max_tokens * L->top_k > INT32_MAX / 2)

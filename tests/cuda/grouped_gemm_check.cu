@@ -25,7 +25,12 @@
  *   kind (codes and 128-column group scales, zero points or none,
  *   converted and promoted inside the kernel) against a double reference
  *   of sum_g s_g sum_k a_k (q_k - 8 - zp_g), with the bf16 bound above
- *   (f32 accumulation) over sum_k |a_k (q_k - 8 - zp_g) s_g|.
+ *   (f32 accumulation) over sum_k |a_k (q_k - 8 - zp_g) s_g|. The fp8
+ *   block kind (128 x 128 weight-block and 1 x 128 activation-group scales
+ *   promoted per 128-K group) against sum_g sa sb sum_{k in g} a_k b_k with
+ *   the promoted bound, half tiles' bits equal to whole tiles', and its
+ *   refusals (one scale array, K not a multiple of 128, bf16, epilogue
+ *   scales).
  *
  *   --bench: the grouped GEMMs of spec/performance.md's shapes at uniform
  *   routing (rows per expert = M * k / E), each kind, median of 15 launches
@@ -633,6 +638,170 @@ static int check_int4(const char *name, int N, int K, const std::vector<int> &ro
     return ok ? 0 : 1;
 }
 
+/* The fp8 block kind's reference: sum_g sa(row, g) sb(e, col / 128, g)
+ * sum_{k in g} a_k b_k in double, activation scales grouped M-major as the
+ * prefill path writes them (expert e's [K/128][M_e] from offsets[e] x
+ * K/128), weight scales [E, N/128, K/128]. */
+struct block_ref_args {
+    const uint8_t *a, *b;
+    const float *a_sf, *b_sf;
+    const int32_t *offsets;
+    int E, N, K, R;
+    double *v, *mag;
+};
+
+__global__ void block_ref_kernel(const block_ref_args r)
+{
+    const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i >= (int64_t)r.R * r.N)
+        return;
+    const int row = (int)(i / r.N), col = (int)(i % r.N), kg = r.K / 128;
+    int e = 0;
+    while (r.offsets[e + 1] <= row)
+        e++;
+    const int start = r.offsets[e], rows = r.offsets[e + 1] - start;
+    double dot = 0, mag = 0;
+    for (int g = 0; g < kg; g++) {
+        double part = 0, pmag = 0;
+        for (int k = 128 * g; k < 128 * g + 128; k++) {
+            const double p = e4m3_value(r.a[(int64_t)row * r.K + k]) * e4m3_value(r.b[((int64_t)e * r.N + col) * r.K + k]);
+            part += p;
+            pmag += fabs(p);
+        }
+        const double s = (double)r.a_sf[(int64_t)start * kg + (int64_t)g * rows + (row - start)] *
+                         (double)r.b_sf[((int64_t)e * (r.N / 128) + col / 128) * kg + g];
+        dot += part * s;
+        mag += pmag * s;
+    }
+    r.v[i] = dot;
+    r.mag[i] = mag;
+}
+
+/* The fp8 block kind on one problem: whole tiles, then half tiles (the
+ * same bits, in both tile orders); per element |ours - v| <= 2^-8 |v| +
+ * 2^-11 mag (the promoted kinds' bound: wgmma's e4m3 sums over one 128-K
+ * group), rows past R untouched, the counter left zero; and the launch
+ * refuses what the kind does not serve. */
+static int check_block(const char *name, int N, int K, const std::vector<int> &rows, int ctas, uint64_t seed,
+                       int device_sms)
+{
+    const int E = (int)rows.size(), kg = K / 128, sms = ctas ? ctas : device_sms;
+    std::vector<int32_t> off(E + 1, 0);
+    for (int e = 0; e < E; e++)
+        off[e + 1] = off[e] + rows[e];
+    const int R = off[E], cap = R + 7;
+    uint8_t *a, *b;
+    float *a_sf, *b_sf;
+    __nv_bfloat16 *d;
+    int32_t *offsets, *sched;
+    double *v, *mag;
+    CUDA_OK(cudaMalloc(&a, (size_t)cap * K));
+    CUDA_OK(cudaMalloc(&b, (size_t)E * N * K));
+    CUDA_OK(cudaMalloc(&a_sf, sizeof(float) * ((size_t)R * kg + 1)));
+    CUDA_OK(cudaMalloc(&b_sf, sizeof(float) * (size_t)E * (N / 128) * kg));
+    CUDA_OK(cudaMalloc(&d, (size_t)cap * N * 2));
+    CUDA_OK(cudaMalloc(&offsets, (E + 1) * sizeof(int32_t)));
+    CUDA_OK(cudaMalloc(&sched, 2 * sizeof(int32_t)));
+    CUDA_OK(cudaMalloc(&v, ((size_t)R * N + 1) * sizeof(double)));
+    CUDA_OK(cudaMalloc(&mag, ((size_t)R * N + 1) * sizeof(double)));
+    CUDA_OK(cudaMemset(sched, 0, 2 * sizeof(int32_t)));
+    CUDA_OK(cudaMemcpy(offsets, off.data(), (E + 1) * sizeof(int32_t), cudaMemcpyHostToDevice));
+    fill_e4m3<<<1024, 256>>>(a, (size_t)cap * K, seed * 4 + 1);
+    fill_e4m3<<<1024, 256>>>(b, (size_t)E * N * K, seed * 4 + 2);
+    fill_scale<<<64, 256>>>(a_sf, (size_t)R * kg + 1, seed * 4 + 3, -7);
+    fill_scale<<<64, 256>>>(b_sf, (size_t)E * (N / 128) * kg, seed * 4 + 4, -9);
+    CUDA_OK(cudaGetLastError());
+    block_ref_args ra = {a, b, a_sf, b_sf, offsets, E, N, K, R, v, mag};
+    if (R > 0)
+        block_ref_kernel<<<(unsigned)(((int64_t)R * N + 255) / 256), 256>>>(ra);
+    CUDA_OK(cudaGetLastError());
+    CUDA_OK(cudaDeviceSynchronize());
+    std::vector<double> hv((size_t)R * N), hm((size_t)R * N);
+    CUDA_OK(cudaMemcpy(hv.data(), v, hv.size() * sizeof(double), cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(hm.data(), mag, hm.size() * sizeof(double), cudaMemcpyDeviceToHost));
+    fmcu_gg_args g = {};
+    g.a = a;
+    g.b = b;
+    g.d = d;
+    g.offsets = offsets;
+    g.E = E;
+    g.N = N;
+    g.K = K;
+    g.rows_cap = cap;
+    g.sched = sched;
+    g.a_sf = a_sf;
+    g.b_sf = b_sf;
+    int failed = 0;
+    std::vector<uint16_t> hd((size_t)cap * N), whole;
+    static const char *const FORM[3] = {"whole", "halves", "halves-fixed-order"};
+    for (int run = 0; run < 3; run++) {
+        g.whole_tiles = run == 0;
+        g.order = run == 2 ? FMCU_GG_ORDER_FIXED : FMCU_GG_ORDER_AUTO;
+        CUDA_OK(cudaMemset(d, 0xFF, (size_t)cap * N * 2)); /* NaN: rows never written stay so */
+        CUDA_OK(fmcu_gg_launch(&g, FMCU_GG_N192_PROMOTED, sms, 0)); /* kind ignored: the block kind */
+        CUDA_OK(cudaDeviceSynchronize());
+        CUDA_OK(cudaMemcpy(hd.data(), d, hd.size() * 2, cudaMemcpyDeviceToHost));
+        int32_t left[2];
+        CUDA_OK(cudaMemcpy(left, sched, sizeof left, cudaMemcpyDeviceToHost));
+        if (run == 0)
+            whole = hd;
+        size_t bad = 0, first = SIZE_MAX, differ = 0;
+        double worst = 0, num = 0, den = 0;
+        for (size_t i = 0; i < hv.size(); i++) {
+            const uint32_t w = (uint32_t)hd[i] << 16;
+            float f;
+            memcpy(&f, &w, 4);
+            const double err = fabs((double)f - hv[i]), bound = ldexp(fabs(hv[i]), -8) + ldexp(hm[i], -11);
+            if (!(err <= bound) && bad++ == 0)
+                first = i;
+            if (bound > 0 && err / bound > worst)
+                worst = err / bound;
+            num += err * err;
+            den += hv[i] * hv[i];
+        }
+        for (size_t i = 0; i < hd.size(); i++)
+            differ += hd[i] != whole[i];
+        bool untouched = true;
+        for (size_t i = (size_t)R * N; i < hd.size(); i++)
+            untouched &= hd[i] == 0xFFFF;
+        const double nmse = den > 0 ? num / den : 0;
+        const bool ok = bad == 0 && untouched && differ == 0 && left[0] == 0 && left[1] == 0 && nmse <= 1e-5;
+        printf("%s fp8 block %s %s N=%d K=%d, %d CTAs: %zu of %zu outside the bound (worst %.3f of it), nmse "
+               "%.2e, %zu differ from whole tiles, rows past R %s, counter %d %d",
+               ok ? "PASS" : "FAIL", name, FORM[run], N, K, sms, bad, hv.size(), worst, nmse, differ,
+               untouched ? "untouched" : "WRITTEN", left[0], left[1]);
+        if (bad)
+            printf(" (first at row %zu col %zu: %04x vs %.6g)", first / N, first % N, hd[first], hv[first]);
+        printf("\n");
+        if (!ok) {
+            printf("  seed %llu (--seed reruns it)\n", (unsigned long long)seed);
+            failed++;
+        }
+    }
+    /* What the kind does not serve is refused, not run. */
+    fmcu_gg_args bad_args[4] = {g, g, g, g};
+    bad_args[0].b_sf = nullptr;              /* one of the two scale arrays */
+    bad_args[1].K = K - 16;                  /* K not a multiple of 128 */
+    bad_args[2].bf16 = 1;                    /* bf16 operands */
+    bad_args[3].s_row = a_sf;                /* scales in the epilogue too */
+    for (int i = 0; i < 4; i++)
+        if (fmcu_gg_launch(&bad_args[i], FMCU_GG_N128_FAST, sms, 0) != cudaErrorInvalidValue) {
+            printf("FAIL fp8 block %s: refusal %d was launched\n", name, i);
+            failed++;
+        }
+    cudaGetLastError();
+    cudaFree(a);
+    cudaFree(b);
+    cudaFree(a_sf);
+    cudaFree(b_sf);
+    cudaFree(d);
+    cudaFree(offsets);
+    cudaFree(sched);
+    cudaFree(v);
+    cudaFree(mag);
+    return failed;
+}
+
 static int run_checks(uint64_t seed, int sms)
 {
     int failed = 0;
@@ -687,6 +856,10 @@ static int run_checks(uint64_t seed, int sms)
     failed += check_int4("long K, half a last group", 320, 1088, {300, 0, 130, 17, 64}, 3, 1, 0, seed + 42, sms);
     failed += check_int4("K tail in a chunk, whole tiles", 192, 1008, {70, 200, 0, 5}, 2, 1, 1, seed + 43, sms);
     failed += check_int4("N below a tile", 48, 512, {70, 200, 0, 5}, 2, 0, 0, seed + 44, sms);
+    /* fp8 block scales: empty experts, 1 row, half tiles (17, 64, 65 rows), several row blocks. */
+    failed += check_block("edges", 256, 512, {65, 0, 130, 17, 1, 64, 129}, 0, seed + 50, sms);
+    failed += check_block("3 CTAs, long K", 384, 2048, {300, 0, 40, 128}, 3, seed + 51, sms);
+    failed += check_block("one group of K", 128, 128, {70, 5}, 2, seed + 52, sms);
     return failed;
 }
 

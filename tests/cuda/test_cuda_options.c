@@ -38,6 +38,7 @@ START_TEST(defaults_are_the_measured_choices)
     ck_assert_int_eq(o.wq_wgmma, 1);
     ck_assert_uint_eq(o.prefill_dequant_mib, 1024);
     ck_assert_int_eq(o.prefill_dequant_fused, FMCU_FUSED_AUTO);
+    ck_assert_int_eq(o.prefill_block_gemm, FMCU_BLOCK_GEMM_CUTLASS);
 }
 END_TEST
 
@@ -51,7 +52,8 @@ static int same_options(const fmcu_options *a, const fmcu_options *b)
            a->decode_fused == b->decode_fused && a->decode_fused_w13_regs == b->decode_fused_w13_regs &&
            a->prefill_warp_rows == b->prefill_warp_rows && a->prefill_half_tiles == b->prefill_half_tiles &&
            a->prefill_tile_order == b->prefill_tile_order && a->wq_wgmma == b->wq_wgmma &&
-           a->prefill_dequant_mib == b->prefill_dequant_mib && a->prefill_dequant_fused == b->prefill_dequant_fused;
+           a->prefill_dequant_mib == b->prefill_dequant_mib && a->prefill_dequant_fused == b->prefill_dequant_fused &&
+           a->prefill_block_gemm == b->prefill_block_gemm;
 }
 
 /* `key = value` on a manifest line: the value without quotes, else NULL. */
@@ -101,7 +103,7 @@ START_TEST(manifest_defaults_are_the_code_defaults)
         }
     }
     fclose(f);
-    ck_assert_int_eq(declared, 14);
+    ck_assert_int_eq(declared, 15);
     ck_assert(same_options(&o, &d));
     ck_assert_str_eq(eo.nccl_library, ed.nccl_library);
     ck_assert_uint_eq(eo.timeout_ms, ed.timeout_ms);
@@ -207,6 +209,10 @@ START_TEST(bool_and_enum_values)
     ck_assert_int_eq(o.prefill_tile_order, FMCU_GG_ORDER_FIXED);
     ck_assert_int_eq(set_one(&o, "prefill_tile_order", "counter", why, sizeof why), 0);
     ck_assert_int_eq(o.prefill_tile_order, FMCU_GG_ORDER_COUNTER);
+    ck_assert_int_eq(set_one(&o, "prefill_block_gemm", "ours", why, sizeof why), 0);
+    ck_assert_int_eq(o.prefill_block_gemm, FMCU_BLOCK_GEMM_OURS);
+    ck_assert_int_eq(set_one(&o, "prefill_block_gemm", "cutlass", why, sizeof why), 0);
+    ck_assert_int_eq(o.prefill_block_gemm, FMCU_BLOCK_GEMM_CUTLASS);
 }
 END_TEST
 
@@ -249,6 +255,7 @@ START_TEST(bad_values_are_refused_naming_the_option)
     CK_REFUSED("prefill_tile_order", "fixedx",
                "option 'prefill_tile_order': expected auto, fixed or counter, got "
                "'fixedx'");
+    CK_REFUSED("prefill_block_gemm", "own", "option 'prefill_block_gemm': expected cutlass or ours, got 'own'");
 }
 END_TEST
 
