@@ -747,6 +747,9 @@ static const tcase checks[] = {
     {"fp8 block ue8m0 deepseek", "fp8e4m3:block128x128:scale-ue8m0/fp8e4m3:group128:dynamic", BF16, 64, 6, 512, 256,
      200, SILU, 1, 0, SIGMOID, 1, 8, 3, 1, 1, 2.5f},
     {"fp8 block decode m1", BLOCK, BF16, 32, 8, 1024, 512, 1, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0, 1, 1.0f},
+    /* The prefill tier at 75 rows an expert: whole and half tiles of
+     * either GEMM kernel (option prefill_block_gemm). */
+    {"fp8 block prefill m300", BLOCK, BF16, 8, 2, 512, 384, 300, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0, 1, 1.0f},
     /* Decode sizes (the stream tier, GEMM1's input quantized by the plan
      * kernel's extra blocks) for every activation scale kind. */
     {"fp8 channel decode m3 f16 bias", CHANNEL, F16, 8, 2, 256, 128, 3, SILU, 1, 1, SOFTMAX, 0, 0, 0, 0, 1, 1.0f},
