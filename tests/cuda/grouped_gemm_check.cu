@@ -38,6 +38,7 @@
  *   qwen3,mixtral (name parts), --kinds 013 (kind digits: the order of
  *   fmcu_gg_kind) narrow it; --bf16 uses bf16 operands; --int4 too, and
  *   also times the int4 g128 kind on the same A (random codes and scales);
+ *   --block (e4m3) also times the fp8 block kind on the same A and B;
  *   --routing random draws each token's k distinct experts (seeded)
  *   instead, so experts' rows vary as in a forward; --whole turns half tiles off, --order
  *   fixed|counter sets the tile order (the plugin's option
@@ -892,6 +893,7 @@ struct bench_opts {
     const char *kinds = nullptr;  /* kind digits, or all */
     bool bf16 = false, random_routing = false;
     bool int4 = false; /* also the int4 g128 kind (bf16 A, random codes and scales) */
+    bool block = false; /* also the fp8 block kind (the same e4m3 A and B, random block scales) */
     int whole_tiles = 0;
     int order = FMCU_GG_ORDER_AUTO;
 };
@@ -905,6 +907,22 @@ static void run_bench(int sms, const bench_opts &o)
     cudaEvent_t e0, e1;
     CUDA_OK(cudaEventCreate(&e0));
     CUDA_OK(cudaEventCreate(&e1));
+    /* Median of 15 launches after 3 warm-ups, us. */
+    auto median_us = [&](const fmcu_gg_args &a, fmcu_gg_kind kind) {
+        std::vector<float> t;
+        for (int it = 0; it < 18; it++) {
+            CUDA_OK(cudaEventRecord(e0));
+            CUDA_OK(fmcu_gg_launch(&a, kind, sms, 0));
+            CUDA_OK(cudaEventRecord(e1));
+            CUDA_OK(cudaEventSynchronize(e1));
+            float ms_ = 0;
+            CUDA_OK(cudaEventElapsedTime(&ms_, e0, e1));
+            if (it >= 3)
+                t.push_back(ms_);
+        }
+        std::sort(t.begin(), t.end());
+        return t[t.size() / 2] * 1e3;
+    };
     for (const bench_shape &s : shapes)
         for (int M : o.Ms)
             if (!o.shapes || names_match(o.shapes, s.name))
@@ -939,20 +957,7 @@ static void run_bench(int sms, const bench_opts &o)
                     if ((o.kinds && !strchr(o.kinds, '0' + kind)) ||
                         (pb.bf16 && fmcu_gg_promoted(kind)))
                         continue;
-                    const fmcu_gg_args a = args_of(pb, bf, o.whole_tiles, o.order);
-                    std::vector<float> t;
-                    for (int it = 0; it < 18; it++) {
-                        CUDA_OK(cudaEventRecord(e0));
-                        CUDA_OK(fmcu_gg_launch(&a, (fmcu_gg_kind)kind, sms, 0));
-                        CUDA_OK(cudaEventRecord(e1));
-                        CUDA_OK(cudaEventSynchronize(e1));
-                        float ms_ = 0;
-                        CUDA_OK(cudaEventElapsedTime(&ms_, e0, e1));
-                        if (it >= 3)
-                            t.push_back(ms_);
-                    }
-                    std::sort(t.begin(), t.end());
-                    const double us = t[t.size() / 2] * 1e3;
+                    const double us = median_us(args_of(pb, bf, o.whole_tiles, o.order), (fmcu_gg_kind)kind);
                     printf("  %s %.1f us %.0f TF", KIND_NAMES[kind], us, flop / us * 1e-6);
                 }
                 if (o.int4 && pb.bf16) { /* the int4 g128 kind on the same A */
@@ -971,22 +976,27 @@ static void run_bench(int sms, const bench_opts &o)
                     a.kp = kp;
                     a.gscale = gsc;
                     a.groups = groups;
-                    std::vector<float> t;
-                    for (int it = 0; it < 18; it++) {
-                        CUDA_OK(cudaEventRecord(e0));
-                        CUDA_OK(fmcu_gg_launch(&a, FMCU_GG_N128_FAST, sms, 0));
-                        CUDA_OK(cudaEventRecord(e1));
-                        CUDA_OK(cudaEventSynchronize(e1));
-                        float ms_ = 0;
-                        CUDA_OK(cudaEventElapsedTime(&ms_, e0, e1));
-                        if (it >= 3)
-                            t.push_back(ms_);
-                    }
-                    std::sort(t.begin(), t.end());
-                    const double us = t[t.size() / 2] * 1e3;
+                    const double us = median_us(a, FMCU_GG_N128_FAST);
                     printf("  int4-g128 %.1f us %.0f TF", us, flop / us * 1e-6);
                     cudaFree(codes);
                     cudaFree(gsc);
+                }
+                if (o.block && !pb.bf16 && pb.N % 128 == 0 && pb.K % 128 == 0) { /* the fp8 block kind, same A, B */
+                    const size_t na = (size_t)bf.R * (pb.K / 128) + 1, nb = (size_t)pb.E * (pb.N / 128) * (pb.K / 128);
+                    float *a_sf, *b_sf;
+                    CUDA_OK(cudaMalloc(&a_sf, na * sizeof(float)));
+                    CUDA_OK(cudaMalloc(&b_sf, nb * sizeof(float)));
+                    fill_scale<<<64, 256>>>(a_sf, na, 13, -7);
+                    fill_scale<<<64, 256>>>(b_sf, nb, 14, -9);
+                    CUDA_OK(cudaGetLastError());
+                    fmcu_gg_args a = args_of(pb, bf, o.whole_tiles, o.order);
+                    a.s_row = a.s_col = nullptr;
+                    a.a_sf = a_sf;
+                    a.b_sf = b_sf;
+                    const double us = median_us(a, FMCU_GG_N192_PROMOTED);
+                    printf("  fp8-block %.1f us %.0f TF", us, flop / us * 1e-6);
+                    cudaFree(a_sf);
+                    cudaFree(b_sf);
                 }
                 printf("%s\n", pb.bf16 ? " (bf16)" : "");
                 fflush(stdout);
@@ -997,7 +1007,7 @@ static void run_bench(int sms, const bench_opts &o)
 static int usage(void)
 {
     fprintf(stderr, "usage: grouped_gemm_check [--seed N]\n"
-                    "       grouped_gemm_check --bench [--m M,...] [--shapes PARTS] [--kinds DIGITS] [--bf16 | --int4]\n"
+                    "       grouped_gemm_check --bench [--m M,...] [--shapes PARTS] [--kinds DIGITS] [--bf16 | --int4 | --block]\n"
                     "                          [--routing random] [--whole] [--order fixed|counter]\n");
     return 2;
 }
@@ -1045,6 +1055,8 @@ int main(int argc, char **argv)
             bo.bf16 = true;
         } else if (!strcmp(arg, "--int4")) {
             bo.bf16 = bo.int4 = true;
+        } else if (!strcmp(arg, "--block")) {
+            bo.block = true;
         } else if (!strcmp(arg, "--routing") && next && !strcmp(next, "random")) {
             bo.random_routing = true;
             a++;
