@@ -51,11 +51,11 @@
  * compute the same f32 additions. Fast kinds accumulate all of K in wgmma
  * and keep one wgmma batch in flight (wait_group 1). The fp8 block kind
  * (128 x 128 weight blocks, 1 x 128 activation groups: DeepSeek-V3's
- * scheme) promotes the same way with each stage's sum times a_scale x
- * w_scale, fused into the add (fin = fma(acc, s, fin)); its 128-column
+ * scheme) promotes each stage's sum times a_scale x w_scale, fused into
+ * the add (fin = fma(acc, s, fin)), from two accumulators in turn so that
+ * a stage's promotion overlaps the next stage's wgmmas; its 128-column
  * tiles keep each warp group's columns inside one weight block (a half
- * tile's 64 as well), so a thread needs three scales a stage, loaded a
- * stage ahead.
+ * tile's 64 as well), so a thread needs three scales a stage.
  *
  * Epilogue. D = bf16_rn(acc * (s_row * s_col)), the CUTLASS epilogue tree's
  * arithmetic, plus the bias where there is one (bf16_rn(acc * s + b), two
@@ -534,33 +534,75 @@ __device__ __forceinline__ void main_loop(float (&acc)[NW / 2], float (&fin)[PRO
     } else if constexpr (PROMOTE && BLK) {
         /* fp8 block scales: each stage is one 128-K group, its sum times
          * s = a_scale x w_scale (one product per row, as CUTLASS's
-         * blockwise promotion) added into fin. The next group's three
-         * scales load while this stage's wgmmas run (the last group loads
-         * its own again: no branch with a batch in flight, C7518). */
+         * blockwise promotion) added into fin. Two accumulators in turn:
+         * stage j's wgmmas are issued before stage j - 1's sum is promoted,
+         * so the promotion (and the wait for its batch) overlaps the next
+         * MMAs, DeepGEMM's point, instead of draining the tensor cores each
+         * stage (11 % off Qwen3-30B-A3B's GEMM1 at M = 8192, 2-3 % at the
+         * others: bench/cuda/RESULTS.md, "FP8 block"). A stage's three
+         * scales load as it is issued, a batch ahead of their use (two
+         * ahead measured the same). Even stages run in acc, odd ones in
+         * acc2; the loop goes two stages a turn so that each is a fixed
+         * register array, with a batch in flight across its back edge as
+         * in the fast kinds. */
+        float acc2[NW / 2];
 #pragma unroll
         for (int i = 0; i < NW / 2; i++)
             fin[i] = 0.0f;
-        float na0 = bs.a0[0], na1 = bs.a1[0], nb = bs.b[0];
-        for (int kb = 0; kb < KB; kb++) {
+        float sp0, sp1, ca0, ca1, cb; /* the promoted stage's scales; the issued one's */
+        int prev;                      /* the ring stage whose batch is oldest in flight */
+        auto issue = [&](float(&a)[NW / 2], int kb) {
             mbar_wait(smem_addr(&full[r.stage]), r.phase);
             const uint32_t st = base + r.stage * STAGE_BYTES;
-            issue_stage<NW, BF16>(acc, st + a_off, st + A_BYTES + b_off, false);
-            const float s0 = __fmul_rn(na0, nb), s1 = __fmul_rn(na1, nb);
-            const int kn = min(kb + 1, KB - 1);
-            na0 = bs.a0[(int64_t)kn * bs.a_step];
-            na1 = bs.a1[(int64_t)kn * bs.a_step];
-            nb = bs.b[kn];
-            wgmma_wait<0>();
-            release(r.stage);
-            fence_regs(acc);
+            issue_stage<NW, BF16>(a, st + a_off, st + A_BYTES + b_off, false);
+            ca0 = bs.a0[(int64_t)kb * bs.a_step];
+            ca1 = bs.a1[(int64_t)kb * bs.a_step];
+            cb = bs.b[kb];
+        };
+        auto promote = [&](float(&a)[NW / 2]) { /* rows lane / 4 (sp0) and + 8 (sp1) */
+            fence_regs(a);
 #pragma unroll
-            for (int b = 0; b < NW / 8; b++) { /* rows lane / 4 (s0) and + 8 (s1) */
-                fin[4 * b] = __fmaf_rn(acc[4 * b], s0, fin[4 * b]);
-                fin[4 * b + 1] = __fmaf_rn(acc[4 * b + 1], s0, fin[4 * b + 1]);
-                fin[4 * b + 2] = __fmaf_rn(acc[4 * b + 2], s1, fin[4 * b + 2]);
-                fin[4 * b + 3] = __fmaf_rn(acc[4 * b + 3], s1, fin[4 * b + 3]);
+            for (int b = 0; b < NW / 8; b++) {
+                fin[4 * b] = __fmaf_rn(a[4 * b], sp0, fin[4 * b]);
+                fin[4 * b + 1] = __fmaf_rn(a[4 * b + 1], sp0, fin[4 * b + 1]);
+                fin[4 * b + 2] = __fmaf_rn(a[4 * b + 2], sp1, fin[4 * b + 2]);
+                fin[4 * b + 3] = __fmaf_rn(a[4 * b + 3], sp1, fin[4 * b + 3]);
             }
+        };
+        /* After issuing a stage: the older batch done, its ring stage
+         * released, its sum (in `a`) promoted; the issued stage becomes
+         * the older. */
+        auto retire = [&](float(&a)[NW / 2]) {
+            wgmma_wait<1>();
+            release(prev);
+            promote(a);
+            sp0 = __fmul_rn(ca0, cb);
+            sp1 = __fmul_rn(ca1, cb);
+            prev = r.stage;
             r.next(STAGES);
+        };
+        issue(acc, 0);
+        sp0 = __fmul_rn(ca0, cb);
+        sp1 = __fmul_rn(ca1, cb);
+        prev = r.stage;
+        r.next(STAGES);
+        int kb = 1;
+        for (; kb + 1 < KB; kb += 2) { /* in flight on entry: acc's stage kb - 1 */
+            issue(acc2, kb);
+            retire(acc);
+            issue(acc, kb + 1);
+            retire(acc2);
+        }
+        if (kb < KB) { /* one stage left, into acc2 */
+            issue(acc2, kb);
+            retire(acc);
+            wgmma_wait<0>();
+            release(prev);
+            promote(acc2);
+        } else {
+            wgmma_wait<0>();
+            release(prev);
+            promote(acc);
         }
     } else if constexpr (PROMOTE) {
 #pragma unroll

@@ -34,8 +34,9 @@
  * descriptors in its workspace (pf_cutlass) when it moves to the next
  * group. The option prefill_block_gemm = ours runs both GEMMs on our
  * grouped GEMM's block kind instead (grouped_gemm.h: 128 x 128 tiles, the
- * same scale layouts, promotion per 128-K group); CUTLASS stays the
- * default until the block kind is measured faster.
+ * same scale layouts, promotion per 128-K group); the two measured on par
+ * (bench/cuda/RESULTS.md, "Our grouped GEMM's block kind"), so CUTLASS
+ * stays the default.
  *
  * Accuracy. bf16 is bit-identical to the mma.sync path. FP8 wgmma keeps
  * fewer accumulator bits than f32 between promotions (DeepSeek-V3 3.3.2),
