@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "plugins/cuda/cuda_api.h"
 #include "plugins/cuda/memory_table.h"
 #include "plugins/megamoe/device.h"
 #include "plugins/megamoe/megamoe.h"
@@ -130,8 +131,10 @@ static fmoe_status mm_probe(fmoe_probe_args *a)
     if (a->capacity < 1)
         return FMOE_STATUS_OK;
     char why[200] = "";
-    int count = mm_device_count(why, sizeof why);
-    if (count <= 0) {
+    int count = 0;
+    if (fmcu_device_count(&count, why, sizeof why) != 0 || count <= 0) {
+        if (count <= 0 && !why[0])
+            snprintf(why, sizeof why, "the CUDA runtime sees no device");
         no_device(a->reports[0], why);
         a->count = 1;
         return FMOE_STATUS_OK;
@@ -139,10 +142,10 @@ static fmoe_status mm_probe(fmoe_probe_args *a)
     uint32_t n = (uint32_t)count < a->capacity ? (uint32_t)count : a->capacity;
     for (uint32_t i = 0; i < n; i++) {
         fmoe_device_report *r = a->reports[i];
-        mm_device dev;
+        fmcu_device_info dev;
         r->kind = FMOE_DEVICE_CUDA;
         r->index = (int32_t)i;
-        if (mm_device_query((int)i, &dev, why, sizeof why) != 0) {
+        if (fmcu_device_query((int)i, &dev, why, sizeof why) != 0) {
             r->available = 0;
             r->score = 0;
             snprintf(r->name, sizeof r->name, "CUDA device %u", i);
@@ -151,7 +154,7 @@ static fmoe_status mm_probe(fmoe_probe_args *a)
         }
         const char *path = path_of(dev.major, dev.minor);
         snprintf(r->name, sizeof r->name, "%.127s", dev.name);
-        snprintf(r->arch, sizeof r->arch, "sm_%d%d (%d SMs)", dev.major, dev.minor, dev.sms);
+        snprintf(r->arch, sizeof r->arch, "sm_%d%d (%d SMs)", dev.major, dev.minor, dev.multiprocessors);
         snprintf(r->id, sizeof r->id, "%s", dev.pci_id);
         r->available = path != NULL;
         r->score = path ? ARCH_SCORE : 0;
