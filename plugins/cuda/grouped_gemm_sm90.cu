@@ -74,6 +74,7 @@
  */
 #include "plugins/cuda/grouped_gemm.h"
 #include "plugins/cuda/mbarrier.cuh"
+#include "plugins/cuda/tensor_map.h"
 #include "plugins/cuda/wgmma_ops.cuh"
 #include "plugins/cuda/wgmma_sync.cuh"
 #include "plugins/cuda/wq_dev.cuh"
@@ -81,7 +82,6 @@
 #include <cuda.h> /* CUtensorMap and the encoder's signature; the function comes from the runtime */
 #include <cuda_bf16.h>
 
-#include <atomic>
 #include <type_traits>
 
 namespace {
@@ -1028,28 +1028,11 @@ __global__ void __launch_bounds__(KIND_THREADS<W4>, 1)
 
 /* ---- host ------------------------------------------------------------ */
 
-typedef CUresult (*encode_tiled_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
-                                    const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
-                                    CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+using encode_tiled_fn = fmcu_encode_tiled_fn;
 
-/* The driver's encoder through the runtime (the plugin links no libcuda). */
 encode_tiled_fn encoder()
 {
-    static std::atomic<encode_tiled_fn> fn{nullptr};
-    encode_tiled_fn f = fn.load(std::memory_order_acquire);
-    if (!f) {
-        void *p = nullptr;
-        cudaDriverEntryPointQueryResult q;
-        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) !=
-                cudaSuccess ||
-            q != cudaDriverEntryPointSuccess || !p) {
-            cudaGetLastError();
-            return nullptr;
-        }
-        f = (encode_tiled_fn)p;
-        fn.store(f, std::memory_order_release);
-    }
-    return f;
+    return fmcu_tensor_map_encoder();
 }
 
 /* A [rows, cols] matrix of e4m3 or bf16, row-major, moved in boxes of

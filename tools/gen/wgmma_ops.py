@@ -7,8 +7,9 @@ wrappers tedious to write by hand.
         both operands in shared memory (grouped_gemm_sm90.cu): m64nNk32
         e4m3 x e4m3 and m64nNk16 bf16 x bf16, f32 accumulators;
     python3 tools/gen/wgmma_ops.py rs > plugins/cuda/wgmma_rs_ops.cuh
-        A in registers, B in shared memory (wq_wgmma.cu, whose A operand is
-        dequantized in registers): m64nNk16 bf16 and f16, f32 accumulators;
+        A in registers, B in shared memory (wq_wgmma.cu and wq_ring.cu, whose
+        A operand is dequantized in registers): m64nNk16 bf16 and f16, f32
+        accumulators;
     python3 tools/gen/wgmma_ops.py rs-e4m3 > plugins/megamoe/wgmma_rs_e4m3.cuh
         A in registers, B in shared memory (the MegaMoE SM90 GEMM, whose A
         operand is MXFP4 decoded to e4m3 in registers): m64nNk32 e4m3 for
@@ -62,10 +63,11 @@ def wrapper(n, t):
     ] + asm_body(regs, f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{types}",
                  f"%{regs}, %{regs + 1}, p, {imms}", ['"l"(desc_a)', '"l"(desc_b)']))
 
-# A in registers: the 4-bit kernel's token tiles (bf16, f16: k16, transpose
-# flag for B) and the MegaMoE SM90 tile's one to four n8 slices (e4m3: k32,
-# no transpose flags).
-RS_SHAPES = (64, 128)
+# A in registers: the 4-bit kernels' token tiles (bf16, f16: k16, transpose
+# flag for B; wq_wgmma.cu's 64 and 128 rows, wq_ring.cu's one to four n8
+# slices) and the MegaMoE SM90 tile's one to four n8 slices (e4m3: k32, no
+# transpose flags).
+RS_SHAPES = (8, 16, 24, 32, 64, 128)
 RS_TYPES = (("bf16", 16, "bf16.bf16", "1, 1, 0"), ("f16", 16, "f16.f16", "1, 1, 0"))
 RS_E4M3_SHAPES = (8, 16, 24, 32)
 RS_E4M3 = ("e4m3", 32, "e4m3.e4m3", "1, 1")
