@@ -183,7 +183,7 @@ bool fused_wanted(const fmcu_layer *L, int tier, int64_t pairs, bool x_aligned, 
 }
 
 /* Which kernel runs the GEMMs of the 4-bit and int schemes (wq_gemm.h). */
-enum wq_kernel { WQ_TILED, WQ_STREAM, WQ_WGMMA };
+enum wq_kernel { WQ_TILED, WQ_STREAM, WQ_WGMMA, WQ_RING };
 
 /* The GEMMs and combine of the 4-bit and int schemes (wq_gemm.h): each
  * GEMM input is staged per pair where act-order permutes it or W4A4
@@ -194,6 +194,7 @@ int wq_forward(const fmcu_layer *L, int64_t m, const void *x, int64_t x_ld, cons
 {
     auto gemm = kernel == WQ_STREAM ? fmcu_wq_stream_launch
                 : kernel == WQ_WGMMA ? fmcu_wq_wgmma_launch
+                : kernel == WQ_RING  ? fmcu_wq_ring_launch
                                      : fmcu_wq_gemm_launch;
     const fmcu_wq *wq = &L->wq;
     const int64_t pairs = m * L->top_k;
@@ -204,6 +205,8 @@ int wq_forward(const fmcu_layer *L, int64_t m, const void *x, int64_t x_ld, cons
     g.fp4_block = wq->fp4_block;
     g.row_tile = bm;
     g.grid_tiles = fmcu_max_tiles(pairs, L->local_experts, bm);
+    g.experts = L->local_experts;
+    g.sms = multiprocessors(L->device);
     g.sorted = pl.sorted;
     g.tiles = pl.tiles;
     g.n_tiles = pl.n_tiles;
@@ -319,6 +322,8 @@ extern "C" int fmcu_prepare_kernels(int device, char *err, size_t cap)
     CK(fmcu_fused_prepare(), "one-launch decode set-up");
     if (compute_major(device) == 9)
         CK(fmcu_wq_wgmma_prepare(), "4-bit wgmma GEMM set-up");
+    if (compute_major(device) == 9)
+        CK(fmcu_wq_ring_prepare(), "4-bit wgmma weight stream set-up");
     return 0;
 }
 
@@ -426,7 +431,20 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
     const bool wq_wgmma = wq && wq_tier == FMCU_TIER_TILED && L->opt.wq_wgmma &&
                           fmcu_wq_wgmma_serves(L->wq.format, L->act_dtype, major, &L->wq.w13) &&
                           fmcu_wq_wgmma_serves(L->wq.format, L->act_dtype, major, &L->wq.w2);
-    const uint32_t bm = wq_stream                  ? (uint32_t)FMCU_STREAM_ROW_TILE
+    /* The wgmma weight stream (wq_ring.cu, row tiles of 32) where it serves:
+     * by default (wq_ring = auto) the stream form's calls of at least 4 rows
+     * an expert on average (H200, Qwen3-30B-A3B M = 128: int4 g128 214.5 ->
+     * 168 us, MXFP4 266.5 -> 194; below, its 256-row items leave SMs idle
+     * at M = 1: bench/cuda/RESULTS.md, "4-bit weights: the wgmma weight
+     * stream"); on: also the wgmma form's. */
+    const int ring_opt = L->opt.wq_ring;
+    const bool wq_ring = wq && ring_opt != FMCU_FUSED_OFF &&
+                         (wq_tier == FMCU_TIER_STREAM ? ring_opt == FMCU_FUSED_ON || pairs >= 4 * (int64_t)L->local_experts
+                                                      : wq_tier == FMCU_TIER_TILED && ring_opt == FMCU_FUSED_ON) &&
+                         L->quant != FMCU_Q_MXFP4_A8 &&
+                         fmcu_wq_wgmma_serves(L->wq.format, L->act_dtype, major, &L->wq.w13) &&
+                         fmcu_wq_wgmma_serves(L->wq.format, L->act_dtype, major, &L->wq.w2);
+    const uint32_t bm = wq_ring || wq_stream       ? (uint32_t)FMCU_STREAM_ROW_TILE
                         : wq_wgmma                 ? (uint32_t)FMCU_WQ_WGMMA_TILE
                         : wq && tier != FMCU_TIER_PREFILL ? (fmcu_row_tile(m, L->top_k, L->local_experts) <= 16 ? 16u : 64u)
                         : tier == FMCU_TIER_STREAM ? FMCU_STREAM_ROW_TILE
@@ -551,7 +569,8 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
                 return -1;
             return finish(L, c, out, st, err, cap);
         }
-        if (wq_forward(L, m, stage_x ? q.dst : x, stage_x ? (int64_t)H : x_ld, topk_w, pl, bm, wq_stream ? WQ_STREAM : wq_wgmma ? WQ_WGMMA : WQ_TILED, out, ldo, st, err,
+        if (wq_forward(L, m, stage_x ? q.dst : x, stage_x ? (int64_t)H : x_ld, topk_w, pl, bm,
+                       wq_ring ? WQ_RING : wq_stream ? WQ_STREAM : wq_wgmma ? WQ_WGMMA : WQ_TILED, out, ldo, st, err,
                        cap) != 0)
             return -1;
         return finish(L, c, out, st, err, cap);

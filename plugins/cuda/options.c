@@ -22,6 +22,7 @@ void fmcu_options_default(fmcu_options *o)
     o->prefill_half_tiles = 1;
     o->prefill_tile_order = FMCU_GG_ORDER_AUTO;
     o->wq_wgmma = 1;
+    o->wq_ring = FMCU_FUSED_AUTO;
     o->prefill_dequant_mib = FMCU_PREFILL_DEQUANT_MIB;
     o->prefill_dequant_fused = FMCU_FUSED_AUTO;
     o->prefill_block_gemm = FMCU_BLOCK_GEMM_CUTLASS;
@@ -48,6 +49,7 @@ static const enum_option TIER = {"tier", TIER_VALUES, TIER_CODES, "auto, stream,
 static const enum_option FUSED = {"decode_fused", FUSED_VALUES, FUSED_CODES, "auto, on or off"};
 static const enum_option W13 = {"decode_fused_w13", W13_VALUES, W13_CODES, "auto or registers"};
 static const enum_option DQ_FUSED = {"prefill_dequant_fused", FUSED_VALUES, FUSED_CODES, "auto, on or off"};
+static const enum_option RING = {"wq_ring", FUSED_VALUES, FUSED_CODES, "auto, on or off"};
 static const enum_option ORDER = {"prefill_tile_order", ORDER_VALUES, ORDER_CODES, "auto, fixed or counter"};
 static const char *const BLOCK_VALUES[] = {"cutlass", "ours", NULL};
 static const int BLOCK_CODES[] = {FMCU_BLOCK_GEMM_CUTLASS, FMCU_BLOCK_GEMM_OURS};
@@ -109,6 +111,8 @@ int fmcu_options_set(fmcu_options *o, const char *name, const char *value, char 
         return set_bool(name, value, &o->prefill_half_tiles, why, cap);
     if (strcmp(name, "wq_wgmma") == 0)
         return set_bool(name, value, &o->wq_wgmma, why, cap);
+    if (strcmp(name, RING.name) == 0)
+        return set_enum(&RING, value, &o->wq_ring, why, cap);
     if (strcmp(name, ORDER.name) == 0)
         return set_enum(&ORDER, value, &o->prefill_tile_order, why, cap);
     if (strcmp(name, DQ_FUSED.name) == 0)
@@ -124,7 +128,7 @@ int fmcu_options_set(fmcu_options *o, const char *name, const char *value, char 
     }
     snprintf(why, cap,
              "option '%s': not an option of the cuda plugin (tier, plan_wide_pairs, decode_tail, decode_fused, "
-             "decode_fused_w13, prefill_warp_rows, prefill_half_tiles, prefill_tile_order, wq_wgmma, "
+             "decode_fused_w13, prefill_warp_rows, prefill_half_tiles, prefill_tile_order, wq_wgmma, wq_ring, "
              "prefill_dequant_mib, prefill_dequant_fused, prefill_block_gemm, nccl_library, ep_timeout_ms)",
              name);
     return -1;

@@ -16,6 +16,10 @@
  *   prefill_tile_order  auto | fixed | counter: our grouped GEMM's tile order
  *   wq_wgmma            the 4-bit weights' wgmma kernel (wq_wgmma.cu) where it serves;
  *                       false: the tiled mma.sync kernel (wq_gemm.cu)
+ *   wq_ring             auto | on | off: the 4-bit weights' wgmma weight stream
+ *                       (wq_ring.cu) where it serves; auto: the stream form's calls
+ *                       of at least 4 rows an expert on average, on: also the
+ *                       wgmma form's
  *   prefill_dequant_fused auto | on | off: e2m1 weights converted inside the grouped
  *                       GEMM (two converter warp groups) instead of through the bf16
  *                       scratch; auto: by the rows an expert (tier.h
@@ -64,6 +68,7 @@ typedef struct fmcu_options {
     int prefill_half_tiles;       /* 1 */
     int prefill_tile_order;       /* FMCU_GG_ORDER_* (launch_shape.h) */
     int wq_wgmma;                 /* 1 */
+    int wq_ring;                  /* FMCU_FUSED_* */
     uint32_t prefill_dequant_mib; /* FMCU_PREFILL_DEQUANT_MIB */
     int prefill_dequant_fused;    /* FMCU_FUSED_*: AUTO by the rows an expert, ON always (no scratch), OFF never */
     int prefill_block_gemm;       /* FMCU_BLOCK_GEMM_* */

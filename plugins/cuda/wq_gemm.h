@@ -23,6 +23,8 @@ struct fmcu_wq_gemm_args {
     uint32_t row_tile;      /* 16 or 64: the plan's row tile (32 for the stream form) */
     uint32_t slabs_per_cta; /* stream form: 16-row slabs a CTA streams (1, 2, 4) */
     int64_t grid_tiles;
+    uint32_t experts; /* the layer's local experts (the ring form's weight map) */
+    int sms;          /* the device's multiprocessors (the ring form's persistent grid) */
 
     const void *a; /* rows of a_k elements (act dtype), row stride lda */
     int64_t lda;
@@ -57,6 +59,14 @@ cudaError_t fmcu_wq_stream_launch(const fmcu_wq_gemm_args &a, cudaStream_t strea
  * current device (fmcu_prepare_kernels, once per device). */
 cudaError_t fmcu_wq_wgmma_launch(const fmcu_wq_gemm_args &a, cudaStream_t stream);
 cudaError_t fmcu_wq_wgmma_prepare(void);
+
+/* The same GEMM as a weight stream on wgmma (wq_ring.cu, sm_90a): swap-AB
+ * over row tiles of 32 (the stream tier's plan), one persistent block an
+ * SM fed by TMA; the layers fmcu_wq_wgmma_serves accepts, with experts and
+ * sms set; cudaErrorInvalidValue otherwise. fmcu_wq_ring_prepare raises its
+ * kernels' shared-memory limit on the current device. */
+cudaError_t fmcu_wq_ring_launch(const fmcu_wq_gemm_args &a, cudaStream_t stream);
+cudaError_t fmcu_wq_ring_prepare(void);
 
 /* Per-pair GEMM input rows dst[pair, kp] (act dtype) of the local pairs:
  * src row pair / row_div, gathered through perm [E, kp] (act-order; -1

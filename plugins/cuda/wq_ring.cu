@@ -1,0 +1,683 @@
+/*
+ * plugins/cuda/wq_ring.cu - the grouped GEMM over 4-bit weights (contract
+ * in wq_gemm.h) as a weight stream on wgmma: swap-AB, warp specialized,
+ * for calls where each expert sees up to a few dozen rows (decode to
+ * mid-size batches). sm_90a only.
+ *
+ * Why. The stream form (wq_stream.cu) feeds mma.sync from 16-byte global
+ * loads and is bound by instruction issue; the wgmma form (wq_wgmma.cu)
+ * puts 64 token rows on wgmma's N side whatever the expert holds, and its
+ * threads both copy and compute (bench/cuda/RESULTS.md, "4-bit weights:
+ * against issue 31's targets"). The MegaMoE SM90 GEMM
+ * (plugins/megamoe/sm90_forward.cu) streams MXFP4 weights at 1.2x the
+ * memory floor with the shape used here, which this kernel takes for the
+ * cuda plugin's W4A16 schemes:
+ *
+ *   - Swap-AB: a block's 256 weight rows are wgmma's M side (64 a consumer
+ *     warp group, 16 a warp), a plan tile's up to 32 pairs its N side in
+ *     n8 slices, N = the live slices' (m64n8k16 for one pair).
+ *   - A producer warp fills a ring of STAGES stages of 128 K: the block's
+ *     weight rows by two TMA boxes (128 rows x 64 bytes each, 64-byte
+ *     swizzle) straight from wq_pack.h's row-major chunks, and the pairs'
+ *     activation rows by cp.async (16 bytes at a time, zero past K) into
+ *     the B operand's K-major layout without swizzle. Its copies arrive on
+ *     the stage's full barrier; consumers release a stage on its empty
+ *     barrier once the wgmmas that read it are complete.
+ *   - Consumers read their A fragments from the stage (a lane's 4 bytes of
+ *     each 32-column chunk are its m16n8k16 A fragment: wq_pack.h) and
+ *     dequantize them in registers: int4 as the other kernels do
+ *     (wq_dev.cuh: nibbles OR-ed into a constant's mantissa, one packed
+ *     subtraction); e2m1 with its block scale folded in (exact in bf16) by
+ *     one multiply of the codes' bits moved into place where the scale
+ *     allows (dq_e2m1_fused), else wq_dev.cuh's two.
+ *   - Persistent: one block an SM walks the items (tile, row block) b, b +
+ *     grid, ..., the ring running on across them.
+ *
+ * Scales. int4 with 128-column groups (or multiples): each stage's eight
+ * wgmmas start from zero into partial sums, which are added to the f32
+ * accumulator times the row's group scale once they are done, as the
+ * other kernels scale each group's sum once; channelwise int4 accumulates
+ * all of K and scales at the end; e2m1 accumulates all of K (its scales
+ * are in the operand), NVFP4's global multiplies the end (out_mul).
+ * Served: what fmcu_wq_wgmma_serves accepts (the same layers as the wgmma
+ * form); the forward takes it by the option wq_ring (forward.cu).
+ *
+ * Measured (H200, bench/cuda/RESULTS.md, "4-bit weights: the wgmma weight
+ * stream"): 21-22 % faster than the stream form at 8 rows an expert
+ * (Qwen3-30B-A3B M = 128, int4 g128, MXFP4 and NVFP4 W4A16; 17 % NVFP4
+ * W4A4), even at 4 (DeepSeek-V3 MXFP4 M = 128), slower below: at M = 1
+ * its 256-row items leave most SMs idle, and at a pair or two an expert
+ * the stream form's mma.sync does less per weight byte. Like the stream
+ * form it is bound by instruction issue (ncu: 0.70 warps issued a
+ * scheduler, DRAM at 28 % of its peak), the e2m1 decode and the per-step
+ * scale conversions most of it.
+ */
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include "fusedmoe/common.h"
+#include "plugins/cuda/device_math.cuh"
+#include "plugins/cuda/mbarrier.cuh"
+#include "plugins/cuda/tensor_map.h"
+#include "plugins/cuda/wgmma_rs_ops.cuh"
+#include "plugins/cuda/wgmma_sync.cuh"
+#include "plugins/cuda/wq_dev.cuh"
+#include "plugins/cuda/wq_gemm.h"
+
+namespace {
+
+constexpr int WARP = 32;
+constexpr int BM = 32;                  /* pairs per tile (the plan's row tile): the MMA's N side */
+constexpr int BN = 256;                 /* weight rows per item: the MMA's M side */
+constexpr int HALF = BN / 2;            /* rows per TMA box */
+constexpr int KS = 128;                 /* K per stage */
+constexpr int WROW = KS / 2;            /* a weight row's bytes per stage */
+constexpr int STAGES = 6;
+constexpr int CONSUMER_WARPS = BN / 16; /* 16: four warp groups of 64 rows */
+/* + a producer warp group, one warp of which works; setmaxnreg moves the
+ * other registers to the consumers (the totals fit the launch's
+ * allocation, as in plugins/megamoe/sm90_forward.cu). */
+constexpr int THREADS = (CONSUMER_WARPS + 4) * WARP;
+constexpr int LAUNCH_REGS = 65536 / THREADS / 8 * 8;
+constexpr int CONSUMER_REGS = 112, PRODUCER_REGS = 32;
+static_assert(CONSUMER_WARPS * CONSUMER_REGS + 4 * PRODUCER_REGS <= (CONSUMER_WARPS + 4) * LAUNCH_REGS,
+              "setmaxnreg's totals within the block's launch allocation");
+constexpr int W_BYTES = BN * WROW;   /* 16384 */
+constexpr int X_BYTES = BM * KS * 2; /* 8192: the pairs' rows, bf16 or f16 */
+constexpr int W_AT = 0, X_AT = W_BYTES, STAGE_BYTES = W_BYTES + X_BYTES;
+constexpr int BAR_AT = STAGES * STAGE_BYTES; /* full[STAGES], empty[STAGES] */
+constexpr int SMEM = BAR_AT + 2 * STAGES * 8 + 1024; /* + aligning the base for the swizzle */
+constexpr int FULL_ARRIVALS = 1 + WARP;              /* the weights' expect_tx, and each producer lane's copies */
+static_assert(STAGE_BYTES % 1024 == 0, "stages keep the 64-byte swizzle's alignment");
+static_assert(SMEM <= 227 * 1024, "one block an SM");
+
+/* The kernels' weight formats: int4, and e2m1 with NVFP4's block-16 e4m3
+ * scales (FMCU_WQ_FP4) or MXFP4's block-32 UE8M0 ones. */
+constexpr int FP4_MX = 3;
+static_assert(FP4_MX != FMCU_WQ_INT4 && FP4_MX != FMCU_WQ_INT8 && FP4_MX != FMCU_WQ_FP4, "a format of its own");
+
+using fmcu_wq_dev::bits_of;
+using fmcu_wq_dev::dq_fp4_bf16;
+using fmcu_wq_dev::dq_int4;
+using fmcu_wq_dev::scale_code;
+
+__device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap *map, int c0, int c1, uint32_t bar)
+{
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
+                 "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(bar)
+                 : "memory");
+}
+
+/* 16 bytes, or zeros when !valid (the source is then not read). */
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, bool valid)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0)
+                 : "memory");
+}
+
+/* Byte offset of 16-byte chunk q (K 8q .. 8q + 7) of pair row r in a
+ * stage's pair rows: core matrices of 8 rows x 16 bytes, the 8-row groups
+ * 128 bytes apart (stride offset), a row's chunks BM * 16 apart (leading
+ * offset). */
+__device__ __forceinline__ uint32_t x_chunk(int r, int q)
+{
+    return (uint32_t)((q * BM + r) * 16);
+}
+
+/* The B descriptor of the pair rows at shared address `addr` (k16 step s
+ * starts 2 s BM chunks later: add 2 s BM). */
+__device__ __forceinline__ uint64_t x_desc(uint32_t addr)
+{
+    return (uint64_t)((addr & 0x3FFFF) >> 4) | ((uint64_t)((BM * 16) >> 4) << 16) | ((uint64_t)(128 >> 4) << 32);
+}
+
+/* TMA's 64-byte swizzle moves 16-byte chunk c of stage row s (64 bytes)
+ * to c ^ ((s >> 1) & 3), which also spreads a warp's reads of 8 rows x 4
+ * lanes over the 32 banks. */
+
+__device__ __forceinline__ uint32_t lds32(uint32_t addr)
+{
+    uint32_t v;
+    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(addr));
+    return v;
+}
+
+template <int SL, bool F16>
+__device__ __forceinline__ void mma(float (&d)[SL * 4], const uint32_t (&a)[4], uint64_t desc, int acc)
+{
+    using namespace fmcu_wgmma;
+    if constexpr (F16) {
+        if constexpr (SL == 1)
+            wgmma_m64n8k16_f16_rs(d, a, desc, acc);
+        else if constexpr (SL == 2)
+            wgmma_m64n16k16_f16_rs(d, a, desc, acc);
+        else if constexpr (SL == 3)
+            wgmma_m64n24k16_f16_rs(d, a, desc, acc);
+        else
+            wgmma_m64n32k16_f16_rs(d, a, desc, acc);
+    } else {
+        if constexpr (SL == 1)
+            wgmma_m64n8k16_bf16_rs(d, a, desc, acc);
+        else if constexpr (SL == 2)
+            wgmma_m64n16k16_bf16_rs(d, a, desc, acc);
+        else if constexpr (SL == 3)
+            wgmma_m64n24k16_bf16_rs(d, a, desc, acc);
+        else
+            wgmma_m64n32k16_bf16_rs(d, a, desc, acc);
+    }
+}
+
+/* Register j (0..3) of a lane's word of e2m1 codes (wq_pack.h: nibbles j
+ * and j + 4, bits 4 j and 4 j + 16) as bf16 e2m1 * s, where s2 holds
+ * (s * 2^126, twice) and that is finite: one multiply of the codes' bits
+ * moved into place as e2m1 * 2^-126 (a subnormal for 0.5), where
+ * dq_fp4_bf16 makes two. The masked nibbles times 2^6 + 2^12 (j even; j
+ * odd: 2^2 + 2^8, from the word or from it shifted by 8 for j >= 2) put
+ * each nibble's e1 e0 m at bits 8..6 and its sign at bit 15 of its half,
+ * the two copies in disjoint bits (no carries); the mask keeps those. */
+__device__ __forceinline__ uint32_t dq_e2m1_fused(uint32_t w, int j, uint32_t s2)
+{
+    const uint32_t v = j < 2 ? w : w >> 8;
+    const uint32_t x = v & ((j & 1) ? 0x00F000F0u : 0x000F000Fu);
+    const uint32_t t = (x * ((j & 1) ? 260u : 4160u)) & 0x81C081C0u;
+    return bits_of(__hmul2(fmcu_wq_dev::bf2_of(t), fmcu_wq_dev::bf2_of(s2)));
+}
+
+/* The ring's position: the it-th stage a block handles (across items) is
+ * in slot it % STAGES, in that slot's (it / STAGES)-th use. */
+struct ring {
+    uint32_t slot, phase;
+    __device__ __forceinline__ void next()
+    {
+        if (++slot == STAGES) {
+            slot = 0;
+            phase ^= 1u;
+        }
+    }
+};
+
+/* One item: tile `tile` (expert e, its pairs pos0 .. pos0 + rows - 1)
+ * against row block nb. */
+struct item_t {
+    int e, pos0, rows;
+    uint32_t nb;
+};
+
+__device__ __forceinline__ bool item_of(const fmcu_wq_gemm_args &p, uint64_t item, uint32_t nb_count, int n_tiles,
+                                        item_t &it)
+{
+    const uint64_t tile = item / nb_count;
+    if (tile >= (uint64_t)n_tiles)
+        return false;
+    const int2 t = p.tiles[tile];
+    it.e = t.x;
+    it.pos0 = t.y;
+    it.rows = min(BM, p.offsets[t.x + 1] - t.y);
+    it.nb = (uint32_t)(item % nb_count);
+    return true;
+}
+
+/* The producer warp: for every item and stage, in the consumers' order,
+ * lane 0 waits for the slot's release and loads the weight rows (two TMA
+ * boxes, counted in bytes on the full barrier); lane r < rows copies pair
+ * r's activations with cp.async, and every lane arrives on the full
+ * barrier when its copies have completed, without waiting for them. */
+__device__ __forceinline__ void produce(const fmcu_wq_gemm_args &p, const CUtensorMap *map, uint32_t smem,
+                                        uint32_t nb_count, int n_tiles, uint32_t nk, int lane)
+{
+    using namespace fmcu_async;
+    ring rg{0, 0};
+    const bool gated1 = p.gemm1 && p.gated;
+    const uint8_t *A = (const uint8_t *)p.a;
+    for (uint64_t item = blockIdx.x;; item += gridDim.x) {
+        item_t it;
+        if (!item_of(p, item, nb_count, n_tiles, it))
+            break;
+        const int srow = it.e * (int)p.n_rows;
+        const int row_a = gated1 ? srow + (int)(it.nb * HALF) : srow + (int)(it.nb * BN);
+        const int row_b = gated1 ? row_a + (int)p.n_out : row_a + HALF;
+        const int pair = lane < it.rows ? p.sorted[it.pos0 + lane] : 0;
+        const uint8_t *xrow = A + (int64_t)(pair / p.a_row_div) * p.lda * 2;
+        for (uint32_t kt = 0; kt < nk; kt++) {
+            const uint32_t st = smem + rg.slot * STAGE_BYTES, full = smem + BAR_AT + rg.slot * 8;
+            if (lane == 0) {
+                mbar_wait(smem + BAR_AT + (STAGES + rg.slot) * 8, rg.phase ^ 1u); /* a fresh slot passes */
+                mbar_expect_tx(full, W_BYTES);
+                tma_load(st + W_AT, map, (int)(kt * WROW), row_a, full);
+                tma_load(st + W_AT + HALF * WROW, map, (int)(kt * WROW), row_b, full);
+            }
+            __syncwarp();
+            if (lane < it.rows) {
+#pragma unroll
+                for (int q = 0; q < KS / 8; q++) {
+                    const uint32_t col = kt * KS + q * 8;
+                    const bool in = col < p.a_k;
+                    cp_async16(st + X_AT + x_chunk(lane, q), xrow + (in ? col : 0) * 2, in);
+                }
+            }
+            mbar_arrive_on_cp_async(full);
+            rg.next();
+        }
+    }
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
+}
+
+/* A consumer thread's weight rows in the stage and their scales. Thread
+ * (gid, tg) of warp w holds fragment rows gid (lo) and gid + 8 (hi): stage
+ * rows 8 w + gid and 128 + 8 w + gid of a gated GEMM1 (a gate row and its
+ * up row), else 16 w + gid and 16 w + gid + 8. */
+template <int FMT> struct rows_t {
+    uint32_t at_lo, at_hi; /* byte offsets in a stage of the rows' word tg */
+    uint32_t swz;          /* the rows' 64-byte swizzle, (s >> 1) & 3 (the same for both) */
+    uint32_t off[2];       /* the rows' first scale (int4: and zero point; e2m1: scale code) */
+};
+
+/* The projection's rows of a thread's fragment rows in row block nb
+ * (gated: r_lo is the output column and gate row, r_hi its up row), and
+ * whether they exist. */
+__device__ __forceinline__ void proj_rows(const fmcu_wq_gemm_args &p, uint32_t nb, int warp, int gid, int &r_lo,
+                                          int &r_hi, bool &ok_lo, bool &ok_hi)
+{
+    if (p.gemm1 && p.gated) {
+        r_lo = (int)(nb * HALF) + 8 * warp + gid;
+        r_hi = (int)p.n_out + r_lo;
+        ok_lo = ok_hi = r_lo < (int)p.n_out;
+    } else {
+        r_lo = (int)(nb * BN) + 16 * warp + gid;
+        r_hi = r_lo + 8;
+        ok_lo = r_lo < (int)p.n_rows;
+        ok_hi = r_hi < (int)p.n_rows;
+    }
+}
+
+/* A stage's scale data of a thread's two rows, loaded a stage ahead. int4:
+ * the group scale and the packed subtrahend (128 + 8 + zp or its f16
+ * form); e2m1: the stage's block scale codes (4 for MXFP4, 8 for NVFP4). */
+struct stage_sc {
+    float sc[2];
+    uint32_t sub[2];
+    uint32_t code[2][2];
+    bool fused; /* MXFP4: every code of the warp's rows in this stage <= 128 (s * 2^126 finite) */
+};
+
+template <int FMT, bool F16>
+__device__ __forceinline__ void load_scales(const fmcu_wq_gemm_args &p, const rows_t<FMT> &r, uint32_t kt,
+                                            stage_sc &s)
+{
+    if constexpr (FMT == FMCU_WQ_INT4) {
+        const uint32_t groups = p.w.groups;
+        const uint32_t grp = groups == 1 ? 0u : min(kt * KS / p.w.group, groups - 1);
+        const float sub0 = F16 ? 1032.0f : 136.0f;
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            s.sc[h] = __ldg(p.w.scale + r.off[h] + grp);
+            const float c = sub0 + (p.w.zero ? (float)p.w.zero[r.off[h] + grp] : 0.0f);
+            s.sub[h] = F16 ? bits_of(__floats2half2_rn(c, c)) : bits_of(__floats2bfloat162_rn(c, c));
+        }
+    } else {
+        s.sc[0] = s.sc[1] = 1.0f;
+        s.sub[0] = s.sub[1] = 0;
+        s.fused = true;
+        /* blocks of this stage: 4 (MXFP4) or 8 (NVFP4) codes a row, 0 past the row's last block */
+        const uint32_t per = FMT == FP4_MX ? 4u : 8u, b0 = kt * per, groups = p.w.groups;
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            if (b0 + per <= groups && (groups % per) == 0) {
+                if constexpr (FMT == FP4_MX) {
+                    s.code[h][0] = __ldg(reinterpret_cast<const uint32_t *>(p.w.sf8 + r.off[h] + b0));
+                    s.code[h][1] = 0;
+                } else {
+                    const uint2 v = __ldg(reinterpret_cast<const uint2 *>(p.w.sf8 + r.off[h] + b0));
+                    s.code[h][0] = v.x;
+                    s.code[h][1] = v.y;
+                }
+            } else {
+                uint32_t w[2] = {0, 0};
+                for (uint32_t b = 0; b < per; b++)
+                    if (b0 + b < groups)
+                        w[b >> 2] |= (uint32_t)p.w.sf8[r.off[h] + b0 + b] << (8 * (b & 3));
+                s.code[h][0] = w[0];
+                s.code[h][1] = w[1];
+            }
+        }
+        if constexpr (FMT == FP4_MX) { /* warp-uniform, so that the decode does not diverge */
+            const bool ok = __vcmpleu4(s.code[0][0], 0x80808080u) == 0xFFFFFFFFu &&
+                            __vcmpleu4(s.code[1][0], 0x80808080u) == 0xFFFFFFFFu;
+            s.fused = __all_sync(0xFFFFFFFFu, ok);
+        }
+    }
+}
+
+/* acc += p * (row scale), the int4 group's promotion. */
+template <int SL>
+__device__ __forceinline__ void promote(float (&acc)[SL * 4], const float (&part)[SL * 4], const float (&sc)[2])
+{
+#pragma unroll
+    for (int j = 0; j < SL; j++) {
+        acc[4 * j] = fmaf(part[4 * j], sc[0], acc[4 * j]);
+        acc[4 * j + 1] = fmaf(part[4 * j + 1], sc[0], acc[4 * j + 1]);
+        acc[4 * j + 2] = fmaf(part[4 * j + 2], sc[1], acc[4 * j + 2]);
+        acc[4 * j + 3] = fmaf(part[4 * j + 3], sc[1], acc[4 * j + 3]);
+    }
+}
+
+/* One stage of a consumer warp: its 16 rows x SL n8 slices of pairs over
+ * the stage's 128 K in eight k16 wgmmas, in groups of GS whose A
+ * fragments are dequantized from the stage just before the group is
+ * issued. PROMOTE: into part (from zero), else into acc (from zero at the
+ * item's first stage: first). The groups' A fragments alternate between
+ * two register sets, each group waited for when the next has been issued
+ * (its set is then rewritten), so one group's dequantization overlaps the
+ * other's MMAs; the stage's last group is left in flight. (One wgmma a
+ * group, waited for one step later, made each warp wait out a wgmma's
+ * latency eight times a stage: DeepSeek-V3 MXFP4 M = 16 ran at 41 % of
+ * the memory floor.) */
+template <int FMT, bool F16, bool PROMOTE, int SL>
+__device__ __forceinline__ void stage_mma(float (&acc)[SL * 4], float (&part)[SL * 4], uint32_t st,
+                                          const rows_t<FMT> &r, const stage_sc &s, bool first, int tg)
+{
+    using namespace fmcu_wgmma;
+    const uint64_t desc = x_desc(st + X_AT);
+    /* k16 steps a wgmma group: two with PROMOTE, else one (accumulators
+     * in flight across stages leave no registers for a second step's
+     * fragments: 28 bytes spilled) */
+    constexpr int GS = PROMOTE ? 2 : 1;
+    uint32_t a[2][GS][4];
+    uint32_t lo = 0, hi = 0, s2lo = 0, s2hi = 0; /* a chunk's words and scales, for its two k16 steps */
+#pragma unroll
+    for (int g = 0; g < KS / 16 / GS; g++) {
+        uint32_t(&ag)[GS][4] = a[g & 1];
+#pragma unroll
+        for (int i = 0; i < GS; i++) {
+            const int k = g * GS + i, c = k >> 1, j = 2 * (k & 1);
+            if ((k & 1) == 0) { /* a chunk's words */
+                const uint32_t cw = W_AT + ((c ^ r.swz) << 4);
+                lo = lds32(st + r.at_lo + cw);
+                hi = lds32(st + r.at_hi + cw);
+            }
+            if constexpr (FMT == FMCU_WQ_INT4) {
+                ag[i][0] = dq_int4<F16>(lo, j, s.sub[0]);
+                ag[i][1] = dq_int4<F16>(hi, j, s.sub[1]);
+                ag[i][2] = dq_int4<F16>(lo, j + 1, s.sub[0]);
+                ag[i][3] = dq_int4<F16>(hi, j + 1, s.sub[1]);
+            } else {
+                /* the block scale of this k16 step (MXFP4: the chunk's; NVFP4: its half's) as a bf16 pair,
+                 * times the fused decode's 2^126 (NVFP4: 2^118, the epilogue's 2^8 restoring it) */
+                constexpr bool MX = FMT == FP4_MX;
+                if (MX && s.fused) {
+                    if ((k & 1) == 0) {
+                        /* 2^(c - 127) * 2^126 = 2^(c - 1), c <= 128 (c = 0: 2^-127 * 2^126 = 0.5,
+                         * the same formula): bf16 bits (c + 126) << 7 in both halves, the code
+                         * byte moved into both by one byte permute */
+                        const uint32_t sel = (uint32_t)c * 0x0101u + 0x4040u; /* bytes c, 0, c, 0 */
+                        s2lo = __byte_perm(s.code[0][0], 0, sel) * 128u + (126u << 7) * 0x00010001u;
+                        s2hi = __byte_perm(s.code[1][0], 0, sel) * 128u + (126u << 7) * 0x00010001u;
+                    }
+                } else if ((k & 1) == 0 || !MX) {
+                    const int b = MX ? c : k;
+                    const float m = MX ? 1.0f : 0x1p118f;
+                    const float flo = scale_code((s.code[0][b >> 2] >> (8 * (b & 3))) & 0xFFu, MX) * m;
+                    const float fhi = scale_code((s.code[1][b >> 2] >> (8 * (b & 3))) & 0xFFu, MX) * m;
+                    s2lo = bits_of(__floats2bfloat162_rn(flo, flo));
+                    s2hi = bits_of(__floats2bfloat162_rn(fhi, fhi));
+                }
+                if (!MX || s.fused) {
+                    ag[i][0] = dq_e2m1_fused(lo, j, s2lo);
+                    ag[i][1] = dq_e2m1_fused(hi, j, s2hi);
+                    ag[i][2] = dq_e2m1_fused(lo, j + 1, s2lo);
+                    ag[i][3] = dq_e2m1_fused(hi, j + 1, s2hi);
+                } else {
+                    ag[i][0] = dq_fp4_bf16(lo, j, s2lo);
+                    ag[i][1] = dq_fp4_bf16(hi, j, s2hi);
+                    ag[i][2] = dq_fp4_bf16(lo, j + 1, s2lo);
+                    ag[i][3] = dq_fp4_bf16(hi, j + 1, s2hi);
+                }
+            }
+        }
+        wgmma_fence();
+#pragma unroll
+        for (int i = 0; i < GS; i++) {
+            const int k = g * GS + i;
+            if constexpr (PROMOTE)
+                mma<SL, F16>(part, ag[i], desc + (uint64_t)(k * 2 * BM), k > 0);
+            else
+                mma<SL, F16>(acc, ag[i], desc + (uint64_t)(k * 2 * BM), !(first && k == 0));
+        }
+        wgmma_commit();
+        /* the group before this one (at g = 0 the previous stage's last,
+         * without PROMOTE) is done: its A set may be rewritten */
+        wgmma_wait<1>();
+#pragma unroll
+        for (int i = 0; i < GS; i++)
+            fence_regs(a[(g + 1) & 1][i]);
+    }
+}
+
+/* A consumer warp's K loop over one item for SL live slices. PROMOTE:
+ * each stage's wgmmas are waited for at its end (ptxas serializes every
+ * wgmma when an accumulator is read while any is in flight), then the
+ * slot is released (one arrival a warp on its empty barrier) and the
+ * partial sums promoted. Else the stage's last wgmma stays in flight and
+ * its slot is released once the next stage's second wgmma has been waited
+ * for, which completes every earlier one. On return every wgmma is
+ * complete and every slot released; sc holds the last stage's int4 scales
+ * (channelwise: the rows' scales). */
+template <int FMT, bool F16, bool PROMOTE, int SL>
+__device__ __forceinline__ void k_loop(const fmcu_wq_gemm_args &p, float (&acc)[SL * 4], ring &rg, uint32_t smem,
+                                       const rows_t<FMT> &r, uint32_t nk, int lane, int tg, float (&sc)[2])
+{
+    using namespace fmcu_async;
+    using namespace fmcu_wgmma;
+    float part[SL * 4];
+    stage_sc cur;
+    load_scales<FMT, F16>(p, r, 0, cur);
+    uint32_t prev_slot = 0;
+    for (uint32_t kt = 0; kt < nk; kt++) {
+        stage_sc nxt;
+        if (kt + 1 < nk)
+            load_scales<FMT, F16>(p, r, kt + 1, nxt);
+        const uint32_t full = smem + BAR_AT + rg.slot * 8, empty = smem + BAR_AT + (STAGES + rg.slot) * 8;
+        mbar_wait(full, rg.phase);
+        fence_async_shared(); /* the producer's cp.async rows, for the wgmma's async proxy */
+        stage_mma<FMT, F16, PROMOTE, SL>(acc, part, smem + rg.slot * STAGE_BYTES, r, cur, kt == 0, tg);
+        if constexpr (PROMOTE) {
+            wgmma_wait<0>();
+            fence_regs(part);
+            __syncwarp();
+            if (lane == 0)
+                mbar_arrive(empty);
+            promote<SL>(acc, part, cur.sc);
+        } else {
+            if (kt > 0) {
+                __syncwarp();
+                if (lane == 0)
+                    mbar_arrive(smem + BAR_AT + (STAGES + prev_slot) * 8);
+            }
+            prev_slot = rg.slot;
+        }
+        sc[0] = cur.sc[0];
+        sc[1] = cur.sc[1];
+        rg.next();
+        if (kt + 1 < nk)
+            cur = nxt;
+    }
+    if constexpr (!PROMOTE) {
+        wgmma_wait<0>();
+        fence_regs(acc);
+        __syncwarp();
+        if (lane == 0)
+            mbar_arrive(smem + BAR_AT + (STAGES + prev_slot) * 8);
+    }
+}
+
+/* One item of a consumer warp: the K loop, then each live pair's two
+ * results of this thread through the stream form's epilogue (activation,
+ * bias, out_mul). */
+template <int FMT, bool F16, bool PROMOTE, int SL>
+__device__ __forceinline__ void run_item(const fmcu_wq_gemm_args &p, const fmcu_dev::act_params &ap, ring &rg,
+                                         uint32_t smem, const rows_t<FMT> &r, const item_t &it, uint32_t nk,
+                                         int warp, int lane)
+{
+    const int gid = lane / 4, tg = lane % 4;
+    float acc[SL * 4] = {};
+    float psc[2];
+    k_loop<FMT, F16, PROMOTE, SL>(p, acc, rg, smem, r, nk, lane, tg, psc);
+    /* NVFP4's operand carries its block scales times 2^-8 (dq_e2m1_fused): the
+     * sums times 2^8, exactly, with its global */
+    const float omul = (p.w.out_mul ? p.w.out_mul[it.e] : 1.0f) * (FMT == FMCU_WQ_FP4 ? 256.0f : 1.0f);
+    int r_lo, r_hi;
+    bool ok_lo, ok_hi;
+    proj_rows(p, it.nb, warp, gid, r_lo, r_hi, ok_lo, ok_hi);
+#pragma unroll
+    for (int j = 0; j < SL; j++)
+#pragma unroll
+        for (int t = 0; t < 2; t++) {
+            const int row = 8 * j + 2 * tg + t;
+            if (row >= it.rows)
+                continue;
+            float a_lo = acc[4 * j + t], a_hi = acc[4 * j + 2 + t];
+            if constexpr (FMT == FMCU_WQ_INT4 && !PROMOTE) {
+                a_lo *= psc[0];
+                a_hi *= psc[1];
+            }
+            fmcu_wq_dev::store_rows(p, ap, it.e, p.sorted[it.pos0 + row], r_lo, r_hi, ok_lo, ok_hi, a_lo, a_hi,
+                                    omul);
+        }
+}
+
+template <int FMT, bool F16, bool PROMOTE>
+__global__ void __launch_bounds__(THREADS, 1) wq_ring(const __grid_constant__ CUtensorMap map, const fmcu_wq_gemm_args p)
+{
+    using namespace fmcu_async;
+    /* Launched overlapped (programmatic dependent launch): everything below
+     * reads what earlier kernels wrote, so wait first. */
+    fmcu_dev::pdl_wait();
+    fmcu_dev::pdl_trigger();
+    extern __shared__ __align__(16) uint8_t smem_raw[];
+    const uint32_t smem = (smem_addr(smem_raw) + 1023) & ~1023u;
+    const int n_tiles = *(const volatile int32_t *)p.n_tiles;
+    const bool gated1 = p.gemm1 && p.gated;
+    const uint32_t nb_count = gated1 ? (p.n_out + HALF - 1) / HALF : (p.n_rows + BN - 1) / BN;
+    const uint32_t nk = (p.w.kp + KS - 1) / KS;
+    const int tid = threadIdx.x, lane = tid % WARP, warp = tid / WARP;
+    if (tid == 0) {
+        for (int s = 0; s < STAGES; s++) {
+            mbar_init(smem + BAR_AT + s * 8, FULL_ARRIVALS);
+            mbar_init(smem + BAR_AT + (STAGES + s) * 8, CONSUMER_WARPS); /* empty: one arrival a warp */
+        }
+        mbar_init_fence();
+    }
+    __syncthreads();
+    if (warp >= CONSUMER_WARPS) {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGS));
+        if (warp == CONSUMER_WARPS)
+            produce(p, &map, smem, nb_count, n_tiles, nk, lane);
+        return;
+    }
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(CONSUMER_REGS));
+    const int gid = lane / 4, tg = lane % 4;
+    const fmcu_dev::act_params ap = {p.activation, p.gated, p.swiglu_alpha, p.swiglu_limit};
+    ring rg{0, 0};
+    for (uint64_t item = blockIdx.x;; item += gridDim.x) {
+        item_t it;
+        if (!item_of(p, item, nb_count, n_tiles, it))
+            break;
+        rows_t<FMT> r;
+        const int s_lo = gated1 ? 8 * warp + gid : 16 * warp + gid, s_hi = gated1 ? HALF + s_lo : s_lo + 8;
+        r.at_lo = (uint32_t)(s_lo * WROW + tg * 4);
+        r.at_hi = (uint32_t)(s_hi * WROW + tg * 4);
+        r.swz = (uint32_t)((s_lo >> 1) & 3);
+        int r_lo, r_hi;
+        bool ok_lo, ok_hi;
+        proj_rows(p, it.nb, warp, gid, r_lo, r_hi, ok_lo, ok_hi);
+        const size_t srow = (size_t)it.e * p.n_rows;
+        const size_t w_lo = srow + (ok_lo ? r_lo : 0), w_hi = srow + (ok_hi ? r_hi : 0);
+        r.off[0] = (uint32_t)(w_lo * p.w.groups); /* < 2^32: fmcu_wq_ring_launch */
+        r.off[1] = (uint32_t)(w_hi * p.w.groups);
+        switch ((it.rows + 7) / 8) {
+        case 1:
+            run_item<FMT, F16, PROMOTE, 1>(p, ap, rg, smem, r, it, nk, warp, lane);
+            break;
+        case 2:
+            run_item<FMT, F16, PROMOTE, 2>(p, ap, rg, smem, r, it, nk, warp, lane);
+            break;
+        case 3:
+            run_item<FMT, F16, PROMOTE, 3>(p, ap, rg, smem, r, it, nk, warp, lane);
+            break;
+        default:
+            run_item<FMT, F16, PROMOTE, 4>(p, ap, rg, smem, r, it, nk, warp, lane);
+            break;
+        }
+    }
+}
+
+/* The weights [E * N rows, kp / 2 bytes] in boxes of 128 rows x 64 bytes,
+ * 64-byte swizzled; rows and columns past the ends read as zeros. */
+bool encode_weights(CUtensorMap *map, const fmcu_wq_gemm_args &a)
+{
+    fmcu_encode_tiled_fn f = fmcu_tensor_map_encoder();
+    if (!f)
+        return false;
+    const cuuint64_t dims[2] = {a.w.kp / 2, (cuuint64_t)a.experts * a.n_rows};
+    const cuuint64_t strides[1] = {a.w.kp / 2};
+    const cuuint32_t box[2] = {(cuuint32_t)WROW, (cuuint32_t)HALF};
+    const cuuint32_t elem[2] = {1, 1};
+    return f(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void *>(a.w.w), dims, strides, box, elem,
+             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_64B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+template <int FMT, bool F16, bool PROMOTE> cudaError_t launch(const fmcu_wq_gemm_args &a, cudaStream_t stream)
+{
+    CUtensorMap map;
+    if (!encode_weights(&map, a))
+        return cudaErrorInvalidValue;
+    const bool gated1 = a.gemm1 && a.gated;
+    const int64_t blocks = gated1 ? (a.n_out + HALF - 1) / HALF : (a.n_rows + BN - 1) / BN;
+    const int64_t items = a.grid_tiles * blocks;
+    const unsigned grid = (unsigned)(items < a.sms ? items : a.sms);
+    return fmcu_dev::launch_overlapped(wq_ring<FMT, F16, PROMOTE>, dim3(grid), dim3(THREADS), (size_t)SMEM, stream,
+                                       map, a);
+}
+
+template <int FMT, bool F16, bool PROMOTE> cudaError_t prepare_one()
+{
+    return cudaFuncSetAttribute(wq_ring<FMT, F16, PROMOTE>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
+}
+
+} // namespace
+
+cudaError_t fmcu_wq_ring_prepare(void)
+{
+    cudaError_t e;
+    if ((e = prepare_one<FMCU_WQ_INT4, false, false>()) != cudaSuccess ||
+        (e = prepare_one<FMCU_WQ_INT4, false, true>()) != cudaSuccess ||
+        (e = prepare_one<FMCU_WQ_INT4, true, false>()) != cudaSuccess ||
+        (e = prepare_one<FMCU_WQ_INT4, true, true>()) != cudaSuccess ||
+        (e = prepare_one<FMCU_WQ_FP4, false, false>()) != cudaSuccess ||
+        (e = prepare_one<FP4_MX, false, false>()) != cudaSuccess)
+        return e;
+    return cudaSuccess;
+}
+
+cudaError_t fmcu_wq_ring_launch(const fmcu_wq_gemm_args &a, cudaStream_t stream)
+{
+    if (a.grid_tiles <= 0)
+        return cudaSuccess;
+    if (a.row_tile != BM || a.sms <= 0 || a.experts == 0 || a.a_k % 8 || (a.lda * 2) % 16 || (uintptr_t)a.a % 16 ||
+        (uintptr_t)a.w.w % 16 || a.w.kp % 32 || (a.format == FMCU_WQ_FP4 && a.act_dtype != FMOE_DTYPE_BF16) ||
+        (a.format != FMCU_WQ_FP4 && a.format != FMCU_WQ_INT4) || a.w.perm || a.w.kgrp ||
+        (a.format == FMCU_WQ_INT4 && a.w.groups > 1 && a.w.group % KS) ||
+        (uint64_t)a.experts * a.n_rows * a.w.groups > UINT32_MAX) /* 32-bit scale offsets */
+        return cudaErrorInvalidValue; /* fmcu_wq_wgmma_serves refuses these layers first */
+    const bool f16 = a.act_dtype == FMOE_DTYPE_F16;
+    if (a.format == FMCU_WQ_FP4)
+        return a.fp4_block == 32 ? launch<FP4_MX, false, false>(a, stream) : launch<FMCU_WQ_FP4, false, false>(a, stream);
+    const bool promote = a.w.groups > 1;
+    if (f16)
+        return promote ? launch<FMCU_WQ_INT4, true, true>(a, stream) : launch<FMCU_WQ_INT4, true, false>(a, stream);
+    return promote ? launch<FMCU_WQ_INT4, false, true>(a, stream) : launch<FMCU_WQ_INT4, false, false>(a, stream);
+}
