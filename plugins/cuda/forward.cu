@@ -442,8 +442,9 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
                          (wq_tier == FMCU_TIER_STREAM ? ring_opt == FMCU_FUSED_ON || pairs >= 4 * (int64_t)L->local_experts
                                                       : wq_tier == FMCU_TIER_TILED && ring_opt == FMCU_FUSED_ON) &&
                          L->quant != FMCU_Q_MXFP4_A8 &&
-                         fmcu_wq_wgmma_serves(L->wq.format, L->act_dtype, major, &L->wq.w13) &&
-                         fmcu_wq_wgmma_serves(L->wq.format, L->act_dtype, major, &L->wq.w2);
+                         fmcu_wq_ring_serves(L->wq.format, L->act_dtype, major, L->local_experts, L->rows13,
+                                             &L->wq.w13) &&
+                         fmcu_wq_ring_serves(L->wq.format, L->act_dtype, major, L->local_experts, H, &L->wq.w2);
     const uint32_t bm = wq_ring || wq_stream       ? (uint32_t)FMCU_STREAM_ROW_TILE
                         : wq_wgmma                 ? (uint32_t)FMCU_WQ_WGMMA_TILE
                         : wq && tier != FMCU_TIER_PREFILL ? (fmcu_row_tile(m, L->top_k, L->local_experts) <= 16 ? 16u : 64u)

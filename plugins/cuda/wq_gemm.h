@@ -62,7 +62,7 @@ cudaError_t fmcu_wq_wgmma_prepare(void);
 
 /* The same GEMM as a weight stream on wgmma (wq_ring.cu, sm_90a): swap-AB
  * over row tiles of 32 (the stream tier's plan), one persistent block an
- * SM fed by TMA; the layers fmcu_wq_wgmma_serves accepts, with experts and
+ * SM fed by TMA; the layers fmcu_wq_ring_serves accepts, with experts and
  * sms set; cudaErrorInvalidValue otherwise. fmcu_wq_ring_prepare raises its
  * kernels' shared-memory limit on the current device. */
 cudaError_t fmcu_wq_ring_launch(const fmcu_wq_gemm_args &a, cudaStream_t stream);

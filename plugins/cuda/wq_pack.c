@@ -143,6 +143,13 @@ int fmcu_wq_wgmma_serves(int32_t format, int32_t act_dtype, int major, const fmc
     return w->groups == 1 || (w->group && w->group % 128 == 0);
 }
 
+int fmcu_wq_ring_serves(int32_t format, int32_t act_dtype, int major, uint32_t experts, uint32_t rows,
+                        const fmcu_wq_proj *w)
+{
+    return fmcu_wq_wgmma_serves(format, act_dtype, major, w) &&
+           (uint64_t)experts * rows * (w->groups ? w->groups : 1) <= UINT32_MAX;
+}
+
 uint32_t fmcu_wq_stream_slabs(int64_t tiles, uint32_t slabs, int sms)
 {
     for (uint32_t S = 4; S > 1; S /= 2)

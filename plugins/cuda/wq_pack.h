@@ -105,6 +105,13 @@ int fmcu_wq_stream_serves(int32_t format, const fmcu_wq_proj *w);
  * act-order; K % 8 == 0 (16-byte copies of token rows). */
 int fmcu_wq_wgmma_serves(int32_t format, int32_t act_dtype, int major, const fmcu_wq_proj *w);
 
+/* Whether the wgmma weight stream (wq_ring.cu) serves projection w of
+ * `experts` experts of `rows` rows: what fmcu_wq_wgmma_serves accepts, with
+ * every row's first scale at a 32-bit offset (experts * rows * groups <
+ * 2^32: the kernel keeps them in 32 bits for registers). */
+int fmcu_wq_ring_serves(int32_t format, int32_t act_dtype, int major, uint32_t experts, uint32_t rows,
+                        const fmcu_wq_proj *w);
+
 /* Token rows per tile of the wgmma kernel (the plan's row tile). 64 at
  * every size: two CTAs then share an SM, one dequantizing while the other's
  * wgmmas run, which beat tiles of 128 (one CTA an SM) at Qwen3-30B-A3B

@@ -39,8 +39,8 @@
  * other kernels scale each group's sum once; channelwise int4 accumulates
  * all of K and scales at the end; e2m1 accumulates all of K (its scales
  * are in the operand), NVFP4's global multiplies the end (out_mul).
- * Served: what fmcu_wq_wgmma_serves accepts (the same layers as the wgmma
- * form); the forward takes it by the option wq_ring (forward.cu).
+ * Served: fmcu_wq_ring_serves (the wgmma form's layers, scale offsets in
+ * 32 bits); the forward takes it by the option wq_ring (forward.cu).
  *
  * Measured (H200, bench/cuda/RESULTS.md, "4-bit weights: the wgmma weight
  * stream"): 21-22 % faster than the stream form at 8 rows an expert
@@ -672,7 +672,7 @@ cudaError_t fmcu_wq_ring_launch(const fmcu_wq_gemm_args &a, cudaStream_t stream)
         (a.format != FMCU_WQ_FP4 && a.format != FMCU_WQ_INT4) || a.w.perm || a.w.kgrp ||
         (a.format == FMCU_WQ_INT4 && a.w.groups > 1 && a.w.group % KS) ||
         (uint64_t)a.experts * a.n_rows * a.w.groups > UINT32_MAX) /* 32-bit scale offsets */
-        return cudaErrorInvalidValue; /* fmcu_wq_wgmma_serves refuses these layers first */
+        return cudaErrorInvalidValue; /* fmcu_wq_ring_serves refuses these layers first */
     const bool f16 = a.act_dtype == FMOE_DTYPE_F16;
     if (a.format == FMCU_WQ_FP4)
         return a.fp4_block == 32 ? launch<FP4_MX, false, false>(a, stream) : launch<FMCU_WQ_FP4, false, false>(a, stream);

@@ -362,6 +362,26 @@ START_TEST(wgmma_serves_sm90_stages)
 }
 END_TEST
 
+/* The weight stream serves the wgmma form's layers while every row's
+ * first scale has a 32-bit offset. */
+START_TEST(ring_serves_32_bit_scale_offsets)
+{
+    uint8_t codes = 0;
+    fmcu_wq_proj w = {.k = 7168, .kp = 7168, .groups = 56, .group = 128};
+    /* DeepSeek-V3's W13 (256 experts, 4096 rows), int4 g128 */
+    ck_assert_int_eq(fmcu_wq_ring_serves(FMCU_WQ_INT4, FMOE_DTYPE_BF16, 9, 256, 4096, &w), 1);
+    ck_assert_int_eq(fmcu_wq_ring_serves(FMCU_WQ_INT4, FMOE_DTYPE_BF16, 10, 256, 4096, &w), 0); /* sm_90a only */
+    /* 2^32 / 56 = 76695844.6: the last count of rows x experts that fits */
+    ck_assert_int_eq(fmcu_wq_ring_serves(FMCU_WQ_INT4, FMOE_DTYPE_BF16, 9, 4, 19173961, &w), 1);
+    ck_assert_int_eq(fmcu_wq_ring_serves(FMCU_WQ_INT4, FMOE_DTYPE_BF16, 9, 4, 19173962, &w), 0);
+    w.group = 64, w.groups = 112; /* two groups a stage: the wgmma form's refusal */
+    ck_assert_int_eq(fmcu_wq_ring_serves(FMCU_WQ_INT4, FMOE_DTYPE_BF16, 9, 256, 4096, &w), 0);
+    fmcu_wq_proj f = {.k = 2880, .kp = 2880, .groups = 90, .group = 32, .sf8 = &codes}; /* gpt-oss-120b MXFP4 */
+    ck_assert_int_eq(fmcu_wq_ring_serves(FMCU_WQ_FP4, FMOE_DTYPE_BF16, 9, 128, 5760, &f), 1);
+    ck_assert_int_eq(fmcu_wq_ring_serves(FMCU_WQ_FP4, FMOE_DTYPE_F16, 9, 128, 5760, &f), 0);
+}
+END_TEST
+
 START_TEST(dequant_experts_fit_the_budget)
 {
     /* Mixtral-8x7B gated: W13 [28672, 4096] bf16 = 224 MiB an expert (W2 half
@@ -425,6 +445,7 @@ int main(void)
     tcase_add_test(tc, bad_gidx_refused);
     tcase_add_test(tc, stream_serves_whole_spans);
     tcase_add_test(tc, wgmma_serves_sm90_stages);
+    tcase_add_test(tc, ring_serves_32_bit_scale_offsets);
     tcase_add_test(tc, stream_slabs_fill_the_sms);
     tcase_add_test(tc, dequant_experts_fit_the_budget);
     suite_add_tcase(s, tc);
