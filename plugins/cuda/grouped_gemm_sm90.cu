@@ -91,6 +91,7 @@ using fmcu_async::mbar_expect_tx;
 using fmcu_async::mbar_init;
 using fmcu_async::mbar_wait;
 using fmcu_async::smem_addr;
+using fmcu_async::tma_load;
 using fmcu_wgmma::fence_regs;
 using fmcu_wgmma::sw128_desc;
 using fmcu_wgmma::wgmma_commit;
@@ -157,15 +158,6 @@ template <int BN, int W4 = 0> struct kind_cfg {
 };
 
 /* ---- PTX wrappers ---------------------------------------------------- */
-
-/* 2-D tile load, completion counted in bytes on `bar`; c0 is the inner (K) coordinate. */
-__device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap *map, int c0, int c1, uint32_t bar)
-{
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
-                 " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
-                 "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(bar)
-                 : "memory");
-}
 
 /* Barrier of one consumer warp group (ids 1, 2; 0 is __syncthreads). */
 __device__ __forceinline__ void wg_sync(int id)

@@ -1,7 +1,8 @@
 /*
  * plugins/cuda/mbarrier.cuh - the shared-memory barriers and bulk copies of
- * the async proxy (sm_90+), as the kernels that stage operands with TMA or
- * cp.async.bulk use them (grouped_gemm_sm90.cu, decode_tail.cu). A copy
+ * the async proxy (sm_90+), as the kernels that stage operands with TMA,
+ * cp.async.bulk or cp.async use them (grouped_gemm_sm90.cu, decode_tail.cu,
+ * wq_wgmma.cu, wq_ring.cu). A copy
  * counts its bytes down on an mbarrier; a waiter spins on the barrier's
  * phase parity. Device-side C++ only.
  */
@@ -78,6 +79,32 @@ __device__ __forceinline__ void bulk_load(uint32_t dst, const void *src, uint32_
 __device__ __forceinline__ void fence_async_shared()
 {
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+/* A 2-D box of the tensor map at `map` (a CUtensorMap in kernel-parameter
+ * or global memory) at coordinates (c0, c1), c0 the inner one, counted in
+ * bytes on `bar`. */
+__device__ __forceinline__ void tma_load(uint32_t dst, const void *map, int c0, int c1, uint32_t bar)
+{
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
+                 "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(bar)
+                 : "memory");
+}
+
+/* 16 bytes by cp.async, or zeros when !valid (the source is then not read). */
+__device__ __forceinline__ void cp_async16_zfill(uint32_t dst, const void *src, bool valid)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0)
+                 : "memory");
+}
+
+/* A 32-bit word of shared memory (a dequantizing lane's fragment word). */
+__device__ __forceinline__ uint32_t lds32(uint32_t addr)
+{
+    uint32_t v;
+    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(addr));
+    return v;
 }
 
 } // namespace fmcu_async

@@ -102,21 +102,7 @@ using fmcu_wq_dev::bits_of;
 using fmcu_wq_dev::dq_fp4_bf16;
 using fmcu_wq_dev::dq_int4;
 using fmcu_wq_dev::scale_code;
-
-__device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap *map, int c0, int c1, uint32_t bar)
-{
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
-                 " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
-                 "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(bar)
-                 : "memory");
-}
-
-/* 16 bytes, or zeros when !valid (the source is then not read). */
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, bool valid)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0)
-                 : "memory");
-}
+using fmcu_async::lds32;
 
 /* Byte offset of 16-byte chunk q (K 8q .. 8q + 7) of pair row r in a
  * stage's pair rows: core matrices of 8 rows x 16 bytes, the 8-row groups
@@ -137,13 +123,6 @@ __device__ __forceinline__ uint64_t x_desc(uint32_t addr)
 /* TMA's 64-byte swizzle moves 16-byte chunk c of stage row s (64 bytes)
  * to c ^ ((s >> 1) & 3), which also spreads a warp's reads of 8 rows x 4
  * lanes over the 32 banks. */
-
-__device__ __forceinline__ uint32_t lds32(uint32_t addr)
-{
-    uint32_t v;
-    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(addr));
-    return v;
-}
 
 template <int SL, bool F16>
 __device__ __forceinline__ void mma(float (&d)[SL * 4], const uint32_t (&a)[4], uint64_t desc, int acc)
@@ -255,7 +234,7 @@ __device__ __forceinline__ void produce(const fmcu_wq_gemm_args &p, const CUtens
                 for (int q = 0; q < KS / 8; q++) {
                     const uint32_t col = kt * KS + q * 8;
                     const bool in = col < p.a_k;
-                    cp_async16(st + X_AT + x_chunk(lane, q), xrow + (in ? col : 0) * 2, in);
+                    cp_async16_zfill(st + X_AT + x_chunk(lane, q), xrow + (in ? col : 0) * 2, in);
                 }
             }
             mbar_arrive_on_cp_async(full);

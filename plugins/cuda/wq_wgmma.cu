@@ -85,12 +85,7 @@ using fmcu_wq_dev::bits_of;
 using fmcu_wq_dev::dq_fp4_bf16;
 using fmcu_wq_dev::dq_int4;
 using fmcu_wq_dev::scale_code;
-
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, bool valid)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0)
-                 : "memory");
-}
+using fmcu_async::lds32;
 
 __device__ __forceinline__ void cp_async_commit()
 {
@@ -100,13 +95,6 @@ __device__ __forceinline__ void cp_async_commit()
 template <int N> __device__ __forceinline__ void cp_async_wait()
 {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
-__device__ __forceinline__ uint32_t lds32(uint32_t addr)
-{
-    uint32_t v;
-    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(addr));
-    return v;
 }
 
 /* t if FIRST, else u (arrays of different sizes, so no ?:). */
@@ -206,12 +194,12 @@ __global__ void __launch_bounds__(THREADS, 2) wq_wgmma(const fmcu_wq_gemm_args p
 #pragma unroll
         for (int i = 0; i < 2; i++) {
             const bool in = w_ok[i] && (int64_t)ks * W_ROW + 16 * (tid % 4) < rowb;
-            cp_async16(st + w_dst[i], in ? w_src[i] + (int64_t)ks * W_ROW : W, in);
+            fmcu_async::cp_async16_zfill(st + w_dst[i], in ? w_src[i] + (int64_t)ks * W_ROW : W, in);
         }
 #pragma unroll
         for (int i = 0; i < BPT; i++) {
             const bool in = b_src[i] && ks * KS + bc * 8 < (int)p.a_k;
-            cp_async16(st + b_dst[i], in ? b_src[i] + (int64_t)ks * KS * 2 : p.a, in);
+            fmcu_async::cp_async16_zfill(st + b_dst[i], in ? b_src[i] + (int64_t)ks * KS * 2 : p.a, in);
         }
     };
 
