@@ -424,28 +424,24 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
                                               fmcu_wq_stream_serves(L->wq.format, &L->wq.w2),
                                           prefill_ok, wq_fused)
                            : FMCU_TIER_TILED;
-    const int tier = wq ? (wq_tier == FMCU_TIER_PREFILL ? FMCU_TIER_PREFILL : FMCU_TIER_TILED)
-                        : fmcu_gemm_tier(m, L->top_k, L->local_experts, L->opt.tier, prefill_ok);
-    const bool wq_stream = wq && wq_tier == FMCU_TIER_STREAM;
     const int major = compute_major(L->device);
-    const bool wq_wgmma = wq && wq_tier == FMCU_TIER_TILED && L->opt.wq_wgmma &&
-                          fmcu_wq_wgmma_serves(L->wq.format, L->act_dtype, major, &L->wq.w13) &&
-                          fmcu_wq_wgmma_serves(L->wq.format, L->act_dtype, major, &L->wq.w2);
-    /* The wgmma weight stream (wq_ring.cu, row tiles of 32) where it serves:
-     * by default (wq_ring = auto) the stream form's calls of at least 4 rows
-     * an expert on average (H200, Qwen3-30B-A3B M = 128: int4 g128 214.5 ->
-     * 168 us, MXFP4 266.5 -> 194; below, its 256-row items leave SMs idle
-     * at M = 1: bench/cuda/RESULTS.md, "4-bit weights: the wgmma weight
-     * stream"); on: also the wgmma form's. */
-    const int ring_opt = L->opt.wq_ring;
-    const bool wq_ring = wq && ring_opt != FMCU_FUSED_OFF &&
-                         (wq_tier == FMCU_TIER_STREAM ? ring_opt == FMCU_FUSED_ON || pairs >= 4 * (int64_t)L->local_experts
-                                                      : wq_tier == FMCU_TIER_TILED && ring_opt == FMCU_FUSED_ON) &&
+    /* The wgmma weight stream (wq_ring.cu, row tiles of 64) where it serves,
+     * whatever tier the call would take: by default (wq_ring = auto) from 6
+     * to 47 rows an expert on average (fmcu_wq_ring_wanted, tier.h). */
+    const bool wq_ring = wq && fmcu_wq_ring_wanted(L->opt.wq_ring, m, L->top_k, L->local_experts, L->opt.tier) &&
                          L->quant != FMCU_Q_MXFP4_A8 &&
                          fmcu_wq_ring_serves(L->wq.format, L->act_dtype, major, L->local_experts, L->rows13,
                                              &L->wq.w13) &&
                          fmcu_wq_ring_serves(L->wq.format, L->act_dtype, major, L->local_experts, H, &L->wq.w2);
-    const uint32_t bm = wq_ring || wq_stream       ? (uint32_t)FMCU_STREAM_ROW_TILE
+    const int tier = wq_ring ? FMCU_TIER_TILED
+                     : wq    ? (wq_tier == FMCU_TIER_PREFILL ? FMCU_TIER_PREFILL : FMCU_TIER_TILED)
+                             : fmcu_gemm_tier(m, L->top_k, L->local_experts, L->opt.tier, prefill_ok);
+    const bool wq_stream = wq && !wq_ring && wq_tier == FMCU_TIER_STREAM;
+    const bool wq_wgmma = wq && !wq_ring && wq_tier == FMCU_TIER_TILED && L->opt.wq_wgmma &&
+                          fmcu_wq_wgmma_serves(L->wq.format, L->act_dtype, major, &L->wq.w13) &&
+                          fmcu_wq_wgmma_serves(L->wq.format, L->act_dtype, major, &L->wq.w2);
+    const uint32_t bm = wq_ring                    ? (uint32_t)FMCU_WQ_RING_TILE
+                        : wq_stream                ? (uint32_t)FMCU_STREAM_ROW_TILE
                         : wq_wgmma                 ? (uint32_t)FMCU_WQ_WGMMA_TILE
                         : wq && tier != FMCU_TIER_PREFILL ? (fmcu_row_tile(m, L->top_k, L->local_experts) <= 16 ? 16u : 64u)
                         : tier == FMCU_TIER_STREAM ? FMCU_STREAM_ROW_TILE

@@ -17,9 +17,9 @@
  *   wq_wgmma            the 4-bit weights' wgmma kernel (wq_wgmma.cu) where it serves;
  *                       false: the tiled mma.sync kernel (wq_gemm.cu)
  *   wq_ring             auto | on | off: the 4-bit weights' wgmma weight stream
- *                       (wq_ring.cu) where it serves; auto: the stream form's calls
- *                       of at least 4 rows an expert on average, on: also the
- *                       wgmma form's
+ *                       (wq_ring.cu) where it serves; auto: calls of 6 to 47 rows
+ *                       an expert on average (tier.h), on: every call unless the
+ *                       prefill tier is forced
  *   prefill_dequant_fused auto | on | off: e2m1 weights converted inside the grouped
  *                       GEMM (two converter warp groups) instead of through the bf16
  *                       scratch; auto: by the rows an expert (tier.h

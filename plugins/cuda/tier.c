@@ -59,6 +59,18 @@ int fmcu_wq_int4_fused(int option, int64_t m, uint32_t top_k, uint32_t local_exp
     return m * (int64_t)top_k / local_experts >= FMCU_WQ_INT4_FUSED_MIN_ROWS;
 }
 
+int fmcu_wq_ring_wanted(int option, int64_t m, uint32_t top_k, uint32_t local_experts, int forced)
+{
+    if (option == FMCU_FUSED_OFF || forced == FMCU_TIER_PREFILL)
+        return 0;
+    if (option == FMCU_FUSED_ON)
+        return 1;
+    if (local_experts == 0 || (forced != FMCU_TIER_AUTO && forced != FMCU_TIER_STREAM))
+        return 0;
+    const int64_t per_expert = m * (int64_t)top_k / local_experts;
+    return per_expert >= FMCU_WQ_RING_MIN_ROWS && per_expert <= FMCU_WQ_RING_MAX_ROWS;
+}
+
 uint32_t fmcu_wq_scratch_min_rows(int option, uint32_t local_experts, int forced)
 {
     if (option == FMCU_FUSED_ON)

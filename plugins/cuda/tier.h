@@ -77,6 +77,19 @@ extern "C" {
  * (bench/cuda/RESULTS.md, "int4 converted inside the grouped GEMM"). The
  * crossover lies between 32 and 64 rows; 48 is inside that gap. */
 #define FMCU_WQ_INT4_FUSED_MIN_ROWS 48
+/* Rows per local expert on average from which, and up to which, wq_ring =
+ * auto takes the wgmma weight stream (wq_ring.cu) where it serves the
+ * layer. H200, ring vs the form it replaces, us (bench/cuda/RESULTS.md,
+ * "4-bit weights: the weight stream's 64-pair tiles"): at 4 rows the
+ * stream form wins (MXFP4 DeepSeek-V3 M = 128 3092.9 vs 2814.4, Mixtral
+ * M = 16 415.9 vs 377.7), at 8 the ring (MXFP4 Qwen3-30B-A3B M = 128
+ * 213.8 vs 259.7, int4 g128 176.9 vs 208.0): 6 is inside that gap. At 32
+ * rows the ring wins (MXFP4 DeepSeek-V3 M = 1024 3897.7 vs 5640.6, Mixtral
+ * M = 128 527.8 vs 715.8), at 64 the grouped GEMMs (MXFP4 Qwen3-30B-A3B
+ * M = 1024 495.4 vs 421.0): the ring up to 47, the int4 fused form from
+ * FMCU_WQ_INT4_FUSED_MIN_ROWS. */
+#define FMCU_WQ_RING_MIN_ROWS 6
+#define FMCU_WQ_RING_MAX_ROWS 47
 /* grouped_gemm.h's FMCU_GG_MAX_EXPERTS (a static_assert in prefill_sm90.cu
  * keeps them equal; this header stays free of CUDA's). */
 #define FMCU_WQ_FUSED_MAX_EXPERTS 1024
@@ -235,6 +248,14 @@ int fmcu_wq_prefill_fused(int option, int64_t m, uint32_t top_k, uint32_t local_
  * experts from FMCU_WQ_INT4_FUSED_MIN_ROWS rows an expert (m * top_k /
  * local_experts); off never (int4 has no bf16 scratch form). */
 int fmcu_wq_int4_fused(int option, int64_t m, uint32_t top_k, uint32_t local_experts);
+
+/* Whether a call of m tokens takes the wgmma weight stream (wq_ring.cu)
+ * where it serves the layer, whatever fmcu_wq_tier says: `option` is
+ * wq_ring (FMCU_FUSED_*, options.h); off never, nor when the prefill tier
+ * is forced (`forced`); on always else; auto from FMCU_WQ_RING_MIN_ROWS to
+ * FMCU_WQ_RING_MAX_ROWS rows an expert (m * top_k / local_experts) when
+ * no tier or the stream tier is forced. */
+int fmcu_wq_ring_wanted(int option, int64_t m, uint32_t top_k, uint32_t local_experts, int forced);
 
 /* Whether the fused form can serve a layer of local_experts at some size:
  * prefill_dequant_fused on, or auto with 1 to FMCU_WQ_FUSED_MAX_EXPERTS

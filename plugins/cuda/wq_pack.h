@@ -120,6 +120,11 @@ int fmcu_wq_ring_serves(int32_t format, int32_t act_dtype, int major, uint32_t e
  * bench/cuda/RESULTS.md at a920f9d, "4-bit weights: the wgmma form". */
 #define FMCU_WQ_WGMMA_TILE 64
 
+/* Row tile of the plan for the wgmma weight stream (wq_ring.cu): up to 64
+ * pairs of an expert on wgmma's N side (n8 slices), so that a call of a
+ * few dozen rows an expert reads and dequantizes each weight once. */
+#define FMCU_WQ_RING_TILE 64
+
 /* Slabs of 16 weight rows per CTA of the stream kernel (4, 2 or 1): the
  * most that still gives every SM about 4 CTAs (tiles x slabs / S CTAs).
  * More slabs a CTA means each warp streams more of K (fewer, longer CTAs,

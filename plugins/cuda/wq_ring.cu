@@ -1,8 +1,8 @@
 /*
  * plugins/cuda/wq_ring.cu - the grouped GEMM over 4-bit weights (contract
  * in wq_gemm.h) as a weight stream on wgmma: swap-AB, warp specialized,
- * for calls where each expert sees up to a few dozen rows (decode to
- * mid-size batches). sm_90a only.
+ * for calls where each expert sees from a few to a few dozen rows (small
+ * to mid-size batches). sm_90a only.
  *
  * Why. The stream form (wq_stream.cu) feeds mma.sync from 16-byte global
  * loads and is bound by instruction issue; the wgmma form (wq_wgmma.cu)
@@ -14,13 +14,16 @@
  * cuda plugin's W4A16 schemes:
  *
  *   - Swap-AB: a block's 256 weight rows are wgmma's M side (64 a consumer
- *     warp group, 16 a warp), a plan tile's up to 32 pairs its N side in
- *     n8 slices, N = the live slices' (m64n8k16 for one pair).
+ *     warp group, 16 a warp), a plan tile's up to 64 pairs its N side in
+ *     n8 slices, N rounded up to 16, 32, 48 or 64 (fewer shapes: each is
+ *     a copy of the K loop, and ptxas takes minutes over eight).
  *   - A producer warp fills a ring of STAGES stages of 128 K: the block's
  *     weight rows by two TMA boxes (128 rows x 64 bytes each, 64-byte
  *     swizzle) straight from wq_pack.h's row-major chunks, and the pairs'
  *     activation rows by cp.async (16 bytes at a time, zero past K) into
- *     the B operand's K-major layout without swizzle. Its copies arrive on
+ *     the B operand's K-major layout without swizzle (a lane copies pairs
+ *     lane and lane + 32, one after the other: unrolled, their addresses
+ *     spilled the producer's 32 registers). Its copies arrive on
  *     the stage's full barrier; consumers release a stage on its empty
  *     barrier once the wgmmas that read it are complete.
  *   - Consumers read their A fragments from the stage (a lane's 4 bytes of
@@ -43,14 +46,17 @@
  * 32 bits); the forward takes it by the option wq_ring (forward.cu).
  *
  * Measured (H200, bench/cuda/RESULTS.md, "4-bit weights: the wgmma weight
- * stream"): 21-22 % faster than the stream form at 8 rows an expert
- * (Qwen3-30B-A3B M = 128, int4 g128, MXFP4 and NVFP4 W4A16; 17 % NVFP4
- * W4A4), even at 4 (DeepSeek-V3 MXFP4 M = 128), slower below: at M = 1
- * its 256-row items leave most SMs idle, and at a pair or two an expert
- * the stream form's mma.sync does less per weight byte. Like the stream
- * form it is bound by instruction issue (ncu: 0.70 warps issued a
- * scheduler, DRAM at 28 % of its peak), the e2m1 decode and the per-step
- * scale conversions most of it.
+ * stream" and "... the weight stream's 64-pair tiles"): against the
+ * stream form 17-22 % faster at 8 rows an expert (Qwen3-30B-A3B M = 128),
+ * slower at 4 and below (at M = 1 its 256-row items leave most SMs idle,
+ * and at a pair or two an expert the stream form's mma.sync does less per
+ * weight byte); against the grouped GEMMs 13-31 % faster at 32 rows
+ * (MXFP4 DeepSeek-V3 and gpt-oss-120b M = 1024, Mixtral-8x7B M = 128),
+ * 12-18 % slower at 64 (Qwen3-30B-A3B M = 1024: half its experts need a
+ * second, nearly empty tile). Like the stream form it is bound by
+ * instruction issue (ncu: 0.70 warps issued a scheduler, DRAM at 28 % of
+ * its peak), the e2m1 decode and the per-step scale conversions most of
+ * it: at 64 pairs it runs the MMAs at 35 % of the BF16 peak.
  */
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -69,13 +75,13 @@
 namespace {
 
 constexpr int WARP = 32;
-constexpr int BM = 32;                  /* pairs per tile (the plan's row tile): the MMA's N side */
+constexpr int BM = FMCU_WQ_RING_TILE;   /* 64 pairs per tile (the plan's row tile): the MMA's N side */
 constexpr int BN = 256;                 /* weight rows per item: the MMA's M side */
 constexpr int HALF = BN / 2;            /* rows per TMA box */
 constexpr int KS = 128;                 /* K per stage */
 constexpr int WROW = KS / 2;            /* a weight row's bytes per stage */
 constexpr int STAGES = 6;
-constexpr int CONSUMER_WARPS = BN / 16; /* 16: four warp groups of 64 rows */
+constexpr int CONSUMER_WARPS = BN / 16; /* 12: three warp groups of 64 rows */
 /* + a producer warp group, one warp of which works; setmaxnreg moves the
  * other registers to the consumers (the totals fit the launch's
  * allocation, as in plugins/megamoe/sm90_forward.cu). */
@@ -84,8 +90,8 @@ constexpr int LAUNCH_REGS = 65536 / THREADS / 8 * 8;
 constexpr int CONSUMER_REGS = 112, PRODUCER_REGS = 32;
 static_assert(CONSUMER_WARPS * CONSUMER_REGS + 4 * PRODUCER_REGS <= (CONSUMER_WARPS + 4) * LAUNCH_REGS,
               "setmaxnreg's totals within the block's launch allocation");
-constexpr int W_BYTES = BN * WROW;   /* 16384 */
-constexpr int X_BYTES = BM * KS * 2; /* 8192: the pairs' rows, bf16 or f16 */
+constexpr int W_BYTES = BN * WROW;   /* 12288 */
+constexpr int X_BYTES = BM * KS * 2; /* 16384: the pairs' rows, bf16 or f16 */
 constexpr int W_AT = 0, X_AT = W_BYTES, STAGE_BYTES = W_BYTES + X_BYTES;
 constexpr int BAR_AT = STAGES * STAGE_BYTES; /* full[STAGES], empty[STAGES] */
 constexpr int SMEM = BAR_AT + 2 * STAGES * 8 + 1024; /* + aligning the base for the swizzle */
@@ -128,25 +134,23 @@ template <int SL, bool F16>
 __device__ __forceinline__ void mma(float (&d)[SL * 4], const uint32_t (&a)[4], uint64_t desc, int acc)
 {
     using namespace fmcu_wgmma;
-    if constexpr (F16) {
-        if constexpr (SL == 1)
-            wgmma_m64n8k16_f16_rs(d, a, desc, acc);
-        else if constexpr (SL == 2)
-            wgmma_m64n16k16_f16_rs(d, a, desc, acc);
-        else if constexpr (SL == 3)
-            wgmma_m64n24k16_f16_rs(d, a, desc, acc);
-        else
-            wgmma_m64n32k16_f16_rs(d, a, desc, acc);
-    } else {
-        if constexpr (SL == 1)
-            wgmma_m64n8k16_bf16_rs(d, a, desc, acc);
-        else if constexpr (SL == 2)
-            wgmma_m64n16k16_bf16_rs(d, a, desc, acc);
-        else if constexpr (SL == 3)
-            wgmma_m64n24k16_bf16_rs(d, a, desc, acc);
-        else
-            wgmma_m64n32k16_bf16_rs(d, a, desc, acc);
-    }
+    static_assert(SL >= 1 && SL <= BM / 8, "one to eight n8 slices");
+    if constexpr (SL == 1)
+        F16 ? wgmma_m64n8k16_f16_rs(d, a, desc, acc) : wgmma_m64n8k16_bf16_rs(d, a, desc, acc);
+    else if constexpr (SL == 2)
+        F16 ? wgmma_m64n16k16_f16_rs(d, a, desc, acc) : wgmma_m64n16k16_bf16_rs(d, a, desc, acc);
+    else if constexpr (SL == 3)
+        F16 ? wgmma_m64n24k16_f16_rs(d, a, desc, acc) : wgmma_m64n24k16_bf16_rs(d, a, desc, acc);
+    else if constexpr (SL == 4)
+        F16 ? wgmma_m64n32k16_f16_rs(d, a, desc, acc) : wgmma_m64n32k16_bf16_rs(d, a, desc, acc);
+    else if constexpr (SL == 5)
+        F16 ? wgmma_m64n40k16_f16_rs(d, a, desc, acc) : wgmma_m64n40k16_bf16_rs(d, a, desc, acc);
+    else if constexpr (SL == 6)
+        F16 ? wgmma_m64n48k16_f16_rs(d, a, desc, acc) : wgmma_m64n48k16_bf16_rs(d, a, desc, acc);
+    else if constexpr (SL == 7)
+        F16 ? wgmma_m64n56k16_f16_rs(d, a, desc, acc) : wgmma_m64n56k16_bf16_rs(d, a, desc, acc);
+    else
+        F16 ? wgmma_m64n64k16_f16_rs(d, a, desc, acc) : wgmma_m64n64k16_bf16_rs(d, a, desc, acc);
 }
 
 /* Register j (0..3) of a lane's word of e2m1 codes (wq_pack.h: nibbles j
@@ -218,8 +222,11 @@ __device__ __forceinline__ void produce(const fmcu_wq_gemm_args &p, const CUtens
         const int srow = it.e * (int)p.n_rows;
         const int row_a = gated1 ? srow + (int)(it.nb * HALF) : srow + (int)(it.nb * BN);
         const int row_b = gated1 ? row_a + (int)p.n_out : row_a + HALF;
-        const int pair = lane < it.rows ? p.sorted[it.pos0 + lane] : 0;
-        const uint8_t *xrow = A + (int64_t)(pair / p.a_row_div) * p.lda * 2;
+        /* lane's pair rows: lane and lane + 32 */
+        const int pair0 = lane < it.rows ? p.sorted[it.pos0 + lane] : 0;
+        const int pair1 = lane + WARP < it.rows ? p.sorted[it.pos0 + lane + WARP] : 0;
+        const uint8_t *xrow0 = A + (int64_t)(pair0 / p.a_row_div) * p.lda * 2;
+        const uint8_t *xrow1 = A + (int64_t)(pair1 / p.a_row_div) * p.lda * 2;
         for (uint32_t kt = 0; kt < nk; kt++) {
             const uint32_t st = smem + rg.slot * STAGE_BYTES, full = smem + BAR_AT + rg.slot * 8;
             if (lane == 0) {
@@ -229,12 +236,16 @@ __device__ __forceinline__ void produce(const fmcu_wq_gemm_args &p, const CUtens
                 tma_load(st + W_AT + HALF * WROW, map, (int)(kt * WROW), row_b, full);
             }
             __syncwarp();
-            if (lane < it.rows) {
+#pragma unroll 1
+            for (int h = 0; h < BM / WARP; h++) {
+                if (lane + h * WARP >= it.rows)
+                    break;
+                const uint8_t *xrow = h ? xrow1 : xrow0;
 #pragma unroll
                 for (int q = 0; q < KS / 8; q++) {
                     const uint32_t col = kt * KS + q * 8;
                     const bool in = col < p.a_k;
-                    cp_async16_zfill(st + X_AT + x_chunk(lane, q), xrow + (in ? col : 0) * 2, in);
+                    cp_async16_zfill(st + X_AT + x_chunk(lane + h * WARP, q), xrow + (in ? col : 0) * 2, in);
                 }
             }
             mbar_arrive_on_cp_async(full);
@@ -360,10 +371,11 @@ __device__ __forceinline__ void stage_mma(float (&acc)[SL * 4], float (&part)[SL
 {
     using namespace fmcu_wgmma;
     const uint64_t desc = x_desc(st + X_AT);
-    /* k16 steps a wgmma group: two with PROMOTE, else one (accumulators
-     * in flight across stages leave no registers for a second step's
-     * fragments: 28 bytes spilled) */
-    constexpr int GS = PROMOTE ? 2 : 1;
+    /* k16 steps a wgmma group: two with PROMOTE up to four slices, else
+     * one (accumulators in flight across stages, or eight slices' partial
+     * sums, leave no registers for a second step's fragments: 28 bytes
+     * spilled) */
+    constexpr int GS = PROMOTE && SL <= 4 ? 2 : 1;
     uint32_t a[2][GS][4];
     uint32_t lo = 0, hi = 0, s2lo = 0, s2hi = 0; /* a chunk's words and scales, for its two k16 steps */
 #pragma unroll
@@ -576,18 +588,18 @@ __global__ void __launch_bounds__(THREADS, 1) wq_ring(const __grid_constant__ CU
         const size_t w_lo = srow + (ok_lo ? r_lo : 0), w_hi = srow + (ok_hi ? r_hi : 0);
         r.off[0] = (uint32_t)(w_lo * p.w.groups); /* < 2^32: fmcu_wq_ring_launch */
         r.off[1] = (uint32_t)(w_hi * p.w.groups);
-        switch ((it.rows + 7) / 8) {
+        switch ((it.rows + 15) / 16) {
         case 1:
-            run_item<FMT, F16, PROMOTE, 1>(p, ap, rg, smem, r, it, nk, warp, lane);
-            break;
-        case 2:
             run_item<FMT, F16, PROMOTE, 2>(p, ap, rg, smem, r, it, nk, warp, lane);
             break;
+        case 2:
+            run_item<FMT, F16, PROMOTE, 4>(p, ap, rg, smem, r, it, nk, warp, lane);
+            break;
         case 3:
-            run_item<FMT, F16, PROMOTE, 3>(p, ap, rg, smem, r, it, nk, warp, lane);
+            run_item<FMT, F16, PROMOTE, 6>(p, ap, rg, smem, r, it, nk, warp, lane);
             break;
         default:
-            run_item<FMT, F16, PROMOTE, 4>(p, ap, rg, smem, r, it, nk, warp, lane);
+            run_item<FMT, F16, PROMOTE, 8>(p, ap, rg, smem, r, it, nk, warp, lane);
             break;
         }
     }

@@ -101,6 +101,32 @@ START_TEST(e2m1_fused_form_up_to_320_rows_an_expert)
 }
 END_TEST
 
+/* The wgmma weight stream: auto from 6 to 47 rows an expert on average
+ * (unless a tier other than the stream tier is forced), on everywhere but
+ * a forced prefill tier, off never. */
+START_TEST(wq_ring_from_6_to_47_rows_an_expert)
+{
+    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 1, 8, 128, FMCU_TIER_AUTO), 0);    /* Qwen3 M=1 */
+    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 128, 8, 256, FMCU_TIER_AUTO), 0);  /* 4 (DeepSeek M=128) */
+    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 95, 8, 128, FMCU_TIER_AUTO), 0);   /* 5 */
+    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 96, 8, 128, FMCU_TIER_AUTO), 1);   /* 6 */
+    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 128, 8, 128, FMCU_TIER_AUTO), 1);  /* 8 (Qwen3 M=128) */
+    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 128, 2, 8, FMCU_TIER_AUTO), 1);    /* 32 (Mixtral M=128) */
+    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 188, 2, 8, FMCU_TIER_AUTO), 1);    /* 47 */
+    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 192, 2, 8, FMCU_TIER_AUTO), 0);    /* 48 */
+    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 1024, 8, 128, FMCU_TIER_AUTO), 0); /* 64 (Qwen3 M=1024) */
+    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 8192, 8, 128, FMCU_TIER_AUTO), 0); /* 512 */
+    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 128, 8, 0, FMCU_TIER_AUTO), 0);    /* no experts */
+    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 128, 8, 128, FMCU_TIER_STREAM), 1);
+    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 128, 8, 128, FMCU_TIER_TILED), 0);
+    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 128, 8, 128, FMCU_TIER_PREFILL), 0);
+    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_ON, 1, 8, 128, FMCU_TIER_AUTO), 1);
+    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_ON, 8192, 8, 128, FMCU_TIER_TILED), 1);
+    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_ON, 8192, 8, 128, FMCU_TIER_PREFILL), 0);
+    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_OFF, 128, 8, 128, FMCU_TIER_AUTO), 0);
+}
+END_TEST
+
 /* int4 with 128-column groups: auto converts inside the grouped GEMM from
  * 48 rows an expert (the wgmma kernel below: measured crossover between 32
  * and 64), at 1 to 1024 local experts; on from any size; off never. */
@@ -336,6 +362,7 @@ int main(void)
     tcase_add_test(tc, wq_tier_prefill_from_150_rows_where_served);
     tcase_add_test(tc, wq_tier_prefill_past_the_stream_tier_when_fused);
     tcase_add_test(tc, int4_fused_form_from_48_rows_an_expert);
+    tcase_add_test(tc, wq_ring_from_6_to_47_rows_an_expert);
     tcase_add_test(tc, e2m1_fused_form_up_to_320_rows_an_expert);
     tcase_add_test(tc, e2m1_fused_form_serves_by_option_and_experts);
     tcase_add_test(tc, e2m1_scratch_only_where_a_call_uses_it);
