@@ -53,10 +53,11 @@
  * weight byte); against the grouped GEMMs 13-31 % faster at 32 rows
  * (MXFP4 DeepSeek-V3 and gpt-oss-120b M = 1024, Mixtral-8x7B M = 128),
  * 12-18 % slower at 64 (Qwen3-30B-A3B M = 1024: half its experts need a
- * second, nearly empty tile). Like the stream form it is bound by
- * instruction issue (ncu: 0.70 warps issued a scheduler, DRAM at 28 % of
- * its peak), the e2m1 decode and the per-step scale conversions most of
- * it: at 64 pairs it runs the MMAs at 35 % of the BF16 peak.
+ * second, nearly empty tile). At 64 pairs it runs the MMAs at 35 % of
+ * the BF16 peak. ncu at 32 rows (MXFP4 Mixtral-8x7B M = 128) has it
+ * latency-bound: 1.06 eligible warps of 4.26 a scheduler, DRAM at 24 %
+ * of its peak, a third of its instructions mbarrier wait loops, 10 % of
+ * the stall samples instruction-cache misses.
  */
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -81,7 +82,7 @@ constexpr int HALF = BN / 2;            /* rows per TMA box */
 constexpr int KS = 128;                 /* K per stage */
 constexpr int WROW = KS / 2;            /* a weight row's bytes per stage */
 constexpr int STAGES = 6;
-constexpr int CONSUMER_WARPS = BN / 16; /* 12: three warp groups of 64 rows */
+constexpr int CONSUMER_WARPS = BN / 16; /* 16: four warp groups of 64 rows */
 /* + a producer warp group, one warp of which works; setmaxnreg moves the
  * other registers to the consumers (the totals fit the launch's
  * allocation, as in plugins/megamoe/sm90_forward.cu). */
@@ -90,7 +91,7 @@ constexpr int LAUNCH_REGS = 65536 / THREADS / 8 * 8;
 constexpr int CONSUMER_REGS = 112, PRODUCER_REGS = 32;
 static_assert(CONSUMER_WARPS * CONSUMER_REGS + 4 * PRODUCER_REGS <= (CONSUMER_WARPS + 4) * LAUNCH_REGS,
               "setmaxnreg's totals within the block's launch allocation");
-constexpr int W_BYTES = BN * WROW;   /* 12288 */
+constexpr int W_BYTES = BN * WROW;   /* 16384 */
 constexpr int X_BYTES = BM * KS * 2; /* 16384: the pairs' rows, bf16 or f16 */
 constexpr int W_AT = 0, X_AT = W_BYTES, STAGE_BYTES = W_BYTES + X_BYTES;
 constexpr int BAR_AT = STAGES * STAGE_BYTES; /* full[STAGES], empty[STAGES] */
@@ -134,21 +135,13 @@ template <int SL, bool F16>
 __device__ __forceinline__ void mma(float (&d)[SL * 4], const uint32_t (&a)[4], uint64_t desc, int acc)
 {
     using namespace fmcu_wgmma;
-    static_assert(SL >= 1 && SL <= BM / 8, "one to eight n8 slices");
-    if constexpr (SL == 1)
-        F16 ? wgmma_m64n8k16_f16_rs(d, a, desc, acc) : wgmma_m64n8k16_bf16_rs(d, a, desc, acc);
-    else if constexpr (SL == 2)
+    static_assert(SL % 2 == 0 && SL >= 2 && SL <= BM / 8, "N of 16, 32, 48 or 64 (the consumers' switch)");
+    if constexpr (SL == 2)
         F16 ? wgmma_m64n16k16_f16_rs(d, a, desc, acc) : wgmma_m64n16k16_bf16_rs(d, a, desc, acc);
-    else if constexpr (SL == 3)
-        F16 ? wgmma_m64n24k16_f16_rs(d, a, desc, acc) : wgmma_m64n24k16_bf16_rs(d, a, desc, acc);
     else if constexpr (SL == 4)
         F16 ? wgmma_m64n32k16_f16_rs(d, a, desc, acc) : wgmma_m64n32k16_bf16_rs(d, a, desc, acc);
-    else if constexpr (SL == 5)
-        F16 ? wgmma_m64n40k16_f16_rs(d, a, desc, acc) : wgmma_m64n40k16_bf16_rs(d, a, desc, acc);
     else if constexpr (SL == 6)
         F16 ? wgmma_m64n48k16_f16_rs(d, a, desc, acc) : wgmma_m64n48k16_bf16_rs(d, a, desc, acc);
-    else if constexpr (SL == 7)
-        F16 ? wgmma_m64n56k16_f16_rs(d, a, desc, acc) : wgmma_m64n56k16_bf16_rs(d, a, desc, acc);
     else
         F16 ? wgmma_m64n64k16_f16_rs(d, a, desc, acc) : wgmma_m64n64k16_bf16_rs(d, a, desc, acc);
 }
