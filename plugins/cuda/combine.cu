@@ -20,8 +20,12 @@ using fmcu_fwd::combine_args;
 
 /* Grid (token, column blocks of COMBINE_COLS); a thread sums 8 adjacent
  * columns, reading y with 16-byte loads. The slot data is read once into
- * shared memory (loads in a dependent chain would cost a latency each). */
-constexpr int COMBINE_THREADS = 128, COMBINE_COLS = COMBINE_THREADS * 8;
+ * shared memory, and the y rows of up to SLOTS slots are all loaded before
+ * the first is added: loaded one at a time, each waited out its latency
+ * (y was just written: L2's). H200, Qwen3-30B-A3B M = 1 (top-8), a forward
+ * 0.7-1.2 us shorter for int4 g128, MXFP4 and NVFP4 W4A4 (bench/cuda/
+ * RESULTS.md, "4-bit decode at M = 1 and 16"). */
+constexpr int COMBINE_THREADS = 128, COMBINE_COLS = COMBINE_THREADS * 8, SLOTS = 8;
 
 __global__ void __launch_bounds__(COMBINE_THREADS) combine_kernel(const combine_args a)
 {
@@ -41,16 +45,28 @@ __global__ void __launch_bounds__(COMBINE_THREADS) combine_kernel(const combine_
     if (c0 >= a.hidden)
         return;
     float acc[8] = {};
-    for (int j = 0; j < k; j++) {
-        if (s_pair[j] < 0)
-            continue;
-        uint4 raw = *(const uint4 *)((const uint16_t *)a.y + (int64_t)s_pair[j] * a.hidden + c0);
-        const uint16_t *h = (const uint16_t *)&raw;
+    for (int j0 = 0; j0 < k; j0 += SLOTS) {
+        uint4 raw[SLOTS];
 #pragma unroll
-        for (int q = 0; q < 8; q++) {
-            float y = a.dtype == FMOE_DTYPE_F16 ? __half2float(__ushort_as_half(h[q]))
-                                                : __bfloat162float(__ushort_as_bfloat16(h[q]));
-            acc[q] = __fadd_rn(acc[q], __fmul_rn(y, s_w[j]));
+        for (int u = 0; u < SLOTS; u++) {
+            const int j = j0 + u;
+            raw[u] = j < k && s_pair[j] >= 0
+                         ? *(const uint4 *)((const uint16_t *)a.y + (int64_t)s_pair[j] * a.hidden + c0)
+                         : make_uint4(0, 0, 0, 0);
+        }
+        /* In slot order; a slot without a local expert adds nothing. */
+#pragma unroll
+        for (int u = 0; u < SLOTS; u++) {
+            const int j = j0 + u;
+            if (j >= k || s_pair[j] < 0)
+                continue;
+            const uint16_t *h = (const uint16_t *)&raw[u];
+#pragma unroll
+            for (int q = 0; q < 8; q++) {
+                float y = a.dtype == FMOE_DTYPE_F16 ? __half2float(__ushort_as_half(h[q]))
+                                                    : __bfloat162float(__ushort_as_bfloat16(h[q]));
+                acc[q] = __fadd_rn(acc[q], __fmul_rn(y, s_w[j]));
+            }
         }
     }
 #pragma unroll
