@@ -13,6 +13,7 @@
 #include <math.h>
 
 #include "fusedmoe/common.h"
+#include "plugins/cuda/device_math.cuh"
 #include "plugins/cuda/forward_steps.h"
 #include "plugins/cuda/quant_row.cuh"
 
@@ -76,6 +77,11 @@ __global__ void route_kernel(const route_args a)
     const int n = (int)a.n, lane = threadIdx.x;
     const int64_t t = blockIdx.x;
     float *s = sm, *v = s + n, *elig = v + n, *gscore = elig + n;
+    /* Launched overlapped (programmatic dependent launch): the logits may
+     * be an earlier kernel's writes, so wait first; the plan may launch
+     * now (it waits for this kernel before it reads the routing). */
+    fmcu_dev::pdl_wait();
+    fmcu_dev::pdl_trigger();
 
     /* Scores. */
     if (a.scoring == FMOE_SCORING_SOFTMAX) {
@@ -214,6 +220,5 @@ cudaError_t fmcu_fwd::route_launch(const route_args &r, int64_t m, cudaStream_t 
 {
     /* s[n], v[n], eligible[n], group scores and availability [2 * groups]. */
     const size_t smem = (3 * (size_t)r.n + 2 * (size_t)(r.grouped ? r.n_groups : 1)) * sizeof(float);
-    route_kernel<<<(unsigned)m, 32, smem, st>>>(r);
-    return cudaGetLastError();
+    return fmcu_dev::launch_overlapped(route_kernel, dim3((unsigned)m), dim3(32), smem, st, r);
 }

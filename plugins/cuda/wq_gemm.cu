@@ -390,6 +390,10 @@ template <bool F16> cudaError_t launch_fmt(const fmcu_wq_gemm_args &a, cudaStrea
 __global__ void wq_stage_kernel(const fmcu_wq_stage_args a)
 {
     const int64_t pair = blockIdx.x; /* a row: the pair's, or the sorted row's */
+    /* Launched overlapped: the plan and the rows are earlier kernels' writes;
+     * the GEMM after may launch now (it waits for this kernel's writes). */
+    fmcu_dev::pdl_wait();
+    fmcu_dev::pdl_trigger();
     if (a.sorted && pair >= *a.n_sorted)
         return;
     const int e = a.pair_local[a.sorted ? a.sorted[pair] : pair];
@@ -462,6 +466,5 @@ cudaError_t fmcu_wq_stage_launch(const fmcu_wq_stage_args &a, int64_t pairs, cud
 {
     if (pairs <= 0)
         return cudaSuccess;
-    wq_stage_kernel<<<(unsigned)pairs, 128, 0, stream>>>(a);
-    return cudaGetLastError();
+    return fmcu_dev::launch_overlapped(wq_stage_kernel, dim3((unsigned)pairs), dim3(128), 0, stream, a);
 }
