@@ -28,10 +28,8 @@
  * BM = 16 serves decode (an expert's weights are read once per row tile:
  * one tile when it sees at most 16 rows), BM = 64 larger calls.
  *
- * Staging (wq_stage_kernel): a block per pair writes the pair's GEMM input
- * row, gathered through the act-order permutation or NVFP4-quantized with
- * the pair's expert's input global exactly as fmoe_nvfp4_quantize does
- * (vmax, e4m3 scale of g * vmax / 6, 1 / (sf * (1/g)), e2m1 RNE).
+ * The per-pair input staging before these GEMMs (act-order gathers, W4A4
+ * quantization) is wq_stage.cu.
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -40,7 +38,6 @@
 
 #include "fusedmoe/common.h"
 #include "plugins/cuda/device_math.cuh"
-#include "plugins/cuda/sm100_layout.h" /* the MXFP4 block quantizer, shared with the native path */
 #include "plugins/cuda/wq_dev.cuh"
 #include "plugins/cuda/wq_gemm.h"
 
@@ -74,17 +71,6 @@ __device__ __forceinline__ void cp_async_commit()
 template <int N> __device__ __forceinline__ void cp_async_wait()
 {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
-/* fmoe_fp4_e2m1_encode: RNE, saturating at 6, sign of zero kept, NaN -> +6. */
-__device__ __forceinline__ uint32_t e2m1_encode(float x)
-{
-    if (isnan(x))
-        return 0x7;
-    uint32_t s = signbit(x) ? 8u : 0u;
-    float a = fabsf(x);
-    uint32_t c = a <= 0.25f ? 0 : a < 0.75f ? 1 : a <= 1.25f ? 2 : a < 1.75f ? 3 : a <= 2.5f ? 4 : a < 3.5f ? 5 : a <= 5.0f ? 6 : 7;
-    return s | c;
 }
 
 __device__ __forceinline__ void tile_row(const fmcu_wq_gemm_args &p, int nb, int r, int *wrow, int *col, bool *ok)
@@ -387,72 +373,6 @@ template <bool F16> cudaError_t launch_fmt(const fmcu_wq_gemm_args &a, cudaStrea
     }
 }
 
-__global__ void wq_stage_kernel(const fmcu_wq_stage_args a)
-{
-    const int64_t pair = blockIdx.x; /* a row: the pair's, or the sorted row's */
-    /* Launched overlapped: the plan and the rows are earlier kernels' writes;
-     * the GEMM after may launch now (it waits for this kernel's writes). */
-    fmcu_dev::pdl_wait();
-    fmcu_dev::pdl_trigger();
-    if (a.sorted && pair >= *a.n_sorted)
-        return;
-    const int e = a.pair_local[a.sorted ? a.sorted[pair] : pair];
-    if (e < 0)
-        return;
-    const int64_t row = pair / a.row_div;
-    const int32_t dt = a.dtype;
-    if (a.in_glob) {
-        /* fmoe_nvfp4_quantize with the QUANT convention: g = in_glob[e]. */
-        const float gq = a.in_glob[e], rcp_g = 1.0f / gq;
-        for (uint32_t b = threadIdx.x; b < a.k / 16; b += blockDim.x) {
-            float x[16], vmax = 0.0f;
-#pragma unroll
-            for (int i = 0; i < 16; i++) {
-                x[i] = load_act(dt, a.src, row * a.ld + b * 16 + i);
-                float m = fabsf(x[i]);
-                if (m > vmax)
-                    vmax = m;
-            }
-            __nv_fp8_e4m3 sf(gq * (vmax * (1.0f / 6.0f)));
-            float sfq = (float)sf;
-            float out = sfq != 0.0f ? 1.0f / (sfq * rcp_g) : 0.0f;
-#pragma unroll
-            for (int i = 0; i < 16; i += 2) {
-                float v0 = e2m1_value(e2m1_encode(x[i] * out)) * sfq;
-                float v1 = e2m1_value(e2m1_encode(x[i + 1] * out)) * sfq;
-                store_act2(dt, a.dst, pair * a.kp + b * 16 + i, v0, v1);
-            }
-        }
-        return;
-    }
-    if (a.mx_a4) {
-        /* fmoe_mxfp4_quantize (OCP recipe) of each 32 values, decoded:
-         * e2m1 x 2^(byte - 127), which bf16 holds exactly. */
-        for (uint32_t b = threadIdx.x; b < a.k / 32; b += blockDim.x) {
-            float x[32];
-            uint8_t packed[16];
-#pragma unroll
-            for (int i = 0; i < 32; i++)
-                x[i] = load_act(dt, a.src, row * a.ld + b * 32 + i);
-            const uint32_t byte = fmcu_sm100_mxfp4_block(x, packed);
-            const float s = fmcu_sm100_mxfp4_scale(byte);
-#pragma unroll
-            for (int i = 0; i < 32; i += 2) {
-                const float v0 = e2m1_value(packed[i / 2] & 0xF) * s, v1 = e2m1_value(packed[i / 2] >> 4) * s;
-                store_act2(dt, a.dst, pair * a.kp + b * 32 + i, v0, v1);
-            }
-        }
-        return;
-    }
-    const int32_t *perm = a.perm ? a.perm + (size_t)e * a.kp : nullptr;
-    const uint16_t *src = (const uint16_t *)a.src + row * a.ld;
-    uint16_t *dst = (uint16_t *)a.dst + pair * a.kp;
-    for (uint32_t c = threadIdx.x; c < a.kp; c += blockDim.x) {
-        int32_t from = perm ? perm[c] : (c < a.k ? (int32_t)c : -1);
-        dst[c] = from >= 0 ? src[from] : (uint16_t)0;
-    }
-}
-
 } // namespace
 
 cudaError_t fmcu_wq_gemm_launch(const fmcu_wq_gemm_args &a, cudaStream_t stream)
@@ -460,11 +380,4 @@ cudaError_t fmcu_wq_gemm_launch(const fmcu_wq_gemm_args &a, cudaStream_t stream)
     if (a.grid_tiles <= 0)
         return cudaSuccess;
     return a.act_dtype == FMOE_DTYPE_F16 ? launch_fmt<true>(a, stream) : launch_fmt<false>(a, stream);
-}
-
-cudaError_t fmcu_wq_stage_launch(const fmcu_wq_stage_args &a, int64_t pairs, cudaStream_t stream)
-{
-    if (pairs <= 0)
-        return cudaSuccess;
-    return fmcu_dev::launch_overlapped(wq_stage_kernel, dim3((unsigned)pairs), dim3(128), 0, stream, a);
 }
