@@ -9,6 +9,8 @@
  */
 #include "plugins/cuda/prefill_rows.h"
 
+#include "plugins/cuda/nvfp4_quant.cuh"
+
 #include <cuda_bf16.h>
 #include <stdint.h>
 
@@ -40,12 +42,39 @@ __global__ void pos_kernel(const int32_t *sorted, const int32_t *total, int32_t 
         pos[sorted[i]] = i;
 }
 
+/* NVFP4 W4A4's GEMM1 input (gather_args.in_glob): a lane 8 values, a lane
+ * pair a block of 16 whose vmax is the token's; each of the token's n
+ * pairs gets the block quantized with its expert's global g[r] into its
+ * sorted row. This was a per-pair staging kernel writing m * k rows that
+ * the gather then copied (bench/cuda/RESULTS.md, "4-bit input staging"). */
+__device__ void gather_nvfp4(const gather_args &a, const bf16 *row, int n, const int *rows, const float *g)
+{
+    constexpr int V = fmcu_nvfp4::LANE_VALUES;
+    const uint32_t units = a.H / V, lane = threadIdx.x % 32;
+    for (uint32_t base = threadIdx.x - lane; base < units; base += blockDim.x) {
+        const uint32_t u = base + lane;
+        const bool on = u < units;
+        float x[V];
+        if (on)
+            load8(row + u * V, true, x);
+        const float vmax = fmcu_nvfp4::pair_vmax(x, on);
+        if (!on)
+            continue;
+        for (int r = 0; r < n; r++) {
+            float v[V];
+            fmcu_nvfp4::quantize8(x, fmcu_nvfp4::scale_of(vmax, g[r], 1.0f / g[r]), v);
+            store8((bf16 *)a.dst + (int64_t)rows[r] * a.H + u * V, true, v);
+        }
+    }
+}
+
 /* One block per token: its row is read and quantized once and written to
  * the sorted row of each of its local pairs. */
 __global__ void __launch_bounds__(256) gather_kernel(const gather_args a)
 {
     __shared__ float red[32];
     __shared__ int s_row[32], s_off[32], s_rows[32];
+    __shared__ float s_g[32];
     __shared__ int s_n;
     const int64_t t = blockIdx.x;
     if (threadIdx.x == 0) {
@@ -57,6 +86,7 @@ __global__ void __launch_bounds__(256) gather_kernel(const gather_args a)
             s_row[n] = a.pos[t * a.k + j];
             s_off[n] = a.offsets[e];
             s_rows[n] = a.offsets[e + 1] - a.offsets[e];
+            s_g[n] = a.in_glob ? a.in_glob[e] : 0.0f;
             n++;
         }
         s_n = n;
@@ -70,6 +100,10 @@ __global__ void __launch_bounds__(256) gather_kernel(const gather_args a)
     const uint32_t H = a.H;
     const bf16 *row = a.x + t * a.x_ld;
     const bool vec = a.vec != 0;
+    if (a.mode == QM_BF16 && a.in_glob) {
+        gather_nvfp4(a, row, n, s_row, s_g);
+        return;
+    }
     if (a.mode == QM_BF16) {
         for (uint32_t c = threadIdx.x * 8; c < H; c += blockDim.x * 8) {
             float v[8];

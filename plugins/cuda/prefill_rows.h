@@ -7,7 +7,9 @@
  *   pos      pos[sorted[i]] = i for the sorted rows (offsets[E] of them);
  *   gather   a block per token: its x row, read and quantized once (bf16
  *            copy, or e4m3 per tensor, per token or per 1 x 128 group), is
- *            written to the sorted row of each of its local pairs;
+ *            written to the sorted row of each of its local pairs; NVFP4
+ *            W4A4 reads it once and quantizes it with each pair's expert's
+ *            input global (block maxima once, scales per pair);
  *   combine  out[t] = round(sum_j y[pos(t, j)] * w[t, j]) in slot order, f32
  *            without FMA; pairs with no local expert skipped.
  *
@@ -36,6 +38,8 @@ struct gather_args {
     float *tensor_scale;       /* QM_TENSOR dynamic: the scale, written once */
     void *dst;                 /* [R, H] */
     float *scale;              /* QM_TOKEN [R]; QM_GROUP grouped M-major */
+    const float *in_glob;      /* QM_BF16, NVFP4 W4A4 (vec, H % 16 == 0): [E] input globals, each pair's
+                                  copy quantized with its expert's (nvfp4_quant.cuh) */
 };
 
 struct combine_args {

@@ -471,9 +471,10 @@ cudaError_t launch(Gemm1 &g1, Gemm2 &g2, int64_t m, const void *x, int64_t x_ld,
  * GEMM run a chunk of dq_experts experts at a time on their weights
  * dequantized into the layer's bf16 scratch (experts without rows are not
  * dequantized and have no tiles). W4A4 quantizes the GEMM inputs as the
- * 4-bit kernels do (wq_gemm.h staging): x per pair into wq.a1, which the
- * gather then sorts (a token row per pair: m*k rows, k = 1), and the
- * activation's output in place in its sorted rows. With the fused form
+ * 4-bit kernels do (wq_gemm.h staging): NVFP4's x in the gather, each
+ * pair's copy with its expert's global (aligned rows), else x per pair
+ * into wq.a1, which the gather then sorts (a token row per pair: m*k rows,
+ * k = 1); the activation's output in place in its sorted rows. With the fused form
  * (fmcu_wq_prefill_fused: by the option, or by the rows an expert) each
  * GEMM converts the e2m1 codes itself, all experts in one launch. */
 static_assert(FMCU_WQ_FUSED_MAX_EXPERTS == FMCU_GG_MAX_EXPERTS && FMCU_WQ_DQ_MAX_EXPERTS == FMCU_GG_MAX_EXPERTS,
@@ -492,7 +493,9 @@ cudaError_t launch_dq(const fmcu_layer *L, OwnGemm g[2], int64_t m, const setup_
     PF_EVENT(0);
     PF_CK(pos_launch(sa.sorted, ga.offsets + sa.E, (int32_t *)ga.pos, grid, st));
     int64_t rows = m;
-    if (a4) {
+    if (a4 && !mx_a4 && ga.vec && ga.H % 16 == 0) {
+        ga.in_glob = wq.w13.in_glob; /* quantized per pair in the gather (prefill_rows.h) */
+    } else if (a4) {
         fmcu_wq_stage_args q = {};
         q.src = ga.x;
         q.ld = ga.x_ld;

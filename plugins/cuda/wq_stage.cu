@@ -27,54 +27,19 @@
 
 #include "fusedmoe/common.h"
 #include "plugins/cuda/device_math.cuh"
+#include "plugins/cuda/nvfp4_quant.cuh"
 #include "plugins/cuda/sm100_layout.h" /* the MXFP4 block quantizer, shared with the native path */
 #include "plugins/cuda/wq_dev.cuh"
 #include "plugins/cuda/wq_gemm.h"
 
 namespace {
 
-constexpr int THREADS = 256; /* NVFP4 K = 2048: a lane each 8 values in one pass */
-constexpr int VEC = 8;       /* values a 16-byte access */
+constexpr int THREADS = 256;                 /* NVFP4 K = 2048: a lane each 8 values in one pass */
+constexpr int VEC = fmcu_nvfp4::LANE_VALUES; /* values a 16-byte access */
 
 using fmcu_dev::load_act;
 using fmcu_dev::store_act2;
 using fmcu_wq_dev::e2m1_value;
-
-/* fmoe_fp4_e2m1_encode: RNE, saturating at 6, sign of zero kept, NaN -> +6. */
-__device__ __forceinline__ uint32_t e2m1_encode(float x)
-{
-    if (isnan(x))
-        return 0x7;
-    uint32_t s = signbit(x) ? 8u : 0u;
-    float a = fabsf(x);
-    uint32_t c = a <= 0.25f   ? 0
-                 : a < 0.75f  ? 1
-                 : a <= 1.25f ? 2
-                 : a < 1.75f  ? 3
-                 : a <= 2.5f  ? 4
-                 : a < 3.5f   ? 5
-                 : a <= 5.0f  ? 6
-                              : 7;
-    return s | c;
-}
-
-/* fmoe_nvfp4_quantize's block scale and its output multiplier. */
-struct nv_block {
-    float sfq, out;
-};
-
-__device__ __forceinline__ nv_block nv_scale(float vmax, float gq, float rcp_g)
-{
-    __nv_fp8_e4m3 sf(gq * (vmax * (1.0f / 6.0f)));
-    const float sfq = (float)sf;
-    return {sfq, sfq != 0.0f ? 1.0f / (sfq * rcp_g) : 0.0f};
-}
-
-/* vmax's step: NaN never replaces it, as in fmoe_nvfp4_quantize. */
-__device__ __forceinline__ float vmax_step(float vmax, float m)
-{
-    return m > vmax ? m : vmax;
-}
 
 /* Eight values of the act dtype from one 16-byte load, and back. */
 __device__ __forceinline__ void load8(int32_t dt, const void *p, float v[VEC])
@@ -120,21 +85,14 @@ __device__ void stage_nvfp4_vec(const fmcu_wq_stage_args &a, const void *src, vo
     for (uint32_t base = threadIdx.x - lane; base < units; base += blockDim.x) {
         const uint32_t u = base + lane;
         const bool on = u < units;
-        float x[VEC], vmax = 0.0f;
-        if (on) {
+        float x[VEC];
+        if (on)
             load8(dt, (const uint16_t *)src + (size_t)u * VEC, x);
-#pragma unroll
-            for (int i = 0; i < VEC; i++)
-                vmax = vmax_step(vmax, fabsf(x[i]));
-        }
-        vmax = vmax_step(vmax, __shfl_xor_sync(0xffffffffu, vmax, 1));
+        const float vmax = fmcu_nvfp4::pair_vmax(x, on);
         if (!on)
             continue;
-        const nv_block s = nv_scale(vmax, gq, rcp_g);
         float v[VEC];
-#pragma unroll
-        for (int i = 0; i < VEC; i++)
-            v[i] = e2m1_value(e2m1_encode(x[i] * s.out)) * s.sfq;
+        fmcu_nvfp4::quantize8(x, fmcu_nvfp4::scale_of(vmax, gq, rcp_g), v);
         store8(dt, (uint16_t *)dst + (size_t)u * VEC, v);
     }
 }
@@ -149,13 +107,13 @@ __device__ void stage_nvfp4_scalar(const fmcu_wq_stage_args &a, const void *src,
 #pragma unroll
         for (int i = 0; i < 16; i++) {
             x[i] = load_act(dt, src, b * 16 + i);
-            vmax = vmax_step(vmax, fabsf(x[i]));
+            vmax = fmcu_nvfp4::vmax_step(vmax, fabsf(x[i]));
         }
-        const nv_block s = nv_scale(vmax, gq, rcp_g);
+        const fmcu_nvfp4::block_scale s = fmcu_nvfp4::scale_of(vmax, gq, rcp_g);
 #pragma unroll
         for (int i = 0; i < 16; i += 2) {
-            const float v0 = e2m1_value(e2m1_encode(x[i] * s.out)) * s.sfq;
-            const float v1 = e2m1_value(e2m1_encode(x[i + 1] * s.out)) * s.sfq;
+            const float v0 = fmcu_nvfp4::e2m1_round(x[i] * s.out) * s.sfq;
+            const float v1 = fmcu_nvfp4::e2m1_round(x[i + 1] * s.out) * s.sfq;
             store_act2(dt, dst, b * 16 + i, v0, v1);
         }
     }
@@ -240,8 +198,13 @@ cudaError_t fmcu_wq_stage_launch(const fmcu_wq_stage_args &a, int64_t pairs, cud
     /* The vector form reads and writes 16-byte pieces of both rows. */
     const bool aligned = (uintptr_t)a.src % 16 == 0 && (uintptr_t)a.dst % 16 == 0 && a.ld % VEC == 0 &&
                          a.kp % VEC == 0 && a.k % 16 == 0;
+    /* A thread a unit of the row (8 values, a block of 16 or 32, or a
+     * value), whole warps, at most THREADS a pass: GEMM2's rows (I = 768
+     * at Qwen3-30B-A3B) would leave most of 256 threads idle. */
+    const uint32_t units = a.in_glob ? a.k / (aligned ? VEC : 16) : a.mx_a4 ? a.k / 32 : a.kp;
+    const uint32_t threads = units >= THREADS ? THREADS : units < 32 ? 32 : (units + 31) / 32 * 32;
     return aligned
-               ? fmcu_dev::launch_overlapped(wq_stage_kernel<true>, dim3((unsigned)pairs), dim3(THREADS), 0, stream, a)
-               : fmcu_dev::launch_overlapped(wq_stage_kernel<false>, dim3((unsigned)pairs), dim3(THREADS), 0, stream,
+               ? fmcu_dev::launch_overlapped(wq_stage_kernel<true>, dim3((unsigned)pairs), dim3(threads), 0, stream, a)
+               : fmcu_dev::launch_overlapped(wq_stage_kernel<false>, dim3((unsigned)pairs), dim3(threads), 0, stream,
                                              a);
 }

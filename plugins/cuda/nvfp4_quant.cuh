@@ -1,0 +1,86 @@
+/*
+ * plugins/cuda/nvfp4_quant.cuh - NVFP4 activation quantization as
+ * fmoe_nvfp4_quantize does it (QUANT convention, g the expert's input
+ * global): per block of 16 values vmax = max |x| (NaN skipped), block
+ * scale sf = e4m3(g * vmax / 6), each value e2m1_RNE(x / (sf * (1/g)))
+ * and written back decoded, e2m1 * sf (exact in bf16 and f16). The
+ * W4A4 GEMM inputs are staged with it: per pair by wq_stage.cu, and in
+ * the prefill gather (prefill_rows.cu) per token for each of its pairs.
+ *
+ * A block is two lanes' 8 values each (one 16-byte access a lane), so
+ * nv_pair_vmax shuffles with the neighbouring lane: callers run whole
+ * warps, the lanes of a pair together. Device-side C++ only.
+ */
+#ifndef FMOE_PLUGIN_CUDA_NVFP4_QUANT_CUH
+#define FMOE_PLUGIN_CUDA_NVFP4_QUANT_CUH
+
+#include <cuda_fp8.h>
+#include <math.h>
+#include <stdint.h>
+
+namespace fmcu_nvfp4 {
+
+constexpr int LANE_VALUES = 8; /* a lane's half of a block of 16 */
+
+/* The value of fmoe_fp4_e2m1_encode(x)'s code: RNE onto the e2m1 grid,
+ * saturating at 6, sign of zero kept, NaN -> +6. Selected as floats: the
+ * code and its decoding (shifts, integer-to-float conversions) made the
+ * staging kernel bound by instructions (ncu, H200: 50 us at 3.5 % of DRAM
+ * for 16.8 M values). Same thresholds as the encoder; the same value for
+ * every f32 input (checked over all 2^32 on the H200). */
+__device__ __forceinline__ float e2m1_round(float x)
+{
+    const float a = fabsf(x);
+    const float q = a <= 0.25f   ? 0.0f
+                    : a < 0.75f  ? 0.5f
+                    : a <= 1.25f ? 1.0f
+                    : a < 1.75f  ? 1.5f
+                    : a <= 2.5f  ? 2.0f
+                    : a < 3.5f   ? 3.0f
+                    : a <= 5.0f  ? 4.0f
+                                 : 6.0f;
+    return isnan(x) ? 6.0f : copysignf(q, x);
+}
+
+/* vmax's step: NaN never replaces it. */
+__device__ __forceinline__ float vmax_step(float vmax, float m)
+{
+    return m > vmax ? m : vmax;
+}
+
+/* A block's scale and its output multiplier. */
+struct block_scale {
+    float sfq, out;
+};
+
+__device__ __forceinline__ block_scale scale_of(float vmax, float gq, float rcp_g)
+{
+    __nv_fp8_e4m3 sf(gq * (vmax * (1.0f / 6.0f)));
+    const float sfq = (float)sf;
+    return {sfq, sfq != 0.0f ? 1.0f / (sfq * rcp_g) : 0.0f};
+}
+
+/* The block's vmax from this lane's 8 values (`on`: the lane holds some;
+ * else it contributes 0) and its pair lane's. All 32 lanes call it. */
+__device__ __forceinline__ float pair_vmax(const float (&x)[LANE_VALUES], bool on)
+{
+    float vmax = 0.0f;
+    if (on) {
+#pragma unroll
+        for (int i = 0; i < LANE_VALUES; i++)
+            vmax = vmax_step(vmax, fabsf(x[i]));
+    }
+    return vmax_step(vmax, __shfl_xor_sync(0xffffffffu, vmax, 1));
+}
+
+/* The lane's 8 values quantized and decoded with the block's scale. */
+__device__ __forceinline__ void quantize8(const float (&x)[LANE_VALUES], block_scale s, float (&v)[LANE_VALUES])
+{
+#pragma unroll
+    for (int i = 0; i < LANE_VALUES; i++)
+        v[i] = e2m1_round(x[i] * s.out) * s.sfq;
+}
+
+} // namespace fmcu_nvfp4
+
+#endif
