@@ -8,8 +8,10 @@
  * the prefill gather (prefill_rows.cu) per token for each of its pairs.
  *
  * A block is two lanes' 8 values each (one 16-byte access a lane), so
- * nv_pair_vmax shuffles with the neighbouring lane: callers run whole
- * warps, the lanes of a pair together. Device-side C++ only.
+ * pair_vmax shuffles with the neighbouring lane: callers run whole warps,
+ * the lanes of a pair together. C++ for nvcc; the scalar pieces are
+ * host-callable too, so tests/cuda/test_nvfp4_quant.cu checks them
+ * against the core's quantizer without a GPU.
  */
 #ifndef FMOE_PLUGIN_CUDA_NVFP4_QUANT_CUH
 #define FMOE_PLUGIN_CUDA_NVFP4_QUANT_CUH
@@ -27,8 +29,9 @@ constexpr int LANE_VALUES = 8; /* a lane's half of a block of 16 */
  * code and its decoding (shifts, integer-to-float conversions) made the
  * staging kernel bound by instructions (ncu, H200: 50 us at 3.5 % of DRAM
  * for 16.8 M values). Same thresholds as the encoder; the same value for
- * every f32 input (checked over all 2^32 on the H200). */
-__device__ __forceinline__ float e2m1_round(float x)
+ * every f32 input (checked over all 2^32 on the H200; in CI against the
+ * core's encoder and decoder, tests/cuda/test_nvfp4_quant.cu). */
+__host__ __device__ __forceinline__ float e2m1_round(float x)
 {
     const float a = fabsf(x);
     const float q = a <= 0.25f   ? 0.0f
@@ -43,7 +46,7 @@ __device__ __forceinline__ float e2m1_round(float x)
 }
 
 /* vmax's step: NaN never replaces it. */
-__device__ __forceinline__ float vmax_step(float vmax, float m)
+__host__ __device__ __forceinline__ float vmax_step(float vmax, float m)
 {
     return m > vmax ? m : vmax;
 }
@@ -53,7 +56,7 @@ struct block_scale {
     float sfq, out;
 };
 
-__device__ __forceinline__ block_scale scale_of(float vmax, float gq, float rcp_g)
+__host__ __device__ __forceinline__ block_scale scale_of(float vmax, float gq, float rcp_g)
 {
     __nv_fp8_e4m3 sf(gq * (vmax * (1.0f / 6.0f)));
     const float sfq = (float)sf;
@@ -74,9 +77,12 @@ __device__ __forceinline__ float pair_vmax(const float (&x)[LANE_VALUES], bool o
 }
 
 /* The lane's 8 values quantized and decoded with the block's scale. */
-__device__ __forceinline__ void quantize8(const float (&x)[LANE_VALUES], block_scale s, float (&v)[LANE_VALUES])
+__host__ __device__ __forceinline__ void quantize8(const float (&x)[LANE_VALUES], block_scale s,
+                                                   float (&v)[LANE_VALUES])
 {
+#ifdef __CUDA_ARCH__ /* the host compiler does not know the pragma */
 #pragma unroll
+#endif
     for (int i = 0; i < LANE_VALUES; i++)
         v[i] = e2m1_round(x[i] * s.out) * s.sfq;
 }
