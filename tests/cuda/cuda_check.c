@@ -159,6 +159,9 @@ typedef struct tcase {
     uint32_t skew;      /* expert 0's logit raised for every token: it gets all M rows */
     uint32_t saturate;  /* logits x40: sigmoid rounds most of them to 1.0f (Llama-4's routers) */
     float swiglu_limit; /* gated SiLU's clamp (> 0; swigluoai cases get 7 regardless) */
+    /* > 0: the device x rows H + x_pad elements apart, from 2 bytes past an
+     * allocation (rows not 16-byte aligned: the kernels' unaligned forms). */
+    uint32_t x_pad;
 } tcase;
 
 static void config_of(const tcase *t, fmoe_layer_config *c)
@@ -471,20 +474,23 @@ static int run_case(fmoe_context *ctx, const tcase *t)
         phys[i] = (int32_t)(l + (uint32_t)(i % count) * L);
     }
 
-    void *dx, *dout, *dl, *dtw, *dtid, *dtw2, *dtid2;
-    CUDA_OK(cudaMalloc(&dx, xs * 2));
+    void *dx, *dx_alloc, *dout, *dl, *dtw, *dtid, *dtw2, *dtid2;
+    const size_t x_ld = H + t->x_pad;
+    CUDA_OK(cudaMalloc(&dx_alloc, (M * x_ld + 1) * 2));
+    dx = t->x_pad ? (char *)dx_alloc + 2 : dx_alloc;
     CUDA_OK(cudaMalloc(&dout, xs * 2));
     CUDA_OK(cudaMalloc(&dl, M * E * 4));
     CUDA_OK(cudaMalloc(&dtw, M * K * 4));
     CUDA_OK(cudaMalloc(&dtid, M * K * 4));
     CUDA_OK(cudaMalloc(&dtw2, M * K * 4));
     CUDA_OK(cudaMalloc(&dtid2, M * K * 4));
-    CUDA_OK(cudaMemcpy(dx, x, xs * 2, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy2D(dx, x_ld * 2, x, H * 2, H * 2, M, cudaMemcpyHostToDevice));
     CUDA_OK(cudaMemcpy(dl, logits, M * E * 4, cudaMemcpyHostToDevice));
     CUDA_OK(cudaMemcpy(dtw, tw, M * K * 4, cudaMemcpyHostToDevice));
     CUDA_OK(cudaMemcpy(dtid, phys, M * K * 4, cudaMemcpyHostToDevice));
     fmoe_tensor gx, gout, gl, gtw, gtid, gtw2, gtid2;
     device_tensor(&gx, t->act, M, H, dx);
+    gx.strides[0] = (int64_t)x_ld;
     device_tensor(&gout, t->act, M, H, dout);
     device_tensor(&gl, FMOE_DTYPE_F32, M, E, dl);
     device_tensor(&gtw, FMOE_DTYPE_F32, M, K, dtw);
@@ -560,7 +566,7 @@ static int run_case(fmoe_context *ctx, const tcase *t)
                (long long)r.unwritten, (unsigned long long)bits, extra);
         ok = ok && pass;
     }
-    cudaFree(dx);
+    cudaFree(dx_alloc);
     cudaFree(dout);
     cudaFree(dl);
     cudaFree(dtw);
@@ -697,6 +703,12 @@ static int bench_case(fmoe_context *ctx, const tcase *t)
 #define TENSOR_S "fp8e4m3:tensor/fp8e4m3:tensor"
 #define TENSOR_D "fp8e4m3:tensor/fp8e4m3:tensor:dynamic"
 
+/* E 8, top-2, H 256, I 128 with x rows 3 elements longer than H from 2
+ * bytes past the allocation (tcase.x_pad). */
+#define UNALIGNED_X(name, scheme, M) \
+    { \
+        name, scheme, BF16, 8, 2, 256, 128, M, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0, 1, 1.0f, 0, 0, 0, 0, 0, 0, 0, 0.0f, 3 \
+    }
 static const tcase checks[] = {
     /* name                      scheme    act   E  k   H    I    M  act gated bias scoring grp g tg cb ren scale */
     {"bf16 silu softmax", "bf16", BF16, 8, 2, 256, 128, 33, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0, 1, 1.0f},
@@ -996,6 +1008,12 @@ static const tcase checks[] = {
      1300, SILU, 1, 1, SOFTMAX, 0, 0, 0, 0, 1, 1.0f},
     {"prefill mxfp4 chunks scratch m1300 h1024 i512", "fp4:group32:scale-ue8m0", BF16, 8, 2, 1024, 512, 1300, SILU, 1,
      0, SOFTMAX, 0, 0, 0, 0, 1, 1.0f},
+    /* x rows not 16-byte aligned (x_pad): the W4A4 input staging's scalar
+     * form (wq_stage.cu) at decode and on the prefill tier, where NVFP4's
+     * gather cannot quantize and the per-pair staging runs first. */
+    UNALIGNED_X("nvfp4 w4a4 m1 unaligned x", "fp4:tgroup16:scale-fp8e4m3/fp4:tgroup16:dynamic", 1),
+    UNALIGNED_X("prefill nvfp4 w4a4 m300 unaligned x", "fp4:tgroup16:scale-fp8e4m3/fp4:tgroup16:dynamic", 300),
+    UNALIGNED_X("mxfp4 w4a4 m40 unaligned x", "fp4:group32:scale-ue8m0/fp4:group32:dynamic", 40),
 };
 
 /* Shapes of spec/performance.md's grid (DeepSeek-V3 at E256 k8 H7168 I2048
