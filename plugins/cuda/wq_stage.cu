@@ -14,11 +14,14 @@
  * useful bytes. ncu on the H200 (Qwen3-30B-A3B, M = 1024, 8192 pairs):
  * GEMM1's staging 82 us and GEMM2's 36 us, against about 10 and 7 us of
  * their traffic, 20 % of the NVFP4 W4A4 forward (bench/cuda/RESULTS.md,
- * "4-bit input staging"). Now, where the rows are 16-byte aligned, a lane
- * takes 8 values in one 16-byte load and store and a lane pair shares
- * its block's vmax by a shuffle, so a warp moves 512 contiguous bytes an
- * instruction. The arithmetic is the same, so are the bits; unaligned
- * rows keep the scalar form.
+ * "4-bit input staging and the e2m1 scratch"). Now, where the rows are
+ * 16-byte aligned, a lane takes 8 values in one 16-byte load and store
+ * and a lane pair shares its block's vmax by a shuffle, so a warp moves
+ * 512 contiguous bytes an instruction; the e2m1 rounding is float selects
+ * (nvfp4_quant.cuh) and a block has as many threads as the row has units
+ * (42.8 and 20.5 us). The values are the same, so are the bits; unaligned
+ * rows keep the scalar form. On the prefill tier the gather quantizes
+ * NVFP4's GEMM1 input itself (prefill_rows.cu).
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
