@@ -32,6 +32,7 @@
 #include "plugins/cuda/device_math.cuh"
 #include "plugins/cuda/nvfp4_quant.cuh"
 #include "plugins/cuda/sm100_layout.h" /* the MXFP4 block quantizer, shared with the native path */
+#include "plugins/cuda/stage_rows.cuh"
 #include "plugins/cuda/wq_dev.cuh"
 #include "plugins/cuda/wq_gemm.h"
 
@@ -44,31 +45,16 @@ using fmcu_dev::load_act;
 using fmcu_dev::store_act2;
 using fmcu_wq_dev::e2m1_value;
 
-/* Eight values of the act dtype from one 16-byte load, and back. */
+/* Eight values of the act dtype from one 16-byte load (stage_rows.cuh's
+ * unpack8), and back (wq_dev.cuh's pack2). */
 __device__ __forceinline__ void load8(int32_t dt, const void *p, float v[VEC])
 {
-    const uint4 u = *(const uint4 *)p;
-    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-    for (int q = 0; q < 4; q++) {
-        if (dt == FMOE_DTYPE_F16) {
-            const float2 f = __half22float2(*(const __half2 *)&w[q]);
-            v[2 * q] = f.x, v[2 * q + 1] = f.y;
-        } else {
-            const float2 f = __bfloat1622float2(*(const __nv_bfloat162 *)&w[q]);
-            v[2 * q] = f.x, v[2 * q + 1] = f.y;
-        }
-    }
+    fmcu_stage::unpack8(dt, *(const uint4 *)p, v);
 }
 
 __device__ __forceinline__ uint32_t pack2(int32_t dt, float a, float b)
 {
-    if (dt == FMOE_DTYPE_F16) {
-        __half2 h = __floats2half2_rn(a, b);
-        return *(uint32_t *)&h;
-    }
-    __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
-    return *(uint32_t *)&h;
+    return dt == FMOE_DTYPE_F16 ? fmcu_wq_dev::pack2<true>(a, b) : fmcu_wq_dev::pack2<false>(a, b);
 }
 
 __device__ __forceinline__ void store8(int32_t dt, void *p, const float v[VEC])
