@@ -364,11 +364,16 @@ __device__ __forceinline__ void stage_mma(float (&acc)[SL * 4], float (&part)[SL
 {
     using namespace fmcu_wgmma;
     const uint64_t desc = x_desc(st + X_AT);
-    /* k16 steps a wgmma group: two with PROMOTE up to four slices, else
-     * one (accumulators in flight across stages, or eight slices' partial
-     * sums, leave no registers for a second step's fragments: 28 bytes
-     * spilled) */
-    constexpr int GS = PROMOTE && SL <= 4 ? 2 : 1;
+    /* k16 steps a wgmma group: two up to four slices (up to 32 pairs, the
+     * ring's calls of 6-32 rows an expert) with PROMOTE or MXFP4's codes,
+     * else one (eight slices' partial sums, or accumulators in flight
+     * across stages beside a second step's fragments, spilled 28 bytes;
+     * two steps spill NVFP4's and channelwise int4's kernels, 20 and 36
+     * bytes). Each group waits for the one before it: with one step a
+     * group a warp waited out a wgmma's latency eight times a stage, and
+     * ncu at 32 rows (MXFP4 Mixtral-8x7B M = 128) had the ring
+     * latency-bound, 1.06 eligible warps of 4.26. */
+    constexpr int GS = (PROMOTE || FMT == FP4_MX) && SL <= 4 ? 2 : 1;
     uint32_t a[2][GS][4];
     uint32_t lo = 0, hi = 0, s2lo = 0, s2hi = 0; /* a chunk's words and scales, for its two k16 steps */
 #pragma unroll
