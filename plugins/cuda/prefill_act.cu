@@ -29,6 +29,8 @@
 
 #include <algorithm>
 
+#include "plugins/cuda/nvfp4_quant.cuh" /* NVFP4 W4A4's GEMM2 input */
+
 namespace fmcu_pf {
 
 /* ------------------------------------------------------------------------ */
@@ -347,7 +349,33 @@ template <int K> __device__ __forceinline__ void act_group_row(const act_args &a
     }
 }
 
-template <int K, int CH>
+/* NVFP4 W4A4's GEMM2 input (act_args.in_glob): each 8-column chunk's
+ * values quantized with the row's expert's global gq, a thread's chunk and
+ * its neighbour's forming a block of 16 (chunks are 8 columns apart by
+ * thread, from a multiple of 16). This was a staging kernel re-reading the
+ * stage's rows (bench/cuda/RESULTS.md, "4-bit input staging and the e2m1
+ * scratch"). Every thread of the block calls it (the pair's shuffle). */
+template <int CH> __device__ __forceinline__ void nvfp4_chunks(const row_chunks<CH> &r, uint32_t I, float gq, bf16 *d)
+{
+    const float rcp_g = 1.0f / gq;
+#pragma unroll
+    for (int j = 0; j < CH; j++) {
+        const bool on = r.col(j) < I;
+        float x[8];
+        if (on)
+            unpack<4>(r.w[j], x);
+        const float vmax = fmcu_nvfp4::pair_vmax(x, on);
+        if (!on)
+            continue;
+        float v[8];
+        fmcu_nvfp4::quantize8(x, fmcu_nvfp4::scale_of(vmax, gq, rcp_g), v);
+        store8(d + r.col(j), true, v);
+    }
+}
+
+/* NV: NVFP4 W4A4's GEMM2 input (a.in_glob set), its own instantiations so
+ * that the other schemes' kernels stay as they were. */
+template <int K, int CH, bool NV>
 __global__ void __launch_bounds__(ACT_MAX_THREADS) act_kernel(const act_args a)
 {
     extern __shared__ uint4 act_sv[]; /* a long per-token row (token_row) */
@@ -367,6 +395,7 @@ __global__ void __launch_bounds__(ACT_MAX_THREADS) act_kernel(const act_args a)
         return;
     }
     uint32_t m = 0;
+    const float gq = NV ? a.in_glob[expert_of(a.offsets, (int)a.E, i)] : 0.0f;
     for (uint32_t base = 0; base < I; base += CH * blockDim.x * 8) {
         row_chunks<CH> r(base);
         act_chunks<K, CH>(a, hrow, r);
@@ -385,12 +414,16 @@ __global__ void __launch_bounds__(ACT_MAX_THREADS) act_kernel(const act_args a)
         }
         /* bf16 GEMM2 input, or the staged activations of a dynamic per-tensor one */
         bf16 *d = (a.mode == QM_BF16 ? (bf16 *)a.dst : a.stage) + (int64_t)i * I;
+        if constexpr (NV) {
+            nvfp4_chunks(r, I, gq, d);
+        } else {
 #pragma unroll
-        for (int j = 0; j < CH; j++)
-            if (r.col(j) < I)
-                store_words<4>(d + r.col(j), r.w[j]);
-        if (a.mode == QM_TENSOR)
-            m = amax_bf16x2(m, chunks_amax(r, I));
+            for (int j = 0; j < CH; j++)
+                if (r.col(j) < I)
+                    store_words<4>(d + r.col(j), r.w[j]);
+            if (a.mode == QM_TENSOR)
+                m = amax_bf16x2(m, chunks_amax(r, I));
+        }
     }
     if (a.mode == QM_TENSOR && a.dynamic) { /* the row's amax, for the call's and amax_exact_kernel */
         const float mf = block_max(amax_of(m), red);
@@ -552,10 +585,18 @@ static void launch_act(const act_args &aa, const fmcu_act_launch &sh, unsigned r
         launch_token_warp<K>(aa, sh.ch, rows, st);
         return;
     }
+    if (aa.in_glob) { /* NVFP4 W4A4 (QM_BF16) */
+        switch (sh.ch) {
+        case 1: act_kernel<K, 1, true><<<rows, sh.threads, sh.smem, st>>>(aa); break;
+        case 2: act_kernel<K, 2, true><<<rows, sh.threads, sh.smem, st>>>(aa); break;
+        default: act_kernel<K, 4, true><<<rows, sh.threads, sh.smem, st>>>(aa); break;
+        }
+        return;
+    }
     switch (sh.ch) {
-    case 1: act_kernel<K, 1><<<rows, sh.threads, sh.smem, st>>>(aa); break;
-    case 2: act_kernel<K, 2><<<rows, sh.threads, sh.smem, st>>>(aa); break;
-    default: act_kernel<K, 4><<<rows, sh.threads, sh.smem, st>>>(aa); break;
+    case 1: act_kernel<K, 1, false><<<rows, sh.threads, sh.smem, st>>>(aa); break;
+    case 2: act_kernel<K, 2, false><<<rows, sh.threads, sh.smem, st>>>(aa); break;
+    default: act_kernel<K, 4, false><<<rows, sh.threads, sh.smem, st>>>(aa); break;
     }
 }
 

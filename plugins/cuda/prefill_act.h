@@ -2,9 +2,10 @@
  * plugins/cuda/prefill_act.h - the prefill tier's activation stage
  * (prefill_act.cu), between GEMM1 and GEMM2 (prefill_sm90.cu enqueues it):
  *   act      a = round(act(h_gate, h_up)) from GEMM1's bf16 output h, and
- *            the GEMM2 input made from it: bf16, or e4m3 with a per-tensor
- *            (static, or dynamic from the exact amax), per-token or 1x128
- *            group scale.
+ *            the GEMM2 input made from it: bf16 (for NVFP4 W4A4 quantized
+ *            with the row's expert's input global and decoded), or e4m3
+ *            with a per-tensor (static, or dynamic from the exact amax),
+ *            per-token or 1x128 group scale.
  * Device-side C++ only.
  */
 #ifndef FMOE_PLUGIN_CUDA_PREFILL_ACT_H
@@ -39,6 +40,9 @@ struct act_args {
     const uint8_t *a1, *w13; /* GEMM1's e4m3 operands: [R, H] sorted rows, [E, rows13, H] */
     const float *s_x, *s_w;  /* GEMM1's scales: x (one), W13 [E] */
     uint32_t H;
+    /* QM_BF16, NVFP4 W4A4 (I % 16 == 0): [E] the GEMM2 input globals; each
+     * row is written NVFP4-quantized with its expert's (nvfp4_quant.cuh). */
+    const float *in_glob;
 };
 
 /* Enqueue the stage on st for up to `rows` sorted rows (offsets[E] of them

@@ -474,7 +474,8 @@ cudaError_t launch(Gemm1 &g1, Gemm2 &g2, int64_t m, const void *x, int64_t x_ld,
  * 4-bit kernels do (wq_gemm.h staging): NVFP4's x in the gather, each
  * pair's copy with its expert's global (aligned rows), else x per pair
  * into wq.a1, which the gather then sorts (a token row per pair: m*k rows,
- * k = 1); the activation's output in place in its sorted rows. With the fused form
+ * k = 1); NVFP4's GEMM2 input as the activation writes it, MXFP4 W4A4's
+ * in place in its sorted rows after it. With the fused form
  * (fmcu_wq_prefill_fused: by the option, or by the rows an expert) each
  * GEMM converts the e2m1 codes itself, all experts in one launch. */
 static_assert(FMCU_WQ_FUSED_MAX_EXPERTS == FMCU_GG_MAX_EXPERTS && FMCU_WQ_DQ_MAX_EXPERTS == FMCU_GG_MAX_EXPERTS,
@@ -563,8 +564,11 @@ cudaError_t launch_dq(const fmcu_layer *L, OwnGemm g[2], int64_t m, const setup_
     };
     PF_CK(gemm(0));
     PF_EVENT(2);
-    PF_CK(act_stage(aa, grid, false, warp_rows, st));
-    if (a4) {
+    act_args act = aa;
+    if (a4 && !mx_a4 && aa.I % 16 == 0)
+        act.in_glob = wq.w2.in_glob; /* quantized as it is written (prefill_act.h) */
+    PF_CK(act_stage(act, grid, false, warp_rows, st));
+    if (a4 && !act.in_glob) {
         fmcu_wq_stage_args q = {};
         q.src = q.dst = (void *)aa.stage;
         q.ld = aa.I;
