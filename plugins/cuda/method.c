@@ -271,6 +271,7 @@ static int upload_wq(fmcu_instance *in, fmcu_wq_host *h, fmcu_wq_proj *d, char *
     d->kp = h->kp;
     d->groups = h->groups;
     d->group = h->group;
+    d->mx_fold = h->mx_fold;
     d->w = upload(in, h->w, h->w_bytes, why, cap);
     d->scale = d->w ? upload(in, h->scale, h->scale_count * sizeof(float), why, cap) : NULL;
     if (!d->scale)

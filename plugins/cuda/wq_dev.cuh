@@ -121,6 +121,31 @@ __device__ __forceinline__ uint32_t dq_fp4_bf16(uint32_t w, int j, uint32_t s2)
     return bits_of(__hmul2(__hmul2(bf2_of(sub), two126), bf2_of(s2)));
 }
 
+/* Register j (0..3) of a lane's word of e2m1 codes (wq_pack.h: nibbles j
+ * and j + 4, bits 4 j and 4 j + 16) as bf16 e2m1 * s, where s2 holds
+ * (s * 2^126, twice) and that is finite: one multiply of the codes' bits
+ * moved into place as e2m1 * 2^-126 (a subnormal for 0.5), where
+ * dq_fp4_bf16 makes two. The masked nibbles times 2^6 + 2^12 (j even; j
+ * odd: 2^2 + 2^8, from the word or from it shifted by 8 for j >= 2) put
+ * each nibble's e1 e0 m at bits 8..6 and its sign at bit 15 of its half,
+ * the two copies in disjoint bits (no carries); the mask keeps those.
+ * Scale pairs for it: mx_fold_s2, nv_fold_s2. */
+__device__ __forceinline__ uint32_t dq_e2m1_fused(uint32_t w, int j, uint32_t s2)
+{
+    const uint32_t v = j < 2 ? w : w >> 8;
+    const uint32_t x = v & ((j & 1) ? 0x00F000F0u : 0x000F000Fu);
+    const uint32_t t = (x * ((j & 1) ? 260u : 4160u)) & 0x81C081C0u;
+    return bits_of(__hmul2(bf2_of(t), bf2_of(s2)));
+}
+
+/* dq_e2m1_fused's scale pair of a ue8m0 code c <= 128: 2^(c - 127) * 2^126
+ * = 2^(c - 1), bf16 bits (c + 126) << 7 in both halves (c = 0: 0.5, the
+ * same formula). A code above 128 would overflow: callers check. */
+__device__ __forceinline__ uint32_t mx_fold_s2(uint32_t c)
+{
+    return (c + 126u) * 0x00800080u;
+}
+
 /* A block scale code as f32 (ue8m0: 2^(c-127), 0xFF NaN; else e4m3fn). */
 __device__ __forceinline__ float scale_code(uint32_t c, bool mx)
 {
@@ -131,6 +156,16 @@ __device__ __forceinline__ float scale_code(uint32_t c, bool mx)
     }
     __half_raw h = __nv_cvt_fp8_to_halfraw((__nv_fp8_storage_t)c, __NV_E4M3);
     return __half2float(__half(h));
+}
+
+/* dq_e2m1_fused's scale pair of an e4m3fn code: s * 2^118 (finite for
+ * every code, |s| <= 448 < 2^9; exact in bf16, 4 significant bits), so the
+ * products come out 2^-8 of e2m1 * s and the caller's epilogue multiplies
+ * its sums by 2^8, exactly. */
+__device__ __forceinline__ uint32_t nv_fold_s2(uint32_t c)
+{
+    const float f = scale_code(c, false) * 0x1p118f;
+    return bits_of(__floats2bfloat162_rn(f, f));
 }
 
 /* A 32-column chunk of e2m1 codes (16 bytes: four lane words in wq_pack.h's

@@ -282,15 +282,18 @@ int fmcu_wq_build_fp4(uint32_t experts, uint32_t rows, uint32_t k, uint32_t bloc
         free(codes);
         return fail(out, why, cap, "out of memory");
     }
+    uint8_t sf_max = 0;
     for (size_t r = 0; r < en; r++) {
         fmoe_fp4_unpack(packed + r * (k / 2), k, codes);
         fmcu_wq_pack(FMCU_WQ_FP4, 1, k, out->kp, codes, NULL, 0, out->w + r * rowb);
         for (size_t b = 0; b < kb; b++) {
             uint8_t s = sf[r * kb + b];
             out->sf8[r * out->groups + b] = s;
+            sf_max = s > sf_max ? s : sf_max;
             out->scale[r * out->groups + b] = mx ? fmoe_ue8m0_decode(s) : fmoe_fp8_e4m3fn_decode(s);
         }
     }
+    out->mx_fold = mx && sf_max <= 128;
     free(codes);
     return 0;
 }

@@ -69,6 +69,8 @@ typedef struct fmcu_wq_proj {
     uint32_t kp;          /* padded K (multiple of 32) */
     uint32_t groups;      /* INT: scale groups per row; FP4: Kp / block */
     uint32_t group;       /* INT without act-order: columns per group (K for channelwise) */
+    uint32_t mx_fold;     /* MXFP4: 1 when every scale code is <= 128 (scales <= 2), so that the stream
+                           * kernel folds 2^126 into them (wq_stream.cu, SF_MX); 0 when not or unknown */
 } fmcu_wq_proj;
 
 typedef struct fmcu_wq {
@@ -183,6 +185,7 @@ typedef struct fmcu_wq_host {
     uint16_t *kgrp; /* act-order, [E, kp/16] */
     int32_t *perm;  /* act-order, [E, kp] */
     uint32_t experts, rows, k, kp, groups, group;
+    uint32_t mx_fold; /* fmcu_wq_proj.mx_fold */
 } fmcu_wq_host;
 
 /* WNA16 (vLLM's pack-quantized layout, as the reference's method_wna16.c

@@ -105,11 +105,12 @@ static_assert(SMEM <= 227 * 1024, "one block an SM");
 constexpr int FP4_MX = 3;
 static_assert(FP4_MX != FMCU_WQ_INT4 && FP4_MX != FMCU_WQ_INT8 && FP4_MX != FMCU_WQ_FP4, "a format of its own");
 
+using fmcu_async::lds32;
 using fmcu_wq_dev::bits_of;
+using fmcu_wq_dev::dq_e2m1_fused;
 using fmcu_wq_dev::dq_fp4_bf16;
 using fmcu_wq_dev::dq_int4;
 using fmcu_wq_dev::scale_code;
-using fmcu_async::lds32;
 
 /* Byte offset of 16-byte chunk q (K 8q .. 8q + 7) of pair row r in a
  * stage's pair rows: core matrices of 8 rows x 16 bytes, the 8-row groups
@@ -144,22 +145,6 @@ __device__ __forceinline__ void mma(float (&d)[SL * 4], const uint32_t (&a)[4], 
         F16 ? wgmma_m64n48k16_f16_rs(d, a, desc, acc) : wgmma_m64n48k16_bf16_rs(d, a, desc, acc);
     else
         F16 ? wgmma_m64n64k16_f16_rs(d, a, desc, acc) : wgmma_m64n64k16_bf16_rs(d, a, desc, acc);
-}
-
-/* Register j (0..3) of a lane's word of e2m1 codes (wq_pack.h: nibbles j
- * and j + 4, bits 4 j and 4 j + 16) as bf16 e2m1 * s, where s2 holds
- * (s * 2^126, twice) and that is finite: one multiply of the codes' bits
- * moved into place as e2m1 * 2^-126 (a subnormal for 0.5), where
- * dq_fp4_bf16 makes two. The masked nibbles times 2^6 + 2^12 (j even; j
- * odd: 2^2 + 2^8, from the word or from it shifted by 8 for j >= 2) put
- * each nibble's e1 e0 m at bits 8..6 and its sign at bit 15 of its half,
- * the two copies in disjoint bits (no carries); the mask keeps those. */
-__device__ __forceinline__ uint32_t dq_e2m1_fused(uint32_t w, int j, uint32_t s2)
-{
-    const uint32_t v = j < 2 ? w : w >> 8;
-    const uint32_t x = v & ((j & 1) ? 0x00F000F0u : 0x000F000Fu);
-    const uint32_t t = (x * ((j & 1) ? 260u : 4160u)) & 0x81C081C0u;
-    return bits_of(__hmul2(fmcu_wq_dev::bf2_of(t), fmcu_wq_dev::bf2_of(s2)));
 }
 
 /* The ring's position: the it-th stage a block handles (across items) is

@@ -35,9 +35,13 @@
  * OR-ing the nibbles into the mantissa of a constant, then one packed
  * subtraction of 128 + 8 + zp leaves q - 8 - zp; an e2m1 pair becomes
  * e2m1 * 2^-126 by moving its bits into place (a subnormal for 0.5), then
- * two packed products by 2^126 and by the block scale (e2m1 times an e4m3
- * or power-of-two scale has at most 6 significant bits). int8, and e2m1
- * with f16 activations, go through f32 as the tiled kernel does.
+ * one packed product by the block scale with 2^126 folded in (MXFP4 with
+ * scales up to 2; NVFP4 with 2^118, the epilogue restoring 2^8), else two
+ * (e2m1 times an e4m3 or power-of-two scale has at most 6 significant
+ * bits). int8, and e2m1 with f16 activations, go through f32 as the tiled
+ * kernel does. The folded form cut the FP4 span loop from 265 to 165
+ * instructions (MXFP4) and its decode time by about a quarter
+ * (bench/cuda/RESULTS.md, "4-bit decode: the e2m1 scales folded").
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -55,12 +59,24 @@ constexpr int WARPS = 4; /* warps of a CTA */
 constexpr int U = 2;     /* spans per batch; two batches in flight per warp */
 constexpr int SPAN = 64; /* row bytes per span: 4 lanes x 16 */
 
+/* How e2m1 codes meet their block scales (template SF; int formats: ANY).
+ * ANY: the codes' bits as e2m1 * 2^-126, then products by 2^126 and by the
+ * scale (either scale kind, f16 activations). MX: ue8m0 codes all <= 128
+ * (fmcu_wq_proj.mx_fold, checked at finalize), one product by 2^(c - 1).
+ * NV: e4m3 codes, one product by s * 2^118, the epilogue's 2^8 restoring
+ * the sums. The folded forms decode a register in four instructions where
+ * ANY takes six (dq_e2m1_fused). */
+constexpr int SF_ANY = 0, SF_MX = 1, SF_NV = 2;
+
 using fmcu_wq_dev::bits_of;
+using fmcu_wq_dev::dq_e2m1_fused;
 using fmcu_wq_dev::dq_fp4_bf16;
 using fmcu_wq_dev::dq_int4;
 using fmcu_wq_dev::e2m1_value;
 using fmcu_wq_dev::mma16;
+using fmcu_wq_dev::mx_fold_s2;
 using fmcu_wq_dev::nibble_of;
+using fmcu_wq_dev::nv_fold_s2;
 using fmcu_wq_dev::pack2;
 using fmcu_wq_dev::scale_code;
 
@@ -83,11 +99,13 @@ __device__ __forceinline__ void load_spans(uint4 (&wl)[U], uint4 (&wh)[U], const
 }
 
 /* FULL: K is whole spans in weights and GEMM input alike (no tail tests);
- * ZP: int zero points. Both cut predicated instructions that are issued
- * whether or not they run (fmcu_wq_stream_launch picks them). */
-template <int FMT, bool F16, bool FULL, bool ZP>
+ * ZP: int zero points; SF: the e2m1 scale form (above). All cut
+ * instructions that are issued whether or not they are needed
+ * (fmcu_wq_stream_launch picks them). */
+template <int FMT, bool F16, bool FULL, bool ZP, int SF>
 __global__ void __launch_bounds__(WARPS * 32, FMT == FMCU_WQ_FP4 && F16 ? 3 : 4) wq_stream(const fmcu_wq_gemm_args p)
 {
+    static_assert(SF == SF_ANY || (FMT == FMCU_WQ_FP4 && !F16), "folded scales: e2m1 with bf16 activations");
     constexpr bool INT = FMT != FMCU_WQ_FP4;
     constexpr int CB = FMT == FMCU_WQ_INT8 ? 32 : 16;  /* chunk bytes per row */
     constexpr int SPAN_COLS = FMT == FMCU_WQ_INT8 ? 64 : 128;
@@ -194,7 +212,7 @@ __global__ void __launch_bounds__(WARPS * 32, FMT == FMCU_WQ_FP4 && F16 ? 3 : 4)
                             sub[h] = __float_as_uint(zp);
                         }
                     }
-                } else {
+                } else if constexpr (SF == SF_ANY) {
 #pragma unroll
                     for (int h = 0; h < 2; h++)
 #pragma unroll
@@ -203,12 +221,19 @@ __global__ void __launch_bounds__(WARPS * 32, FMT == FMCU_WQ_FP4 && F16 ? 3 : 4)
                             fs[h][ks] = in ? scale_code(sf_row[h][blk], mx) : 0.0f;
                         }
                 }
+                /* [row][k16 step]: the bf16 scale pair (ANY), or the folded one */
                 uint32_t fs2[2][2];
 #pragma unroll
-                for (int h = 0; h < 2; h++)
+                for (int h = 0; h < 2; h++) {
+                    if constexpr (SF == SF_MX) {
+                        fs2[h][0] = fs2[h][1] = in ? mx_fold_s2(sf_row[h][chunk]) : 0u;
+                    } else {
 #pragma unroll
-                    for (int ks = 0; ks < 2; ks++)
-                        fs2[h][ks] = bits_of(__floats2bfloat162_rn(fs[h][ks], fs[h][ks]));
+                        for (int ks = 0; ks < 2; ks++)
+                            fs2[h][ks] = SF == SF_NV ? (in ? nv_fold_s2(sf_row[h][2 * chunk + ks]) : 0u)
+                                                     : bits_of(__floats2bfloat162_rn(fs[h][ks], fs[h][ks]));
+                    }
+                }
 
                 float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
                 float *dst = INT ? part : acc;
@@ -246,6 +271,8 @@ __global__ void __launch_bounds__(WARPS * 32, FMT == FMCU_WQ_FP4 && F16 ? 3 : 4)
                     auto dq = [&](uint32_t w, int j, int h) -> uint32_t {
                         if constexpr (FMT == FMCU_WQ_INT4) {
                             return dq_int4<F16>(w, j, sub[h]);
+                        } else if constexpr (SF != SF_ANY) {
+                            return dq_e2m1_fused(w, j, fs2[h][j >> 1]);
                         } else if constexpr (!F16) {
                             return dq_fp4_bf16(w, j, fs2[h][j >> 1]);
                         } else {
@@ -304,7 +331,7 @@ __global__ void __launch_bounds__(WARPS * 32, FMT == FMCU_WQ_FP4 && F16 ? 3 : 4)
 #pragma unroll
                 for (int q = 0; q < 4; q++)
                     acc[q] += red[warp + S * (j - 1)][q][lane];
-            const float omul = p.w.out_mul ? p.w.out_mul[e] : 1.0f;
+            const float omul = (p.w.out_mul ? p.w.out_mul[e] : 1.0f) * (SF == SF_NV ? 256.0f : 1.0f);
             /* Accumulator q: weight row r_lo (q < 2) or r_hi, token 2 c4 + q % 2. */
 #pragma unroll
             for (int q = 0; q < 2; q++) {
@@ -321,11 +348,12 @@ __global__ void __launch_bounds__(WARPS * 32, FMT == FMCU_WQ_FP4 && F16 ? 3 : 4)
     }
 }
 
-template <int FMT, bool F16, bool FULL, bool ZP> cudaError_t launch(const fmcu_wq_gemm_args &a, cudaStream_t stream)
+template <int FMT, bool F16, bool FULL, bool ZP, int SF = SF_ANY>
+cudaError_t launch(const fmcu_wq_gemm_args &a, cudaStream_t stream)
 {
     const unsigned slabs = a.gemm1 && a.gated ? (a.n_out + 7) / 8 : (a.n_rows + 15) / 16;
     const unsigned ctas = (slabs + a.slabs_per_cta - 1) / a.slabs_per_cta;
-    return fmcu_dev::launch_overlapped(wq_stream<FMT, F16, FULL, ZP>, dim3((unsigned)a.grid_tiles, ctas),
+    return fmcu_dev::launch_overlapped(wq_stream<FMT, F16, FULL, ZP, SF>, dim3((unsigned)a.grid_tiles, ctas),
                                        dim3(WARPS * 32), 0, stream, a);
 }
 
@@ -344,6 +372,14 @@ template <bool F16> cudaError_t launch_fmt(const fmcu_wq_gemm_args &a, cudaStrea
                   : launch<FMCU_WQ_INT4, F16, false, false>(a, stream);
     case FMCU_WQ_INT8: return launch<FMCU_WQ_INT8, F16, false, true>(a, stream);
     default:
+        if constexpr (!F16) {
+            if (a.fp4_block == 32 && a.w.mx_fold)
+                return full ? launch<FMCU_WQ_FP4, F16, true, false, SF_MX>(a, stream)
+                            : launch<FMCU_WQ_FP4, F16, false, false, SF_MX>(a, stream);
+            if (a.fp4_block == 16)
+                return full ? launch<FMCU_WQ_FP4, F16, true, false, SF_NV>(a, stream)
+                            : launch<FMCU_WQ_FP4, F16, false, false, SF_NV>(a, stream);
+        }
         return full ? launch<FMCU_WQ_FP4, F16, true, false>(a, stream)
                     : launch<FMCU_WQ_FP4, F16, false, false>(a, stream);
     }

@@ -162,6 +162,9 @@ typedef struct tcase {
     /* > 0: the device x rows H + x_pad elements apart, from 2 bytes past an
      * allocation (rows not 16-byte aligned: the kernels' unaligned forms). */
     uint32_t x_pad;
+    /* ue8m0 scale codes: one in 16 of them 129-131 (scales 4-16), above the
+     * stream kernel's folded-scale limit of 128 (wq_stream.cu, SF_MX). */
+    uint32_t big_ue8m0;
 } tcase;
 
 static void config_of(const tcase *t, fmoe_layer_config *c)
@@ -199,6 +202,8 @@ static uint32_t case_group = 0;
 /* Largest int weight magnitude of the scheme (8 int4, 128 int8, else 1):
  * weight scales are divided by it so that layers keep O(1) outputs. */
 static double case_qmax = 1.0;
+/* tcase.big_ue8m0 of the case being filled. */
+static uint32_t case_big_ue8m0 = 0;
 
 static void set_case_scheme(const fmoe_scheme *s)
 {
@@ -302,7 +307,8 @@ static void *make_param(const fmoe_param_info *p, const fmoe_layer_config *c, si
             ((uint8_t *)buf)[i] = fmoe_fp8_e4m3fn_encode(v);
             break;
         case FMOE_DTYPE_UE8M0:
-            ((uint8_t *)buf)[i] = (uint8_t)(127 - 8 + (rng_next() % 3));
+            ((uint8_t *)buf)[i] = (uint8_t)(case_big_ue8m0 && rng_next() % 16 == 0 ? 129 + rng_next() % 3
+                                                                                   : 127 - 8 + rng_next() % 3);
             break;
         default:
             break;
@@ -424,6 +430,7 @@ static int run_case(fmoe_context *ctx, const tcase *t)
         return 0;
     }
     set_case_scheme(&s);
+    case_big_ue8m0 = t->big_ue8m0;
     fmoe_layer *ref = create(ctx, &c, &s, "reference", FMOE_DEVICE_CPU);
     fmoe_layer *gpu = create(ctx, &c, &s, "cuda", FMOE_DEVICE_CUDA);
     int ok = ref && gpu && same_params(gpu, ref, why, sizeof why);
@@ -607,6 +614,7 @@ static int bench_case(fmoe_context *ctx, const tcase *t)
     char why[512] = "";
     fmoe_scheme_parse(t->scheme, &s);
     set_case_scheme(&s);
+    case_big_ue8m0 = t->big_ue8m0;
     fmoe_layer *gpu = create(ctx, &c, &s, "cuda", FMOE_DEVICE_CUDA);
     if (!gpu || !load_layers(&gpu, 1, &c, why, sizeof why)) {
         printf("FAIL bench %s: %s\n", t->name, why);
@@ -708,6 +716,13 @@ static int bench_case(fmoe_context *ctx, const tcase *t)
 #define UNALIGNED_X(name, scheme, M) \
     { \
         name, scheme, BF16, 8, 2, 256, 128, M, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0, 1, 1.0f, 0, 0, 0, 0, 0, 0, 0, 0.0f, 3 \
+    }
+/* MXFP4 with some scale codes above 128 (tcase.big_ue8m0), E 8, top-2, H
+ * 256, I 128. */
+#define BIG_UE8M0(name, M) \
+    { \
+        name, "fp4:group32:scale-ue8m0", BF16, 8, 2, 256, 128, M, SILU, 1, 0, SOFTMAX, 0, 0, 0, 0, 1, 1.0f, 0, 0, 0, \
+            0, 0, 0, 0, 0.0f, 0, 1 \
     }
 static const tcase checks[] = {
     /* name                      scheme    act   E  k   H    I    M  act gated bias scoring grp g tg cb ren scale */
@@ -1014,6 +1029,11 @@ static const tcase checks[] = {
     UNALIGNED_X("nvfp4 w4a4 m1 unaligned x", "fp4:tgroup16:scale-fp8e4m3/fp4:tgroup16:dynamic", 1),
     UNALIGNED_X("prefill nvfp4 w4a4 m300 unaligned x", "fp4:tgroup16:scale-fp8e4m3/fp4:tgroup16:dynamic", 300),
     UNALIGNED_X("mxfp4 w4a4 m40 unaligned x", "fp4:group32:scale-ue8m0/fp4:group32:dynamic", 40),
+    /* MXFP4 scales past 2: the stream kernel's unfolded form (M 1, 12: one
+     * and three rows an expert) and the ring's per-stage fallback (M 40). */
+    BIG_UE8M0("mxfp4 scales above 2 m1", 1),
+    BIG_UE8M0("mxfp4 scales above 2 m12", 12),
+    BIG_UE8M0("mxfp4 scales above 2 m40", 40),
 };
 
 /* Shapes of spec/performance.md's grid (DeepSeek-V3 at E256 k8 H7168 I2048

@@ -305,6 +305,40 @@ START_TEST(fp4_build_packs_in_fragment_order)
 }
 END_TEST
 
+/* mx_fold (the stream kernel's one-product MXFP4 decode, wq_stream.cu
+ * SF_MX) only where every ue8m0 code is at most 128: codes up to 128 fold,
+ * one code of 129 anywhere (last block of the last row too) does not, nor
+ * the NaN code 255, nor NVFP4's e4m3 codes whatever their value. */
+START_TEST(fp4_build_marks_foldable_mx_scales)
+{
+    uint32_t E = 2, N = 3, K = 64;
+    size_t np = (size_t)E * N * K / 2;
+    uint8_t packed[192], sf[24]; /* codes of block 32 (12) or 16 (24) */
+    ck_assert_uint_eq(np, sizeof packed);
+    for (size_t i = 0; i < np; i++)
+        packed[i] = (uint8_t)(i * 37 + 11);
+    static const struct {
+        uint8_t last;
+        int mx;
+        uint32_t fold;
+    } cases[] = {{128, 1, 1}, {0, 1, 1}, {129, 1, 0}, {255, 1, 0}, {100, 0, 0}};
+    for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+        uint32_t blk = cases[t].mx ? 32 : 16;
+        size_t ns = (size_t)E * N * (K / blk);
+        for (size_t i = 0; i < ns; i++)
+            sf[i] = (uint8_t)(120 + i % 9); /* 120..128 */
+        sf[ns - 1] = cases[t].last;
+        char why[200];
+        fmcu_wq_host h;
+        ck_assert_int_eq(fmcu_wq_build_fp4(E, N, K, blk, cases[t].mx, packed, sf, &h, why, sizeof why), 0);
+        if (h.mx_fold != cases[t].fold)
+            ck_abort_msg("last code %u (mx %d): mx_fold %u, expected %u", cases[t].last, cases[t].mx, h.mx_fold,
+                         cases[t].fold);
+        fmcu_wq_host_free(&h);
+    }
+}
+END_TEST
+
 START_TEST(stream_serves_whole_spans)
 {
     uint8_t codes = 0;
@@ -439,6 +473,7 @@ int main(void)
     tcase_add_test(tc, pack_nibbles);
     tcase_add_test(tc, nibble_pairs_of_a_word);
     tcase_add_test(tc, fp4_build_packs_in_fragment_order);
+    tcase_add_test(tc, fp4_build_marks_foldable_mx_scales);
     tcase_add_test(tc, actorder_tables);
     tcase_add_test(tc, int_matches_reference);
     tcase_add_test(tc, fp4_matches_reference);
