@@ -146,6 +146,10 @@ int fmcu_wq_wgmma_serves(int32_t format, int32_t act_dtype, int major, const fmc
 int fmcu_wq_ring_serves(int32_t format, int32_t act_dtype, int major, uint32_t experts, uint32_t rows,
                         const fmcu_wq_proj *w)
 {
+    /* MXFP4: its scales folded into one product (every code <= 128), the
+     * only e2m1 decode the ring has; other layers take the other forms */
+    if (format == FMCU_WQ_FP4 && w->group == 32 && !w->mx_fold)
+        return 0;
     return fmcu_wq_wgmma_serves(format, act_dtype, major, w) &&
            (uint64_t)experts * rows * (w->groups ? w->groups : 1) <= UINT32_MAX;
 }

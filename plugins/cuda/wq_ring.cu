@@ -31,8 +31,9 @@
  *     dequantize them in registers: int4 as the other kernels do
  *     (wq_dev.cuh: nibbles OR-ed into a constant's mantissa, one packed
  *     subtraction); e2m1 with its block scale folded in (exact in bf16) by
- *     one multiply of the codes' bits moved into place where the scale
- *     allows (dq_e2m1_fused), else wq_dev.cuh's two.
+ *     one multiply of the codes' bits moved into place (dq_e2m1_fused):
+ *     MXFP4 layers whose codes all allow it (fmcu_wq_proj.mx_fold; the
+ *     others are not served), NVFP4 with 2^118.
  *   - Persistent: one block an SM walks the items (tile, row block) b, b +
  *     grid, ..., the ring running on across them.
  *
@@ -108,9 +109,8 @@ static_assert(FP4_MX != FMCU_WQ_INT4 && FP4_MX != FMCU_WQ_INT8 && FP4_MX != FMCU
 using fmcu_async::lds32;
 using fmcu_wq_dev::bits_of;
 using fmcu_wq_dev::dq_e2m1_fused;
-using fmcu_wq_dev::dq_fp4_bf16;
 using fmcu_wq_dev::dq_int4;
-using fmcu_wq_dev::scale_code;
+using fmcu_wq_dev::nv_fold_s2;
 
 /* Byte offset of 16-byte chunk q (K 8q .. 8q + 7) of pair row r in a
  * stage's pair rows: core matrices of 8 rows x 16 bytes, the 8-row groups
@@ -268,7 +268,6 @@ struct stage_sc {
     float sc[2];
     uint32_t sub[2];
     uint32_t code[2][2];
-    bool fused; /* MXFP4: every code of the warp's rows in this stage <= 128 (s * 2^126 finite) */
 };
 
 template <int FMT, bool F16>
@@ -288,7 +287,6 @@ __device__ __forceinline__ void load_scales(const fmcu_wq_gemm_args &p, const ro
     } else {
         s.sc[0] = s.sc[1] = 1.0f;
         s.sub[0] = s.sub[1] = 0;
-        s.fused = true;
         /* blocks of this stage: 4 (MXFP4) or 8 (NVFP4) codes a row, 0 past the row's last block */
         const uint32_t per = FMT == FP4_MX ? 4u : 8u, b0 = kt * per, groups = p.w.groups;
 #pragma unroll
@@ -310,11 +308,6 @@ __device__ __forceinline__ void load_scales(const fmcu_wq_gemm_args &p, const ro
                 s.code[h][0] = w[0];
                 s.code[h][1] = w[1];
             }
-        }
-        if constexpr (FMT == FP4_MX) { /* warp-uniform, so that the decode does not diverge */
-            const bool ok = __vcmpleu4(s.code[0][0], 0x80808080u) == 0xFFFFFFFFu &&
-                            __vcmpleu4(s.code[1][0], 0x80808080u) == 0xFFFFFFFFu;
-            s.fused = __all_sync(0xFFFFFFFFu, ok);
         }
     }
 }
@@ -358,7 +351,7 @@ __device__ __forceinline__ void stage_mma(float (&acc)[SL * 4], float (&part)[SL
      * group a warp waited out a wgmma's latency eight times a stage, and
      * ncu at 32 rows (MXFP4 Mixtral-8x7B M = 128) had the ring
      * latency-bound, 1.06 eligible warps of 4.26. */
-    constexpr int GS = (PROMOTE || FMT == FP4_MX) && SL <= 4 ? 2 : 1;
+    constexpr int GS = (PROMOTE && SL <= 4) || (FMT == FP4_MX && SL <= 2) ? 2 : 1;
     uint32_t a[2][GS][4];
     uint32_t lo = 0, hi = 0, s2lo = 0, s2hi = 0; /* a chunk's words and scales, for its two k16 steps */
 #pragma unroll
@@ -381,34 +374,23 @@ __device__ __forceinline__ void stage_mma(float (&acc)[SL * 4], float (&part)[SL
                 /* the block scale of this k16 step (MXFP4: the chunk's; NVFP4: its half's) as a bf16 pair,
                  * times the fused decode's 2^126 (NVFP4: 2^118, the epilogue's 2^8 restoring it) */
                 constexpr bool MX = FMT == FP4_MX;
-                if (MX && s.fused) {
+                if constexpr (MX) { /* every code <= 128: fmcu_wq_ring_serves asks mx_fold */
                     if ((k & 1) == 0) {
-                        /* 2^(c - 127) * 2^126 = 2^(c - 1), c <= 128 (c = 0: 2^-127 * 2^126 = 0.5,
-                         * the same formula): bf16 bits (c + 126) << 7 in both halves, the code
-                         * byte moved into both by one byte permute */
+                        /* mx_fold_s2 of the chunk's code (bf16 bits (c + 126) << 7 in both
+                         * halves, 2^(c - 1)) with the byte moved into both halves by one byte
+                         * permute instead of a shift and a mask */
                         const uint32_t sel = (uint32_t)c * 0x0101u + 0x4040u; /* bytes c, 0, c, 0 */
                         s2lo = __byte_perm(s.code[0][0], 0, sel) * 128u + (126u << 7) * 0x00010001u;
                         s2hi = __byte_perm(s.code[1][0], 0, sel) * 128u + (126u << 7) * 0x00010001u;
                     }
-                } else if ((k & 1) == 0 || !MX) {
-                    const int b = MX ? c : k;
-                    const float m = MX ? 1.0f : 0x1p118f;
-                    const float flo = scale_code((s.code[0][b >> 2] >> (8 * (b & 3))) & 0xFFu, MX) * m;
-                    const float fhi = scale_code((s.code[1][b >> 2] >> (8 * (b & 3))) & 0xFFu, MX) * m;
-                    s2lo = bits_of(__floats2bfloat162_rn(flo, flo));
-                    s2hi = bits_of(__floats2bfloat162_rn(fhi, fhi));
-                }
-                if (!MX || s.fused) {
-                    ag[i][0] = dq_e2m1_fused(lo, j, s2lo);
-                    ag[i][1] = dq_e2m1_fused(hi, j, s2hi);
-                    ag[i][2] = dq_e2m1_fused(lo, j + 1, s2lo);
-                    ag[i][3] = dq_e2m1_fused(hi, j + 1, s2hi);
                 } else {
-                    ag[i][0] = dq_fp4_bf16(lo, j, s2lo);
-                    ag[i][1] = dq_fp4_bf16(hi, j, s2hi);
-                    ag[i][2] = dq_fp4_bf16(lo, j + 1, s2lo);
-                    ag[i][3] = dq_fp4_bf16(hi, j + 1, s2hi);
+                    s2lo = nv_fold_s2((s.code[0][k >> 2] >> (8 * (k & 3))) & 0xFFu);
+                    s2hi = nv_fold_s2((s.code[1][k >> 2] >> (8 * (k & 3))) & 0xFFu);
                 }
+                ag[i][0] = dq_e2m1_fused(lo, j, s2lo);
+                ag[i][1] = dq_e2m1_fused(hi, j, s2hi);
+                ag[i][2] = dq_e2m1_fused(lo, j + 1, s2lo);
+                ag[i][3] = dq_e2m1_fused(hi, j + 1, s2hi);
             }
         }
         wgmma_fence();

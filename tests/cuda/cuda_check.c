@@ -1030,7 +1030,8 @@ static const tcase checks[] = {
     UNALIGNED_X("prefill nvfp4 w4a4 m300 unaligned x", "fp4:tgroup16:scale-fp8e4m3/fp4:tgroup16:dynamic", 300),
     UNALIGNED_X("mxfp4 w4a4 m40 unaligned x", "fp4:group32:scale-ue8m0/fp4:group32:dynamic", 40),
     /* MXFP4 scales past 2: the stream kernel's unfolded form (M 1, 12: one
-     * and three rows an expert) and the ring's per-stage fallback (M 40). */
+     * and three rows an expert) and, at M 40, the form that serves when the
+     * ring (foldable scales only) does not. */
     BIG_UE8M0("mxfp4 scales above 2 m1", 1),
     BIG_UE8M0("mxfp4 scales above 2 m12", 12),
     BIG_UE8M0("mxfp4 scales above 2 m40", 40),
