@@ -410,8 +410,8 @@ START_TEST(ring_serves_32_bit_scale_offsets)
     ck_assert_int_eq(fmcu_wq_ring_serves(FMCU_WQ_INT4, FMOE_DTYPE_BF16, 9, 4, 19173962, &w), 0);
     w.group = 64, w.groups = 112; /* two groups a stage: the wgmma form's refusal */
     ck_assert_int_eq(fmcu_wq_ring_serves(FMCU_WQ_INT4, FMOE_DTYPE_BF16, 9, 256, 4096, &w), 0);
+    /* gpt-oss-120b MXFP4, every scale code <= 128 */
     fmcu_wq_proj f = {.k = 2880, .kp = 2880, .groups = 90, .group = 32, .sf8 = &codes, .mx_fold = 1};
-    /* gpt-oss-120b MXFP4 */
     ck_assert_int_eq(fmcu_wq_ring_serves(FMCU_WQ_FP4, FMOE_DTYPE_BF16, 9, 128, 5760, &f), 1);
     ck_assert_int_eq(fmcu_wq_ring_serves(FMCU_WQ_FP4, FMOE_DTYPE_F16, 9, 128, 5760, &f), 0);
     f.mx_fold = 0; /* a scale code above 128: the ring has no two-product decode */
