@@ -110,6 +110,7 @@ using fmcu_async::lds32;
 using fmcu_wq_dev::bits_of;
 using fmcu_wq_dev::dq_e2m1_fused;
 using fmcu_wq_dev::dq_int4;
+using fmcu_wq_dev::mx_fold_s2;
 using fmcu_wq_dev::nv_fold_s2;
 
 /* Byte offset of 16-byte chunk q (K 8q .. 8q + 7) of pair row r in a
@@ -376,12 +377,9 @@ __device__ __forceinline__ void stage_mma(float (&acc)[SL * 4], float (&part)[SL
                 constexpr bool MX = FMT == FP4_MX;
                 if constexpr (MX) { /* every code <= 128: fmcu_wq_ring_serves asks mx_fold */
                     if ((k & 1) == 0) {
-                        /* mx_fold_s2 of the chunk's code (bf16 bits (c + 126) << 7 in both
-                         * halves, 2^(c - 1)) with the byte moved into both halves by one byte
-                         * permute instead of a shift and a mask */
-                        const uint32_t sel = (uint32_t)c * 0x0101u + 0x4040u; /* bytes c, 0, c, 0 */
-                        s2lo = __byte_perm(s.code[0][0], 0, sel) * 128u + (126u << 7) * 0x00010001u;
-                        s2hi = __byte_perm(s.code[1][0], 0, sel) * 128u + (126u << 7) * 0x00010001u;
+                        const uint32_t sel = 0x4440u + (uint32_t)c; /* the chunk's code byte, zeros above */
+                        s2lo = mx_fold_s2(__byte_perm(s.code[0][0], 0, sel));
+                        s2hi = mx_fold_s2(__byte_perm(s.code[1][0], 0, sel));
                     }
                 } else {
                     s2lo = nv_fold_s2((s.code[0][k >> 2] >> (8 * (k & 3))) & 0xFFu);
