@@ -151,11 +151,17 @@ void mm90_pack_stage_rows(const uint8_t *src, uint8_t *dst, uint64_t rows, uint3
             const uint32_t ng = groups - g0 < gps ? groups - g0 : gps;
             uint8_t *st = out + g0 * (MM_GROUP / 2);
             for (uint32_t tg = 0; tg < 4; tg++)
-                for (uint32_t c = 0; c < ng; c++)
+                for (uint32_t c = 0; c < ng; c++) {
+                    uint8_t lo[4], hi[4];
                     for (uint32_t j = 0; j < 4; j++) {
                         const uint32_t e = (g0 + c) * MM_GROUP + 4 * tg + j;
-                        st[(tg * ng + c) * 4 + j] = (uint8_t)(nibble(in, e) | nibble(in, e + 16) << 4);
+                        lo[j] = (uint8_t)nibble(in, e);
+                        hi[j] = (uint8_t)nibble(in, e + 16);
                     }
+                    const uint32_t w = mm90_pack_word(lo, hi);
+                    for (uint32_t j = 0; j < 4; j++)
+                        st[(tg * ng + c) * 4 + j] = (uint8_t)(w >> (8 * j));
+                }
         }
     }
 }

@@ -111,8 +111,9 @@ mm90_grid mm90_gemm_grid(uint32_t n, uint64_t pairs, uint32_t experts);
 /* The GEMM's weight order. The wgmma m64nNk32 e4m3 A fragment from
  * registers is mma.sync m16n8k32's per warp: thread tg (lane % 4) holds,
  * per weight row and 32-group c, the 8 values at K offsets 4tg..4tg+3 (one
- * register) and 16+4tg..16+4tg+3 (another): one 32-bit word whose byte j
- * holds value 4tg+j in its low nibble and 16+4tg+j in its high nibble.
+ * register) and 16+4tg..16+4tg+3 (another): one 32-bit word of the four
+ * low values 4tg+j and the four high ones 16+4tg+j in mm90_pack_word's
+ * bit layout.
  * A stage of ng groups (4, or fewer at the end of K) is stored as
  * [tg][c][4 bytes], so a thread's words of a full stage are 16 contiguous
  * bytes. src: `rows` rows of k/2 bytes, e2m1 pairs with element 0 in the
@@ -131,19 +132,47 @@ int mm90_fast_scales(const uint8_t *sf, uint64_t n);
 #define MM90_HD static inline
 #endif
 
-/* A packed word (mm90_pack_stage_rows) to four e4m3 bytes: the low nibbles
- * (values 4tg+j) and the high nibbles (16+4tg+j), byte j each. An e2m1
- * nibble s e1 e0 m put into e4m3 bits as s 0 0 e1 e0 m 0 0 is its value
- * times 2^-6 exactly, 0.5 included (e4m3 subnormal 4 x 2^-9), so the
- * decode is shifts and masks and the 2^6 goes into the activation scales
- * the GEMM multiplies by (sm90_forward.cu). */
+/* A packed word (mm90_pack_stage_rows, mm90_pack_word) to four e4m3 bytes:
+ * the low values (4tg+j) and the high values (16+4tg+j), byte j each. An
+ * e2m1 nibble s e1 e0 m put into e4m3 bits as s 0 0 e1 e0 m 0 0 is its
+ * value times 2^-6 exactly, 0.5 included (e4m3 subnormal 4 x 2^-9), so the
+ * decode is masks and rotations and the 2^6 goes into the activation
+ * scales the GEMM multiplies by (sm90_forward.cu). The word's bits are
+ * placed at finalize so that the low values need one mask and the high
+ * ones two rotations and two masks (five instructions a word; plain nibbles
+ * took seven): byte j holds low value j's s e1 e0 m at bits 7 4 3 2 (where
+ * the decode wants them), high value j's s at 5, e1 at 0, e0 at 1, and at
+ * bit 6 the m of high value j + 1 (mod 4; the rotation by 4 brings it from
+ * the byte below, byte 3's into byte 0). */
+MM90_HD uint32_t mm90_rotl(uint32_t w, int n)
+{
+#if defined(__CUDA_ARCH__)
+    return __funnelshift_l(w, w, n);
+#else
+    return (w << n) | (w >> (32 - n));
+#endif
+}
 MM90_HD uint32_t mm90_e2m1_lo_e4m3(uint32_t w)
 {
-    return ((w << 4) & 0x80808080u) | ((w << 2) & 0x1C1C1C1Cu);
+    return w & 0x9C9C9C9Cu;
 }
 MM90_HD uint32_t mm90_e2m1_hi_e4m3(uint32_t w)
 {
-    return (w & 0x80808080u) | ((w >> 2) & 0x1C1C1C1Cu);
+    return (mm90_rotl(w, 2) & 0x88888888u) | (mm90_rotl(w, 4) & 0x14141414u);
+}
+
+/* The word of four low and four high e2m1 codes (lo[j], hi[j]: value j of
+ * each set) in the layout the decoders above read. */
+MM90_HD uint32_t mm90_pack_word(const uint8_t lo[4], const uint8_t hi[4])
+{
+    uint32_t w = 0;
+    for (int j = 0; j < 4; j++) {
+        const uint32_t a = lo[j], b = hi[j], m_next = hi[(j + 1) % 4] & 1u;
+        const uint32_t byte = (a & 8u) << 4 | (a & 7u) << 2 | (b & 8u) << 2 | (b >> 2 & 1u) | (b >> 1 & 1u) << 1 |
+                              m_next << 6;
+        w |= byte << (8 * j);
+    }
+    return w;
 }
 
 #ifdef __cplusplus

@@ -267,28 +267,50 @@ static uint32_t code_of(const uint8_t *row, uint32_t e)
     return (uint32_t)(row[e / 2] >> (4 * (e % 2))) & 15u;
 }
 
-/* Every code through the decoders: byte j of the low (high) decode of a
- * word whose byte j holds code c in its low (high) nibble is e4m3(c x 2^-6). */
+/* Every code through the packer and the decoders, at each of a word's four
+ * places beside other codes (the high values' m bits sit one byte apart):
+ * byte j of the low (high) decode is e4m3(c x 2^-6) for code c of low
+ * (high) value j. */
 START_TEST(decode_every_code)
 {
     for (uint32_t lo = 0; lo < 16; lo++)
         for (uint32_t hi = 0; hi < 16; hi++)
             for (int j = 0; j < 4; j++) {
-                const uint32_t w = (lo | hi << 4) << (8 * j) | 0x5Au << (8 * ((j + 1) % 4));
-                const uint8_t dl = (uint8_t)(mm90_e2m1_lo_e4m3(w) >> (8 * j));
-                const uint8_t dh = (uint8_t)(mm90_e2m1_hi_e4m3(w) >> (8 * j));
-                ck_assert_msg(e4m3_value(dl) == ldexp(e2m1_value(lo), -6), "lo %u byte %d: 0x%02x", lo, j, dl);
-                ck_assert_msg(e4m3_value(dh) == ldexp(e2m1_value(hi), -6), "hi %u byte %d: 0x%02x", hi, j, dh);
+                uint8_t l[4], h[4];
+                for (int i = 0; i < 4; i++) {
+                    l[i] = (uint8_t)((lo + 5 * (uint32_t)i + 3) % 16);
+                    h[i] = (uint8_t)((hi + 7 * (uint32_t)i + 11) % 16);
+                }
+                l[j] = (uint8_t)lo;
+                h[j] = (uint8_t)hi;
+                const uint32_t w = mm90_pack_word(l, h);
+                for (int i = 0; i < 4; i++) {
+                    const uint8_t dl = (uint8_t)(mm90_e2m1_lo_e4m3(w) >> (8 * i));
+                    const uint8_t dh = (uint8_t)(mm90_e2m1_hi_e4m3(w) >> (8 * i));
+                    ck_assert_msg(e4m3_value(dl) == ldexp(e2m1_value(l[i]), -6), "lo %u byte %d: 0x%02x", l[i], i, dl);
+                    ck_assert_msg(e4m3_value(dh) == ldexp(e2m1_value(h[i]), -6), "hi %u byte %d: 0x%02x", h[i], i, dh);
+                }
             }
+    /* worked by hand from the layout (sm90_plan.h): -6 (code 15) as low and
+     * high value 0 is 0x9C (s 0 0 1 1 1 0 0) each way; its high m bit lands
+     * at bit 6 of byte 3 */
+    const uint8_t six[4] = {15, 0, 0, 0}, zero[4] = {0, 0, 0, 0}, half[4] = {1, 0, 0, 0};
+    ck_assert_uint_eq(mm90_pack_word(six, six), 0x400000BFu);
+    ck_assert_uint_eq(mm90_e2m1_lo_e4m3(0x400000BFu), 0x9Cu);
+    ck_assert_uint_eq(mm90_e2m1_hi_e4m3(0x400000BFu), 0x9Cu);
+    /* 0.5 as high value 0: its m alone, e4m3 subnormal 4 x 2^-9 */
+    ck_assert_uint_eq(mm90_pack_word(zero, half), 0x40000000u);
+    ck_assert_uint_eq(mm90_e2m1_hi_e4m3(0x40000000u), 0x04u);
     /* signs kept on zero: -0 is 0x80 */
-    ck_assert_uint_eq(mm90_e2m1_lo_e4m3(0x8u), 0x80u);
-    ck_assert_uint_eq(mm90_e2m1_hi_e4m3(0x80u), 0x80u);
+    const uint8_t negz[4] = {8, 0, 0, 0};
+    ck_assert_uint_eq(mm90_e2m1_lo_e4m3(mm90_pack_word(negz, zero)), 0x80u);
+    ck_assert_uint_eq(mm90_e2m1_hi_e4m3(mm90_pack_word(zero, negz)), 0x80u);
 }
 END_TEST
 
 /* mm90_pack_stage_rows read the way the GEMM reads it: thread tg's word of
  * group c in a stage of ng groups is at bytes (tg * ng + c) * 4 of the
- * stage, and decodes to the values at K offsets 4tg + j (low nibbles) and
+ * stage, and decodes to the values at K offsets 4tg + j (low values) and
  * 16 + 4tg + j (high) of the group. K = 32, 96 (a stage of three
  * groups), 160 (a full stage and a one-group tail), 416 (three full
  * stages and a one-group tail) and 7168. */
