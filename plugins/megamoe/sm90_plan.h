@@ -17,9 +17,10 @@
  * wgmma's A operand, from registers (swap-AB: weight rows on the MMA's M
  * side, pairs on N), K-contiguous per row, and every e2m1 value times 2^-6
  * is an exact e4m3 value, so they are decoded in the GEMM, not rebased. Within each 128-wide
- * K stage of a row the nibbles are reordered once at finalize
- * (mm90_pack_stage_rows) so that a thread reads its fragments of a stage
- * with one 16-byte load and decodes them with shifts and masks.
+ * K stage of a row the values are reordered, and their bits placed, once at
+ * finalize (mm90_pack_stage_rows, mm90_pack_word) so that a thread reads its
+ * fragments of a stage with one 16-byte load and decodes them with masks and
+ * rotations.
  */
 #ifndef FMOE_PLUGIN_MEGAMOE_SM90_PLAN_H
 #define FMOE_PLUGIN_MEGAMOE_SM90_PLAN_H
