@@ -11,7 +11,8 @@
 #
 # SCHEMES (default "bf16 fp8") picks the schemes: also fp8block (DeepSeek's
 # 128 x 128 weight blocks with 1 x 128 dynamic activation groups, issue 35;
-# fp8 peak, no torch peer: vLLM's Triton block path is measured apart), and
+# fp8 peak, no torch peer: vLLM's Triton kernel is measured apart, by
+# tools/bench_vllm_triton.py), and
 # int4g128, mxfp4 and nvfp4 (W4A4), issue 31's grid. Those run bf16 MMAs, so
 # their compute floor is the bf16 peak; they have no torch peer (vLLM's W4A16
 # kernel is measured apart: bench/cuda/RESULTS.md).
