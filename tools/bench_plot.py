@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """Summarize a CUDA grid record (tools/device/run_grid.sh): a markdown table of
-every point (ours, floor, torch peer) with the targets of spec/performance.md
-(geomean of time / floor, worst point, faster than the peer), and a PNG plot.
+every point (ours, floor, the best peer) with the targets of spec/performance.md
+(geomean of time / floor, worst point, faster than the best peer), and a PNG plot.
 
 Usage: bench_plot.py DIR TAG [--schemes LIST] [--png FILE] [--md FILE]
-Reads DIR/TAG-cuda-SCHEME.json and DIR/TAG-peers-SCHEME.json (when there is one)
+Reads DIR/TAG-cuda-SCHEME.json and, when they exist, the peers' records
+DIR/TAG-peers-SCHEME.json (torch, tools/bench_peers.py) and
+DIR/TAG-vllm-SCHEME.json (vLLM's Triton fused MoE, tools/bench_vllm_triton.py)
 for each scheme of LIST (default bf16,fp8; run_grid.sh's names: also fp8block,
-int4g128, mxfp4, nvfp4).
+int4g128, mxfp4, nvfp4). A point's peer is the fastest of them there, as
+spec/performance.md's "best peer".
 """
 import argparse
 import json
@@ -24,18 +27,33 @@ def shape_key(p):
     return (p["experts"], p["top_k"], p["hidden"], p["intermediate"])
 
 
+# The peers' records beside ours: TAG-<kind>-SCHEME.json.
+PEER_KINDS = ("peers", "vllm")
+
+
+def peer_label(name):
+    """A peer's short name for the table: torch._grouped_mm -> torch."""
+    return name.split()[0].split(".")[0] if name else "peer"
+
+
 def rows(directory, tag, dtype):
     ours = load(os.path.join(directory, "%s-cuda-%s.json" % (tag, dtype)))
-    peers_path = os.path.join(directory, "%s-peers-%s.json" % (tag, dtype))
-    peers = load(peers_path)["points"] if os.path.exists(peers_path) else []
-    by_key = {(shape_key(p), p["tokens"]): p for p in peers}
+    candidates = {}  # (shape, M) -> the peers' points there
+    for kind in PEER_KINDS:
+        path = os.path.join(directory, "%s-%s-%s.json" % (tag, kind, dtype))
+        for q in load(path)["points"] if os.path.exists(path) else []:
+            candidates.setdefault((shape_key(q), q["tokens"]), []).append(q)
     out = []
     for p in ours["points"]:
-        q = by_key.get((shape_key(p), p["tokens"]), {})
+        qs = candidates.get((shape_key(p), p["tokens"]), [])
+        timed = [q for q in qs if q.get("us")]
+        best = min(timed, key=lambda q: q["us"]) if timed else {}
+        slower = sorted(peer_label(q.get("peer", "")) for q in timed if q["us"] < p["us"])
         out.append({"shape": p["shape"], "experts": p["experts"], "model_experts": p["model_experts"],
-                    "m": p["tokens"], "us": p["us"], "floor": p["floor_us"], "peer": q.get("us"),
+                    "m": p["tokens"], "us": p["us"], "floor": p["floor_us"], "peer": best.get("us"),
                     "gbps": p.get("effective_GBps"), "tflops": p["flops"] / p["us"] * 1e-6 if p.get("flops") else None,
-                    "peer_name": q.get("peer", ""), "peer_error": q.get("error")})
+                    "peer_name": best.get("peer", ""), "peer_error": bool(qs) and not timed,
+                    "faster_peers": slower})
     return ours, out
 
 
@@ -50,25 +68,32 @@ def table(dtype, ours, rs):
     read = ("read %.0f GB/s, " % first["device_read_GBps"]) if first.get("device_read_GBps") else ""
     lines = ["### %s (%s; %scopy %.0f GB/s, GEMM peak %.0f TFLOP/s)" % (
         dtype, ours["scheme"], read, copy, ours.get("gemm_peak_tflops", 0)),
-        "", "| shape | experts | M | ours µs | floor µs | ours/floor | ours GB/s | ours TFLOP/s | peer µs | peer/floor "
-        "| ours faster |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        "", "| shape | experts | M | ours µs | floor µs | ours/floor | ours GB/s | ours TFLOP/s | peer µs | peer "
+        "| peer/floor | ours faster |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rs:
         peer = "%.1f" % r["peer"] if r["peer"] else ("error" if r["peer_error"] else "-")
         # Effective rates: the weight bytes of the experts touched, and the flops, over our time.
         gbps = "%.0f" % r["gbps"] if r["gbps"] else "-"
         tflops = ("%.1f" if r["tflops"] < 10 else "%.0f") % r["tflops"] if r["tflops"] else "-"
-        lines.append("| %s | %s | %d | %.1f | %.1f | %.2f | %s | %s | %s | %s | %s |" % (
+        lines.append("| %s | %s | %d | %.1f | %.1f | %.2f | %s | %s | %s | %s | %s | %s |" % (
             r["shape"], r["experts"] if r["experts"] == r["model_experts"] else
             "%d/%d" % (r["experts"], r["model_experts"]), r["m"], r["us"], r["floor"], r["us"] / r["floor"], gbps,
-            tflops, peer,
+            tflops, peer, peer_label(r["peer_name"]) if r["peer"] else "-",
             "%.2f" % (r["peer"] / r["floor"]) if r["peer"] else "-",
             ("yes" if r["us"] < r["peer"] else "**no**") if r["peer"] else "-"))
     ratios = [r["us"] / r["floor"] for r in rs]
     peer_ratios = [r["peer"] / r["floor"] for r in rs if r["peer"]]
     wins = sum(1 for r in rs if r["peer"] and r["us"] < r["peer"])
     if peer_ratios:
-        peers = "peer/floor %.2f; ours faster at %d of %d points" % (geomean(peer_ratios), wins, len(peer_ratios))
+        peers = "best peer/floor %.2f; ours faster at %d of %d points" % (geomean(peer_ratios), wins,
+                                                                         len(peer_ratios))
+        behind = {}
+        for r in rs:
+            for name in r["faster_peers"]:
+                behind[name] = behind.get(name, 0) + 1
+        if behind:
+            peers += " (behind %s)" % ", ".join("%s at %d" % kv for kv in sorted(behind.items()))
     else:
         peers = "no peer in this record"
     lines += ["", "geomean ours/floor **%.2f** (worst %.2f); %s" % (geomean(ratios), max(ratios), peers), ""]
@@ -98,7 +123,7 @@ def plot(path, data):
             ax.plot(ms, [r["us"] / r["floor"] for r in pts], "o-", label="fusedmoe cuda")
             peer = [(r["m"], r["peer"] / r["floor"]) for r in pts if r["peer"]]
             if peer:
-                ax.plot(*zip(*peer), "s--", label=pts[0]["peer_name"] or "torch peer")
+                ax.plot(*zip(*peer), "s--", label="best peer")
             ax.axhline(1.0, color="k", lw=0.8)
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")

@@ -3,7 +3,7 @@
 on two synthetic device calls whose figures are chosen here, so that every
 expected value below is worked out by hand: the merged record's points and
 per-call keys, the table rows (ratio to the floor, effective rates, the
-peer columns), the geomean line, and the refusals. TAP output.
+best of two peers), the geomean line, and the refusals. TAP output.
 
 Usage: test_grid_tools.py REPO_ROOT
 """
@@ -30,9 +30,9 @@ def point(tokens, us, floor_us, gbps, flops):
             "device_copy_GBps": 4000.0, "device_read_GBps": 3900.0}
 
 
-def peer(tokens, us):
+def peer(tokens, us, name="torch._grouped_mm"):
     return {"shape": "toy", "experts": 4, "top_k": 2, "hidden": 256, "intermediate": 128, "tokens": tokens,
-            "peer": "torch._grouped_mm", "us": us}
+            "peer": name, "us": us}
 
 
 def write(path, doc):
@@ -59,6 +59,11 @@ with tempfile.TemporaryDirectory() as tmp:
     # The peer: slower than ours at M = 1 (30 us), faster at M = 64 (35 us).
     write(os.path.join(c1, "g1-peers-bf16.json"), {"command": "peers 1", "points": [peer(1, 30.0)]})
     write(os.path.join(c2, "g2-peers-bf16.json"), {"command": "peers 2", "points": [peer(64, 35.0)]})
+    # vLLM's Triton peer: faster than torch at M = 1 (25 us: the best peer there, still slower than
+    # ours), between ours and torch at M = 64 (38 us).
+    vllm = "vllm-triton fused_moe_kernel"
+    write(os.path.join(c1, "g1-vllm-bf16.json"), {"command": "vllm 1", "points": [peer(1, 25.0, vllm)]})
+    write(os.path.join(c2, "g2-vllm-bf16.json"), {"command": "vllm 2", "points": [peer(64, 38.0, vllm)]})
     # A stray file of another kind is not merged.
     write(os.path.join(c1, "g1-peaks.json"), {"peak_tflops": {"bf16": 800.0}})
 
@@ -71,6 +76,9 @@ with tempfile.TemporaryDirectory() as tmp:
           and merged.get("date_b") == "d2" and merged.get("gemm_peak_tflops_b") == 790.0)
     check("note stored", merged.get("note") == "toy record")
     check("peers merged too", os.path.exists(os.path.join(rec, "grid-peers-bf16.json")))
+    vmerged = json.load(open(os.path.join(rec, "grid-vllm-bf16.json")))
+    check("vLLM peer merged, both calls' points", [p["us"] for p in vmerged["points"]] == [25.0, 38.0]
+          and vmerged.get("command_b") == "vllm 2")
     check("peaks file not merged", not os.path.exists(os.path.join(rec, "grid-peaks.json")))
 
     md = os.path.join(tmp, "summary.md")
@@ -79,13 +87,14 @@ with tempfile.TemporaryDirectory() as tmp:
     text = open(md, encoding="utf-8").read() if os.path.exists(md) else ""
     check("header names read and copy rates and the peak",
           "### bf16 (bf16; read 3900 GB/s, copy 4000 GB/s, GEMM peak 800 TFLOP/s)" in text, text[:200])
-    check("M = 1 row: ratio, effective rates, peer, faster",
-          "| toy | 4/8 | 1 | 20.0 | 10.0 | 2.00 | 2500 | 0.2 | 30.0 | 3.00 | yes |" in text, text)
-    check("M = 64 row: slower than the peer is flagged",
-          "| toy | 4/8 | 64 | 40.0 | 80.0 | 0.50 | 3500 | 200 | 35.0 | 0.44 | **no** |" in text, text)
-    # geomean of 2.00 and 0.50 is 1.00; peers 3.00 and 0.4375: sqrt(1.3125) = 1.1456.
-    check("geomean line", "geomean ours/floor **1.00** (worst 2.00); peer/floor 1.15; ours faster at 1 of 2 points"
-          in text, text)
+    check("M = 1 row: ratio, effective rates, the best peer (vLLM's), faster",
+          "| toy | 4/8 | 1 | 20.0 | 10.0 | 2.00 | 2500 | 0.2 | 25.0 | vllm-triton | 2.50 | yes |" in text, text)
+    check("M = 64 row: the best peer (torch's), slower than it is flagged",
+          "| toy | 4/8 | 64 | 40.0 | 80.0 | 0.50 | 3500 | 200 | 35.0 | torch | 0.44 | **no** |" in text, text)
+    # geomean of 2.00 and 0.50 is 1.00; best peers 2.50 and 0.4375: sqrt(1.09375) = 1.0458; at
+    # M = 64 both peers (35 and 38 us) are faster than ours (40).
+    check("geomean line", "geomean ours/floor **1.00** (worst 2.00); best peer/floor 1.05; ours faster at 1 of 2 "
+          "points (behind torch at 1, vllm-triton at 1)" in text, text)
 
     r = run(MERGE, rec, "grid2", os.path.join(c1, "nothing"), os.path.join(c2, "g2"))
     check("merge_grid refuses a prefix without records", r.returncode != 0 and "no " in r.stderr, r.stderr)

@@ -3,11 +3,11 @@
 
 The whole grid does not fit one device call, so it runs as two (for example
 M = 1,16 and M = 128,1024,8192), each with its own TAG. This writes
-OUT/TAG-{cuda,peers}-{bf16,fp8}.json: the first call's header, the points of
+OUT/TAG-{cuda,peers,vllm}-SCHEME.json: the first call's header, the points of
 both calls in order, and the second call's command, date, GEMM peaks and copy
 and read rates as `<key>_b` (each call measured its own floor, and the points keep the
 floor of the call that timed them). tools/bench_plot.py then reads OUT and TAG.
-Every kind the first call wrote (cuda-SCHEME, peers-SCHEME: run_grid.sh's SCHEMES)
+Every kind the first call wrote (cuda-SCHEME, peers-SCHEME, vllm-SCHEME: run_grid.sh's SCHEMES)
 is merged; the second call must have written the same kinds.
 
 Usage: merge_grid.py [--note TEXT] OUT TAG FIRST_PREFIX SECOND_PREFIX
@@ -35,11 +35,11 @@ def load(path):
 
 
 def kinds_of(prefix):
-    """The kinds (cuda-bf16, peers-fp8, cuda-mxfp4, ...) a call wrote under prefix."""
+    """The kinds (cuda-bf16, peers-fp8, vllm-fp8block, cuda-mxfp4, ...) a call wrote under prefix."""
     kinds = []
     for path in sorted(glob.glob(glob.escape(prefix) + "-*.json")):
         kind = path[len(prefix) + 1:-len(".json")]
-        if kind.startswith(("cuda-", "peers-")):
+        if kind.startswith(("cuda-", "peers-", "vllm-")):
             kinds.append(kind)
     return kinds
 
@@ -65,7 +65,7 @@ def main():
     args = ap.parse_args()
     kinds = kinds_of(args.first)
     if not kinds:
-        sys.exit("merge_grid: no %s-cuda-*.json or %s-peers-*.json files" % (args.first, args.first))
+        sys.exit("merge_grid: no %s-cuda-*.json, %s-peers-*.json or %s-vllm-*.json files" % ((args.first,) * 3))
     calls = [(kind, load("%s-%s.json" % (args.first, kind)), load("%s-%s.json" % (args.second, kind)))
              for kind in kinds]
     os.makedirs(args.out, exist_ok=True)

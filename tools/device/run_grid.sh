@@ -11,8 +11,7 @@
 #
 # SCHEMES (default "bf16 fp8") picks the schemes: also fp8block (DeepSeek's
 # 128 x 128 weight blocks with 1 x 128 dynamic activation groups, issue 35;
-# fp8 peak, no torch peer: vLLM's Triton kernel is measured apart, by
-# tools/bench_vllm_triton.py), and
+# fp8 peak, no torch peer), and
 # int4g128, mxfp4 and nvfp4 (W4A4), issue 31's grid. Those run bf16 MMAs, so
 # their compute floor is the bf16 peak; they have no torch peer (vLLM's W4A16
 # kernel is measured apart: bench/cuda/RESULTS.md).
@@ -26,6 +25,12 @@
 # the reference plugin and cuda_check (with the defaults, then with
 # prefill_dequant_fused = off), into $OUT/conform.txt, $OUT/cuda_check.txt and
 # $OUT/cuda_check_unfused.txt, so that a record's correctness comes from its build.
+#
+# VLLM=1 also times vLLM's Triton fused MoE (tools/bench_vllm_triton.py, the
+# files of tools/device/fetch_vllm_peer.sh carried in .peer) for bf16, fp8 and
+# fp8block on the same layers, into $OUT/$TAG-vllm-SCHEME.json: about 50-120 s
+# a scheme group and call, so fewer schemes a call. tools/bench_plot.py takes
+# the faster of it and the torch peer at each point.
 #
 # MAX_GIB (default 24) caps one layer's weights; at 24 every model runs with
 # all its experts (DeepSeek-V3 bf16 is 21 GiB). The weights are synthesized on
@@ -90,15 +95,28 @@ for scheme in $SCHEMES; do
     --json "$OUT/$TAG-cuda-$scheme.json" 2>&1 | tee -a "$OUT/$TAG-log.txt"
 done
 
-# The peers on the same layers (the expert counts our bench ran with, per dtype).
-for scheme in $SCHEMES; do
-  case $scheme in bf16|fp8) ;; *) continue ;; esac
-  peer_shapes=$(python3 -c "
+# The peers run on the same layers: the expert counts our bench ran with, per scheme.
+layers_of() {
+  python3 -c "
 import json, sys
 seen = {}
 for p in json.load(open(sys.argv[1]))['points']:
     seen[(p['experts'], p['top_k'], p['hidden'], p['intermediate'])] = 1
-print(' '.join('--shape %d,%d,%d,%d' % s for s in seen))" "$OUT/$TAG-cuda-$scheme.json")
-  python3 tools/bench_peers.py $peer_shapes --dtype $scheme --tokens "$TOKENS" --json "$OUT/$TAG-peers-$scheme.json" \
-    2>&1 | tee -a "$OUT/$TAG-log.txt"
+print(' '.join('--shape %d,%d,%d,%d' % s for s in seen))" "$OUT/$TAG-cuda-$1.json"
+}
+
+# The torch peers.
+for scheme in $SCHEMES; do
+  case $scheme in bf16|fp8) ;; *) continue ;; esac
+  python3 tools/bench_peers.py $(layers_of "$scheme") --dtype $scheme --tokens "$TOKENS" \
+    --json "$OUT/$TAG-peers-$scheme.json" 2>&1 | tee -a "$OUT/$TAG-log.txt"
 done
+
+# vLLM's Triton fused MoE (VLLM=1).
+if [ "${VLLM:-0}" = 1 ]; then
+  for scheme in $SCHEMES; do
+    case $scheme in bf16|fp8|fp8block) ;; *) continue ;; esac
+    python3 tools/bench_vllm_triton.py --scheme $scheme $(layers_of "$scheme") --tokens "$TOKENS" \
+      --json "$OUT/$TAG-vllm-$scheme.json" 2>&1 | tee -a "$OUT/$TAG-log.txt"
+  done
+fi
