@@ -133,14 +133,22 @@ def rowwise_fp8(x):
     return (x / s).to(FP8), s.squeeze(-1)
 
 
+def random_experts(shape, device="cuda"):
+    """Every peer's bf16 experts of one shape: w13 [E, 2I, H] (gate rows first) and
+    w2 [E, H, I], seed 1, entries N(0, 1/K)."""
+    e, _, h, i = shape
+    gen = torch.Generator(device=device).manual_seed(1)
+    w13 = torch.randn(e, 2 * i, h, device=device, dtype=torch.bfloat16, generator=gen) * (h ** -0.5)
+    w2 = torch.randn(e, h, i, device=device, dtype=torch.bfloat16, generator=gen) * (i ** -0.5)
+    return w13, w2
+
+
 class Layer:
     """Random experts of one shape in the layouts the peers want."""
 
     def __init__(self, shape, fp8):
         e, _, h, i = shape
-        gen = torch.Generator(device="cuda").manual_seed(1)
-        w13 = torch.randn(e, 2 * i, h, device="cuda", dtype=torch.bfloat16, generator=gen) * (h ** -0.5)
-        w2 = torch.randn(e, h, i, device="cuda", dtype=torch.bfloat16, generator=gen) * (i ** -0.5)
+        w13, w2 = random_experts(shape)
         self.fp8 = fp8
         if fp8:
             q13, s13 = rowwise_fp8(w13)

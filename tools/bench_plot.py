@@ -12,6 +12,7 @@ int4g128, mxfp4, nvfp4). A point's peer is the fastest of them there, as
 spec/performance.md's "best peer".
 """
 import argparse
+import collections
 import json
 import math
 import os
@@ -86,12 +87,9 @@ def table(dtype, ours, rs):
     peer_ratios = [r["peer"] / r["floor"] for r in rs if r["peer"]]
     wins = sum(1 for r in rs if r["peer"] and r["us"] < r["peer"])
     if peer_ratios:
-        peers = "best peer/floor %.2f; ours faster at %d of %d points" % (geomean(peer_ratios), wins,
-                                                                         len(peer_ratios))
-        behind = {}
-        for r in rs:
-            for name in r["faster_peers"]:
-                behind[name] = behind.get(name, 0) + 1
+        peers = "best peer/floor %.2f; ours faster at %d of %d points" % (
+            geomean(peer_ratios), wins, len(peer_ratios))
+        behind = collections.Counter(name for r in rs for name in r["faster_peers"])
         if behind:
             peers += " (behind %s)" % ", ".join("%s at %d" % kv for kv in sorted(behind.items()))
     else:

@@ -51,7 +51,7 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 from bench_peers import (FP8, FP8_MAX, SHAPES, capture, copy_rate, gemm_peak,  # noqa: E402
-                         routing_sets, rowwise_fp8, shape_of, timed_replays)
+                         random_experts, routing_sets, rowwise_fp8, shape_of, timed_replays)
 
 PEER = "vllm-triton fused_moe_kernel"
 QBLOCK = 128  # the fp8block scheme's weight block and activation group
@@ -75,6 +75,24 @@ SCHEMES = {
 
 def die(msg):
     sys.exit("bench_vllm_triton: " + msg)
+
+
+def first_line(err):
+    """An exception as one line for the record (its type when it has no message)."""
+    return (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
+
+
+def naive_assignment(pairs, experts):
+    """vLLM's low-latency expert assignment (one block per (token, expert) pair, no
+    align) serves calls of at most a quarter as many pairs as experts."""
+    return pairs * 4 <= experts
+
+
+def point_head(name, shape, m, scheme):
+    """What every point of the record says first: the layer, M and the scheme."""
+    e, k, h, i = shape
+    return {"shape": name, "dtype": scheme.name, "scheme": scheme.key, "peer": PEER, "tokens": m, "experts": e,
+            "top_k": k, "hidden": h, "intermediate": i}
 
 
 # ---------------------------------------------------------------------------
@@ -365,13 +383,11 @@ def candidates(vllm_dir, m, e, i, scheme, limit):
 class Experts:
     """Random experts in vLLM's layouts: w13 [E, 2I, H] (gate rows first), w2 [E, H, I],
     K contiguous; fp8: e4m3 with scales [E, N, 1] (channel) or [E, N/128, K/128] (block).
-    Drawn as tools/bench_peers.py's Layer draws them (seed 1, 1/sqrt(K) scale)."""
+    The torch peers' weights (tools/bench_peers.py random_experts)."""
 
     def __init__(self, shape, scheme, device="cuda"):
-        e, _, h, i = shape
-        gen = torch.Generator(device=device).manual_seed(1)
-        w13 = torch.randn(e, 2 * i, h, device=device, dtype=torch.bfloat16, generator=gen) * (h ** -0.5)
-        w2 = torch.randn(e, h, i, device=device, dtype=torch.bfloat16, generator=gen) * (i ** -0.5)
+        e, _, _, i = shape
+        w13, w2 = random_experts(shape, device)
         self.scheme, self.e, self.i = scheme, e, i
         if not scheme.fp8:
             self.w13, self.w2, self.s13, self.s2 = w13, w2, None, None
@@ -431,8 +447,7 @@ class Forward:
                     and self.cfg["BLOCK_SIZE_N"] >= 64)
 
     def naive(self, st):
-        """vLLM's low-latency assignment (one block per (token, expert) pair, no align)."""
-        return st.ids.numel() * 4 <= self.layer.e
+        return naive_assignment(st.ids.numel(), self.layer.e)
 
     def gemm(self, st, a, a_scale, b, b_scale, c, mul_routed_weight, top_k):
         cfg, scheme = self.cfg, self.scheme
@@ -531,9 +546,7 @@ def bench_point(call, layer, name, shape, m, args, vllm_dir, deadline):
     ref = reference(layer, x, sets[0].ids, sets[0].w)
     cands, tuned_name = candidates(vllm_dir, m, e, i, scheme, args.max_configs)
     sm90 = torch.cuda.get_device_capability(0) == (9, 0)
-    point = {"shape": name, "dtype": scheme.name, "scheme": scheme.key, "peer": PEER, "tokens": m, "experts": e,
-             "top_k": k, "hidden": h, "intermediate": i,
-             "naive_block_assignment": m * k * 4 <= e, "configs": []}
+    point = dict(point_head(name, shape, m, scheme), naive_block_assignment=naive_assignment(m * k, e), configs=[])
     if tuned_name:
         found = any(source == "vllm tuned" for _, source in cands)
         point["tuned_file" if found else "tuned_file_absent"] = tuned_name
@@ -559,7 +572,7 @@ def bench_point(call, layer, name, shape, m, args, vllm_dir, deadline):
                 row["us"] = timed_replays(graphs, args.reps) * 1e6
                 del graphs
         except Exception as err:  # noqa: BLE001 - a config that cannot run is recorded, not fatal
-            row["error"] = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
+            row["error"] = first_line(err)
         point["configs"].append(row)
         if "us" in row and (best is None or row["us"] < best[1]["us"]):
             best = (fwd, row)
@@ -577,7 +590,7 @@ def bench_point(call, layer, name, shape, m, args, vllm_dir, deadline):
         point["us_kernels"] = timed_replays(graphs, args.reps) * 1e6
         del graphs
     except Exception as err:  # noqa: BLE001
-        point["us_kernels_error"] = str(err).strip().splitlines()[0][:300]
+        point["us_kernels_error"] = first_line(err)
     return point
 
 
@@ -610,7 +623,7 @@ def run(args):
     stopped = False
     for text in args.shape or list(SHAPES):
         name, shape = shape_of(text)
-        e, k, h, i = shape
+        _, _, h, i = shape
         if scheme.block and any(v % b for v in (h, i) for b in scheme.block):
             reason = "H = %d, I = %d: not both multiples of the %dx%d weight block" % (h, i, *scheme.block)
             doc["skipped"].append({"shape": name, "reason": reason})
@@ -636,9 +649,7 @@ def run(args):
             try:
                 point = bench_point(call, layer, name, shape, m, args, args.vllm_dir, deadline)
             except Exception as err:  # noqa: BLE001 - e.g. no memory for the reference: recorded, next point
-                point = {"shape": name, "dtype": scheme.name, "scheme": scheme.key, "peer": PEER, "tokens": m,
-                         "experts": e, "top_k": k, "hidden": h, "intermediate": i,
-                         "error": (str(err).strip().splitlines() or [type(err).__name__])[0][:300]}
+                point = dict(point_head(name, shape, m, scheme), error=first_line(err))
             point["seconds"] = time.monotonic() - t0
             doc["points"].append(point)
             write_json(args.json, doc)
