@@ -324,6 +324,8 @@ extern "C" int fmcu_prepare_kernels(int device, char *err, size_t cap)
         CK(fmcu_wq_wgmma_prepare(), "4-bit wgmma GEMM set-up");
     if (compute_major(device) == 9)
         CK(fmcu_wq_ring_prepare(), "4-bit wgmma weight stream set-up");
+    if (compute_major(device) == 9)
+        CK(fmcu_stream_wgmma_prepare(), "FP8 wgmma weight stream set-up");
     return 0;
 }
 
@@ -446,7 +448,12 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
                         : wq && tier != FMCU_TIER_PREFILL ? (fmcu_row_tile(m, L->top_k, L->local_experts) <= 16 ? 16u : 64u)
                         : tier == FMCU_TIER_STREAM ? FMCU_STREAM_ROW_TILE
                                                    : fmcu_row_tile(m, L->top_k, L->local_experts);
-    auto gemm = tier == FMCU_TIER_STREAM ? fmcu_stream_gemm_launch : fmcu_gemm_launch;
+    /* The fp8 schemes' stream tier on native FP8 wgmma (option stream_wgmma). */
+    const bool stream_wgmma = tier == FMCU_TIER_STREAM && L->opt.stream_wgmma && L->quant != FMCU_Q_NONE && !wq &&
+                              major == 9;
+    auto gemm = stream_wgmma              ? fmcu_stream_wgmma_launch
+                : tier == FMCU_TIER_STREAM ? fmcu_stream_gemm_launch
+                                           : fmcu_gemm_launch;
 
     /* GEMM1 input: quantized (or copied to bf16: router weight on the
      * input, or rows not 16-byte aligned, which the GEMMs' 16-byte loads
@@ -588,6 +595,8 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
     g.swiglu_alpha = L->swiglu_alpha;
     g.swiglu_limit = L->swiglu_limit;
     g.gated = L->gated;
+    g.experts = L->local_experts;
+    g.sms = multiprocessors(L->device);
     if (stage_x) {
         if (!quant_in_plan && fmcu_fwd::quantize(q, m, at<uint32_t>(L, L->ws.amax), st, err, cap) != 0)
             return -1;

@@ -55,6 +55,8 @@ struct fmcu_gemm_args {
     const int32_t *offsets; /* [E + 1] sorted positions of each expert */
     void *out;              /* [pairs, n_out] act dtype */
     int64_t ldo;
+    uint32_t experts; /* local experts (rows of W: experts * n_rows); stream_wgmma.cu's weight map */
+    int sms;          /* multiprocessors: stream_wgmma.cu's persistent grid */
 };
 
 /* Launch on `stream`; cudaSuccess or the launch error. */
@@ -64,6 +66,12 @@ cudaError_t fmcu_gemm_launch(const fmcu_gemm_args &a, cudaStream_t stream);
  * experts see few rows; the plan's row tile must be FMCU_STREAM_ROW_TILE. */
 cudaError_t fmcu_stream_gemm_launch(const fmcu_gemm_args &a, cudaStream_t stream);
 
+/* The same tier's FP8 GEMMs on native FP8 wgmma (stream_wgmma.cu, sm_90a
+ * only; option stream_wgmma); a layer it does not serve (K not a multiple
+ * of 16, rows not of 8, block scales not 128 along K) goes to
+ * fmcu_stream_gemm_launch. Needs `experts` and `sms`. */
+cudaError_t fmcu_stream_wgmma_launch(const fmcu_gemm_args &a, cudaStream_t stream);
+cudaError_t fmcu_stream_wgmma_prepare(void);
 /* Raise the dynamic shared-memory limit of every instantiation. */
 cudaError_t fmcu_gemm_prepare(void);
 

@@ -1,0 +1,460 @@
+/*
+ * plugins/cuda/stream_wgmma.cu - the weight-streaming tier's FP8 GEMM on
+ * native FP8 wgmma (contract: gemm.h, fmcu_stream_wgmma_launch). sm_90a.
+ *
+ * Why. sm_90 has no e4m3 mma.sync: ptxas turns each m16n8k32 e4m3 MMA of
+ * stream_gemm.cu into eight conversions, two f16 MMAs and four adds, and
+ * its split-K kernels are bound by that ALU work (ncu at DeepSeek-V3
+ * M = 16: 83 instructions a 64-byte chunk a warp, 134 with block scales),
+ * where vLLM's Triton kernel, on FP8 wgmma, beats our layer at FP8 block
+ * DeepSeek-V3 M = 16 and 128 by 17 and 27 % (bench/cuda/RESULTS.md,
+ * "vLLM's Triton fused MoE on the H200"). Here the weights reach the
+ * tensor cores with no instruction of ours on them:
+ *
+ *   - Swap-AB as wq_ring.cu: an item is 256 weight rows of one expert (the
+ *     MMA's M side, 64 a consumer warp group) against a plan tile of up to
+ *     32 of its pairs (N, in n8 slices: 8, 16, 24 or 32).
+ *   - A producer warp fills a ring of STAGES stages of 128 K: the weight
+ *     rows by TMA, 128-byte swizzled (a gated GEMM1's gate and up rows
+ *     interleaved by 8 through a 4-D map, so that each thread's fragment
+ *     rows r and r + 8 are an output's gate and up rows), and the pairs'
+ *     e4m3 rows by cp.async into the B operand's K-major layout.
+ *   - Consumers issue four m64nNk32 wgmmas a stage, both operands from
+ *     shared memory. Channel, token and tensor scales multiply the f32
+ *     sums at the end; 128 x 128 block scales (the stage is one K group)
+ *     promote each stage's sum, acc += part * (s_w * s_a), with the
+ *     stage's activation scales copied into the stage by the producer.
+ *
+ * Status: built and ptxas-checked, not yet run or served (branch
+ * wip/fp8-stream-wgmma); the forward does not call it yet.
+ */
+#include <cuda.h>
+#include <cuda_fp8.h>
+
+#include "fusedmoe/common.h"
+#include "plugins/cuda/device_math.cuh"
+#include "plugins/cuda/gemm.h"
+#include "plugins/cuda/mbarrier.cuh"
+#include "plugins/cuda/tensor_map.h"
+#include "plugins/cuda/tier.h"
+#include "plugins/cuda/wgmma_ops.cuh"
+#include "plugins/cuda/wgmma_sync.cuh"
+
+namespace {
+
+constexpr int WARP = 32;
+constexpr int BM = FMCU_STREAM_ROW_TILE; /* pairs per tile: the MMA's N side, up to 32 */
+constexpr int BN = 256;                  /* weight rows per item: the MMA's M side */
+constexpr int HALF = BN / 2;             /* a gated item's gate (and up) rows */
+constexpr int KS = 128;                  /* K bytes (e4m3) per stage: one block-scale group */
+constexpr int STAGES = 5;
+constexpr int CONSUMER_WARPS = BN / 16;  /* 16: four warp groups of 64 rows */
+constexpr int THREADS = (CONSUMER_WARPS + 4) * WARP;
+constexpr int CONSUMER_REGS = 112, PRODUCER_REGS = 32;
+constexpr int LAUNCH_REGS = 65536 / THREADS / 8 * 8;
+static_assert(CONSUMER_WARPS * CONSUMER_REGS + 4 * PRODUCER_REGS <= (CONSUMER_WARPS + 4) * LAUNCH_REGS,
+              "setmaxnreg's totals within the block's launch allocation");
+constexpr int W_BYTES = BN * KS;     /* 32768 */
+constexpr int X_BYTES = BM * KS;     /* 4096: the pairs' e4m3 rows */
+constexpr int S_BYTES = BM * 4;      /* 128: the pairs' block activation scales of the stage */
+constexpr int W_AT = 0, X_AT = W_BYTES, S_AT = W_BYTES + X_BYTES;
+constexpr int STAGE_BYTES = (S_AT + S_BYTES + 1023) / 1024 * 1024;
+constexpr int BAR_AT = STAGES * STAGE_BYTES; /* full[STAGES], empty[STAGES] */
+constexpr int SMEM = BAR_AT + 2 * STAGES * 8 + 1024; /* + aligning the base for the swizzle */
+constexpr int FULL_ARRIVALS = 1 + WARP;              /* the weights' expect_tx, and each producer lane's copies */
+static_assert(SMEM <= 227 * 1024, "one block an SM");
+static_assert(KS == 128 && BM <= 32, "one lane a pair; a stage a 128-wide K group");
+
+/* Byte offset of 16-byte chunk q (K 16q .. 16q + 15) of pair row r in a
+ * stage's pair rows: core matrices of 8 rows x 16 bytes, the 8-row groups
+ * 128 bytes apart (stride offset), a row's chunks BM * 16 apart (leading
+ * offset). */
+__device__ __forceinline__ uint32_t x_chunk(int r, int q)
+{
+    return (uint32_t)((q * BM + r) * 16);
+}
+
+/* The B descriptor of the pair rows at shared address `addr`, no swizzle
+ * (k32 step s starts 2 s BM chunks later). */
+__device__ __forceinline__ uint64_t x_desc(uint32_t addr)
+{
+    return (uint64_t)((addr & 0x3FFFF) >> 4) | ((uint64_t)((BM * 16) >> 4) << 16) | ((uint64_t)(128 >> 4) << 32);
+}
+
+/* D (+)= A * B over one k32 step for SL n8 slices. */
+template <int SL> __device__ __forceinline__ void mma(float (&d)[SL * 4], uint64_t da, uint64_t db, int acc)
+{
+    using namespace fmcu_wgmma;
+    if constexpr (SL == 1)
+        wgmma_m64n8k32_e4m3(d, da, db, acc);
+    else if constexpr (SL == 2)
+        wgmma_m64n16k32_e4m3(d, da, db, acc);
+    else if constexpr (SL == 3)
+        wgmma_m64n24k32_e4m3(d, da, db, acc);
+    else
+        wgmma_m64n32k32_e4m3(d, da, db, acc);
+}
+
+struct ring {
+    uint32_t slot, phase;
+    __device__ __forceinline__ void next()
+    {
+        if (++slot == STAGES) {
+            slot = 0;
+            phase ^= 1u;
+        }
+    }
+};
+
+struct item_t {
+    int e, pos0, rows;
+    uint32_t nb;
+};
+
+__device__ __forceinline__ bool item_of(const fmcu_gemm_args &p, uint64_t item, uint32_t nb_count, int n_tiles,
+                                        item_t &it)
+{
+    const uint64_t tile = item / nb_count;
+    if (tile >= (uint64_t)n_tiles)
+        return false;
+    const int2 t = p.tiles[tile];
+    it.e = t.x;
+    it.pos0 = t.y;
+    it.rows = min(BM, p.offsets[t.x + 1] - t.y);
+    it.nb = (uint32_t)(item % nb_count);
+    return true;
+}
+
+/* A 4-D box of the tensor map at `map`, counted in bytes on `bar`. */
+__device__ __forceinline__ void tma_load4(uint32_t dst, const void *map, int c0, int c1, int c2, int c3, uint32_t bar)
+{
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst),
+                 "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+                 : "memory");
+}
+
+/* 4 bytes by cp.async (a pair's block scale), or zeros when !valid. */
+__device__ __forceinline__ void cp_async4_zfill(uint32_t dst, const void *src, bool valid)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0)
+                 : "memory");
+}
+
+/* The producer warp: lane 0 waits for the slot's release and loads the
+ * item's weight rows of the stage (one 4-D box for a gated GEMM1: 16
+ * groups of 8 gate rows and their 8 up rows; else two 2-D boxes of 128
+ * rows), counted in bytes; lane r < rows copies pair r's 128 bytes (and
+ * with block scales its stage scale), and every lane arrives on the full
+ * barrier when its copies have completed. */
+template <bool BLOCK>
+__device__ __forceinline__ void produce(const fmcu_gemm_args &p, const CUtensorMap *map, uint32_t smem,
+                                        uint32_t nb_count, int n_tiles, uint32_t nk, int lane)
+{
+    using namespace fmcu_async;
+    ring rg{0, 0};
+    const bool gated1 = p.gemm1 && p.gated;
+    const uint8_t *A = (const uint8_t *)p.a;
+    for (uint64_t item = blockIdx.x;; item += gridDim.x) {
+        item_t it;
+        if (!item_of(p, item, nb_count, n_tiles, it))
+            break;
+        const int srow = it.e * (int)p.n_rows;
+        const bool live = lane < it.rows;
+        const int pair = live ? p.sorted[it.pos0 + lane] : 0;
+        const int64_t src = pair / p.a_row_div;
+        const uint8_t *xrow = A + src * p.lda;
+        for (uint32_t kt = 0; kt < nk; kt++) {
+            const uint32_t st = smem + rg.slot * STAGE_BYTES, full = smem + BAR_AT + rg.slot * 8;
+            if (lane == 0) {
+                mbar_wait(smem + BAR_AT + (STAGES + rg.slot) * 8, rg.phase ^ 1u); /* a fresh slot passes */
+                mbar_expect_tx(full, W_BYTES);
+                if (gated1) {
+                    tma_load4(st + W_AT, map, (int)(kt * KS), 0, 0, (srow + (int)(it.nb * HALF)) / 8, full);
+                } else {
+                    const int row = srow + (int)(it.nb * BN);
+                    tma_load(st + W_AT, map, (int)(kt * KS), row, full);
+                    tma_load(st + W_AT + HALF * KS, map, (int)(kt * KS), row + HALF, full);
+                }
+            }
+            __syncwarp();
+            if (live) {
+#pragma unroll
+                for (int q = 0; q < KS / 16; q++) {
+                    const uint32_t col = kt * KS + q * 16;
+                    const bool in = col < p.k;
+                    cp_async16_zfill(st + X_AT + x_chunk(lane, q), xrow + (in ? col : 0), in);
+                }
+                if constexpr (BLOCK)
+                    cp_async4_zfill(st + S_AT + lane * 4, p.a_scale + src * p.a_scale_ld + kt, true);
+            }
+            mbar_arrive_on_cp_async(full);
+            rg.next();
+        }
+    }
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
+}
+
+/* A consumer thread's output rows in item nb (gated: r_lo is the output
+ * column and its gate row, r_hi its up row), and whether they exist. */
+__device__ __forceinline__ void out_rows(const fmcu_gemm_args &p, uint32_t nb, int wg, int wq, int gid, int &r_lo,
+                                         int &r_hi, bool &ok_lo, bool &ok_hi)
+{
+    if (p.gemm1 && p.gated) {
+        r_lo = (int)(nb * HALF) + 8 * (4 * wg + wq) + gid;
+        r_hi = (int)p.n_out + r_lo;
+        ok_lo = ok_hi = r_lo < (int)p.n_out;
+    } else {
+        r_lo = (int)(nb * BN) + 64 * wg + 16 * wq + gid;
+        r_hi = r_lo + 8;
+        ok_lo = r_lo < (int)p.n_rows;
+        ok_hi = r_hi < (int)p.n_rows;
+    }
+}
+
+/* One item of a consumer warp group: the K loop (four k32 wgmmas a
+ * stage), then the epilogue of its thread's two rows and 2 SL pairs. */
+template <bool BLOCK, int SL>
+__device__ __forceinline__ void run_item(const fmcu_gemm_args &p, ring &rg, uint32_t smem, const item_t &it,
+                                         uint32_t nk, int wg, int wq, int lane)
+{
+    using namespace fmcu_async;
+    using namespace fmcu_wgmma;
+    const int gid = lane / 4, tg = lane % 4;
+    int r_lo, r_hi;
+    bool ok_lo, ok_hi;
+    out_rows(p, it.nb, wg, wq, gid, r_lo, r_hi, ok_lo, ok_hi);
+    const int64_t wbase = (int64_t)it.e * p.w_scale_e;
+    const int kgroups = BLOCK ? (int)((p.k + p.block_k - 1) / p.block_k) : 1;
+    const float *sw_lo = BLOCK ? p.w_scale + wbase + (int64_t)((ok_lo ? r_lo : 0) / (int)p.block_n) * kgroups : nullptr;
+    const float *sw_hi = BLOCK ? p.w_scale + wbase + (int64_t)((ok_hi ? r_hi : 0) / (int)p.block_n) * kgroups : nullptr;
+    float acc[SL * 4] = {}, part[BLOCK ? SL * 4 : 1];
+    uint32_t prev_slot = 0;
+    float w_lo = BLOCK ? __ldg(sw_lo) : 0.0f, w_hi = BLOCK ? __ldg(sw_hi) : 0.0f;
+    for (uint32_t kt = 0; kt < nk; kt++) {
+        const uint32_t st = smem + rg.slot * STAGE_BYTES;
+        const uint32_t full = smem + BAR_AT + rg.slot * 8, empty = smem + BAR_AT + (STAGES + rg.slot) * 8;
+        /* the next stage's weight scales, loaded while this stage runs */
+        float n_lo = 0.0f, n_hi = 0.0f;
+        if (BLOCK && kt + 1 < nk) {
+            n_lo = __ldg(sw_lo + kt + 1);
+            n_hi = __ldg(sw_hi + kt + 1);
+        }
+        mbar_wait(full, rg.phase);
+        fence_async_shared(); /* the producer's cp.async rows, for the wgmma's async proxy */
+        const uint64_t da = sw128_desc(st + W_AT + (uint32_t)(wg * 64 * KS));
+        const uint64_t db = x_desc(st + X_AT);
+        wgmma_fence();
+#pragma unroll
+        for (int s = 0; s < KS / 32; s++) {
+            if constexpr (BLOCK)
+                mma<SL>(part, da + 2 * s, db + (uint64_t)((2 * s * BM * 16) >> 4), s > 0);
+            else
+                mma<SL>(acc, da + 2 * s, db + (uint64_t)((2 * s * BM * 16) >> 4), kt > 0 || s > 0);
+        }
+        wgmma_commit();
+        if constexpr (BLOCK) {
+            wgmma_wait<0>();
+            fence_regs(part);
+            /* the stage's activation scales of this thread's 2 SL pairs, then release the slot */
+            float sa[SL][2];
+#pragma unroll
+            for (int j = 0; j < SL; j++)
+#pragma unroll
+                for (int t = 0; t < 2; t++)
+                    sa[j][t] = __uint_as_float(lds32(st + S_AT + (uint32_t)(8 * j + 2 * tg + t) * 4));
+            __syncwarp();
+            if (lane == 0)
+                mbar_arrive(empty);
+#pragma unroll
+            for (int j = 0; j < SL; j++)
+#pragma unroll
+                for (int t = 0; t < 2; t++) {
+                    acc[4 * j + t] = fmaf(part[4 * j + t], w_lo * sa[j][t], acc[4 * j + t]);
+                    acc[4 * j + 2 + t] = fmaf(part[4 * j + 2 + t], w_hi * sa[j][t], acc[4 * j + 2 + t]);
+                }
+            w_lo = n_lo;
+            w_hi = n_hi;
+        } else {
+            /* the stage before this one is complete once this one's group is
+             * the only one in flight: release its slot */
+            wgmma_wait<1>();
+            if (kt > 0) {
+                __syncwarp();
+                if (lane == 0)
+                    mbar_arrive(smem + BAR_AT + (STAGES + prev_slot) * 8);
+            }
+            prev_slot = rg.slot;
+        }
+        rg.next();
+    }
+    if constexpr (!BLOCK) {
+        wgmma_wait<0>();
+        fence_regs(acc);
+        __syncwarp();
+        if (lane == 0)
+            mbar_arrive(smem + BAR_AT + (STAGES + prev_slot) * 8);
+    }
+
+    /* Epilogue, as stream_gemm.cu's: accumulator 4 j + t (+ 2) is row r_lo
+     * (r_hi) and pair 8 j + 2 tg + t of the tile. */
+    const int32_t dt = p.act_dtype;
+    const fmcu_dev::act_params ap = {p.activation, p.gated, p.swiglu_alpha, p.swiglu_limit};
+    const bool gated1 = p.gemm1 && p.gated;
+    const int wrow[2] = {r_lo, r_hi};
+    const bool ok[2] = {ok_lo, ok_hi};
+#pragma unroll
+    for (int j = 0; j < SL; j++)
+#pragma unroll
+        for (int t = 0; t < 2; t++) {
+            const int idx = 8 * j + 2 * tg + t;
+            if (idx >= it.rows)
+                continue;
+            const int pair = p.sorted[it.pos0 + idx];
+            float v[2];
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                float x = acc[4 * j + 2 * h + t];
+                if constexpr (!BLOCK) {
+                    const float sa = p.a_scale ? p.a_scale[(int64_t)(pair / p.a_row_div) * p.a_scale_ld] : 1.0f;
+                    x *= p.w_scale && ok[h] ? sa * p.w_scale[wbase + (int64_t)wrow[h] * p.w_scale_n] : sa;
+                }
+                if (p.bias && ok[h])
+                    x += fmcu_dev::load_act(dt, p.bias, (int64_t)it.e * p.n_rows + wrow[h]);
+                v[h] = fmcu_dev::round_act(dt, x);
+            }
+            const int64_t orow = (int64_t)pair * p.ldo;
+            if (gated1) {
+                if (ok_lo)
+                    fmcu_dev::store_act(dt, p.out, orow + r_lo,
+                                        fmcu_dev::round_act(dt, fmcu_dev::activate(ap, v[0], v[1])));
+            } else if (p.gemm1) {
+                if (ok_lo)
+                    fmcu_dev::store_act(dt, p.out, orow + r_lo,
+                                        fmcu_dev::round_act(dt, fmcu_dev::activate(ap, v[0], 0.0f)));
+                if (ok_hi)
+                    fmcu_dev::store_act(dt, p.out, orow + r_hi,
+                                        fmcu_dev::round_act(dt, fmcu_dev::activate(ap, v[1], 0.0f)));
+            } else {
+                if (ok_lo)
+                    fmcu_dev::store_act(dt, p.out, orow + r_lo, v[0]);
+                if (ok_hi)
+                    fmcu_dev::store_act(dt, p.out, orow + r_hi, v[1]);
+            }
+        }
+}
+
+template <bool BLOCK>
+__global__ void __launch_bounds__(THREADS, 1) stream_wgmma(const __grid_constant__ CUtensorMap map,
+                                                           const fmcu_gemm_args p)
+{
+    using namespace fmcu_async;
+    fmcu_dev::pdl_wait();
+    fmcu_dev::pdl_trigger();
+    extern __shared__ __align__(16) uint8_t smem_raw[];
+    const uint32_t smem = (smem_addr(smem_raw) + 1023) & ~1023u;
+    const int n_tiles = *(const volatile int32_t *)p.n_tiles;
+    const bool gated1 = p.gemm1 && p.gated;
+    const uint32_t nb_count = gated1 ? (p.n_out + HALF - 1) / HALF : (p.n_rows + BN - 1) / BN;
+    const uint32_t nk = (p.k + KS - 1) / KS;
+    const int tid = threadIdx.x, lane = tid % WARP, warp = tid / WARP;
+    if (tid == 0) {
+        for (int s = 0; s < STAGES; s++) {
+            mbar_init(smem + BAR_AT + s * 8, FULL_ARRIVALS);
+            mbar_init(smem + BAR_AT + (STAGES + s) * 8, CONSUMER_WARPS); /* empty: one arrival a warp */
+        }
+        mbar_init_fence();
+    }
+    __syncthreads();
+    if (warp >= CONSUMER_WARPS) {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGS));
+        if (warp == CONSUMER_WARPS)
+            produce<BLOCK>(p, &map, smem, nb_count, n_tiles, nk, lane);
+        return;
+    }
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(CONSUMER_REGS));
+    const int wg = warp / 4, wq = warp % 4;
+    ring rg{0, 0};
+    for (uint64_t item = blockIdx.x;; item += gridDim.x) {
+        item_t it;
+        if (!item_of(p, item, nb_count, n_tiles, it))
+            break;
+        switch ((it.rows + 7) / 8) {
+        case 1:
+            run_item<BLOCK, 1>(p, rg, smem, it, nk, wg, wq, lane);
+            break;
+        case 2:
+            run_item<BLOCK, 2>(p, rg, smem, it, nk, wg, wq, lane);
+            break;
+        case 3:
+            run_item<BLOCK, 3>(p, rg, smem, it, nk, wg, wq, lane);
+            break;
+        default:
+            run_item<BLOCK, 4>(p, rg, smem, it, nk, wg, wq, lane);
+            break;
+        }
+    }
+}
+
+/* The weights [E * n_rows, K] e4m3, 128-byte swizzled. A gated GEMM1's
+ * map is 4-D (K, 8 rows, gate or up, groups of 8 rows): a box of (128, 8,
+ * 2, 16) is 16 groups of 8 gate rows, each followed by its 8 up rows
+ * (n_out rows further). Else 2-D, boxes of 128 rows. */
+bool encode_weights(CUtensorMap *map, const fmcu_gemm_args &a, int experts)
+{
+    fmcu_encode_tiled_fn f = fmcu_tensor_map_encoder();
+    if (!f)
+        return false;
+    const uint64_t rows = (uint64_t)experts * a.n_rows;
+    const cuuint32_t elem[4] = {1, 1, 1, 1};
+    if (a.gemm1 && a.gated) {
+        const cuuint64_t dims[4] = {a.k, 8, 2, rows / 8};
+        const cuuint64_t strides[3] = {a.k, (uint64_t)a.n_out * a.k, 8 * (uint64_t)a.k};
+        const cuuint32_t box[4] = {(cuuint32_t)KS, 8, 2, (cuuint32_t)(HALF / 8)};
+        return f(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 4, const_cast<void *>(a.w), dims, strides, box, elem,
+                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+    }
+    const cuuint64_t dims[2] = {a.k, rows};
+    const cuuint64_t strides[1] = {a.k};
+    const cuuint32_t box[2] = {(cuuint32_t)KS, (cuuint32_t)HALF};
+    return f(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void *>(a.w), dims, strides, box, elem,
+             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+template <bool BLOCK> cudaError_t launch(const fmcu_gemm_args &a, int experts, int sms, cudaStream_t stream)
+{
+    CUtensorMap map;
+    const bool gated1 = a.gemm1 && a.gated;
+    if (!encode_weights(&map, a, experts))
+        return cudaErrorInvalidValue;
+    const int64_t blocks = gated1 ? (a.n_out + HALF - 1) / HALF : (a.n_rows + BN - 1) / BN;
+    const int64_t items = a.grid_tiles * blocks;
+    const unsigned grid = (unsigned)(items < sms ? items : sms);
+    return fmcu_dev::launch_overlapped(stream_wgmma<BLOCK>, dim3(grid), dim3(THREADS), (size_t)SMEM, stream, map, a);
+}
+
+} // namespace
+
+cudaError_t fmcu_stream_wgmma_prepare(void)
+{
+    cudaError_t e = cudaFuncSetAttribute(stream_wgmma<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
+    return e == cudaSuccess ? cudaFuncSetAttribute(stream_wgmma<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM)
+                            : e;
+}
+
+cudaError_t fmcu_stream_wgmma_launch(const fmcu_gemm_args &a, cudaStream_t stream)
+{
+    if (a.grid_tiles <= 0)
+        return cudaSuccess;
+    /* What this kernel assumes (16-byte copies of K, 8-row groups of the
+     * weight map, a stage per block-scale group); other layers keep the
+     * mma.sync kernel. */
+    if (!a.fp8 || a.row_tile != BM || a.sms <= 0 || a.experts == 0 || a.k % 16 || a.lda % 16 ||
+        (uintptr_t)a.a % 16 || (uintptr_t)a.w % 16 || a.n_rows % 8 || (a.gemm1 && a.gated && a.n_out % 8) ||
+        (a.block_scaled && (a.block_k != KS || a.block_n % 8 || !a.a_scale || !a.w_scale)))
+        return fmcu_stream_gemm_launch(a, stream);
+    return a.block_scaled ? launch<true>(a, (int)a.experts, a.sms, stream)
+                          : launch<false>(a, (int)a.experts, a.sms, stream);
+}
