@@ -129,10 +129,11 @@ int fmcu_options_set(fmcu_options *o, const char *name, const char *value, char 
         o->prefill_dequant_mib = (uint32_t)n;
         return 0;
     }
-    snprintf(why, cap,
-             "option '%s': not an option of the cuda plugin (tier, plan_wide_pairs, decode_tail, decode_fused, "
-             "decode_fused_w13, prefill_warp_rows, prefill_half_tiles, prefill_tile_order, wq_wgmma, wq_ring, "
-             "stream_wgmma, prefill_dequant_mib, prefill_dequant_fused, prefill_block_gemm, nccl_library, ep_timeout_ms)",
-             name);
+    snprintf(
+        why, cap,
+        "option '%s': not an option of the cuda plugin (tier, plan_wide_pairs, decode_tail, decode_fused, "
+        "decode_fused_w13, prefill_warp_rows, prefill_half_tiles, prefill_tile_order, wq_wgmma, wq_ring, "
+        "stream_wgmma, prefill_dequant_mib, prefill_dequant_fused, prefill_block_gemm, nccl_library, ep_timeout_ms)",
+        name);
     return -1;
 }

@@ -54,9 +54,8 @@ static int same_options(const fmcu_options *a, const fmcu_options *b)
            a->decode_fused == b->decode_fused && a->decode_fused_w13_regs == b->decode_fused_w13_regs &&
            a->prefill_warp_rows == b->prefill_warp_rows && a->prefill_half_tiles == b->prefill_half_tiles &&
            a->prefill_tile_order == b->prefill_tile_order && a->wq_wgmma == b->wq_wgmma && a->wq_ring == b->wq_ring &&
-           a->stream_wgmma == b->stream_wgmma &&
-           a->prefill_dequant_mib == b->prefill_dequant_mib && a->prefill_dequant_fused == b->prefill_dequant_fused &&
-           a->prefill_block_gemm == b->prefill_block_gemm;
+           a->stream_wgmma == b->stream_wgmma && a->prefill_dequant_mib == b->prefill_dequant_mib &&
+           a->prefill_dequant_fused == b->prefill_dequant_fused && a->prefill_block_gemm == b->prefill_block_gemm;
 }
 
 /* `key = value` on a manifest line: the value without quotes, else NULL. */
