@@ -35,6 +35,7 @@
 #include "plugins/cuda/device_math.cuh"
 #include "plugins/cuda/gemm.h"
 #include "plugins/cuda/mbarrier.cuh"
+#include "plugins/cuda/pair_ring.cuh"
 #include "plugins/cuda/tensor_map.h"
 #include "plugins/cuda/tier.h"
 #include "plugins/cuda/wgmma_ops.cuh"
@@ -65,21 +66,8 @@ constexpr int FULL_ARRIVALS = 1 + WARP;              /* the weights' expect_tx, 
 static_assert(SMEM <= 227 * 1024, "one block an SM");
 static_assert(KS == 128 && BM <= 32, "one lane a pair; a stage a 128-wide K group");
 
-/* Byte offset of 16-byte chunk q (K 16q .. 16q + 15) of pair row r in a
- * stage's pair rows: core matrices of 8 rows x 16 bytes, the 8-row groups
- * 128 bytes apart (stride offset), a row's chunks BM * 16 apart (leading
- * offset). */
-__device__ __forceinline__ uint32_t x_chunk(int r, int q)
-{
-    return (uint32_t)((q * BM + r) * 16);
-}
-
-/* The B descriptor of the pair rows at shared address `addr`, no swizzle
- * (k32 step s starts 2 s BM chunks later). */
-__device__ __forceinline__ uint64_t x_desc(uint32_t addr)
-{
-    return (uint64_t)((addr & 0x3FFFF) >> 4) | ((uint64_t)((BM * 16) >> 4) << 16) | ((uint64_t)(128 >> 4) << 32);
-}
+using fmcu_ring::item_t;
+using ring = fmcu_ring::ring<STAGES>;
 
 /* D (+)= A * B over one k32 step for SL n8 slices. */
 template <int SL> __device__ __forceinline__ void mma(float (&d)[SL * 4], uint64_t da, uint64_t db, int acc)
@@ -93,36 +81,6 @@ template <int SL> __device__ __forceinline__ void mma(float (&d)[SL * 4], uint64
         wgmma_m64n24k32_e4m3(d, da, db, acc);
     else
         wgmma_m64n32k32_e4m3(d, da, db, acc);
-}
-
-struct ring {
-    uint32_t slot, phase;
-    __device__ __forceinline__ void next()
-    {
-        if (++slot == STAGES) {
-            slot = 0;
-            phase ^= 1u;
-        }
-    }
-};
-
-struct item_t {
-    int e, pos0, rows;
-    uint32_t nb;
-};
-
-__device__ __forceinline__ bool item_of(const fmcu_gemm_args &p, uint64_t item, uint32_t nb_count, int n_tiles,
-                                        item_t &it)
-{
-    const uint64_t tile = item / nb_count;
-    if (tile >= (uint64_t)n_tiles)
-        return false;
-    const int2 t = p.tiles[tile];
-    it.e = t.x;
-    it.pos0 = t.y;
-    it.rows = min(BM, p.offsets[t.x + 1] - t.y);
-    it.nb = (uint32_t)(item % nb_count);
-    return true;
 }
 
 /* A 4-D box of the tensor map at `map`, counted in bytes on `bar`. */
@@ -157,7 +115,7 @@ __device__ __forceinline__ void produce(const fmcu_gemm_args &p, const CUtensorM
     const uint8_t *A = (const uint8_t *)p.a;
     for (uint64_t item = blockIdx.x;; item += gridDim.x) {
         item_t it;
-        if (!item_of(p, item, nb_count, n_tiles, it))
+        if (!fmcu_ring::item_of<BM>(p, item, nb_count, n_tiles, it))
             break;
         const int srow = it.e * (int)p.n_rows;
         const bool live = lane < it.rows;
@@ -183,7 +141,7 @@ __device__ __forceinline__ void produce(const fmcu_gemm_args &p, const CUtensorM
                 for (int q = 0; q < KS / 16; q++) {
                     const uint32_t col = kt * KS + q * 16;
                     const bool in = col < p.k;
-                    cp_async16_zfill(st + X_AT + x_chunk(lane, q), xrow + (in ? col : 0), in);
+                    cp_async16_zfill(st + X_AT + fmcu_ring::x_chunk<BM>(lane, q), xrow + (in ? col : 0), in);
                 }
                 if constexpr (BLOCK)
                     cp_async4_zfill(st + S_AT + lane * 4, p.a_scale + src * p.a_scale_ld + kt, true);
@@ -243,7 +201,7 @@ __device__ __forceinline__ void run_item(const fmcu_gemm_args &p, ring &rg, uint
         mbar_wait(full, rg.phase);
         fence_async_shared(); /* the producer's cp.async rows, for the wgmma's async proxy */
         const uint64_t da = sw128_desc(st + W_AT + (uint32_t)(wg * 64 * KS));
-        const uint64_t db = x_desc(st + X_AT);
+        const uint64_t db = fmcu_ring::x_desc<BM>(st + X_AT);
         wgmma_fence();
 #pragma unroll
         for (int s = 0; s < KS / 32; s++) {
@@ -377,7 +335,7 @@ __global__ void __launch_bounds__(THREADS, 1) stream_wgmma(const __grid_constant
     ring rg{0, 0};
     for (uint64_t item = blockIdx.x;; item += gridDim.x) {
         item_t it;
-        if (!item_of(p, item, nb_count, n_tiles, it))
+        if (!fmcu_ring::item_of<BM>(p, item, nb_count, n_tiles, it))
             break;
         switch ((it.rows + 7) / 8) {
         case 1:
@@ -439,9 +397,9 @@ template <bool BLOCK> cudaError_t launch(const fmcu_gemm_args &a, int experts, i
 
 cudaError_t fmcu_stream_wgmma_prepare(void)
 {
-    cudaError_t e = cudaFuncSetAttribute(stream_wgmma<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
-    return e == cudaSuccess ? cudaFuncSetAttribute(stream_wgmma<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM)
-                            : e;
+    const cudaFuncAttribute smem = cudaFuncAttributeMaxDynamicSharedMemorySize;
+    cudaError_t e = cudaFuncSetAttribute(stream_wgmma<false>, smem, SMEM);
+    return e == cudaSuccess ? cudaFuncSetAttribute(stream_wgmma<true>, smem, SMEM) : e;
 }
 
 cudaError_t fmcu_stream_wgmma_launch(const fmcu_gemm_args &a, cudaStream_t stream)

@@ -68,6 +68,7 @@
 #include "fusedmoe/common.h"
 #include "plugins/cuda/device_math.cuh"
 #include "plugins/cuda/mbarrier.cuh"
+#include "plugins/cuda/pair_ring.cuh"
 #include "plugins/cuda/tensor_map.h"
 #include "plugins/cuda/wgmma_rs_ops.cuh"
 #include "plugins/cuda/wgmma_sync.cuh"
@@ -107,27 +108,13 @@ constexpr int FP4_MX = 3;
 static_assert(FP4_MX != FMCU_WQ_INT4 && FP4_MX != FMCU_WQ_INT8 && FP4_MX != FMCU_WQ_FP4, "a format of its own");
 
 using fmcu_async::lds32;
+using fmcu_ring::item_t;
+using ring = fmcu_ring::ring<STAGES>;
 using fmcu_wq_dev::bits_of;
 using fmcu_wq_dev::dq_e2m1_fused;
 using fmcu_wq_dev::dq_int4;
 using fmcu_wq_dev::mx_fold_s2;
 using fmcu_wq_dev::nv_fold_s2;
-
-/* Byte offset of 16-byte chunk q (K 8q .. 8q + 7) of pair row r in a
- * stage's pair rows: core matrices of 8 rows x 16 bytes, the 8-row groups
- * 128 bytes apart (stride offset), a row's chunks BM * 16 apart (leading
- * offset). */
-__device__ __forceinline__ uint32_t x_chunk(int r, int q)
-{
-    return (uint32_t)((q * BM + r) * 16);
-}
-
-/* The B descriptor of the pair rows at shared address `addr` (k16 step s
- * starts 2 s BM chunks later: add 2 s BM). */
-__device__ __forceinline__ uint64_t x_desc(uint32_t addr)
-{
-    return (uint64_t)((addr & 0x3FFFF) >> 4) | ((uint64_t)((BM * 16) >> 4) << 16) | ((uint64_t)(128 >> 4) << 32);
-}
 
 /* TMA's 64-byte swizzle moves 16-byte chunk c of stage row s (64 bytes)
  * to c ^ ((s >> 1) & 3), which also spreads a warp's reads of 8 rows x 4
@@ -148,40 +135,6 @@ __device__ __forceinline__ void mma(float (&d)[SL * 4], const uint32_t (&a)[4], 
         F16 ? wgmma_m64n64k16_f16_rs(d, a, desc, acc) : wgmma_m64n64k16_bf16_rs(d, a, desc, acc);
 }
 
-/* The ring's position: the it-th stage a block handles (across items) is
- * in slot it % STAGES, in that slot's (it / STAGES)-th use. */
-struct ring {
-    uint32_t slot, phase;
-    __device__ __forceinline__ void next()
-    {
-        if (++slot == STAGES) {
-            slot = 0;
-            phase ^= 1u;
-        }
-    }
-};
-
-/* One item: tile `tile` (expert e, its pairs pos0 .. pos0 + rows - 1)
- * against row block nb. */
-struct item_t {
-    int e, pos0, rows;
-    uint32_t nb;
-};
-
-__device__ __forceinline__ bool item_of(const fmcu_wq_gemm_args &p, uint64_t item, uint32_t nb_count, int n_tiles,
-                                        item_t &it)
-{
-    const uint64_t tile = item / nb_count;
-    if (tile >= (uint64_t)n_tiles)
-        return false;
-    const int2 t = p.tiles[tile];
-    it.e = t.x;
-    it.pos0 = t.y;
-    it.rows = min(BM, p.offsets[t.x + 1] - t.y);
-    it.nb = (uint32_t)(item % nb_count);
-    return true;
-}
-
 /* The producer warp: for every item and stage, in the consumers' order,
  * lane 0 waits for the slot's release and loads the weight rows (two TMA
  * boxes, counted in bytes on the full barrier); lane r < rows copies pair
@@ -196,7 +149,7 @@ __device__ __forceinline__ void produce(const fmcu_wq_gemm_args &p, const CUtens
     const uint8_t *A = (const uint8_t *)p.a;
     for (uint64_t item = blockIdx.x;; item += gridDim.x) {
         item_t it;
-        if (!item_of(p, item, nb_count, n_tiles, it))
+        if (!fmcu_ring::item_of<BM>(p, item, nb_count, n_tiles, it))
             break;
         const int srow = it.e * (int)p.n_rows;
         const int row_a = gated1 ? srow + (int)(it.nb * HALF) : srow + (int)(it.nb * BN);
@@ -224,7 +177,8 @@ __device__ __forceinline__ void produce(const fmcu_wq_gemm_args &p, const CUtens
                 for (int q = 0; q < KS / 8; q++) {
                     const uint32_t col = kt * KS + q * 8;
                     const bool in = col < p.a_k;
-                    cp_async16_zfill(st + X_AT + x_chunk(lane + h * WARP, q), xrow + (in ? col : 0) * 2, in);
+                    cp_async16_zfill(st + X_AT + fmcu_ring::x_chunk<BM>(lane + h * WARP, q), xrow + (in ? col : 0) * 2,
+                                     in);
                 }
             }
             mbar_arrive_on_cp_async(full);
@@ -342,7 +296,7 @@ __device__ __forceinline__ void stage_mma(float (&acc)[SL * 4], float (&part)[SL
                                           const rows_t<FMT> &r, const stage_sc &s, bool first, int tg)
 {
     using namespace fmcu_wgmma;
-    const uint64_t desc = x_desc(st + X_AT);
+    const uint64_t desc = fmcu_ring::x_desc<BM>(st + X_AT);
     /* k16 steps a wgmma group: two up to four slices (up to 32 pairs, the
      * ring's calls of 6-32 rows an expert) with PROMOTE or MXFP4's codes,
      * else one (eight slices' partial sums, or accumulators in flight
@@ -537,7 +491,7 @@ __global__ void __launch_bounds__(THREADS, 1) wq_ring(const __grid_constant__ CU
     ring rg{0, 0};
     for (uint64_t item = blockIdx.x;; item += gridDim.x) {
         item_t it;
-        if (!item_of(p, item, nb_count, n_tiles, it))
+        if (!fmcu_ring::item_of<BM>(p, item, nb_count, n_tiles, it))
             break;
         rows_t<FMT> r;
         const int s_lo = gated1 ? 8 * warp + gid : 16 * warp + gid, s_hi = gated1 ? HALF + s_lo : s_lo + 8;
