@@ -448,12 +448,17 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
                         : wq && tier != FMCU_TIER_PREFILL ? (fmcu_row_tile(m, L->top_k, L->local_experts) <= 16 ? 16u : 64u)
                         : tier == FMCU_TIER_STREAM ? FMCU_STREAM_ROW_TILE
                                                    : fmcu_row_tile(m, L->top_k, L->local_experts);
-    /* The fp8 schemes' stream tier on native FP8 wgmma (option stream_wgmma). */
+    /* The fp8 schemes' stream tier runs GEMM2 on native FP8 wgmma (option
+     * stream_wgmma). Not GEMM1: wgmma's fp8 sums keep fewer bits than f32,
+     * and GEMM1's output is quantized again with its row's (or 128-column
+     * group's) amax as the scale, so a sum one bf16 step off the
+     * reference's re-rolls every code of that row: conformance NMSE up to
+     * 9e-4 at M = 16 (gate 5e-4) with GEMM1 on it. GEMM2's output is not
+     * quantized again. */
     const bool stream_wgmma = tier == FMCU_TIER_STREAM && L->opt.stream_wgmma && L->quant != FMCU_Q_NONE && !wq &&
                               major == 9;
-    auto gemm = stream_wgmma              ? fmcu_stream_wgmma_launch
-                : tier == FMCU_TIER_STREAM ? fmcu_stream_gemm_launch
-                                           : fmcu_gemm_launch;
+    auto gemm = tier == FMCU_TIER_STREAM ? fmcu_stream_gemm_launch : fmcu_gemm_launch;
+    auto gemm2 = stream_wgmma ? fmcu_stream_wgmma_launch : gemm;
 
     /* GEMM1 input: quantized (or copied to bf16: router weight on the
      * input, or rows not 16-byte aligned, which the GEMMs' 16-byte loads
@@ -685,7 +690,7 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
     void *y = at<void>(L, L->ws.y);
     g.out = y;
     g.ldo = H;
-    CK(gemm(g, st), "GEMM2");
+    CK(gemm2(g, st), "GEMM2");
 
     /* Combine. */
     fmcu_fwd::combine_args cb = {};

@@ -66,9 +66,9 @@ cudaError_t fmcu_gemm_launch(const fmcu_gemm_args &a, cudaStream_t stream);
  * experts see few rows; the plan's row tile must be FMCU_STREAM_ROW_TILE. */
 cudaError_t fmcu_stream_gemm_launch(const fmcu_gemm_args &a, cudaStream_t stream);
 
-/* The same tier's FP8 GEMMs on native FP8 wgmma (stream_wgmma.cu, sm_90a
- * only; option stream_wgmma); a layer it does not serve (K not a multiple
- * of 16, rows not of 8, block scales not 128 along K) goes to
+/* The same tier's FP8 GEMM2 on native FP8 wgmma (stream_wgmma.cu, sm_90a
+ * only; option stream_wgmma); GEMM1 and a layer it does not serve (K not a
+ * multiple of 16, rows not of 8, block scales not 128 along K) go to
  * fmcu_stream_gemm_launch. Needs `experts` and `sms`. */
 cudaError_t fmcu_stream_wgmma_launch(const fmcu_gemm_args &a, cudaStream_t stream);
 cudaError_t fmcu_stream_wgmma_prepare(void);

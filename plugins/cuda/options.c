@@ -23,7 +23,7 @@ void fmcu_options_default(fmcu_options *o)
     o->prefill_tile_order = FMCU_GG_ORDER_AUTO;
     o->wq_wgmma = 1;
     o->wq_ring = FMCU_FUSED_AUTO;
-    o->stream_wgmma = 0;
+    o->stream_wgmma = 1;
     o->prefill_dequant_mib = FMCU_PREFILL_DEQUANT_MIB;
     o->prefill_dequant_fused = FMCU_FUSED_AUTO;
     o->prefill_block_gemm = FMCU_BLOCK_GEMM_CUTLASS;

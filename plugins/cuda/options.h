@@ -20,7 +20,7 @@
  *                       (wq_ring.cu) where it serves; auto: calls of 6 to 47 rows
  *                       an expert on average (tier.h), on: every call unless the
  *                       prefill tier is forced
- *   stream_wgmma        the fp8 schemes' stream tier on native FP8 wgmma
+ *   stream_wgmma        the fp8 schemes' stream-tier GEMM2 on native FP8 wgmma
  *                       (stream_wgmma.cu, sm_90a) where it serves; false: the
  *                       mma.sync kernel (stream_gemm.cu)
  *   prefill_dequant_fused auto | on | off: e2m1 weights converted inside the grouped
@@ -72,7 +72,7 @@ typedef struct fmcu_options {
     int prefill_tile_order;       /* FMCU_GG_ORDER_* (launch_shape.h) */
     int wq_wgmma;                 /* 1 */
     int wq_ring;                  /* FMCU_FUSED_* */
-    int stream_wgmma;             /* 0 */
+    int stream_wgmma;             /* 1 */
     uint32_t prefill_dequant_mib; /* FMCU_PREFILL_DEQUANT_MIB */
     int prefill_dequant_fused;    /* FMCU_FUSED_*: AUTO by the rows an expert, ON always (no scratch), OFF never */
     int prefill_block_gemm;       /* FMCU_BLOCK_GEMM_* */

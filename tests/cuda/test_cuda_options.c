@@ -37,7 +37,7 @@ START_TEST(defaults_are_the_measured_choices)
     ck_assert_int_eq(o.prefill_tile_order, FMCU_GG_ORDER_AUTO);
     ck_assert_int_eq(o.wq_wgmma, 1);
     ck_assert_int_eq(o.wq_ring, FMCU_FUSED_AUTO);
-    ck_assert_int_eq(o.stream_wgmma, 0);
+    ck_assert_int_eq(o.stream_wgmma, 1);
     ck_assert_uint_eq(o.prefill_dequant_mib, 1024);
     ck_assert_int_eq(o.prefill_dequant_fused, FMCU_FUSED_AUTO);
     ck_assert_int_eq(o.prefill_block_gemm, FMCU_BLOCK_GEMM_CUTLASS);
