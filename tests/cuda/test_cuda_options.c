@@ -212,8 +212,8 @@ START_TEST(bool_and_enum_values)
     ck_assert_int_eq(set_one(&o, "wq_ring", "off", why, sizeof why), 0);
     ck_assert_int_eq(o.wq_ring, FMCU_FUSED_OFF);
     ck_assert_int_ne(set_one(&o, "wq_ring", "true", why, sizeof why), 0);
-    ck_assert_int_eq(set_one(&o, "stream_wgmma", "true", why, sizeof why), 0);
-    ck_assert_int_eq(o.stream_wgmma, 1);
+    ck_assert_int_eq(set_one(&o, "stream_wgmma", "false", why, sizeof why), 0);
+    ck_assert_int_eq(o.stream_wgmma, 0);
     ck_assert_int_ne(set_one(&o, "stream_wgmma", "on", why, sizeof why), 0);
     ck_assert_int_eq(set_one(&o, "prefill_tile_order", "fixed", why, sizeof why), 0);
     ck_assert_int_eq(o.prefill_tile_order, FMCU_GG_ORDER_FIXED);
