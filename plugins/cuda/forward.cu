@@ -326,6 +326,7 @@ extern "C" int fmcu_prepare_kernels(int device, char *err, size_t cap)
         CK(fmcu_wq_ring_prepare(), "4-bit wgmma weight stream set-up");
     if (compute_major(device) == 9)
         CK(fmcu_stream_wgmma_prepare(), "FP8 wgmma weight stream set-up");
+        CK(fmcu_stream_g1_wgmma_prepare(), "FP8 GEMM1 wgmma weight stream set-up");
     return 0;
 }
 
@@ -459,6 +460,10 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
                               major == 9;
     auto gemm = tier == FMCU_TIER_STREAM ? fmcu_stream_gemm_launch : fmcu_gemm_launch;
     auto gemm2 = stream_wgmma ? fmcu_stream_wgmma_launch : gemm;
+    /* GEMM1 on f16 wgmma with f32's sums (option stream_wgmma_gemm1). */
+    const bool g1_wgmma = tier == FMCU_TIER_STREAM && L->opt.stream_wgmma_gemm1 && L->quant != FMCU_Q_NONE && !wq &&
+                          major == 9;
+    auto gemm1 = g1_wgmma ? fmcu_stream_g1_wgmma_launch : gemm;
 
     /* GEMM1 input: quantized (or copied to bf16: router weight on the
      * input, or rows not 16-byte aligned, which the GEMMs' 16-byte loads
@@ -626,7 +631,7 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
     fmcu_tail_args ta = {};
     const bool tail = g.grid_tiles > 0 && tail_wanted(L, tier, pairs, &ta.cfg);
     g.wait_first = tail;
-    CK(gemm(g, st), "GEMM1");
+    CK(gemm1(g, st), "GEMM1");
 
     void *out = c->out_host ? at<void>(L, L->ws.out_stage) : c->out;
     const int64_t ldo = c->out_host ? H : c->out_ld;

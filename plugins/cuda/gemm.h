@@ -72,6 +72,11 @@ cudaError_t fmcu_stream_gemm_launch(const fmcu_gemm_args &a, cudaStream_t stream
  * fmcu_stream_gemm_launch. Needs `experts` and `sms`. */
 cudaError_t fmcu_stream_wgmma_launch(const fmcu_gemm_args &a, cudaStream_t stream);
 cudaError_t fmcu_stream_wgmma_prepare(void);
+/* The same tier's FP8 GEMM1 on f16 wgmma with f32's sums (stream_g1_wgmma.cu,
+ * sm_90a only; option stream_wgmma_gemm1); GEMM2 and a layer it does not
+ * serve go to fmcu_stream_gemm_launch. Needs `experts` and `sms`. */
+cudaError_t fmcu_stream_g1_wgmma_launch(const fmcu_gemm_args &a, cudaStream_t stream);
+cudaError_t fmcu_stream_g1_wgmma_prepare(void);
 /* Raise the dynamic shared-memory limit of every instantiation. */
 cudaError_t fmcu_gemm_prepare(void);
 

@@ -24,6 +24,7 @@ void fmcu_options_default(fmcu_options *o)
     o->wq_wgmma = 1;
     o->wq_ring = FMCU_FUSED_AUTO;
     o->stream_wgmma = 1;
+    o->stream_wgmma_gemm1 = 0;
     o->prefill_dequant_mib = FMCU_PREFILL_DEQUANT_MIB;
     o->prefill_dequant_fused = FMCU_FUSED_AUTO;
     o->prefill_block_gemm = FMCU_BLOCK_GEMM_CUTLASS;
@@ -116,6 +117,8 @@ int fmcu_options_set(fmcu_options *o, const char *name, const char *value, char 
         return set_enum(&RING, value, &o->wq_ring, why, cap);
     if (strcmp(name, "stream_wgmma") == 0)
         return set_bool(name, value, &o->stream_wgmma, why, cap);
+    if (strcmp(name, "stream_wgmma_gemm1") == 0)
+        return set_bool(name, value, &o->stream_wgmma_gemm1, why, cap);
     if (strcmp(name, ORDER.name) == 0)
         return set_enum(&ORDER, value, &o->prefill_tile_order, why, cap);
     if (strcmp(name, DQ_FUSED.name) == 0)
@@ -129,11 +132,11 @@ int fmcu_options_set(fmcu_options *o, const char *name, const char *value, char 
         o->prefill_dequant_mib = (uint32_t)n;
         return 0;
     }
-    snprintf(
-        why, cap,
-        "option '%s': not an option of the cuda plugin (tier, plan_wide_pairs, decode_tail, decode_fused, "
-        "decode_fused_w13, prefill_warp_rows, prefill_half_tiles, prefill_tile_order, wq_wgmma, wq_ring, "
-        "stream_wgmma, prefill_dequant_mib, prefill_dequant_fused, prefill_block_gemm, nccl_library, ep_timeout_ms)",
-        name);
+    snprintf(why, cap,
+             "option '%s': not an option of the cuda plugin (tier, plan_wide_pairs, decode_tail, decode_fused, "
+             "decode_fused_w13, prefill_warp_rows, prefill_half_tiles, prefill_tile_order, wq_wgmma, wq_ring, "
+             "stream_wgmma, stream_wgmma_gemm1, prefill_dequant_mib, prefill_dequant_fused, prefill_block_gemm, "
+             "nccl_library, ep_timeout_ms)",
+             name);
     return -1;
 }

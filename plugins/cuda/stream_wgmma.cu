@@ -40,6 +40,7 @@
 #include "plugins/cuda/gemm.h"
 #include "plugins/cuda/mbarrier.cuh"
 #include "plugins/cuda/pair_ring.cuh"
+#include "plugins/cuda/stream_wgmma_parts.cuh"
 #include "plugins/cuda/tensor_map.h"
 #include "plugins/cuda/tier.h"
 #include "plugins/cuda/wgmma_ops.cuh"
@@ -200,21 +201,11 @@ __device__ __forceinline__ void run_item(const fmcu_gemm_args &p, ring &rg, uint
             fence_regs(part);
             /* the stage's activation scales of this thread's 2 SL pairs, then release the slot */
             float sa[SL][2];
-#pragma unroll
-            for (int j = 0; j < SL; j++)
-#pragma unroll
-                for (int t = 0; t < 2; t++)
-                    sa[j][t] = __uint_as_float(lds32(st + S_AT + (uint32_t)(8 * j + 2 * tg + t) * 4));
+            fmcu_swg::stage_scales<SL>(st + S_AT, tg, sa);
             __syncwarp();
             if (lane == 0)
                 mbar_arrive(empty);
-#pragma unroll
-            for (int j = 0; j < SL; j++)
-#pragma unroll
-                for (int t = 0; t < 2; t++) {
-                    acc[4 * j + t] = fmaf(part[4 * j + t], w_lo * sa[j][t], acc[4 * j + t]);
-                    acc[4 * j + 2 + t] = fmaf(part[4 * j + 2 + t], w_hi * sa[j][t], acc[4 * j + 2 + t]);
-                }
+            fmcu_swg::promote<SL>(acc, part, sa, w_lo, w_hi);
             w_lo = n_lo;
             w_hi = n_hi;
         } else {
@@ -241,8 +232,6 @@ __device__ __forceinline__ void run_item(const fmcu_gemm_args &p, ring &rg, uint
     /* Epilogue, as stream_gemm.cu's: accumulator 4 j + t (+ 2) is row r_lo
      * (r_hi) and pair 8 j + 2 tg + t of the tile. */
     const int32_t dt = p.act_dtype;
-    const int wrow[2] = {r_lo, r_hi};
-    const bool ok[2] = {ok_lo, ok_hi};
 #pragma unroll
     for (int j = 0; j < SL; j++)
 #pragma unroll
@@ -251,18 +240,8 @@ __device__ __forceinline__ void run_item(const fmcu_gemm_args &p, ring &rg, uint
             if (idx >= it.rows)
                 continue;
             const int pair = p.sorted[it.pos0 + idx];
-            float v[2];
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                float x = acc[4 * j + 2 * h + t];
-                if constexpr (!BLOCK) {
-                    const float sa = p.a_scale ? p.a_scale[(int64_t)(pair / p.a_row_div) * p.a_scale_ld] : 1.0f;
-                    x *= p.w_scale && ok[h] ? sa * p.w_scale[wbase + (int64_t)wrow[h] * p.w_scale_n] : sa;
-                }
-                if (p.bias && ok[h])
-                    x += fmcu_dev::load_act(dt, p.bias, (int64_t)it.e * p.n_rows + wrow[h]);
-                v[h] = fmcu_dev::round_act(dt, x);
-            }
+            const float v[2] = {fmcu_swg::finish<BLOCK>(p, acc[4 * j + t], it.e, r_lo, ok_lo, pair),
+                                fmcu_swg::finish<BLOCK>(p, acc[4 * j + 2 + t], it.e, r_hi, ok_hi, pair)};
             const int64_t orow = (int64_t)pair * p.ldo;
             if (ok_lo)
                 fmcu_dev::store_act(dt, p.out, orow + r_lo, v[0]);
