@@ -323,20 +323,15 @@ __device__ __forceinline__ void run_item(const fmcu_gemm_args &p, ring &rg, uint
             /* the stage's activation scales of this thread's 2 SL pairs, then release the slot */
             float sa[SL][2];
             fmcu_swg::stage_scales<SL>(st + S_AT, tg, sa);
-            __syncwarp();
-            if (lane == 0)
-                mbar_arrive(empty);
+            fmcu_swg::release(empty, lane);
             fmcu_swg::promote<SL>(acc, part, sa, w_lo, w_hi);
             w_lo = n_lo;
             w_hi = n_hi;
         } else {
             /* this stage's first group has been waited for, so the stage
              * before is complete: release its slot */
-            if (kt > 0) {
-                __syncwarp();
-                if (lane == 0)
-                    mbar_arrive(smem + BAR_AT + (STAGES + prev_slot) * 8);
-            }
+            if (kt > 0)
+                fmcu_swg::release(smem + BAR_AT + (STAGES + prev_slot) * 8, lane);
             prev_slot = rg.slot;
         }
         rg.next();
@@ -344,9 +339,7 @@ __device__ __forceinline__ void run_item(const fmcu_gemm_args &p, ring &rg, uint
     if constexpr (!BLOCK) {
         wgmma_wait<0>();
         fence_regs(acc);
-        __syncwarp();
-        if (lane == 0)
-            mbar_arrive(smem + BAR_AT + (STAGES + prev_slot) * 8);
+        fmcu_swg::release(smem + BAR_AT + (STAGES + prev_slot) * 8, lane);
     }
 
     const int32_t dt = p.act_dtype;

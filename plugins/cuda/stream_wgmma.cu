@@ -202,9 +202,7 @@ __device__ __forceinline__ void run_item(const fmcu_gemm_args &p, ring &rg, uint
             /* the stage's activation scales of this thread's 2 SL pairs, then release the slot */
             float sa[SL][2];
             fmcu_swg::stage_scales<SL>(st + S_AT, tg, sa);
-            __syncwarp();
-            if (lane == 0)
-                mbar_arrive(empty);
+            fmcu_swg::release(empty, lane);
             fmcu_swg::promote<SL>(acc, part, sa, w_lo, w_hi);
             w_lo = n_lo;
             w_hi = n_hi;
@@ -212,11 +210,8 @@ __device__ __forceinline__ void run_item(const fmcu_gemm_args &p, ring &rg, uint
             /* the stage before this one is complete once this one's group is
              * the only one in flight: release its slot */
             wgmma_wait<1>();
-            if (kt > 0) {
-                __syncwarp();
-                if (lane == 0)
-                    mbar_arrive(smem + BAR_AT + (STAGES + prev_slot) * 8);
-            }
+            if (kt > 0)
+                fmcu_swg::release(smem + BAR_AT + (STAGES + prev_slot) * 8, lane);
             prev_slot = rg.slot;
         }
         rg.next();
@@ -224,9 +219,7 @@ __device__ __forceinline__ void run_item(const fmcu_gemm_args &p, ring &rg, uint
     if constexpr (!BLOCK) {
         wgmma_wait<0>();
         fence_regs(acc);
-        __syncwarp();
-        if (lane == 0)
-            mbar_arrive(smem + BAR_AT + (STAGES + prev_slot) * 8);
+        fmcu_swg::release(smem + BAR_AT + (STAGES + prev_slot) * 8, lane);
     }
 
     /* Epilogue, as stream_gemm.cu's: accumulator 4 j + t (+ 2) is row r_lo

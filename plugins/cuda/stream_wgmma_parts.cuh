@@ -1,8 +1,9 @@
 /*
  * plugins/cuda/stream_wgmma_parts.cuh - what the fp8 stream tier's wgmma
  * GEMMs (stream_wgmma.cu: GEMM2 on FP8 wgmma; stream_g1_wgmma.cu: GEMM1 on
- * f16 wgmma) share past their K loops: the block scales' promotion of a
- * stage's partial sums and the scaling of a finished sum. A thread's
+ * f16 wgmma) share around their MMAs: a slot's release, the block
+ * scales' promotion of a stage's partial sums and the scaling of a
+ * finished sum. A thread's
  * accumulator 4 j + t (+ 2) is its row lo (hi) and pair 8 j + 2 tg + t of
  * the tile, as wgmma's m64nN fragments are. Device-side C++ only.
  */
@@ -16,6 +17,15 @@
 #include "plugins/cuda/mbarrier.cuh"
 
 namespace fmcu_swg {
+
+/* A consumer warp's release of a ring slot, its lanes done with it: one
+ * arrival a warp on the slot's empty barrier. */
+__device__ __forceinline__ void release(uint32_t empty, int lane)
+{
+    __syncwarp();
+    if (lane == 0)
+        fmcu_async::mbar_arrive(empty);
+}
 
 /* The stage's activation scales of a thread's 2 SL pairs, from the
  * stage's scale slots at shared address `at` (one f32 a pair). */
