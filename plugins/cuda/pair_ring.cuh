@@ -10,6 +10,8 @@
 
 #include <stdint.h>
 
+#include "plugins/cuda/mbarrier.cuh"
+
 namespace fmcu_ring {
 
 /* The ring's position: the it-th stage a block handles (across items) is
@@ -24,6 +26,19 @@ template <int STAGES> struct ring {
         }
     }
 };
+
+/* The ring's barriers at shared address `bars`: full[STAGES] (each
+ * stage's copies) then empty[STAGES] (its release), for one thread to set
+ * up before the block's first sync. */
+template <int STAGES>
+__device__ __forceinline__ void init_barriers(uint32_t bars, uint32_t full_arrivals, uint32_t empty_arrivals)
+{
+    for (int s = 0; s < STAGES; s++) {
+        fmcu_async::mbar_init(bars + s * 8, full_arrivals);
+        fmcu_async::mbar_init(bars + (STAGES + s) * 8, empty_arrivals);
+    }
+    fmcu_async::mbar_init_fence();
+}
 
 /* One item: tile `tile` (expert e, its pairs pos0 .. pos0 + rows - 1)
  * against row block nb. */

@@ -383,13 +383,8 @@ __global__ void __launch_bounds__(THREADS, 1) stream_g1_wgmma(const __grid_const
     const uint32_t nb_count = p.gated ? (p.n_out + HALF - 1) / HALF : (p.n_rows + BN - 1) / BN;
     const uint32_t nk = (p.k + KS - 1) / KS;
     const int tid = threadIdx.x, lane = tid % WARP, warp = tid / WARP;
-    if (tid == 0) {
-        for (int s = 0; s < STAGES; s++) {
-            mbar_init(smem + BAR_AT + s * 8, FULL_ARRIVALS);
-            mbar_init(smem + BAR_AT + (STAGES + s) * 8, CONSUMER_WARPS); /* empty: one arrival a warp */
-        }
-        mbar_init_fence();
-    }
+    if (tid == 0) /* empty: one arrival a consumer warp */
+        fmcu_ring::init_barriers<STAGES>(smem + BAR_AT, FULL_ARRIVALS, CONSUMER_WARPS);
     __syncthreads();
     if (warp >= CONSUMER_WARPS) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGS));
@@ -421,12 +416,12 @@ __global__ void __launch_bounds__(THREADS, 1) stream_g1_wgmma(const __grid_const
  * rows further); its groups end at the last expert's last gate group, so
  * that a box past it is filled with zeros rather than read past the
  * tensor. Else 2-D, boxes of 64 rows. */
-bool encode_weights(CUtensorMap *map, const fmcu_gemm_args &a, int experts)
+bool encode_weights(CUtensorMap *map, const fmcu_gemm_args &a)
 {
     fmcu_encode_tiled_fn f = fmcu_tensor_map_encoder();
     if (!f)
         return false;
-    const uint64_t rows = (uint64_t)experts * a.n_rows;
+    const uint64_t rows = (uint64_t)a.experts * a.n_rows;
     if (a.gated) {
         const cuuint64_t dims[4] = {a.k, 8, 2, (rows - a.n_out) / 8};
         const cuuint64_t strides[3] = {a.k, (uint64_t)a.n_out * a.k, 8 * (uint64_t)a.k};
@@ -448,7 +443,7 @@ bool encode_weights(CUtensorMap *map, const fmcu_gemm_args &a, int experts)
 template <bool BLOCK> cudaError_t launch(const fmcu_gemm_args &a, cudaStream_t stream)
 {
     CUtensorMap map;
-    if (!encode_weights(&map, a, (int)a.experts))
+    if (!encode_weights(&map, a))
         return cudaErrorInvalidValue;
     const int64_t blocks = a.gated ? (a.n_out + HALF - 1) / HALF : (a.n_rows + BN - 1) / BN;
     const int64_t items = a.grid_tiles * blocks;

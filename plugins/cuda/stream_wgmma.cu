@@ -256,13 +256,8 @@ __global__ void __launch_bounds__(THREADS, 1) stream_wgmma(const __grid_constant
     const uint32_t nb_count = (p.n_rows + BN - 1) / BN;
     const uint32_t nk = (p.k + KS - 1) / KS;
     const int tid = threadIdx.x, lane = tid % WARP, warp = tid / WARP;
-    if (tid == 0) {
-        for (int s = 0; s < STAGES; s++) {
-            mbar_init(smem + BAR_AT + s * 8, FULL_ARRIVALS);
-            mbar_init(smem + BAR_AT + (STAGES + s) * 8, CONSUMER_WARPS); /* empty: one arrival a warp */
-        }
-        mbar_init_fence();
-    }
+    if (tid == 0) /* empty: one arrival a consumer warp */
+        fmcu_ring::init_barriers<STAGES>(smem + BAR_AT, FULL_ARRIVALS, CONSUMER_WARPS);
     __syncthreads();
     if (warp >= CONSUMER_WARPS) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGS));
@@ -295,12 +290,12 @@ __global__ void __launch_bounds__(THREADS, 1) stream_wgmma(const __grid_constant
 }
 
 /* The weights [E * n_rows, K] e4m3, 128-byte swizzled, in boxes of 64 rows. */
-bool encode_weights(CUtensorMap *map, const fmcu_gemm_args &a, int experts)
+bool encode_weights(CUtensorMap *map, const fmcu_gemm_args &a)
 {
     fmcu_encode_tiled_fn f = fmcu_tensor_map_encoder();
     if (!f)
         return false;
-    const uint64_t rows = (uint64_t)experts * a.n_rows;
+    const uint64_t rows = (uint64_t)a.experts * a.n_rows;
     const cuuint32_t elem[2] = {1, 1};
     const cuuint64_t dims[2] = {a.k, rows};
     const cuuint64_t strides[1] = {a.k};
@@ -310,14 +305,14 @@ bool encode_weights(CUtensorMap *map, const fmcu_gemm_args &a, int experts)
              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <bool BLOCK> cudaError_t launch(const fmcu_gemm_args &a, int experts, int sms, cudaStream_t stream)
+template <bool BLOCK> cudaError_t launch(const fmcu_gemm_args &a, cudaStream_t stream)
 {
     CUtensorMap map;
-    if (!encode_weights(&map, a, experts))
+    if (!encode_weights(&map, a))
         return cudaErrorInvalidValue;
     const int64_t blocks = (a.n_rows + BN - 1) / BN;
     const int64_t items = a.grid_tiles * blocks;
-    const unsigned grid = (unsigned)(items < sms ? items : sms);
+    const unsigned grid = (unsigned)(items < a.sms ? items : a.sms);
     return fmcu_dev::launch_overlapped(stream_wgmma<BLOCK>, dim3(grid), dim3(THREADS), (size_t)SMEM, stream, map, a);
 }
 
@@ -340,6 +335,5 @@ cudaError_t fmcu_stream_wgmma_launch(const fmcu_gemm_args &a, cudaStream_t strea
         (uintptr_t)a.a % 16 || (uintptr_t)a.w % 16 || a.n_rows % 8 ||
         (a.block_scaled && (a.block_k != KS || a.block_n % 8 || !a.a_scale || !a.w_scale)))
         return fmcu_stream_gemm_launch(a, stream);
-    return a.block_scaled ? launch<true>(a, (int)a.experts, a.sms, stream)
-                          : launch<false>(a, (int)a.experts, a.sms, stream);
+    return a.block_scaled ? launch<true>(a, stream) : launch<false>(a, stream);
 }

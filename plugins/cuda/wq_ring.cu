@@ -471,13 +471,8 @@ __global__ void __launch_bounds__(THREADS, 1) wq_ring(const __grid_constant__ CU
     const uint32_t nb_count = gated1 ? (p.n_out + HALF - 1) / HALF : (p.n_rows + BN - 1) / BN;
     const uint32_t nk = (p.w.kp + KS - 1) / KS;
     const int tid = threadIdx.x, lane = tid % WARP, warp = tid / WARP;
-    if (tid == 0) {
-        for (int s = 0; s < STAGES; s++) {
-            mbar_init(smem + BAR_AT + s * 8, FULL_ARRIVALS);
-            mbar_init(smem + BAR_AT + (STAGES + s) * 8, CONSUMER_WARPS); /* empty: one arrival a warp */
-        }
-        mbar_init_fence();
-    }
+    if (tid == 0) /* empty: one arrival a consumer warp */
+        fmcu_ring::init_barriers<STAGES>(smem + BAR_AT, FULL_ARRIVALS, CONSUMER_WARPS);
     __syncthreads();
     if (warp >= CONSUMER_WARPS) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGS));
