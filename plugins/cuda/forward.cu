@@ -450,19 +450,20 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
                         : tier == FMCU_TIER_STREAM ? FMCU_STREAM_ROW_TILE
                                                    : fmcu_row_tile(m, L->top_k, L->local_experts);
     /* The fp8 schemes' stream tier runs GEMM2 on native FP8 wgmma (option
-     * stream_wgmma). Not GEMM1: wgmma's fp8 sums keep fewer bits than f32,
-     * and GEMM1's output is quantized again with its row's (or 128-column
-     * group's) amax as the scale, so a sum one bf16 step off the
-     * reference's re-rolls every code of that row: conformance NMSE up to
-     * 9e-4 at M = 16 (gate 5e-4) with GEMM1 on it. GEMM2's output is not
-     * quantized again. */
-    const bool stream_wgmma = tier == FMCU_TIER_STREAM && L->opt.stream_wgmma && L->quant != FMCU_Q_NONE && !wq &&
-                              major == 9;
+     * stream_wgmma) and GEMM1 on f16 wgmma with f32's sums (option
+     * stream_wgmma_gemm1; by default with block scales, else from 4 rows
+     * an expert: fmcu_stream_g1_wgmma_wanted). Not GEMM1 on FP8 wgmma:
+     * its sums keep fewer bits than f32, and GEMM1's output is quantized
+     * again with its row's (or 128-column group's) amax as the scale, so a
+     * sum one bf16 step off the reference's re-rolls every code of that
+     * row: conformance NMSE up to 9e-4 at M = 16 (gate 5e-4). GEMM2's
+     * output is not quantized again. */
+    const bool stream_fp8 = tier == FMCU_TIER_STREAM && L->quant != FMCU_Q_NONE && !wq && major == 9;
+    const bool stream_wgmma = stream_fp8 && L->opt.stream_wgmma;
     auto gemm = tier == FMCU_TIER_STREAM ? fmcu_stream_gemm_launch : fmcu_gemm_launch;
     auto gemm2 = stream_wgmma ? fmcu_stream_wgmma_launch : gemm;
-    /* GEMM1 on f16 wgmma with f32's sums (option stream_wgmma_gemm1). */
-    const bool g1_wgmma = tier == FMCU_TIER_STREAM && L->opt.stream_wgmma_gemm1 && L->quant != FMCU_Q_NONE && !wq &&
-                          major == 9;
+    const bool g1_wgmma = stream_fp8 && fmcu_stream_g1_wgmma_wanted(L->opt.stream_wgmma_gemm1, m, L->top_k,
+                                                                     L->local_experts, L->quant == FMCU_Q_BLOCK);
     auto gemm1 = g1_wgmma ? fmcu_stream_g1_wgmma_launch : gemm;
 
     /* GEMM1 input: quantized (or copied to bf16: router weight on the

@@ -24,7 +24,7 @@ void fmcu_options_default(fmcu_options *o)
     o->wq_wgmma = 1;
     o->wq_ring = FMCU_FUSED_AUTO;
     o->stream_wgmma = 1;
-    o->stream_wgmma_gemm1 = 0;
+    o->stream_wgmma_gemm1 = FMCU_FUSED_AUTO;
     o->prefill_dequant_mib = FMCU_PREFILL_DEQUANT_MIB;
     o->prefill_dequant_fused = FMCU_FUSED_AUTO;
     o->prefill_block_gemm = FMCU_BLOCK_GEMM_CUTLASS;
@@ -52,6 +52,7 @@ static const enum_option FUSED = {"decode_fused", FUSED_VALUES, FUSED_CODES, "au
 static const enum_option W13 = {"decode_fused_w13", W13_VALUES, W13_CODES, "auto or registers"};
 static const enum_option DQ_FUSED = {"prefill_dequant_fused", FUSED_VALUES, FUSED_CODES, "auto, on or off"};
 static const enum_option RING = {"wq_ring", FUSED_VALUES, FUSED_CODES, "auto, on or off"};
+static const enum_option G1_WGMMA = {"stream_wgmma_gemm1", FUSED_VALUES, FUSED_CODES, "auto, on or off"};
 static const enum_option ORDER = {"prefill_tile_order", ORDER_VALUES, ORDER_CODES, "auto, fixed or counter"};
 static const char *const BLOCK_VALUES[] = {"cutlass", "ours", NULL};
 static const int BLOCK_CODES[] = {FMCU_BLOCK_GEMM_CUTLASS, FMCU_BLOCK_GEMM_OURS};
@@ -118,7 +119,7 @@ int fmcu_options_set(fmcu_options *o, const char *name, const char *value, char 
     if (strcmp(name, "stream_wgmma") == 0)
         return set_bool(name, value, &o->stream_wgmma, why, cap);
     if (strcmp(name, "stream_wgmma_gemm1") == 0)
-        return set_bool(name, value, &o->stream_wgmma_gemm1, why, cap);
+        return set_enum(&G1_WGMMA, value, &o->stream_wgmma_gemm1, why, cap);
     if (strcmp(name, ORDER.name) == 0)
         return set_enum(&ORDER, value, &o->prefill_tile_order, why, cap);
     if (strcmp(name, DQ_FUSED.name) == 0)

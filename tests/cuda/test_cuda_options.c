@@ -38,7 +38,7 @@ START_TEST(defaults_are_the_measured_choices)
     ck_assert_int_eq(o.wq_wgmma, 1);
     ck_assert_int_eq(o.wq_ring, FMCU_FUSED_AUTO);
     ck_assert_int_eq(o.stream_wgmma, 1);
-    ck_assert_int_eq(o.stream_wgmma_gemm1, 0);
+    ck_assert_int_eq(o.stream_wgmma_gemm1, FMCU_FUSED_AUTO);
     ck_assert_uint_eq(o.prefill_dequant_mib, 1024);
     ck_assert_int_eq(o.prefill_dequant_fused, FMCU_FUSED_AUTO);
     ck_assert_int_eq(o.prefill_block_gemm, FMCU_BLOCK_GEMM_CUTLASS);
@@ -217,9 +217,12 @@ START_TEST(bool_and_enum_values)
     ck_assert_int_eq(set_one(&o, "stream_wgmma", "false", why, sizeof why), 0);
     ck_assert_int_eq(o.stream_wgmma, 0);
     ck_assert_int_ne(set_one(&o, "stream_wgmma", "on", why, sizeof why), 0);
-    ck_assert_int_eq(set_one(&o, "stream_wgmma_gemm1", "true", why, sizeof why), 0);
-    ck_assert_int_eq(o.stream_wgmma_gemm1, 1);
-    ck_assert_int_ne(set_one(&o, "stream_wgmma_gemm1", "2", why, sizeof why), 0);
+    ck_assert_int_eq(set_one(&o, "stream_wgmma_gemm1", "off", why, sizeof why), 0);
+    ck_assert_int_eq(o.stream_wgmma_gemm1, FMCU_FUSED_OFF);
+    ck_assert_int_eq(set_one(&o, "stream_wgmma_gemm1", "on", why, sizeof why), 0);
+    ck_assert_int_eq(o.stream_wgmma_gemm1, FMCU_FUSED_ON);
+    ck_assert_int_ne(set_one(&o, "stream_wgmma_gemm1", "true", why, sizeof why), 0);
+    ck_assert_ptr_nonnull(strstr(why, "auto, on or off"));
     ck_assert_int_eq(set_one(&o, "prefill_tile_order", "fixed", why, sizeof why), 0);
     ck_assert_int_eq(o.prefill_tile_order, FMCU_GG_ORDER_FIXED);
     ck_assert_int_eq(set_one(&o, "prefill_tile_order", "counter", why, sizeof why), 0);
