@@ -324,9 +324,11 @@ extern "C" int fmcu_prepare_kernels(int device, char *err, size_t cap)
         CK(fmcu_wq_wgmma_prepare(), "4-bit wgmma GEMM set-up");
     if (compute_major(device) == 9)
         CK(fmcu_wq_ring_prepare(), "4-bit wgmma weight stream set-up");
-    if (compute_major(device) == 9)
+    if (compute_major(device) == 9) {
         CK(fmcu_stream_wgmma_prepare(), "FP8 wgmma weight stream set-up");
         CK(fmcu_stream_g1_wgmma_prepare(), "FP8 GEMM1 wgmma weight stream set-up");
+        CK(fmcu_stream_bf16_wgmma_prepare(), "BF16 wgmma weight stream set-up");
+    }
     return 0;
 }
 
@@ -452,7 +454,7 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
     /* The fp8 schemes' stream tier runs GEMM2 on native FP8 wgmma (option
      * stream_wgmma) and GEMM1 on f16 wgmma with f32's sums (option
      * stream_wgmma_gemm1; by default with block scales, else from 4 rows
-     * an expert: fmcu_stream_g1_wgmma_wanted). Not GEMM1 on FP8 wgmma:
+     * an expert: fmcu_stream_wgmma_wanted). Not GEMM1 on FP8 wgmma:
      * its sums keep fewer bits than f32, and GEMM1's output is quantized
      * again with its row's (or 128-column group's) amax as the scale, so a
      * sum one bf16 step off the reference's re-rolls every code of that
@@ -462,9 +464,16 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
     const bool stream_wgmma = stream_fp8 && L->opt.stream_wgmma;
     auto gemm = tier == FMCU_TIER_STREAM ? fmcu_stream_gemm_launch : fmcu_gemm_launch;
     auto gemm2 = stream_wgmma ? fmcu_stream_wgmma_launch : gemm;
-    const bool g1_wgmma = stream_fp8 && fmcu_stream_g1_wgmma_wanted(L->opt.stream_wgmma_gemm1, m, L->top_k,
+    const bool g1_wgmma = stream_fp8 && fmcu_stream_wgmma_wanted(L->opt.stream_wgmma_gemm1, m, L->top_k,
                                                                      L->local_experts, L->quant == FMCU_Q_BLOCK);
-    auto gemm1 = g1_wgmma ? fmcu_stream_g1_wgmma_launch : gemm;
+    /* BF16 on the stream tier: both GEMMs on bf16 wgmma fed by TMA (option
+     * stream_wgmma_bf16, by default from 4 rows an expert; f32 sums as
+     * mma.sync's). */
+    const bool stream_bf16 = tier == FMCU_TIER_STREAM && L->quant == FMCU_Q_NONE && major == 9 &&
+                             fmcu_stream_wgmma_wanted(L->opt.stream_wgmma_bf16, m, L->top_k, L->local_experts, 0);
+    if (stream_bf16)
+        gemm2 = fmcu_stream_bf16_wgmma_launch;
+    auto gemm1 = g1_wgmma ? fmcu_stream_g1_wgmma_launch : stream_bf16 ? fmcu_stream_bf16_wgmma_launch : gemm;
 
     /* GEMM1 input: quantized (or copied to bf16: router weight on the
      * input, or rows not 16-byte aligned, which the GEMMs' 16-byte loads

@@ -77,6 +77,12 @@ cudaError_t fmcu_stream_wgmma_prepare(void);
  * serve go to fmcu_stream_gemm_launch. Needs `experts` and `sms`. */
 cudaError_t fmcu_stream_g1_wgmma_launch(const fmcu_gemm_args &a, cudaStream_t stream);
 cudaError_t fmcu_stream_g1_wgmma_prepare(void);
+/* The same tier's BF16 GEMMs on bf16 wgmma (stream_bf16_wgmma.cu, sm_90a
+ * only; option stream_wgmma_bf16), both GEMM1 and GEMM2; a layer it does
+ * not serve (activations not bf16, K not a multiple of 8, rows not of 8)
+ * goes to fmcu_stream_gemm_launch. Needs `experts` and `sms`. */
+cudaError_t fmcu_stream_bf16_wgmma_launch(const fmcu_gemm_args &a, cudaStream_t stream);
+cudaError_t fmcu_stream_bf16_wgmma_prepare(void);
 /* Raise the dynamic shared-memory limit of every instantiation. */
 cudaError_t fmcu_gemm_prepare(void);
 

@@ -92,6 +92,16 @@ __device__ __forceinline__ void tma_load(uint32_t dst, const void *map, int c0, 
                  : "memory");
 }
 
+/* A 4-D box of the tensor map at `map` at coordinates (c0 .. c3), c0 the
+ * inner one, counted in bytes on `bar`. */
+__device__ __forceinline__ void tma_load4(uint32_t dst, const void *map, int c0, int c1, int c2, int c3, uint32_t bar)
+{
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst),
+                 "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+                 : "memory");
+}
+
 /* 16 bytes by cp.async, or zeros when !valid (the source is then not read). */
 __device__ __forceinline__ void cp_async16_zfill(uint32_t dst, const void *src, bool valid)
 {

@@ -25,6 +25,7 @@ void fmcu_options_default(fmcu_options *o)
     o->wq_ring = FMCU_FUSED_AUTO;
     o->stream_wgmma = 1;
     o->stream_wgmma_gemm1 = FMCU_FUSED_AUTO;
+    o->stream_wgmma_bf16 = FMCU_FUSED_AUTO;
     o->prefill_dequant_mib = FMCU_PREFILL_DEQUANT_MIB;
     o->prefill_dequant_fused = FMCU_FUSED_AUTO;
     o->prefill_block_gemm = FMCU_BLOCK_GEMM_CUTLASS;
@@ -53,6 +54,7 @@ static const enum_option W13 = {"decode_fused_w13", W13_VALUES, W13_CODES, "auto
 static const enum_option DQ_FUSED = {"prefill_dequant_fused", FUSED_VALUES, FUSED_CODES, "auto, on or off"};
 static const enum_option RING = {"wq_ring", FUSED_VALUES, FUSED_CODES, "auto, on or off"};
 static const enum_option G1_WGMMA = {"stream_wgmma_gemm1", FUSED_VALUES, FUSED_CODES, "auto, on or off"};
+static const enum_option BF16_WGMMA = {"stream_wgmma_bf16", FUSED_VALUES, FUSED_CODES, "auto, on or off"};
 static const enum_option ORDER = {"prefill_tile_order", ORDER_VALUES, ORDER_CODES, "auto, fixed or counter"};
 static const char *const BLOCK_VALUES[] = {"cutlass", "ours", NULL};
 static const int BLOCK_CODES[] = {FMCU_BLOCK_GEMM_CUTLASS, FMCU_BLOCK_GEMM_OURS};
@@ -120,6 +122,8 @@ int fmcu_options_set(fmcu_options *o, const char *name, const char *value, char 
         return set_bool(name, value, &o->stream_wgmma, why, cap);
     if (strcmp(name, "stream_wgmma_gemm1") == 0)
         return set_enum(&G1_WGMMA, value, &o->stream_wgmma_gemm1, why, cap);
+    if (strcmp(name, "stream_wgmma_bf16") == 0)
+        return set_enum(&BF16_WGMMA, value, &o->stream_wgmma_bf16, why, cap);
     if (strcmp(name, ORDER.name) == 0)
         return set_enum(&ORDER, value, &o->prefill_tile_order, why, cap);
     if (strcmp(name, DQ_FUSED.name) == 0)
@@ -136,8 +140,8 @@ int fmcu_options_set(fmcu_options *o, const char *name, const char *value, char 
     snprintf(why, cap,
              "option '%s': not an option of the cuda plugin (tier, plan_wide_pairs, decode_tail, decode_fused, "
              "decode_fused_w13, prefill_warp_rows, prefill_half_tiles, prefill_tile_order, wq_wgmma, wq_ring, "
-             "stream_wgmma, stream_wgmma_gemm1, prefill_dequant_mib, prefill_dequant_fused, prefill_block_gemm, "
-             "nccl_library, ep_timeout_ms)",
+             "stream_wgmma, stream_wgmma_gemm1, stream_wgmma_bf16, prefill_dequant_mib, prefill_dequant_fused, "
+             "prefill_block_gemm, nccl_library, ep_timeout_ms)",
              name);
     return -1;
 }

@@ -27,6 +27,10 @@
  *                       with f32's sums (stream_g1_wgmma.cu, sm_90a) where it
  *                       serves; auto: block scales always, else from 4 rows an
  *                       expert on average (tier.h); off: the mma.sync kernel
+ *   stream_wgmma_bf16   auto | on | off: bf16 layers on the stream tier, both
+ *                       GEMMs on bf16 wgmma (stream_bf16_wgmma.cu, sm_90a) where
+ *                       it serves; auto: from 4 rows an expert on average
+ *                       (tier.h); off: the mma.sync kernel
  *   prefill_dequant_fused auto | on | off: e2m1 weights converted inside the grouped
  *                       GEMM (two converter warp groups) instead of through the bf16
  *                       scratch; auto: by the rows an expert (tier.h
@@ -78,6 +82,7 @@ typedef struct fmcu_options {
     int wq_ring;                  /* FMCU_FUSED_* */
     int stream_wgmma;             /* 1 */
     int stream_wgmma_gemm1;       /* FMCU_FUSED_AUTO */
+    int stream_wgmma_bf16;        /* FMCU_FUSED_AUTO */
     uint32_t prefill_dequant_mib; /* FMCU_PREFILL_DEQUANT_MIB */
     int prefill_dequant_fused;    /* FMCU_FUSED_*: AUTO by the rows an expert, ON always (no scratch), OFF never */
     int prefill_block_gemm;       /* FMCU_BLOCK_GEMM_* */

@@ -44,8 +44,8 @@
 #include "plugins/cuda/gemm.h"
 #include "plugins/cuda/mbarrier.cuh"
 #include "plugins/cuda/pair_ring.cuh"
+#include "plugins/cuda/stream_weight_map.h"
 #include "plugins/cuda/stream_wgmma_parts.cuh"
-#include "plugins/cuda/tensor_map.h"
 #include "plugins/cuda/tier.h"
 #include "plugins/cuda/wgmma_rs_ops.cuh"
 #include "plugins/cuda/wgmma_sync.cuh"
@@ -115,15 +115,6 @@ __device__ __forceinline__ void sts32(uint32_t addr, uint32_t v)
 __device__ __forceinline__ uint32_t word(const uint4 &v, int i)
 {
     return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
-}
-
-/* A 4-D box of the tensor map at `map`, counted in bytes on `bar`. */
-__device__ __forceinline__ void tma_load4(uint32_t dst, const void *map, int c0, int c1, int c2, int c3, uint32_t bar)
-{
-    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
-                 " [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst),
-                 "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
-                 : "memory");
 }
 
 /* The producer warp: lane 0 waits for each stage's slot and loads the
@@ -226,23 +217,6 @@ __device__ __forceinline__ void produce_pairs(const fmcu_gemm_args &p, uint32_t 
     }
 }
 
-/* A consumer thread's output rows in item nb (gated: r_lo is the output
- * column and its gate row, r_hi its up row), and whether they exist. */
-__device__ __forceinline__ void out_rows(const fmcu_gemm_args &p, uint32_t nb, int wg, int wq, int gid, int &r_lo,
-                                         int &r_hi, bool &ok_lo, bool &ok_hi)
-{
-    if (p.gated) {
-        r_lo = (int)(nb * HALF) + 8 * (4 * wg + wq) + gid;
-        r_hi = (int)p.n_out + r_lo;
-        ok_lo = ok_hi = r_lo < (int)p.n_out;
-    } else {
-        r_lo = (int)(nb * BN) + 64 * wg + 16 * wq + gid;
-        r_hi = r_lo + 8;
-        ok_lo = r_lo < (int)p.n_rows;
-        ok_hi = r_hi < (int)p.n_rows;
-    }
-}
-
 /* One stage of a consumer warp: eight k16 wgmmas in four groups of two,
  * each group's A fragments converted from the stage just before it is
  * issued, into two register sets in turn; each group waits for the one
@@ -298,7 +272,7 @@ __device__ __forceinline__ void run_item(const fmcu_gemm_args &p, ring &rg, uint
     const int gid = lane / 4, tg = lane % 4;
     int r_lo, r_hi;
     bool ok_lo, ok_hi;
-    out_rows(p, it.nb, wg, wq, gid, r_lo, r_hi, ok_lo, ok_hi);
+    fmcu_swg::out_rows(p, it.nb, wg, wq, gid, r_lo, r_hi, ok_lo, ok_hi);
     const uint32_t row_lo = (uint32_t)(64 * wg + 16 * wq + gid); /* the thread's first stage row */
     const int64_t wbase = (int64_t)it.e * p.w_scale_e;
     const int kgroups = BLOCK ? (int)((p.k + p.block_k - 1) / p.block_k) : 1;
@@ -342,32 +316,7 @@ __device__ __forceinline__ void run_item(const fmcu_gemm_args &p, ring &rg, uint
         fmcu_swg::release(smem + BAR_AT + (STAGES + prev_slot) * 8, lane);
     }
 
-    const int32_t dt = p.act_dtype;
-    const fmcu_dev::act_params ap = {p.activation, p.gated, p.swiglu_alpha, p.swiglu_limit};
-#pragma unroll
-    for (int j = 0; j < SL; j++)
-#pragma unroll
-        for (int t = 0; t < 2; t++) {
-            const int idx = 8 * j + 2 * tg + t;
-            if (idx >= it.rows)
-                continue;
-            const int pair = p.sorted[it.pos0 + idx];
-            const float v[2] = {fmcu_swg::finish<BLOCK>(p, acc[4 * j + t], it.e, r_lo, ok_lo, pair),
-                                fmcu_swg::finish<BLOCK>(p, acc[4 * j + 2 + t], it.e, r_hi, ok_hi, pair)};
-            const int64_t orow = (int64_t)pair * p.ldo;
-            if (p.gated) {
-                if (ok_lo)
-                    fmcu_dev::store_act(dt, p.out, orow + r_lo,
-                                        fmcu_dev::round_act(dt, fmcu_dev::activate(ap, v[0], v[1])));
-            } else {
-                if (ok_lo)
-                    fmcu_dev::store_act(dt, p.out, orow + r_lo,
-                                        fmcu_dev::round_act(dt, fmcu_dev::activate(ap, v[0], 0.0f)));
-                if (ok_hi)
-                    fmcu_dev::store_act(dt, p.out, orow + r_hi,
-                                        fmcu_dev::round_act(dt, fmcu_dev::activate(ap, v[1], 0.0f)));
-            }
-        }
+    fmcu_swg::store_item<BLOCK, SL, fmcu_swg::STORE_GEMM1>(p, acc, it, tg, r_lo, r_hi, ok_lo, ok_hi);
 }
 
 template <bool BLOCK>
@@ -410,40 +359,10 @@ __global__ void __launch_bounds__(THREADS, 1) stream_g1_wgmma(const __grid_const
     }
 }
 
-/* The weights [E * n_rows, K] e4m3, 128-byte swizzled. A gated GEMM1's
- * map is 4-D (K, 8 rows, gate or up, groups of 8 rows): a box of (128, 8,
- * 2, 8) is 8 groups of 8 gate rows, each followed by its 8 up rows (n_out
- * rows further); its groups end at the last expert's last gate group, so
- * that a box past it is filled with zeros rather than read past the
- * tensor. Else 2-D, boxes of 64 rows. */
-bool encode_weights(CUtensorMap *map, const fmcu_gemm_args &a)
-{
-    fmcu_encode_tiled_fn f = fmcu_tensor_map_encoder();
-    if (!f)
-        return false;
-    const uint64_t rows = (uint64_t)a.experts * a.n_rows;
-    if (a.gated) {
-        const cuuint64_t dims[4] = {a.k, 8, 2, (rows - a.n_out) / 8};
-        const cuuint64_t strides[3] = {a.k, (uint64_t)a.n_out * a.k, 8 * (uint64_t)a.k};
-        const cuuint32_t box[4] = {(cuuint32_t)KS, 8, 2, 8};
-        const cuuint32_t elem[4] = {1, 1, 1, 1};
-        return f(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 4, const_cast<void *>(a.w), dims, strides, box, elem,
-                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-    }
-    const cuuint64_t dims[2] = {a.k, rows};
-    const cuuint64_t strides[1] = {a.k};
-    const cuuint32_t box[2] = {(cuuint32_t)KS, 64};
-    const cuuint32_t elem[2] = {1, 1};
-    return f(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void *>(a.w), dims, strides, box, elem,
-             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-}
-
 template <bool BLOCK> cudaError_t launch(const fmcu_gemm_args &a, cudaStream_t stream)
 {
     CUtensorMap map;
-    if (!encode_weights(&map, a))
+    if (!fmcu_stream_weight_map(&map, a, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, KS))
         return cudaErrorInvalidValue;
     const int64_t blocks = a.gated ? (a.n_out + HALF - 1) / HALF : (a.n_rows + BN - 1) / BN;
     const int64_t items = a.grid_tiles * blocks;

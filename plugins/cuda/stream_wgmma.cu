@@ -40,8 +40,8 @@
 #include "plugins/cuda/gemm.h"
 #include "plugins/cuda/mbarrier.cuh"
 #include "plugins/cuda/pair_ring.cuh"
+#include "plugins/cuda/stream_weight_map.h"
 #include "plugins/cuda/stream_wgmma_parts.cuh"
-#include "plugins/cuda/tensor_map.h"
 #include "plugins/cuda/tier.h"
 #include "plugins/cuda/wgmma_ops.cuh"
 #include "plugins/cuda/wgmma_sync.cuh"
@@ -224,23 +224,7 @@ __device__ __forceinline__ void run_item(const fmcu_gemm_args &p, ring &rg, uint
 
     /* Epilogue, as stream_gemm.cu's: accumulator 4 j + t (+ 2) is row r_lo
      * (r_hi) and pair 8 j + 2 tg + t of the tile. */
-    const int32_t dt = p.act_dtype;
-#pragma unroll
-    for (int j = 0; j < SL; j++)
-#pragma unroll
-        for (int t = 0; t < 2; t++) {
-            const int idx = 8 * j + 2 * tg + t;
-            if (idx >= it.rows)
-                continue;
-            const int pair = p.sorted[it.pos0 + idx];
-            const float v[2] = {fmcu_swg::finish<BLOCK>(p, acc[4 * j + t], it.e, r_lo, ok_lo, pair),
-                                fmcu_swg::finish<BLOCK>(p, acc[4 * j + 2 + t], it.e, r_hi, ok_hi, pair)};
-            const int64_t orow = (int64_t)pair * p.ldo;
-            if (ok_lo)
-                fmcu_dev::store_act(dt, p.out, orow + r_lo, v[0]);
-            if (ok_hi)
-                fmcu_dev::store_act(dt, p.out, orow + r_hi, v[1]);
-        }
+    fmcu_swg::store_item<BLOCK, SL, fmcu_swg::STORE_GEMM2>(p, acc, it, tg, r_lo, r_hi, ok_lo, ok_hi);
 }
 
 template <bool BLOCK>
@@ -289,26 +273,10 @@ __global__ void __launch_bounds__(THREADS, 1) stream_wgmma(const __grid_constant
     }
 }
 
-/* The weights [E * n_rows, K] e4m3, 128-byte swizzled, in boxes of 64 rows. */
-bool encode_weights(CUtensorMap *map, const fmcu_gemm_args &a)
-{
-    fmcu_encode_tiled_fn f = fmcu_tensor_map_encoder();
-    if (!f)
-        return false;
-    const uint64_t rows = (uint64_t)a.experts * a.n_rows;
-    const cuuint32_t elem[2] = {1, 1};
-    const cuuint64_t dims[2] = {a.k, rows};
-    const cuuint64_t strides[1] = {a.k};
-    const cuuint32_t box[2] = {(cuuint32_t)KS, (cuuint32_t)BOX};
-    return f(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void *>(a.w), dims, strides, box, elem,
-             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-}
-
 template <bool BLOCK> cudaError_t launch(const fmcu_gemm_args &a, cudaStream_t stream)
 {
     CUtensorMap map;
-    if (!encode_weights(&map, a))
+    if (!fmcu_stream_weight_map(&map, a, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, KS))
         return cudaErrorInvalidValue;
     const int64_t blocks = (a.n_rows + BN - 1) / BN;
     const int64_t items = a.grid_tiles * blocks;

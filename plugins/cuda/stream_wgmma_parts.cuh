@@ -1,9 +1,11 @@
 /*
- * plugins/cuda/stream_wgmma_parts.cuh - what the fp8 stream tier's wgmma
- * GEMMs (stream_wgmma.cu: GEMM2 on FP8 wgmma; stream_g1_wgmma.cu: GEMM1 on
- * f16 wgmma) share around their MMAs: a slot's release, the block
- * scales' promotion of a stage's partial sums and the scaling of a
- * finished sum. A thread's
+ * plugins/cuda/stream_wgmma_parts.cuh - what the stream tier's wgmma GEMMs
+ * (stream_wgmma.cu: fp8 GEMM2 on FP8 wgmma; stream_g1_wgmma.cu: fp8 GEMM1
+ * on f16 wgmma; stream_bf16_wgmma.cu: both bf16 GEMMs) share around their
+ * MMAs: a slot's release, the block scales' promotion of a stage's
+ * partial sums, a thread's output rows, and the scaling and storing of
+ * finished sums. Items are 256 weight rows (a gated GEMM1's 128 outputs).
+ * A thread's
  * accumulator 4 j + t (+ 2) is its row lo (hi) and pair 8 j + 2 tg + t of
  * the tile, as wgmma's m64nN fragments are. Device-side C++ only.
  */
@@ -15,6 +17,7 @@
 #include "plugins/cuda/device_math.cuh"
 #include "plugins/cuda/gemm.h"
 #include "plugins/cuda/mbarrier.cuh"
+#include "plugins/cuda/pair_ring.cuh"
 
 namespace fmcu_swg {
 
@@ -67,6 +70,71 @@ __device__ __forceinline__ float finish(const fmcu_gemm_args &p, float x, int e,
     if (p.bias && ok)
         x += fmcu_dev::load_act(p.act_dtype, p.bias, (int64_t)e * p.n_rows + row);
     return fmcu_dev::round_act(p.act_dtype, x);
+}
+
+/* A consumer thread's output rows in item nb (warp wq of warp group wg,
+ * lane group gid) and whether they exist: gated, 8 outputs a warp, r_lo
+ * the output column and its gate row, r_hi its up row (the weight map
+ * interleaves them by 8: stream_weight_map.h); else rows 16 wq + gid and
+ * + 8 of the warp group's 64. */
+__device__ __forceinline__ void out_rows(const fmcu_gemm_args &p, uint32_t nb, int wg, int wq, int gid, int &r_lo,
+                                         int &r_hi, bool &ok_lo, bool &ok_hi)
+{
+    if (p.gated) {
+        r_lo = (int)(nb * 128) + 8 * (4 * wg + wq) + gid;
+        r_hi = (int)p.n_out + r_lo;
+        ok_lo = ok_hi = r_lo < (int)p.n_out;
+    } else {
+        r_lo = (int)(nb * 256) + 64 * wg + 16 * wq + gid;
+        r_hi = r_lo + 8;
+        ok_lo = r_lo < (int)p.n_rows;
+        ok_hi = r_hi < (int)p.n_rows;
+    }
+}
+
+/* Which epilogue store_item runs: GEMM1's, GEMM2's, or the one p.gemm1 says. */
+enum { STORE_GEMM1, STORE_GEMM2, STORE_EITHER };
+
+/* The epilogue of a thread's two rows and 2 SL pairs of item `it`: GEMM2
+ * stores the finished sums as they are; GEMM1 stores, gated, the output's
+ * activation of its gate and up sums (rows r_lo, r_hi), else each row's
+ * activation. KIND fixes which at compile time where a kernel runs one. */
+template <bool BLOCK, int SL, int KIND>
+__device__ __forceinline__ void store_item(const fmcu_gemm_args &p, const float (&acc)[SL * 4],
+                                           const fmcu_ring::item_t &it, int tg, int r_lo, int r_hi, bool ok_lo,
+                                           bool ok_hi)
+{
+    const int32_t dt = p.act_dtype;
+    const fmcu_dev::act_params ap = {p.activation, p.gated, p.swiglu_alpha, p.swiglu_limit};
+#pragma unroll
+    for (int j = 0; j < SL; j++)
+#pragma unroll
+        for (int t = 0; t < 2; t++) {
+            const int idx = 8 * j + 2 * tg + t;
+            if (idx >= it.rows)
+                continue;
+            const int pair = p.sorted[it.pos0 + idx];
+            const float v[2] = {finish<BLOCK>(p, acc[4 * j + t], it.e, r_lo, ok_lo, pair),
+                                finish<BLOCK>(p, acc[4 * j + 2 + t], it.e, r_hi, ok_hi, pair)};
+            const int64_t orow = (int64_t)pair * p.ldo;
+            if (KIND == STORE_GEMM2 || (KIND == STORE_EITHER && !p.gemm1)) {
+                if (ok_lo)
+                    fmcu_dev::store_act(dt, p.out, orow + r_lo, v[0]);
+                if (ok_hi)
+                    fmcu_dev::store_act(dt, p.out, orow + r_hi, v[1]);
+            } else if (p.gated) {
+                if (ok_lo)
+                    fmcu_dev::store_act(dt, p.out, orow + r_lo,
+                                        fmcu_dev::round_act(dt, fmcu_dev::activate(ap, v[0], v[1])));
+            } else {
+                if (ok_lo)
+                    fmcu_dev::store_act(dt, p.out, orow + r_lo,
+                                        fmcu_dev::round_act(dt, fmcu_dev::activate(ap, v[0], 0.0f)));
+                if (ok_hi)
+                    fmcu_dev::store_act(dt, p.out, orow + r_hi,
+                                        fmcu_dev::round_act(dt, fmcu_dev::activate(ap, v[1], 0.0f)));
+            }
+        }
 }
 
 } // namespace fmcu_swg

@@ -71,13 +71,13 @@ int fmcu_wq_ring_wanted(int option, int64_t m, uint32_t top_k, uint32_t local_ex
     return per_expert >= FMCU_WQ_RING_MIN_ROWS && per_expert <= FMCU_WQ_RING_MAX_ROWS;
 }
 
-int fmcu_stream_g1_wgmma_wanted(int option, int64_t m, uint32_t top_k, uint32_t local_experts, int block)
+int fmcu_stream_wgmma_wanted(int option, int64_t m, uint32_t top_k, uint32_t local_experts, int always)
 {
     if (option != FMCU_FUSED_AUTO)
         return option == FMCU_FUSED_ON;
-    if (block)
+    if (always)
         return 1;
-    return local_experts > 0 && m * (int64_t)top_k / local_experts >= FMCU_STREAM_G1_WGMMA_MIN_ROWS;
+    return local_experts > 0 && m * (int64_t)top_k / local_experts >= FMCU_STREAM_WGMMA_MIN_ROWS;
 }
 
 uint32_t fmcu_wq_scratch_min_rows(int option, uint32_t local_experts, int forced)

@@ -90,10 +90,17 @@ extern "C" {
  * FMCU_WQ_INT4_FUSED_MIN_ROWS. */
 #define FMCU_WQ_RING_MIN_ROWS 6
 #define FMCU_WQ_RING_MAX_ROWS 47
-/* Rows per local expert on average from which stream_wgmma_gemm1 = auto
- * takes the fp8 stream tier's GEMM1 on f16 wgmma (stream_g1_wgmma.cu) for
- * per-tensor and per-channel scales; with block scales it takes it at
- * every size. H200, mma.sync vs wgmma, whole layer, us (bench/cuda/
+/* Rows per local expert on average from which the stream tier's wgmma
+ * forms take over from mma.sync by default: stream_wgmma_gemm1 = auto's
+ * fp8 GEMM1 on f16 wgmma (stream_g1_wgmma.cu) for per-tensor and
+ * per-channel scales (with block scales it takes it at every size), and
+ * stream_wgmma_bf16 = auto's bf16 GEMMs (stream_bf16_wgmma.cu). BF16, H200,
+ * whole layer, mma.sync vs wgmma, us: at 1-2 rows mma.sync wins by 2 to
+ * 34 % (M = 1 and 16 of Qwen3-30B-A3B, gpt-oss-120b, DeepSeek-V3), at 4
+ * wgmma wins twice (gpt-oss-120b M = 128 1535.7 vs 1460.5, DeepSeek-V3 5351.4
+ * vs 5021.2) and loses 1 % once (Mixtral-8x7B M = 16 667.2 vs 672.5), at
+ * 8 it wins (Qwen3-30B-A3B M = 128 382.0 vs 339.3): bench/cuda/RESULTS.md,
+ * "The stream tier's BF16 GEMMs on wgmma". FP8: H200, mma.sync vs wgmma, whole layer, us (bench/cuda/
  * RESULTS.md, "The stream tier's GEMM1 on f16 wgmma"): FP8 channel at
  * 1.3 to 1.8 rows an expert mma.sync wins by 2 to 6 % (Qwen3-30B-A3B,
  * DeepSeek-V3, gpt-oss-120b M = 16), at 4 it is split (Mixtral M = 16
@@ -101,7 +108,7 @@ extern "C" {
  * (Qwen3-30B-A3B M = 128 226.9 vs 205.7, DeepSeek-V3 at 97 experts M = 128
  * 1399.2 vs 1104.1); FP8 block wgmma wins from 1.5 rows (Qwen3-30B-A3B
  * M = 16 141.2 vs 130.2). */
-#define FMCU_STREAM_G1_WGMMA_MIN_ROWS 4
+#define FMCU_STREAM_WGMMA_MIN_ROWS 4
 /* grouped_gemm.h's FMCU_GG_MAX_EXPERTS (a static_assert in prefill_sm90.cu
  * keeps them equal; this header stays free of CUDA's). */
 #define FMCU_WQ_FUSED_MAX_EXPERTS 1024
@@ -269,12 +276,12 @@ int fmcu_wq_int4_fused(int option, int64_t m, uint32_t top_k, uint32_t local_exp
  * no tier or the stream tier is forced. */
 int fmcu_wq_ring_wanted(int option, int64_t m, uint32_t top_k, uint32_t local_experts, int forced);
 
-/* Whether a call of m tokens runs the fp8 stream tier's GEMM1 on f16 wgmma
- * where it serves the layer: `option` is stream_wgmma_gemm1 (FMCU_FUSED_*,
- * options.h); on always, off never; auto with block scales (`block`)
- * always, else from FMCU_STREAM_G1_WGMMA_MIN_ROWS rows an expert (m *
- * top_k / local_experts). */
-int fmcu_stream_g1_wgmma_wanted(int option, int64_t m, uint32_t top_k, uint32_t local_experts, int block);
+/* Whether a call of m tokens runs a stream-tier GEMM on its wgmma form
+ * where that serves the layer: `option` is stream_wgmma_gemm1 or
+ * stream_wgmma_bf16 (FMCU_FUSED_*, options.h); on always, off never; auto
+ * always when `always` (the fp8 GEMM1 with block scales), else from
+ * FMCU_STREAM_WGMMA_MIN_ROWS rows an expert (m * top_k / local_experts). */
+int fmcu_stream_wgmma_wanted(int option, int64_t m, uint32_t top_k, uint32_t local_experts, int always);
 
 /* Whether the fused form can serve a layer of local_experts at some size:
  * prefill_dequant_fused on, or auto with 1 to FMCU_WQ_FUSED_MAX_EXPERTS

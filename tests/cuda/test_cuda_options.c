@@ -39,6 +39,7 @@ START_TEST(defaults_are_the_measured_choices)
     ck_assert_int_eq(o.wq_ring, FMCU_FUSED_AUTO);
     ck_assert_int_eq(o.stream_wgmma, 1);
     ck_assert_int_eq(o.stream_wgmma_gemm1, FMCU_FUSED_AUTO);
+    ck_assert_int_eq(o.stream_wgmma_bf16, FMCU_FUSED_AUTO);
     ck_assert_uint_eq(o.prefill_dequant_mib, 1024);
     ck_assert_int_eq(o.prefill_dequant_fused, FMCU_FUSED_AUTO);
     ck_assert_int_eq(o.prefill_block_gemm, FMCU_BLOCK_GEMM_CUTLASS);
@@ -56,8 +57,8 @@ static int same_options(const fmcu_options *a, const fmcu_options *b)
            a->prefill_warp_rows == b->prefill_warp_rows && a->prefill_half_tiles == b->prefill_half_tiles &&
            a->prefill_tile_order == b->prefill_tile_order && a->wq_wgmma == b->wq_wgmma && a->wq_ring == b->wq_ring &&
            a->stream_wgmma == b->stream_wgmma && a->stream_wgmma_gemm1 == b->stream_wgmma_gemm1 &&
-           a->prefill_dequant_mib == b->prefill_dequant_mib && a->prefill_dequant_fused == b->prefill_dequant_fused &&
-           a->prefill_block_gemm == b->prefill_block_gemm;
+           a->stream_wgmma_bf16 == b->stream_wgmma_bf16 && a->prefill_dequant_mib == b->prefill_dequant_mib &&
+           a->prefill_dequant_fused == b->prefill_dequant_fused && a->prefill_block_gemm == b->prefill_block_gemm;
 }
 
 /* `key = value` on a manifest line: the value without quotes, else NULL. */
@@ -107,7 +108,7 @@ START_TEST(manifest_defaults_are_the_code_defaults)
         }
     }
     fclose(f);
-    ck_assert_int_eq(declared, 18);
+    ck_assert_int_eq(declared, 19);
     ck_assert(same_options(&o, &d));
     ck_assert_str_eq(eo.nccl_library, ed.nccl_library);
     ck_assert_uint_eq(eo.timeout_ms, ed.timeout_ms);
@@ -223,6 +224,11 @@ START_TEST(bool_and_enum_values)
     ck_assert_int_eq(o.stream_wgmma_gemm1, FMCU_FUSED_ON);
     ck_assert_int_ne(set_one(&o, "stream_wgmma_gemm1", "true", why, sizeof why), 0);
     ck_assert_ptr_nonnull(strstr(why, "auto, on or off"));
+    ck_assert_int_eq(set_one(&o, "stream_wgmma_bf16", "off", why, sizeof why), 0);
+    ck_assert_int_eq(o.stream_wgmma_bf16, FMCU_FUSED_OFF);
+    ck_assert_int_eq(set_one(&o, "stream_wgmma_bf16", "on", why, sizeof why), 0);
+    ck_assert_int_eq(o.stream_wgmma_bf16, FMCU_FUSED_ON);
+    ck_assert_int_ne(set_one(&o, "stream_wgmma_bf16", "false", why, sizeof why), 0);
     ck_assert_int_eq(set_one(&o, "prefill_tile_order", "fixed", why, sizeof why), 0);
     ck_assert_int_eq(o.prefill_tile_order, FMCU_GG_ORDER_FIXED);
     ck_assert_int_eq(set_one(&o, "prefill_tile_order", "counter", why, sizeof why), 0);

@@ -104,19 +104,19 @@ END_TEST
 /* The fp8 stream tier's GEMM1 on f16 wgmma: auto with block scales at
  * every size, with other scales from 4 rows an expert on average; on and
  * off whatever the size. */
-START_TEST(stream_g1_wgmma_from_4_rows_or_block_scales)
+START_TEST(stream_wgmma_from_4_rows_or_always)
 {
-    ck_assert_int_eq(fmcu_stream_g1_wgmma_wanted(FMCU_FUSED_AUTO, 16, 8, 128, 0), 0);  /* 1 (Qwen3 M=16) */
-    ck_assert_int_eq(fmcu_stream_g1_wgmma_wanted(FMCU_FUSED_AUTO, 63, 8, 128, 0), 0);  /* 3 */
-    ck_assert_int_eq(fmcu_stream_g1_wgmma_wanted(FMCU_FUSED_AUTO, 64, 8, 128, 0), 1);  /* 4 */
-    ck_assert_int_eq(fmcu_stream_g1_wgmma_wanted(FMCU_FUSED_AUTO, 16, 2, 8, 0), 1);    /* 4 (Mixtral M=16) */
-    ck_assert_int_eq(fmcu_stream_g1_wgmma_wanted(FMCU_FUSED_AUTO, 15, 2, 8, 0), 0);    /* 3 */
-    ck_assert_int_eq(fmcu_stream_g1_wgmma_wanted(FMCU_FUSED_AUTO, 128, 8, 256, 0), 1); /* 4 (DeepSeek M=128) */
-    ck_assert_int_eq(fmcu_stream_g1_wgmma_wanted(FMCU_FUSED_AUTO, 1, 8, 128, 1), 1);   /* block scales */
-    ck_assert_int_eq(fmcu_stream_g1_wgmma_wanted(FMCU_FUSED_AUTO, 128, 8, 0, 0), 0);   /* no experts */
-    ck_assert_int_eq(fmcu_stream_g1_wgmma_wanted(FMCU_FUSED_ON, 1, 8, 256, 0), 1);
-    ck_assert_int_eq(fmcu_stream_g1_wgmma_wanted(FMCU_FUSED_OFF, 128, 8, 128, 0), 0);
-    ck_assert_int_eq(fmcu_stream_g1_wgmma_wanted(FMCU_FUSED_OFF, 16, 8, 128, 1), 0);
+    ck_assert_int_eq(fmcu_stream_wgmma_wanted(FMCU_FUSED_AUTO, 16, 8, 128, 0), 0);  /* 1 (Qwen3 M=16) */
+    ck_assert_int_eq(fmcu_stream_wgmma_wanted(FMCU_FUSED_AUTO, 63, 8, 128, 0), 0);  /* 3 */
+    ck_assert_int_eq(fmcu_stream_wgmma_wanted(FMCU_FUSED_AUTO, 64, 8, 128, 0), 1);  /* 4 */
+    ck_assert_int_eq(fmcu_stream_wgmma_wanted(FMCU_FUSED_AUTO, 16, 2, 8, 0), 1);    /* 4 (Mixtral M=16) */
+    ck_assert_int_eq(fmcu_stream_wgmma_wanted(FMCU_FUSED_AUTO, 15, 2, 8, 0), 0);    /* 3 */
+    ck_assert_int_eq(fmcu_stream_wgmma_wanted(FMCU_FUSED_AUTO, 128, 8, 256, 0), 1); /* 4 (DeepSeek M=128) */
+    ck_assert_int_eq(fmcu_stream_wgmma_wanted(FMCU_FUSED_AUTO, 1, 8, 128, 1), 1);   /* block scales */
+    ck_assert_int_eq(fmcu_stream_wgmma_wanted(FMCU_FUSED_AUTO, 128, 8, 0, 0), 0);   /* no experts */
+    ck_assert_int_eq(fmcu_stream_wgmma_wanted(FMCU_FUSED_ON, 1, 8, 256, 0), 1);
+    ck_assert_int_eq(fmcu_stream_wgmma_wanted(FMCU_FUSED_OFF, 128, 8, 128, 0), 0);
+    ck_assert_int_eq(fmcu_stream_wgmma_wanted(FMCU_FUSED_OFF, 16, 8, 128, 1), 0);
 }
 END_TEST
 
@@ -382,7 +382,7 @@ int main(void)
     tcase_add_test(tc, wq_tier_prefill_past_the_stream_tier_when_fused);
     tcase_add_test(tc, int4_fused_form_from_48_rows_an_expert);
     tcase_add_test(tc, wq_ring_from_6_to_47_rows_an_expert);
-    tcase_add_test(tc, stream_g1_wgmma_from_4_rows_or_block_scales);
+    tcase_add_test(tc, stream_wgmma_from_4_rows_or_always);
     tcase_add_test(tc, e2m1_fused_form_up_to_320_rows_an_expert);
     tcase_add_test(tc, e2m1_fused_form_serves_by_option_and_experts);
     tcase_add_test(tc, e2m1_scratch_only_where_a_call_uses_it);

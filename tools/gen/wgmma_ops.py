@@ -5,7 +5,7 @@ wrappers tedious to write by hand.
 
     python3 tools/gen/wgmma_ops.py > plugins/cuda/wgmma_ops.cuh
         both operands in shared memory (grouped_gemm_sm90.cu, and
-        stream_wgmma.cu's N = 8..32): m64nNk32 e4m3 x e4m3 and m64nNk16
+        stream_wgmma.cu's and stream_bf16_wgmma.cu's N = 8..32): m64nNk32 e4m3 x e4m3 and m64nNk16
         bf16 x bf16, f32 accumulators;
     python3 tools/gen/wgmma_ops.py rs > plugins/cuda/wgmma_rs_ops.cuh
         A in registers, B in shared memory (wq_wgmma.cu and wq_ring.cu, whose
@@ -21,9 +21,10 @@ import sys
 # 64 and 96: each warp group's half of a 128- or 192-column tile when the
 # two split a tile's columns (an expert's last <= 64 rows).
 SHAPES = (64, 96, 128, 192, 256)
-# e4m3 only, both operands in shared memory: the FP8 weight stream's one to
-# four n8 slices of a stream tile of up to 32 pairs (stream_wgmma.cu).
-SS_E4M3_SMALL = (8, 16, 24, 32)
+# Both operands in shared memory: the weight streams' one to four n8 slices
+# of a stream tile of up to 32 pairs (stream_wgmma.cu: e4m3,
+# stream_bf16_wgmma.cu: bf16).
+SS_SMALL = (8, 16, 24, 32)
 # (name suffix, K per instruction, PTX types, immediates after scale-d):
 # bf16 takes transpose flags too, both 0 for K-major operands.
 TYPES = (("e4m3", 32, "e4m3.e4m3", "1, 1"), ("bf16", 16, "bf16.bf16", "1, 1, 0, 0"))
@@ -121,6 +122,6 @@ def main():
                  "K-major in shared memory",
                  "through matrix descriptors; accumulate = 0 overwrites D."],
                 "FMOE_PLUGIN_CUDA_WGMMA_OPS_CUH", "fmcu_wgmma",
-                [wrapper(n, t) for t in TYPES for n in SHAPES] + [wrapper(n, TYPES[0]) for n in SS_E4M3_SMALL])
+                [wrapper(n, t) for t in TYPES for n in SHAPES] + [wrapper(n, t) for t in TYPES for n in SS_SMALL])
 
 main()
