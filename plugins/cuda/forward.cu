@@ -463,7 +463,6 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
     const bool stream_fp8 = tier == FMCU_TIER_STREAM && L->quant != FMCU_Q_NONE && !wq && major == 9;
     const bool stream_wgmma = stream_fp8 && L->opt.stream_wgmma;
     auto gemm = tier == FMCU_TIER_STREAM ? fmcu_stream_gemm_launch : fmcu_gemm_launch;
-    auto gemm2 = stream_wgmma ? fmcu_stream_wgmma_launch : gemm;
     const bool g1_wgmma = stream_fp8 && fmcu_stream_wgmma_wanted(L->opt.stream_wgmma_gemm1, m, L->top_k,
                                                                      L->local_experts, L->quant == FMCU_Q_BLOCK);
     /* BF16 on the stream tier: both GEMMs on bf16 wgmma fed by TMA (option
@@ -471,9 +470,8 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
      * mma.sync's). */
     const bool stream_bf16 = tier == FMCU_TIER_STREAM && L->quant == FMCU_Q_NONE && major == 9 &&
                              fmcu_stream_wgmma_wanted(L->opt.stream_wgmma_bf16, m, L->top_k, L->local_experts, 0);
-    if (stream_bf16)
-        gemm2 = fmcu_stream_bf16_wgmma_launch;
     auto gemm1 = g1_wgmma ? fmcu_stream_g1_wgmma_launch : stream_bf16 ? fmcu_stream_bf16_wgmma_launch : gemm;
+    auto gemm2 = stream_wgmma ? fmcu_stream_wgmma_launch : stream_bf16 ? fmcu_stream_bf16_wgmma_launch : gemm;
 
     /* GEMM1 input: quantized (or copied to bf16: router weight on the
      * input, or rows not 16-byte aligned, which the GEMMs' 16-byte loads
