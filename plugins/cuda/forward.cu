@@ -452,7 +452,8 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
                         : tier == FMCU_TIER_STREAM ? FMCU_STREAM_ROW_TILE
                                                    : fmcu_row_tile(m, L->top_k, L->local_experts);
     /* The fp8 schemes' stream tier runs GEMM2 on native FP8 wgmma (option
-     * stream_wgmma) and GEMM1 on f16 wgmma with f32's sums (option
+     * stream_wgmma; by default with block scales, else from 128 pairs or 4
+     * rows an expert: fmcu_stream_wgmma2_wanted) and GEMM1 on f16 wgmma with f32's sums (option
      * stream_wgmma_gemm1; by default with block scales, else from 4 rows
      * an expert: fmcu_stream_wgmma_wanted). Not GEMM1 on FP8 wgmma:
      * its sums keep fewer bits than f32, and GEMM1's output is quantized
@@ -461,7 +462,8 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
      * row: conformance NMSE up to 9e-4 at M = 16 (gate 5e-4). GEMM2's
      * output is not quantized again. */
     const bool stream_fp8 = tier == FMCU_TIER_STREAM && L->quant != FMCU_Q_NONE && !wq && major == 9;
-    const bool stream_wgmma = stream_fp8 && L->opt.stream_wgmma;
+    const bool stream_wgmma = stream_fp8 && fmcu_stream_wgmma2_wanted(L->opt.stream_wgmma, m, L->top_k,
+                                                                      L->local_experts, L->quant == FMCU_Q_BLOCK);
     auto gemm = tier == FMCU_TIER_STREAM ? fmcu_stream_gemm_launch : fmcu_gemm_launch;
     const bool g1_wgmma = stream_fp8 && fmcu_stream_wgmma_wanted(L->opt.stream_wgmma_gemm1, m, L->top_k,
                                                                      L->local_experts, L->quant == FMCU_Q_BLOCK);

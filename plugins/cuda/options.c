@@ -23,7 +23,7 @@ void fmcu_options_default(fmcu_options *o)
     o->prefill_tile_order = FMCU_GG_ORDER_AUTO;
     o->wq_wgmma = 1;
     o->wq_ring = FMCU_FUSED_AUTO;
-    o->stream_wgmma = 1;
+    o->stream_wgmma = FMCU_FUSED_AUTO;
     o->stream_wgmma_gemm1 = FMCU_FUSED_AUTO;
     o->stream_wgmma_bf16 = FMCU_FUSED_AUTO;
     o->prefill_dequant_mib = FMCU_PREFILL_DEQUANT_MIB;
@@ -53,6 +53,7 @@ static const enum_option FUSED = {"decode_fused", FUSED_VALUES, FUSED_CODES, "au
 static const enum_option W13 = {"decode_fused_w13", W13_VALUES, W13_CODES, "auto or registers"};
 static const enum_option DQ_FUSED = {"prefill_dequant_fused", FUSED_VALUES, FUSED_CODES, "auto, on or off"};
 static const enum_option RING = {"wq_ring", FUSED_VALUES, FUSED_CODES, "auto, on or off"};
+static const enum_option G2_WGMMA = {"stream_wgmma", FUSED_VALUES, FUSED_CODES, "auto, on or off"};
 static const enum_option G1_WGMMA = {"stream_wgmma_gemm1", FUSED_VALUES, FUSED_CODES, "auto, on or off"};
 static const enum_option BF16_WGMMA = {"stream_wgmma_bf16", FUSED_VALUES, FUSED_CODES, "auto, on or off"};
 static const enum_option ORDER = {"prefill_tile_order", ORDER_VALUES, ORDER_CODES, "auto, fixed or counter"};
@@ -118,8 +119,8 @@ int fmcu_options_set(fmcu_options *o, const char *name, const char *value, char 
         return set_bool(name, value, &o->wq_wgmma, why, cap);
     if (strcmp(name, RING.name) == 0)
         return set_enum(&RING, value, &o->wq_ring, why, cap);
-    if (strcmp(name, "stream_wgmma") == 0)
-        return set_bool(name, value, &o->stream_wgmma, why, cap);
+    if (strcmp(name, G2_WGMMA.name) == 0)
+        return set_enum(&G2_WGMMA, value, &o->stream_wgmma, why, cap);
     if (strcmp(name, "stream_wgmma_gemm1") == 0)
         return set_enum(&G1_WGMMA, value, &o->stream_wgmma_gemm1, why, cap);
     if (strcmp(name, "stream_wgmma_bf16") == 0)

@@ -20,8 +20,10 @@
  *                       (wq_ring.cu) where it serves; auto: calls of 6 to 47 rows
  *                       an expert on average (tier.h), on: every call unless the
  *                       prefill tier is forced
- *   stream_wgmma        the fp8 schemes' stream-tier GEMM2 on native FP8 wgmma
- *                       (stream_wgmma.cu, sm_90a) where it serves; false: the
+ *   stream_wgmma        auto | on | off: the fp8 schemes' stream-tier GEMM2 on
+ *                       native FP8 wgmma (stream_wgmma.cu, sm_90a) where it
+ *                       serves; auto: block scales always, else from 128
+ *                       pairs a call or 4 rows an expert (tier.h); off: the
  *                       mma.sync kernel (stream_gemm.cu)
  *   stream_wgmma_gemm1  auto | on | off: the same tier's fp8 GEMM1 on f16 wgmma
  *                       with f32's sums (stream_g1_wgmma.cu, sm_90a) where it
@@ -80,7 +82,7 @@ typedef struct fmcu_options {
     int prefill_tile_order;       /* FMCU_GG_ORDER_* (launch_shape.h) */
     int wq_wgmma;                 /* 1 */
     int wq_ring;                  /* FMCU_FUSED_* */
-    int stream_wgmma;             /* 1 */
+    int stream_wgmma;             /* FMCU_FUSED_AUTO */
     int stream_wgmma_gemm1;       /* FMCU_FUSED_AUTO */
     int stream_wgmma_bf16;        /* FMCU_FUSED_AUTO */
     uint32_t prefill_dequant_mib; /* FMCU_PREFILL_DEQUANT_MIB */

@@ -80,6 +80,14 @@ int fmcu_stream_wgmma_wanted(int option, int64_t m, uint32_t top_k, uint32_t loc
     return local_experts > 0 && m * (int64_t)top_k / local_experts >= FMCU_STREAM_WGMMA_MIN_ROWS;
 }
 
+int fmcu_stream_wgmma2_wanted(int option, int64_t m, uint32_t top_k, uint32_t local_experts, int block)
+{
+    if (option != FMCU_FUSED_AUTO)
+        return option == FMCU_FUSED_ON;
+    return block || m * (int64_t)top_k >= FMCU_STREAM_WGMMA2_MIN_PAIRS ||
+           fmcu_stream_wgmma_wanted(option, m, top_k, local_experts, 0);
+}
+
 uint32_t fmcu_wq_scratch_min_rows(int option, uint32_t local_experts, int forced)
 {
     if (option == FMCU_FUSED_ON)

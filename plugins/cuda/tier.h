@@ -109,6 +109,21 @@ extern "C" {
  * 1399.2 vs 1104.1); FP8 block wgmma wins from 1.5 rows (Qwen3-30B-A3B
  * M = 16 141.2 vs 130.2). */
 #define FMCU_STREAM_WGMMA_MIN_ROWS 4
+/* stream_wgmma = auto's fp8 GEMM2 on FP8 wgmma (stream_wgmma.cu) for
+ * per-tensor and per-channel scales: from this many (token, slot) pairs a
+ * call, or where GEMM1 takes f16 wgmma (FMCU_STREAM_WGMMA_MIN_ROWS rows an
+ * expert); with block scales at every size. H200, FP8 channel, whole
+ * layer, mma.sync vs wgmma GEMM2, us (bench/cuda/RESULTS.md, "The stream
+ * tier's FP8 GEMM2 by call size"): below 128 pairs mma.sync wins or ties
+ * (Mixtral-8x7B M = 1 113.1 vs 136.6: two experts' 256-row items are 32
+ * CTAs for 132 SMs; gpt-oss-120b M = 1-16 by 4-14 %, DeepSeek-V3 M = 1-4
+ * by 2-5 %; Mixtral M = 2 loses 2.6 %), from 128 wgmma wins (DeepSeek-V3
+ * M = 16 1087.2 vs 1052.9, M = 32 1849.0 vs 1740.3) but for gpt-oss-120b
+ * M = 32 (540.2 vs 550.0), and with GEMM1 on wgmma the mma.sync GEMM2
+ * loses most (Mixtral M = 16 446.2 vs 379.7, M = 32 526.2 vs 390.0).
+ * Block scales: wgmma wins at every size measured (Mixtral M = 1 151.3 vs
+ * 144.9 to DeepSeek-V3 M = 16 1311.9 vs 1097.4). */
+#define FMCU_STREAM_WGMMA2_MIN_PAIRS 128
 /* grouped_gemm.h's FMCU_GG_MAX_EXPERTS (a static_assert in prefill_sm90.cu
  * keeps them equal; this header stays free of CUDA's). */
 #define FMCU_WQ_FUSED_MAX_EXPERTS 1024
@@ -282,6 +297,13 @@ int fmcu_wq_ring_wanted(int option, int64_t m, uint32_t top_k, uint32_t local_ex
  * always when `always` (the fp8 GEMM1 with block scales), else from
  * FMCU_STREAM_WGMMA_MIN_ROWS rows an expert (m * top_k / local_experts). */
 int fmcu_stream_wgmma_wanted(int option, int64_t m, uint32_t top_k, uint32_t local_experts, int always);
+
+/* Whether a call of m tokens runs the fp8 stream tier's GEMM2 on FP8
+ * wgmma where that serves the layer: `option` is stream_wgmma
+ * (FMCU_FUSED_*); on always, off never; auto always with block scales
+ * (`block`), else from FMCU_STREAM_WGMMA2_MIN_PAIRS pairs (m * top_k) or
+ * FMCU_STREAM_WGMMA_MIN_ROWS rows an expert. */
+int fmcu_stream_wgmma2_wanted(int option, int64_t m, uint32_t top_k, uint32_t local_experts, int block);
 
 /* Whether the fused form can serve a layer of local_experts at some size:
  * prefill_dequant_fused on, or auto with 1 to FMCU_WQ_FUSED_MAX_EXPERTS

@@ -525,6 +525,12 @@ static int run_case(fmoe_context *ctx, const tcase *t)
         atol = rtol = 1e-1;
         gate = 5e-3;
     }
+    /* fp8 activations: the share of elements the manifest's [[tolerance]]
+     * lets outside the bound (mismatch 0.001 for fp8e4m3:*, which conform
+     * applies too): wgmma's fp8 sums can move a requantized GEMM2 input to
+     * the neighbouring e4m3 code (docs/CUDA.md, "FP8 accuracy"; seed 2's
+     * "fp8 block prefill m300": 1 of 153600). Printed whenever used. */
+    const int64_t allowed = strncmp(t->scheme, "fp8e4m3:", 8) == 0 ? (int64_t)(0.001 * (double)xs) : 0;
     const char *modes[2] = {"topk", "logits"};
     for (int mode = 0; mode < 2 && ok; mode++) {
         CUDA_OK(cudaMemset(dout, 0xff, xs * 2)); /* NaN poison */
@@ -563,8 +569,10 @@ static int run_case(fmoe_context *ctx, const tcase *t)
         for (size_t i = 0; i < xs; i++)
             fg[i] = load_act(t->act, out_gpu, i);
         cmp r = compare(fg, fr, xs, atol, rtol);
-        int pass = r.unwritten == 0 && r.bad == 0 && r.nmse <= gate;
-        char extra[128] = "";
+        int pass = r.unwritten == 0 && r.bad <= allowed && r.nmse <= gate;
+        char extra[192] = "";
+        if (r.bad > 0 && r.bad <= allowed)
+            snprintf(extra, sizeof extra, " (fp8 mismatch allowance %lld)", (long long)allowed);
         if (mode == 1) {
             CUDA_OK(cudaMemcpy(tw2, dtw2, M * K * 4, cudaMemcpyDeviceToHost));
             CUDA_OK(cudaMemcpy(tid2, dtid2, M * K * 4, cudaMemcpyDeviceToHost));
@@ -575,7 +583,8 @@ static int run_case(fmoe_context *ctx, const tcase *t)
                 double d = fabs((double)tw2[i] - tw[i]);
                 w_diff = d > w_diff ? d : w_diff;
             }
-            snprintf(extra, sizeof extra, " ids_differ=%lld max_w_diff=%.2e", (long long)id_diff, w_diff);
+            const size_t used = strlen(extra);
+            snprintf(extra + used, sizeof extra - used, " ids_differ=%lld max_w_diff=%.2e", (long long)id_diff, w_diff);
             pass = pass && id_diff == 0 && w_diff <= 1e-6;
         }
         /* FNV-1a of the output's bits: equal across builds or settings that

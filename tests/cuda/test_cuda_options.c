@@ -37,7 +37,7 @@ START_TEST(defaults_are_the_measured_choices)
     ck_assert_int_eq(o.prefill_tile_order, FMCU_GG_ORDER_AUTO);
     ck_assert_int_eq(o.wq_wgmma, 1);
     ck_assert_int_eq(o.wq_ring, FMCU_FUSED_AUTO);
-    ck_assert_int_eq(o.stream_wgmma, 1);
+    ck_assert_int_eq(o.stream_wgmma, FMCU_FUSED_AUTO);
     ck_assert_int_eq(o.stream_wgmma_gemm1, FMCU_FUSED_AUTO);
     ck_assert_int_eq(o.stream_wgmma_bf16, FMCU_FUSED_AUTO);
     ck_assert_uint_eq(o.prefill_dequant_mib, 1024);
@@ -215,9 +215,12 @@ START_TEST(bool_and_enum_values)
     ck_assert_int_eq(set_one(&o, "wq_ring", "off", why, sizeof why), 0);
     ck_assert_int_eq(o.wq_ring, FMCU_FUSED_OFF);
     ck_assert_int_ne(set_one(&o, "wq_ring", "true", why, sizeof why), 0);
-    ck_assert_int_eq(set_one(&o, "stream_wgmma", "false", why, sizeof why), 0);
-    ck_assert_int_eq(o.stream_wgmma, 0);
-    ck_assert_int_ne(set_one(&o, "stream_wgmma", "on", why, sizeof why), 0);
+    ck_assert_int_eq(set_one(&o, "stream_wgmma", "off", why, sizeof why), 0);
+    ck_assert_int_eq(o.stream_wgmma, FMCU_FUSED_OFF);
+    ck_assert_int_eq(set_one(&o, "stream_wgmma", "on", why, sizeof why), 0);
+    ck_assert_int_eq(o.stream_wgmma, FMCU_FUSED_ON);
+    ck_assert_int_ne(set_one(&o, "stream_wgmma", "false", why, sizeof why), 0);
+    ck_assert_str_eq(why, "option 'stream_wgmma': expected auto, on or off, got 'false'");
     ck_assert_int_eq(set_one(&o, "stream_wgmma_gemm1", "off", why, sizeof why), 0);
     ck_assert_int_eq(o.stream_wgmma_gemm1, FMCU_FUSED_OFF);
     ck_assert_int_eq(set_one(&o, "stream_wgmma_gemm1", "on", why, sizeof why), 0);

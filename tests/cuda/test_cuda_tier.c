@@ -120,6 +120,25 @@ START_TEST(stream_wgmma_from_4_rows_or_always)
 }
 END_TEST
 
+/* The fp8 GEMM2 on FP8 wgmma: auto with block scales always, else from
+ * 128 pairs or 4 rows an expert; on always, off never. */
+START_TEST(stream_wgmma2_from_128_pairs_or_4_rows_or_block)
+{
+    ck_assert_int_eq(fmcu_stream_wgmma2_wanted(FMCU_FUSED_AUTO, 1, 2, 8, 0), 0);    /* Mixtral M=1 */
+    ck_assert_int_eq(fmcu_stream_wgmma2_wanted(FMCU_FUSED_AUTO, 8, 2, 8, 0), 0);    /* 16 pairs, 2 rows */
+    ck_assert_int_eq(fmcu_stream_wgmma2_wanted(FMCU_FUSED_AUTO, 16, 2, 8, 0), 1);   /* 4 rows (Mixtral M=16) */
+    ck_assert_int_eq(fmcu_stream_wgmma2_wanted(FMCU_FUSED_AUTO, 16, 4, 128, 0), 0); /* 64 pairs (gpt-oss M=16) */
+    ck_assert_int_eq(fmcu_stream_wgmma2_wanted(FMCU_FUSED_AUTO, 31, 4, 128, 0), 0); /* 124 pairs */
+    ck_assert_int_eq(fmcu_stream_wgmma2_wanted(FMCU_FUSED_AUTO, 32, 4, 128, 0), 1); /* 128 pairs */
+    ck_assert_int_eq(fmcu_stream_wgmma2_wanted(FMCU_FUSED_AUTO, 15, 8, 256, 0), 0); /* 120 pairs */
+    ck_assert_int_eq(fmcu_stream_wgmma2_wanted(FMCU_FUSED_AUTO, 16, 8, 256, 0), 1); /* DeepSeek M=16 */
+    ck_assert_int_eq(fmcu_stream_wgmma2_wanted(FMCU_FUSED_AUTO, 1, 8, 256, 1), 1);  /* block scales */
+    ck_assert_int_eq(fmcu_stream_wgmma2_wanted(FMCU_FUSED_AUTO, 1, 8, 0, 0), 0);    /* no experts */
+    ck_assert_int_eq(fmcu_stream_wgmma2_wanted(FMCU_FUSED_ON, 1, 2, 8, 0), 1);
+    ck_assert_int_eq(fmcu_stream_wgmma2_wanted(FMCU_FUSED_OFF, 16, 8, 256, 1), 0);
+}
+END_TEST
+
 /* The wgmma weight stream: auto from 6 to 47 rows an expert on average
  * (unless a tier other than the stream tier is forced), on everywhere but
  * a forced prefill tier, off never. */
@@ -383,6 +402,7 @@ int main(void)
     tcase_add_test(tc, int4_fused_form_from_48_rows_an_expert);
     tcase_add_test(tc, wq_ring_from_6_to_47_rows_an_expert);
     tcase_add_test(tc, stream_wgmma_from_4_rows_or_always);
+    tcase_add_test(tc, stream_wgmma2_from_128_pairs_or_4_rows_or_block);
     tcase_add_test(tc, e2m1_fused_form_up_to_320_rows_an_expert);
     tcase_add_test(tc, e2m1_fused_form_serves_by_option_and_experts);
     tcase_add_test(tc, e2m1_scratch_only_where_a_call_uses_it);
