@@ -190,41 +190,17 @@ __global__ void __launch_bounds__(THREADS, 1) stream_bf16_wgmma(const __grid_con
     fmcu_dev::pdl_trigger();
     extern __shared__ __align__(16) uint8_t smem_raw[];
     const uint32_t smem = (smem_addr(smem_raw) + 1023) & ~1023u;
-    const int n_tiles = *(const volatile int32_t *)p.n_tiles;
-    const uint32_t nb_count = p.gated ? (p.n_out + HALF - 1) / HALF : (p.n_rows + BN - 1) / BN;
+    const uint32_t nb_count = fmcu_swg::row_blocks<BN, true>(p);
     const uint32_t nk = (p.k + KE - 1) / KE;
-    const int tid = threadIdx.x, lane = tid % WARP, warp = tid / WARP;
-    if (tid == 0) /* empty: one arrival a consumer warp */
-        fmcu_ring::init_barriers<STAGES>(smem + BAR_AT, FULL_ARRIVALS, CONSUMER_WARPS);
-    __syncthreads();
-    if (warp >= CONSUMER_WARPS) {
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGS));
-        if (warp == CONSUMER_WARPS)
-            produce(p, &map, smem, nb_count, n_tiles, nk, lane);
-        return;
-    }
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(CONSUMER_REGS));
-    const int wg = warp / 4, wq = warp % 4;
-    ring rg{0, 0};
-    for (uint64_t item = blockIdx.x;; item += gridDim.x) {
-        item_t it;
-        if (!fmcu_ring::item_of<BM>(p, item, nb_count, n_tiles, it))
-            break;
-        switch ((it.rows + 7) / 8) {
-        case 1:
-            run_item<1>(p, rg, smem, it, nk, wg, wq, lane);
-            break;
-        case 2:
-            run_item<2>(p, rg, smem, it, nk, wg, wq, lane);
-            break;
-        case 3:
-            run_item<3>(p, rg, smem, it, nk, wg, wq, lane);
-            break;
-        default:
-            run_item<4>(p, rg, smem, it, nk, wg, wq, lane);
-            break;
-        }
-    }
+    fmcu_swg::persistent<STAGES, BM, CONSUMER_WARPS, PRODUCER_REGS, CONSUMER_REGS>(
+        p, smem + BAR_AT, FULL_ARRIVALS, nb_count,
+        [&](int n_tiles, int pw, int lane) {
+            if (pw == 0)
+                produce(p, &map, smem, nb_count, n_tiles, nk, lane);
+        },
+        [&](ring &rg, const item_t &it, int wg, int wq, int lane) {
+            fmcu_swg::by_slices(it.rows, [&](auto sl) { run_item<decltype(sl)::value>(p, rg, smem, it, nk, wg, wq, lane); });
+        });
 }
 
 } // namespace
@@ -246,8 +222,6 @@ cudaError_t fmcu_stream_bf16_wgmma_launch(const fmcu_gemm_args &a, cudaStream_t 
     CUtensorMap map;
     if (!fmcu_stream_weight_map(&map, a, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, KE))
         return cudaErrorInvalidValue;
-    const int64_t blocks = a.gated ? (a.n_out + HALF - 1) / HALF : (a.n_rows + BN - 1) / BN;
-    const int64_t items = a.grid_tiles * blocks;
-    const unsigned grid = (unsigned)(items < a.sms ? items : a.sms);
+    const unsigned grid = fmcu_swg::persistent_grid(a, fmcu_swg::row_blocks<BN, true>(a));
     return fmcu_dev::launch_overlapped(stream_bf16_wgmma, dim3(grid), dim3(THREADS), (size_t)SMEM, stream, map, a);
 }

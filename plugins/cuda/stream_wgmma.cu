@@ -227,6 +227,10 @@ __device__ __forceinline__ void run_item(const fmcu_gemm_args &p, ring &rg, uint
     fmcu_swg::store_item<BLOCK, SL, fmcu_swg::STORE_GEMM2>(p, acc, it, tg, r_lo, r_hi, ok_lo, ok_hi);
 }
 
+/* The frame stream_g1_wgmma.cu and stream_bf16_wgmma.cu take from
+ * fmcu_swg::persistent, written out: moved onto it, this kernel's code
+ * compiled to another schedule (cuobjdump -sass differs beyond register
+ * names), so that move waits for a GPU run of its own. */
 template <bool BLOCK>
 __global__ void __launch_bounds__(THREADS, 1) stream_wgmma(const __grid_constant__ CUtensorMap map,
                                                            const fmcu_gemm_args p)
@@ -278,9 +282,7 @@ template <bool BLOCK> cudaError_t launch(const fmcu_gemm_args &a, cudaStream_t s
     CUtensorMap map;
     if (!fmcu_stream_weight_map(&map, a, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, KS))
         return cudaErrorInvalidValue;
-    const int64_t blocks = (a.n_rows + BN - 1) / BN;
-    const int64_t items = a.grid_tiles * blocks;
-    const unsigned grid = (unsigned)(items < a.sms ? items : a.sms);
+    const unsigned grid = fmcu_swg::persistent_grid(a, fmcu_swg::row_blocks<BN, false>(a));
     return fmcu_dev::launch_overlapped(stream_wgmma<BLOCK>, dim3(grid), dim3(THREADS), (size_t)SMEM, stream, map, a);
 }
 

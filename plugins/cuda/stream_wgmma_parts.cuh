@@ -4,15 +4,18 @@
  * on f16 wgmma; stream_bf16_wgmma.cu: both bf16 GEMMs) share around their
  * MMAs: a slot's release, the block scales' promotion of a stage's
  * partial sums, a thread's output rows, and the scaling and storing of
- * finished sums. Items are 256 weight rows (a gated GEMM1's 128 outputs).
- * A thread's
+ * finished sums; and the persistent frame they run in (the ring's set-up,
+ * the producer and consumer roles, the walk over items, the grid). Items
+ * are 256 weight rows (a gated GEMM1's 128 outputs). A thread's
  * accumulator 4 j + t (+ 2) is its row lo (hi) and pair 8 j + 2 tg + t of
- * the tile, as wgmma's m64nN fragments are. Device-side C++ only.
+ * the tile, as wgmma's m64nN fragments are. CUDA C++ only.
  */
 #ifndef FMOE_PLUGIN_CUDA_STREAM_WGMMA_PARTS_CUH
 #define FMOE_PLUGIN_CUDA_STREAM_WGMMA_PARTS_CUH
 
 #include <stdint.h>
+
+#include <type_traits>
 
 #include "plugins/cuda/device_math.cuh"
 #include "plugins/cuda/gemm.h"
@@ -135,6 +138,74 @@ __device__ __forceinline__ void store_item(const fmcu_gemm_args &p, const float 
                                         fmcu_dev::round_act(dt, fmcu_dev::activate(ap, v[1], 0.0f)));
             }
         }
+}
+
+/* An item's row blocks in a projection: BN weight rows each, or BN / 2
+ * outputs of a gated GEMM1 (gate and up rows interleaved) where the
+ * kernel serves one (GATED). */
+template <int BN, bool GATED> __host__ __device__ __forceinline__ uint32_t row_blocks(const fmcu_gemm_args &p)
+{
+    return GATED && p.gated ? (p.n_out + BN / 2 - 1) / (BN / 2) : (p.n_rows + BN - 1) / BN;
+}
+
+/* The persistent grid: a block an SM, fewer where the call's bound on
+ * items (row tiles x row blocks) is smaller. */
+__host__ inline unsigned persistent_grid(const fmcu_gemm_args &a, int64_t blocks)
+{
+    const int64_t items = a.grid_tiles * blocks;
+    return (unsigned)(items < a.sms ? items : a.sms);
+}
+
+/* The kernels' frame, called once the launch's programmatic wait is done:
+ * thread 0 sets up the ring's barriers at `bars` (a consumer warp's
+ * arrival empties a slot); the warps from CONSUMER_WARPS on (the producer
+ * warp group) give registers to the consumers and run produce(n_tiles,
+ * producer warp, lane); each consumer warp walks items b, b + grid, ...
+ * (tile item / nb_count, row block item % nb_count) and runs consume(ring,
+ * item, warp group, warp in it, lane) on each, the ring running on across
+ * them. */
+template <int STAGES, int BM, int CONSUMER_WARPS, int PRODUCER_REGS, int CONSUMER_REGS, class Produce, class Consume>
+__device__ __forceinline__ void persistent(const fmcu_gemm_args &p, uint32_t bars, uint32_t full_arrivals,
+                                           uint32_t nb_count, Produce produce, Consume consume)
+{
+    const int n_tiles = *(const volatile int32_t *)p.n_tiles;
+    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+    if (tid == 0)
+        fmcu_ring::init_barriers<STAGES>(bars, full_arrivals, CONSUMER_WARPS);
+    __syncthreads();
+    if (warp >= CONSUMER_WARPS) {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGS));
+        produce(n_tiles, warp - CONSUMER_WARPS, lane);
+        return;
+    }
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(CONSUMER_REGS));
+    fmcu_ring::ring<STAGES> rg{0, 0};
+    for (uint64_t item = blockIdx.x;; item += gridDim.x) {
+        fmcu_ring::item_t it;
+        if (!fmcu_ring::item_of<BM>(p, item, nb_count, n_tiles, it))
+            break;
+        consume(rg, it, warp / 4, warp % 4, lane);
+    }
+}
+
+/* f(SL) for the n8 slices (SL, 1 to 4, as std::integral_constant) that a
+ * tile of `rows` pairs needs, so that each count is its own K loop. */
+template <class F> __device__ __forceinline__ void by_slices(int rows, F f)
+{
+    switch ((rows + 7) / 8) {
+    case 1:
+        f(std::integral_constant<int, 1>{});
+        break;
+    case 2:
+        f(std::integral_constant<int, 2>{});
+        break;
+    case 3:
+        f(std::integral_constant<int, 3>{});
+        break;
+    default:
+        f(std::integral_constant<int, 4>{});
+        break;
+    }
 }
 
 } // namespace fmcu_swg
