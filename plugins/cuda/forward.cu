@@ -453,9 +453,9 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
                                                    : fmcu_row_tile(m, L->top_k, L->local_experts);
     /* The fp8 schemes' stream tier runs GEMM2 on native FP8 wgmma (option
      * stream_wgmma; by default with block scales, else from 128 pairs or 4
-     * rows an expert: fmcu_stream_wgmma2_wanted) and GEMM1 on f16 wgmma with f32's sums (option
-     * stream_wgmma_gemm1; by default with block scales, else from 4 rows
-     * an expert: fmcu_stream_wgmma_wanted). Not GEMM1 on FP8 wgmma:
+     * rows an expert: fmcu_stream_wgmma2_wanted) and GEMM1 on f16 wgmma
+     * with f32's sums (option stream_wgmma_gemm1; by default with block
+     * scales, else from 4 rows an expert: fmcu_stream_wgmma_wanted). Not GEMM1 on FP8 wgmma:
      * its sums keep fewer bits than f32, and GEMM1's output is quantized
      * again with its row's (or 128-column group's) amax as the scale, so a
      * sum one bf16 step off the reference's re-rolls every code of that

@@ -199,7 +199,8 @@ __global__ void __launch_bounds__(THREADS, 1) stream_bf16_wgmma(const __grid_con
                 produce(p, &map, smem, nb_count, n_tiles, nk, lane);
         },
         [&](ring &rg, const item_t &it, int wg, int wq, int lane) {
-            fmcu_swg::by_slices(it.rows, [&](auto sl) { run_item<decltype(sl)::value>(p, rg, smem, it, nk, wg, wq, lane); });
+            fmcu_swg::by_slices(it.rows,
+                                [&](auto sl) { run_item<decltype(sl)::value>(p, rg, smem, it, nk, wg, wq, lane); });
         });
 }
 
