@@ -182,11 +182,22 @@ class Layer:
         out.index_add_(0, token, y * w.flatten()[order, None].to(y.dtype))
 
 
-def routing_sets(shape, m, seed):
+def routing_sets(shape, m, seed, fusedmoe_seed=None):
+    """ROUTING_SETS (ids, weights) on the device: with fusedmoe_seed, the very
+    sets `fusedmoe bench --seed fusedmoe_seed` times at M = m
+    (tools/bench_routing.py), so that the peer reads the experts ours reads;
+    otherwise drawn by torch from `seed`."""
     e, k, h, _ = shape
     sets = []
+    if fusedmoe_seed is not None:
+        import bench_routing
+        if bench_routing.ROUTING_SETS != ROUTING_SETS:
+            raise RuntimeError("bench_routing draws %d sets, this harness rotates %d"
+                               % (bench_routing.ROUTING_SETS, ROUTING_SETS))
+        for ids, w in bench_routing.routing_sets(e, k, m, fusedmoe_seed):
+            sets.append((torch.from_numpy(ids).cuda(), torch.from_numpy(w).cuda()))
     gen = torch.Generator(device="cuda").manual_seed(seed)
-    for _ in range(ROUTING_SETS):
+    for _ in range(ROUTING_SETS if fusedmoe_seed is None else 0):
         logits = torch.randn(m, e, device="cuda", generator=gen)
         w, ids = torch.topk(torch.softmax(logits, -1), k, dim=-1)
         w = w / w.sum(-1, keepdim=True)
@@ -199,6 +210,18 @@ def routing_sets(shape, m, seed):
     return sets
 
 
+def distinct_experts(sets):
+    """Distinct experts the sets touch, averaged (the bench's `distinct_experts`)."""
+    return sum(int(torch.unique(ids).numel()) for ids, _ in sets) / len(sets)
+
+
+def routing_note(seed):
+    """The record's `routing`: where its points' routing sets came from."""
+    if seed is None:
+        return "torch.randn logits, generator seed 1000 + M, softmax top-k renormalized"
+    return "fusedmoe bench --seed %d's sets (tools/bench_routing.py)" % seed
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shape", action="append", required=True)
@@ -206,6 +229,8 @@ def main():
     ap.add_argument("--dtype", action="append", choices=["bf16", "fp8"])
     ap.add_argument("--reps", type=int, default=40)
     ap.add_argument("--peaks-only", action="store_true", help="measure the copy rate and GEMM peaks only")
+    ap.add_argument("--routing-seed", type=int,
+                    help="time on the routing sets `fusedmoe bench --seed N` draws (default: torch's own draws)")
     ap.add_argument("--json", required=True)
     args = ap.parse_args()
     tokens = [int(t) for t in args.tokens.split(",")]
@@ -213,6 +238,7 @@ def main():
     dev = torch.cuda.get_device_properties(0)
     doc = {"device": dev.name, "sms": dev.multi_processor_count, "torch": torch.__version__,
            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "command": " ".join(sys.argv),
+           "routing": routing_note(args.routing_seed), "routing_seed": args.routing_seed,
            "copy_GBps": copy_rate() * 1e-9, "peak_tflops": {}, "points": []}
     for d in dtypes:
         doc["peak_tflops"][d] = gemm_peak(d) * 1e-12
@@ -231,8 +257,10 @@ def main():
             for m in tokens:
                 x = torch.randn(m, h, device="cuda", dtype=torch.bfloat16)
                 out = torch.empty_like(x)
-                sets = [(x, ids, w, out) for ids, w in routing_sets(shape, m, 1000 + m)]
-                point = {"shape": name, "dtype": d, "peer": peer, "tokens": m, "experts": e, "top_k": k,
+                routing = routing_sets(shape, m, 1000 + m, args.routing_seed)
+                sets = [(x, ids, w, out) for ids, w in routing]
+                point = {"shape": name, "dtype": d, "peer": peer, "tokens": m, "distinct_experts":
+                         distinct_experts(routing), "routing_seed": args.routing_seed, "experts": e, "top_k": k,
                          "hidden": h, "intermediate": i}
                 try:
                     graphs = capture(layer.forward, sets)

@@ -37,6 +37,19 @@ def peer_label(name):
     return name.split()[0].split(".")[0] if name else "peer"
 
 
+def same_routing(p, q):
+    """A peer point timed on our routing sets (`--routing-seed`, tools/bench_routing.py)
+    touched the experts ours touched: else the seeds differ or the Python draw no
+    longer matches the bench's, and the two times are not of the same work."""
+    if q.get("routing_seed") is None or "distinct_experts" not in p:
+        return
+    if abs(q.get("distinct_experts", -1.0) - p["distinct_experts"]) > 1e-9:
+        raise SystemExit("bench_plot.py: %s M=%d: the peer %s ran on fusedmoe bench --seed %d's routing but touched "
+                         "%s distinct experts against our %s: time both with the same seed" % (
+                             p["shape"], p["tokens"], q.get("peer", "?"), q["routing_seed"],
+                             q.get("distinct_experts"), p["distinct_experts"]))
+
+
 def rows(directory, tag, dtype):
     ours = load(os.path.join(directory, "%s-cuda-%s.json" % (tag, dtype)))
     candidates = {}  # (shape, M) -> the peers' points there
@@ -48,6 +61,8 @@ def rows(directory, tag, dtype):
     for p in ours["points"]:
         qs = candidates.get((shape_key(p), p["tokens"]), [])
         timed = [q for q in qs if q.get("us")]
+        for q in timed:
+            same_routing(p, q)
         best = min(timed, key=lambda q: q["us"]) if timed else {}
         slower = sorted(peer_label(q.get("peer", "")) for q in timed if q["us"] < p["us"])
         out.append({"shape": p["shape"], "experts": p["experts"], "model_experts": p["model_experts"],

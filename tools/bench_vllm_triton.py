@@ -51,7 +51,8 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 from bench_peers import (FP8, FP8_MAX, SHAPES, capture, copy_rate, gemm_peak,  # noqa: E402
-                         random_experts, routing_sets, rowwise_fp8, shape_of, timed_replays)
+                         distinct_experts, random_experts, routing_note, routing_sets, rowwise_fp8, shape_of,
+                         timed_replays)
 
 PEER = "vllm-triton fused_moe_kernel"
 QBLOCK = 128  # the fp8block scheme's weight block and activation group
@@ -542,11 +543,14 @@ def bench_point(call, layer, name, shape, m, args, vllm_dir, deadline):
     scheme = layer.scheme
     x = torch.randn(m, h, device=layer.w13.device, dtype=torch.bfloat16)
     out = torch.empty_like(x)
-    sets = [RoutingSet(x, ids, w, out) for ids, w in routing_sets(shape, m, 1000 + m)]
+    routing = routing_sets(shape, m, 1000 + m, args.routing_seed)
+    sets = [RoutingSet(x, ids, w, out) for ids, w in routing]
     ref = reference(layer, x, sets[0].ids, sets[0].w)
     cands, tuned_name = candidates(vllm_dir, m, e, i, scheme, args.max_configs)
     sm90 = torch.cuda.get_device_capability(0) == (9, 0)
-    point = dict(point_head(name, shape, m, scheme), naive_block_assignment=naive_assignment(m * k, e), configs=[])
+    point = dict(point_head(name, shape, m, scheme), distinct_experts=distinct_experts(routing),
+                 routing_seed=args.routing_seed,
+                 naive_block_assignment=naive_assignment(m * k, e), configs=[])
     if tuned_name:
         found = any(source == "vllm tuned" for _, source in cands)
         point["tuned_file" if found else "tuned_file_absent"] = tuned_name
@@ -613,7 +617,8 @@ def run(args):
     peak_of = "fp8" if scheme.fp8 else "bf16"
     doc = {"device": dev.name, "sms": dev.multi_processor_count, "torch": torch.__version__,
            "triton": triton.__version__, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-           "command": " ".join(sys.argv), "peer": PEER, "scheme": scheme.key, "vllm_commit": info.get("commit"),
+           "command": " ".join(sys.argv), "routing": routing_note(args.routing_seed),
+           "routing_seed": args.routing_seed, "peer": PEER, "scheme": scheme.key, "vllm_commit": info.get("commit"),
            "vllm_source": info.get("source"), "vllm_file": info, "budget_s": args.budget_s,
            "copy_GBps": copy_rate() * 1e-9, "peak_tflops": {peak_of: gemm_peak(peak_of) * 1e-12},
            "points": [], "skipped": []}
@@ -772,6 +777,8 @@ def main():
     ap.add_argument("--budget-s", type=float, default=500.0,
                     help="start no config after this many seconds; the JSON keeps what was done")
     ap.add_argument("--vllm-dir", default=".peer/vllm", help="what tools/device/fetch_vllm_peer.sh wrote")
+    ap.add_argument("--routing-seed", type=int,
+                    help="time on the routing sets `fusedmoe bench --seed N` draws (default: torch's own draws)")
     ap.add_argument("--json")
     ap.add_argument("--self-check", action="store_true",
                     help="CPU: the forward under Triton's interpreter against the reference, small shapes")

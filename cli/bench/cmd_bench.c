@@ -233,6 +233,16 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The stream index of routing set r at M = m: a point's routing depends only
+ * on the seed, M and r (not on where M stands in --tokens or which call ran
+ * it), so that a peer harness can draw the same sets (tools/bench_routing.py
+ * reproduces the stream and the router) and both layers read the same
+ * experts. */
+static uint64_t bench_routing_index(uint32_t m, uint32_t r)
+{
+    return (uint64_t)m * ROUTING_SETS + r;
+}
+
 /* One routing set: random logits routed by the reference router (host),
  * and its copy on the timed layer's device. */
 typedef struct routing_set {
@@ -252,7 +262,7 @@ static int to_device(fmoe_layer *layer, const fmoe_tensor *t, fmoe_tensor *out)
     return st == FMOE_STATUS_OK ? CLI_EXIT_OK : cli_fail(st, "device tensor");
 }
 
-static int make_routing(const fmoe_layer_config *cfg, uint32_t m, uint64_t seed, uint32_t index, routing_set *rs)
+static int make_routing(const fmoe_layer_config *cfg, uint32_t m, uint64_t seed, uint64_t index, routing_set *rs)
 {
     size_t e = cfg->num_experts, k = cfg->top_k;
     float *logits = malloc((size_t)m * e * sizeof(float));
@@ -502,7 +512,7 @@ static int bench_shape_run(fmoe_context *ctx, const bench_opts *o, const bench_s
         uint32_t m = o->tokens[t];
         routing_set sets[ROUTING_SETS] = {0};
         for (uint32_t r = 0; r < ROUTING_SETS && rc == CLI_EXIT_OK; r++)
-            rc = make_routing(&cfg, m, o->seed, t * ROUTING_SETS + r, &sets[r]);
+            rc = make_routing(&cfg, m, o->seed, bench_routing_index(m, r), &sets[r]);
         fmoe_tensor tx, ty;
         const int64_t xs[2] = {m, (int64_t)h};
         fmoe_tensor_init(&tx, FMOE_DTYPE_BF16, 2, xs, x);

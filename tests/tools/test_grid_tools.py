@@ -96,6 +96,21 @@ with tempfile.TemporaryDirectory() as tmp:
     check("geomean line", "geomean ours/floor **1.00** (worst 2.00); best peer/floor 1.05; ours faster at 1 of 2 "
           "points (behind torch at 1, vllm-triton at 1)" in text, text)
 
+    # A peer timed on our routing sets (--routing-seed) must have touched the experts ours did.
+    same = os.path.join(tmp, "same")
+    os.makedirs(same)
+    write(os.path.join(same, "s-cuda-bf16.json"), dict(head, points=[dict(point(1, 20.0, 10.0, 2500.0, 5e6),
+                                                                          distinct_experts=2.0)]))
+    write(os.path.join(same, "s-vllm-bf16.json"), {"command": "vllm s", "points": [
+        dict(peer(1, 25.0, vllm), distinct_experts=2.0, routing_seed=7)]})
+    r = run(PLOT, same, "s", "--schemes", "bf16")
+    check("bench_plot takes a peer on our routing that touched the same experts", r.returncode == 0, r.stderr)
+    write(os.path.join(same, "s-vllm-bf16.json"), {"command": "vllm s", "points": [
+        dict(peer(1, 25.0, vllm), distinct_experts=1.75, routing_seed=7)]})
+    r = run(PLOT, same, "s", "--schemes", "bf16")
+    check("bench_plot refuses a peer on our routing that touched other experts",
+          r.returncode != 0 and "touched 1.75 distinct experts against our 2.0" in r.stderr, r.stderr)
+
     r = run(MERGE, rec, "grid2", os.path.join(c1, "nothing"), os.path.join(c2, "g2"))
     check("merge_grid refuses a prefix without records", r.returncode != 0 and "no " in r.stderr, r.stderr)
     os.remove(os.path.join(c2, "g2-peers-bf16.json"))

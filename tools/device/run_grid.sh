@@ -32,6 +32,12 @@
 # a scheme group and call, so fewer schemes a call. tools/bench_plot.py takes
 # the faster of it and the torch peer at each point.
 #
+# SEED (default 1) is our bench's --seed and the peers' --routing-seed: every
+# layer, ours and the peers', is timed on the same routing sets (the bench's,
+# drawn again in Python by tools/bench_routing.py), so a point compares two
+# layers reading the same experts; tools/bench_plot.py checks that they touched
+# as many. SEED=none leaves each to its own draws (the records before 2026-12-02).
+#
 # MAX_GIB (default 24) caps one layer's weights; at 24 every model runs with
 # all its experts (DeepSeek-V3 bf16 is 21 GiB). The weights are synthesized on
 # the host in parallel (docs/BENCH.md "The weights": on the H100 machine's
@@ -52,6 +58,9 @@ TOKENS=${TOKENS:-1,16,128,1024,8192}
 MAX_GIB=${MAX_GIB:-24}
 TAG=${TAG:-grid}
 SCHEMES=${SCHEMES:-"bf16 fp8"}
+SEED=${SEED:-1}
+seed_args=; routing_args=
+if [ "$SEED" != none ]; then seed_args="--seed $SEED"; routing_args="--routing-seed $SEED"; fi
 scheme_key() {
   case $1 in
     bf16) echo bf16 ;;
@@ -91,7 +100,7 @@ for scheme in $SCHEMES; do
   key=$(scheme_key "$scheme")
   case $scheme in fp8*) peak_of=fp8 ;; *) peak_of=bf16 ;; esac   # 4-bit weights run bf16 MMAs
   timeout 540 $B/cli/fusedmoe --plugin $B/plugins/cuda/cuda.toml bench --backend cuda --scheme "$key" $shape_args \
-    --tokens "$TOKENS" --max-gib "$MAX_GIB" --no-reference --gemm-peak "$(peak $peak_of)" \
+    --tokens "$TOKENS" --max-gib "$MAX_GIB" --no-reference --gemm-peak "$(peak $peak_of)" $seed_args \
     --json "$OUT/$TAG-cuda-$scheme.json" 2>&1 | tee -a "$OUT/$TAG-log.txt"
 done
 
@@ -108,7 +117,7 @@ print(' '.join('--shape %d,%d,%d,%d' % s for s in seen))" "$OUT/$TAG-cuda-$1.jso
 # The torch peers.
 for scheme in $SCHEMES; do
   case $scheme in bf16|fp8) ;; *) continue ;; esac
-  python3 tools/bench_peers.py $(layers_of "$scheme") --dtype $scheme --tokens "$TOKENS" \
+  python3 tools/bench_peers.py $(layers_of "$scheme") --dtype $scheme --tokens "$TOKENS" $routing_args \
     --json "$OUT/$TAG-peers-$scheme.json" 2>&1 | tee -a "$OUT/$TAG-log.txt"
 done
 
@@ -116,7 +125,7 @@ done
 if [ "${VLLM:-0}" = 1 ]; then
   for scheme in $SCHEMES; do
     case $scheme in bf16|fp8|fp8block) ;; *) continue ;; esac
-    python3 tools/bench_vllm_triton.py --scheme $scheme $(layers_of "$scheme") --tokens "$TOKENS" \
+    python3 tools/bench_vllm_triton.py --scheme $scheme $(layers_of "$scheme") --tokens "$TOKENS" $routing_args \
       --json "$OUT/$TAG-vllm-$scheme.json" 2>&1 | tee -a "$OUT/$TAG-log.txt"
   done
 fi
