@@ -40,7 +40,7 @@ fmcu_act_launch fmcu_act_shape(int mode, uint32_t I, int warp_rows)
 
 int fmcu_gg_promoted(int kind)
 {
-    return kind == FMCU_GG_N192_PROMOTED;
+    return kind == FMCU_GG_N192_PROMOTED || kind == FMCU_GG_N192_OVERLAP;
 }
 
 /* H rounded up to whole tiles of bn columns. */

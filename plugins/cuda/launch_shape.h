@@ -76,6 +76,10 @@ typedef enum fmcu_gg_kind {
     FMCU_GG_N256_FAST,
     FMCU_GG_N128_FAST,
     FMCU_GG_N192_FAST,
+    /* N192_PROMOTED's tiles and bits, each stage's wgmmas issued as two
+     * column halves so that one half is promoted while the other runs
+     * (option prefill_gemm1_overlap). */
+    FMCU_GG_N192_OVERLAP,
     FMCU_GG_KINDS
 } fmcu_gg_kind;
 

@@ -119,6 +119,7 @@ END_TEST
 START_TEST(promoted_kinds)
 {
     ck_assert_int_eq(fmcu_gg_promoted(FMCU_GG_N192_PROMOTED), 1);
+    ck_assert_int_eq(fmcu_gg_promoted(FMCU_GG_N192_OVERLAP), 1);
     ck_assert_int_eq(fmcu_gg_promoted(FMCU_GG_N256_FAST), 0);
     ck_assert_int_eq(fmcu_gg_promoted(FMCU_GG_N128_FAST), 0);
     ck_assert_int_eq(fmcu_gg_promoted(FMCU_GG_N192_FAST), 0);
