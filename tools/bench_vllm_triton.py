@@ -66,9 +66,14 @@ class Scheme:
         self.tol = tol  # relative Frobenius error allowed against the reference
 
 
+# tol: the relative error against the harness's f32 reference of the same quantized values
+# that a config may show, to catch a harness mistake (a wrong layout or scale gives ~1), not to
+# judge vLLM. fp8 per-channel: the kernel sums all of K in FP8 wgmma, no promotion, and measured
+# 1.25-2.0 % (DeepSeek-V3, K = 7168: 1.98-2.01 %, H100 and H200, 2026-12-02), so 3 % as the block
+# path (0.4-0.6 %).
 SCHEMES = {
     "bf16": Scheme("bf16", "bf16", None, False, False, None, 2e-2),
-    "fp8": Scheme("fp8", "fp8e4m3:channel/fp8e4m3:token:dynamic", "fp8_w8a8", True, True, None, 2e-2),
+    "fp8": Scheme("fp8", "fp8e4m3:channel/fp8e4m3:token:dynamic", "fp8_w8a8", True, True, None, 3e-2),
     "fp8block": Scheme("fp8block", "fp8e4m3:block128x128/fp8e4m3:group128:dynamic", "fp8_w8a8", True, False,
                        (QBLOCK, QBLOCK), 3e-2),
 }
