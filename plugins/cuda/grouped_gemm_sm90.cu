@@ -600,42 +600,69 @@ __device__ __forceinline__ void main_loop(float (&acc)[NW / 2], float (&fin)[PRO
         /* The overlapped promotion (kind n192-overlap): each stage's wgmmas
          * go out as two groups, columns 0..NW/2-1 then NW/2..NW-1 (m64n96:
          * per element the same k32 sums as m64n192, as the half tiles
-         * show), so that the first half's sum is promoted (fin += acc)
-         * while the second half's wgmmas run, instead of all of it after
-         * the tensor cores drain at every 128 K. As many registers as the
-         * plain loop (fin and acc, as halves of their own), the same
-         * additions per element in the same order: the same bits. */
+         * show), and each group's sum is promoted (fin += acc) while the
+         * next group's wgmmas run: the first half's under the second
+         * half's, the second half's under the next stage's first half,
+         * instead of after the tensor cores drain at every 128 K. The same
+         * additions per element in the same order as the plain loop: the
+         * same bits. The half stages run as the block kind's stages do
+         * (issue one, retire the other, two a turn, a tail of either
+         * form): a loop of one stage a turn, or a single tail, made ptxas
+         * serialize every wgmma of the kernel (C7514). */
         static_assert(NW % 32 == 0, "halves of whole n16 steps");
         constexpr int H = NW / 2;
-        float acc0[H / 2], acc1[H / 2]; /* arrays of their own: views of `acc` made ptxas serialize (C7514) */
-        float fin0[H / 2], fin1[H / 2];
-#pragma unroll
-        for (int i = 0; i < H / 2; i++)
-            fin0[i] = fin1[i] = 0.0f;
         constexpr uint32_t B_HALF = H * BK; /* bytes of H B rows: whole 1024-byte swizzle atoms */
         static_assert(B_HALF % 1024 == 0, "a half's B rows start on a swizzle atom");
-        /* Within a stage only: the first half is promoted while the second
-         * runs, then the second once it is done. A batch in flight across
-         * the loop's back edge (the next stage's first half issued before
-         * the second half is promoted) made ptxas serialize every wgmma of
-         * the kernel (C7514) in each arrangement tried, though the block
-         * kind's two stage accumulators do that without complaint. */
-        for (int kb = 0; kb < KB; kb++) {
-            mbar_wait(smem_addr(&full[r.stage]), r.phase);
-            const uint32_t st = base + r.stage * STAGE_BYTES;
-            issue_stage<H, BF16>(acc0, st + a_off, st + A_BYTES + b_off, false);
-            issue_stage<H, BF16>(acc1, st + a_off, st + A_BYTES + b_off + B_HALF, false);
-            wgmma_wait<1>(); /* the first half */
-            add_into(fin0, acc0);
-            wgmma_wait<0>(); /* the second: the stage is read */
-            release(r.stage);
-            add_into(fin1, acc1);
-            r.next(STAGES);
-        }
+        float acc0[H / 2], acc1[H / 2]; /* the first and the second half's */
 #pragma unroll
-        for (int i = 0; i < H / 2; i++) {
-            fin[i] = fin0[i];
-            fin[H / 2 + i] = fin1[i];
+        for (int i = 0; i < NW / 2; i++)
+            fin[i] = 0.0f;
+        uint32_t st = 0; /* the stage whose first half was issued last */
+        int prev = 0;    /* the ring stage of the second half oldest in flight */
+        auto issue0 = [&]() { /* the next stage's first half */
+            mbar_wait(smem_addr(&full[r.stage]), r.phase);
+            st = base + r.stage * STAGE_BYTES;
+            issue_stage<H, BF16>(acc0, st + a_off, st + A_BYTES + b_off, false);
+        };
+        auto issue1 = [&]() { /* that stage's second half */
+            issue_stage<H, BF16>(acc1, st + a_off, st + A_BYTES + b_off + B_HALF, false);
+            prev = r.stage;
+            r.next(STAGES);
+        };
+        auto promote = [&](float(&a)[H / 2], int off) {
+            fence_regs(a);
+#pragma unroll
+            for (int i = 0; i < H / 2; i++)
+                fin[off + i] += a[i];
+        };
+        auto retire0 = [&]() { /* the older batch, a first half: its stage stays in use */
+            wgmma_wait<1>();
+            promote(acc0, 0);
+        };
+        auto retire1 = [&]() { /* the older batch, a second half: its stage is read */
+            wgmma_wait<1>();
+            release(prev);
+            promote(acc1, H / 2);
+        };
+        /* Half stages v = 0 .. 2 KB - 1: even ones in acc0, odd ones in acc1. */
+        const int V = 2 * KB;
+        issue0();
+        int v = 1;
+        for (; v + 1 < V; v += 2) { /* in flight on entry: half stage v - 1 (a first half) */
+            issue1();
+            retire0();
+            issue0();
+            retire1();
+        }
+        if (v < V) { /* always (V is even): the last stage's second half */
+            issue1();
+            retire0();
+            wgmma_wait<0>();
+            release(prev);
+            promote(acc1, H / 2);
+        } else {
+            wgmma_wait<0>();
+            promote(acc0, 0);
         }
     } else if constexpr (PROMOTE) {
 #pragma unroll

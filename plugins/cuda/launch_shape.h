@@ -77,7 +77,7 @@ typedef enum fmcu_gg_kind {
     FMCU_GG_N128_FAST,
     FMCU_GG_N192_FAST,
     /* N192_PROMOTED's tiles and bits, each stage's wgmmas issued as two
-     * column halves so that one half is promoted while the other runs
+     * column halves so that each half is promoted while the next one runs
      * (option prefill_gemm1_overlap). */
     FMCU_GG_N192_OVERLAP,
     FMCU_GG_KINDS
