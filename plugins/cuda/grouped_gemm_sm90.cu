@@ -465,7 +465,7 @@ __device__ __forceinline__ blk_scales block_scales_of(const tile_at &at, const k
  * the converters left for the stage at gs + stage x BN (the warp group's
  * first column; read before the stage is released). */
 template <int NW, bool PROMOTE, bool BF16, int STAGES, int STAGE_BYTES, bool SCALED = false, int BN = 0,
-          bool BLK = false, bool SPLIT = false>
+          bool BLK = false>
 __device__ __forceinline__ void main_loop(float (&acc)[NW / 2], float (&fin)[PROMOTE || SCALED ? NW / 2 : 1],
                                           ring &r, int KB, uint32_t base, uint32_t a_off, uint32_t b_off,
                                           uint64_t *full, uint64_t *empty, int lane, const float *gs,
@@ -596,74 +596,6 @@ __device__ __forceinline__ void main_loop(float (&acc)[NW / 2], float (&fin)[PRO
             release(prev);
             promote(acc);
         }
-    } else if constexpr (PROMOTE && SPLIT) {
-        /* The overlapped promotion (kind n192-overlap): each stage's wgmmas
-         * go out as two groups, columns 0..NW/2-1 then NW/2..NW-1 (m64n96:
-         * per element the same k32 sums as m64n192, as the half tiles
-         * show), and each group's sum is promoted (fin += acc) while the
-         * next group's wgmmas run: the first half's under the second
-         * half's, the second half's under the next stage's first half,
-         * instead of after the tensor cores drain at every 128 K. The same
-         * additions per element in the same order as the plain loop: the
-         * same bits. The half stages run as the block kind's stages do
-         * (issue one, retire the other, two a turn, a tail of either
-         * form): a loop of one stage a turn, or a single tail, made ptxas
-         * serialize every wgmma of the kernel (C7514). */
-        static_assert(NW % 32 == 0, "halves of whole n16 steps");
-        constexpr int H = NW / 2;
-        constexpr uint32_t B_HALF = H * BK; /* bytes of H B rows: whole 1024-byte swizzle atoms */
-        static_assert(B_HALF % 1024 == 0, "a half's B rows start on a swizzle atom");
-        float acc0[H / 2], acc1[H / 2]; /* the first and the second half's */
-#pragma unroll
-        for (int i = 0; i < NW / 2; i++)
-            fin[i] = 0.0f;
-        uint32_t st = 0; /* the stage whose first half was issued last */
-        int prev = 0;    /* the ring stage of the second half oldest in flight */
-        auto issue0 = [&]() { /* the next stage's first half */
-            mbar_wait(smem_addr(&full[r.stage]), r.phase);
-            st = base + r.stage * STAGE_BYTES;
-            issue_stage<H, BF16>(acc0, st + a_off, st + A_BYTES + b_off, false);
-        };
-        auto issue1 = [&]() { /* that stage's second half */
-            issue_stage<H, BF16>(acc1, st + a_off, st + A_BYTES + b_off + B_HALF, false);
-            prev = r.stage;
-            r.next(STAGES);
-        };
-        auto promote = [&](float(&a)[H / 2], int off) {
-            fence_regs(a);
-#pragma unroll
-            for (int i = 0; i < H / 2; i++)
-                fin[off + i] += a[i];
-        };
-        auto retire0 = [&]() { /* the older batch, a first half: its stage stays in use */
-            wgmma_wait<1>();
-            promote(acc0, 0);
-        };
-        auto retire1 = [&]() { /* the older batch, a second half: its stage is read */
-            wgmma_wait<1>();
-            release(prev);
-            promote(acc1, H / 2);
-        };
-        /* Half stages v = 0 .. 2 KB - 1: even ones in acc0, odd ones in acc1. */
-        const int V = 2 * KB;
-        issue0();
-        int v = 1;
-        for (; v + 1 < V; v += 2) { /* in flight on entry: half stage v - 1 (a first half) */
-            issue1();
-            retire0();
-            issue0();
-            retire1();
-        }
-        if (v < V) { /* always (V is even): the last stage's second half */
-            issue1();
-            retire0();
-            wgmma_wait<0>();
-            release(prev);
-            promote(acc1, H / 2);
-        } else {
-            wgmma_wait<0>();
-            promote(acc0, 0);
-        }
     } else if constexpr (PROMOTE) {
 #pragma unroll
         for (int i = 0; i < NW / 2; i++)
@@ -699,7 +631,7 @@ __device__ __forceinline__ void main_loop(float (&acc)[NW / 2], float (&fin)[PRO
 /* One warp group's tile: rows r_base.., columns c0.. (NW of them) from the
  * stage offsets a_off, b_off, then its epilogue. */
 template <int NW, bool PROMOTE, bool BF16, int STAGES, int STAGE_BYTES, bool SCALED = false, int BN = 0,
-          bool BLK = false, bool SPLIT = false>
+          bool BLK = false>
 __device__ __forceinline__ void run_tile(float (&acc)[NW / 2], float (&fin)[PROMOTE || SCALED ? NW / 2 : 1], ring &r,
                                          const tile_at &at, const kernel_params &p, const CUtensorMap *map_d,
                                          int KB, uint32_t base, int r_base, int c0, uint32_t a_off, uint32_t b_off,
@@ -708,8 +640,8 @@ __device__ __forceinline__ void run_tile(float (&acc)[NW / 2], float (&fin)[PROM
 {
     const epi_loads<NW> l = load_scales<NW>(at, p, r_base, c0, tw);
     const blk_scales bs = block_scales_of<BLK>(at, p, r_base, c0, tw);
-    main_loop<NW, PROMOTE, BF16, STAGES, STAGE_BYTES, SCALED, BN, BLK, SPLIT>(acc, fin, r, KB, base, a_off, b_off,
-                                                                             full, empty, tw % 32, gs, bs);
+    main_loop<NW, PROMOTE, BF16, STAGES, STAGE_BYTES, SCALED, BN, BLK>(acc, fin, r, KB, base, a_off, b_off, full,
+                                                                      empty, tw % 32, gs, bs);
     if constexpr (PROMOTE || SCALED)
         store_tile<NW>(fin, l, r_base, at.row_end, c0, p, map_d, w, tw, out, scale, bias);
     else
@@ -856,7 +788,7 @@ __device__ __forceinline__ void load_group_int4(uint32_t (&sub)[INT4_ITEMS<BN>],
     }
 }
 
-template <int BN, bool PROMOTE, bool BF16, int W4 = 0, bool BLK = false, bool SPLIT = false>
+template <int BN, bool PROMOTE, bool BF16, int W4 = 0, bool BLK = false>
 __global__ void __launch_bounds__(KIND_THREADS<W4>, 1)
     grouped_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_a64,
                         const __grid_constant__ CUtensorMap map_b, const __grid_constant__ CUtensorMap map_d,
@@ -868,7 +800,6 @@ __global__ void __launch_bounds__(KIND_THREADS<W4>, 1)
     static_assert(!W4 || (BF16 && !PROMOTE), "e2m1 and int4 kinds: bf16 operands, no fp8 promotion");
     static_assert(!BLK || (BN == 128 && PROMOTE && !BF16 && !W4),
                   "fp8 block kind: promoted e4m3, 128 columns (a warp group's columns in one weight block)");
-    static_assert(!SPLIT || (PROMOTE && !BLK && !W4), "overlapped promotion: the channel-scale promoted kind");
     constexpr bool SCALED = W4 == W4_INT4; /* int4: group scales promoted into fin */
     extern __shared__ uint8_t smem_raw[];
     /* conv: the converter's stage barriers (e2m1 kinds), after full. */
@@ -1075,7 +1006,7 @@ __global__ void __launch_bounds__(KIND_THREADS<W4>, 1)
             break;
         const tile_at at = find_tile(t, pre, off, E, p.halves);
         if (!at.half) /* rows 64w.. of the tile, all its columns */
-            run_tile<BN, PROMOTE, BF16, STAGES, C::STAGE_BYTES, SCALED, BN, BLK, SPLIT>(
+            run_tile<BN, PROMOTE, BF16, STAGES, C::STAGE_BYTES, SCALED, BN, BLK>(
                 acc, fin, r, at, p, &map_d, KB, base, at.row0 + 64 * w, at.nb * BN, w * 64 * BK, 0, ready, empty, w,
                 tw, out, scale, bias, gs);
         else /* the tile's 64 rows, columns HN w.. */
@@ -1129,7 +1060,7 @@ bool encode_codes(CUtensorMap *map, const void *base, uint64_t rows, uint64_t kp
              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <int BN, bool PROMOTE, bool BF16, int W4 = 0, bool BLK = false, bool SPLIT = false>
+template <int BN, bool PROMOTE, bool BF16, int W4 = 0, bool BLK = false>
 cudaError_t launch_kind(const fmcu_gg_args *a, int sms, cudaStream_t st)
 {
     using C = kind_cfg<BN, W4>;
@@ -1162,7 +1093,7 @@ cudaError_t launch_kind(const fmcu_gg_args *a, int sms, cudaStream_t st)
     p.b_sf = a->b_sf;
     p.sched = a->sched;
     p.fixed_order = a->order == FMCU_GG_ORDER_FIXED || (a->order == FMCU_GG_ORDER_AUTO && !PROMOTE);
-    auto kernel = grouped_gemm_kernel<BN, PROMOTE, BF16, W4, BLK, SPLIT>;
+    auto kernel = grouped_gemm_kernel<BN, PROMOTE, BF16, W4, BLK>;
     cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::SMEM);
     if (e != cudaSuccess)
         return e;
@@ -1210,7 +1141,6 @@ cudaError_t fmcu_gg_launch(const fmcu_gg_args *a, fmcu_gg_kind kind, int sms, cu
         }
     switch (kind) {
     case FMCU_GG_N192_PROMOTED: return launch_kind<192, true, false>(a, sms, st);
-    case FMCU_GG_N192_OVERLAP: return launch_kind<192, true, false, 0, false, true>(a, sms, st);
     case FMCU_GG_N256_FAST: return launch_kind<256, false, false>(a, sms, st);
     case FMCU_GG_N128_FAST: return launch_kind<128, false, false>(a, sms, st);
     case FMCU_GG_N192_FAST: return launch_kind<192, false, false>(a, sms, st);

@@ -40,7 +40,7 @@ fmcu_act_launch fmcu_act_shape(int mode, uint32_t I, int warp_rows)
 
 int fmcu_gg_promoted(int kind)
 {
-    return kind == FMCU_GG_N192_PROMOTED || kind == FMCU_GG_N192_OVERLAP;
+    return kind == FMCU_GG_N192_PROMOTED;
 }
 
 /* H rounded up to whole tiles of bn columns. */
@@ -49,9 +49,9 @@ static uint32_t padded(uint32_t H, uint32_t bn)
     return (H + bn - 1) / bn * bn;
 }
 
-void fmcu_gg_kinds(int bf16, int64_t rows, uint32_t H, int overlap, int *k1, int *k2)
+void fmcu_gg_kinds(int bf16, int64_t rows, uint32_t H, int *k1, int *k2)
 {
-    *k1 = bf16 ? FMCU_GG_N256_FAST : overlap ? FMCU_GG_N192_OVERLAP : FMCU_GG_N192_PROMOTED;
+    *k1 = bf16 ? FMCU_GG_N256_FAST : FMCU_GG_N192_PROMOTED;
     const uint32_t width = rows < 128 ? 128 : 256;
     *k2 = padded(H, 192) < padded(H, width) ? FMCU_GG_N192_FAST : width == 128 ? FMCU_GG_N128_FAST : FMCU_GG_N256_FAST;
 }

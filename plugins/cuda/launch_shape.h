@@ -76,10 +76,6 @@ typedef enum fmcu_gg_kind {
     FMCU_GG_N256_FAST,
     FMCU_GG_N128_FAST,
     FMCU_GG_N192_FAST,
-    /* N192_PROMOTED's tiles and bits, each stage's wgmmas issued as two
-     * column halves so that each half is promoted while the next one runs
-     * (option prefill_gemm1_overlap). */
-    FMCU_GG_N192_OVERLAP,
     FMCU_GG_KINDS
 } fmcu_gg_kind;
 
@@ -108,9 +104,8 @@ int fmcu_gg_promoted(int kind);
  * tiles), 256 from 128, or 192 where that pads its N (= H) less:
  * gpt-oss-120b's H = 2880 is 15 tiles of 192 and 11.25 of 256 (H100,
  * forward at M=8192, GEMM2 -5.5% fp8 and -4% bf16, same bits;
- * bench/cuda/RESULTS.md at 5ddad69, "Prefill: ping-pong and overlapped GEMM kinds").
- * `overlap` (option prefill_gemm1_overlap) makes fp8's GEMM1 N192_OVERLAP. */
-void fmcu_gg_kinds(int bf16, int64_t rows, uint32_t H, int overlap, int *k1, int *k2);
+ * bench/cuda/RESULTS.md at 5ddad69, "Prefill: ping-pong and overlapped GEMM kinds"). */
+void fmcu_gg_kinds(int bf16, int64_t rows, uint32_t H, int *k1, int *k2);
 
 #ifdef __cplusplus
 }

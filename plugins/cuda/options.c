@@ -21,7 +21,6 @@ void fmcu_options_default(fmcu_options *o)
     o->prefill_warp_rows = 1;
     o->prefill_half_tiles = 1;
     o->prefill_tile_order = FMCU_GG_ORDER_AUTO;
-    o->prefill_gemm1_overlap = 0;
     o->wq_wgmma = 1;
     o->wq_ring = FMCU_FUSED_AUTO;
     o->stream_wgmma = FMCU_FUSED_AUTO;
@@ -116,8 +115,6 @@ int fmcu_options_set(fmcu_options *o, const char *name, const char *value, char 
         return set_bool(name, value, &o->prefill_warp_rows, why, cap);
     if (strcmp(name, "prefill_half_tiles") == 0)
         return set_bool(name, value, &o->prefill_half_tiles, why, cap);
-    if (strcmp(name, "prefill_gemm1_overlap") == 0)
-        return set_bool(name, value, &o->prefill_gemm1_overlap, why, cap);
     if (strcmp(name, "wq_wgmma") == 0)
         return set_bool(name, value, &o->wq_wgmma, why, cap);
     if (strcmp(name, RING.name) == 0)
@@ -143,8 +140,7 @@ int fmcu_options_set(fmcu_options *o, const char *name, const char *value, char 
     }
     snprintf(why, cap,
              "option '%s': not an option of the cuda plugin (tier, plan_wide_pairs, decode_tail, decode_fused, "
-             "decode_fused_w13, prefill_warp_rows, prefill_half_tiles, prefill_tile_order, prefill_gemm1_overlap, "
-             "wq_wgmma, wq_ring, "
+             "decode_fused_w13, prefill_warp_rows, prefill_half_tiles, prefill_tile_order, wq_wgmma, wq_ring, "
              "stream_wgmma, stream_wgmma_gemm1, stream_wgmma_bf16, prefill_dequant_mib, prefill_dequant_fused, "
              "prefill_block_gemm, nccl_library, ep_timeout_ms)",
              name);

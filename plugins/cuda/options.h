@@ -14,8 +14,6 @@
  *   prefill_warp_rows   per-token activation rows of at most 1024 columns a warp's
  *   prefill_half_tiles  our grouped GEMM's half tiles (grouped_gemm.h)
  *   prefill_tile_order  auto | fixed | counter: our grouped GEMM's tile order
- *   prefill_gemm1_overlap  the fp8 GEMM1's promotion overlapped with its
- *                       wgmmas (kind n192-overlap, launch_shape.h), same bits
  *   wq_wgmma            the 4-bit weights' wgmma kernel (wq_wgmma.cu) where it serves;
  *                       false: the tiled mma.sync kernel (wq_gemm.cu)
  *   wq_ring             auto | on | off: the 4-bit weights' wgmma weight stream
@@ -82,7 +80,6 @@ typedef struct fmcu_options {
     int prefill_warp_rows;        /* 1 */
     int prefill_half_tiles;       /* 1 */
     int prefill_tile_order;       /* FMCU_GG_ORDER_* (launch_shape.h) */
-    int prefill_gemm1_overlap;    /* 0 */
     int wq_wgmma;                 /* 1 */
     int wq_ring;                  /* FMCU_FUSED_* */
     int stream_wgmma;             /* FMCU_FUSED_AUTO */

@@ -733,7 +733,7 @@ cudaError_t forward(const fmcu_layer *L, int64_t m, const void *x, int64_t x_ld,
      * M=1024/8192 points. */
     const int64_t rows = m * (int64_t)k / (E ? E : 1);
     int k1, k2;
-    fmcu_gg_kinds(!fp8, rows, H, L->opt.prefill_gemm1_overlap, &k1, &k2);
+    fmcu_gg_kinds(!fp8, rows, H, &k1, &k2);
     OwnGemm o[2] = {own_gemm(sa.s[0], offsets, sa.gg_sched, E, m * (int64_t)k, (fmcu_gg_kind)k1, sms, L->opt),
                     own_gemm(sa.s[1], offsets, sa.gg_sched, E, m * (int64_t)k, (fmcu_gg_kind)k2, sms, L->opt)};
     if (block) /* option prefill_block_gemm = ours: the block kind (the tile kinds above are not used) */

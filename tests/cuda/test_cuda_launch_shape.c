@@ -86,14 +86,13 @@ START_TEST(block_scheme_takes_a_half_warp_per_group)
 }
 END_TEST
 
-#define CK_KINDS_OV(bf16, rows, H, overlap, want1, want2) \
+#define CK_KINDS(bf16, rows, H, want1, want2) \
     do { \
         int k1_ = -7, k2_ = -7; \
-        fmcu_gg_kinds((bf16), (rows), (H), (overlap), &k1_, &k2_); \
+        fmcu_gg_kinds((bf16), (rows), (H), &k1_, &k2_); \
         ck_assert_int_eq(k1_, (want1)); \
         ck_assert_int_eq(k2_, (want2)); \
     } while (0)
-#define CK_KINDS(bf16, rows, H, want1, want2) CK_KINDS_OV(bf16, rows, H, 0, want1, want2)
 
 START_TEST(grouped_gemm_kinds_of_the_grid_models)
 {
@@ -114,17 +113,12 @@ START_TEST(grouped_gemm_kinds_of_the_grid_models)
     /* The width changes at 128 rows. */
     CK_KINDS(0, 127, 2048, FMCU_GG_N192_PROMOTED, FMCU_GG_N128_FAST);
     CK_KINDS(0, 128, 2048, FMCU_GG_N192_PROMOTED, FMCU_GG_N256_FAST);
-    /* prefill_gemm1_overlap: fp8's GEMM1 on the overlapped kind, GEMM2 and bf16 unchanged. */
-    CK_KINDS_OV(0, 512, 2048, 1, FMCU_GG_N192_OVERLAP, FMCU_GG_N256_FAST);
-    CK_KINDS_OV(0, 256, 2880, 1, FMCU_GG_N192_OVERLAP, FMCU_GG_N192_FAST);
-    CK_KINDS_OV(1, 512, 2048, 1, FMCU_GG_N256_FAST, FMCU_GG_N256_FAST);
 }
 END_TEST
 
 START_TEST(promoted_kinds)
 {
     ck_assert_int_eq(fmcu_gg_promoted(FMCU_GG_N192_PROMOTED), 1);
-    ck_assert_int_eq(fmcu_gg_promoted(FMCU_GG_N192_OVERLAP), 1);
     ck_assert_int_eq(fmcu_gg_promoted(FMCU_GG_N256_FAST), 0);
     ck_assert_int_eq(fmcu_gg_promoted(FMCU_GG_N128_FAST), 0);
     ck_assert_int_eq(fmcu_gg_promoted(FMCU_GG_N192_FAST), 0);

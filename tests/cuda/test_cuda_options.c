@@ -34,7 +34,6 @@ START_TEST(defaults_are_the_measured_choices)
     ck_assert_int_eq(o.decode_fused_w13_regs, 0);
     ck_assert_int_eq(o.prefill_warp_rows, 1);
     ck_assert_int_eq(o.prefill_half_tiles, 1);
-    ck_assert_int_eq(o.prefill_gemm1_overlap, 0);
     ck_assert_int_eq(o.prefill_tile_order, FMCU_GG_ORDER_AUTO);
     ck_assert_int_eq(o.wq_wgmma, 1);
     ck_assert_int_eq(o.wq_ring, FMCU_FUSED_AUTO);
@@ -56,11 +55,10 @@ static int same_options(const fmcu_options *a, const fmcu_options *b)
     return a->tier == b->tier && a->plan_wide_pairs == b->plan_wide_pairs && a->decode_tail == b->decode_tail &&
            a->decode_fused == b->decode_fused && a->decode_fused_w13_regs == b->decode_fused_w13_regs &&
            a->prefill_warp_rows == b->prefill_warp_rows && a->prefill_half_tiles == b->prefill_half_tiles &&
-           a->prefill_gemm1_overlap == b->prefill_gemm1_overlap && a->prefill_tile_order == b->prefill_tile_order &&
-           a->wq_wgmma == b->wq_wgmma && a->wq_ring == b->wq_ring && a->stream_wgmma == b->stream_wgmma &&
-           a->stream_wgmma_gemm1 == b->stream_wgmma_gemm1 && a->stream_wgmma_bf16 == b->stream_wgmma_bf16 &&
-           a->prefill_dequant_mib == b->prefill_dequant_mib && a->prefill_dequant_fused == b->prefill_dequant_fused &&
-           a->prefill_block_gemm == b->prefill_block_gemm;
+           a->prefill_tile_order == b->prefill_tile_order && a->wq_wgmma == b->wq_wgmma && a->wq_ring == b->wq_ring &&
+           a->stream_wgmma == b->stream_wgmma && a->stream_wgmma_gemm1 == b->stream_wgmma_gemm1 &&
+           a->stream_wgmma_bf16 == b->stream_wgmma_bf16 && a->prefill_dequant_mib == b->prefill_dequant_mib &&
+           a->prefill_dequant_fused == b->prefill_dequant_fused && a->prefill_block_gemm == b->prefill_block_gemm;
 }
 
 /* `key = value` on a manifest line: the value without quotes, else NULL. */
@@ -110,7 +108,7 @@ START_TEST(manifest_defaults_are_the_code_defaults)
         }
     }
     fclose(f);
-    ck_assert_int_eq(declared, 20);
+    ck_assert_int_eq(declared, 19);
     ck_assert(same_options(&o, &d));
     ck_assert_str_eq(eo.nccl_library, ed.nccl_library);
     ck_assert_uint_eq(eo.timeout_ms, ed.timeout_ms);
@@ -206,8 +204,6 @@ START_TEST(bool_and_enum_values)
     ck_assert_int_eq(o.prefill_warp_rows, 0);
     ck_assert_int_eq(set_one(&o, "prefill_half_tiles", "false", why, sizeof why), 0);
     ck_assert_int_eq(o.prefill_half_tiles, 0);
-    ck_assert_int_eq(set_one(&o, "prefill_gemm1_overlap", "true", why, sizeof why), 0);
-    ck_assert_int_eq(o.prefill_gemm1_overlap, 1);
     ck_assert_int_eq(set_one(&o, "prefill_dequant_fused", "on", why, sizeof why), 0);
     ck_assert_int_eq(o.prefill_dequant_fused, FMCU_FUSED_ON);
     ck_assert_int_eq(set_one(&o, "prefill_dequant_fused", "off", why, sizeof why), 0);
@@ -283,7 +279,6 @@ START_TEST(bad_values_are_refused_naming_the_option)
     CK_REFUSED("decode_fused_w13", "regs", "option 'decode_fused_w13': expected auto or registers, got 'regs'");
     CK_REFUSED("prefill_warp_rows", "yes", "option 'prefill_warp_rows': expected true or false, got 'yes'");
     CK_REFUSED("prefill_half_tiles", "2", "option 'prefill_half_tiles': expected true or false, got '2'");
-    CK_REFUSED("prefill_gemm1_overlap", "on", "option 'prefill_gemm1_overlap': expected true or false, got 'on'");
     CK_REFUSED("prefill_tile_order", "fixedx",
                "option 'prefill_tile_order': expected auto, fixed or counter, got "
                "'fixedx'");
