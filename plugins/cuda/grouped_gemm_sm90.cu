@@ -820,7 +820,7 @@ __global__ void __launch_bounds__(KIND_THREADS<W4>, 1)
             mbar_init(smem_addr(&full[s]), 1);
             mbar_init(smem_addr(&empty[s]), 8); /* lane 0 of each consumer warp */
             if constexpr (W4 != 0)
-                mbar_init(smem_addr(&conv[s]), W4_THREADS); /* every converter thread, after its own stores */
+                mbar_init(smem_addr(&conv[s]), W4_THREADS / 32); /* lane 0 of each converter warp (publish) */
         }
         fmcu_async::mbar_init_fence();
     }
@@ -912,6 +912,20 @@ __global__ void __launch_bounds__(KIND_THREADS<W4>, 1)
              * consumers take (168 - 96) x 256 (REGS_*). */
             asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(REGS_CONVERTER));
             const int tw = threadIdx.x - 384;
+            /* A converted stage's stores (generic proxy) are read by wgmma
+             * (async proxy): each thread fences its own, the warp syncs
+             * (ordering its lanes' stores before lane 0's), and lane 0's
+             * arrive releases them. One arrive a warp, not one a thread:
+             * 256 arrives a stage on one barrier cost the int4 GEMMs 4-9 %
+             * (H200: Qwen3-30B-A3B M = 8192 GEMM1 917 -> 843 us, the
+             * e2m1 kinds' layers 3-7 %; bench/cuda/RESULTS.md, "One
+             * arrive a converter warp"). */
+            auto publish = [&](int stage) {
+                fmcu_async::fence_async_shared();
+                __syncwarp();
+                if (tw % 32 == 0)
+                    mbar_arrive(smem_addr(&conv[stage]));
+            };
             ring r;
             for (;;) {
                 mbar_wait(smem_addr(&full[r.stage]), r.phase);
@@ -952,8 +966,7 @@ __global__ void __launch_bounds__(KIND_THREADS<W4>, 1)
                         /* The B stage for wgmma (async proxy) as below; the
                          * scales are read by generic loads after the
                          * consumers' wait on this arrive (release). */
-                        fmcu_async::fence_async_shared();
-                        mbar_arrive(smem_addr(&conv[r.stage]));
+                        publish(r.stage);
                         if (kb % 2 == 0 && kb / 2 + 1 < (int)p.groups)
                             load_group_int4<BN>(nsub, nsc, p, row0, kb / 2 + 1, tw);
                         r.next(STAGES);
@@ -973,10 +986,7 @@ __global__ void __launch_bounds__(KIND_THREADS<W4>, 1)
                         }
                         convert_stage<BN, W4>(base + C::CODE_AT + r.stage * C::CODE_BYTES,
                                               base + r.stage * C::STAGE_BYTES + A_BYTES, sc, tw);
-                        /* Generic-proxy stores, read by wgmma (async proxy): each
-                         * thread fences its own, then releases them by its arrive. */
-                        fmcu_async::fence_async_shared();
-                        mbar_arrive(smem_addr(&conv[r.stage]));
+                        publish(r.stage);
                         r.next(STAGES);
                     }
                 }
