@@ -916,9 +916,9 @@ __global__ void __launch_bounds__(KIND_THREADS<W4>, 1)
              * (async proxy): each thread fences its own, the warp syncs
              * (ordering its lanes' stores before lane 0's), and lane 0's
              * arrive releases them. One arrive a warp, not one a thread:
-             * 256 arrives a stage on one barrier cost the int4 GEMMs 4-9 %
+             * 256 arrives a stage on one barrier cost the int4 GEMMs 1-12 %
              * (H200: Qwen3-30B-A3B M = 8192 GEMM1 917 -> 843 us, the
-             * e2m1 kinds' layers 3-7 %; bench/cuda/RESULTS.md, "One
+             * int4 and MXFP4 layers 3-7 %; bench/cuda/RESULTS.md, "One
              * arrive a converter warp"). */
             auto publish = [&](int stage) {
                 fmcu_async::fence_async_shared();
@@ -963,9 +963,9 @@ __global__ void __launch_bounds__(KIND_THREADS<W4>, 1)
                             if ((i & 1) == 0)
                                 gs[r.stage * BN + (i >> 1)] = sc[j];
                         }
-                        /* The B stage for wgmma (async proxy) as below; the
-                         * scales are read by generic loads after the
-                         * consumers' wait on this arrive (release). */
+                        /* The B stage for wgmma (async proxy), published as
+                         * above; the scales are read by generic loads after
+                         * the consumers' wait on that arrive (release). */
                         publish(r.stage);
                         if (kb % 2 == 0 && kb / 2 + 1 < (int)p.groups)
                             load_group_int4<BN>(nsub, nsc, p, row0, kb / 2 + 1, tw);
