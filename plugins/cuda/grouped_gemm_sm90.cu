@@ -27,6 +27,13 @@
  * against one converter group, four stages and both released after the
  * promotion: Qwen3-30B-A3B 1117 -> 968 us, Mixtral 8734 -> 7851,
  * DeepSeek-V3 8781 -> 8025; bench/cuda/RESULTS.md).
+ * The int4 bf16 kind (w4 = FMCU_GG_W4_INT4_BF16) takes the same int4
+ * weights dequantized beforehand (q - 8 - zp in bf16, the prefill path's
+ * scratch) by TMA like bf16 weights, on 384 threads: the producer also
+ * copies each stage's 128 group scales into the stage (a bulk copy on its
+ * full barrier), and the consumers promote as above, so both int4 kinds
+ * give the same bits; the scratch converts each weight once a call
+ * instead of once a 128-row tile.
  * The producer runs ahead by up to STAGES blocks, across tile boundaries,
  * so the next tile's operands arrive while the consumers store this one.
  *
@@ -126,9 +133,14 @@ static_assert(REGS_PRODUCER * 128 + REGS_CONSUMER * 256 <= launch_regs(THREADS) 
 static_assert(REGS_PRODUCER * 128 + REGS_CONSUMER_W4 * 256 + REGS_CONVERTER * W4_THREADS <=
                   launch_regs(THREADS_W4) * THREADS_W4,
               "pool of the e2m1 kinds");
-constexpr int W4_INT4 = FMCU_GG_W4_INT4; /* the int4 kind's W4 (not a block size) */
-/* Threads of a launch by kind (the int4 kind's converters: W4_THREADS). */
-template <int W4> constexpr int KIND_THREADS = W4 ? THREADS_W4 : THREADS;
+constexpr int W4_INT4 = FMCU_GG_W4_INT4;           /* the int4 kind's W4 (not a block size) */
+constexpr int W4_INT4_BF16 = FMCU_GG_W4_INT4_BF16; /* int4 dequantized beforehand: bf16 B by TMA */
+/* Kinds with converter warp groups (e2m1, int4 codes). */
+template <int W4> constexpr bool CONVERTS = W4 != 0 && W4 != W4_INT4_BF16;
+/* Kinds that promote each 128-column group's sum times its scales. */
+template <int W4> constexpr bool GROUP_SCALED = W4 == W4_INT4 || W4 == W4_INT4_BF16;
+/* Threads of a launch by kind (the converters: W4_THREADS more). */
+template <int W4> constexpr int KIND_THREADS = CONVERTS<W4> ? THREADS_W4 : THREADS;
 constexpr int INT4_GROUP = 128;           /* its scale group: two 64-column stages */
 constexpr int W4_CHUNK = 16;              /* bytes of codes per 32 columns (wq_pack.h) */
 constexpr int W4_ROW = 2 * W4_CHUNK; /* bytes of codes per row and stage (64 columns) */
@@ -140,19 +152,20 @@ template <int BN, int W4 = 0> struct kind_cfg {
      * stores of a warp's 8 rows hit distinct banks) and its BN column
      * scales and biases. Stages are what is left of 227 KB (int4: 5 x
      * 36 KB with its codes, + 32 KB staging + 4.5 KB scales = 217.5 KB). */
-    static constexpr int STAGES = W4 == W4_INT4 ? 5 : W4 ? 4 : BN == 128 ? 5 : BN == 192 ? 4 : 3;
+    static constexpr int STAGES = W4 == W4_INT4 ? 5 : CONVERTS<W4> ? 4 : BN == 128 ? 5 : BN == 192 ? 4 : 3;
     static constexpr int B_BYTES = BN * BK;
     static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
     static constexpr int OUT_BYTES = 64 * BN * 2; /* BN/64 boxes of 64 rows x 128 B */
     /* e2m1: each stage's codes (BN rows x 32 bytes, by TMA) after the stages. */
-    static constexpr int CODE_BYTES = W4 ? BN * W4_ROW : 0;
+    static constexpr int CODE_BYTES = CONVERTS<W4> ? BN * W4_ROW : 0;
     static constexpr int CODE_AT = STAGES * STAGE_BYTES;
     static constexpr int EPI_AT = CODE_AT + STAGES * CODE_BYTES;
     static constexpr int SCALE_AT = EPI_AT + 2 * OUT_BYTES;
     static constexpr int BIAS_AT = SCALE_AT + 2 * BN * (int)sizeof(float);
-    /* int4: each stage's BN group scales, written by the converters. */
+    /* int4: each stage's BN group scales, written by the converters or
+     * copied by the producer (16-byte aligned: a bulk copy's destination). */
     static constexpr int GSCALE_AT = BIAS_AT + 2 * BN * (int)sizeof(float);
-    static constexpr int GSCALE_BYTES = W4 == W4_INT4 ? STAGES * BN * (int)sizeof(float) : 0;
+    static constexpr int GSCALE_BYTES = GROUP_SCALED<W4> ? STAGES * BN * (int)sizeof(float) : 0;
     static constexpr size_t SMEM = (size_t)GSCALE_AT + GSCALE_BYTES + 1024; /* + alignment of the swizzle atoms */
     static_assert(SMEM <= 227 * 1024, "a kind's shared memory fits an SM's 227 KB");
 };
@@ -465,7 +478,7 @@ __device__ __forceinline__ blk_scales block_scales_of(const tile_at &at, const k
  * the converters left for the stage at gs + stage x BN (the warp group's
  * first column; read before the stage is released). */
 template <int NW, bool PROMOTE, bool BF16, int STAGES, int STAGE_BYTES, bool SCALED = false, int BN = 0,
-          bool BLK = false>
+          bool BLK = false, bool GS_ASYNC = false>
 __device__ __forceinline__ void main_loop(float (&acc)[NW / 2], float (&fin)[PROMOTE || SCALED ? NW / 2 : 1],
                                           ring &r, int KB, uint32_t base, uint32_t a_off, uint32_t b_off,
                                           uint64_t *full, uint64_t *empty, int lane, const float *gs,
@@ -474,6 +487,17 @@ __device__ __forceinline__ void main_loop(float (&acc)[NW / 2], float (&fin)[PRO
     auto release = [&](int s) {
         if (lane == 0)
             mbar_arrive(smem_addr(&empty[s]));
+    };
+    /* A stage whose scales this thread read, before its release: the next
+     * bulk copy into them is an async-proxy write (GS_ASYNC: the int4 bf16
+     * kind's), so each thread orders its reads before it, then lane 0
+     * releases for the warp. */
+    auto release_read = [&](int s) {
+        if constexpr (GS_ASYNC) {
+            fmcu_async::fence_async_shared();
+            __syncwarp();
+        }
+        release(s);
     };
     if constexpr (SCALED) {
 #pragma unroll
@@ -510,7 +534,7 @@ __device__ __forceinline__ void main_loop(float (&acc)[NW / 2], float (&fin)[PRO
             release(s0);
             wgmma_wait<0>();
             promote(s1);
-            release(s1);
+            release_read(s1);
             r.next(STAGES);
         }
         if (KB % 2) { /* a last group of one stage */
@@ -520,7 +544,7 @@ __device__ __forceinline__ void main_loop(float (&acc)[NW / 2], float (&fin)[PRO
                                   false);
             wgmma_wait<0>();
             promote(s0);
-            release(s0);
+            release_read(s0);
             r.next(STAGES);
         }
     } else if constexpr (PROMOTE && BLK) {
@@ -631,7 +655,7 @@ __device__ __forceinline__ void main_loop(float (&acc)[NW / 2], float (&fin)[PRO
 /* One warp group's tile: rows r_base.., columns c0.. (NW of them) from the
  * stage offsets a_off, b_off, then its epilogue. */
 template <int NW, bool PROMOTE, bool BF16, int STAGES, int STAGE_BYTES, bool SCALED = false, int BN = 0,
-          bool BLK = false>
+          bool BLK = false, bool GS_ASYNC = false>
 __device__ __forceinline__ void run_tile(float (&acc)[NW / 2], float (&fin)[PROMOTE || SCALED ? NW / 2 : 1], ring &r,
                                          const tile_at &at, const kernel_params &p, const CUtensorMap *map_d,
                                          int KB, uint32_t base, int r_base, int c0, uint32_t a_off, uint32_t b_off,
@@ -640,8 +664,8 @@ __device__ __forceinline__ void run_tile(float (&acc)[NW / 2], float (&fin)[PROM
 {
     const epi_loads<NW> l = load_scales<NW>(at, p, r_base, c0, tw);
     const blk_scales bs = block_scales_of<BLK>(at, p, r_base, c0, tw);
-    main_loop<NW, PROMOTE, BF16, STAGES, STAGE_BYTES, SCALED, BN, BLK>(acc, fin, r, KB, base, a_off, b_off, full,
-                                                                      empty, tw % 32, gs, bs);
+    main_loop<NW, PROMOTE, BF16, STAGES, STAGE_BYTES, SCALED, BN, BLK, GS_ASYNC>(acc, fin, r, KB, base, a_off, b_off,
+                                                                                full, empty, tw % 32, gs, bs);
     if constexpr (PROMOTE || SCALED)
         store_tile<NW>(fin, l, r_base, at.row_end, c0, p, map_d, w, tw, out, scale, bias);
     else
@@ -798,12 +822,13 @@ __global__ void __launch_bounds__(KIND_THREADS<W4>, 1)
     constexpr int STAGES = C::STAGES;
     constexpr int NTHREADS = KIND_THREADS<W4>;
     static_assert(!W4 || (BF16 && !PROMOTE), "e2m1 and int4 kinds: bf16 operands, no fp8 promotion");
+    static_assert(W4 != W4_INT4_BF16 || BN == 128, "int4 bf16 kind: its scales copied 128 columns a stage");
     static_assert(!BLK || (BN == 128 && PROMOTE && !BF16 && !W4),
                   "fp8 block kind: promoted e4m3, 128 columns (a warp group's columns in one weight block)");
-    constexpr bool SCALED = W4 == W4_INT4; /* int4: group scales promoted into fin */
+    constexpr bool SCALED = GROUP_SCALED<W4>; /* int4: group scales promoted into fin */
     extern __shared__ uint8_t smem_raw[];
     /* conv: the converter's stage barriers (e2m1 kinds), after full. */
-    __shared__ __align__(8) uint64_t full[STAGES], empty[STAGES], conv[W4 ? STAGES : 1];
+    __shared__ __align__(8) uint64_t full[STAGES], empty[STAGES], conv[CONVERTS<W4> ? STAGES : 1];
     __shared__ int pre[FMCU_GG_MAX_EXPERTS + 1], off[FMCU_GG_MAX_EXPERTS + 1];
     __shared__ int tile_of[STAGES]; /* the tile whose first stage this is, or -1: no more tiles */
 
@@ -819,7 +844,7 @@ __global__ void __launch_bounds__(KIND_THREADS<W4>, 1)
         for (int s = 0; s < STAGES; s++) {
             mbar_init(smem_addr(&full[s]), 1);
             mbar_init(smem_addr(&empty[s]), 8); /* lane 0 of each consumer warp */
-            if constexpr (W4 != 0)
+            if constexpr (CONVERTS<W4>)
                 mbar_init(smem_addr(&conv[s]), W4_THREADS / 32); /* lane 0 of each converter warp (publish) */
         }
         fmcu_async::mbar_init_fence();
@@ -878,14 +903,19 @@ __global__ void __launch_bounds__(KIND_THREADS<W4>, 1)
                 const uint32_t fb = smem_addr(&full[r.stage]);
                 const uint32_t sa = base + r.stage * C::STAGE_BYTES;
                 /* A half tile needs 64 A rows: rows 64-127 of its stage stay unread. */
-                if constexpr (W4 != 0) { /* B: the codes, which the converter turns into bf16 */
+                if constexpr (CONVERTS<W4>) { /* B: the codes, which the converter turns into bf16 */
                     mbar_expect_tx(fb, (at.half ? A_BYTES / 2 : A_BYTES) + C::CODE_BYTES);
                     tma_load(sa, at.half ? &map_a64 : &map_a, kb * KE, at.row0, fb);
                     tma_load(base + C::CODE_AT + r.stage * C::CODE_BYTES, &map_b, kb * W4_ROW, brow, fb);
                 } else {
-                    mbar_expect_tx(fb, at.half ? C::STAGE_BYTES - A_BYTES / 2 : C::STAGE_BYTES);
+                    constexpr int GS = W4 == W4_INT4_BF16 ? BN * (int)sizeof(float) : 0;
+                    mbar_expect_tx(fb, (at.half ? C::STAGE_BYTES - A_BYTES / 2 : C::STAGE_BYTES) + GS);
                     tma_load(sa, at.half ? &map_a64 : &map_a, kb * KE, at.row0, fb);
                     tma_load(sa + A_BYTES, &map_b, kb * KE, brow, fb);
+                    if constexpr (W4 == W4_INT4_BF16) /* the stage's group's BN scales (nt * BN a group) */
+                        fmcu_async::bulk_load(base + C::GSCALE_AT + r.stage * GS,
+                                              p.gscale + ((int64_t)at.e * p.groups + kb / 2) * nt * BN + at.nb * BN,
+                                              GS, fb);
                 }
                 r.next(STAGES);
             }
@@ -905,7 +935,7 @@ __global__ void __launch_bounds__(KIND_THREADS<W4>, 1)
         return;
     }
 
-    if constexpr (W4 != 0) {
+    if constexpr (CONVERTS<W4>) {
         if (wg >= 3) {
             /* 96 registers a thread at launch: the producer gives back
              * (96 - 40) x 128 and these groups (96 - 48) x 256, of which the
@@ -997,7 +1027,7 @@ __global__ void __launch_bounds__(KIND_THREADS<W4>, 1)
     } else {
         asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REGS_CONSUMER));
     }
-    uint64_t *ready = W4 ? conv : full; /* the consumers' stage barrier */
+    uint64_t *ready = CONVERTS<W4> ? conv : full; /* the consumers' stage barrier */
     const int w = wg - 1, tw = threadIdx.x % 128;
     const uint32_t out = base + C::EPI_AT + w * C::OUT_BYTES;
     float *scale = reinterpret_cast<float *>(smem_raw + (base - smem_addr(smem_raw)) + C::SCALE_AT) + w * BN;
@@ -1016,11 +1046,11 @@ __global__ void __launch_bounds__(KIND_THREADS<W4>, 1)
             break;
         const tile_at at = find_tile(t, pre, off, E, p.halves);
         if (!at.half) /* rows 64w.. of the tile, all its columns */
-            run_tile<BN, PROMOTE, BF16, STAGES, C::STAGE_BYTES, SCALED, BN, BLK>(
+            run_tile<BN, PROMOTE, BF16, STAGES, C::STAGE_BYTES, SCALED, BN, BLK, W4 == W4_INT4_BF16>(
                 acc, fin, r, at, p, &map_d, KB, base, at.row0 + 64 * w, at.nb * BN, w * 64 * BK, 0, ready, empty, w,
                 tw, out, scale, bias, gs);
         else /* the tile's 64 rows, columns HN w.. */
-            run_tile<HN, PROMOTE, BF16, STAGES, C::STAGE_BYTES, SCALED, BN, BLK>(
+            run_tile<HN, PROMOTE, BF16, STAGES, C::STAGE_BYTES, SCALED, BN, BLK, W4 == W4_INT4_BF16>(
                 hacc, hfin, r, at, p, &map_d, KB, base, at.row0, at.nb * BN + HN * w, 0, w * HN * BK, ready, empty, w,
                 tw, out, scale, bias, gs + HN * w);
     }
@@ -1075,7 +1105,7 @@ cudaError_t launch_kind(const fmcu_gg_args *a, int sms, cudaStream_t st)
 {
     using C = kind_cfg<BN, W4>;
     CUtensorMap map_a, map_a64, map_b, map_d;
-    const bool b_ok = W4 ? encode_codes(&map_b, a->b, (uint64_t)a->E * a->N, a->kp, BN)
+    const bool b_ok = CONVERTS<W4> ? encode_codes(&map_b, a->b, (uint64_t)a->E * a->N, a->kp, BN)
                          : encode(&map_b, a->b, (uint64_t)a->E * a->N, a->K, BN, BF16);
     if (!encode(&map_a, a->a, (uint64_t)a->rows_cap, a->K, BM, BF16) ||
         !encode(&map_a64, a->a, (uint64_t)a->rows_cap, a->K, BM / 2, BF16) || !b_ok ||
@@ -1095,7 +1125,7 @@ cudaError_t launch_kind(const fmcu_gg_args *a, int sms, cudaStream_t st)
     p.halves = !a->whole_tiles;
     p.sf8 = a->sf8;
     p.kp = a->kp;
-    p.sf16 = W4 != 0 && W4 != W4_INT4 && (a->kp / (W4 ? W4 : 1)) % 16 == 0 && (uintptr_t)a->sf8 % 16 == 0;
+    p.sf16 = CONVERTS<W4> && W4 != W4_INT4 && (a->kp / (W4 ? W4 : 1)) % 16 == 0 && (uintptr_t)a->sf8 % 16 == 0;
     p.gscale = a->gscale;
     p.zero = a->zero;
     p.groups = a->groups;
@@ -1129,6 +1159,12 @@ cudaError_t fmcu_gg_launch(const fmcu_gg_args *a, fmcu_gg_kind kind, int sms, cu
             a->bias || (uintptr_t)a->a_sf % 4 || (uintptr_t)a->b_sf % 4)
             return cudaErrorInvalidValue;
         return launch_kind<128, true, false, 0, true>(a, sms, st);
+    }
+    if (a->w4 == FMCU_GG_W4_INT4_BF16) { /* int4 dequantized, transposed group scales: one kind */
+        if (!a->bf16 || !a->gscale || a->zero || (uintptr_t)a->gscale % 16 ||
+            a->groups != (a->K + INT4_GROUP - 1) / INT4_GROUP)
+            return cudaErrorInvalidValue;
+        return launch_kind<128, false, true, W4_INT4_BF16>(a, sms, st);
     }
     if (a->w4 == FMCU_GG_W4_INT4) { /* int4 codes and group scales: one kind */
         if (!a->bf16 || !a->gscale || a->kp % 32 || a->kp < a->K || a->groups != (a->K + INT4_GROUP - 1) / INT4_GROUP)
