@@ -499,7 +499,91 @@ __device__ __forceinline__ void main_loop(float (&acc)[NW / 2], float (&fin)[PRO
         }
         release(s);
     };
-    if constexpr (SCALED) {
+    /* fin += a x the group's column scales, left for the group's last
+     * stage at gs + stage x BN */
+    auto promote_group = [&](float(&a)[NW / 2], int stage) {
+        const float *g = gs + stage * BN;
+        fence_regs(a);
+#pragma unroll
+        for (int b = 0; b < NW / 8; b++) {
+            const float2 sc = *reinterpret_cast<const float2 *>(g + 8 * b + 2 * (lane % 4));
+            fin[4 * b] = __fmaf_rn(a[4 * b], sc.x, fin[4 * b]);
+            fin[4 * b + 1] = __fmaf_rn(a[4 * b + 1], sc.y, fin[4 * b + 1]);
+            fin[4 * b + 2] = __fmaf_rn(a[4 * b + 2], sc.x, fin[4 * b + 2]);
+            fin[4 * b + 3] = __fmaf_rn(a[4 * b + 3], sc.y, fin[4 * b + 3]);
+        }
+    };
+    if constexpr (SCALED && GS_ASYNC) {
+        /* The int4 bf16 kind (232 registers a consumer thread): groups in
+         * two accumulators in turn, as the fp8 block kind does with
+         * stages, so that a group's wait and promotion overlap the next
+         * group's first stage instead of draining the tensor cores every
+         * 128 columns. Group g's stages issue into one set; once group g +
+         * 1's first stage is issued, wait_group 1 completes group g, whose
+         * stages are released and whose sum is promoted, then g + 1's
+         * second stage follows. fin gets the groups' sums in K order, as
+         * below: the same bits. Two groups a turn keep each in a fixed
+         * register array (a batch in flight across the back edge, as in
+         * the fast kinds). */
+        float acc2[NW / 2];
+#pragma unroll
+        for (int i = 0; i < NW / 2; i++)
+            fin[i] = 0.0f;
+        auto issue = [&](float(&a)[NW / 2], bool add) {
+            mbar_wait(smem_addr(&full[r.stage]), r.phase);
+            const int s = r.stage;
+            issue_stage<NW, BF16>(a, base + s * STAGE_BYTES + a_off, base + s * STAGE_BYTES + A_BYTES + b_off, add);
+            r.next(STAGES);
+            return s;
+        };
+        /* the older group (stages s0, s1; s0 == s1 for a group of one) done: released, promoted */
+        auto retire = [&](float(&a)[NW / 2], int s0, int s1) {
+            wgmma_wait<1>();
+            release(s0);
+            promote_group(a, s1);
+            release_read(s1);
+        };
+        auto drain = [&](float(&a)[NW / 2], int s0, int s1) {
+            wgmma_wait<0>();
+            if (s0 != s1)
+                release(s0);
+            promote_group(a, s1);
+            release_read(s1);
+        };
+        int p0 = issue(acc, false), p1 = p0; /* in flight: acc's group */
+        if (KB == 1) {
+            drain(acc, p0, p0);
+            return;
+        }
+        p1 = issue(acc, true);
+        int kb = 2;
+        for (; kb + 3 < KB; kb += 4) {
+            const int q0 = issue(acc2, false);
+            retire(acc, p0, p1);
+            const int q1 = issue(acc2, true);
+            p0 = issue(acc, false);
+            retire(acc2, q0, q1);
+            p1 = issue(acc, true);
+        }
+        if (kb + 1 < KB) { /* a whole group into acc2, perhaps a last stage into acc */
+            const int q0 = issue(acc2, false);
+            retire(acc, p0, p1);
+            const int q1 = issue(acc2, true);
+            if (kb + 2 < KB) {
+                p0 = issue(acc, false);
+                retire(acc2, q0, q1);
+                drain(acc, p0, p0);
+            } else {
+                drain(acc2, q0, q1);
+            }
+        } else if (kb < KB) { /* a last group of one stage, into acc2 */
+            const int q0 = issue(acc2, false);
+            retire(acc, p0, p1);
+            drain(acc2, q0, q0);
+        } else {
+            drain(acc, p0, p1);
+        }
+    } else if constexpr (SCALED) {
 #pragma unroll
         for (int i = 0; i < NW / 2; i++)
             fin[i] = 0.0f;
@@ -508,18 +592,7 @@ __device__ __forceinline__ void main_loop(float (&acc)[NW / 2], float (&fin)[PRO
          * batch completes, then the group's wait, its promotion and the
          * second stage's release follow. Straight-line: a wgmma batch in flight
          * across a branch makes ptxas serialize them (C7518). */
-        auto promote = [&](int stage) {
-            const float *g = gs + stage * BN;
-            fence_regs(acc);
-#pragma unroll
-            for (int b = 0; b < NW / 8; b++) {
-                const float2 sc = *reinterpret_cast<const float2 *>(g + 8 * b + 2 * (lane % 4));
-                fin[4 * b] = __fmaf_rn(acc[4 * b], sc.x, fin[4 * b]);
-                fin[4 * b + 1] = __fmaf_rn(acc[4 * b + 1], sc.y, fin[4 * b + 1]);
-                fin[4 * b + 2] = __fmaf_rn(acc[4 * b + 2], sc.x, fin[4 * b + 2]);
-                fin[4 * b + 3] = __fmaf_rn(acc[4 * b + 3], sc.y, fin[4 * b + 3]);
-            }
-        };
+        auto promote = [&](int stage) { promote_group(acc, stage); };
         for (int kb = 0; kb + 1 < KB; kb += 2) {
             mbar_wait(smem_addr(&full[r.stage]), r.phase);
             const int s0 = r.stage;
