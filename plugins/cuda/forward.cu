@@ -420,8 +420,7 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
      * (e2m1 weights: converted inside the grouped GEMM past the stream
      * tier where fmcu_wq_prefill_fused says so, else through the bf16
      * scratch from 150 rows per expert, tier.h; int4 with 128-column groups:
-     * converted inside the grouped GEMM from 48 rows an expert, through the
-     * scratch from 1024 where there is one);
+     * converted inside the grouped GEMM past the stream tier);
      * else wgmma (wq_wgmma.cu, row tiles of 64) where it serves both
      * projections, else tiled (wq_gemm.cu, row tiles of 16 and 64). */
     const int wq_fused = wq && fmcu_prefill_wq_fused(L, m);

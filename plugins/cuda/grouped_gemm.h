@@ -74,12 +74,6 @@ struct fmcu_gg_args {
     const float *gscale;
     const int8_t *zero;
     uint32_t groups;
-    /* int4 weights dequantized beforehand (w4 = FMCU_GG_W4_INT4_BF16, the
-     * prefill path's scratch: prefill_dequant.h): b = bf16 q - 8 - zp [E,
-     * N, K] (exact), gscale = the scales transposed, [E, groups, N rounded
-     * up to 128] (a tile's 128 scales of a group contiguous: the producer
-     * copies them with each stage), zero NULL; the same promotion as the
-     * converting kind, so the same bits, on 384 threads. */
     /* fp8 128 x 128 block scales (the block scheme), promoted per 128-K
      * stage: fin += acc x a_sf x b_sf, f32. a_sf: the activation scales
      * grouped M-major (expert e's [K/128][M_e] from offsets[e] x K/128, as
@@ -98,10 +92,8 @@ struct fmcu_gg_args {
  * launch_shape.h, with the host-side choice of kinds (fmcu_gg_kinds) and
  * the measurement knobs' parsing, unit-tested without a GPU. */
 
-/* fmcu_gg_args.w4 of int4 weights with 128-column scale groups: their
- * codes converted in the kernel, or dequantized beforehand into bf16. */
-#define FMCU_GG_W4_INT4      4
-#define FMCU_GG_W4_INT4_BF16 5
+/* fmcu_gg_args.w4 of int4 weights with 128-column scale groups. */
+#define FMCU_GG_W4_INT4 4
 
 /* The largest number of experts the kernel's tile table holds. */
 #define FMCU_GG_MAX_EXPERTS 1024

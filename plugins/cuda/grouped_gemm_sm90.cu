@@ -27,13 +27,6 @@
  * against one converter group, four stages and both released after the
  * promotion: Qwen3-30B-A3B 1117 -> 968 us, Mixtral 8734 -> 7851,
  * DeepSeek-V3 8781 -> 8025; bench/cuda/RESULTS.md).
- * The int4 bf16 kind (w4 = FMCU_GG_W4_INT4_BF16) takes the same int4
- * weights dequantized beforehand (q - 8 - zp in bf16, the prefill path's
- * scratch) by TMA like bf16 weights, on 384 threads: the producer also
- * copies each stage's 128 group scales into the stage (a bulk copy on its
- * full barrier), and the consumers promote as above, so both int4 kinds
- * give the same bits; the scratch converts each weight once a call
- * instead of once a 128-row tile.
  * The producer runs ahead by up to STAGES blocks, across tile boundaries,
  * so the next tile's operands arrive while the consumers store this one.
  *
@@ -133,14 +126,9 @@ static_assert(REGS_PRODUCER * 128 + REGS_CONSUMER * 256 <= launch_regs(THREADS) 
 static_assert(REGS_PRODUCER * 128 + REGS_CONSUMER_W4 * 256 + REGS_CONVERTER * W4_THREADS <=
                   launch_regs(THREADS_W4) * THREADS_W4,
               "pool of the e2m1 kinds");
-constexpr int W4_INT4 = FMCU_GG_W4_INT4;           /* the int4 kind's W4 (not a block size) */
-constexpr int W4_INT4_BF16 = FMCU_GG_W4_INT4_BF16; /* int4 dequantized beforehand: bf16 B by TMA */
-/* Kinds with converter warp groups (e2m1, int4 codes). */
-template <int W4> constexpr bool CONVERTS = W4 != 0 && W4 != W4_INT4_BF16;
-/* Kinds that promote each 128-column group's sum times its scales. */
-template <int W4> constexpr bool GROUP_SCALED = W4 == W4_INT4 || W4 == W4_INT4_BF16;
-/* Threads of a launch by kind (the converters: W4_THREADS more). */
-template <int W4> constexpr int KIND_THREADS = CONVERTS<W4> ? THREADS_W4 : THREADS;
+constexpr int W4_INT4 = FMCU_GG_W4_INT4; /* the int4 kind's W4 (not a block size) */
+/* Threads of a launch by kind (the int4 kind's converters: W4_THREADS). */
+template <int W4> constexpr int KIND_THREADS = W4 ? THREADS_W4 : THREADS;
 constexpr int INT4_GROUP = 128;           /* its scale group: two 64-column stages */
 constexpr int W4_CHUNK = 16;              /* bytes of codes per 32 columns (wq_pack.h) */
 constexpr int W4_ROW = 2 * W4_CHUNK; /* bytes of codes per row and stage (64 columns) */
@@ -152,20 +140,19 @@ template <int BN, int W4 = 0> struct kind_cfg {
      * stores of a warp's 8 rows hit distinct banks) and its BN column
      * scales and biases. Stages are what is left of 227 KB (int4: 5 x
      * 36 KB with its codes, + 32 KB staging + 4.5 KB scales = 217.5 KB). */
-    static constexpr int STAGES = W4 == W4_INT4 ? 5 : CONVERTS<W4> ? 4 : BN == 128 ? 5 : BN == 192 ? 4 : 3;
+    static constexpr int STAGES = W4 == W4_INT4 ? 5 : W4 ? 4 : BN == 128 ? 5 : BN == 192 ? 4 : 3;
     static constexpr int B_BYTES = BN * BK;
     static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
     static constexpr int OUT_BYTES = 64 * BN * 2; /* BN/64 boxes of 64 rows x 128 B */
     /* e2m1: each stage's codes (BN rows x 32 bytes, by TMA) after the stages. */
-    static constexpr int CODE_BYTES = CONVERTS<W4> ? BN * W4_ROW : 0;
+    static constexpr int CODE_BYTES = W4 ? BN * W4_ROW : 0;
     static constexpr int CODE_AT = STAGES * STAGE_BYTES;
     static constexpr int EPI_AT = CODE_AT + STAGES * CODE_BYTES;
     static constexpr int SCALE_AT = EPI_AT + 2 * OUT_BYTES;
     static constexpr int BIAS_AT = SCALE_AT + 2 * BN * (int)sizeof(float);
-    /* int4: each stage's BN group scales, written by the converters or
-     * copied by the producer (16-byte aligned: a bulk copy's destination). */
+    /* int4: each stage's BN group scales, written by the converters. */
     static constexpr int GSCALE_AT = BIAS_AT + 2 * BN * (int)sizeof(float);
-    static constexpr int GSCALE_BYTES = GROUP_SCALED<W4> ? STAGES * BN * (int)sizeof(float) : 0;
+    static constexpr int GSCALE_BYTES = W4 == W4_INT4 ? STAGES * BN * (int)sizeof(float) : 0;
     static constexpr size_t SMEM = (size_t)GSCALE_AT + GSCALE_BYTES + 1024; /* + alignment of the swizzle atoms */
     static_assert(SMEM <= 227 * 1024, "a kind's shared memory fits an SM's 227 KB");
 };
@@ -478,7 +465,7 @@ __device__ __forceinline__ blk_scales block_scales_of(const tile_at &at, const k
  * the converters left for the stage at gs + stage x BN (the warp group's
  * first column; read before the stage is released). */
 template <int NW, bool PROMOTE, bool BF16, int STAGES, int STAGE_BYTES, bool SCALED = false, int BN = 0,
-          bool BLK = false, bool GS_ASYNC = false>
+          bool BLK = false>
 __device__ __forceinline__ void main_loop(float (&acc)[NW / 2], float (&fin)[PROMOTE || SCALED ? NW / 2 : 1],
                                           ring &r, int KB, uint32_t base, uint32_t a_off, uint32_t b_off,
                                           uint64_t *full, uint64_t *empty, int lane, const float *gs,
@@ -488,102 +475,7 @@ __device__ __forceinline__ void main_loop(float (&acc)[NW / 2], float (&fin)[PRO
         if (lane == 0)
             mbar_arrive(smem_addr(&empty[s]));
     };
-    /* A stage whose scales this thread read, before its release: the next
-     * bulk copy into them is an async-proxy write (GS_ASYNC: the int4 bf16
-     * kind's), so each thread orders its reads before it, then lane 0
-     * releases for the warp. */
-    auto release_read = [&](int s) {
-        if constexpr (GS_ASYNC) {
-            fmcu_async::fence_async_shared();
-            __syncwarp();
-        }
-        release(s);
-    };
-    /* fin += a x the group's column scales, left for the group's last
-     * stage at gs + stage x BN */
-    auto promote_group = [&](float(&a)[NW / 2], int stage) {
-        const float *g = gs + stage * BN;
-        fence_regs(a);
-#pragma unroll
-        for (int b = 0; b < NW / 8; b++) {
-            const float2 sc = *reinterpret_cast<const float2 *>(g + 8 * b + 2 * (lane % 4));
-            fin[4 * b] = __fmaf_rn(a[4 * b], sc.x, fin[4 * b]);
-            fin[4 * b + 1] = __fmaf_rn(a[4 * b + 1], sc.y, fin[4 * b + 1]);
-            fin[4 * b + 2] = __fmaf_rn(a[4 * b + 2], sc.x, fin[4 * b + 2]);
-            fin[4 * b + 3] = __fmaf_rn(a[4 * b + 3], sc.y, fin[4 * b + 3]);
-        }
-    };
-    if constexpr (SCALED && GS_ASYNC) {
-        /* The int4 bf16 kind (232 registers a consumer thread): groups in
-         * two accumulators in turn, as the fp8 block kind does with
-         * stages, so that a group's wait and promotion overlap the next
-         * group's first stage instead of draining the tensor cores every
-         * 128 columns. Group g's stages issue into one set; once group g +
-         * 1's first stage is issued, wait_group 1 completes group g, whose
-         * stages are released and whose sum is promoted, then g + 1's
-         * second stage follows. fin gets the groups' sums in K order, as
-         * below: the same bits. Two groups a turn keep each in a fixed
-         * register array (a batch in flight across the back edge, as in
-         * the fast kinds). */
-        float acc2[NW / 2];
-#pragma unroll
-        for (int i = 0; i < NW / 2; i++)
-            fin[i] = 0.0f;
-        auto issue = [&](float(&a)[NW / 2], bool add) {
-            mbar_wait(smem_addr(&full[r.stage]), r.phase);
-            const int s = r.stage;
-            issue_stage<NW, BF16>(a, base + s * STAGE_BYTES + a_off, base + s * STAGE_BYTES + A_BYTES + b_off, add);
-            r.next(STAGES);
-            return s;
-        };
-        /* the older group (stages s0, s1; s0 == s1 for a group of one) done: released, promoted */
-        auto retire = [&](float(&a)[NW / 2], int s0, int s1) {
-            wgmma_wait<1>();
-            release(s0);
-            promote_group(a, s1);
-            release_read(s1);
-        };
-        auto drain = [&](float(&a)[NW / 2], int s0, int s1) {
-            wgmma_wait<0>();
-            if (s0 != s1)
-                release(s0);
-            promote_group(a, s1);
-            release_read(s1);
-        };
-        int p0 = issue(acc, false), p1 = p0; /* in flight: acc's group */
-        if (KB == 1) {
-            drain(acc, p0, p0);
-            return;
-        }
-        p1 = issue(acc, true);
-        int kb = 2;
-        for (; kb + 3 < KB; kb += 4) {
-            const int q0 = issue(acc2, false);
-            retire(acc, p0, p1);
-            const int q1 = issue(acc2, true);
-            p0 = issue(acc, false);
-            retire(acc2, q0, q1);
-            p1 = issue(acc, true);
-        }
-        if (kb + 1 < KB) { /* a whole group into acc2, perhaps a last stage into acc */
-            const int q0 = issue(acc2, false);
-            retire(acc, p0, p1);
-            const int q1 = issue(acc2, true);
-            if (kb + 2 < KB) {
-                p0 = issue(acc, false);
-                retire(acc2, q0, q1);
-                drain(acc, p0, p0);
-            } else {
-                drain(acc2, q0, q1);
-            }
-        } else if (kb < KB) { /* a last group of one stage, into acc2 */
-            const int q0 = issue(acc2, false);
-            retire(acc, p0, p1);
-            drain(acc2, q0, q0);
-        } else {
-            drain(acc, p0, p1);
-        }
-    } else if constexpr (SCALED) {
+    if constexpr (SCALED) {
 #pragma unroll
         for (int i = 0; i < NW / 2; i++)
             fin[i] = 0.0f;
@@ -592,7 +484,18 @@ __device__ __forceinline__ void main_loop(float (&acc)[NW / 2], float (&fin)[PRO
          * batch completes, then the group's wait, its promotion and the
          * second stage's release follow. Straight-line: a wgmma batch in flight
          * across a branch makes ptxas serialize them (C7518). */
-        auto promote = [&](int stage) { promote_group(acc, stage); };
+        auto promote = [&](int stage) {
+            const float *g = gs + stage * BN;
+            fence_regs(acc);
+#pragma unroll
+            for (int b = 0; b < NW / 8; b++) {
+                const float2 sc = *reinterpret_cast<const float2 *>(g + 8 * b + 2 * (lane % 4));
+                fin[4 * b] = __fmaf_rn(acc[4 * b], sc.x, fin[4 * b]);
+                fin[4 * b + 1] = __fmaf_rn(acc[4 * b + 1], sc.y, fin[4 * b + 1]);
+                fin[4 * b + 2] = __fmaf_rn(acc[4 * b + 2], sc.x, fin[4 * b + 2]);
+                fin[4 * b + 3] = __fmaf_rn(acc[4 * b + 3], sc.y, fin[4 * b + 3]);
+            }
+        };
         for (int kb = 0; kb + 1 < KB; kb += 2) {
             mbar_wait(smem_addr(&full[r.stage]), r.phase);
             const int s0 = r.stage;
@@ -607,7 +510,7 @@ __device__ __forceinline__ void main_loop(float (&acc)[NW / 2], float (&fin)[PRO
             release(s0);
             wgmma_wait<0>();
             promote(s1);
-            release_read(s1);
+            release(s1);
             r.next(STAGES);
         }
         if (KB % 2) { /* a last group of one stage */
@@ -617,7 +520,7 @@ __device__ __forceinline__ void main_loop(float (&acc)[NW / 2], float (&fin)[PRO
                                   false);
             wgmma_wait<0>();
             promote(s0);
-            release_read(s0);
+            release(s0);
             r.next(STAGES);
         }
     } else if constexpr (PROMOTE && BLK) {
@@ -728,7 +631,7 @@ __device__ __forceinline__ void main_loop(float (&acc)[NW / 2], float (&fin)[PRO
 /* One warp group's tile: rows r_base.., columns c0.. (NW of them) from the
  * stage offsets a_off, b_off, then its epilogue. */
 template <int NW, bool PROMOTE, bool BF16, int STAGES, int STAGE_BYTES, bool SCALED = false, int BN = 0,
-          bool BLK = false, bool GS_ASYNC = false>
+          bool BLK = false>
 __device__ __forceinline__ void run_tile(float (&acc)[NW / 2], float (&fin)[PROMOTE || SCALED ? NW / 2 : 1], ring &r,
                                          const tile_at &at, const kernel_params &p, const CUtensorMap *map_d,
                                          int KB, uint32_t base, int r_base, int c0, uint32_t a_off, uint32_t b_off,
@@ -737,8 +640,8 @@ __device__ __forceinline__ void run_tile(float (&acc)[NW / 2], float (&fin)[PROM
 {
     const epi_loads<NW> l = load_scales<NW>(at, p, r_base, c0, tw);
     const blk_scales bs = block_scales_of<BLK>(at, p, r_base, c0, tw);
-    main_loop<NW, PROMOTE, BF16, STAGES, STAGE_BYTES, SCALED, BN, BLK, GS_ASYNC>(acc, fin, r, KB, base, a_off, b_off,
-                                                                                full, empty, tw % 32, gs, bs);
+    main_loop<NW, PROMOTE, BF16, STAGES, STAGE_BYTES, SCALED, BN, BLK>(acc, fin, r, KB, base, a_off, b_off, full,
+                                                                      empty, tw % 32, gs, bs);
     if constexpr (PROMOTE || SCALED)
         store_tile<NW>(fin, l, r_base, at.row_end, c0, p, map_d, w, tw, out, scale, bias);
     else
@@ -895,13 +798,12 @@ __global__ void __launch_bounds__(KIND_THREADS<W4>, 1)
     constexpr int STAGES = C::STAGES;
     constexpr int NTHREADS = KIND_THREADS<W4>;
     static_assert(!W4 || (BF16 && !PROMOTE), "e2m1 and int4 kinds: bf16 operands, no fp8 promotion");
-    static_assert(W4 != W4_INT4_BF16 || BN == 128, "int4 bf16 kind: its scales copied 128 columns a stage");
     static_assert(!BLK || (BN == 128 && PROMOTE && !BF16 && !W4),
                   "fp8 block kind: promoted e4m3, 128 columns (a warp group's columns in one weight block)");
-    constexpr bool SCALED = GROUP_SCALED<W4>; /* int4: group scales promoted into fin */
+    constexpr bool SCALED = W4 == W4_INT4; /* int4: group scales promoted into fin */
     extern __shared__ uint8_t smem_raw[];
     /* conv: the converter's stage barriers (e2m1 kinds), after full. */
-    __shared__ __align__(8) uint64_t full[STAGES], empty[STAGES], conv[CONVERTS<W4> ? STAGES : 1];
+    __shared__ __align__(8) uint64_t full[STAGES], empty[STAGES], conv[W4 ? STAGES : 1];
     __shared__ int pre[FMCU_GG_MAX_EXPERTS + 1], off[FMCU_GG_MAX_EXPERTS + 1];
     __shared__ int tile_of[STAGES]; /* the tile whose first stage this is, or -1: no more tiles */
 
@@ -917,7 +819,7 @@ __global__ void __launch_bounds__(KIND_THREADS<W4>, 1)
         for (int s = 0; s < STAGES; s++) {
             mbar_init(smem_addr(&full[s]), 1);
             mbar_init(smem_addr(&empty[s]), 8); /* lane 0 of each consumer warp */
-            if constexpr (CONVERTS<W4>)
+            if constexpr (W4 != 0)
                 mbar_init(smem_addr(&conv[s]), W4_THREADS / 32); /* lane 0 of each converter warp (publish) */
         }
         fmcu_async::mbar_init_fence();
@@ -976,19 +878,14 @@ __global__ void __launch_bounds__(KIND_THREADS<W4>, 1)
                 const uint32_t fb = smem_addr(&full[r.stage]);
                 const uint32_t sa = base + r.stage * C::STAGE_BYTES;
                 /* A half tile needs 64 A rows: rows 64-127 of its stage stay unread. */
-                if constexpr (CONVERTS<W4>) { /* B: the codes, which the converter turns into bf16 */
+                if constexpr (W4 != 0) { /* B: the codes, which the converter turns into bf16 */
                     mbar_expect_tx(fb, (at.half ? A_BYTES / 2 : A_BYTES) + C::CODE_BYTES);
                     tma_load(sa, at.half ? &map_a64 : &map_a, kb * KE, at.row0, fb);
                     tma_load(base + C::CODE_AT + r.stage * C::CODE_BYTES, &map_b, kb * W4_ROW, brow, fb);
                 } else {
-                    constexpr int GS = W4 == W4_INT4_BF16 ? BN * (int)sizeof(float) : 0;
-                    mbar_expect_tx(fb, (at.half ? C::STAGE_BYTES - A_BYTES / 2 : C::STAGE_BYTES) + GS);
+                    mbar_expect_tx(fb, at.half ? C::STAGE_BYTES - A_BYTES / 2 : C::STAGE_BYTES);
                     tma_load(sa, at.half ? &map_a64 : &map_a, kb * KE, at.row0, fb);
                     tma_load(sa + A_BYTES, &map_b, kb * KE, brow, fb);
-                    if constexpr (W4 == W4_INT4_BF16) /* the stage's group's BN scales (nt * BN a group) */
-                        fmcu_async::bulk_load(base + C::GSCALE_AT + r.stage * GS,
-                                              p.gscale + ((int64_t)at.e * p.groups + kb / 2) * nt * BN + at.nb * BN,
-                                              GS, fb);
                 }
                 r.next(STAGES);
             }
@@ -1008,7 +905,7 @@ __global__ void __launch_bounds__(KIND_THREADS<W4>, 1)
         return;
     }
 
-    if constexpr (CONVERTS<W4>) {
+    if constexpr (W4 != 0) {
         if (wg >= 3) {
             /* 96 registers a thread at launch: the producer gives back
              * (96 - 40) x 128 and these groups (96 - 48) x 256, of which the
@@ -1100,7 +997,7 @@ __global__ void __launch_bounds__(KIND_THREADS<W4>, 1)
     } else {
         asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REGS_CONSUMER));
     }
-    uint64_t *ready = CONVERTS<W4> ? conv : full; /* the consumers' stage barrier */
+    uint64_t *ready = W4 ? conv : full; /* the consumers' stage barrier */
     const int w = wg - 1, tw = threadIdx.x % 128;
     const uint32_t out = base + C::EPI_AT + w * C::OUT_BYTES;
     float *scale = reinterpret_cast<float *>(smem_raw + (base - smem_addr(smem_raw)) + C::SCALE_AT) + w * BN;
@@ -1119,11 +1016,11 @@ __global__ void __launch_bounds__(KIND_THREADS<W4>, 1)
             break;
         const tile_at at = find_tile(t, pre, off, E, p.halves);
         if (!at.half) /* rows 64w.. of the tile, all its columns */
-            run_tile<BN, PROMOTE, BF16, STAGES, C::STAGE_BYTES, SCALED, BN, BLK, W4 == W4_INT4_BF16>(
+            run_tile<BN, PROMOTE, BF16, STAGES, C::STAGE_BYTES, SCALED, BN, BLK>(
                 acc, fin, r, at, p, &map_d, KB, base, at.row0 + 64 * w, at.nb * BN, w * 64 * BK, 0, ready, empty, w,
                 tw, out, scale, bias, gs);
         else /* the tile's 64 rows, columns HN w.. */
-            run_tile<HN, PROMOTE, BF16, STAGES, C::STAGE_BYTES, SCALED, BN, BLK, W4 == W4_INT4_BF16>(
+            run_tile<HN, PROMOTE, BF16, STAGES, C::STAGE_BYTES, SCALED, BN, BLK>(
                 hacc, hfin, r, at, p, &map_d, KB, base, at.row0, at.nb * BN + HN * w, 0, w * HN * BK, ready, empty, w,
                 tw, out, scale, bias, gs + HN * w);
     }
@@ -1178,7 +1075,7 @@ cudaError_t launch_kind(const fmcu_gg_args *a, int sms, cudaStream_t st)
 {
     using C = kind_cfg<BN, W4>;
     CUtensorMap map_a, map_a64, map_b, map_d;
-    const bool b_ok = CONVERTS<W4> ? encode_codes(&map_b, a->b, (uint64_t)a->E * a->N, a->kp, BN)
+    const bool b_ok = W4 ? encode_codes(&map_b, a->b, (uint64_t)a->E * a->N, a->kp, BN)
                          : encode(&map_b, a->b, (uint64_t)a->E * a->N, a->K, BN, BF16);
     if (!encode(&map_a, a->a, (uint64_t)a->rows_cap, a->K, BM, BF16) ||
         !encode(&map_a64, a->a, (uint64_t)a->rows_cap, a->K, BM / 2, BF16) || !b_ok ||
@@ -1198,7 +1095,7 @@ cudaError_t launch_kind(const fmcu_gg_args *a, int sms, cudaStream_t st)
     p.halves = !a->whole_tiles;
     p.sf8 = a->sf8;
     p.kp = a->kp;
-    p.sf16 = CONVERTS<W4> && W4 != W4_INT4 && (a->kp / (W4 ? W4 : 1)) % 16 == 0 && (uintptr_t)a->sf8 % 16 == 0;
+    p.sf16 = W4 != 0 && W4 != W4_INT4 && (a->kp / (W4 ? W4 : 1)) % 16 == 0 && (uintptr_t)a->sf8 % 16 == 0;
     p.gscale = a->gscale;
     p.zero = a->zero;
     p.groups = a->groups;
@@ -1232,12 +1129,6 @@ cudaError_t fmcu_gg_launch(const fmcu_gg_args *a, fmcu_gg_kind kind, int sms, cu
             a->bias || (uintptr_t)a->a_sf % 4 || (uintptr_t)a->b_sf % 4)
             return cudaErrorInvalidValue;
         return launch_kind<128, true, false, 0, true>(a, sms, st);
-    }
-    if (a->w4 == FMCU_GG_W4_INT4_BF16) { /* int4 dequantized, transposed group scales: one kind */
-        if (!a->bf16 || !a->gscale || a->zero || (uintptr_t)a->gscale % 16 ||
-            a->groups != (a->K + INT4_GROUP - 1) / INT4_GROUP)
-            return cudaErrorInvalidValue;
-        return launch_kind<128, false, true, W4_INT4_BF16>(a, sms, st);
     }
     if (a->w4 == FMCU_GG_W4_INT4) { /* int4 codes and group scales: one kind */
         if (!a->bf16 || !a->gscale || a->kp % 32 || a->kp < a->K || a->groups != (a->K + INT4_GROUP - 1) / INT4_GROUP)

@@ -392,50 +392,31 @@ static fmoe_status finalize_sm100(fmcu_instance *in, const fmoe_tensor *const *p
 }
 /* --- end SM100 ---------------------------------------------------------- */
 
-/* Whether the layer's int4 weights are what the prefill tier serves: 128-column
- * groups without act-order (prefill_sm90.cu fmcu_prefill_supported_why). */
-static int int4_g128(const fmcu_layer *L)
-{
-    const fmcu_wq_proj *pj[2] = {&L->wq.w13, &L->wq.w2};
-    if (L->quant != FMCU_Q_WNA16 || L->wq.format != FMCU_WQ_INT4)
-        return 0;
-    for (int j = 0; j < 2; j++)
-        if (pj[j]->kgrp || pj[j]->group != 128 || pj[j]->groups != (pj[j]->k + 127) / 128)
-            return 0;
-    return 1;
-}
-
-/* The prefill tier's bf16 scratch for e2m1 and int4 g128 weights (wq_pack.h
- * fmcu_wq.dq): only where that tier could serve the layer (prefill_sm90.cu
+/* The prefill tier's bf16 scratch for e2m1 weights (wq_pack.h fmcu_wq.dq):
+ * only where that tier could serve the layer (prefill_sm90.cu
  * fmcu_prefill_supported_why says the rest) and some call could run on it:
  * max_num_tokens reaches fmcu_wq_scratch_min_rows rows an expert (past
- * the fused form's 320 with prefill_dequant_fused = auto, int4 from 1024,
- * from 150 with off, from 0 with the tier forced; never with on, which
- * converts inside the GEMM and needs none). */
+ * the fused form's 320 with prefill_dequant_fused = auto, from 150 with
+ * off, from 0 with the tier forced; never with on, which converts inside
+ * the GEMM and needs none). */
 static fmoe_status finalize_dequant(fmcu_instance *in, fmoe_error *err)
 {
     fmcu_layer *L = &in->layer;
     char why[256];
     uint64_t rows = (uint64_t)L->max_tokens * L->top_k / (L->local_experts ? L->local_experts : 1);
-    const int int4 = int4_g128(L);
-    if ((!FMCU_Q_IS_E2M1(L->quant) && !int4) || L->act_dtype != FMOE_DTYPE_BF16 || L->on_input || L->hidden % 16 ||
-        L->inter % 16 ||
-        rows < fmcu_wq_scratch_min_rows(L->opt.prefill_dequant_fused, L->local_experts, L->opt.tier, int4))
+    if (!FMCU_Q_IS_E2M1(L->quant) || L->act_dtype != FMOE_DTYPE_BF16 || L->on_input || L->hidden % 16 ||
+        L->inter % 16 || rows < fmcu_wq_scratch_min_rows(L->opt.prefill_dequant_fused, L->local_experts, L->opt.tier))
         return FMOE_STATUS_OK;
     fmcu_device_info dev;
     if (fmcu_device_query(L->device, &dev, why, sizeof why) != 0)
         return device_error(in, err, why);
-    uint32_t n = fmcu_wq_dequant_experts(L->rows13, L->hidden, L->inter, L->wq.format, L->local_experts,
-                                         L->opt.prefill_dequant_mib);
+    uint32_t n = fmcu_wq_dequant_experts(L->rows13, L->hidden, L->inter, L->local_experts, L->opt.prefill_dequant_mib);
     if (dev.major != 9 || n == 0)
         return FMOE_STATUS_OK;
-    const size_t weights = (size_t)n * fmcu_wq_dequant_expert_bytes(L->rows13, L->hidden, L->inter);
-    const size_t scales = int4 ? (size_t)n * fmcu_wq_dequant_scale_bytes(L->rows13, L->hidden, L->inter) : 0;
-    if (!(L->wq.dq = device_alloc(in, weights + scales, why, sizeof why)))
+    size_t bytes = (size_t)n * fmcu_wq_dequant_expert_bytes(L->rows13, L->hidden, L->inter);
+    if (!(L->wq.dq = device_alloc(in, bytes, why, sizeof why)))
         return device_error(in, err, why);
     L->wq.dq_experts = n;
-    /* After the weights: 16-byte aligned (the slots are bf16 rows of K, a multiple of 16). */
-    L->wq.dq_gst = int4 ? (float *)((char *)L->wq.dq + weights) : NULL;
     return FMOE_STATUS_OK;
 }
 

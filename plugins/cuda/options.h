@@ -38,11 +38,9 @@
  *                       scratch; auto: by the rows an expert (tier.h
  *                       fmcu_wq_prefill_fused: 17-320, or every size without
  *                       a scratch; at most 1024 local experts); int4 g128 too
- *                       (auto: from 48 rows an expert, up to 1023 where there is
- *                       a scratch; on: from 17; off: the scratch from 150 rows,
- *                       else the wgmma form)
- *   prefill_dequant_mib device memory for e2m1 and int4 g128 weights dequantized
- *                       to bf16 on the prefill tier (prefill_dequant.h), per layer, allocated
+ *                       (auto: from 48 rows an expert; on: from 17; off: wgmma form)
+ *   prefill_dequant_mib device memory for e2m1 weights dequantized to bf16 on the
+ *                       prefill tier (prefill_dequant.h), per layer, allocated
  *                       where a call could use it (fmcu_wq_scratch_min_rows);
  *                       0: no scratch (then only the fused form serves that
  *                       tier; with it off, or more than 1024 local experts,

@@ -30,13 +30,11 @@
  * weights (MXFP4, NVFP4 W4A16 and W4A4) dequantized to bf16 a run of
  * experts at a time (prefill_dequant.h), with bf16 activations, on compute
  * capability 9.x (sm_90a code only); biases with bf16 operands (bf16 and
- * e2m1); int4 with 128-column groups converted inside the grouped GEMM or
- * dequantized a run of experts at a time like e2m1. Refused (the caller
- * keeps the mma.sync or 4-bit kernels): f16 activations, biases with fp8,
- * router weight on the input, other block sizes, H or I not multiples of
- * 128 for the block scheme, I > 24576 for the channel scheme, int8 and
- * act-order weights, 4-bit weights with neither the fused form nor a
- * scratch, sm_100, a build without CUTLASS headers.
+ * e2m1). Refused (the caller keeps the mma.sync or 4-bit kernels): f16
+ * activations, biases with fp8, router weight on the input, other block
+ * sizes, H or I not multiples of 128 for the block scheme, I > 24576 for
+ * the channel scheme, int weights, e2m1 without its scratch, sm_100, a
+ * build without CUTLASS headers.
  */
 #ifndef FMOE_PLUGIN_CUDA_PREFILL_H
 #define FMOE_PLUGIN_CUDA_PREFILL_H
@@ -66,15 +64,14 @@ static inline bool fmcu_prefill_e2m1_fused(const fmcu_layer *L, int64_t m)
 }
 
 /* int4 weights on the prefill tier are converted inside the grouped GEMM
- * or dequantized through the bf16 scratch (q - 8 - zp, with the group
- * scales promoted in the GEMM either way): whether a call of m tokens
- * takes the first (tier.h fmcu_wq_int4_fused; prefill_ok already says the
- * layer's groups are 128 columns). */
+ * or not served there (no bf16 scratch: an int4 value times its group
+ * scale is not a bf16 value): whether a call of m tokens takes that form
+ * (tier.h fmcu_wq_int4_fused; prefill_ok already says the layer's groups
+ * are 128 columns). */
 static inline bool fmcu_prefill_int4_fused(const fmcu_layer *L, int64_t m)
 {
     return L->quant == FMCU_Q_WNA16 && L->wq.format == FMCU_WQ_INT4 &&
-           fmcu_wq_int4_fused(L->opt.prefill_dequant_fused, m, L->top_k, L->local_experts,
-                              L->wq.dq && L->wq.dq_experts);
+           fmcu_wq_int4_fused(L->opt.prefill_dequant_fused, m, L->top_k, L->local_experts);
 }
 
 /* Either: the fused form of the 4-bit weights for this call. */

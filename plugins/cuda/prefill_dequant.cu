@@ -1,6 +1,6 @@
 /*
- * plugins/cuda/prefill_dequant.cu - e2m1 and int4 weights into bf16 rows
- * for the prefill path (contract in prefill_dequant.h).
+ * plugins/cuda/prefill_dequant.cu - e2m1 weights into bf16 rows for the
+ * prefill path (contract in prefill_dequant.h).
  *
  * A thread takes one 32-column chunk of one weight row: its 16 bytes of
  * codes (four lanes' words in wq_pack.h's fragment order) and its one
@@ -43,34 +43,19 @@ __global__ void __launch_bounds__(THREADS) dequant_kernel(const dequant_args a)
         const uint32_t n = (uint32_t)(idx / cpr), c = (uint32_t)(idx % cpr);
         const uint64_t row = (uint64_t)e * a.N + n;
         const uint4 code = *reinterpret_cast<const uint4 *>(a.w + (row * cpr + c) * 16);
+        const bool mx = a.block == 32;
+        const uint32_t per_row = a.kp / a.block;
+        uint32_t s2[2];
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            /* Columns 16 h .. 16 h + 15: block c (MXFP4) or 2 c + h (NVFP4). */
+            const uint32_t b = mx ? c : 2 * c + h;
+            const float s = fmcu_wq_dev::scale_code(a.sf8[row * per_row + b], mx);
+            s2[h] = fmcu_wq_dev::bits_of(__floats2bfloat162_rn(s, s)); /* exact: a power of 2 or an e4m3 value */
+        }
         const uint32_t words[4] = {code.x, code.y, code.z, code.w};
         uint32_t out[16];
-        if (a.block == 0) { /* int4: q - 8 - zp, the group's scale copied once (its first chunk) */
-            const uint32_t g = c * FMCU_WQ_CHUNK / 128;
-            const float z = a.zero && g < a.groups ? (float)a.zero[row * a.groups + g] : 0.0f;
-            const uint32_t sub = fmcu_wq_dev::bits_of(__floats2bfloat162_rn(136.0f + z, 136.0f + z));
-            /* Register jj of word c4 holds columns 16 (jj >> 1) + 8 (jj & 1)
-             * + 2 c4 and the one after: pair 8 (jj >> 1) + 4 (jj & 1) + c4. */
-#pragma unroll
-            for (int c4 = 0; c4 < 4; c4++)
-#pragma unroll
-                for (int jj = 0; jj < 4; jj++)
-                    out[8 * (jj >> 1) + 4 * (jj & 1) + c4] = fmcu_wq_dev::dq_int4<false>(words[c4], jj, sub);
-            if (c * FMCU_WQ_CHUNK % 128 == 0 && g < a.groups)
-                a.gst[((uint64_t)j * a.groups + g) * ((a.N + 127) / 128 * 128) + n] = a.gscale[row * a.groups + g];
-        } else {
-            const bool mx = a.block == 32;
-            const uint32_t per_row = a.kp / a.block;
-            uint32_t s2[2];
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                /* Columns 16 h .. 16 h + 15: block c (MXFP4) or 2 c + h (NVFP4). */
-                const uint32_t b = mx ? c : 2 * c + h;
-                const float s = fmcu_wq_dev::scale_code(a.sf8[row * per_row + b], mx);
-                s2[h] = fmcu_wq_dev::bits_of(__floats2bfloat162_rn(s, s)); /* exact: a power of 2 or an e4m3 value */
-            }
-            fmcu_wq_dev::dq_chunk_bf16(words, s2, out);
-        }
+        fmcu_wq_dev::dq_chunk_bf16(words, s2, out);
         uint4 *mine = reinterpret_cast<uint4 *>(stage + threadIdx.x * PITCH);
 #pragma unroll
         for (int q = 0; q < QUADS; q++)
@@ -101,11 +86,8 @@ cudaError_t dequant_launch(const dequant_args &a, cudaStream_t st)
 {
     if (a.count == 0)
         return cudaSuccess;
-    const bool int4 = a.block == 0;
-    if (a.K % 16 || (a.block != 16 && a.block != 32 && !int4) || a.kp % FMCU_WQ_CHUNK || a.kp < a.K || !a.w ||
+    if (a.K % 16 || (a.block != 16 && a.block != 32) || a.kp % FMCU_WQ_CHUNK || a.kp < a.K || !a.w || !a.sf8 ||
         !a.dst || !a.offsets || (uintptr_t)a.w % 16 || (uintptr_t)a.dst % 16 || a.count > 65535)
-        return cudaErrorInvalidValue;
-    if (int4 ? !a.gscale || !a.gst || a.groups != (a.K + 127) / 128 : !a.sf8)
         return cudaErrorInvalidValue;
     const uint64_t chunks = (uint64_t)a.N * (a.kp / FMCU_WQ_CHUNK);
     const uint64_t blocks = (chunks + THREADS - 1) / THREADS;

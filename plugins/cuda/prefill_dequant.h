@@ -1,9 +1,7 @@
 /*
- * plugins/cuda/prefill_dequant.h - the e2m1 or int4 weights of a run of
- * experts dequantized into bf16 rows (prefill_dequant.cu), which the
- * prefill path (prefill_sm90.cu) then multiplies with its bf16 grouped
- * GEMM (int4: the kind that promotes group scales, grouped_gemm.h
- * FMCU_GG_W4_INT4_BF16).
+ * plugins/cuda/prefill_dequant.h - the e2m1 weights of a run of experts
+ * dequantized into bf16 rows (prefill_dequant.cu), which the prefill path
+ * (prefill_sm90.cu) then multiplies with its bf16 grouped GEMM.
  *
  * Why: prefill is compute-bound, and the 4-bit kernels that dequantize in
  * registers (wq_wgmma.cu) spend the tensor cores' time converting
@@ -14,11 +12,7 @@
  * has at most 6 significant bits and an exponent inside bf16's range, so it
  * is a bf16 value, the one the register-level kernels feed their MMAs
  * (wq_dev.cuh dq_fp4_bf16 computes it here too). NVFP4's 1/global is not
- * applied: it stays the GEMM's per-expert output factor. int4 (codes
- * value + 8, 128-column groups): q - 8 - zp is an integer of at most 5
- * bits, exact in bf16; its group scale is not applied (an int4 value times
- * its f32 scale is not a bf16 value) but copied, transposed to [expert,
- * group, row] so that a GEMM tile's 128 scales of a group are contiguous.
+ * applied: it stays the GEMM's per-expert output factor.
  *
  * Device-side C++ only.
  */
@@ -35,12 +29,8 @@ namespace fmcu_pf {
 
 struct dequant_args {
     const uint8_t *w;       /* the projection's chunks [E, N, kp/32] (wq_pack.h), 16 bytes each */
-    const uint8_t *sf8;     /* e2m1: its block scale codes [E, N, kp/block] */
-    uint32_t block;         /* 16 (NVFP4, e4m3 codes) or 32 (MXFP4, ue8m0 codes); 0: int4 */
-    const float *gscale;    /* int4: scales [E, N, groups] */
-    const int8_t *zero;     /* int4: zero points [E, N, groups] (bias removed) or NULL */
-    uint32_t groups;        /* int4: ceil(K / 128) */
-    float *gst;             /* int4: the scales out, [count, groups, N rounded up to 128] */
+    const uint8_t *sf8;     /* its block scale codes [E, N, kp/block] */
+    uint32_t block;         /* 16 (NVFP4, e4m3 codes) or 32 (MXFP4, ue8m0 codes) */
     uint32_t N, K, kp;      /* rows, columns (a multiple of 16), padded columns (wq_pack.h) */
     uint32_t e0, count;     /* experts e0 .. e0 + count - 1 */
     const int32_t *offsets; /* [E + 1] device, the plan's: experts without rows are skipped */
@@ -48,10 +38,9 @@ struct dequant_args {
 };
 
 /* Enqueue the dequantization on `st`: dst[j, n, k] = the weight (n, k) of
- * expert e0 + j (int4: q - 8 - zp, and gst[j, g, n] = its group g's
- * scale), for each expert that has rows. Returns the launch's error,
+ * expert e0 + j, for each expert that has rows. Returns the launch's error,
  * cudaErrorInvalidValue for arguments it cannot serve (K % 16, a block
- * other than 16 or 32 or int4's 0, misaligned pointers). */
+ * other than 16 or 32, misaligned pointers). */
 cudaError_t dequant_launch(const dequant_args &a, cudaStream_t st);
 
 } // namespace fmcu_pf

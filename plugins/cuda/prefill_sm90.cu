@@ -487,10 +487,10 @@ cudaError_t launch_dq(const fmcu_layer *L, OwnGemm g[2], int64_t m, const setup_
     const bool a4 = FMCU_Q_IS_A4(L->quant), mx_a4 = L->quant == FMCU_Q_MXFP4_A4;
     const int64_t pairs = m * (int64_t)ga.k;
     const unsigned grid = (unsigned)pairs;
-    /* int4 (128-column groups: fmcu_prefill_supported) and e2m1 are
-     * converted inside the GEMM on this tier or go through the scratch. */
+    /* int4 (128-column groups: fmcu_prefill_supported) is always converted
+     * inside the GEMM on this tier; e2m1 there or through the scratch. */
     const bool int4 = L->wq.format == FMCU_WQ_INT4;
-    const bool fused = int4 ? fmcu_prefill_int4_fused(L, m) : fmcu_prefill_e2m1_fused(L, m);
+    const bool fused = fmcu_prefill_e2m1_fused(L, m);
     PF_EVENT(0);
     PF_CK(pos_launch(sa.sorted, ga.offsets + sa.E, (int32_t *)ga.pos, grid, st));
     int64_t rows = m;
@@ -521,7 +521,7 @@ cudaError_t launch_dq(const fmcu_layer *L, OwnGemm g[2], int64_t m, const setup_
         const fmcu_wq_proj &w = *proj[j];
         OwnGemm o = g[j];
         const bf16 *bias = o.a.bias;
-        if (int4 && fused) { /* converted inside the GEMM, group scales promoted there */
+        if (int4) { /* converted inside the GEMM, group scales promoted there */
             o.a.b = (const uint8_t *)w.w;
             o.a.w4 = FMCU_GG_W4_INT4;
             o.a.gscale = w.scale;
@@ -543,6 +543,8 @@ cudaError_t launch_dq(const fmcu_layer *L, OwnGemm g[2], int64_t m, const setup_
             const uint32_t n = sa.E - e0 < wq.dq_experts ? sa.E - e0 : wq.dq_experts;
             dequant_args d = {};
             d.w = (const uint8_t *)w.w;
+            d.sf8 = w.sf8;
+            d.block = wq.fp4_block;
             d.N = o.a.N;
             d.K = o.a.K;
             d.kp = w.kp;
@@ -550,24 +552,11 @@ cudaError_t launch_dq(const fmcu_layer *L, OwnGemm g[2], int64_t m, const setup_
             d.count = n;
             d.offsets = sa.offsets;
             d.dst = (bf16 *)wq.dq;
-            if (int4) { /* q - 8 - zp, the scales transposed beside them: the int4 bf16 kind */
-                d.gscale = w.scale;
-                d.zero = w.zero;
-                d.groups = w.groups;
-                d.gst = wq.dq_gst;
-                o.a.w4 = FMCU_GG_W4_INT4_BF16;
-                o.a.gscale = wq.dq_gst;
-                o.a.groups = w.groups;
-                o.a.s_col = nullptr;
-            } else {
-                d.sf8 = w.sf8;
-                d.block = wq.fp4_block;
-                o.a.s_col = w.out_mul ? w.out_mul + e0 : nullptr;
-            }
             PF_CK(dequant_launch(d, st));
             o.a.b = (const uint8_t *)wq.dq;
             o.a.E = n;
             o.a.offsets = sa.offsets + e0;
+            o.a.s_col = w.out_mul ? w.out_mul + e0 : nullptr;
             o.a.bias = bias ? bias + (int64_t)e0 * o.a.N : nullptr;
             PF_CK(launch_gemm(o, st));
         }
@@ -784,12 +773,10 @@ bool fmcu_prefill_supported_why(const fmcu_layer *L, char *why, size_t cap)
         for (int j = 0; j < 2; j++)
             if (pj[j]->kgrp || pj[j]->group != 128 || pj[j]->groups != (pj[j]->k + 127) / 128)
                 return refuse(why, cap, "int4: 128-column scale groups without act-order only");
-        if (!fmcu_wq_fused_serves(L->opt.prefill_dequant_fused, L->local_experts) &&
-            (!L->wq.dq || L->wq.dq_experts == 0))
+        if (!fmcu_wq_fused_serves(L->opt.prefill_dequant_fused, L->local_experts))
             return refuse(why, cap,
-                          "int4 weights: neither converted in the GEMM (prefill_dequant_fused = off, or more than "
-                          "1024 local experts) nor a bf16 scratch (option prefill_dequant_mib is 0 or smaller than "
-                          "one expert, or max_num_tokens never reaches 150 rows an expert)");
+                          "int4 weights are converted in the GEMM only (prefill_dequant_fused = off, or more than "
+                          "1024 local experts)");
     } else if (FMCU_Q_IS_WQ(L->quant)) {
         if (L->wq.format != FMCU_WQ_FP4)
             return refuse(why, cap, "e2m1 weights expected");

@@ -50,14 +50,13 @@ int fmcu_wq_prefill_fused(int option, int64_t m, uint32_t top_k, uint32_t local_
     return !has_scratch || m * (int64_t)top_k / local_experts <= FMCU_WQ_FUSED_MAX_ROWS;
 }
 
-int fmcu_wq_int4_fused(int option, int64_t m, uint32_t top_k, uint32_t local_experts, int has_scratch)
+int fmcu_wq_int4_fused(int option, int64_t m, uint32_t top_k, uint32_t local_experts)
 {
     if (option == FMCU_FUSED_ON)
         return 1;
     if (!fmcu_wq_fused_serves(option, local_experts))
         return 0;
-    const int64_t rows = m * (int64_t)top_k / local_experts;
-    return rows >= FMCU_WQ_INT4_FUSED_MIN_ROWS && !(has_scratch && rows >= FMCU_WQ_INT4_SCRATCH_MIN_ROWS);
+    return m * (int64_t)top_k / local_experts >= FMCU_WQ_INT4_FUSED_MIN_ROWS;
 }
 
 int fmcu_wq_ring_wanted(int option, int64_t m, uint32_t top_k, uint32_t local_experts, int forced)
@@ -89,12 +88,12 @@ int fmcu_stream_wgmma2_wanted(int option, int64_t m, uint32_t top_k, uint32_t lo
            fmcu_stream_wgmma_wanted(option, m, top_k, local_experts, 0);
 }
 
-uint32_t fmcu_wq_scratch_min_rows(int option, uint32_t local_experts, int forced, int int4)
+uint32_t fmcu_wq_scratch_min_rows(int option, uint32_t local_experts, int forced)
 {
     if (option == FMCU_FUSED_ON)
         return UINT32_MAX;
     if (fmcu_wq_fused_serves(option, local_experts))
-        return int4 ? FMCU_WQ_INT4_SCRATCH_MIN_ROWS : FMCU_WQ_FUSED_MAX_ROWS + 1;
+        return FMCU_WQ_FUSED_MAX_ROWS + 1;
     return forced == FMCU_TIER_PREFILL ? 0 : FMCU_WQ_PREFILL_MIN_ROWS;
 }
 

@@ -77,14 +77,6 @@ extern "C" {
  * (bench/cuda/RESULTS.md, "int4 converted inside the grouped GEMM"). The
  * crossover lies between 32 and 64 rows; 48 is inside that gap. */
 #define FMCU_WQ_INT4_FUSED_MIN_ROWS 48
-/* From this many rows per local expert on average, prefill_dequant_fused =
- * auto takes int4 g128 weights through the bf16 scratch (dequantized once
- * a call, then the grouped GEMM's int4 bf16 kind: the same bits) where
- * there is one, instead of converting them inside the GEMM once per
- * 128-row tile: the converting kind is bound by shared memory's bandwidth
- * (bench/cuda/RESULTS.md, "One arrive a converter warp"), and at many row
- * tiles an expert writing the weights out once costs less. */
-#define FMCU_WQ_INT4_SCRATCH_MIN_ROWS 1024
 /* Rows per local expert on average from which, and up to which, wq_ring =
  * auto takes the wgmma weight stream (wq_ring.cu) where it serves the
  * layer. H200, ring vs the form it replaces, us (bench/cuda/RESULTS.md,
@@ -288,10 +280,8 @@ int fmcu_wq_prefill_fused(int option, int64_t m, uint32_t top_k, uint32_t local_
  * the fused form (the prefill tier, converted inside the grouped GEMM):
  * `option` on always; auto for 1 to FMCU_WQ_FUSED_MAX_EXPERTS local
  * experts from FMCU_WQ_INT4_FUSED_MIN_ROWS rows an expert (m * top_k /
- * local_experts), up to FMCU_WQ_INT4_SCRATCH_MIN_ROWS where the layer has
- * a scratch (`has_scratch`); off never (the scratch form, from
- * FMCU_WQ_PREFILL_MIN_ROWS by fmcu_wq_tier, or the 4-bit kernels). */
-int fmcu_wq_int4_fused(int option, int64_t m, uint32_t top_k, uint32_t local_experts, int has_scratch);
+ * local_experts); off never (int4 has no bf16 scratch form). */
+int fmcu_wq_int4_fused(int option, int64_t m, uint32_t top_k, uint32_t local_experts);
 
 /* Whether a call of m tokens takes the wgmma weight stream (wq_ring.cu)
  * where it serves the layer, whatever fmcu_wq_tier says: `option` is
@@ -321,13 +311,12 @@ int fmcu_stream_wgmma2_wanted(int option, int64_t m, uint32_t top_k, uint32_t lo
 int fmcu_wq_fused_serves(int option, uint32_t local_experts);
 
 /* The rows an expert (m * top_k / local_experts) from which a call of an
- * e2m1 layer (int4 g128: `int4`) would run on the bf16 scratch, so that
- * finalize allocates it only when max_num_tokens reaches them: never
- * (UINT32_MAX) with prefill_dequant_fused = on; past FMCU_WQ_FUSED_MAX_ROWS
- * (int4: from FMCU_WQ_INT4_SCRATCH_MIN_ROWS) where auto takes the fused
- * form; else FMCU_WQ_PREFILL_MIN_ROWS, or 0 with the prefill tier forced
- * (`forced`, option tier). */
-uint32_t fmcu_wq_scratch_min_rows(int option, uint32_t local_experts, int forced, int int4);
+ * e2m1 layer would run on the bf16 scratch, so that finalize allocates it
+ * only when max_num_tokens reaches them: never (UINT32_MAX) with
+ * prefill_dequant_fused = on; past FMCU_WQ_FUSED_MAX_ROWS where auto takes
+ * the fused form; else FMCU_WQ_PREFILL_MIN_ROWS, or 0 with the prefill
+ * tier forced (`forced`, option tier). */
+uint32_t fmcu_wq_scratch_min_rows(int option, uint32_t local_experts, int forced);
 
 #ifdef __cplusplus
 }

@@ -168,19 +168,9 @@ uint64_t fmcu_wq_dequant_expert_bytes(uint32_t rows13, uint32_t hidden, uint32_t
     return 2 * (w13 > w2 ? w13 : w2);
 }
 
-uint64_t fmcu_wq_dequant_scale_bytes(uint32_t rows13, uint32_t hidden, uint32_t inter)
-{
-    const uint64_t w13 = (uint64_t)(hidden + 127) / 128 * ((rows13 + 127ull) / 128 * 128);
-    const uint64_t w2 = (uint64_t)(inter + 127) / 128 * ((hidden + 127ull) / 128 * 128);
-    return 4 * (w13 > w2 ? w13 : w2);
-}
-
-uint32_t fmcu_wq_dequant_experts(uint32_t rows13, uint32_t hidden, uint32_t inter, int32_t format, uint32_t experts,
-                                 uint32_t mib)
+uint32_t fmcu_wq_dequant_experts(uint32_t rows13, uint32_t hidden, uint32_t inter, uint32_t experts, uint32_t mib)
 {
     uint64_t per_expert = fmcu_wq_dequant_expert_bytes(rows13, hidden, inter);
-    if (format == FMCU_WQ_INT4)
-        per_expert += fmcu_wq_dequant_scale_bytes(rows13, hidden, inter);
     if (per_expert == 0)
         return 0;
     uint64_t n = ((uint64_t)mib << 20) / per_expert;

@@ -81,15 +81,11 @@ typedef struct fmcu_wq {
      * gather, W4A4 quantization), allocated at finalize; NULL if unused. */
     void *a1, *a2;
     /* The prefill path's bf16 weights of dq_experts experts at a time
-     * (prefill_dequant.h: e2m1 and int4 g128, compute capability 9.x),
-     * allocated at finalize from the option prefill_dequant_mib
-     * (fmcu_wq_dequant_experts); NULL and 0 when the layer does not use it.
-     * int4: dq_gst, in the same allocation after the weights' dq_experts
-     * slots, holds their group scales transposed, dq_experts slots of
-     * fmcu_wq_dequant_scale_bytes; NULL otherwise. */
+     * (prefill_dequant.h: e2m1 formats, compute capability 9.x), allocated
+     * at finalize from the option prefill_dequant_mib
+     * (fmcu_wq_dequant_experts); NULL and 0 when the layer does not use it. */
     void *dq;
     uint32_t dq_experts;
-    float *dq_gst;
 } fmcu_wq;
 
 /* Bytes of one chunk of 32 columns. */
@@ -138,21 +134,15 @@ int fmcu_wq_ring_serves(int32_t format, int32_t act_dtype, int major, uint32_t e
 uint32_t fmcu_wq_stream_slabs(int64_t tiles, uint32_t slabs, int sms);
 
 /* The prefill path's dequantized experts (prefill_dequant.h): how many
- * experts' bf16 W13 [rows13, H] or W2 [H, I] (int4 g128, `format`
- * FMCU_WQ_INT4: and their transposed group scales) fit `mib` MiB at once, at most
+ * experts' bf16 W13 [rows13, H] or W2 [H, I] fit `mib` MiB at once, at most
  * E and FMCU_WQ_DQ_MAX_EXPERTS (a run is one grouped-GEMM launch, which
  * serves at most that many: grouped_gemm.h's FMCU_GG_MAX_EXPERTS, kept
  * equal by a static_assert in prefill_sm90.cu); 0 when not one does or mib
  * is 0 (no scratch). */
 #define FMCU_WQ_DQ_MAX_EXPERTS 1024
-uint32_t fmcu_wq_dequant_experts(uint32_t rows13, uint32_t hidden, uint32_t inter, int32_t format, uint32_t experts,
-                                 uint32_t mib);
+uint32_t fmcu_wq_dequant_experts(uint32_t rows13, uint32_t hidden, uint32_t inter, uint32_t experts, uint32_t mib);
 /* Bytes of one expert's slot in that scratch: the larger of its bf16 W13 and W2. */
 uint64_t fmcu_wq_dequant_expert_bytes(uint32_t rows13, uint32_t hidden, uint32_t inter);
-/* int4 g128: bytes of one expert's transposed group scales, the larger of
- * W13's [ceil(H / 128), rows13 rounded up to 128] and W2's [ceil(I / 128),
- * H rounded up to 128] f32 (grouped_gemm.h FMCU_GG_W4_INT4_BF16). */
-uint64_t fmcu_wq_dequant_scale_bytes(uint32_t rows13, uint32_t hidden, uint32_t inter);
 
 /* Column (0..31) of a chunk at fragment position p, and its inverse. */
 uint32_t fmcu_wq_frag_col(uint32_t p);

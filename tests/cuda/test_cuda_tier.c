@@ -170,38 +170,16 @@ END_TEST
  * and 64), at 1 to 1024 local experts; on from any size; off never. */
 START_TEST(int4_fused_form_from_48_rows_an_expert)
 {
-    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_AUTO, 128, 2, 8, 0), 0);     /* 32 rows (Mixtral M=128) */
-    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_AUTO, 188, 2, 8, 0), 0);     /* 47 */
-    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_AUTO, 192, 2, 8, 0), 1);     /* 48 */
-    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_AUTO, 1024, 8, 256, 0), 0);  /* 32 (DeepSeek-V3) */
-    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_AUTO, 1024, 8, 128, 0), 1);  /* 64 (Qwen3) */
-    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_AUTO, 8192, 2, 8, 0), 1);    /* 2048 */
-    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_AUTO, 8192, 8, 1025, 0), 0); /* > 1024 experts */
-    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_AUTO, 8192, 8, 0, 0), 0);
-    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_ON, 40, 8, 128, 0), 1);
-    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_OFF, 8192, 2, 8, 0), 0);
-}
-END_TEST
-
-/* With a scratch, auto takes int4 g128 through it from 1024 rows an
- * expert (converted once a call, not once a 128-row tile); on still fuses,
- * off never does; the scratch's rows for finalize say the same. */
-START_TEST(int4_scratch_form_from_1024_rows_an_expert)
-{
-    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_AUTO, 8192, 2, 8, 1), 0);   /* 2048 (Mixtral M=8192) */
-    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_AUTO, 4096, 2, 8, 1), 0);   /* 1024 */
-    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_AUTO, 4092, 2, 8, 1), 1);   /* 1023 */
-    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_AUTO, 8192, 8, 128, 1), 1); /* 512 (Qwen3 M=8192) */
-    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_AUTO, 128, 2, 8, 1), 0);    /* 32: the wgmma kernel */
-    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_ON, 8192, 2, 8, 1), 1);
-    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_OFF, 1024, 2, 8, 1), 0);
-    ck_assert_uint_eq(fmcu_wq_scratch_min_rows(FMCU_FUSED_AUTO, 8, FMCU_TIER_AUTO, 1), 1024);
-    ck_assert_uint_eq(fmcu_wq_scratch_min_rows(FMCU_FUSED_AUTO, 1025, FMCU_TIER_AUTO, 1), 150);
-    ck_assert_uint_eq(fmcu_wq_scratch_min_rows(FMCU_FUSED_OFF, 8, FMCU_TIER_AUTO, 1), 150);
-    ck_assert_uint_eq(fmcu_wq_scratch_min_rows(FMCU_FUSED_OFF, 8, FMCU_TIER_PREFILL, 1), 0);
-    ck_assert_uint_eq(fmcu_wq_scratch_min_rows(FMCU_FUSED_ON, 8, FMCU_TIER_AUTO, 1), UINT32_MAX);
-    /* Past the fused form's rows with off, the prefill tier takes the scratch (fmcu_wq_tier). */
-    ck_assert_int_eq(fmcu_wq_tier(8192, 2, 8, FMCU_TIER_AUTO, 1, 1, 0), FMCU_TIER_PREFILL);
+    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_AUTO, 128, 2, 8), 0);     /* 32 rows (Mixtral M=128) */
+    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_AUTO, 188, 2, 8), 0);     /* 47 */
+    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_AUTO, 192, 2, 8), 1);     /* 48 */
+    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_AUTO, 1024, 8, 256), 0);  /* 32 (DeepSeek-V3) */
+    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_AUTO, 1024, 8, 128), 1);  /* 64 (Qwen3) */
+    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_AUTO, 8192, 2, 8), 1);    /* 2048 */
+    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_AUTO, 8192, 8, 1025), 0); /* > 1024 experts */
+    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_AUTO, 8192, 8, 0), 0);
+    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_ON, 40, 8, 128), 1);
+    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_OFF, 8192, 2, 8), 0);
 }
 END_TEST
 
@@ -222,17 +200,17 @@ END_TEST
  * an expert from which a call would run on it. */
 START_TEST(e2m1_scratch_only_where_a_call_uses_it)
 {
-    ck_assert_uint_eq(fmcu_wq_scratch_min_rows(FMCU_FUSED_AUTO, 128, FMCU_TIER_AUTO, 0), 321);
-    ck_assert_uint_eq(fmcu_wq_scratch_min_rows(FMCU_FUSED_AUTO, 1024, FMCU_TIER_PREFILL, 0), 321);
-    ck_assert_uint_eq(fmcu_wq_scratch_min_rows(FMCU_FUSED_AUTO, 1025, FMCU_TIER_AUTO, 0), 150);
-    ck_assert_uint_eq(fmcu_wq_scratch_min_rows(FMCU_FUSED_AUTO, 1025, FMCU_TIER_PREFILL, 0), 0);
-    ck_assert_uint_eq(fmcu_wq_scratch_min_rows(FMCU_FUSED_AUTO, 0, FMCU_TIER_AUTO, 0), 150);
-    ck_assert_uint_eq(fmcu_wq_scratch_min_rows(FMCU_FUSED_OFF, 128, FMCU_TIER_AUTO, 0), 150);
-    ck_assert_uint_eq(fmcu_wq_scratch_min_rows(FMCU_FUSED_OFF, 128, FMCU_TIER_PREFILL, 0), 0);
-    ck_assert_uint_eq(fmcu_wq_scratch_min_rows(FMCU_FUSED_ON, 128, FMCU_TIER_PREFILL, 0), UINT32_MAX);
+    ck_assert_uint_eq(fmcu_wq_scratch_min_rows(FMCU_FUSED_AUTO, 128, FMCU_TIER_AUTO), 321);
+    ck_assert_uint_eq(fmcu_wq_scratch_min_rows(FMCU_FUSED_AUTO, 1024, FMCU_TIER_PREFILL), 321);
+    ck_assert_uint_eq(fmcu_wq_scratch_min_rows(FMCU_FUSED_AUTO, 1025, FMCU_TIER_AUTO), 150);
+    ck_assert_uint_eq(fmcu_wq_scratch_min_rows(FMCU_FUSED_AUTO, 1025, FMCU_TIER_PREFILL), 0);
+    ck_assert_uint_eq(fmcu_wq_scratch_min_rows(FMCU_FUSED_AUTO, 0, FMCU_TIER_AUTO), 150);
+    ck_assert_uint_eq(fmcu_wq_scratch_min_rows(FMCU_FUSED_OFF, 128, FMCU_TIER_AUTO), 150);
+    ck_assert_uint_eq(fmcu_wq_scratch_min_rows(FMCU_FUSED_OFF, 128, FMCU_TIER_PREFILL), 0);
+    ck_assert_uint_eq(fmcu_wq_scratch_min_rows(FMCU_FUSED_ON, 128, FMCU_TIER_PREFILL), UINT32_MAX);
     /* The scratch serves exactly the calls auto does not fuse: 16 tokens
      * an expert row at top-8 of 128 experts. */
-    const uint32_t from = fmcu_wq_scratch_min_rows(FMCU_FUSED_AUTO, 128, FMCU_TIER_AUTO, 0);
+    const uint32_t from = fmcu_wq_scratch_min_rows(FMCU_FUSED_AUTO, 128, FMCU_TIER_AUTO);
     ck_assert_int_eq(fmcu_wq_prefill_fused(FMCU_FUSED_AUTO, (int64_t)from * 16, 8, 128, 1), 0);
     ck_assert_int_eq(fmcu_wq_prefill_fused(FMCU_FUSED_AUTO, (int64_t)(from - 1) * 16, 8, 128, 1), 1);
 }
@@ -422,7 +400,6 @@ int main(void)
     tcase_add_test(tc, wq_tier_prefill_from_150_rows_where_served);
     tcase_add_test(tc, wq_tier_prefill_past_the_stream_tier_when_fused);
     tcase_add_test(tc, int4_fused_form_from_48_rows_an_expert);
-    tcase_add_test(tc, int4_scratch_form_from_1024_rows_an_expert);
     tcase_add_test(tc, wq_ring_from_6_to_47_rows_an_expert);
     tcase_add_test(tc, stream_wgmma_from_4_rows_or_always);
     tcase_add_test(tc, stream_wgmma2_from_128_pairs_or_4_rows_or_block);

@@ -426,30 +426,19 @@ START_TEST(dequant_experts_fit_the_budget)
     /* Mixtral-8x7B gated: W13 [28672, 4096] bf16 = 224 MiB an expert (W2 half
      * that): 4 in 1024 MiB, 1 in 224, none in 223. */
     ck_assert_uint_eq(fmcu_wq_dequant_expert_bytes(28672, 4096, 14336), 224ull << 20);
-    ck_assert_uint_eq(fmcu_wq_dequant_experts(28672, 4096, 14336, FMCU_WQ_FP4, 8, 1024), 4);
-    ck_assert_uint_eq(fmcu_wq_dequant_experts(28672, 4096, 14336, FMCU_WQ_FP4, 8, 224), 1);
-    ck_assert_uint_eq(fmcu_wq_dequant_experts(28672, 4096, 14336, FMCU_WQ_FP4, 8, 223), 0);
+    ck_assert_uint_eq(fmcu_wq_dequant_experts(28672, 4096, 14336, 8, 1024), 4);
+    ck_assert_uint_eq(fmcu_wq_dequant_experts(28672, 4096, 14336, 8, 224), 1);
+    ck_assert_uint_eq(fmcu_wq_dequant_experts(28672, 4096, 14336, 8, 223), 0);
     /* Qwen3-30B-A3B: 6 MiB an expert, all 128 fit 1024 MiB (capped at E). */
-    ck_assert_uint_eq(fmcu_wq_dequant_experts(1536, 2048, 768, FMCU_WQ_FP4, 128, 1024), 128);
-    ck_assert_uint_eq(fmcu_wq_dequant_experts(1536, 2048, 768, FMCU_WQ_FP4, 128, 600), 100);
+    ck_assert_uint_eq(fmcu_wq_dequant_experts(1536, 2048, 768, 128, 1024), 128);
+    ck_assert_uint_eq(fmcu_wq_dequant_experts(1536, 2048, 768, 128, 600), 100);
     /* Not gated with I > H: W2 [H, I] is the larger, and sets the size. */
-    ck_assert_uint_eq(fmcu_wq_dequant_experts(4096, 1024, 4096, FMCU_WQ_FP4, 16, 8), 1);
-    ck_assert_uint_eq(fmcu_wq_dequant_experts(4096, 1024, 4096, FMCU_WQ_FP4, 16, 7), 0);
-    ck_assert_uint_eq(fmcu_wq_dequant_experts(1536, 2048, 768, FMCU_WQ_FP4, 128, 0), 0);
+    ck_assert_uint_eq(fmcu_wq_dequant_experts(4096, 1024, 4096, 16, 8), 1);
+    ck_assert_uint_eq(fmcu_wq_dequant_experts(4096, 1024, 4096, 16, 7), 0);
+    ck_assert_uint_eq(fmcu_wq_dequant_experts(1536, 2048, 768, 128, 0), 0);
     /* A run is one grouped-GEMM launch: at most 1024 experts however many fit. */
-    ck_assert_uint_eq(fmcu_wq_dequant_experts(64, 64, 32, FMCU_WQ_FP4, 4096, 1024), 1024);
-    ck_assert_uint_eq(fmcu_wq_dequant_experts(64, 64, 32, FMCU_WQ_FP4, 1000, 1024), 1000);
-    /* int4 g128 adds the transposed group scales: Mixtral-8x7B W13's 32
-     * groups x 28672 rows (W2's 112 x 4096 is less) = 3.5 MiB, 227.5 MiB
-     * an expert: 4 in 1024 MiB, 1 in 228, none in 227. */
-    ck_assert_uint_eq(fmcu_wq_dequant_scale_bytes(28672, 4096, 14336), 3670016);
-    ck_assert_uint_eq(fmcu_wq_dequant_experts(28672, 4096, 14336, FMCU_WQ_INT4, 8, 1024), 4);
-    ck_assert_uint_eq(fmcu_wq_dequant_experts(28672, 4096, 14336, FMCU_WQ_INT4, 8, 228), 1);
-    ck_assert_uint_eq(fmcu_wq_dequant_experts(28672, 4096, 14336, FMCU_WQ_INT4, 8, 227), 0);
-    /* Rows rounded up to 128 (a GEMM tile's scales of a group): W13 [48
-     * rows, H 200] 2 groups x 128 = 256 scales, W2 [200 rows, I 100] 1
-     * group x 256 = 256; 4 bytes each. */
-    ck_assert_uint_eq(fmcu_wq_dequant_scale_bytes(48, 200, 100), 1024);
+    ck_assert_uint_eq(fmcu_wq_dequant_experts(64, 64, 32, 4096, 1024), 1024);
+    ck_assert_uint_eq(fmcu_wq_dequant_experts(64, 64, 32, 1000, 1024), 1000);
 }
 END_TEST
 
