@@ -484,37 +484,17 @@ __device__ __forceinline__ void main_loop(float (&acc)[NW / 2], float (&fin)[PRO
          * batch completes, then the group's wait, its promotion and the
          * second stage's release follow. Straight-line: a wgmma batch in flight
          * across a branch makes ptxas serialize them (C7518). */
-        /* A thread's accumulator spans 32 columns of the group, each its own
-         * scale: loaded only after the drain, the adds waited on those loads
-         * (ncu: the promotion's FFMAs the top short-scoreboard stall;
-         * bench/cuda/RESULTS.md, "int4 g128 through a bf16 scratch"). So
-         * the first half loads before the group's waits, the second half
-         * while the first half's adds run (all 32 live beside the sums
-         * would exceed the consumers' 168 registers). */
-        constexpr int HB = NW / 16; /* column blocks of 8 a half */
-        auto scales_of = [&](int stage, int half, float2 (&sc)[HB]) {
-            const float *g = gs + stage * BN + 8 * HB * half + 2 * (lane % 4);
-#pragma unroll
-            for (int b = 0; b < HB; b++)
-                sc[b] = *reinterpret_cast<const float2 *>(g + 8 * b);
-        };
-        auto add_half = [&](int half, const float2 (&sc)[HB]) {
-#pragma unroll
-            for (int j = 0; j < HB; j++) {
-                const int b = HB * half + j;
-                fin[4 * b] = __fmaf_rn(acc[4 * b], sc[j].x, fin[4 * b]);
-                fin[4 * b + 1] = __fmaf_rn(acc[4 * b + 1], sc[j].y, fin[4 * b + 1]);
-                fin[4 * b + 2] = __fmaf_rn(acc[4 * b + 2], sc[j].x, fin[4 * b + 2]);
-                fin[4 * b + 3] = __fmaf_rn(acc[4 * b + 3], sc[j].y, fin[4 * b + 3]);
-            }
-        };
-        /* the group's sums complete (after wgmma_wait<0>), its first half's scales in sc0 */
-        auto promote = [&](int stage, const float2 (&sc0)[HB]) {
+        auto promote = [&](int stage) {
+            const float *g = gs + stage * BN;
             fence_regs(acc);
-            float2 sc1[HB];
-            scales_of(stage, 1, sc1);
-            add_half(0, sc0);
-            add_half(1, sc1);
+#pragma unroll
+            for (int b = 0; b < NW / 8; b++) {
+                const float2 sc = *reinterpret_cast<const float2 *>(g + 8 * b + 2 * (lane % 4));
+                fin[4 * b] = __fmaf_rn(acc[4 * b], sc.x, fin[4 * b]);
+                fin[4 * b + 1] = __fmaf_rn(acc[4 * b + 1], sc.y, fin[4 * b + 1]);
+                fin[4 * b + 2] = __fmaf_rn(acc[4 * b + 2], sc.x, fin[4 * b + 2]);
+                fin[4 * b + 3] = __fmaf_rn(acc[4 * b + 3], sc.y, fin[4 * b + 3]);
+            }
         };
         for (int kb = 0; kb + 1 < KB; kb += 2) {
             mbar_wait(smem_addr(&full[r.stage]), r.phase);
@@ -526,12 +506,10 @@ __device__ __forceinline__ void main_loop(float (&acc)[NW / 2], float (&fin)[PRO
             const int s1 = r.stage;
             issue_stage<NW, BF16>(acc, base + s1 * STAGE_BYTES + a_off, base + s1 * STAGE_BYTES + A_BYTES + b_off,
                                   true);
-            float2 sc0[HB];
-            scales_of(s1, 0, sc0);
             wgmma_wait<1>(); /* the first stage's batch: its operands are free */
             release(s0);
             wgmma_wait<0>();
-            promote(s1, sc0);
+            promote(s1);
             release(s1);
             r.next(STAGES);
         }
@@ -540,10 +518,8 @@ __device__ __forceinline__ void main_loop(float (&acc)[NW / 2], float (&fin)[PRO
             mbar_wait(smem_addr(&full[s0]), r.phase);
             issue_stage<NW, BF16>(acc, base + s0 * STAGE_BYTES + a_off, base + s0 * STAGE_BYTES + A_BYTES + b_off,
                                   false);
-            float2 sc0[HB];
-            scales_of(s0, 0, sc0);
             wgmma_wait<0>();
-            promote(s0, sc0);
+            promote(s0);
             release(s0);
             r.next(STAGES);
         }
