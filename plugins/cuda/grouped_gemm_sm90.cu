@@ -73,6 +73,7 @@
  * stores).
  */
 #include "plugins/cuda/grouped_gemm.h"
+#include "plugins/cuda/gg_tiles.cuh"
 #include "plugins/cuda/mbarrier.cuh"
 #include "plugins/cuda/tensor_map.h"
 #include "plugins/cuda/wgmma_ops.cuh"
@@ -87,6 +88,10 @@
 namespace {
 
 using fmcu_async::mbar_arrive;
+using fmcu_gg::find_tile;
+using fmcu_gg::ring;
+using fmcu_gg::tile_at;
+using fmcu_gg::tile_prefix;
 using fmcu_async::mbar_expect_tx;
 using fmcu_async::mbar_init;
 using fmcu_async::mbar_wait;
@@ -98,7 +103,7 @@ using fmcu_wgmma::wgmma_commit;
 using fmcu_wgmma::wgmma_fence;
 using fmcu_wgmma::wgmma_wait;
 
-constexpr int BM = 128;          /* rows per tile: two warp groups of 64 */
+constexpr int BM = fmcu_gg::TILE_ROWS; /* rows per tile: two warp groups of 64 */
 constexpr int BK = 128;          /* bytes of K per stage: one 128-byte swizzle row (128 e4m3 or 64 bf16) */
 constexpr int THREADS = 384;     /* producer + two consumer warp groups */
 constexpr int A_BYTES = BM * BK; /* 16 KB */
@@ -253,41 +258,6 @@ struct kernel_params {
     int fixed_order; /* tiles b, b + grid, ... instead of the counter's (grouped_gemm.h, FMCU_GG_ORDER_*) */
 };
 
-/* Tile column block nb covers weight rows BN * nb .. + BN - 1 of its expert.
- * A half tile (an expert's last row block when it has at most 64 rows) is
- * 64 rows, and each consumer warp group takes half of its BN columns: it
- * costs half a tile's wgmmas instead of a whole tile's, of which at least
- * half would be rows past the expert's end. */
-struct tile_at {
-    int e, row0, row_end, nb, half;
-    int start; /* the expert's first row */
-};
-
-/* Tile t's expert (the last e with pre[e] <= t: experts without tiles
- * repeat the prefix), its first and end rows, first column and form. */
-__device__ __forceinline__ tile_at find_tile(int t, const int *pre, const int *off, int E, int halves)
-{
-    int lo = 0, hi = E;
-    while (hi - lo > 1) {
-        const int mid = (lo + hi) >> 1;
-        if (pre[mid] <= t)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    const int local = t - pre[lo];
-    const int rows = off[lo + 1] - off[lo];
-    const int mt = (rows + BM - 1) / BM;
-    tile_at at;
-    at.e = lo;
-    at.row0 = off[lo] + (local % mt) * BM;
-    at.row_end = off[lo + 1];
-    at.start = off[lo];
-    at.nb = local / mt;
-    at.half = halves && local % mt == mt - 1 && rows - (mt - 1) * BM <= BM / 2;
-    return at;
-}
-
 /* What a consumer thread loads for its epilogue before the main loop, so
  * that the loads' latency hides under it: the scales of its two rows and of
  * its warp group's columns tw and tw + 128 (0 where past the weight). The
@@ -417,18 +387,6 @@ template <int R> __device__ __forceinline__ void add_into(float (&f)[R], float (
         f[i] += a[i];
 }
 
-/* A position in the ring of stages (producer and consumers each keep one). */
-struct ring {
-    int stage = 0;
-    uint32_t phase = 0;
-    __device__ __forceinline__ void next(int stages)
-    {
-        if (++stage == stages) {
-            stage = 0;
-            phase ^= 1;
-        }
-    }
-};
 
 /* Where a consumer thread reads its block scales (fp8 block kind): its two
  * rows' activation scales (grouped M-major: a_step floats from one K group
@@ -825,28 +783,8 @@ __global__ void __launch_bounds__(KIND_THREADS<W4>, 1)
         fmcu_async::mbar_init_fence();
     }
     __syncthreads();
-    /* Prefix of tile counts by warp 0: lane l scans a contiguous chunk. */
-    if (threadIdx.x < 32) {
-        const int lane = threadIdx.x, chunk = (E + 31) / 32;
-        const int lo = min(E, lane * chunk), hi = min(E, lo + chunk);
-        int sum = 0;
-        for (int e = lo; e < hi; e++)
-            sum += (off[e + 1] - off[e] + BM - 1) / BM * nt;
-        int incl = sum;
-#pragma unroll
-        for (int d = 1; d < 32; d <<= 1) {
-            const int v = __shfl_up_sync(0xffffffffu, incl, d);
-            if (lane >= d)
-                incl += v;
-        }
-        int run = incl - sum;
-        for (int e = lo; e < hi; e++) {
-            pre[e] = run;
-            run += (off[e + 1] - off[e] + BM - 1) / BM * nt;
-        }
-        if (lane == 31)
-            pre[E] = incl;
-    }
+    if (threadIdx.x < 32) /* prefix of tile counts by warp 0 */
+        tile_prefix(pre, off, E, nt, threadIdx.x);
     __syncthreads();
     const int total = pre[E];
     const int wg = threadIdx.x / 128;

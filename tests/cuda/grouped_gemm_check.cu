@@ -587,44 +587,57 @@ static int check_int4(const char *name, int N, int K, const std::vector<int> &ro
     g.gscale = d_sc;
     g.zero = zero_points ? d_zp : nullptr;
     g.groups = groups;
-    CUDA_OK(fmcu_gg_launch(&g, FMCU_GG_N128_FAST, sms, 0));
     int4_ref_args ra = {a, d_q, d_sc, zero_points ? d_zp : nullptr, bias, offsets, E, N, K, groups, R, v, mag};
     if (R > 0)
         int4_ref_kernel<<<(unsigned)(((int64_t)R * N + 255) / 256), 256>>>(ra);
     CUDA_OK(cudaGetLastError());
-    CUDA_OK(cudaDeviceSynchronize());
-    std::vector<uint16_t> hd((size_t)cap * N);
     std::vector<double> hv((size_t)R * N), hm((size_t)R * N);
-    CUDA_OK(cudaMemcpy(hd.data(), d, hd.size() * 2, cudaMemcpyDeviceToHost));
     CUDA_OK(cudaMemcpy(hv.data(), v, hv.size() * sizeof(double), cudaMemcpyDeviceToHost));
     CUDA_OK(cudaMemcpy(hm.data(), mag, hm.size() * sizeof(double), cudaMemcpyDeviceToHost));
-    int32_t left[2];
-    CUDA_OK(cudaMemcpy(left, sched, sizeof left, cudaMemcpyDeviceToHost));
-    size_t bad = 0, first = SIZE_MAX;
-    double worst = 0;
-    for (size_t i = 0; i < hv.size(); i++) {
-        const uint32_t w = (uint32_t)hd[i] << 16;
-        float f;
-        memcpy(&f, &w, 4);
-        const double err = fabs((double)f - hv[i]), bound = ldexp(fabs(hv[i]), -8) + ldexp(hm[i], -14);
-        if (!(err <= bound) && bad++ == 0)
-            first = i;
-        if (bound > 0 && err / bound > worst)
-            worst = err / bound;
+    /* Both forms: the converting kind, then the swapped one (its output
+     * also compared with the first's bit for bit, reported). */
+    std::vector<uint16_t> first_out;
+    bool all_ok = true;
+    for (int form = 0; form < 2; form++) {
+        CUDA_OK(cudaMemset(d, 0xFF, (size_t)cap * N * 2));
+        CUDA_OK(form == 0 ? fmcu_gg_launch(&g, FMCU_GG_N128_FAST, sms, 0) : fmcu_gg_int4_swap_launch(&g, sms, 0));
+        CUDA_OK(cudaDeviceSynchronize());
+        std::vector<uint16_t> hd((size_t)cap * N);
+        CUDA_OK(cudaMemcpy(hd.data(), d, hd.size() * 2, cudaMemcpyDeviceToHost));
+        int32_t left[2];
+        CUDA_OK(cudaMemcpy(left, sched, sizeof left, cudaMemcpyDeviceToHost));
+        size_t bad = 0, first = SIZE_MAX, differ = 0;
+        double worst = 0;
+        for (size_t i = 0; i < hv.size(); i++) {
+            const uint32_t w = (uint32_t)hd[i] << 16;
+            float f;
+            memcpy(&f, &w, 4);
+            const double err = fabs((double)f - hv[i]), bound = ldexp(fabs(hv[i]), -8) + ldexp(hm[i], -14);
+            if (!(err <= bound) && bad++ == 0)
+                first = i;
+            if (bound > 0 && err / bound > worst)
+                worst = err / bound;
+            if (form == 1 && hd[i] != first_out[i])
+                differ++;
+        }
+        bool untouched = true;
+        for (size_t i = (size_t)R * N; i < hd.size(); i++)
+            untouched &= hd[i] == 0xFFFF;
+        const bool ok = bad == 0 && untouched && left[0] == 0 && left[1] == 0;
+        all_ok &= ok;
+        printf("%s int4 g128 %s %s%s N=%d K=%d, %d CTAs: %zu of %zu outside the bound (worst %.3f of it), rows past R "
+               "%s, counter %d %d",
+               ok ? "PASS" : "FAIL", form ? "swapped" : "converting", name, zero_points ? " zero points" : "", N, K, sms,
+               bad, hv.size(), worst, untouched ? "untouched" : "WRITTEN", left[0], left[1]);
+        if (form == 1)
+            printf(", %zu differ from the converting kind", differ);
+        if (bad)
+            printf(" (first at row %zu col %zu: %04x vs %.6g)", first / N, first % N, hd[first], hv[first]);
+        printf("\n");
+        if (!ok)
+            printf("  seed %llu (--seed reruns it)\n", (unsigned long long)seed);
+        first_out.swap(hd);
     }
-    bool untouched = true;
-    for (size_t i = (size_t)R * N; i < hd.size(); i++)
-        untouched &= hd[i] == 0xFFFF;
-    const bool ok = bad == 0 && untouched && left[0] == 0 && left[1] == 0;
-    printf("%s int4 g128 %s%s N=%d K=%d, %d CTAs: %zu of %zu outside the bound (worst %.3f of it), rows past R %s, "
-           "counter %d %d",
-           ok ? "PASS" : "FAIL", name, zero_points ? " zero points" : "", N, K, sms, bad, hv.size(), worst,
-           untouched ? "untouched" : "WRITTEN", left[0], left[1]);
-    if (bad)
-        printf(" (first at row %zu col %zu: %04x vs %.6g)", first / N, first % N, hd[first], hv[first]);
-    printf("\n");
-    if (!ok)
-        printf("  seed %llu (--seed reruns it)\n", (unsigned long long)seed);
     cudaFree(d_q);
     cudaFree(d_packed);
     cudaFree(d_sc);
@@ -636,7 +649,7 @@ static int check_int4(const char *name, int N, int K, const std::vector<int> &ro
     cudaFree(sched);
     cudaFree(v);
     cudaFree(mag);
-    return ok ? 0 : 1;
+    return all_ok ? 0 : 1;
 }
 
 /* The fp8 block kind's reference: sum_g sa(row, g) sb(e, col / 128, g)
@@ -907,12 +920,13 @@ static void run_bench(int sms, const bench_opts &o)
     cudaEvent_t e0, e1;
     CUDA_OK(cudaEventCreate(&e0));
     CUDA_OK(cudaEventCreate(&e1));
-    /* Median of 15 launches after 3 warm-ups, us. */
+    /* Median of 15 launches after 3 warm-ups, us; kind FMCU_GG_KINDS: the
+     * int4 kind's swapped form (fmcu_gg_int4_swap_launch). */
     auto median_us = [&](const fmcu_gg_args &a, fmcu_gg_kind kind) {
         std::vector<float> t;
         for (int it = 0; it < 18; it++) {
             CUDA_OK(cudaEventRecord(e0));
-            CUDA_OK(fmcu_gg_launch(&a, kind, sms, 0));
+            CUDA_OK(kind == FMCU_GG_KINDS ? fmcu_gg_int4_swap_launch(&a, sms, 0) : fmcu_gg_launch(&a, kind, sms, 0));
             CUDA_OK(cudaEventRecord(e1));
             CUDA_OK(cudaEventSynchronize(e1));
             float ms_ = 0;
@@ -978,6 +992,8 @@ static void run_bench(int sms, const bench_opts &o)
                     a.groups = groups;
                     const double us = median_us(a, FMCU_GG_N128_FAST);
                     printf("  int4-g128 %.1f us %.0f TF", us, flop / us * 1e-6);
+                    const double us_s = median_us(a, FMCU_GG_KINDS); /* the swapped form */
+                    printf("  int4-swap %.1f us %.0f TF", us_s, flop / us_s * 1e-6);
                     cudaFree(codes);
                     cudaFree(gsc);
                 }
