@@ -529,6 +529,8 @@ cudaError_t launch_dq(const fmcu_layer *L, OwnGemm g[2], int64_t m, const setup_
             o.a.groups = w.groups;
             o.a.kp = w.kp;
             o.a.s_col = nullptr;
+            if (L->opt.prefill_int4_gemm == FMCU_INT4_GEMM_SWAPPED)
+                return fmcu_gg_int4_swap_launch(&o.a, o.sms, st);
             return launch_gemm(o, st);
         }
         if (fused) { /* converted inside the GEMM, all experts at once */

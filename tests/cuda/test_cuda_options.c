@@ -43,6 +43,7 @@ START_TEST(defaults_are_the_measured_choices)
     ck_assert_uint_eq(o.prefill_dequant_mib, 1024);
     ck_assert_int_eq(o.prefill_dequant_fused, FMCU_FUSED_AUTO);
     ck_assert_int_eq(o.prefill_block_gemm, FMCU_BLOCK_GEMM_CUTLASS);
+    ck_assert_int_eq(o.prefill_int4_gemm, FMCU_INT4_GEMM_SWAPPED);
 }
 END_TEST
 
@@ -58,7 +59,8 @@ static int same_options(const fmcu_options *a, const fmcu_options *b)
            a->prefill_tile_order == b->prefill_tile_order && a->wq_wgmma == b->wq_wgmma && a->wq_ring == b->wq_ring &&
            a->stream_wgmma == b->stream_wgmma && a->stream_wgmma_gemm1 == b->stream_wgmma_gemm1 &&
            a->stream_wgmma_bf16 == b->stream_wgmma_bf16 && a->prefill_dequant_mib == b->prefill_dequant_mib &&
-           a->prefill_dequant_fused == b->prefill_dequant_fused && a->prefill_block_gemm == b->prefill_block_gemm;
+           a->prefill_dequant_fused == b->prefill_dequant_fused && a->prefill_block_gemm == b->prefill_block_gemm &&
+           a->prefill_int4_gemm == b->prefill_int4_gemm;
 }
 
 /* `key = value` on a manifest line: the value without quotes, else NULL. */
@@ -108,7 +110,7 @@ START_TEST(manifest_defaults_are_the_code_defaults)
         }
     }
     fclose(f);
-    ck_assert_int_eq(declared, 19);
+    ck_assert_int_eq(declared, 20);
     ck_assert(same_options(&o, &d));
     ck_assert_str_eq(eo.nccl_library, ed.nccl_library);
     ck_assert_uint_eq(eo.timeout_ms, ed.timeout_ms);
@@ -240,6 +242,10 @@ START_TEST(bool_and_enum_values)
     ck_assert_int_eq(o.prefill_block_gemm, FMCU_BLOCK_GEMM_OURS);
     ck_assert_int_eq(set_one(&o, "prefill_block_gemm", "cutlass", why, sizeof why), 0);
     ck_assert_int_eq(o.prefill_block_gemm, FMCU_BLOCK_GEMM_CUTLASS);
+    ck_assert_int_eq(set_one(&o, "prefill_int4_gemm", "converting", why, sizeof why), 0);
+    ck_assert_int_eq(o.prefill_int4_gemm, FMCU_INT4_GEMM_CONVERTING);
+    ck_assert_int_eq(set_one(&o, "prefill_int4_gemm", "swapped", why, sizeof why), 0);
+    ck_assert_int_eq(o.prefill_int4_gemm, FMCU_INT4_GEMM_SWAPPED);
 }
 END_TEST
 
@@ -283,6 +289,8 @@ START_TEST(bad_values_are_refused_naming_the_option)
                "option 'prefill_tile_order': expected auto, fixed or counter, got "
                "'fixedx'");
     CK_REFUSED("prefill_block_gemm", "own", "option 'prefill_block_gemm': expected cutlass or ours, got 'own'");
+    CK_REFUSED("prefill_int4_gemm", "swap",
+               "option 'prefill_int4_gemm': expected swapped or converting, got 'swap'");
 }
 END_TEST
 
