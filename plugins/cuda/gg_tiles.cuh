@@ -1,6 +1,6 @@
 /*
  * plugins/cuda/gg_tiles.cuh - the tiles of the prefill tier's grouped GEMMs
- * (grouped_gemm_sm90.cu, gg_int4_swap.cu): a tile is (expert, 128-row
+ * (grouped_gemm_sm90.cu, gg_w4_swap.cu): a tile is (expert, 128-row
  * block of its expert-sorted rows, column block of its weight rows), and
  * a CTA finds tile t from a prefix of tile counts over the experts in
  * shared memory. Also the ring position producer and consumers each keep.

@@ -106,11 +106,11 @@ struct fmcu_gg_args {
  * descriptors or launching. */
 cudaError_t fmcu_gg_launch(const fmcu_gg_args *args, fmcu_gg_kind kind, int sms, cudaStream_t st);
 
-/* The int4 g128 GEMM (w4 = FMCU_GG_W4_INT4) with the operands swapped
- * (gg_int4_swap.cu): the weights dequantized in registers as wgmma's A
- * operand, 128 weight rows by 128 token rows a tile, the fixed tile
- * order (`order` and `sched` unused). Same contract and refusals as
- * fmcu_gg_launch's int4 kind. */
-cudaError_t fmcu_gg_int4_swap_launch(const fmcu_gg_args *args, int sms, cudaStream_t st);
+/* The 4-bit GEMMs (w4 = FMCU_GG_W4_INT4, 32 or 16) with the operands
+ * swapped (gg_w4_swap.cu): the weights dequantized in registers as wgmma's
+ * A operand, 128 weight rows by 128 token rows a tile, the fixed tile
+ * order (`order` and `sched` unused). Same contract, refusals and bits as
+ * fmcu_gg_launch's 4-bit kinds. */
+cudaError_t fmcu_gg_w4_swap_launch(const fmcu_gg_args *args, int sms, cudaStream_t st);
 
 #endif

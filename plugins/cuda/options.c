@@ -29,7 +29,7 @@ void fmcu_options_default(fmcu_options *o)
     o->prefill_dequant_mib = FMCU_PREFILL_DEQUANT_MIB;
     o->prefill_dequant_fused = FMCU_FUSED_AUTO;
     o->prefill_block_gemm = FMCU_BLOCK_GEMM_CUTLASS;
-    o->prefill_int4_gemm = FMCU_INT4_GEMM_SWAPPED;
+    o->prefill_w4_gemm = FMCU_W4_GEMM_AUTO;
 }
 
 /* An enum option: its values, what each sets, and the refusal's wording. */
@@ -61,9 +61,9 @@ static const enum_option ORDER = {"prefill_tile_order", ORDER_VALUES, ORDER_CODE
 static const char *const BLOCK_VALUES[] = {"cutlass", "ours", NULL};
 static const int BLOCK_CODES[] = {FMCU_BLOCK_GEMM_CUTLASS, FMCU_BLOCK_GEMM_OURS};
 static const enum_option BLOCK_GEMM = {"prefill_block_gemm", BLOCK_VALUES, BLOCK_CODES, "cutlass or ours"};
-static const char *const INT4_VALUES[] = {"swapped", "converting", NULL};
-static const int INT4_CODES[] = {FMCU_INT4_GEMM_SWAPPED, FMCU_INT4_GEMM_CONVERTING};
-static const enum_option INT4_GEMM = {"prefill_int4_gemm", INT4_VALUES, INT4_CODES, "swapped or converting"};
+static const char *const W4G_VALUES[] = {"auto", "swapped", "converting", NULL};
+static const int W4G_CODES[] = {FMCU_W4_GEMM_AUTO, FMCU_W4_GEMM_SWAPPED, FMCU_W4_GEMM_CONVERTING};
+static const enum_option W4_GEMM = {"prefill_w4_gemm", W4G_VALUES, W4G_CODES, "auto, swapped or converting"};
 
 static int refuse(const char *name, const char *expected, const char *value, char *why, size_t cap)
 {
@@ -135,8 +135,8 @@ int fmcu_options_set(fmcu_options *o, const char *name, const char *value, char 
         return set_enum(&DQ_FUSED, value, &o->prefill_dequant_fused, why, cap);
     if (strcmp(name, BLOCK_GEMM.name) == 0)
         return set_enum(&BLOCK_GEMM, value, &o->prefill_block_gemm, why, cap);
-    if (strcmp(name, INT4_GEMM.name) == 0)
-        return set_enum(&INT4_GEMM, value, &o->prefill_int4_gemm, why, cap);
+    if (strcmp(name, W4_GEMM.name) == 0)
+        return set_enum(&W4_GEMM, value, &o->prefill_w4_gemm, why, cap);
     if (strcmp(name, "prefill_dequant_mib") == 0) {
         long long n;
         if (fmoe_option_parse_int(value, 0, FMCU_PREFILL_DEQUANT_MIB_MAX, &n) != 0)
@@ -148,7 +148,7 @@ int fmcu_options_set(fmcu_options *o, const char *name, const char *value, char 
              "option '%s': not an option of the cuda plugin (tier, plan_wide_pairs, decode_tail, decode_fused, "
              "decode_fused_w13, prefill_warp_rows, prefill_half_tiles, prefill_tile_order, wq_wgmma, wq_ring, "
              "stream_wgmma, stream_wgmma_gemm1, stream_wgmma_bf16, prefill_dequant_mib, prefill_dequant_fused, "
-             "prefill_block_gemm, prefill_int4_gemm, nccl_library, ep_timeout_ms)",
+             "prefill_block_gemm, prefill_w4_gemm, nccl_library, ep_timeout_ms)",
              name);
     return -1;
 }

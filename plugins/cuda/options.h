@@ -48,10 +48,12 @@
  *   prefill_block_gemm  cutlass | ours: the fp8 block scheme's prefill GEMMs on
  *                       CUTLASS's 128 x 128 blockwise kernel or on our grouped
  *                       GEMM's block kind (grouped_gemm.h)
- *   prefill_int4_gemm   swapped | converting: int4 g128 weights converted inside
- *                       the prefill tier's grouped GEMM as wgmma's register A
- *                       operand (gg_int4_swap.cu) or by converter warps into a
- *                       bf16 B stage (grouped_gemm_sm90.cu's int4 kind); same bits
+ *   prefill_w4_gemm     auto | swapped | converting: 4-bit weights (int4 g128; MXFP4 and
+ *                       NVFP4 in the fused form) converted inside the prefill
+ *                       tier's grouped GEMM as wgmma's register A operand
+ *                       (gg_w4_swap.cu) or by converter warps into a bf16 B
+ *                       stage (grouped_gemm_sm90.cu's 4-bit kinds); same bits;
+ *                       auto: int4 and NVFP4 swapped, MXFP4 converting
  *
  * Every default is what the plugin measured best (the manifest states the
  * same defaults); the other values exist for A/B timing and for tests that
@@ -92,12 +94,13 @@ typedef struct fmcu_options {
     uint32_t prefill_dequant_mib; /* FMCU_PREFILL_DEQUANT_MIB */
     int prefill_dequant_fused;    /* FMCU_FUSED_*: AUTO by the rows an expert, ON always (no scratch), OFF never */
     int prefill_block_gemm;       /* FMCU_BLOCK_GEMM_* */
-    int prefill_int4_gemm;        /* FMCU_INT4_GEMM_* */
+    int prefill_w4_gemm;          /* FMCU_W4_GEMM_* */
 } fmcu_options;
 
-/* prefill_int4_gemm: which form of the int4 g128 grouped GEMM the prefill tier runs. */
-#define FMCU_INT4_GEMM_SWAPPED    0
-#define FMCU_INT4_GEMM_CONVERTING 1
+/* prefill_w4_gemm: which form of the 4-bit grouped GEMM the prefill tier runs. */
+#define FMCU_W4_GEMM_AUTO       0 /* int4 g128 and NVFP4 swapped, MXFP4 converting (measured) */
+#define FMCU_W4_GEMM_SWAPPED    1
+#define FMCU_W4_GEMM_CONVERTING 2
 
 /* prefill_block_gemm: whose kernel runs the fp8 block scheme's prefill GEMMs. */
 #define FMCU_BLOCK_GEMM_CUTLASS 0

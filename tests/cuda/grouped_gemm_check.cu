@@ -369,7 +369,7 @@ struct w4_case {
  * per-expert output factor and biases, empty experts, half tiles, N not a
  * multiple of 128, partial chunks and stages (K < kp), and K long enough
  * that the converter reloads its block scales (every 8 stages for MXFP4,
- * 4 for NVFP4). */
+ * 4 for NVFP4). The swapped form (gg_w4_swap.cu) against the same. */
 static int check_w4(int w4, const w4_case &c, uint64_t seed, int device_sms)
 {
     const int E = (int)c.rows.size(), N = c.N, K = c.K, kp = c.kp, sms = c.ctas ? c.ctas : device_sms;
@@ -439,26 +439,39 @@ static int check_w4(int w4, const w4_case &c, uint64_t seed, int device_sms)
     CUDA_OK(cudaDeviceSynchronize());
     std::vector<uint16_t> h0((size_t)cap * N), h1((size_t)cap * N);
     CUDA_OK(cudaMemcpy(h0.data(), d[0], h0.size() * 2, cudaMemcpyDeviceToHost));
-    CUDA_OK(cudaMemcpy(h1.data(), d[1], h1.size() * 2, cudaMemcpyDeviceToHost));
-    int32_t left[2];
-    CUDA_OK(cudaMemcpy(left, sched, sizeof left, cudaMemcpyDeviceToHost));
-    size_t differ = 0, nan = 0, first = SIZE_MAX;
-    for (size_t i = 0; i < (size_t)R * N; i++) {
-        if (h0[i] != h1[i] && differ++ == 0)
-            first = i;
-        nan += (h0[i] & 0x7F80) == 0x7F80;
+    bool all_ok = true;
+    /* The converting kind (form 0), then the swapped form (fmcu_gg_w4_swap_launch), each against the
+     * dequantized weights' GEMM bit for bit. */
+    for (int form = 0; form < 2; form++) {
+        if (form == 1) {
+            CUDA_OK(cudaMemset(d[1], 0xFF, (size_t)cap * N * 2));
+            CUDA_OK(fmcu_gg_w4_swap_launch(&g, sms, 0));
+            CUDA_OK(cudaDeviceSynchronize());
+        }
+        CUDA_OK(cudaMemcpy(h1.data(), d[1], h1.size() * 2, cudaMemcpyDeviceToHost));
+        int32_t left[2];
+        CUDA_OK(cudaMemcpy(left, sched, sizeof left, cudaMemcpyDeviceToHost));
+        size_t differ = 0, nan = 0, first = SIZE_MAX;
+        for (size_t i = 0; i < (size_t)R * N; i++) {
+            if (h0[i] != h1[i] && differ++ == 0)
+                first = i;
+            nan += (h0[i] & 0x7F80) == 0x7F80;
+        }
+        bool untouched = true; /* rows past R */
+        for (size_t i = (size_t)R * N; i < h1.size(); i++)
+            untouched &= h1[i] == 0xFFFF;
+        const bool ok = differ == 0 && nan == 0 && untouched && left[0] == 0 && left[1] == 0;
+        all_ok &= ok;
+        printf("%s e2m1 w4=%d %s (%s vs dequantized, n128-fast) N=%d K=%d, %d CTAs: %zu of %zu differ, %zu NaN, "
+               "rows past R %s, counter %d %d",
+               ok ? "PASS" : "FAIL", w4, c.name, form ? "swapped" : "fused", N, K, sms, differ, (size_t)R * N, nan,
+               untouched ? "untouched" : "WRITTEN", left[0], left[1]);
+        if (differ)
+            printf(" (first at row %zu col %zu: %04x vs %04x)", first / N, first % N, h0[first], h1[first]);
+        printf("\n");
+        if (!ok)
+            printf("  seed %llu (--seed reruns it)\n", (unsigned long long)seed);
     }
-    bool untouched = true; /* rows past R */
-    for (size_t i = (size_t)R * N; i < h1.size(); i++)
-        untouched &= h1[i] == 0xFFFF;
-    const bool ok = differ == 0 && nan == 0 && untouched && left[0] == 0 && left[1] == 0;
-    printf("%s e2m1 w4=%d %s (fused vs dequantized, n128-fast) N=%d K=%d, %d CTAs: %zu of %zu differ, %zu NaN, "
-           "rows past R %s, counter %d %d",
-           ok ? "PASS" : "FAIL", w4, c.name, N, K, sms, differ, (size_t)R * N, nan, untouched ? "untouched" : "WRITTEN",
-           left[0], left[1]);
-    if (differ)
-        printf(" (first at row %zu col %zu: %04x vs %04x)", first / N, first % N, h0[first], h1[first]);
-    printf("\n");
     cudaFree(codes);
     cudaFree(sf8);
     cudaFree(a);
@@ -469,7 +482,7 @@ static int check_w4(int w4, const w4_case &c, uint64_t seed, int device_sms)
     cudaFree(sched);
     cudaFree(d[0]);
     cudaFree(d[1]);
-    return ok ? 0 : 1;
+    return all_ok ? 0 : 1;
 }
 
 /* The int4 kind's reference, one thread an output: codes [E*N, K] one a
@@ -600,7 +613,7 @@ static int check_int4(const char *name, int N, int K, const std::vector<int> &ro
     bool all_ok = true;
     for (int form = 0; form < 2; form++) {
         CUDA_OK(cudaMemset(d, 0xFF, (size_t)cap * N * 2));
-        CUDA_OK(form == 0 ? fmcu_gg_launch(&g, FMCU_GG_N128_FAST, sms, 0) : fmcu_gg_int4_swap_launch(&g, sms, 0));
+        CUDA_OK(form == 0 ? fmcu_gg_launch(&g, FMCU_GG_N128_FAST, sms, 0) : fmcu_gg_w4_swap_launch(&g, sms, 0));
         CUDA_OK(cudaDeviceSynchronize());
         std::vector<uint16_t> hd((size_t)cap * N);
         CUDA_OK(cudaMemcpy(hd.data(), d, hd.size() * 2, cudaMemcpyDeviceToHost));
@@ -921,12 +934,12 @@ static void run_bench(int sms, const bench_opts &o)
     CUDA_OK(cudaEventCreate(&e0));
     CUDA_OK(cudaEventCreate(&e1));
     /* Median of 15 launches after 3 warm-ups, us; kind FMCU_GG_KINDS: the
-     * int4 kind's swapped form (fmcu_gg_int4_swap_launch). */
+     * int4 kind's swapped form (fmcu_gg_w4_swap_launch). */
     auto median_us = [&](const fmcu_gg_args &a, fmcu_gg_kind kind) {
         std::vector<float> t;
         for (int it = 0; it < 18; it++) {
             CUDA_OK(cudaEventRecord(e0));
-            CUDA_OK(kind == FMCU_GG_KINDS ? fmcu_gg_int4_swap_launch(&a, sms, 0) : fmcu_gg_launch(&a, kind, sms, 0));
+            CUDA_OK(kind == FMCU_GG_KINDS ? fmcu_gg_w4_swap_launch(&a, sms, 0) : fmcu_gg_launch(&a, kind, sms, 0));
             CUDA_OK(cudaEventRecord(e1));
             CUDA_OK(cudaEventSynchronize(e1));
             float ms_ = 0;

@@ -43,7 +43,7 @@ START_TEST(defaults_are_the_measured_choices)
     ck_assert_uint_eq(o.prefill_dequant_mib, 1024);
     ck_assert_int_eq(o.prefill_dequant_fused, FMCU_FUSED_AUTO);
     ck_assert_int_eq(o.prefill_block_gemm, FMCU_BLOCK_GEMM_CUTLASS);
-    ck_assert_int_eq(o.prefill_int4_gemm, FMCU_INT4_GEMM_SWAPPED);
+    ck_assert_int_eq(o.prefill_w4_gemm, FMCU_W4_GEMM_AUTO);
 }
 END_TEST
 
@@ -60,7 +60,7 @@ static int same_options(const fmcu_options *a, const fmcu_options *b)
            a->stream_wgmma == b->stream_wgmma && a->stream_wgmma_gemm1 == b->stream_wgmma_gemm1 &&
            a->stream_wgmma_bf16 == b->stream_wgmma_bf16 && a->prefill_dequant_mib == b->prefill_dequant_mib &&
            a->prefill_dequant_fused == b->prefill_dequant_fused && a->prefill_block_gemm == b->prefill_block_gemm &&
-           a->prefill_int4_gemm == b->prefill_int4_gemm;
+           a->prefill_w4_gemm == b->prefill_w4_gemm;
 }
 
 /* `key = value` on a manifest line: the value without quotes, else NULL. */
@@ -242,10 +242,12 @@ START_TEST(bool_and_enum_values)
     ck_assert_int_eq(o.prefill_block_gemm, FMCU_BLOCK_GEMM_OURS);
     ck_assert_int_eq(set_one(&o, "prefill_block_gemm", "cutlass", why, sizeof why), 0);
     ck_assert_int_eq(o.prefill_block_gemm, FMCU_BLOCK_GEMM_CUTLASS);
-    ck_assert_int_eq(set_one(&o, "prefill_int4_gemm", "converting", why, sizeof why), 0);
-    ck_assert_int_eq(o.prefill_int4_gemm, FMCU_INT4_GEMM_CONVERTING);
-    ck_assert_int_eq(set_one(&o, "prefill_int4_gemm", "swapped", why, sizeof why), 0);
-    ck_assert_int_eq(o.prefill_int4_gemm, FMCU_INT4_GEMM_SWAPPED);
+    ck_assert_int_eq(set_one(&o, "prefill_w4_gemm", "converting", why, sizeof why), 0);
+    ck_assert_int_eq(o.prefill_w4_gemm, FMCU_W4_GEMM_CONVERTING);
+    ck_assert_int_eq(set_one(&o, "prefill_w4_gemm", "swapped", why, sizeof why), 0);
+    ck_assert_int_eq(o.prefill_w4_gemm, FMCU_W4_GEMM_SWAPPED);
+    ck_assert_int_eq(set_one(&o, "prefill_w4_gemm", "auto", why, sizeof why), 0);
+    ck_assert_int_eq(o.prefill_w4_gemm, FMCU_W4_GEMM_AUTO);
 }
 END_TEST
 
@@ -289,8 +291,7 @@ START_TEST(bad_values_are_refused_naming_the_option)
                "option 'prefill_tile_order': expected auto, fixed or counter, got "
                "'fixedx'");
     CK_REFUSED("prefill_block_gemm", "own", "option 'prefill_block_gemm': expected cutlass or ours, got 'own'");
-    CK_REFUSED("prefill_int4_gemm", "swap",
-               "option 'prefill_int4_gemm': expected swapped or converting, got 'swap'");
+    CK_REFUSED("prefill_w4_gemm", "swap", "option 'prefill_w4_gemm': expected auto, swapped or converting, got 'swap'");
 }
 END_TEST
 

@@ -1,36 +1,41 @@
 /*
- * plugins/cuda/gg_int4_swap.cu - the prefill tier's int4 g128 grouped GEMM
- * with the operands swapped (grouped_gemm.h's contract with w4 =
- * FMCU_GG_W4_INT4; fmcu_gg_int4_swap_launch). sm_90a only.
+ * plugins/cuda/gg_w4_swap.cu - the prefill tier's grouped GEMM over 4-bit
+ * weights (int4 g128, MXFP4, NVFP4) with the operands swapped
+ * (grouped_gemm.h's contract with w4 = FMCU_GG_W4_INT4, 32 or 16;
+ * fmcu_gg_w4_swap_launch). sm_90a only.
  *
- * Why. grouped_gemm_sm90.cu's int4 kind has converter warps turn each
+ * Why. grouped_gemm_sm90.cu's 4-bit kinds have converter warps turn each
  * stage's codes into a bf16 B operand in shared memory, which wgmma reads
- * back: about 88 KB through shared memory a 128 x 128 x 64 stage, and a
- * consumer thread's accumulator columns span 32 weight rows, so each
- * group's promotion loads 32 scales a thread after draining its wgmmas
- * (ncu, Mixtral-8x7B M = 8192 GEMM1: L1/shared 86 % busy, compute 53 %;
- * the promotion's scale loads the top stall: bench/cuda/RESULTS.md, "int4
- * g128 through a bf16 scratch"). Here a tile's 128 weight rows are wgmma's
- * M side, dequantized in registers as its A operand (wq_ring.cu's
- * fragments: a lane's 4-byte word of a 32-column chunk, wq_pack.h), and
- * its 128 expert-sorted token rows the N side, B by TMA from the gathered
- * rows: no converter warps, no second stage barrier, 2 scales a thread a
- * group, and a 128 x 128 x 128 stage moves 8 KB of codes and 32 KB of
- * tokens by TMA and reads 8 KB of codes back.
+ * back: about 88 KB through shared memory a 128 x 128 x 64 stage; and in
+ * its int4 kind a consumer thread's accumulator columns span 32 weight
+ * rows, so each group's promotion loads 32 scales a thread after draining
+ * its wgmmas (ncu, Mixtral-8x7B M = 8192 GEMM1: L1/shared 86 % busy,
+ * compute 53 %; the promotion's scale loads the top stall:
+ * bench/cuda/RESULTS.md, "int4 g128 through a bf16 scratch"). Here a
+ * tile's 128 weight rows are wgmma's M side, dequantized in registers as
+ * its A operand (wq_ring.cu's fragments: a lane's 4-byte word of a
+ * 32-column chunk, wq_pack.h), and its 128 expert-sorted token rows the N
+ * side, B by TMA from the gathered rows: no converter warps, no second
+ * stage barrier, 2 scales (or scale codes) a thread a stage, and a
+ * 128 x 128 x 128 stage moves 8 KB of codes and 32 KB of tokens by TMA
+ * and reads 8 KB of codes back.
  *
  * Shape. 384 threads: a producer warp group (one thread issues TMA into a
- * ring of STAGES stages of one 128-column scale group each) and two
- * consumer warp groups of 64 weight rows (m64n128k16 RS wgmmas; half tiles,
- * an expert's last block of at most 64 rows, m64n64k16). Tiles as
- * grouped_gemm_sm90.cu's (gg_tiles.cuh) with BN = 128, in the fixed order
- * (CTA b: tiles b, b + grid, ...). A stage's eight wgmmas sum into partial
- * sums from zero, drained at the stage's end and promoted, fin += part x
- * scale (the converting kind's arithmetic in the same order: same bits
- * wherever wgmma sums a k16 step's products alike in both roles). Epilogue:
- * bf16(fin x (s_row x s_col)) (+ bias), written transposed (token rows of
- * weight columns) into a 128-byte-swizzled staging buffer a warp group and
- * sent by tensor stores; an expert's partial last block is copied out by
- * the threads (rows past its end are never written).
+ * ring of STAGES stages of 128 columns) and two consumer warp groups of 64
+ * weight rows (m64n128k16 RS wgmmas; half tiles, an expert's last block of
+ * at most 64 rows, m64n64k16). Tiles as grouped_gemm_sm90.cu's
+ * (gg_tiles.cuh) with BN = 128, in the fixed order (CTA b: tiles b, b +
+ * grid, ...). int4: a stage is one scale group; its eight wgmmas sum into
+ * partial sums from zero, drained at the stage's end and promoted, fin +=
+ * part x scale (the converting kind's arithmetic in the same order).
+ * e2m1: values times their block scales are exact bf16 operands, one
+ * accumulator runs over all of K. Same bits as the converting kinds
+ * (grouped_gemm_check) wherever wgmma sums a k16 step's products alike in
+ * both roles. Epilogue: bf16(fin x (s_row x s_col)) (+ bias), written
+ * transposed (token rows of weight columns) into a 128-byte-swizzled
+ * staging buffer a warp group and sent by tensor stores; an expert's
+ * partial last block is copied out by the threads (rows past its end are
+ * never written).
  */
 #include "plugins/cuda/gg_tiles.cuh"
 #include "plugins/cuda/grouped_gemm.h"
@@ -84,10 +89,12 @@ struct params {
     const float *s_row, *s_col;
     const __nv_bfloat16 *bias;
     const int32_t *offsets;
-    const float *gscale;
-    const int8_t *zero;
+    const float *gscale; /* int4: [E, N, groups] */
+    const int8_t *zero;  /* int4: [E, N, groups] or NULL */
+    const uint8_t *sf8;  /* e2m1: block scale codes [E, N, kp / W4] */
     int row_vec, col_vec, halves;
-    uint32_t E, N, K, groups;
+    int sf_vec; /* e2m1: every row's codes of a stage load as one 4- (MXFP4) or 8-byte (NVFP4) word */
+    uint32_t E, N, K, groups, kp;
 };
 
 __device__ __forceinline__ void wg_sync(int id)
@@ -110,63 +117,106 @@ template <int N> __device__ __forceinline__ void mma(float (&d)[N / 2], const ui
         fmcu_wgmma::wgmma_m64n64k16_bf16_rs(d, a, desc, acc);
 }
 
-/* A thread's two weight rows: the group scale and 136 + zero point (a bf16
- * pair: dq_int4's subtrahend) of group g; rows past N (their codes belong
- * to the next expert or are TMA's zeros) get scale 0 and are never stored. */
-struct row_sc {
-    float sc[2];
-    uint32_t sub[2];
+/* A thread's two weight rows (fragment rows lo, hi): where their scale
+ * data starts (NULL past N: those rows' codes belong to the next expert or
+ * are TMA's zeros; computed, never stored). */
+struct rows_at {
+    const float *gs[2];    /* int4: the rows' first group scale */
+    const int8_t *zp[2];   /* int4: their first zero point, or NULL */
+    const uint8_t *sf[2];  /* e2m1: their first block scale code */
 };
 
-__device__ __forceinline__ row_sc load_group(const params &p, const int64_t (&wrow)[2], const bool (&in)[2], int g)
+/* A stage's scale data of the two rows. int4: the group scale and 136 +
+ * zero point (a bf16 pair: dq_int4's subtrahend); e2m1: the stage's block
+ * scales (MXFP4 4, NVFP4 8) as bf16 pairs, from codes that are 0 past the
+ * row's last block (UE8M0 code 0 is 2^-127 times TMA's zero codes: 0). */
+struct stage_sf {
+    float sc[2];
+    uint32_t sub[2];
+    uint32_t s2[2][8]; /* e2m1: row h's block i scale as a bf16 pair (MXFP4: i < 4) */
+};
+
+template <int W4> __device__ __forceinline__ stage_sf load_stage(const params &p, const rows_at &ra, int kb)
 {
-    row_sc s;
+    stage_sf s;
 #pragma unroll
     for (int h = 0; h < 2; h++) {
-        const int64_t at = wrow[h] * p.groups + g;
-        s.sc[h] = in[h] ? __ldg(p.gscale + at) : 0.0f;
-        const float z = 136.0f + (p.zero && in[h] ? (float)p.zero[at] : 0.0f);
-        s.sub[h] = bf16x2_bits(z, z);
+        if constexpr (W4 == FMCU_GG_W4_INT4) {
+            s.sc[h] = ra.gs[h] ? __ldg(ra.gs[h] + kb) : 0.0f;
+            const float z = 136.0f + (ra.zp[h] ? (float)ra.zp[h][kb] : 0.0f);
+            s.sub[h] = bf16x2_bits(z, z);
+        } else {
+            constexpr int PER = KS / W4; /* codes a stage: 4 (MXFP4) or 8 (NVFP4) */
+            const uint32_t b0 = (uint32_t)kb * PER, blocks = p.kp / W4;
+            uint32_t w[2] = {0, 0};
+            if (ra.sf[h] && p.sf_vec && b0 + PER <= blocks) {
+                if constexpr (PER == 4) {
+                    w[0] = __ldg(reinterpret_cast<const uint32_t *>(ra.sf[h] + b0));
+                } else {
+                    const uint2 v = __ldg(reinterpret_cast<const uint2 *>(ra.sf[h] + b0));
+                    w[0] = v.x;
+                    w[1] = v.y;
+                }
+            } else if (ra.sf[h]) {
+                for (int b = 0; b < PER; b++)
+                    if (b0 + b < blocks)
+                        w[b >> 2] |= (uint32_t)ra.sf[h][b0 + b] << (8 * (b & 3));
+            }
+#pragma unroll
+            for (int i = 0; i < PER; i++) {
+                const float v = fmcu_wq_dev::scale_code((w[i >> 2] >> (8 * (i & 3))) & 0xFFu, W4 == 32);
+                s.s2[h][i] = bf16x2_bits(v, v);
+            }
+        }
     }
     return s;
 }
 
 /* One stage of a consumer warp: its 16 weight rows by N token rows over
- * the stage's 128 K, eight k16 wgmmas into part (from zero), two a batch:
- * a chunk's two steps dequantized from its words (rows lo, hi) just before
- * the batch is issued, into one of two register sets in turn; each batch
- * waits for the one before it, whose set the next rewrites. Left in flight:
- * the last batch. */
-template <int N>
-__device__ __forceinline__ void stage_mma(float (&part)[N / 2], uint32_t st, uint32_t at_lo, uint32_t at_hi,
-                                          uint32_t swz, const row_sc &s)
+ * the stage's 128 K, eight k16 wgmmas into d (from zero at the first
+ * unless `add`), each dequantized from its chunk's words (rows lo, hi)
+ * just before it is issued, into one of two register sets in turn: int4
+ * as q - 8 - zp (the scale comes after, in f32), e2m1 times its block
+ * scale (exact in bf16, as the converting kinds and the scratch form make
+ * them). Each waits for the one before it, whose set the next rewrites
+ * (no branch between them: ptxas then serializes every wgmma, C7513). Left
+ * in flight: the last; every earlier wgmma is complete on return. */
+template <int W4, int N>
+__device__ __forceinline__ void stage_mma(float (&d)[N / 2], uint32_t st, uint32_t at_lo, uint32_t at_hi,
+                                          uint32_t swz, const stage_sf &s, bool add)
 {
     const uint64_t d0 = sw128_desc(st), d1 = sw128_desc(st + TOK_BOX);
-    uint32_t a[2][2][4];
+    uint32_t a[2][4];
+    uint32_t lo = 0, hi = 0;
 #pragma unroll
-    for (int c = 0; c < KS / 32; c++) {
-        const uint32_t cw = st + CODE_AT + ((c ^ swz) << 4);
-        const uint32_t lo = lds32(cw + at_lo), hi = lds32(cw + at_hi);
-        uint32_t(&ac)[2][4] = a[c & 1];
-#pragma unroll
-        for (int i = 0; i < 2; i++) {
-            const int j = 2 * i;
-            ac[i][0] = fmcu_wq_dev::dq_int4<false>(lo, j, s.sub[0]);
-            ac[i][1] = fmcu_wq_dev::dq_int4<false>(hi, j, s.sub[1]);
-            ac[i][2] = fmcu_wq_dev::dq_int4<false>(lo, j + 1, s.sub[0]);
-            ac[i][3] = fmcu_wq_dev::dq_int4<false>(hi, j + 1, s.sub[1]);
+    for (int k = 0; k < KS / 16; k++) { /* k16 step: token box k / 4, 32 bytes a step inside it */
+        if (k % 2 == 0) {               /* a chunk's words: its two steps */
+            const uint32_t cw = st + CODE_AT + (((k / 2) ^ swz) << 4);
+            lo = lds32(cw + at_lo);
+            hi = lds32(cw + at_hi);
         }
+        uint32_t(&ak)[4] = a[k & 1];
+        const int j = 2 * (k & 1);
+        if constexpr (W4 == FMCU_GG_W4_INT4) {
+            ak[0] = fmcu_wq_dev::dq_int4<false>(lo, j, s.sub[0]);
+            ak[1] = fmcu_wq_dev::dq_int4<false>(hi, j, s.sub[1]);
+            ak[2] = fmcu_wq_dev::dq_int4<false>(lo, j + 1, s.sub[0]);
+            ak[3] = fmcu_wq_dev::dq_int4<false>(hi, j + 1, s.sub[1]);
+        } else {
+            const int b = W4 == 16 ? k : k / 2; /* the step's block: NVFP4 one a step, MXFP4 one a chunk */
+            ak[0] = fmcu_wq_dev::dq_fp4_bf16(lo, j, s.s2[0][b]);
+            ak[1] = fmcu_wq_dev::dq_fp4_bf16(hi, j, s.s2[1][b]);
+            ak[2] = fmcu_wq_dev::dq_fp4_bf16(lo, j + 1, s.s2[0][b]);
+            ak[3] = fmcu_wq_dev::dq_fp4_bf16(hi, j + 1, s.s2[1][b]);
+        }
+        fence_regs(ak); /* computed before the fence: ptxas serializes wgmmas whose A is defined after it */
+        if (k == 0)
+            fence_regs(d); /* the accumulators too (grouped_gemm_sm90.cu's issue_stage) */
         wgmma_fence();
-#pragma unroll
-        for (int i = 0; i < 2; i++) {
-            const int k = 2 * c + i; /* k16 step: token box k / 4, 32 bytes a step inside it */
-            mma<N>(part, ac[i], (k < 4 ? d0 : d1) + 2 * (k % 4), k > 0);
-        }
+        mma<N>(d, ak, (k < 4 ? d0 : d1) + 2 * (k % 4), add || k > 0);
         wgmma_commit();
         wgmma_wait<1>();
-#pragma unroll
-        for (int i = 0; i < 2; i++)
-            fence_regs(a[(c + 1) & 1][i]);
+        fence_regs(a[(k + 1) & 1]);
     }
 }
 
@@ -257,8 +307,13 @@ __device__ __forceinline__ void store_tile(const float (&fin)[N / 2], const tile
     }
 }
 
-/* A consumer warp group's tile: N token rows (128, or 64 for a half tile). */
-template <int N>
+/* A consumer warp group's tile: N token rows (128, or 64 for a half tile).
+ * int4: each stage's sums from zero, drained at its end, promoted into fin
+ * (fin += part x scale, the converting kind's arithmetic in its order);
+ * e2m1: one accumulator over all of K (the scales are in the operand),
+ * each stage's slot released once the next stage's wgmmas are issued
+ * (all but the last of them complete). */
+template <int W4, int N>
 __device__ __forceinline__ void run_tile(float (&fin)[N / 2], float (&part)[N / 2], ring &r, const tile_at &at,
                                          const params &p, const CUtensorMap *map_d, int KB, uint32_t base,
                                          uint64_t *full, uint64_t *empty, int w, int tw, uint32_t out)
@@ -267,40 +322,69 @@ __device__ __forceinline__ void run_tile(float (&fin)[N / 2], float (&part)[N / 
     const int rl = 64 * w + 16 * warp + lane / 4; /* fragment rows rl, rl + 8 of the tile's 128 */
     const uint32_t at_lo = rl * CODE_ROW + 4 * (lane % 4), at_hi = at_lo + 8 * CODE_ROW;
     const uint32_t swz = (rl >> 1) & 3; /* TMA's 64-byte swizzle of both rows */
-    int64_t wrow[2];
-    bool in[2];
+    rows_at ra;
 #pragma unroll
     for (int h = 0; h < 2; h++) {
         const int c = at.nb * WR + rl + 8 * h;
-        in[h] = c < (int)p.N;
-        wrow[h] = (int64_t)at.e * p.N + c;
+        const bool in = c < (int)p.N;
+        const int64_t row = (int64_t)at.e * p.N + c;
+        ra.gs[h] = in && p.gscale ? p.gscale + row * p.groups : nullptr;
+        ra.zp[h] = in && p.zero ? p.zero + row * p.groups : nullptr;
+        ra.sf[h] = in && p.sf8 ? p.sf8 + row * (p.kp / (W4 == FMCU_GG_W4_INT4 ? 1 : W4)) : nullptr;
     }
-#pragma unroll
-    for (int i = 0; i < N / 2; i++)
-        fin[i] = 0.0f;
-    row_sc cur = load_group(p, wrow, in, 0);
-    for (int kb = 0; kb < KB; kb++) {
-        row_sc nxt = cur;
-        if (kb + 1 < KB)
-            nxt = load_group(p, wrow, in, kb + 1);
-        mbar_wait(smem_addr(&full[r.stage]), r.phase);
-        stage_mma<N>(part, base + r.stage * STAGE_BYTES, at_lo, at_hi, swz, cur);
-        wgmma_wait<0>();
-        fence_regs(part);
+    auto release = [&](int slot) {
         __syncwarp();
         if (lane == 0)
-            mbar_arrive(smem_addr(&empty[r.stage]));
+            mbar_arrive(smem_addr(&empty[slot]));
+    };
+    stage_sf cur = load_stage<W4>(p, ra, 0);
+    if constexpr (W4 == FMCU_GG_W4_INT4) {
 #pragma unroll
         for (int i = 0; i < N / 2; i++)
-            fin[i] = __fmaf_rn(part[i], cur.sc[(i % 4) >> 1], fin[i]);
-        cur = nxt;
-        r.next(STAGES);
+            fin[i] = 0.0f;
+        for (int kb = 0; kb < KB; kb++) {
+            stage_sf nxt = cur;
+            if (kb + 1 < KB)
+                nxt = load_stage<W4>(p, ra, kb + 1);
+            mbar_wait(smem_addr(&full[r.stage]), r.phase);
+            stage_mma<W4, N>(part, base + r.stage * STAGE_BYTES, at_lo, at_hi, swz, cur, false);
+            wgmma_wait<0>();
+            fence_regs(part);
+            release(r.stage);
+#pragma unroll
+            for (int i = 0; i < N / 2; i++)
+                fin[i] = __fmaf_rn(part[i], cur.sc[(i % 4) >> 1], fin[i]);
+            cur = nxt;
+            r.next(STAGES);
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < N / 2; i++) /* defined before the first wgmma (scale-d 0 ignores them) */
+            fin[i] = 0.0f;
+        int prev = -1; /* the slot whose last wgmma may still run */
+        for (int kb = 0; kb < KB; kb++) {
+            stage_sf nxt = cur;
+            if (kb + 1 < KB)
+                nxt = load_stage<W4>(p, ra, kb + 1);
+            mbar_wait(smem_addr(&full[r.stage]), r.phase);
+            stage_mma<W4, N>(fin, base + r.stage * STAGE_BYTES, at_lo, at_hi, swz, cur, kb > 0);
+            if (prev >= 0) /* the previous stage's wgmmas are complete */
+                release(prev);
+            prev = r.stage;
+            cur = nxt;
+            r.next(STAGES);
+        }
+        wgmma_wait<0>();
+        fence_regs(fin);
+        if (prev >= 0)
+            release(prev);
     }
     store_tile<N>(fin, at, p, map_d, w, tw, out);
 }
 
+template <int W4>
 __global__ void __launch_bounds__(THREADS, 1)
-    gg_int4_swap_kernel(const __grid_constant__ CUtensorMap map_x, const __grid_constant__ CUtensorMap map_x64,
+    gg_w4_swap_kernel(const __grid_constant__ CUtensorMap map_x, const __grid_constant__ CUtensorMap map_x64,
                         const __grid_constant__ CUtensorMap map_w, const __grid_constant__ CUtensorMap map_d,
                         const params p)
 {
@@ -357,9 +441,9 @@ __global__ void __launch_bounds__(THREADS, 1)
     for (int t = blockIdx.x; t < total; t += gridDim.x) {
         const tile_at at = find_tile(t, pre, off, E, p.halves);
         if (!at.half)
-            run_tile<TR>(fin, part, r, at, p, &map_d, KB, base, full, empty, w, tw, out);
+            run_tile<W4, TR>(fin, part, r, at, p, &map_d, KB, base, full, empty, w, tw, out);
         else
-            run_tile<TR / 2>(hfin, hpart, r, at, p, &map_d, KB, base, full, empty, w, tw, out);
+            run_tile<W4, TR / 2>(hfin, hpart, r, at, p, &map_d, KB, base, full, empty, w, tw, out);
     }
     if (tw == 0)
         asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
@@ -382,16 +466,8 @@ bool encode(CUtensorMap *map, const void *base, uint64_t rows, uint64_t inner, u
              CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-} // namespace
-
-cudaError_t fmcu_gg_int4_swap_launch(const fmcu_gg_args *a, int sms, cudaStream_t st)
+template <int W4> cudaError_t launch(const fmcu_gg_args *a, int sms, cudaStream_t st)
 {
-    if (!a || a->w4 != FMCU_GG_W4_INT4 || !a->bf16 || !a->gscale || a->E == 0 || a->E > FMCU_GG_MAX_EXPERTS ||
-        a->K == 0 || a->K % 16 || a->N == 0 || a->N % 16 || a->kp % 32 || a->kp < a->K ||
-        a->groups != (a->K + KS - 1) / KS || a->rows_cap <= 0 || a->rows_cap > INT32_MAX ||
-        (uint64_t)a->E * a->N > INT32_MAX || sms <= 0 || ((uintptr_t)a->a | (uintptr_t)a->b | (uintptr_t)a->d) % 16 ||
-        (uintptr_t)a->bias % 2 || (a->col_vec && (uintptr_t)a->s_col % 8) || a->a_sf || a->b_sf)
-        return cudaErrorInvalidValue;
     CUtensorMap map_x, map_x64, map_w, map_d;
     if (!encode(&map_x, a->a, (uint64_t)a->rows_cap, a->K, 2, 64, TR, CU_TENSOR_MAP_SWIZZLE_128B) ||
         !encode(&map_x64, a->a, (uint64_t)a->rows_cap, a->K, 2, 64, TR / 2, CU_TENSOR_MAP_SWIZZLE_128B) ||
@@ -404,21 +480,50 @@ cudaError_t fmcu_gg_int4_swap_launch(const fmcu_gg_args *a, int sms, cudaStream_
     p.s_col = a->s_col;
     p.bias = a->bias;
     p.offsets = a->offsets;
-    p.gscale = a->gscale;
-    p.zero = a->zero;
+    p.gscale = W4 == FMCU_GG_W4_INT4 ? a->gscale : nullptr;
+    p.zero = W4 == FMCU_GG_W4_INT4 ? a->zero : nullptr;
+    p.sf8 = W4 == FMCU_GG_W4_INT4 ? nullptr : a->sf8;
     p.row_vec = a->row_vec;
     p.col_vec = a->col_vec;
     p.halves = !a->whole_tiles;
+    /* A stage's codes of a row are 4 (MXFP4) or 8 (NVFP4) aligned bytes when
+     * every row's codes start so: kp a multiple of 128 and the array aligned. */
+    p.sf_vec = W4 != FMCU_GG_W4_INT4 && a->kp % 128 == 0 && (uintptr_t)a->sf8 % (KS / W4 + 0u) == 0;
     p.E = a->E;
     p.N = a->N;
     p.K = a->K;
     p.groups = a->groups;
-    cudaError_t e = cudaFuncSetAttribute(gg_int4_swap_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
+    p.kp = a->kp;
+    auto kernel = gg_w4_swap_kernel<W4>;
+    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
     if (e != cudaSuccess)
         return e;
     /* More CTAs than tiles would only wait: at most ceil(rows / 128) + E row blocks. */
     const int64_t tiles = ((a->rows_cap + TR - 1) / TR + a->E) * (int64_t)((a->N + WR - 1) / WR);
     const unsigned grid = (unsigned)(tiles < sms ? tiles : sms);
-    gg_int4_swap_kernel<<<grid, THREADS, SMEM, st>>>(map_x, map_x64, map_w, map_d, p);
+    kernel<<<grid, THREADS, SMEM, st>>>(map_x, map_x64, map_w, map_d, p);
     return cudaGetLastError();
+}
+
+} // namespace
+
+cudaError_t fmcu_gg_w4_swap_launch(const fmcu_gg_args *a, int sms, cudaStream_t st)
+{
+    if (!a || !a->bf16 || a->E == 0 || a->E > FMCU_GG_MAX_EXPERTS || a->K == 0 || a->K % 16 || a->N == 0 ||
+        a->N % 16 || a->kp % 32 || a->kp < a->K || a->rows_cap <= 0 || a->rows_cap > INT32_MAX ||
+        (uint64_t)a->E * a->N > INT32_MAX || sms <= 0 || ((uintptr_t)a->a | (uintptr_t)a->b | (uintptr_t)a->d) % 16 ||
+        (uintptr_t)a->bias % 2 || (a->col_vec && (uintptr_t)a->s_col % 8) || a->a_sf || a->b_sf)
+        return cudaErrorInvalidValue;
+    switch (a->w4) {
+    case FMCU_GG_W4_INT4:
+        if (!a->gscale || a->groups != (a->K + KS - 1) / KS)
+            return cudaErrorInvalidValue;
+        return launch<FMCU_GG_W4_INT4>(a, sms, st);
+    case 16:
+    case 32:
+        if (!a->sf8)
+            return cudaErrorInvalidValue;
+        return a->w4 == 16 ? launch<16>(a, sms, st) : launch<32>(a, sms, st);
+    default: return cudaErrorInvalidValue;
+    }
 }
