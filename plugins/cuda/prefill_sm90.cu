@@ -539,11 +539,10 @@ cudaError_t launch_dq(const fmcu_layer *L, OwnGemm g[2], int64_t m, const setup_
             o.a.sf8 = w.sf8;
             o.a.kp = w.kp;
             o.a.s_col = w.out_mul;
-            /* auto: NVFP4 swapped, MXFP4 converting (H200, the layer at M = 1024: NVFP4 3-5 %
-             * faster swapped, MXFP4 3-8 % slower, gpt-oss-120b M = 8192 18 %; bench/cuda/RESULTS.md,
-             * "int4 g128: the swapped grouped GEMM") */
-            if (L->opt.prefill_w4_gemm == FMCU_W4_GEMM_SWAPPED ||
-                (L->opt.prefill_w4_gemm == FMCU_W4_GEMM_AUTO && wq.fp4_block == 16))
+            /* auto: converting (H200, the layer swapped against converting: NVFP4 3-5 % faster
+             * at M = 1024 but gpt-oss-120b M = 8192 42 % slower, MXFP4 3-18 % slower;
+             * bench/cuda/RESULTS.md, "int4 g128: the swapped grouped GEMM") */
+            if (L->opt.prefill_w4_gemm == FMCU_W4_GEMM_SWAPPED)
                 return fmcu_gg_w4_swap_launch(&o.a, o.sms, st);
             return launch_gemm(o, st);
         }
