@@ -3,12 +3,14 @@
  * (grouped_gemm_sm90.cu, gg_w4_swap.cu): a tile is (expert, 128-row
  * block of its expert-sorted rows, column block of its weight rows), and
  * a CTA finds tile t from a prefix of tile counts over the experts in
- * shared memory. Also the ring position producer and consumers each keep.
+ * shared memory. Also the ring position producer and consumers each keep,
+ * and the two small helpers both kernels' epilogues use.
  * Device-side C++ only.
  */
 #ifndef FMOE_PLUGIN_CUDA_GG_TILES_CUH
 #define FMOE_PLUGIN_CUDA_GG_TILES_CUH
 
+#include <cuda_bf16.h>
 #include <stdint.h>
 
 namespace fmcu_gg {
@@ -87,6 +89,19 @@ struct ring {
         }
     }
 };
+
+/* Barrier of one consumer warp group (ids 1, 2; 0 is __syncthreads). */
+__device__ __forceinline__ void wg_sync(int id)
+{
+    asm volatile("bar.sync %0, 128;\n" ::"r"(id) : "memory");
+}
+
+/* Two floats rounded to bf16 (nearest even), packed low first. */
+__device__ __forceinline__ uint32_t bf16x2_bits(float lo, float hi)
+{
+    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t *>(&h);
+}
 
 } // namespace fmcu_gg
 

@@ -59,7 +59,9 @@ using fmcu_async::smem_addr;
 using fmcu_async::tma_load;
 using fmcu_gg::find_tile;
 using fmcu_gg::ring;
+using fmcu_gg::bf16x2_bits;
 using fmcu_gg::tile_at;
+using fmcu_gg::wg_sync;
 using fmcu_wgmma::fence_regs;
 using fmcu_wgmma::sw128_desc;
 using fmcu_wgmma::wgmma_commit;
@@ -96,17 +98,6 @@ struct params {
     int sf_vec; /* e2m1: every row's codes of a stage load as one 4- (MXFP4) or 8-byte (NVFP4) word */
     uint32_t E, N, K, groups, kp;
 };
-
-__device__ __forceinline__ void wg_sync(int id)
-{
-    asm volatile("bar.sync %0, 128;\n" ::"r"(id) : "memory");
-}
-
-__device__ __forceinline__ uint32_t bf16x2_bits(float lo, float hi)
-{
-    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t *>(&h);
-}
 
 /* wgmma of a warp group's 64 weight rows by N token rows, one k16 step. */
 template <int N> __device__ __forceinline__ void mma(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc, int acc)

@@ -92,6 +92,8 @@ using fmcu_gg::find_tile;
 using fmcu_gg::ring;
 using fmcu_gg::tile_at;
 using fmcu_gg::tile_prefix;
+using fmcu_gg::wg_sync;
+using fmcu_gg::bf16x2_bits;
 using fmcu_async::mbar_expect_tx;
 using fmcu_async::mbar_init;
 using fmcu_async::mbar_wait;
@@ -164,12 +166,6 @@ template <int BN, int W4 = 0> struct kind_cfg {
 
 /* ---- PTX wrappers ---------------------------------------------------- */
 
-/* Barrier of one consumer warp group (ids 1, 2; 0 is __syncthreads). */
-__device__ __forceinline__ void wg_sync(int id)
-{
-    asm volatile("bar.sync %0, 128;\n" ::"r"(id) : "memory");
-}
-
 /* 2-D tile store from shared memory (bulk_group completion). */
 __device__ __forceinline__ void tma_store(const CUtensorMap *map, int c0, int c1, uint32_t src)
 {
@@ -199,11 +195,6 @@ __device__ __forceinline__ void st_shared_b32(uint32_t addr, uint32_t v)
     asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
 }
 
-__device__ __forceinline__ uint32_t bf16x2_bits(float lo, float hi)
-{
-    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t *>(&h);
-}
 
 /* One wgmma of 32 bytes of K (k32 e4m3 or k16 bf16) over NW columns: a
  * tile's BN, or half of it where the warp groups split a half tile's
@@ -386,7 +377,6 @@ template <int R> __device__ __forceinline__ void add_into(float (&f)[R], float (
     for (int i = 0; i < R; i++)
         f[i] += a[i];
 }
-
 
 /* Where a consumer thread reads its block scales (fp8 block kind): its two
  * rows' activation scales (grouped M-major: a_step floats from one K group
