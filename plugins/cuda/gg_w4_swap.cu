@@ -22,14 +22,20 @@
  *
  * Shape. 384 threads: a producer warp group (one thread issues TMA into a
  * ring of STAGES stages of 128 columns) and two consumer warp groups of 64
- * weight rows (m64n128k16 RS wgmmas; half tiles, an expert's last block of
- * at most 64 rows, m64n64k16). Tiles as grouped_gemm_sm90.cu's
+ * weight rows (m64n128k16 RS wgmmas; an expert's last block of at most 64
+ * rows m64n64k16, of at most 32 m64n32k16: tile_n). Tiles as grouped_gemm_sm90.cu's
  * (gg_tiles.cuh) with BN = 128, in the fixed order (CTA b: tiles b, b +
  * grid, ...). int4: a stage is one scale group; its eight wgmmas sum into
  * partial sums from zero, drained at the stage's end and promoted, fin +=
  * part x scale (the converting kind's arithmetic in the same order).
  * e2m1: values times their block scales are exact bf16 operands, one
- * accumulator runs over all of K. Same bits as the converting kinds
+ * accumulator runs over all of K; FOLD (NVFP4 always, MXFP4 where every
+ * scale code is at most 128: fmcu_gg_args.mx_fold) makes each register of
+ * them with one multiply of the codes' bits by a folded scale
+ * (dq_e2m1_fused: about 4 instructions where dq_fp4_bf16 takes 7, which
+ * at 8 such registers a k16 step of two warps an SM sub-partition is what
+ * made the unfolded form slower than the converting kind), NVFP4's times
+ * 2^-8, undone exactly in the epilogue. Same bits as the converting kinds
  * (grouped_gemm_check) wherever wgmma sums a k16 step's products alike in
  * both roles. Epilogue: bf16(fin x (s_row x s_col)) (+ bias), written
  * transposed (token rows of weight columns) into a 128-byte-swizzled
@@ -95,7 +101,7 @@ struct params {
     const int8_t *zero;  /* int4: [E, N, groups] or NULL */
     const uint8_t *sf8;  /* e2m1: block scale codes [E, N, kp / W4] */
     int row_vec, col_vec, halves;
-    int sf_vec; /* e2m1: every row's codes of a stage load as one 4- (MXFP4) or 8-byte (NVFP4) word */
+    int sf_align; /* e2m1: every row's codes of a whole stage start sf_align-byte aligned (8, 4, 2, 1) */
     uint32_t E, N, K, groups, kp;
 };
 
@@ -104,8 +110,21 @@ template <int N> __device__ __forceinline__ void mma(float (&d)[N / 2], const ui
 {
     if constexpr (N == 128)
         fmcu_wgmma::wgmma_m64n128k16_bf16_rs(d, a, desc, acc);
-    else
+    else if constexpr (N == 64)
         fmcu_wgmma::wgmma_m64n64k16_bf16_rs(d, a, desc, acc);
+    else
+        fmcu_wgmma::wgmma_m64n32k16_bf16_rs(d, a, desc, acc);
+}
+
+/* Token rows a tile computes: 128, or for an expert's last row block of
+ * at most 64 rows (a half tile) 64, of at most 32 rows 32: at 32 rows an
+ * expert (Mixtral-8x7B M = 128, DeepSeek-V3 M = 1024) the wgmmas of a
+ * 64-row tile would be half rows past the expert's end. */
+__device__ __forceinline__ int tile_n(const tile_at &at)
+{
+    if (!at.half)
+        return TR;
+    return at.row_end - at.row0 <= TR / 4 ? TR / 4 : TR / 2;
 }
 
 /* A thread's two weight rows (fragment rows lo, hi): where their scale
@@ -127,7 +146,7 @@ struct stage_sf {
     uint32_t s2[2][8]; /* e2m1: row h's block i scale as a bf16 pair (MXFP4: i < 4) */
 };
 
-template <int W4> __device__ __forceinline__ stage_sf load_stage(const params &p, const rows_at &ra, int kb)
+template <int W4, bool FOLD> __device__ __forceinline__ stage_sf load_stage(const params &p, const rows_at &ra, int kb)
 {
     stage_sf s;
 #pragma unroll
@@ -140,23 +159,40 @@ template <int W4> __device__ __forceinline__ stage_sf load_stage(const params &p
             constexpr int PER = KS / W4; /* codes a stage: 4 (MXFP4) or 8 (NVFP4) */
             const uint32_t b0 = (uint32_t)kb * PER, blocks = p.kp / W4;
             uint32_t w[2] = {0, 0};
-            if (ra.sf[h] && p.sf_vec && b0 + PER <= blocks) {
+            const uint8_t *q = ra.sf[h] ? ra.sf[h] + b0 : nullptr;
+            /* In the widest loads the rows' alignment allows (gpt-oss-120b's K = 2880:
+             * 180 NVFP4 codes a row, 4-byte words; 90 MXFP4 ones, 2-byte): byte loads
+             * cost the NVFP4 layer there a third of its time (bench/cuda/RESULTS.md). */
+            if (q && b0 + PER <= blocks && p.sf_align >= PER) {
                 if constexpr (PER == 4) {
-                    w[0] = __ldg(reinterpret_cast<const uint32_t *>(ra.sf[h] + b0));
+                    w[0] = __ldg(reinterpret_cast<const uint32_t *>(q));
                 } else {
-                    const uint2 v = __ldg(reinterpret_cast<const uint2 *>(ra.sf[h] + b0));
+                    const uint2 v = __ldg(reinterpret_cast<const uint2 *>(q));
                     w[0] = v.x;
                     w[1] = v.y;
                 }
-            } else if (ra.sf[h]) {
+            } else if (q && b0 + PER <= blocks && p.sf_align == 4) { /* NVFP4 */
+                w[0] = __ldg(reinterpret_cast<const uint32_t *>(q));
+                w[1] = __ldg(reinterpret_cast<const uint32_t *>(q + 4));
+            } else if (q && b0 + PER <= blocks && p.sf_align == 2) {
+#pragma unroll
+                for (int i = 0; i < PER / 2; i++)
+                    w[i >> 1] |= (uint32_t)__ldg(reinterpret_cast<const uint16_t *>(q + 2 * i)) << (16 * (i & 1));
+            } else if (q) { /* a row's last, partial stage, or odd rows */
+#pragma unroll
                 for (int b = 0; b < PER; b++)
                     if (b0 + b < blocks)
-                        w[b >> 2] |= (uint32_t)ra.sf[h][b0 + b] << (8 * (b & 3));
+                        w[b >> 2] |= (uint32_t)__ldg(q + b) << (8 * (b & 3));
             }
 #pragma unroll
             for (int i = 0; i < PER; i++) {
-                const float v = fmcu_wq_dev::scale_code((w[i >> 2] >> (8 * (i & 3))) & 0xFFu, W4 == 32);
-                s.s2[h][i] = bf16x2_bits(v, v);
+                const uint32_t c = (w[i >> 2] >> (8 * (i & 3))) & 0xFFu;
+                if constexpr (FOLD) {
+                    s.s2[h][i] = W4 == 32 ? fmcu_wq_dev::mx_fold_s2(c) : fmcu_wq_dev::nv_fold_s2(c);
+                } else {
+                    const float v = fmcu_wq_dev::scale_code(c, W4 == 32);
+                    s.s2[h][i] = bf16x2_bits(v, v);
+                }
             }
         }
     }
@@ -169,10 +205,10 @@ template <int W4> __device__ __forceinline__ stage_sf load_stage(const params &p
  * just before it is issued, into one of two register sets in turn: int4
  * as q - 8 - zp (the scale comes after, in f32), e2m1 times its block
  * scale (exact in bf16, as the converting kinds and the scratch form make
- * them). Each waits for the one before it, whose set the next rewrites
+ * them; FOLD: in one multiply, NVFP4's times 2^-8). Each waits for the one before it, whose set the next rewrites
  * (no branch between them: ptxas then serializes every wgmma, C7513). Left
  * in flight: the last; every earlier wgmma is complete on return. */
-template <int W4, int N>
+template <int W4, bool FOLD, int N>
 __device__ __forceinline__ void stage_mma(float (&d)[N / 2], uint32_t st, uint32_t at_lo, uint32_t at_hi,
                                           uint32_t swz, const stage_sf &s, bool add)
 {
@@ -195,10 +231,13 @@ __device__ __forceinline__ void stage_mma(float (&d)[N / 2], uint32_t st, uint32
             ak[3] = fmcu_wq_dev::dq_int4<false>(hi, j + 1, s.sub[1]);
         } else {
             const int b = W4 == 16 ? k : k / 2; /* the step's block: NVFP4 one a step, MXFP4 one a chunk */
-            ak[0] = fmcu_wq_dev::dq_fp4_bf16(lo, j, s.s2[0][b]);
-            ak[1] = fmcu_wq_dev::dq_fp4_bf16(hi, j, s.s2[1][b]);
-            ak[2] = fmcu_wq_dev::dq_fp4_bf16(lo, j + 1, s.s2[0][b]);
-            ak[3] = fmcu_wq_dev::dq_fp4_bf16(hi, j + 1, s.s2[1][b]);
+            auto dq = [](uint32_t x, int jj, uint32_t s2) {
+                return FOLD ? fmcu_wq_dev::dq_e2m1_fused(x, jj, s2) : fmcu_wq_dev::dq_fp4_bf16(x, jj, s2);
+            };
+            ak[0] = dq(lo, j, s.s2[0][b]);
+            ak[1] = dq(hi, j, s.s2[1][b]);
+            ak[2] = dq(lo, j + 1, s.s2[0][b]);
+            ak[3] = dq(hi, j + 1, s.s2[1][b]);
         }
         fence_regs(ak); /* computed before the fence: ptxas serializes wgmmas whose A is defined after it */
         if (k == 0)
@@ -220,7 +259,7 @@ __device__ __forceinline__ void stage_mma(float (&d)[N / 2], uint32_t st, uint32
  * copied out by the threads. */
 template <int N>
 __device__ __forceinline__ void store_tile(const float (&fin)[N / 2], const tile_at &at, const params &p,
-                                           const CUtensorMap *map_d, int w, int tw, uint32_t out)
+                                           const CUtensorMap *map_d, int w, int tw, uint32_t out, float pw)
 {
     const int lane = tw % 32, g = lane / 4, c4 = lane % 4, warp = tw / 32;
     const int cl = 16 * warp + g;                   /* the thread's first column in the warp group's 64 */
@@ -233,6 +272,7 @@ __device__ __forceinline__ void store_tile(const float (&fin)[N / 2], const tile
         const bool in = c < (int)p.N;
         if (p.s_col)
             sc[h] = in ? p.s_col[p.col_vec ? (int64_t)at.e * p.N + c : at.e] : 0.0f;
+        sc[h] *= pw; /* exact: a power of two */
         if (p.bias)
             bs[h] = in ? __bfloat162float(p.bias[(int64_t)at.e * p.N + c]) : 0.0f;
     }
@@ -274,7 +314,7 @@ __device__ __forceinline__ void store_tile(const float (&fin)[N / 2], const tile
     fmcu_async::fence_async_shared();
     wg_sync(1 + w);
     const int rows = min(N, at.row_end - at.row0);
-    if (rows == N) {
+    if (rows == N && N % 64 == 0) { /* whole 64-row boxes: tensor stores */
         if (tw == 0 && c0 < (int)p.N) {
 #pragma unroll
             for (int h = 0; h < N / 64; h++)
@@ -298,13 +338,13 @@ __device__ __forceinline__ void store_tile(const float (&fin)[N / 2], const tile
     }
 }
 
-/* A consumer warp group's tile: N token rows (128, or 64 for a half tile).
+/* A consumer warp group's tile: N token rows (128, 64 or 32: tile_n).
  * int4: each stage's sums from zero, drained at its end, promoted into fin
  * (fin += part x scale, the converting kind's arithmetic in its order);
  * e2m1: one accumulator over all of K (the scales are in the operand),
  * each stage's slot released once the next stage's wgmmas are issued
  * (all but the last of them complete). */
-template <int W4, int N>
+template <int W4, bool FOLD, int N>
 __device__ __forceinline__ void run_tile(float (&fin)[N / 2], float (&part)[N / 2], ring &r, const tile_at &at,
                                          const params &p, const CUtensorMap *map_d, int KB, uint32_t base,
                                          uint64_t *full, uint64_t *empty, int w, int tw, uint32_t out)
@@ -328,7 +368,7 @@ __device__ __forceinline__ void run_tile(float (&fin)[N / 2], float (&part)[N / 
         if (lane == 0)
             mbar_arrive(smem_addr(&empty[slot]));
     };
-    stage_sf cur = load_stage<W4>(p, ra, 0);
+    stage_sf cur = load_stage<W4, FOLD>(p, ra, 0);
     if constexpr (W4 == FMCU_GG_W4_INT4) {
 #pragma unroll
         for (int i = 0; i < N / 2; i++)
@@ -336,9 +376,9 @@ __device__ __forceinline__ void run_tile(float (&fin)[N / 2], float (&part)[N / 
         for (int kb = 0; kb < KB; kb++) {
             stage_sf nxt = cur;
             if (kb + 1 < KB)
-                nxt = load_stage<W4>(p, ra, kb + 1);
+                nxt = load_stage<W4, FOLD>(p, ra, kb + 1);
             mbar_wait(smem_addr(&full[r.stage]), r.phase);
-            stage_mma<W4, N>(part, base + r.stage * STAGE_BYTES, at_lo, at_hi, swz, cur, false);
+            stage_mma<W4, FOLD, N>(part, base + r.stage * STAGE_BYTES, at_lo, at_hi, swz, cur, false);
             wgmma_wait<0>();
             fence_regs(part);
             release(r.stage);
@@ -356,9 +396,9 @@ __device__ __forceinline__ void run_tile(float (&fin)[N / 2], float (&part)[N / 
         for (int kb = 0; kb < KB; kb++) {
             stage_sf nxt = cur;
             if (kb + 1 < KB)
-                nxt = load_stage<W4>(p, ra, kb + 1);
+                nxt = load_stage<W4, FOLD>(p, ra, kb + 1);
             mbar_wait(smem_addr(&full[r.stage]), r.phase);
-            stage_mma<W4, N>(fin, base + r.stage * STAGE_BYTES, at_lo, at_hi, swz, cur, kb > 0);
+            stage_mma<W4, FOLD, N>(fin, base + r.stage * STAGE_BYTES, at_lo, at_hi, swz, cur, kb > 0);
             if (prev >= 0) /* the previous stage's wgmmas are complete */
                 release(prev);
             prev = r.stage;
@@ -370,14 +410,15 @@ __device__ __forceinline__ void run_tile(float (&fin)[N / 2], float (&part)[N / 
         if (prev >= 0)
             release(prev);
     }
-    store_tile<N>(fin, at, p, map_d, w, tw, out);
+    /* NVFP4's folded operand is e2m1 x s x 2^-8 (nv_fold_s2): its sums times 2^8, exactly */
+    store_tile<N>(fin, at, p, map_d, w, tw, out, W4 == 16 && FOLD ? 256.0f : 1.0f);
 }
 
-template <int W4>
+template <int W4, bool FOLD>
 __global__ void __launch_bounds__(THREADS, 1)
     gg_w4_swap_kernel(const __grid_constant__ CUtensorMap map_x, const __grid_constant__ CUtensorMap map_x64,
-                        const __grid_constant__ CUtensorMap map_w, const __grid_constant__ CUtensorMap map_d,
-                        const params p)
+                      const __grid_constant__ CUtensorMap map_x32, const __grid_constant__ CUtensorMap map_w,
+                      const __grid_constant__ CUtensorMap map_d, const params p)
 {
     extern __shared__ uint8_t smem_raw[];
     __shared__ __align__(8) uint64_t full[STAGES], empty[STAGES];
@@ -405,16 +446,18 @@ __global__ void __launch_bounds__(THREADS, 1)
             return;
         asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&map_x) : "memory");
         asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&map_x64) : "memory");
+        asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&map_x32) : "memory");
         asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&map_w) : "memory");
         ring r;
         for (int t = blockIdx.x; t < total; t += gridDim.x) {
             const tile_at at = find_tile(t, pre, off, E, p.halves);
             const int wrow = at.e * (int)p.N + at.nb * WR;
-            const CUtensorMap *mx = at.half ? &map_x64 : &map_x;
+            const int n = tile_n(at);
+            const CUtensorMap *mx = n == TR ? &map_x : n == TR / 2 ? &map_x64 : &map_x32;
             for (int kb = 0; kb < KB; kb++) {
                 mbar_wait(smem_addr(&empty[r.stage]), r.phase ^ 1);
                 const uint32_t fb = smem_addr(&full[r.stage]), st = base + r.stage * STAGE_BYTES;
-                mbar_expect_tx(fb, CODE_BYTES + (at.half ? TOK_BOX : 2 * TOK_BOX));
+                mbar_expect_tx(fb, CODE_BYTES + 2 * n * 128); /* two boxes of n rows' 128 bytes */
                 tma_load(st + CODE_AT, &map_w, kb * CODE_ROW, wrow, fb);
                 tma_load(st, mx, kb * KS, at.row0, fb);
                 tma_load(st + TOK_BOX, mx, kb * KS + 64, at.row0, fb);
@@ -428,13 +471,17 @@ __global__ void __launch_bounds__(THREADS, 1)
     const uint32_t out = base + OUT_AT + w * OUT_BYTES;
     float fin[TR / 2], part[TR / 2];
     float hfin[TR / 4], hpart[TR / 4];
+    float qfin[TR / 8], qpart[TR / 8];
     ring r;
     for (int t = blockIdx.x; t < total; t += gridDim.x) {
         const tile_at at = find_tile(t, pre, off, E, p.halves);
-        if (!at.half)
-            run_tile<W4, TR>(fin, part, r, at, p, &map_d, KB, base, full, empty, w, tw, out);
+        const int n = tile_n(at);
+        if (n == TR)
+            run_tile<W4, FOLD, TR>(fin, part, r, at, p, &map_d, KB, base, full, empty, w, tw, out);
+        else if (n == TR / 2)
+            run_tile<W4, FOLD, TR / 2>(hfin, hpart, r, at, p, &map_d, KB, base, full, empty, w, tw, out);
         else
-            run_tile<W4, TR / 2>(hfin, hpart, r, at, p, &map_d, KB, base, full, empty, w, tw, out);
+            run_tile<W4, FOLD, TR / 4>(qfin, qpart, r, at, p, &map_d, KB, base, full, empty, w, tw, out);
     }
     if (tw == 0)
         asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
@@ -457,11 +504,12 @@ bool encode(CUtensorMap *map, const void *base, uint64_t rows, uint64_t inner, u
              CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <int W4> cudaError_t launch(const fmcu_gg_args *a, int sms, cudaStream_t st)
+template <int W4, bool FOLD> cudaError_t launch(const fmcu_gg_args *a, int sms, cudaStream_t st)
 {
-    CUtensorMap map_x, map_x64, map_w, map_d;
+    CUtensorMap map_x, map_x64, map_x32, map_w, map_d;
     if (!encode(&map_x, a->a, (uint64_t)a->rows_cap, a->K, 2, 64, TR, CU_TENSOR_MAP_SWIZZLE_128B) ||
         !encode(&map_x64, a->a, (uint64_t)a->rows_cap, a->K, 2, 64, TR / 2, CU_TENSOR_MAP_SWIZZLE_128B) ||
+        !encode(&map_x32, a->a, (uint64_t)a->rows_cap, a->K, 2, 64, TR / 4, CU_TENSOR_MAP_SWIZZLE_128B) ||
         !encode(&map_w, a->b, (uint64_t)a->E * a->N, a->kp / 2, 1, CODE_ROW, WR, CU_TENSOR_MAP_SWIZZLE_64B) ||
         !encode(&map_d, a->d, (uint64_t)a->rows_cap, a->N, 2, 64, 64, CU_TENSOR_MAP_SWIZZLE_128B))
         return cudaErrorInvalidValue;
@@ -477,22 +525,29 @@ template <int W4> cudaError_t launch(const fmcu_gg_args *a, int sms, cudaStream_
     p.row_vec = a->row_vec;
     p.col_vec = a->col_vec;
     p.halves = !a->whole_tiles;
-    /* A stage's codes of a row are 4 (MXFP4) or 8 (NVFP4) aligned bytes when
-     * every row's codes start so: kp a multiple of 128 and the array aligned. */
-    p.sf_vec = W4 != FMCU_GG_W4_INT4 && a->kp % 128 == 0 && (uintptr_t)a->sf8 % (KS / W4 + 0u) == 0;
+    /* A stage's codes of a row start at row * (kp / W4) + kb * KS / W4 bytes
+     * from sf8: aligned to the largest power of two (up to the stage's) that
+     * divides the row stride, the stage's codes and the array's address. */
+    p.sf_align = 1;
+    if (W4 != FMCU_GG_W4_INT4) {
+        const uintptr_t m = (uintptr_t)(a->kp / W4) | (uintptr_t)(KS / W4) | (uintptr_t)a->sf8;
+        p.sf_align = (int)(m & (~m + 1)); /* the lowest set bit */
+        if (p.sf_align > KS / W4)
+            p.sf_align = KS / W4;
+    }
     p.E = a->E;
     p.N = a->N;
     p.K = a->K;
     p.groups = a->groups;
     p.kp = a->kp;
-    auto kernel = gg_w4_swap_kernel<W4>;
+    auto kernel = gg_w4_swap_kernel<W4, FOLD>;
     cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
     if (e != cudaSuccess)
         return e;
     /* More CTAs than tiles would only wait: at most ceil(rows / 128) + E row blocks. */
     const int64_t tiles = ((a->rows_cap + TR - 1) / TR + a->E) * (int64_t)((a->N + WR - 1) / WR);
     const unsigned grid = (unsigned)(tiles < sms ? tiles : sms);
-    kernel<<<grid, THREADS, SMEM, st>>>(map_x, map_x64, map_w, map_d, p);
+    kernel<<<grid, THREADS, SMEM, st>>>(map_x, map_x64, map_x32, map_w, map_d, p);
     return cudaGetLastError();
 }
 
@@ -509,12 +564,14 @@ cudaError_t fmcu_gg_w4_swap_launch(const fmcu_gg_args *a, int sms, cudaStream_t 
     case FMCU_GG_W4_INT4:
         if (!a->gscale || a->groups != (a->K + KS - 1) / KS)
             return cudaErrorInvalidValue;
-        return launch<FMCU_GG_W4_INT4>(a, sms, st);
+        return launch<FMCU_GG_W4_INT4, false>(a, sms, st);
     case 16:
     case 32:
         if (!a->sf8)
             return cudaErrorInvalidValue;
-        return a->w4 == 16 ? launch<16>(a, sms, st) : launch<32>(a, sms, st);
+        if (a->w4 == 16)
+            return launch<16, true>(a, sms, st);
+        return a->mx_fold ? launch<32, true>(a, sms, st) : launch<32, false>(a, sms, st);
     default: return cudaErrorInvalidValue;
     }
 }

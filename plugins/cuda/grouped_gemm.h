@@ -66,6 +66,9 @@ struct fmcu_gg_args {
     int w4;
     const uint8_t *sf8;
     uint32_t kp;
+    int mx_fold; /* MXFP4: every scale code <= 128 (fmcu_wq_proj.mx_fold), so that the
+                    swapped form folds the scales into one product a register; 0: not
+                    known (the converting kinds ignore it) */
     /* int4 weights converted in the kernel (w4 = FMCU_GG_W4_INT4): b = their
      * chunks [E, N, kp / 32] (wq_pack.h, value + 8), gscale = their f32
      * scales [E, N, groups] per 128 columns, zero = their zero points [E, N,

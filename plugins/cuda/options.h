@@ -53,7 +53,9 @@
  *                       tier's grouped GEMM as wgmma's register A operand
  *                       (gg_w4_swap.cu) or by converter warps into a bf16 B
  *                       stage (grouped_gemm_sm90.cu's 4-bit kinds); same bits;
- *                       auto: int4 swapped, MXFP4 and NVFP4 converting
+ *                       auto: int4 swapped, MXFP4 swapped where its scales
+ *                       fold (codes <= 128), NVFP4 where K % 128 == 0, else
+ *                       converting (fmcu_prefill_w4_swapped)
  *
  * Every default is what the plugin measured best (the manifest states the
  * same defaults); the other values exist for A/B timing and for tests that
@@ -98,7 +100,7 @@ typedef struct fmcu_options {
 } fmcu_options;
 
 /* prefill_w4_gemm: which form of the 4-bit grouped GEMM the prefill tier runs. */
-#define FMCU_W4_GEMM_AUTO       0 /* int4 g128 swapped, e2m1 converting (measured) */
+#define FMCU_W4_GEMM_AUTO       0 /* int4 g128 swapped, e2m1 where it folds (measured) */
 #define FMCU_W4_GEMM_SWAPPED    1
 #define FMCU_W4_GEMM_CONVERTING 2
 

@@ -529,7 +529,7 @@ cudaError_t launch_dq(const fmcu_layer *L, OwnGemm g[2], int64_t m, const setup_
             o.a.groups = w.groups;
             o.a.kp = w.kp;
             o.a.s_col = nullptr;
-            if (L->opt.prefill_w4_gemm != FMCU_W4_GEMM_CONVERTING)
+            if (fmcu_prefill_w4_swapped(L, &w))
                 return fmcu_gg_w4_swap_launch(&o.a, o.sms, st);
             return launch_gemm(o, st);
         }
@@ -538,11 +538,9 @@ cudaError_t launch_dq(const fmcu_layer *L, OwnGemm g[2], int64_t m, const setup_
             o.a.w4 = (int)wq.fp4_block;
             o.a.sf8 = w.sf8;
             o.a.kp = w.kp;
+            o.a.mx_fold = (int)w.mx_fold;
             o.a.s_col = w.out_mul;
-            /* auto: converting (H200, the layer swapped against converting: NVFP4 3-5 % faster
-             * at M = 1024 but gpt-oss-120b M = 8192 42 % slower, MXFP4 3-18 % slower;
-             * bench/cuda/RESULTS.md, "int4 g128: the swapped grouped GEMM") */
-            if (L->opt.prefill_w4_gemm == FMCU_W4_GEMM_SWAPPED)
+            if (fmcu_prefill_w4_swapped(L, &w))
                 return fmcu_gg_w4_swap_launch(&o.a, o.sms, st);
             return launch_gemm(o, st);
         }

@@ -50,16 +50,16 @@ int fmcu_wq_prefill_fused(int option, int64_t m, uint32_t top_k, uint32_t local_
     return !has_scratch || m * (int64_t)top_k / local_experts <= FMCU_WQ_FUSED_MAX_ROWS;
 }
 
-int fmcu_wq_int4_fused(int option, int64_t m, uint32_t top_k, uint32_t local_experts)
+int fmcu_wq_int4_fused(int option, int64_t m, uint32_t top_k, uint32_t local_experts, int64_t min_rows)
 {
     if (option == FMCU_FUSED_ON)
         return 1;
     if (!fmcu_wq_fused_serves(option, local_experts))
         return 0;
-    return m * (int64_t)top_k / local_experts >= FMCU_WQ_INT4_FUSED_MIN_ROWS;
+    return m * (int64_t)top_k / local_experts >= min_rows;
 }
 
-int fmcu_wq_ring_wanted(int option, int64_t m, uint32_t top_k, uint32_t local_experts, int forced)
+int fmcu_wq_ring_wanted(int option, int64_t m, uint32_t top_k, uint32_t local_experts, int forced, int64_t max_rows)
 {
     if (option == FMCU_FUSED_OFF || forced == FMCU_TIER_PREFILL)
         return 0;
@@ -68,7 +68,7 @@ int fmcu_wq_ring_wanted(int option, int64_t m, uint32_t top_k, uint32_t local_ex
     if (local_experts == 0 || (forced != FMCU_TIER_AUTO && forced != FMCU_TIER_STREAM))
         return 0;
     const int64_t per_expert = m * (int64_t)top_k / local_experts;
-    return per_expert >= FMCU_WQ_RING_MIN_ROWS && per_expert <= FMCU_WQ_RING_MAX_ROWS;
+    return per_expert >= FMCU_WQ_RING_MIN_ROWS && per_expert <= max_rows;
 }
 
 int fmcu_stream_wgmma_wanted(int option, int64_t m, uint32_t top_k, uint32_t local_experts, int always)

@@ -77,6 +77,15 @@ extern "C" {
  * (bench/cuda/RESULTS.md, "int4 converted inside the grouped GEMM"). The
  * crossover lies between 32 and 64 rows; 48 is inside that gap. */
 #define FMCU_WQ_INT4_FUSED_MIN_ROWS 48
+/* The same where the prefill tier's int4 GEMMs take the swapped form
+ * (fmcu_prefill_w4_swapped), whose 32-row tiles of an expert's last rows
+ * beat the wgmma weight stream from 32 rows an expert: H200, int4 g128,
+ * ring vs swapped, us: Mixtral-8x7B 16 rows (M = 64) 377.9 vs 399.2, 24
+ * rows 402.3 vs 402.0, 32 rows 502.4 vs 453.9, 40 rows 573.1 vs 474.6;
+ * Qwen3-30B-A3B 16 rows (M = 256) 206.2 vs 233.0, 24 rows 240.0 vs 242.4,
+ * 32 rows 271.8 vs 267.6, 40 rows 320.2 vs 284.6 (bench/cuda/RESULTS.md,
+ * "e2m1 on the swapped GEMM: scales folded"). */
+#define FMCU_WQ_INT4_SWAP_MIN_ROWS 32
 /* Rows per local expert on average from which, and up to which, wq_ring =
  * auto takes the wgmma weight stream (wq_ring.cu) where it serves the
  * layer. H200, ring vs the form it replaces, us (bench/cuda/RESULTS.md,
@@ -90,6 +99,15 @@ extern "C" {
  * FMCU_WQ_INT4_FUSED_MIN_ROWS. */
 #define FMCU_WQ_RING_MIN_ROWS 6
 #define FMCU_WQ_RING_MAX_ROWS 47
+/* The ring's last rows an expert where the prefill tier's GEMMs of both
+ * projections take the swapped form (fmcu_prefill_w4_swaps): int4 from
+ * FMCU_WQ_INT4_SWAP_MIN_ROWS (above); e2m1 with folded scales from 36 rows:
+ * H200, MXFP4, ring vs swapped, us: Mixtral-8x7B 24 rows 424.1 vs 511.3,
+ * 32 rows 521.5 vs 525.3, 40 rows 586.1 vs 549.7; Qwen3-30B-A3B 24 rows
+ * 244.6 vs 276.1, 32 rows 277.5 vs 285.3, 40 rows 324.9 vs 306.8 (same
+ * section): 35 is inside the 32-40 gap. */
+#define FMCU_WQ_RING_SWAP_INT4_MAX_ROWS (FMCU_WQ_INT4_SWAP_MIN_ROWS - 1)
+#define FMCU_WQ_RING_SWAP_E2M1_MAX_ROWS 35
 /* Rows per local expert on average from which the stream tier's wgmma
  * forms take over from mma.sync by default: stream_wgmma_gemm1 = auto's
  * fp8 GEMM1 on f16 wgmma (stream_g1_wgmma.cu) for per-tensor and
@@ -279,17 +297,19 @@ int fmcu_wq_prefill_fused(int option, int64_t m, uint32_t top_k, uint32_t local_
 /* Whether a call of m tokens of an int4 layer with 128-column groups takes
  * the fused form (the prefill tier, converted inside the grouped GEMM):
  * `option` on always; auto for 1 to FMCU_WQ_FUSED_MAX_EXPERTS local
- * experts from FMCU_WQ_INT4_FUSED_MIN_ROWS rows an expert (m * top_k /
- * local_experts); off never (int4 has no bf16 scratch form). */
-int fmcu_wq_int4_fused(int option, int64_t m, uint32_t top_k, uint32_t local_experts);
+ * experts from min_rows rows an expert (m * top_k / local_experts:
+ * FMCU_WQ_INT4_FUSED_MIN_ROWS, or FMCU_WQ_INT4_SWAP_MIN_ROWS for the
+ * swapped form); off never (int4 has no bf16 scratch form). */
+int fmcu_wq_int4_fused(int option, int64_t m, uint32_t top_k, uint32_t local_experts, int64_t min_rows);
 
 /* Whether a call of m tokens takes the wgmma weight stream (wq_ring.cu)
  * where it serves the layer, whatever fmcu_wq_tier says: `option` is
  * wq_ring (FMCU_FUSED_*, options.h); off never, nor when the prefill tier
  * is forced (`forced`); on always else; auto from FMCU_WQ_RING_MIN_ROWS to
- * FMCU_WQ_RING_MAX_ROWS rows an expert (m * top_k / local_experts) when
- * no tier or the stream tier is forced. */
-int fmcu_wq_ring_wanted(int option, int64_t m, uint32_t top_k, uint32_t local_experts, int forced);
+ * max_rows rows an expert (m * top_k / local_experts: FMCU_WQ_RING_MAX_ROWS,
+ * or FMCU_WQ_RING_SWAP_*_MAX_ROWS where the prefill tier's GEMMs are the
+ * swapped form) when no tier or the stream tier is forced. */
+int fmcu_wq_ring_wanted(int option, int64_t m, uint32_t top_k, uint32_t local_experts, int forced, int64_t max_rows);
 
 /* Whether a call of m tokens runs a stream-tier GEMM on its wgmma form
  * where that serves the layer: `option` is stream_wgmma_gemm1 or

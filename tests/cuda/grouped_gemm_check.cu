@@ -339,13 +339,15 @@ static int check(const char *name, const problem &pb, uint64_t seed, int sms)
 }
 
 /* Random bytes: e2m1 code pairs (any), or block scale codes in a finite
- * range: UE8M0 120..135 (2^-7..2^8), e4m3 with exponent field 4..11. */
+ * range: UE8M0 120..135 (2^-7..2^8; what = 33: 113..128, 2^-14..2, which
+ * the swapped form may fold), e4m3 with exponent field 4..11. */
 __global__ void fill_w4(uint8_t *p, size_t n, uint64_t seed, int what)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         const uint32_t h = mix(seed * 0x2545F4914F6CDD1DULL + i);
         p[i] = what == 0 ? (uint8_t)h
                : what == 32 ? (uint8_t)(120 + (h & 15))
+               : what == 33 ? (uint8_t)(113 + (h & 15))
                             : (uint8_t)((h & 0x80) | ((4 + ((h >> 8) & 7)) << 3) | ((h >> 12) & 7));
     }
 }
@@ -369,8 +371,10 @@ struct w4_case {
  * per-expert output factor and biases, empty experts, half tiles, N not a
  * multiple of 128, partial chunks and stages (K < kp), and K long enough
  * that the converter reloads its block scales (every 8 stages for MXFP4,
- * 4 for NVFP4). The swapped form (gg_w4_swap.cu) against the same. */
-static int check_w4(int w4, const w4_case &c, uint64_t seed, int device_sms)
+ * 4 for NVFP4). The swapped form (gg_w4_swap.cu) against the same; with
+ * `fold` (MXFP4) its scale codes are all <= 128 and the swapped form is
+ * told so (mx_fold: scales folded into one product; NVFP4 always folds). */
+static int check_w4(int w4, const w4_case &c, uint64_t seed, int device_sms, bool fold)
 {
     const int E = (int)c.rows.size(), N = c.N, K = c.K, kp = c.kp, sms = c.ctas ? c.ctas : device_sms;
     const std::vector<int> &rows = c.rows;
@@ -396,7 +400,7 @@ static int check_w4(int w4, const w4_case &c, uint64_t seed, int device_sms)
         CUDA_OK(cudaMemset(d[j], 0xFF, (size_t)cap * N * 2)); /* NaN: rows never written stay so */
     }
     fill_w4<<<256, 256>>>(codes, (size_t)E * N * kp / 2, seed, 0);
-    fill_w4<<<64, 256>>>(sf8, (size_t)E * N * kp / w4, seed + 1, w4);
+    fill_w4<<<64, 256>>>(sf8, (size_t)E * N * kp / w4, seed + 1, fold && w4 == 32 ? 33 : w4);
     fill_bf16<<<1024, 256>>>((uint16_t *)a, (size_t)cap * K, seed + 2);
     fill_bf16<<<64, 256>>>((uint16_t *)bias, (size_t)E * N, seed + 3);
     fill_scale<<<1, 32>>>(omul, E, seed + 4, -3);
@@ -435,6 +439,7 @@ static int check_w4(int w4, const w4_case &c, uint64_t seed, int device_sms)
     g.w4 = w4;
     g.sf8 = sf8;
     g.kp = kp;
+    g.mx_fold = fold && w4 == 32;
     CUDA_OK(fmcu_gg_launch(&g, FMCU_GG_N128_FAST, sms, 0));
     CUDA_OK(cudaDeviceSynchronize());
     std::vector<uint16_t> h0((size_t)cap * N), h1((size_t)cap * N);
@@ -462,9 +467,10 @@ static int check_w4(int w4, const w4_case &c, uint64_t seed, int device_sms)
             untouched &= h1[i] == 0xFFFF;
         const bool ok = differ == 0 && nan == 0 && untouched && left[0] == 0 && left[1] == 0;
         all_ok &= ok;
-        printf("%s e2m1 w4=%d %s (%s vs dequantized, n128-fast) N=%d K=%d, %d CTAs: %zu of %zu differ, %zu NaN, "
+        printf("%s e2m1 w4=%d%s %s (%s vs dequantized, n128-fast) N=%d K=%d, %d CTAs: %zu of %zu differ, %zu NaN, "
                "rows past R %s, counter %d %d",
-               ok ? "PASS" : "FAIL", w4, c.name, form ? "swapped" : "fused", N, K, sms, differ, (size_t)R * N, nan,
+               ok ? "PASS" : "FAIL", w4, g.mx_fold ? " mx_fold" : "", c.name, form ? "swapped" : "fused", N, K, sms,
+               differ, (size_t)R * N, nan,
                untouched ? "untouched" : "WRITTEN", left[0], left[1]);
         if (differ)
             printf(" (first at row %zu col %zu: %04x vs %04x)", first / N, first % N, h0[first], h1[first]);
@@ -860,7 +866,9 @@ static int run_checks(uint64_t seed, int sms)
      * the last chunk half padding), whole tiles, the counter order, N
      * below one tile (a tile spans three experts' rows), and kp a multiple
      * of 512 (every row's scale codes 16-byte aligned: load_sf's 16-byte
-     * loads; K = kp, and K short of kp by half a stage). */
+     * loads; K = kp, and K short of kp by half a stage); gpt-oss-120b's K =
+     * 2880 (rows of 90 MXFP4 and 180 NVFP4 codes: the swapped form's 2- and
+     * 4-byte scale loads, a half last stage). */
     const w4_case w4_cases[] = {
         {"edges", 320, 208, 224, {65, 0, 130, 17}, 0, 0, FMCU_GG_ORDER_AUTO},
         {"edges, 2 CTAs", 320, 208, 224, {65, 0, 130, 17}, 2, 0, FMCU_GG_ORDER_AUTO},
@@ -870,10 +878,12 @@ static int run_checks(uint64_t seed, int sms)
         {"N below a tile", 48, 1040, 1056, {70, 200, 0, 5}, 2, 0, FMCU_GG_ORDER_AUTO},
         {"aligned scales", 320, 1024, 1024, {300, 0, 130, 17, 64}, 3, 0, FMCU_GG_ORDER_AUTO},
         {"aligned scales, K tail", 320, 992, 1024, {70, 200, 0, 5}, 2, 0, FMCU_GG_ORDER_AUTO},
+        {"gpt-oss's K", 320, 2880, 2880, {70, 200, 0, 5}, 2, 0, FMCU_GG_ORDER_AUTO},
     };
     for (size_t i = 0; i < sizeof w4_cases / sizeof w4_cases[0]; i++) {
-        failed += check_w4(32, w4_cases[i], seed + 10 + 2 * i, sms);
-        failed += check_w4(16, w4_cases[i], seed + 11 + 2 * i, sms);
+        failed += check_w4(32, w4_cases[i], seed + 10 + 2 * i, sms, false);
+        failed += check_w4(32, w4_cases[i], seed + 10 + 2 * i, sms, true);
+        failed += check_w4(16, w4_cases[i], seed + 11 + 2 * i, sms, false);
     }
     /* int4 g128: the device's grid and 2-3 CTAs (many tiles each); K a
      * whole number of groups, K ending in half a group (one 64-column

@@ -144,24 +144,53 @@ END_TEST
  * a forced prefill tier, off never. */
 START_TEST(wq_ring_from_6_to_47_rows_an_expert)
 {
-    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 1, 8, 128, FMCU_TIER_AUTO), 0);    /* Qwen3 M=1 */
-    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 128, 8, 256, FMCU_TIER_AUTO), 0);  /* 4 (DeepSeek M=128) */
-    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 95, 8, 128, FMCU_TIER_AUTO), 0);   /* 5 */
-    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 96, 8, 128, FMCU_TIER_AUTO), 1);   /* 6 */
-    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 128, 8, 128, FMCU_TIER_AUTO), 1);  /* 8 (Qwen3 M=128) */
-    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 128, 2, 8, FMCU_TIER_AUTO), 1);    /* 32 (Mixtral M=128) */
-    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 188, 2, 8, FMCU_TIER_AUTO), 1);    /* 47 */
-    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 192, 2, 8, FMCU_TIER_AUTO), 0);    /* 48 */
-    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 1024, 8, 128, FMCU_TIER_AUTO), 0); /* 64 (Qwen3 M=1024) */
-    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 8192, 8, 128, FMCU_TIER_AUTO), 0); /* 512 */
-    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 128, 8, 0, FMCU_TIER_AUTO), 0);    /* no experts */
-    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 128, 8, 128, FMCU_TIER_STREAM), 1);
-    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 128, 8, 128, FMCU_TIER_TILED), 0);
-    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 128, 8, 128, FMCU_TIER_PREFILL), 0);
-    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_ON, 1, 8, 128, FMCU_TIER_AUTO), 1);
-    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_ON, 8192, 8, 128, FMCU_TIER_TILED), 1);
-    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_ON, 8192, 8, 128, FMCU_TIER_PREFILL), 0);
-    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_OFF, 128, 8, 128, FMCU_TIER_AUTO), 0);
+    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 1, 8, 128, FMCU_TIER_AUTO, FMCU_WQ_RING_MAX_ROWS),
+                     0); /* Qwen3 M=1 */
+    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 128, 8, 256, FMCU_TIER_AUTO, FMCU_WQ_RING_MAX_ROWS),
+                     0); /* 4 (DeepSeek M=128) */
+    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 95, 8, 128, FMCU_TIER_AUTO, FMCU_WQ_RING_MAX_ROWS),
+                     0); /* 5 */
+    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 96, 8, 128, FMCU_TIER_AUTO, FMCU_WQ_RING_MAX_ROWS),
+                     1); /* 6 */
+    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 128, 8, 128, FMCU_TIER_AUTO, FMCU_WQ_RING_MAX_ROWS),
+                     1); /* 8 (Qwen3 M=128) */
+    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 128, 2, 8, FMCU_TIER_AUTO, FMCU_WQ_RING_MAX_ROWS),
+                     1); /* 32 (Mixtral M=128) */
+    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 188, 2, 8, FMCU_TIER_AUTO, FMCU_WQ_RING_MAX_ROWS),
+                     1); /* 47 */
+    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 192, 2, 8, FMCU_TIER_AUTO, FMCU_WQ_RING_MAX_ROWS),
+                     0); /* 48 */
+    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 1024, 8, 128, FMCU_TIER_AUTO, FMCU_WQ_RING_MAX_ROWS),
+                     0); /* 64 (Qwen3 M=1024) */
+    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 8192, 8, 128, FMCU_TIER_AUTO, FMCU_WQ_RING_MAX_ROWS),
+                     0); /* 512 */
+    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 128, 8, 0, FMCU_TIER_AUTO, FMCU_WQ_RING_MAX_ROWS),
+                     0); /* no experts */
+    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 128, 8, 128, FMCU_TIER_STREAM, FMCU_WQ_RING_MAX_ROWS), 1);
+    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 128, 8, 128, FMCU_TIER_TILED, FMCU_WQ_RING_MAX_ROWS), 0);
+    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 128, 8, 128, FMCU_TIER_PREFILL, FMCU_WQ_RING_MAX_ROWS), 0);
+    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_ON, 1, 8, 128, FMCU_TIER_AUTO, FMCU_WQ_RING_MAX_ROWS), 1);
+    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_ON, 8192, 8, 128, FMCU_TIER_TILED, FMCU_WQ_RING_MAX_ROWS), 1);
+    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_ON, 8192, 8, 128, FMCU_TIER_PREFILL, FMCU_WQ_RING_MAX_ROWS), 0);
+    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_OFF, 128, 8, 128, FMCU_TIER_AUTO, FMCU_WQ_RING_MAX_ROWS), 0);
+}
+END_TEST
+
+/* Where the prefill tier's GEMMs are the swapped form, auto's ring ends
+ * at 31 rows an expert for int4 and 35 for e2m1; from 6 as before. */
+START_TEST(wq_ring_to_31_or_35_rows_before_the_swapped_form)
+{
+    ck_assert_int_eq(FMCU_WQ_RING_SWAP_INT4_MAX_ROWS, 31);
+    ck_assert_int_eq(FMCU_WQ_RING_SWAP_E2M1_MAX_ROWS, 35);
+    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 95, 8, 128, FMCU_TIER_AUTO, 31), 0); /* 5 */
+    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 96, 8, 128, FMCU_TIER_AUTO, 31), 1); /* 6 */
+    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 124, 2, 8, FMCU_TIER_AUTO, 31), 1);  /* 31 */
+    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 128, 2, 8, FMCU_TIER_AUTO, 31), 0);  /* 32 (Mixtral M=128) */
+    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 1024, 8, 256, FMCU_TIER_AUTO, 31), 0); /* 32 (DeepSeek) */
+    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 128, 2, 8, FMCU_TIER_AUTO, 35), 1);    /* 32 */
+    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 140, 2, 8, FMCU_TIER_AUTO, 35), 1);    /* 35 */
+    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 144, 2, 8, FMCU_TIER_AUTO, 35), 0);    /* 36 */
+    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_ON, 144, 2, 8, FMCU_TIER_AUTO, 35), 1);
 }
 END_TEST
 
@@ -170,16 +199,32 @@ END_TEST
  * and 64), at 1 to 1024 local experts; on from any size; off never. */
 START_TEST(int4_fused_form_from_48_rows_an_expert)
 {
-    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_AUTO, 128, 2, 8), 0);     /* 32 rows (Mixtral M=128) */
-    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_AUTO, 188, 2, 8), 0);     /* 47 */
-    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_AUTO, 192, 2, 8), 1);     /* 48 */
-    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_AUTO, 1024, 8, 256), 0);  /* 32 (DeepSeek-V3) */
-    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_AUTO, 1024, 8, 128), 1);  /* 64 (Qwen3) */
-    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_AUTO, 8192, 2, 8), 1);    /* 2048 */
-    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_AUTO, 8192, 8, 1025), 0); /* > 1024 experts */
-    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_AUTO, 8192, 8, 0), 0);
-    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_ON, 40, 8, 128), 1);
-    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_OFF, 8192, 2, 8), 0);
+    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_AUTO, 128, 2, 8, FMCU_WQ_INT4_FUSED_MIN_ROWS),
+                     0); /* 32 rows (Mixtral M=128) */
+    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_AUTO, 188, 2, 8, FMCU_WQ_INT4_FUSED_MIN_ROWS), 0); /* 47 */
+    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_AUTO, 192, 2, 8, FMCU_WQ_INT4_FUSED_MIN_ROWS), 1); /* 48 */
+    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_AUTO, 1024, 8, 256, FMCU_WQ_INT4_FUSED_MIN_ROWS),
+                     0); /* 32 (DeepSeek-V3) */
+    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_AUTO, 1024, 8, 128, FMCU_WQ_INT4_FUSED_MIN_ROWS),
+                     1);                                                                               /* 64 (Qwen3) */
+    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_AUTO, 8192, 2, 8, FMCU_WQ_INT4_FUSED_MIN_ROWS), 1); /* 2048 */
+    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_AUTO, 8192, 8, 1025, FMCU_WQ_INT4_FUSED_MIN_ROWS),
+                     0); /* > 1024 experts */
+    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_AUTO, 8192, 8, 0, FMCU_WQ_INT4_FUSED_MIN_ROWS), 0);
+    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_ON, 40, 8, 128, FMCU_WQ_INT4_FUSED_MIN_ROWS), 1);
+    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_OFF, 8192, 2, 8, FMCU_WQ_INT4_FUSED_MIN_ROWS), 0);
+}
+END_TEST
+
+/* The swapped form's int4 GEMMs take calls from 32 rows an expert. */
+START_TEST(int4_swapped_form_from_32_rows_an_expert)
+{
+    ck_assert_int_eq(FMCU_WQ_INT4_SWAP_MIN_ROWS, 32);
+    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_AUTO, 124, 2, 8, FMCU_WQ_INT4_SWAP_MIN_ROWS), 0);    /* 31 */
+    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_AUTO, 128, 2, 8, FMCU_WQ_INT4_SWAP_MIN_ROWS), 1);    /* 32 */
+    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_AUTO, 1024, 8, 256, FMCU_WQ_INT4_SWAP_MIN_ROWS), 1); /* 32 */
+    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_AUTO, 8192, 8, 1025, FMCU_WQ_INT4_SWAP_MIN_ROWS), 0);
+    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_OFF, 8192, 2, 8, FMCU_WQ_INT4_SWAP_MIN_ROWS), 0);
 }
 END_TEST
 
@@ -401,6 +446,8 @@ int main(void)
     tcase_add_test(tc, wq_tier_prefill_past_the_stream_tier_when_fused);
     tcase_add_test(tc, int4_fused_form_from_48_rows_an_expert);
     tcase_add_test(tc, wq_ring_from_6_to_47_rows_an_expert);
+    tcase_add_test(tc, wq_ring_to_31_or_35_rows_before_the_swapped_form);
+    tcase_add_test(tc, int4_swapped_form_from_32_rows_an_expert);
     tcase_add_test(tc, stream_wgmma_from_4_rows_or_always);
     tcase_add_test(tc, stream_wgmma2_from_128_pairs_or_4_rows_or_block);
     tcase_add_test(tc, e2m1_fused_form_up_to_320_rows_an_expert);
