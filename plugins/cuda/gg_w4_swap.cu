@@ -11,7 +11,7 @@
  * rows, so each group's promotion loads 32 scales a thread after draining
  * its wgmmas (ncu, Mixtral-8x7B M = 8192 GEMM1: L1/shared 86 % busy,
  * compute 53 %; the promotion's scale loads the top stall:
- * bench/cuda/RESULTS.md, "int4 g128 through a bf16 scratch"). Here a
+ * bench/cuda/RESULTS.md at 7426a60, "int4 g128 through a bf16 scratch"). Here a
  * tile's 128 weight rows are wgmma's M side, dequantized in registers as
  * its A operand (wq_ring.cu's fragments: a lane's 4-byte word of a
  * 32-column chunk, wq_pack.h), and its 128 expert-sorted token rows the N

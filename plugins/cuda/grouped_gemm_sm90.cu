@@ -479,7 +479,7 @@ __device__ __forceinline__ void main_loop(float (&acc)[NW / 2], float (&fin)[PRO
          * so the promotion (and the wait for its batch) overlaps the next
          * MMAs, DeepGEMM's point, instead of draining the tensor cores each
          * stage (11 % off Qwen3-30B-A3B's GEMM1 at M = 8192, 2-3 % at the
-         * others: bench/cuda/RESULTS.md, "FP8 block"). A stage's three
+         * others: bench/cuda/RESULTS.md at 7426a60, "FP8 block"). A stage's three
          * scales load as it is issued, a batch ahead of their use (two
          * ahead measured the same). Even stages run in acc, odd ones in
          * acc2; the loop goes two stages a turn so that each is a fixed
@@ -846,7 +846,7 @@ __global__ void __launch_bounds__(KIND_THREADS<W4>, 1)
              * arrive releases them. One arrive a warp, not one a thread:
              * 256 arrives a stage on one barrier cost the int4 GEMMs 1-12 %
              * (H200: Qwen3-30B-A3B M = 8192 GEMM1 917 -> 843 us, the
-             * int4 and MXFP4 layers 3-7 %; bench/cuda/RESULTS.md, "One
+             * int4 and MXFP4 layers 3-7 %; bench/cuda/RESULTS.md at 7426a60, "One
              * arrive a converter warp"). */
             auto publish = [&](int stage) {
                 fmcu_async::fence_async_shared();

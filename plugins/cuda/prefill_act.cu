@@ -353,7 +353,7 @@ template <int K> __device__ __forceinline__ void act_group_row(const act_args &a
  * values quantized with the row's expert's global gq, a thread's chunk and
  * its neighbour's forming a block of 16 (chunks are 8 columns apart by
  * thread, from a multiple of 16). This was a staging kernel re-reading the
- * stage's rows (bench/cuda/RESULTS.md, "4-bit input staging and the e2m1
+ * stage's rows (bench/cuda/RESULTS.md at 7426a60, "4-bit input staging and the e2m1
  * scratch"). Every thread of the block calls it (the pair's shuffle). */
 template <int CH> __device__ __forceinline__ void nvfp4_chunks(const row_chunks<CH> &r, uint32_t I, float gq, bf16 *d)
 {

@@ -13,7 +13,7 @@
  * 16-byte pieces. Memory-bound: 0.5 byte read (+ scales) per 2 bytes
  * written; ncu on the H200 (Qwen3-30B-A3B MXFP4, M = 8192: W13's 805 MB
  * in 506 us, 1.6 TB/s written) had the chunk-a-thread stores at about half
- * the device's rate; now 81 % of DRAM's (bench/cuda/RESULTS.md, "4-bit
+ * the device's rate; now 81 % of DRAM's (bench/cuda/RESULTS.md at 7426a60, "4-bit
  * input staging and the e2m1 scratch").
  */
 #include "plugins/cuda/prefill_dequant.h"

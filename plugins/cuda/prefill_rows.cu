@@ -46,7 +46,7 @@ __global__ void pos_kernel(const int32_t *sorted, const int32_t *total, int32_t 
  * pair a block of 16 whose vmax is the token's; each of the token's n
  * pairs gets the block quantized with its expert's global g[r] into its
  * sorted row. This was a per-pair staging kernel writing m * k rows that
- * the gather then copied (bench/cuda/RESULTS.md, "4-bit input staging and
+ * the gather then copied (bench/cuda/RESULTS.md at 7426a60, "4-bit input staging and
  * the e2m1 scratch"). */
 __device__ void gather_nvfp4(const gather_args &a, const bf16 *row, int n, const int *rows, const float *g)
 {

@@ -35,7 +35,7 @@
  * group. The option prefill_block_gemm = ours runs both GEMMs on our
  * grouped GEMM's block kind instead (grouped_gemm.h: 128 x 128 tiles, the
  * same scale layouts, promotion per 128-K group); the two measured on par
- * (bench/cuda/RESULTS.md, "Our grouped GEMM's block kind"), so CUTLASS
+ * (bench/cuda/RESULTS.md at 7426a60, "Our grouped GEMM's block kind"), so CUTLASS
  * stays the default.
  *
  * Accuracy. bf16 is bit-identical to the mma.sync path. FP8 wgmma keeps

@@ -98,7 +98,7 @@ __device__ __forceinline__ float block_a_scale(const fmcu_gemm_args &p, int pair
  * registers). Block scales' partial sums took 90 registers and 5 CTAs;
  * held to 80 they spilled 12 bytes (none since the scales are staged and
  * the K groups counted along), and the sixth CTA's loads in flight were
- * worth more: 4-5 % faster at 16 and 128 tokens (bench/cuda/RESULTS.md,
+ * worth more: 4-5 % faster at 16 and 128 tokens (bench/cuda/RESULTS.md at 7426a60,
  * "FP8 block scheme: the grid"). */
 constexpr int SPLITK_CTAS = 6;
 
@@ -135,7 +135,7 @@ __device__ __forceinline__ void load_batch(uint4 (&wl)[U], uint4 (&wh)[U], const
  * loop holds no code for the unstaged case (437 SASS instructions in the
  * loop against 1073; Qwen3-30B-A3B M = 128 -6.6 %). Split K keeps the
  * checks at run time: there the same split cost registers (spills) and
- * 2-3 % (bench/cuda/RESULTS.md, "Block scales staged in shared memory by
+ * 2-3 % (bench/cuda/RESULTS.md at 7426a60, "Block scales staged in shared memory by
  * the stream GEMM"). */
 template <bool FP8, bool BLOCK, bool SPLITK, bool STAGED = false>
 __global__ void __launch_bounds__(WARPS * 32, SPLITK ? SPLITK_CTAS : 4)
@@ -348,7 +348,7 @@ __global__ void __launch_bounds__(WARPS * 32, SPLITK ? SPLITK_CTAS : 4)
                  * and spills (split K 0 -> 24 bytes, 3-4 % slower at 16 and
                  * 128 tokens), where a slab per warp's four token tiles of
                  * promotion delay the issue more than its spills cost (2 %
-                 * faster; bench/cuda/RESULTS.md, "Block scales staged ..."). */
+                 * faster; bench/cuda/RESULTS.md at 7426a60, "Block scales staged ..."). */
                 const int kc_next = kc + kstep;
                 if (SPLITK && kc < nk)
                     promote(kg_last);

@@ -64,7 +64,7 @@ extern "C" {
  * wgmma vs fused, us: Qwen3-30B-A3B 32 rows 502.2 vs 454.7, 64 rows 747.5
  * vs 494.7; gpt-oss-120b 32 rows 2523.4 vs 2156.0; Mixtral 32 rows 1030.6
  * vs 953.0, 128 rows 2485.7 vs 1403.4 (NVFP4 W4A4 the same way except
- * Mixtral at 32 rows, 1004.0 vs 1046.7: bench/cuda/RESULTS.md, "4-bit
+ * Mixtral at 32 rows, 1004.0 vs 1046.7: bench/cuda/RESULTS.md at 7426a60, "4-bit
  * weights: the fused form from 17 rows"). */
 #define FMCU_WQ_FUSED_MAX_ROWS 320
 /* From this many rows per local expert on average, prefill_dequant_fused =
@@ -74,7 +74,7 @@ extern "C" {
  * vs wgmma, us: Mixtral-8x7B 32 rows (M = 128) 734.9 vs 603.5, 64 rows
  * (M = 256) 818.1 vs 863.1; DeepSeek-V3 32 rows (M = 1024) 5658.2 vs
  * 4569.0; Qwen3-30B-A3B 64 rows (M = 1024) 423.0 vs 469.8
- * (bench/cuda/RESULTS.md, "int4 converted inside the grouped GEMM"). The
+ * (bench/cuda/RESULTS.md at 7426a60, "int4 converted inside the grouped GEMM"). The
  * crossover lies between 32 and 64 rows; 48 is inside that gap. */
 #define FMCU_WQ_INT4_FUSED_MIN_ROWS 48
 /* The same where the prefill tier's int4 GEMMs take the swapped form
@@ -88,7 +88,7 @@ extern "C" {
 #define FMCU_WQ_INT4_SWAP_MIN_ROWS 32
 /* Rows per local expert on average from which, and up to which, wq_ring =
  * auto takes the wgmma weight stream (wq_ring.cu) where it serves the
- * layer. H200, ring vs the form it replaces, us (bench/cuda/RESULTS.md,
+ * layer. H200, ring vs the form it replaces, us (bench/cuda/RESULTS.md at 7426a60,
  * "4-bit weights: the weight stream's 64-pair tiles"): at 4 rows the
  * stream form wins (MXFP4 DeepSeek-V3 M = 128 3092.9 vs 2814.4, Mixtral
  * M = 16 415.9 vs 377.7), at 8 the ring (MXFP4 Qwen3-30B-A3B M = 128
@@ -117,7 +117,7 @@ extern "C" {
  * 34 % (M = 1 and 16 of Qwen3-30B-A3B, gpt-oss-120b, DeepSeek-V3), at 4
  * wgmma wins twice (gpt-oss-120b M = 128 1535.7 vs 1460.5, DeepSeek-V3 5351.4
  * vs 5021.2) and loses 1 % once (Mixtral-8x7B M = 16 667.2 vs 672.5), at
- * 8 it wins (Qwen3-30B-A3B M = 128 382.0 vs 339.3): bench/cuda/RESULTS.md,
+ * 8 it wins (Qwen3-30B-A3B M = 128 382.0 vs 339.3): bench/cuda/RESULTS.md at 7426a60,
  * "The stream tier's BF16 GEMMs on wgmma". FP8: H200, mma.sync vs wgmma, whole layer, us (bench/cuda/
  * RESULTS.md, "The stream tier's GEMM1 on f16 wgmma"): FP8 channel at
  * 1.3 to 1.8 rows an expert mma.sync wins by 2 to 6 % (Qwen3-30B-A3B,
@@ -131,7 +131,7 @@ extern "C" {
  * per-tensor and per-channel scales: from this many (token, slot) pairs a
  * call, or where GEMM1 takes f16 wgmma (FMCU_STREAM_WGMMA_MIN_ROWS rows an
  * expert); with block scales at every size. H200, FP8 channel, whole
- * layer, mma.sync vs wgmma GEMM2, us (bench/cuda/RESULTS.md, "The stream
+ * layer, mma.sync vs wgmma GEMM2, us (bench/cuda/RESULTS.md at 7426a60, "The stream
  * tier's FP8 GEMM2 by call size"): below 128 pairs mma.sync wins or ties
  * (Mixtral-8x7B M = 1 113.1 vs 136.6: two experts' 256-row items are 32
  * CTAs for 132 SMs; gpt-oss-120b M = 1-16 by 4-14 %, DeepSeek-V3 M = 1-4

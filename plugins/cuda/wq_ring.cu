@@ -46,7 +46,7 @@
  * Served: fmcu_wq_ring_serves (the wgmma form's layers, scale offsets in
  * 32 bits); the forward takes it by the option wq_ring (forward.cu).
  *
- * Measured (H200, bench/cuda/RESULTS.md, "4-bit weights: the wgmma weight
+ * Measured (H200, bench/cuda/RESULTS.md at 7426a60, "4-bit weights: the wgmma weight
  * stream" and "... the weight stream's 64-pair tiles"): against the
  * stream form 17-22 % faster at 8 rows an expert (Qwen3-30B-A3B M = 128),
  * slower at 4 and below (at M = 1 its 256-row items leave most SMs idle,

@@ -13,7 +13,7 @@
  * warp: every load and store instruction touched 32 sectors for 64 or 128
  * useful bytes. ncu on the H200 (Qwen3-30B-A3B, M = 1024, 8192 pairs):
  * GEMM1's staging 82 us and GEMM2's 36 us, against about 10 and 7 us of
- * their traffic, 20 % of the NVFP4 W4A4 forward (bench/cuda/RESULTS.md,
+ * their traffic, 20 % of the NVFP4 W4A4 forward (bench/cuda/RESULTS.md at 7426a60,
  * "4-bit input staging and the e2m1 scratch"). Now, where the rows are
  * 16-byte aligned, a lane takes 8 values in one 16-byte load and store
  * and a lane pair shares its block's vmax by a shuffle, so a warp moves

@@ -41,7 +41,7 @@
  * bits). int8, and e2m1 with f16 activations, go through f32 as the tiled
  * kernel does. The folded form cut the FP4 span loop from 265 to 165
  * instructions (MXFP4) and its decode time by about a quarter
- * (bench/cuda/RESULTS.md, "4-bit decode: the e2m1 scales folded").
+ * (bench/cuda/RESULTS.md at 7426a60, "4-bit decode: the e2m1 scales folded").
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
