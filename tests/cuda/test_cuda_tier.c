@@ -10,6 +10,18 @@
 #include "plugins/cuda/options.h"
 #include "plugins/cuda/tier.h"
 
+/* The bounds auto used before the swapped form: the ring to 47 rows an
+ * expert, the int4 fused form from 48. */
+static int ring47(int option, int64_t m, uint32_t top_k, uint32_t experts, int forced)
+{
+    return fmcu_wq_ring_wanted(option, m, top_k, experts, forced, FMCU_WQ_RING_MAX_ROWS);
+}
+
+static int int4_48(int option, int64_t m, uint32_t top_k, uint32_t experts)
+{
+    return fmcu_wq_int4_fused(option, m, top_k, experts, FMCU_WQ_INT4_FUSED_MIN_ROWS);
+}
+
 START_TEST(auto_tier_follows_rows_per_expert)
 {
     /* Qwen3-30B-A3B: 128 experts, top-8. 16 rows per expert at m = 256. */
@@ -144,35 +156,24 @@ END_TEST
  * a forced prefill tier, off never. */
 START_TEST(wq_ring_from_6_to_47_rows_an_expert)
 {
-    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 1, 8, 128, FMCU_TIER_AUTO, FMCU_WQ_RING_MAX_ROWS),
-                     0); /* Qwen3 M=1 */
-    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 128, 8, 256, FMCU_TIER_AUTO, FMCU_WQ_RING_MAX_ROWS),
-                     0); /* 4 (DeepSeek M=128) */
-    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 95, 8, 128, FMCU_TIER_AUTO, FMCU_WQ_RING_MAX_ROWS),
-                     0); /* 5 */
-    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 96, 8, 128, FMCU_TIER_AUTO, FMCU_WQ_RING_MAX_ROWS),
-                     1); /* 6 */
-    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 128, 8, 128, FMCU_TIER_AUTO, FMCU_WQ_RING_MAX_ROWS),
-                     1); /* 8 (Qwen3 M=128) */
-    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 128, 2, 8, FMCU_TIER_AUTO, FMCU_WQ_RING_MAX_ROWS),
-                     1); /* 32 (Mixtral M=128) */
-    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 188, 2, 8, FMCU_TIER_AUTO, FMCU_WQ_RING_MAX_ROWS),
-                     1); /* 47 */
-    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 192, 2, 8, FMCU_TIER_AUTO, FMCU_WQ_RING_MAX_ROWS),
-                     0); /* 48 */
-    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 1024, 8, 128, FMCU_TIER_AUTO, FMCU_WQ_RING_MAX_ROWS),
-                     0); /* 64 (Qwen3 M=1024) */
-    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 8192, 8, 128, FMCU_TIER_AUTO, FMCU_WQ_RING_MAX_ROWS),
-                     0); /* 512 */
-    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 128, 8, 0, FMCU_TIER_AUTO, FMCU_WQ_RING_MAX_ROWS),
-                     0); /* no experts */
-    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 128, 8, 128, FMCU_TIER_STREAM, FMCU_WQ_RING_MAX_ROWS), 1);
-    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 128, 8, 128, FMCU_TIER_TILED, FMCU_WQ_RING_MAX_ROWS), 0);
-    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 128, 8, 128, FMCU_TIER_PREFILL, FMCU_WQ_RING_MAX_ROWS), 0);
-    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_ON, 1, 8, 128, FMCU_TIER_AUTO, FMCU_WQ_RING_MAX_ROWS), 1);
-    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_ON, 8192, 8, 128, FMCU_TIER_TILED, FMCU_WQ_RING_MAX_ROWS), 1);
-    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_ON, 8192, 8, 128, FMCU_TIER_PREFILL, FMCU_WQ_RING_MAX_ROWS), 0);
-    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_OFF, 128, 8, 128, FMCU_TIER_AUTO, FMCU_WQ_RING_MAX_ROWS), 0);
+    ck_assert_int_eq(ring47(FMCU_FUSED_AUTO, 1, 8, 128, FMCU_TIER_AUTO), 0);    /* Qwen3 M=1 */
+    ck_assert_int_eq(ring47(FMCU_FUSED_AUTO, 128, 8, 256, FMCU_TIER_AUTO), 0);  /* 4 (DeepSeek M=128) */
+    ck_assert_int_eq(ring47(FMCU_FUSED_AUTO, 95, 8, 128, FMCU_TIER_AUTO), 0);   /* 5 */
+    ck_assert_int_eq(ring47(FMCU_FUSED_AUTO, 96, 8, 128, FMCU_TIER_AUTO), 1);   /* 6 */
+    ck_assert_int_eq(ring47(FMCU_FUSED_AUTO, 128, 8, 128, FMCU_TIER_AUTO), 1);  /* 8 (Qwen3 M=128) */
+    ck_assert_int_eq(ring47(FMCU_FUSED_AUTO, 128, 2, 8, FMCU_TIER_AUTO), 1);    /* 32 (Mixtral M=128) */
+    ck_assert_int_eq(ring47(FMCU_FUSED_AUTO, 188, 2, 8, FMCU_TIER_AUTO), 1);    /* 47 */
+    ck_assert_int_eq(ring47(FMCU_FUSED_AUTO, 192, 2, 8, FMCU_TIER_AUTO), 0);    /* 48 */
+    ck_assert_int_eq(ring47(FMCU_FUSED_AUTO, 1024, 8, 128, FMCU_TIER_AUTO), 0); /* 64 (Qwen3 M=1024) */
+    ck_assert_int_eq(ring47(FMCU_FUSED_AUTO, 8192, 8, 128, FMCU_TIER_AUTO), 0); /* 512 */
+    ck_assert_int_eq(ring47(FMCU_FUSED_AUTO, 128, 8, 0, FMCU_TIER_AUTO), 0);    /* no experts */
+    ck_assert_int_eq(ring47(FMCU_FUSED_AUTO, 128, 8, 128, FMCU_TIER_STREAM), 1);
+    ck_assert_int_eq(ring47(FMCU_FUSED_AUTO, 128, 8, 128, FMCU_TIER_TILED), 0);
+    ck_assert_int_eq(ring47(FMCU_FUSED_AUTO, 128, 8, 128, FMCU_TIER_PREFILL), 0);
+    ck_assert_int_eq(ring47(FMCU_FUSED_ON, 1, 8, 128, FMCU_TIER_AUTO), 1);
+    ck_assert_int_eq(ring47(FMCU_FUSED_ON, 8192, 8, 128, FMCU_TIER_TILED), 1);
+    ck_assert_int_eq(ring47(FMCU_FUSED_ON, 8192, 8, 128, FMCU_TIER_PREFILL), 0);
+    ck_assert_int_eq(ring47(FMCU_FUSED_OFF, 128, 8, 128, FMCU_TIER_AUTO), 0);
 }
 END_TEST
 
@@ -199,20 +200,16 @@ END_TEST
  * and 64), at 1 to 1024 local experts; on from any size; off never. */
 START_TEST(int4_fused_form_from_48_rows_an_expert)
 {
-    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_AUTO, 128, 2, 8, FMCU_WQ_INT4_FUSED_MIN_ROWS),
-                     0); /* 32 rows (Mixtral M=128) */
-    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_AUTO, 188, 2, 8, FMCU_WQ_INT4_FUSED_MIN_ROWS), 0); /* 47 */
-    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_AUTO, 192, 2, 8, FMCU_WQ_INT4_FUSED_MIN_ROWS), 1); /* 48 */
-    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_AUTO, 1024, 8, 256, FMCU_WQ_INT4_FUSED_MIN_ROWS),
-                     0); /* 32 (DeepSeek-V3) */
-    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_AUTO, 1024, 8, 128, FMCU_WQ_INT4_FUSED_MIN_ROWS),
-                     1);                                                                               /* 64 (Qwen3) */
-    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_AUTO, 8192, 2, 8, FMCU_WQ_INT4_FUSED_MIN_ROWS), 1); /* 2048 */
-    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_AUTO, 8192, 8, 1025, FMCU_WQ_INT4_FUSED_MIN_ROWS),
-                     0); /* > 1024 experts */
-    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_AUTO, 8192, 8, 0, FMCU_WQ_INT4_FUSED_MIN_ROWS), 0);
-    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_ON, 40, 8, 128, FMCU_WQ_INT4_FUSED_MIN_ROWS), 1);
-    ck_assert_int_eq(fmcu_wq_int4_fused(FMCU_FUSED_OFF, 8192, 2, 8, FMCU_WQ_INT4_FUSED_MIN_ROWS), 0);
+    ck_assert_int_eq(int4_48(FMCU_FUSED_AUTO, 128, 2, 8), 0);     /* 32 rows (Mixtral M=128) */
+    ck_assert_int_eq(int4_48(FMCU_FUSED_AUTO, 188, 2, 8), 0);     /* 47 */
+    ck_assert_int_eq(int4_48(FMCU_FUSED_AUTO, 192, 2, 8), 1);     /* 48 */
+    ck_assert_int_eq(int4_48(FMCU_FUSED_AUTO, 1024, 8, 256), 0);  /* 32 (DeepSeek-V3) */
+    ck_assert_int_eq(int4_48(FMCU_FUSED_AUTO, 1024, 8, 128), 1);  /* 64 (Qwen3) */
+    ck_assert_int_eq(int4_48(FMCU_FUSED_AUTO, 8192, 2, 8), 1);    /* 2048 */
+    ck_assert_int_eq(int4_48(FMCU_FUSED_AUTO, 8192, 8, 1025), 0); /* > 1024 experts */
+    ck_assert_int_eq(int4_48(FMCU_FUSED_AUTO, 8192, 8, 0), 0);
+    ck_assert_int_eq(int4_48(FMCU_FUSED_ON, 40, 8, 128), 1);
+    ck_assert_int_eq(int4_48(FMCU_FUSED_OFF, 8192, 2, 8), 0);
 }
 END_TEST
 
