@@ -161,8 +161,9 @@ template <int W4, bool FOLD> __device__ __forceinline__ stage_sf load_stage(cons
             uint32_t w[2] = {0, 0};
             const uint8_t *q = ra.sf[h] ? ra.sf[h] + b0 : nullptr;
             /* In the widest loads the rows' alignment allows (gpt-oss-120b's K = 2880:
-             * 180 NVFP4 codes a row, 4-byte words; 90 MXFP4 ones, 2-byte): byte loads
-             * cost the NVFP4 layer there a third of its time (bench/cuda/RESULTS.md). */
+             * 180 NVFP4 codes a row, 4-byte words; 90 MXFP4 ones, 2-byte): with byte
+             * loads the NVFP4 layer there took 7189 us against 6100 (M = 8192,
+             * bench/cuda/RESULTS.md, "e2m1 on the swapped GEMM: scales folded"). */
             if (q && b0 + PER <= blocks && p.sf_align >= PER) {
                 if constexpr (PER == 4) {
                     w[0] = __ldg(reinterpret_cast<const uint32_t *>(q));
@@ -205,8 +206,9 @@ template <int W4, bool FOLD> __device__ __forceinline__ stage_sf load_stage(cons
  * just before it is issued, into one of two register sets in turn: int4
  * as q - 8 - zp (the scale comes after, in f32), e2m1 times its block
  * scale (exact in bf16, as the converting kinds and the scratch form make
- * them; FOLD: in one multiply, NVFP4's times 2^-8). Each waits for the one before it, whose set the next rewrites
- * (no branch between them: ptxas then serializes every wgmma, C7513). Left
+ * them; FOLD: in one multiply, NVFP4's times 2^-8). Each waits for the one
+ * before it, whose set the next rewrites (no branch between them: ptxas
+ * then serializes every wgmma, C7513). Left
  * in flight: the last; every earlier wgmma is complete on return. */
 template <int W4, bool FOLD, int N>
 __device__ __forceinline__ void stage_mma(float (&d)[N / 2], uint32_t st, uint32_t at_lo, uint32_t at_hi,
@@ -531,9 +533,7 @@ template <int W4, bool FOLD> cudaError_t launch(const fmcu_gg_args *a, int sms, 
     p.sf_align = 1;
     if (W4 != FMCU_GG_W4_INT4) {
         const uintptr_t m = (uintptr_t)(a->kp / W4) | (uintptr_t)(KS / W4) | (uintptr_t)a->sf8;
-        p.sf_align = (int)(m & (~m + 1)); /* the lowest set bit */
-        if (p.sf_align > KS / W4)
-            p.sf_align = KS / W4;
+        p.sf_align = (int)(m & (~m + 1)); /* the lowest set bit: at most KS / W4 */
     }
     p.E = a->E;
     p.N = a->N;
