@@ -136,29 +136,41 @@ struct rows_at {
     const uint8_t *sf[2];  /* e2m1: their first block scale code */
 };
 
-/* A stage's scale data of the two rows. int4: the group scale and 136 +
- * zero point (a bf16 pair: dq_int4's subtrahend); e2m1: the stage's block
- * scales (MXFP4 4, NVFP4 8) as bf16 pairs, from codes that are 0 past the
- * row's last block (UE8M0 code 0 is 2^-127 times TMA's zero codes: 0). */
+/* A stage's scale data of the two rows as loaded: int4 the group scale's
+ * bits and the zero point; e2m1 the stage's block scale codes (MXFP4 4,
+ * NVFP4 8 bytes a row), 0 past the row's last block. Loaded two stages
+ * before their use and converted (stage_sf) one stage before: loads and
+ * conversion in one step made every stage wait for its scales' latency
+ * right after issuing them, which the scales of gpt-oss-120b's NVFP4
+ * GEMMs (132 MB, past L2) turned into a third of the kernel's stalls
+ * (ncu: L1TEX scoreboard 34.5 % of its cycles between issues). */
+struct stage_raw {
+    uint32_t w[2][2];
+};
+
+/* The same converted. int4: the group scale and 136 + zero point (a bf16
+ * pair: dq_int4's subtrahend); e2m1: the stage's block scales (MXFP4 4,
+ * NVFP4 8) as bf16 pairs, folded or not (UE8M0 code 0 past the row's end
+ * is 2^-127 times TMA's zero codes: 0). */
 struct stage_sf {
     float sc[2];
     uint32_t sub[2];
     uint32_t s2[2][8]; /* e2m1: row h's block i scale as a bf16 pair (MXFP4: i < 4) */
 };
 
-template <int W4, bool FOLD> __device__ __forceinline__ stage_sf load_stage(const params &p, const rows_at &ra, int kb)
+template <int W4> __device__ __forceinline__ stage_raw load_raw(const params &p, const rows_at &ra, int kb)
 {
-    stage_sf s;
+    stage_raw r;
 #pragma unroll
     for (int h = 0; h < 2; h++) {
+        uint32_t(&w)[2] = r.w[h];
+        w[0] = w[1] = 0;
         if constexpr (W4 == FMCU_GG_W4_INT4) {
-            s.sc[h] = ra.gs[h] ? __ldg(ra.gs[h] + kb) : 0.0f;
-            const float z = 136.0f + (ra.zp[h] ? (float)ra.zp[h][kb] : 0.0f);
-            s.sub[h] = bf16x2_bits(z, z);
+            w[0] = ra.gs[h] ? __float_as_uint(__ldg(ra.gs[h] + kb)) : 0u;
+            w[1] = ra.zp[h] ? (uint32_t)(int32_t)ra.zp[h][kb] : 0u;
         } else {
             constexpr int PER = KS / W4; /* codes a stage: 4 (MXFP4) or 8 (NVFP4) */
             const uint32_t b0 = (uint32_t)kb * PER, blocks = p.kp / W4;
-            uint32_t w[2] = {0, 0};
             const uint8_t *q = ra.sf[h] ? ra.sf[h] + b0 : nullptr;
             /* In the widest loads the rows' alignment allows (gpt-oss-120b's K = 2880:
              * 180 NVFP4 codes a row, 4-byte words; 90 MXFP4 ones, 2-byte): with byte
@@ -185,9 +197,24 @@ template <int W4, bool FOLD> __device__ __forceinline__ stage_sf load_stage(cons
                     if (b0 + b < blocks)
                         w[b >> 2] |= (uint32_t)__ldg(q + b) << (8 * (b & 3));
             }
+        }
+    }
+    return r;
+}
+
+template <int W4, bool FOLD> __device__ __forceinline__ stage_sf convert(const stage_raw &r)
+{
+    stage_sf s;
 #pragma unroll
-            for (int i = 0; i < PER; i++) {
-                const uint32_t c = (w[i >> 2] >> (8 * (i & 3))) & 0xFFu;
+    for (int h = 0; h < 2; h++) {
+        if constexpr (W4 == FMCU_GG_W4_INT4) {
+            s.sc[h] = __uint_as_float(r.w[h][0]);
+            const float z = 136.0f + (float)(int32_t)r.w[h][1];
+            s.sub[h] = bf16x2_bits(z, z);
+        } else {
+#pragma unroll
+            for (int i = 0; i < KS / W4; i++) {
+                const uint32_t c = (r.w[h][i >> 2] >> (8 * (i & 3))) & 0xFFu;
                 if constexpr (FOLD) {
                     s.s2[h][i] = W4 == 32 ? fmcu_wq_dev::mx_fold_s2(c) : fmcu_wq_dev::nv_fold_s2(c);
                 } else {
@@ -370,15 +397,15 @@ __device__ __forceinline__ void run_tile(float (&fin)[N / 2], float (&part)[N / 
         if (lane == 0)
             mbar_arrive(smem_addr(&empty[slot]));
     };
-    stage_sf cur = load_stage<W4, FOLD>(p, ra, 0);
+    /* Scales two stages ahead as loaded, one ahead converted (stage_raw). */
+    stage_sf cur = convert<W4, FOLD>(load_raw<W4>(p, ra, 0));
+    stage_raw ahead = KB > 1 ? load_raw<W4>(p, ra, 1) : stage_raw{};
     if constexpr (W4 == FMCU_GG_W4_INT4) {
 #pragma unroll
         for (int i = 0; i < N / 2; i++)
             fin[i] = 0.0f;
         for (int kb = 0; kb < KB; kb++) {
-            stage_sf nxt = cur;
-            if (kb + 1 < KB)
-                nxt = load_stage<W4, FOLD>(p, ra, kb + 1);
+            const stage_raw later = kb + 2 < KB ? load_raw<W4>(p, ra, kb + 2) : stage_raw{};
             mbar_wait(smem_addr(&full[r.stage]), r.phase);
             stage_mma<W4, FOLD, N>(part, base + r.stage * STAGE_BYTES, at_lo, at_hi, swz, cur, false);
             wgmma_wait<0>();
@@ -387,7 +414,8 @@ __device__ __forceinline__ void run_tile(float (&fin)[N / 2], float (&part)[N / 
 #pragma unroll
             for (int i = 0; i < N / 2; i++)
                 fin[i] = __fmaf_rn(part[i], cur.sc[(i % 4) >> 1], fin[i]);
-            cur = nxt;
+            cur = convert<W4, FOLD>(ahead);
+            ahead = later;
             r.next(STAGES);
         }
     } else {
@@ -396,15 +424,14 @@ __device__ __forceinline__ void run_tile(float (&fin)[N / 2], float (&part)[N / 
             fin[i] = 0.0f;
         int prev = -1; /* the slot whose last wgmma may still run */
         for (int kb = 0; kb < KB; kb++) {
-            stage_sf nxt = cur;
-            if (kb + 1 < KB)
-                nxt = load_stage<W4, FOLD>(p, ra, kb + 1);
+            const stage_raw later = kb + 2 < KB ? load_raw<W4>(p, ra, kb + 2) : stage_raw{};
             mbar_wait(smem_addr(&full[r.stage]), r.phase);
             stage_mma<W4, FOLD, N>(fin, base + r.stage * STAGE_BYTES, at_lo, at_hi, swz, cur, kb > 0);
             if (prev >= 0) /* the previous stage's wgmmas are complete */
                 release(prev);
             prev = r.stage;
-            cur = nxt;
+            cur = convert<W4, FOLD>(ahead);
+            ahead = later;
             r.next(STAGES);
         }
         wgmma_wait<0>();
