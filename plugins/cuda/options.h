@@ -53,9 +53,9 @@
  *                       tier's grouped GEMM as wgmma's register A operand
  *                       (gg_w4_swap.cu) or by converter warps into a bf16 B
  *                       stage (grouped_gemm_sm90.cu's 4-bit kinds); same bits;
- *                       auto: int4 swapped, MXFP4 swapped where its scales
- *                       fold (codes <= 128), NVFP4 where K % 128 == 0, else
- *                       converting (fmcu_prefill_w4_swapped)
+ *                       auto: int4 and NVFP4 swapped, MXFP4 swapped where
+ *                       its scales fold (codes <= 128), else converting
+ *                       (fmcu_prefill_w4_swapped)
  *
  * Every default is what the plugin measured best (the manifest states the
  * same defaults); the other values exist for A/B timing and for tests that

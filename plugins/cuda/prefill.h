@@ -65,24 +65,12 @@ static inline bool fmcu_prefill_e2m1_fused(const fmcu_layer *L, int64_t m)
 
 /* Whether the prefill tier's grouped GEMM over the 4-bit projection w
  * (int4 g128, or e2m1 in the fused form) takes the swapped form
- * (gg_w4_swap.cu) rather than the converting kinds: prefill_w4_gemm =
- * swapped or converting decides alone; auto takes it for int4, and for
- * e2m1 where its scales fold into one product a register and load whole:
- * MXFP4 with every scale code <= 128 (mx_fold), NVFP4 where a stage's 8
- * codes of a row are one aligned 8-byte word (kp a multiple of 128). H200
- * (bench/cuda/RESULTS.md, "e2m1 on the swapped GEMM: scales folded"): the
- * layer 4-19 % faster at M = 1024 and on par at 8192, but NVFP4
- * gpt-oss-120b (K = 2880, 4-byte scale words) M = 8192 13 % slower and
- * unfolded MXFP4 3-18 % slower. */
+ * (gg_w4_swap.cu) rather than the converting kinds (tier.h
+ * fmcu_w4_gemm_swapped). */
 static inline bool fmcu_prefill_w4_swapped(const fmcu_layer *L, const fmcu_wq_proj *w)
 {
-    if (L->opt.prefill_w4_gemm != FMCU_W4_GEMM_AUTO)
-        return L->opt.prefill_w4_gemm == FMCU_W4_GEMM_SWAPPED;
-    if (L->wq.format == FMCU_WQ_INT4)
-        return true;
-    if (L->wq.format != FMCU_WQ_FP4)
-        return false;
-    return L->wq.fp4_block == 32 ? w->mx_fold != 0 : w->kp % 128 == 0;
+    return fmcu_w4_gemm_swapped(L->opt.prefill_w4_gemm, L->wq.format == FMCU_WQ_INT4,
+                                L->wq.format == FMCU_WQ_FP4 ? L->wq.fp4_block : 0, w->mx_fold) != 0;
 }
 
 /* Both projections swapped: the rows an expert from which the prefill tier

@@ -71,6 +71,15 @@ int fmcu_wq_ring_wanted(int option, int64_t m, uint32_t top_k, uint32_t local_ex
     return per_expert >= FMCU_WQ_RING_MIN_ROWS && per_expert <= max_rows;
 }
 
+int fmcu_w4_gemm_swapped(int option, int int4, uint32_t fp4_block, int mx_fold)
+{
+    if (option != FMCU_W4_GEMM_AUTO)
+        return option == FMCU_W4_GEMM_SWAPPED;
+    if (int4)
+        return 1;
+    return fp4_block == 16 || (fp4_block == 32 && mx_fold);
+}
+
 int fmcu_stream_wgmma_wanted(int option, int64_t m, uint32_t top_k, uint32_t local_experts, int always)
 {
     if (option != FMCU_FUSED_AUTO)

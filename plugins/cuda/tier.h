@@ -311,6 +311,19 @@ int fmcu_wq_int4_fused(int option, int64_t m, uint32_t top_k, uint32_t local_exp
  * swapped form) when no tier or the stream tier is forced. */
 int fmcu_wq_ring_wanted(int option, int64_t m, uint32_t top_k, uint32_t local_experts, int forced, int64_t max_rows);
 
+/* Whether the prefill tier's grouped GEMM over a 4-bit projection takes
+ * the swapped form (gg_w4_swap.cu) rather than the converting kinds:
+ * `option` is prefill_w4_gemm (FMCU_W4_GEMM_*, options.h); swapped or
+ * converting decides alone; auto takes it for int4 (`int4`), and for e2m1
+ * (`fp4_block` 16 or 32, else 0) where its scales fold into one product a
+ * register: NVFP4 always, MXFP4 where every scale code is <= 128
+ * (`mx_fold`). H200 (bench/cuda/RESULTS.md, "e2m1 on the swapped GEMM:
+ * scales folded"): the layer 4-25 % faster at M = 1024 and on par at 8192;
+ * NVFP4 gpt-oss-120b (K = 2880) M = 8192 12 % faster since its scales load
+ * two stages ahead (4716 against 5384 us); unfolded MXFP4 was 3-18 % slower
+ * (measured before that change). */
+int fmcu_w4_gemm_swapped(int option, int int4, uint32_t fp4_block, int mx_fold);
+
 /* Whether a call of m tokens runs a stream-tier GEMM on its wgmma form
  * where that serves the layer: `option` is stream_wgmma_gemm1 or
  * stream_wgmma_bf16 (FMCU_FUSED_*, options.h); on always, off never; auto

@@ -258,6 +258,21 @@ START_TEST(e2m1_scratch_only_where_a_call_uses_it)
 }
 END_TEST
 
+/* prefill_w4_gemm: the option decides alone where set; auto swaps int4,
+ * NVFP4 at every K and MXFP4 only where its scales fold. */
+START_TEST(w4_gemm_swapped_by_scheme_and_fold)
+{
+    ck_assert_int_eq(fmcu_w4_gemm_swapped(FMCU_W4_GEMM_AUTO, 1, 0, 0), 1);
+    ck_assert_int_eq(fmcu_w4_gemm_swapped(FMCU_W4_GEMM_AUTO, 0, 16, 0), 1);
+    ck_assert_int_eq(fmcu_w4_gemm_swapped(FMCU_W4_GEMM_AUTO, 0, 32, 1), 1);
+    ck_assert_int_eq(fmcu_w4_gemm_swapped(FMCU_W4_GEMM_AUTO, 0, 32, 0), 0);
+    ck_assert_int_eq(fmcu_w4_gemm_swapped(FMCU_W4_GEMM_AUTO, 0, 0, 1), 0); /* neither 4-bit format */
+    ck_assert_int_eq(fmcu_w4_gemm_swapped(FMCU_W4_GEMM_SWAPPED, 0, 32, 0), 1);
+    ck_assert_int_eq(fmcu_w4_gemm_swapped(FMCU_W4_GEMM_CONVERTING, 1, 0, 0), 0);
+    ck_assert_int_eq(fmcu_w4_gemm_swapped(FMCU_W4_GEMM_CONVERTING, 0, 16, 1), 0);
+}
+END_TEST
+
 START_TEST(forced_tier_wins_unless_it_cannot_run)
 {
     ck_assert_int_eq(fmcu_gemm_tier(8192, 8, 128, FMCU_TIER_STREAM, 1), FMCU_TIER_STREAM);
@@ -450,6 +465,7 @@ int main(void)
     tcase_add_test(tc, e2m1_fused_form_up_to_320_rows_an_expert);
     tcase_add_test(tc, e2m1_fused_form_serves_by_option_and_experts);
     tcase_add_test(tc, e2m1_scratch_only_where_a_call_uses_it);
+    tcase_add_test(tc, w4_gemm_swapped_by_scheme_and_fold);
     tcase_add_test(tc, decode_tail_takes_calls_that_fit_in_one_wave);
     tcase_add_test(tc, decode_tail_refuses_what_does_not_fit);
     tcase_add_test(tc, one_launch_decode_takes_calls_the_tail_takes_on_one_sm_each);
