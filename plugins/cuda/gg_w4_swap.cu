@@ -521,16 +521,8 @@ __global__ void __launch_bounds__(THREADS, 1)
 bool encode(CUtensorMap *map, const void *base, uint64_t rows, uint64_t inner, uint32_t elem, uint32_t box_inner,
             uint32_t box_rows, CUtensorMapSwizzle swizzle)
 {
-    fmcu_encode_tiled_fn f = fmcu_tensor_map_encoder();
-    if (!f)
-        return false;
-    const cuuint64_t dims[2] = {inner, rows};
-    const cuuint64_t strides[1] = {inner * elem};
-    const cuuint32_t box[2] = {box_inner, box_rows};
-    const cuuint32_t step[2] = {1, 1};
-    return f(map, elem == 2 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8, 2,
-             const_cast<void *>(base), dims, strides, box, step, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
-             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+    return fmcu_tensor_map_2d(map, elem == 2 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8, base,
+                              rows, inner, elem, box_inner, box_rows, swizzle);
 }
 
 template <int W4, bool FOLD> cudaError_t launch(const fmcu_gg_args *a, int sms, cudaStream_t st)

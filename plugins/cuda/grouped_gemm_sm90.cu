@@ -958,44 +958,21 @@ __global__ void __launch_bounds__(KIND_THREADS<W4>, 1)
 
 /* ---- host ------------------------------------------------------------ */
 
-using encode_tiled_fn = fmcu_encode_tiled_fn;
-
-encode_tiled_fn encoder()
-{
-    return fmcu_tensor_map_encoder();
-}
-
 /* A [rows, cols] matrix of e4m3 or bf16, row-major, moved in boxes of
  * box_rows x 128 B. */
 bool encode(CUtensorMap *map, const void *base, uint64_t rows, uint64_t cols, uint32_t box_rows, bool bf16)
 {
-    encode_tiled_fn f = encoder();
-    if (!f)
-        return false;
     const uint32_t es = bf16 ? 2 : 1;
-    const cuuint64_t dims[2] = {cols, rows};
-    const cuuint64_t strides[1] = {cols * es};
-    const cuuint32_t box[2] = {(cuuint32_t)BK / es, box_rows};
-    const cuuint32_t elem[2] = {1, 1};
-    return f(map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void *>(base),
-             dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+    return fmcu_tensor_map_2d(map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8, base, rows,
+                              cols, es, (uint32_t)BK / es, box_rows, CU_TENSOR_MAP_SWIZZLE_128B);
 }
 
 /* e2m1 codes [rows, kp / 2 bytes] (wq_pack.h chunks), moved in boxes of
  * box_rows x 32 bytes (64 columns), unswizzled: the converter reads them. */
 bool encode_codes(CUtensorMap *map, const void *base, uint64_t rows, uint64_t kp, uint32_t box_rows)
 {
-    encode_tiled_fn f = encoder();
-    if (!f)
-        return false;
-    const cuuint64_t dims[2] = {kp / 2, rows};
-    const cuuint64_t strides[1] = {kp / 2};
-    const cuuint32_t box[2] = {(cuuint32_t)W4_ROW, box_rows};
-    const cuuint32_t elem[2] = {1, 1};
-    return f(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void *>(base), dims, strides, box, elem,
-             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+    return fmcu_tensor_map_2d(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, base, rows, kp / 2, 1, (uint32_t)W4_ROW, box_rows,
+                              CU_TENSOR_MAP_SWIZZLE_NONE);
 }
 
 template <int BN, bool PROMOTE, bool BF16, int W4 = 0, bool BLK = false>

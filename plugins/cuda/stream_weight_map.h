@@ -38,13 +38,7 @@ inline bool fmcu_stream_weight_map(CUtensorMap *map, const fmcu_gemm_args &a, CU
                  CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
     }
-    const cuuint64_t dims[2] = {a.k, rows};
-    const cuuint64_t strides[1] = {row_bytes};
-    const cuuint32_t box[2] = {box_k, 64};
-    const cuuint32_t elem[2] = {1, 1};
-    return f(map, dt, 2, const_cast<void *>(a.w), dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
-             CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+    return fmcu_tensor_map_2d(map, dt, a.w, rows, a.k, elem_bytes, box_k, 64, CU_TENSOR_MAP_SWIZZLE_128B);
 }
 
 #endif

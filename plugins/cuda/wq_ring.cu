@@ -521,16 +521,8 @@ __global__ void __launch_bounds__(THREADS, 1) wq_ring(const __grid_constant__ CU
  * 64-byte swizzled; rows and columns past the ends read as zeros. */
 bool encode_weights(CUtensorMap *map, const fmcu_wq_gemm_args &a)
 {
-    fmcu_encode_tiled_fn f = fmcu_tensor_map_encoder();
-    if (!f)
-        return false;
-    const cuuint64_t dims[2] = {a.w.kp / 2, (cuuint64_t)a.experts * a.n_rows};
-    const cuuint64_t strides[1] = {a.w.kp / 2};
-    const cuuint32_t box[2] = {(cuuint32_t)WROW, (cuuint32_t)HALF};
-    const cuuint32_t elem[2] = {1, 1};
-    return f(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void *>(a.w.w), dims, strides, box, elem,
-             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_64B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+    return fmcu_tensor_map_2d(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, a.w.w, (uint64_t)a.experts * a.n_rows, a.w.kp / 2, 1,
+                              (uint32_t)WROW, (uint32_t)HALF, CU_TENSOR_MAP_SWIZZLE_64B);
 }
 
 template <int FMT, bool F16, bool PROMOTE> cudaError_t launch(const fmcu_wq_gemm_args &a, cudaStream_t stream)
