@@ -211,12 +211,16 @@ template <int W4, bool FOLD> __device__ __forceinline__ stage_sf convert(const s
             s.sc[h] = __uint_as_float(r.w[h][0]);
             const float z = 136.0f + (float)(int32_t)r.w[h][1];
             s.sub[h] = bf16x2_bits(z, z);
+        } else if constexpr (W4 == 16 && FOLD) { /* two codes a conversion */
+#pragma unroll
+            for (int q = 0; q < 4; q++)
+                fmcu_wq_dev::nv_fold_s2x2(r.w[h][q >> 1] >> (16 * (q & 1)), s.s2[h][2 * q], s.s2[h][2 * q + 1]);
         } else {
 #pragma unroll
             for (int i = 0; i < KS / W4; i++) {
                 const uint32_t c = (r.w[h][i >> 2] >> (8 * (i & 3))) & 0xFFu;
-                if constexpr (FOLD) {
-                    s.s2[h][i] = W4 == 32 ? fmcu_wq_dev::mx_fold_s2(c) : fmcu_wq_dev::nv_fold_s2(c);
+                if constexpr (FOLD) { /* MXFP4: NVFP4's folded pairs come above */
+                    s.s2[h][i] = fmcu_wq_dev::mx_fold_s2(c);
                 } else {
                     const float v = fmcu_wq_dev::scale_code(c, W4 == 32);
                     s.s2[h][i] = bf16x2_bits(v, v);
@@ -439,7 +443,7 @@ __device__ __forceinline__ void run_tile(float (&fin)[N / 2], float (&part)[N / 
         if (prev >= 0)
             release(prev);
     }
-    /* NVFP4's folded operand is e2m1 x s x 2^-8 (nv_fold_s2): its sums times 2^8, exactly */
+    /* NVFP4's folded operand is e2m1 x s x 2^-8 (nv_fold_s2x2): its sums times 2^8, exactly */
     store_tile<N>(fin, at, p, map_d, w, tw, out, W4 == 16 && FOLD ? 256.0f : 1.0f);
 }
 
