@@ -432,11 +432,12 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
     const int major = compute_major(L->device);
     /* The wgmma weight stream (wq_ring.cu, row tiles of 64) where it serves,
      * whatever tier the call would take: by default (wq_ring = auto) from 6
-     * to 47 rows an expert on average, to 31 (int4) or 35 (e2m1) where the
-     * call would take the fused form on the prefill tier and its GEMMs are
-     * the swapped form (fmcu_wq_ring_wanted, tier.h). */
+     * to 47 rows an expert on average, to 31 (int4), 35 (MXFP4) or 23
+     * (NVFP4) where the call would take the fused form on the prefill tier
+     * and its GEMMs are the swapped form (fmcu_wq_ring_wanted, tier.h). */
     const int64_t ring_max = !prefill_ok || !wq_fused || !fmcu_prefill_w4_swaps(L) ? FMCU_WQ_RING_MAX_ROWS
                              : L->wq.format == FMCU_WQ_INT4           ? FMCU_WQ_RING_SWAP_INT4_MAX_ROWS
+                             : L->wq.fp4_block == 16                  ? FMCU_WQ_RING_SWAP_NVFP4_MAX_ROWS
                                                                       : FMCU_WQ_RING_SWAP_E2M1_MAX_ROWS;
     const bool wq_ring = wq &&
                          fmcu_wq_ring_wanted(L->opt.wq_ring, m, L->top_k, L->local_experts, L->opt.tier, ring_max) &&

@@ -108,6 +108,15 @@ extern "C" {
  * section): 35 is inside the 32-40 gap. */
 #define FMCU_WQ_RING_SWAP_INT4_MAX_ROWS (FMCU_WQ_INT4_SWAP_MIN_ROWS - 1)
 #define FMCU_WQ_RING_SWAP_E2M1_MAX_ROWS 35
+/* The same for NVFP4 (MXFP4 keeps the bound above): its ring is the
+ * slowest of the three 4-bit rings (gpt-oss-120b M = 1024, 32 rows: NVFP4
+ * 1952.0 against MXFP4's 1360.1 us), and the swapped form beat it by a
+ * quarter where measured: H200, NVFP4 W4A4 gpt-oss-120b, ring vs swapped,
+ * us: 24 rows (M = 768) 1839.6 vs 1361.5, 32 rows (M = 1024) 1958.4 vs
+ * 1446.5, 40 rows both swapped 1516.0 / 1518.3 (bench/cuda/RESULTS.md,
+ * "e2m1 on the swapped GEMM: scales folded"). Not measured below 24 rows:
+ * 23 keeps the ring where it was not beaten. */
+#define FMCU_WQ_RING_SWAP_NVFP4_MAX_ROWS 23
 /* Rows per local expert on average from which the stream tier's wgmma
  * forms take over from mma.sync by default: stream_wgmma_gemm1 = auto's
  * fp8 GEMM1 on f16 wgmma (stream_g1_wgmma.cu) for per-tensor and

@@ -178,15 +178,19 @@ START_TEST(wq_ring_from_6_to_47_rows_an_expert)
 END_TEST
 
 /* Where the prefill tier's GEMMs are the swapped form, auto's ring ends
- * at 31 rows an expert for int4 and 35 for e2m1; from 6 as before. */
+ * at 31 rows an expert for int4, 35 for MXFP4 and 23 for NVFP4; from 6 as
+ * before. */
 START_TEST(wq_ring_to_31_or_35_rows_before_the_swapped_form)
 {
     ck_assert_int_eq(FMCU_WQ_RING_SWAP_INT4_MAX_ROWS, 31);
     ck_assert_int_eq(FMCU_WQ_RING_SWAP_E2M1_MAX_ROWS, 35);
-    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 95, 8, 128, FMCU_TIER_AUTO, 31), 0); /* 5 */
-    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 96, 8, 128, FMCU_TIER_AUTO, 31), 1); /* 6 */
-    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 124, 2, 8, FMCU_TIER_AUTO, 31), 1);  /* 31 */
-    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 128, 2, 8, FMCU_TIER_AUTO, 31), 0);  /* 32 (Mixtral M=128) */
+    ck_assert_int_eq(FMCU_WQ_RING_SWAP_NVFP4_MAX_ROWS, 23);
+    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 736, 4, 128, FMCU_TIER_AUTO, 23), 1); /* 23 */
+    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 768, 4, 128, FMCU_TIER_AUTO, 23), 0); /* 24 (gpt-oss M=768) */
+    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 95, 8, 128, FMCU_TIER_AUTO, 31), 0);  /* 5 */
+    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 96, 8, 128, FMCU_TIER_AUTO, 31), 1);  /* 6 */
+    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 124, 2, 8, FMCU_TIER_AUTO, 31), 1);   /* 31 */
+    ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 128, 2, 8, FMCU_TIER_AUTO, 31), 0);   /* 32 (Mixtral M=128) */
     ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 1024, 8, 256, FMCU_TIER_AUTO, 31), 0); /* 32 (DeepSeek) */
     ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 128, 2, 8, FMCU_TIER_AUTO, 35), 1);    /* 32 */
     ck_assert_int_eq(fmcu_wq_ring_wanted(FMCU_FUSED_AUTO, 140, 2, 8, FMCU_TIER_AUTO, 35), 1);    /* 35 */
