@@ -231,55 +231,95 @@ template <int W4, bool FOLD> __device__ __forceinline__ stage_sf convert(const s
     return s;
 }
 
+/* k16 steps a consumer thread dequantizes and issues together (one
+ * fence, one commit group): e2m1 four; int4 one, as before batches
+ * (measured: two were no faster for int4, whose drain each stage ends
+ * every batch anyway). */
+template <int W4> __host__ __device__ constexpr int batch_steps()
+{
+    return W4 == FMCU_GG_W4_INT4 ? 1 : 4;
+}
+
 /* One stage of a consumer warp: its 16 weight rows by N token rows over
  * the stage's 128 K, eight k16 wgmmas into d (from zero at the first
- * unless `add`), each dequantized from its chunk's words (rows lo, hi)
- * just before it is issued, into one of two register sets in turn: int4
- * as q - 8 - zp (the scale comes after, in f32), e2m1 times its block
- * scale (exact in bf16, as the converting kinds and the scratch form make
- * them; FOLD: in one multiply, NVFP4's times 2^-8). Each waits for the one
- * before it, whose set the next rewrites (no branch between them: ptxas
- * then serializes every wgmma, C7513). Left
- * in flight: the last; every earlier wgmma is complete on return. */
+ * unless `add`), in batches of G = batch_steps steps. With G > 1 the
+ * stage's code words (rows lo, hi; a 4-byte word a 32-column chunk) are
+ * loaded at its start, all eight at once (with G = 1 each chunk's before
+ * its first step); each batch's operands are dequantized into one of two
+ * register sets in turn while the batch before it runs: int4 as
+ * q - 8 - zp (the scale comes after, in f32), e2m1 times its block scale
+ * (exact in bf16, as the converting kinds and the scratch form make them;
+ * FOLD: in one multiply, NVFP4's times 2^-8). Why batches: with one wgmma
+ * at a time, each step's dequantization chain (a shared load, then three
+ * or four dependent operations) ran between two wgmmas of 32-64 tensor
+ * cycles, and the warps stalled on those fixed-latency dependencies more
+ * than on anything else (ncu, MXFP4 Qwen3-30B-A3B M = 1024 GEMM1: "wait"
+ * 1.12 cycles an issued instruction, the tensor pipe 46 % busy); four
+ * steps a batch took the MXFP4 layer there 3 % and Mixtral-8x7B's 4 %
+ * down. A batch waits for the one before it, whose set the next rewrites
+ * (no branch between them: ptxas then serializes every wgmma, C7513).
+ * Left in flight: the last batch; every earlier wgmma is complete on
+ * return. */
 template <int W4, bool FOLD, int N>
 __device__ __forceinline__ void stage_mma(float (&d)[N / 2], uint32_t st, uint32_t at_lo, uint32_t at_hi,
                                           uint32_t swz, const stage_sf &s, bool add)
 {
+    constexpr int G = batch_steps<W4>(), STEPS = KS / 16;
+    static_assert(STEPS % (2 * G) == 0, "batches alternate their register sets within a stage");
     const uint64_t d0 = sw128_desc(st), d1 = sw128_desc(st + TOK_BOX);
-    uint32_t a[2][4];
-    uint32_t lo = 0, hi = 0;
+    uint32_t lo[STEPS / 2], hi[STEPS / 2]; /* the stage's words: chunk c covers steps 2c, 2c + 1 */
+    auto load = [&](int c) {
+        const uint32_t cw = st + CODE_AT + ((c ^ swz) << 4);
+        lo[c] = lds32(cw + at_lo);
+        hi[c] = lds32(cw + at_hi);
+    };
+    if constexpr (G > 1) {
 #pragma unroll
-    for (int k = 0; k < KS / 16; k++) { /* k16 step: token box k / 4, 32 bytes a step inside it */
-        if (k % 2 == 0) {               /* a chunk's words: its two steps */
-            const uint32_t cw = st + CODE_AT + (((k / 2) ^ swz) << 4);
-            lo = lds32(cw + at_lo);
-            hi = lds32(cw + at_hi);
-        }
-        uint32_t(&ak)[4] = a[k & 1];
-        const int j = 2 * (k & 1);
+        for (int c = 0; c < STEPS / 2; c++)
+            load(c);
+    }
+    uint32_t a[2][G][4];
+    auto dequant = [&](uint32_t (&ak)[4], int k) {
+        const int j = 2 * (k & 1), c = k / 2;
         if constexpr (W4 == FMCU_GG_W4_INT4) {
-            ak[0] = fmcu_wq_dev::dq_int4<false>(lo, j, s.sub[0]);
-            ak[1] = fmcu_wq_dev::dq_int4<false>(hi, j, s.sub[1]);
-            ak[2] = fmcu_wq_dev::dq_int4<false>(lo, j + 1, s.sub[0]);
-            ak[3] = fmcu_wq_dev::dq_int4<false>(hi, j + 1, s.sub[1]);
+            ak[0] = fmcu_wq_dev::dq_int4<false>(lo[c], j, s.sub[0]);
+            ak[1] = fmcu_wq_dev::dq_int4<false>(hi[c], j, s.sub[1]);
+            ak[2] = fmcu_wq_dev::dq_int4<false>(lo[c], j + 1, s.sub[0]);
+            ak[3] = fmcu_wq_dev::dq_int4<false>(hi[c], j + 1, s.sub[1]);
         } else {
-            const int b = W4 == 16 ? k : k / 2; /* the step's block: NVFP4 one a step, MXFP4 one a chunk */
+            const int b = W4 == 16 ? k : c; /* the step's block: NVFP4 one a step, MXFP4 one a chunk */
             auto dq = [](uint32_t x, int jj, uint32_t s2) {
                 return FOLD ? fmcu_wq_dev::dq_e2m1_fused(x, jj, s2) : fmcu_wq_dev::dq_fp4_bf16(x, jj, s2);
             };
-            ak[0] = dq(lo, j, s.s2[0][b]);
-            ak[1] = dq(hi, j, s.s2[1][b]);
-            ak[2] = dq(lo, j + 1, s.s2[0][b]);
-            ak[3] = dq(hi, j + 1, s.s2[1][b]);
+            ak[0] = dq(lo[c], j, s.s2[0][b]);
+            ak[1] = dq(hi[c], j, s.s2[1][b]);
+            ak[2] = dq(lo[c], j + 1, s.s2[0][b]);
+            ak[3] = dq(hi[c], j + 1, s.s2[1][b]);
         }
-        fence_regs(ak); /* computed before the fence: ptxas serializes wgmmas whose A is defined after it */
-        if (k == 0)
+    };
+#pragma unroll
+    for (int b = 0; b < STEPS / G; b++) {
+        uint32_t(&ab)[G][4] = a[b & 1];
+#pragma unroll
+        for (int i = 0; i < G; i++) {
+            if (G == 1 && (b * G + i) % 2 == 0)
+                load((b * G + i) / 2);
+            dequant(ab[i], b * G + i);
+            fence_regs(ab[i]); /* computed before the fence: ptxas serializes wgmmas whose A is defined after it */
+        }
+        if (b == 0)
             fence_regs(d); /* the accumulators too (grouped_gemm_sm90.cu's issue_stage) */
         wgmma_fence();
-        mma<N>(d, ak, (k < 4 ? d0 : d1) + 2 * (k % 4), add || k > 0);
+#pragma unroll
+        for (int i = 0; i < G; i++) { /* k16 step k: token box k / 4, 32 bytes a step inside it */
+            const int k = b * G + i;
+            mma<N>(d, ab[i], (k < 4 ? d0 : d1) + 2 * (k % 4), add || k > 0);
+        }
         wgmma_commit();
         wgmma_wait<1>();
-        fence_regs(a[(k + 1) & 1]);
+#pragma unroll
+        for (int i = 0; i < G; i++)
+            fence_regs(a[(b + 1) & 1][i]);
     }
 }
 
