@@ -19,29 +19,43 @@
 #include <cuda_fp8.h>
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 namespace fmcu_nvfp4 {
 
 constexpr int LANE_VALUES = 8; /* a lane's half of a block of 16 */
 
 /* The value of fmoe_fp4_e2m1_encode(x)'s code: RNE onto the e2m1 grid,
- * saturating at 6, sign of zero kept, NaN -> +6. Selected as floats: the
- * code and its decoding (shifts, integer-to-float conversions) made the
- * staging kernel bound by instructions (ncu, H200: 50 us at 3.5 % of DRAM
- * for 16.8 M values). Same thresholds as the encoder; the same value for
- * every f32 input (checked over all 2^32 on the H200; in CI against the
- * core's encoder and decoder, tests/cuda/test_nvfp4_quant.cu). */
+ * saturating at 6, sign of zero kept, NaN -> +6. By float arithmetic:
+ * the grid's step at |x| is 0.5 below 2, else half of |x|'s binade
+ * (1 in [2, 4), 2 from 4), and adding c = 1.5 * 2^23 * step, then
+ * subtracting it, rounds |x| to a multiple of the step with ties to even
+ * multiples, which are the even codes (ties: 0.25 -> 0, 0.75 -> 1,
+ * 1.25 -> 1, 1.75 -> 2, 2.5 -> 2, 3.5 -> 4, 5 -> 4); past 6 (and for
+ * infinities, whose sum is NaN) the minimum gives 6. About 9 instructions
+ * where selecting among the thresholds took 17, in the two quantizing
+ * passes of NVFP4 W4A4 that are bound by instructions (ncu, H200,
+ * bench/cuda/RESULTS.md, "e2m1 on the swapped GEMM: scales folded"). The
+ * same value for every f32 input: checked over all 2^32 on the host, and
+ * in CI against the core's encoder and decoder near every threshold
+ * (tests/cuda/test_nvfp4_quant.cu). */
 __host__ __device__ __forceinline__ float e2m1_round(float x)
 {
     const float a = fabsf(x);
-    const float q = a <= 0.25f   ? 0.0f
-                    : a < 0.75f  ? 0.5f
-                    : a <= 1.25f ? 1.0f
-                    : a < 1.75f  ? 1.5f
-                    : a <= 2.5f  ? 2.0f
-                    : a < 3.5f   ? 3.0f
-                    : a <= 5.0f  ? 4.0f
-                                 : 6.0f;
+#ifdef __CUDA_ARCH__
+    const float e = __uint_as_float(__float_as_uint(a) & 0x7F800000u); /* 2^floor(log2 a); 0 below normals */
+    const float c = __fmul_rn(fmaxf(e, 1.0f), 6291456.0f);              /* 1.5 * 2^23 * step */
+    const float q = fminf(__fsub_rn(__fadd_rn(a, c), c), 6.0f);
+#else
+    uint32_t b;
+    memcpy(&b, &a, 4);
+    b &= 0x7F800000u;
+    float e;
+    memcpy(&e, &b, 4);
+    const float c = fmaxf(e, 1.0f) * 6291456.0f;
+    volatile float sum = a + c; /* rounded to f32 here, whatever the host's evaluation method */
+    const float q = fminf(sum - c, 6.0f);
+#endif
     return isnan(x) ? 6.0f : copysignf(q, x);
 }
 
