@@ -180,7 +180,7 @@ END_TEST
 /* Where the prefill tier's GEMMs are the swapped form, auto's ring ends
  * at 31 rows an expert for int4, 35 for MXFP4 and 23 for NVFP4; from 6 as
  * before. */
-START_TEST(wq_ring_to_31_or_35_rows_before_the_swapped_form)
+START_TEST(wq_ring_to_31_35_or_23_rows_before_the_swapped_form)
 {
     ck_assert_int_eq(FMCU_WQ_RING_SWAP_INT4_MAX_ROWS, 31);
     ck_assert_int_eq(FMCU_WQ_RING_SWAP_E2M1_MAX_ROWS, 35);
@@ -462,7 +462,7 @@ int main(void)
     tcase_add_test(tc, wq_tier_prefill_past_the_stream_tier_when_fused);
     tcase_add_test(tc, int4_fused_form_from_48_rows_an_expert);
     tcase_add_test(tc, wq_ring_from_6_to_47_rows_an_expert);
-    tcase_add_test(tc, wq_ring_to_31_or_35_rows_before_the_swapped_form);
+    tcase_add_test(tc, wq_ring_to_31_35_or_23_rows_before_the_swapped_form);
     tcase_add_test(tc, int4_swapped_form_from_32_rows_an_expert);
     tcase_add_test(tc, stream_wgmma_from_4_rows_or_always);
     tcase_add_test(tc, stream_wgmma2_from_128_pairs_or_4_rows_or_block);
