@@ -25,7 +25,8 @@
  * weight rows (m64n128k16 RS wgmmas; an expert's last block of at most 64
  * rows m64n64k16, of at most 32 m64n32k16: tile_n). Tiles as grouped_gemm_sm90.cu's
  * (gg_tiles.cuh) with BN = 128, in the fixed order (CTA b: tiles b, b +
- * grid, ...). int4: a stage is one scale group; its eight wgmmas sum into
+ * grid, ...) or the counter's (fmcu_gg_args.order). int4: a stage is one
+ * scale group; its eight wgmmas sum into
  * partial sums from zero, drained at the stage's end and promoted, fin +=
  * part x scale (the converting kind's arithmetic in the same order).
  * e2m1: values times their block scales are exact bf16 operands, one
@@ -102,6 +103,7 @@ struct params {
     const uint8_t *sf8;  /* e2m1: block scale codes [E, N, kp / W4] */
     int row_vec, col_vec, halves;
     int sf_align; /* e2m1: every row's codes of a whole stage start sf_align-byte aligned (8, 4, 2, 1) */
+    int *sched;   /* the counter order's [2] (grouped_gemm.h), or NULL: the fixed order */
     uint32_t E, N, K, groups, kp;
 };
 
@@ -496,6 +498,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     extern __shared__ uint8_t smem_raw[];
     __shared__ __align__(8) uint64_t full[STAGES], empty[STAGES];
     __shared__ int pre[FMCU_GG_MAX_EXPERTS + 1], off[FMCU_GG_MAX_EXPERTS + 1];
+    __shared__ int tile_of[STAGES]; /* the tile whose first stage this is, or -1: no more tiles */
     const uint32_t base = (smem_addr(smem_raw) + 1023) & ~1023u;
     const int E = (int)p.E, KB = (int)((p.K + KS - 1) / KS), nt = (int)((p.N + WR - 1) / WR);
     for (int e = threadIdx.x; e <= E; e += THREADS)
@@ -521,20 +524,45 @@ __global__ void __launch_bounds__(THREADS, 1)
         asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&map_x64) : "memory");
         asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&map_x32) : "memory");
         asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&map_w) : "memory");
+        /* Tile blockIdx.x first, then t + grid (fixed order) or the next
+         * untaken one from the counter, fetched as a tile's first stage goes
+         * out (its latency under that stage's loads) and published to the
+         * consumers with the stage (tile_of, released by the full barrier's
+         * arrive), as grouped_gemm_sm90.cu's producer does. */
         ring r;
-        for (int t = blockIdx.x; t < total; t += gridDim.x) {
+        int t = blockIdx.x;
+        while (t < total) {
             const tile_at at = find_tile(t, pre, off, E, p.halves);
             const int wrow = at.e * (int)p.N + at.nb * WR;
             const int n = tile_n(at);
             const CUtensorMap *mx = n == TR ? &map_x : n == TR / 2 ? &map_x64 : &map_x32;
+            int next = total;
             for (int kb = 0; kb < KB; kb++) {
                 mbar_wait(smem_addr(&empty[r.stage]), r.phase ^ 1);
+                if (kb == 0) {
+                    tile_of[r.stage] = t;
+                    next = p.sched ? (int)gridDim.x + atomicAdd(p.sched, 1) : t + (int)gridDim.x;
+                }
                 const uint32_t fb = smem_addr(&full[r.stage]), st = base + r.stage * STAGE_BYTES;
                 mbar_expect_tx(fb, CODE_BYTES + 2 * n * 128); /* two boxes of n rows' 128 bytes */
                 tma_load(st + CODE_AT, &map_w, kb * CODE_ROW, wrow, fb);
                 tma_load(st, mx, kb * KS, at.row0, fb);
                 tma_load(st + TOK_BOX, mx, kb * KS + 64, at.row0, fb);
                 r.next(STAGES);
+            }
+            t = next;
+        }
+        /* No more tiles (counter order): an arrive without bytes tells the
+         * consumers; then the last CTA here zeroes the counter for the next
+         * launch (every CTA has taken its last tile by then). */
+        if (p.sched) {
+            mbar_wait(smem_addr(&empty[r.stage]), r.phase ^ 1);
+            tile_of[r.stage] = -1;
+            mbar_arrive(smem_addr(&full[r.stage]));
+            __threadfence();
+            if (atomicAdd(p.sched + 1, 1) == (int)gridDim.x - 1) {
+                atomicExch(p.sched, 0);
+                atomicExch(p.sched + 1, 0);
             }
         }
         return;
@@ -546,7 +574,18 @@ __global__ void __launch_bounds__(THREADS, 1)
     float hfin[TR / 4], hpart[TR / 4];
     float qfin[TR / 8], qpart[TR / 8];
     ring r;
-    for (int t = blockIdx.x; t < total; t += gridDim.x) {
+    /* The fixed order's tiles are known ahead, so run_tile's first scale
+     * loads go out before its first stage is waited for; the counter's
+     * come with that stage (tile_of). */
+    for (int t = blockIdx.x;; t += gridDim.x) {
+        if (p.sched) {
+            mbar_wait(smem_addr(&full[r.stage]), r.phase); /* again in run_tile: complete there */
+            t = tile_of[r.stage];
+            if (t < 0)
+                break;
+        } else if (t >= total) {
+            break;
+        }
         const tile_at at = find_tile(t, pre, off, E, p.halves);
         const int n = tile_n(at);
         if (n == TR)
@@ -590,6 +629,11 @@ template <int W4, bool FOLD> cudaError_t launch(const fmcu_gg_args *a, int sms, 
     p.row_vec = a->row_vec;
     p.col_vec = a->col_vec;
     p.halves = !a->whole_tiles;
+    /* AUTO is the counter: its order was 1-4 % faster at M = 1024 (H200,
+     * Qwen3-30B-A3B and Mixtral-8x7B, all three formats; bench/cuda/RESULTS.md,
+     * "The swapped 4-bit GEMM's tile order"), tiles of 32, 64 and 128 token
+     * rows differing in cost as half tiles do in the fp8 GEMM1. */
+    p.sched = a->order == FMCU_GG_ORDER_FIXED ? nullptr : a->sched;
     /* A stage's codes of a row start at row * (kp / W4) + kb * KS / W4 bytes
      * from sf8: aligned to the largest power of two (up to the stage's) that
      * divides the row stride, the stage's codes and the array's address. */
@@ -618,10 +662,12 @@ template <int W4, bool FOLD> cudaError_t launch(const fmcu_gg_args *a, int sms, 
 
 cudaError_t fmcu_gg_w4_swap_launch(const fmcu_gg_args *a, int sms, cudaStream_t st)
 {
-    if (!a || !a->bf16 || a->E == 0 || a->E > FMCU_GG_MAX_EXPERTS || a->K == 0 || a->K % 16 || a->N == 0 ||
-        a->N % 16 || a->kp % 32 || a->kp < a->K || a->rows_cap <= 0 || a->rows_cap > INT32_MAX ||
+    if (!a || !a->bf16 || a->E == 0 || a->E > FMCU_GG_MAX_EXPERTS || a->K == 0 || a->K % 16 || a->N == 0 || a->N % 16 ||
+        a->kp % 32 || a->kp < a->K || a->rows_cap <= 0 || a->rows_cap > INT32_MAX ||
         (uint64_t)a->E * a->N > INT32_MAX || sms <= 0 || ((uintptr_t)a->a | (uintptr_t)a->b | (uintptr_t)a->d) % 16 ||
-        (uintptr_t)a->bias % 2 || (a->col_vec && (uintptr_t)a->s_col % 8) || a->a_sf || a->b_sf)
+        (uintptr_t)a->bias % 2 || (a->col_vec && (uintptr_t)a->s_col % 8) || a->a_sf || a->b_sf ||
+        a->order < FMCU_GG_ORDER_AUTO || a->order > FMCU_GG_ORDER_COUNTER ||
+        (a->order != FMCU_GG_ORDER_FIXED && (!a->sched || (uintptr_t)a->sched % 4)))
         return cudaErrorInvalidValue;
     switch (a->w4) {
     case FMCU_GG_W4_INT4:

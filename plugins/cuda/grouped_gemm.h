@@ -111,9 +111,9 @@ cudaError_t fmcu_gg_launch(const fmcu_gg_args *args, fmcu_gg_kind kind, int sms,
 
 /* The 4-bit GEMMs (w4 = FMCU_GG_W4_INT4, 32 or 16) with the operands
  * swapped (gg_w4_swap.cu): the weights dequantized in registers as wgmma's
- * A operand, 128 weight rows by 128 token rows a tile, the fixed tile
- * order (`order` and `sched` unused). Same contract, refusals and bits as
- * fmcu_gg_launch's 4-bit kinds. */
+ * A operand, 128 weight rows by 128 token rows a tile; `order` FIXED the
+ * fixed tile order (`sched` unused), AUTO and COUNTER the counter's. Same
+ * contract, refusals and bits as fmcu_gg_launch's 4-bit kinds. */
 cudaError_t fmcu_gg_w4_swap_launch(const fmcu_gg_args *args, int sms, cudaStream_t st);
 
 #endif
