@@ -85,12 +85,16 @@ int fmcu_gg_promoted(int kind);
 /* Tile order (fmcu_gg_args.order; option prefill_tile_order). FIXED: CTA b
  * takes tiles b, b + grid, b + 2 grid, ...; COUNTER: tile b, then the next
  * untaken one from a counter; AUTO: the counter for promoted kinds and the
- * swapped 4-bit GEMM (fmcu_gg_w4_swap_launch), fixed for fast ones. H100, GEMMs alone under random routing and the
- * forward (bench/cuda/RESULTS.md at 5ddad69, "Prefill: half tiles and the tile order"): with half tiles in the fixed
- * order the promoted fp8 GEMM1s of long K ran 13-21% slower alone, 21-55% in the forward (CTAs drift apart and the
- * tiles in flight stop sharing weight tiles in L2), in the counter's order 1-6% faster than whole tiles; the fast kinds
- * ran up to 17% slower alone and 9% in the forward in the counter's order, and best with half tiles in the fixed one.
- */
+ * swapped 4-bit GEMM (fmcu_gg_w4_swap_launch), fixed for fast ones. H100,
+ * GEMMs alone under random routing and the forward (bench/cuda/RESULTS.md
+ * at 5ddad69, "Prefill: half tiles and the tile order"): with half tiles in
+ * the fixed order the promoted fp8 GEMM1s of long K ran 13-21% slower
+ * alone, 21-55% in the forward (CTAs drift apart and the tiles in flight
+ * stop sharing weight tiles in L2), in the counter's order 1-6% faster than
+ * whole tiles; the fast kinds ran up to 17% slower alone and 9% in the
+ * forward in the counter's order, and best with half tiles in the fixed
+ * one. The swapped 4-bit GEMM, H200: the counter 1-4% faster at M = 1024
+ * (bench/cuda/RESULTS.md, "The swapped 4-bit GEMM's tile order"). */
 #define FMCU_GG_ORDER_AUTO    0
 #define FMCU_GG_ORDER_FIXED   1
 #define FMCU_GG_ORDER_COUNTER 2
