@@ -4,7 +4,8 @@
  * block of its expert-sorted rows, column block of its weight rows), and
  * a CTA finds tile t from a prefix of tile counts over the experts in
  * shared memory. Also the ring position producer and consumers each keep,
- * and the two small helpers both kernels' epilogues use.
+ * the producer's end of a launch in the counter order, and the two small
+ * helpers both kernels' epilogues use.
  * Device-side C++ only.
  */
 #ifndef FMOE_PLUGIN_CUDA_GG_TILES_CUH
@@ -12,6 +13,8 @@
 
 #include <cuda_bf16.h>
 #include <stdint.h>
+
+#include "plugins/cuda/mbarrier.cuh"
 
 namespace fmcu_gg {
 
@@ -89,6 +92,24 @@ struct ring {
         }
     }
 };
+
+/* The producer's end of a launch in the counter order (tiles published in
+ * tile_of with their first stage): tile -1 on the next stage, by an arrive
+ * without bytes, tells the consumers there are no more; then the last CTA
+ * to get here zeroes the counter (sched[2]: the next tile past the first
+ * wave, CTAs done) for the next launch, every CTA having taken its last
+ * tile by then. */
+__device__ __forceinline__ void no_more_tiles(ring &r, uint64_t *full, uint64_t *empty, int *tile_of, int *sched)
+{
+    fmcu_async::mbar_wait(fmcu_async::smem_addr(&empty[r.stage]), r.phase ^ 1);
+    tile_of[r.stage] = -1;
+    fmcu_async::mbar_arrive(fmcu_async::smem_addr(&full[r.stage]));
+    __threadfence();
+    if (atomicAdd(sched + 1, 1) == (int)gridDim.x - 1) {
+        atomicExch(sched, 0);
+        atomicExch(sched + 1, 0);
+    }
+}
 
 /* Barrier of one consumer warp group (ids 1, 2; 0 is __syncthreads). */
 __device__ __forceinline__ void wg_sync(int id)

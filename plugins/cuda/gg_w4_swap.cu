@@ -552,19 +552,8 @@ __global__ void __launch_bounds__(THREADS, 1)
             }
             t = next;
         }
-        /* No more tiles (counter order): an arrive without bytes tells the
-         * consumers; then the last CTA here zeroes the counter for the next
-         * launch (every CTA has taken its last tile by then). */
-        if (p.sched) {
-            mbar_wait(smem_addr(&empty[r.stage]), r.phase ^ 1);
-            tile_of[r.stage] = -1;
-            mbar_arrive(smem_addr(&full[r.stage]));
-            __threadfence();
-            if (atomicAdd(p.sched + 1, 1) == (int)gridDim.x - 1) {
-                atomicExch(p.sched, 0);
-                atomicExch(p.sched + 1, 0);
-            }
-        }
+        if (p.sched) /* the counter order's consumers wait for the end */
+            fmcu_gg::no_more_tiles(r, full, empty, tile_of, p.sched);
         return;
     }
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REGS_CONSUMER));

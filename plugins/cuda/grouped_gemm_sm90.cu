@@ -819,17 +819,7 @@ __global__ void __launch_bounds__(KIND_THREADS<W4>, 1)
             }
             t = next;
         }
-        /* No more tiles: tell the consumers (an arrive without bytes), then
-         * the last CTA to get here zeroes the counter for the next launch:
-         * every CTA has taken its last tile by then. */
-        mbar_wait(smem_addr(&empty[r.stage]), r.phase ^ 1);
-        tile_of[r.stage] = -1;
-        mbar_arrive(smem_addr(&full[r.stage]));
-        __threadfence();
-        if (atomicAdd(p.sched + 1, 1) == (int)gridDim.x - 1) {
-            atomicExch(p.sched, 0);
-            atomicExch(p.sched + 1, 0);
-        }
+        fmcu_gg::no_more_tiles(r, full, empty, tile_of, p.sched);
         return;
     }
 
