@@ -434,11 +434,9 @@ extern "C" int fmcu_forward(const fmcu_layer *L, const fmcu_call *c, char *err, 
      * whatever tier the call would take: by default (wq_ring = auto) from 6
      * to 47 rows an expert on average, to 31 (int4), 35 (MXFP4) or 23
      * (NVFP4) where the call would take the fused form on the prefill tier
-     * and its GEMMs are the swapped form (fmcu_wq_ring_wanted, tier.h). */
-    const int64_t ring_max = !prefill_ok || !wq_fused || !fmcu_prefill_w4_swaps(L) ? FMCU_WQ_RING_MAX_ROWS
-                             : L->wq.format == FMCU_WQ_INT4           ? FMCU_WQ_RING_SWAP_INT4_MAX_ROWS
-                             : L->wq.fp4_block == 16                  ? FMCU_WQ_RING_SWAP_NVFP4_MAX_ROWS
-                                                                      : FMCU_WQ_RING_SWAP_E2M1_MAX_ROWS;
+     * and its GEMMs are the swapped form (fmcu_wq_ring_max_rows, tier.h). */
+    const int64_t ring_max = fmcu_wq_ring_max_rows(prefill_ok && wq_fused && fmcu_prefill_w4_swaps(L),
+                                                   L->wq.format == FMCU_WQ_INT4, L->wq.fp4_block);
     const bool wq_ring = wq &&
                          fmcu_wq_ring_wanted(L->opt.wq_ring, m, L->top_k, L->local_experts, L->opt.tier, ring_max) &&
                          L->quant != FMCU_Q_MXFP4_A8 &&

@@ -71,6 +71,15 @@ int fmcu_wq_ring_wanted(int option, int64_t m, uint32_t top_k, uint32_t local_ex
     return per_expert >= FMCU_WQ_RING_MIN_ROWS && per_expert <= max_rows;
 }
 
+int64_t fmcu_wq_ring_max_rows(int swapped, int int4, uint32_t fp4_block)
+{
+    if (!swapped)
+        return FMCU_WQ_RING_MAX_ROWS;
+    return int4              ? FMCU_WQ_RING_SWAP_INT4_MAX_ROWS
+           : fp4_block == 16 ? FMCU_WQ_RING_SWAP_NVFP4_MAX_ROWS
+                             : FMCU_WQ_RING_SWAP_E2M1_MAX_ROWS;
+}
+
 int fmcu_w4_gemm_swapped(int option, int int4, uint32_t fp4_block, int mx_fold)
 {
     if (option != FMCU_W4_GEMM_AUTO)

@@ -320,6 +320,11 @@ int fmcu_wq_int4_fused(int option, int64_t m, uint32_t top_k, uint32_t local_exp
  * swapped form) when no tier or the stream tier is forced. */
 int fmcu_wq_ring_wanted(int option, int64_t m, uint32_t top_k, uint32_t local_experts, int forced, int64_t max_rows);
 
+/* fmcu_wq_ring_wanted's max_rows for a layer: FMCU_WQ_RING_MAX_ROWS, or
+ * where the call would take the prefill tier's swapped GEMMs (`swapped`)
+ * its format's bound: int4 (`int4`), NVFP4 (`fp4_block` 16) or MXFP4. */
+int64_t fmcu_wq_ring_max_rows(int swapped, int int4, uint32_t fp4_block);
+
 /* Whether the prefill tier's grouped GEMM over a 4-bit projection takes
  * the swapped form (gg_w4_swap.cu) rather than the converting kinds:
  * `option` is prefill_w4_gemm (FMCU_W4_GEMM_*, options.h); swapped or

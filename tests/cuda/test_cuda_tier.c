@@ -199,6 +199,19 @@ START_TEST(wq_ring_to_31_35_or_23_rows_before_the_swapped_form)
 }
 END_TEST
 
+/* Which of those bounds a layer gets: 47 unless its calls there would take
+ * the swapped GEMMs, then its format's. */
+START_TEST(wq_ring_bound_by_format_where_the_gemms_are_swapped)
+{
+    ck_assert_int_eq(fmcu_wq_ring_max_rows(0, 1, 0), 47);
+    ck_assert_int_eq(fmcu_wq_ring_max_rows(0, 0, 16), 47);
+    ck_assert_int_eq(fmcu_wq_ring_max_rows(0, 0, 32), 47);
+    ck_assert_int_eq(fmcu_wq_ring_max_rows(1, 1, 0), 31);  /* int4 */
+    ck_assert_int_eq(fmcu_wq_ring_max_rows(1, 0, 16), 23); /* NVFP4 */
+    ck_assert_int_eq(fmcu_wq_ring_max_rows(1, 0, 32), 35); /* MXFP4 */
+}
+END_TEST
+
 /* int4 with 128-column groups: auto converts inside the grouped GEMM from
  * 48 rows an expert (the wgmma kernel below: measured crossover between 32
  * and 64), at 1 to 1024 local experts; on from any size; off never. */
@@ -463,6 +476,7 @@ int main(void)
     tcase_add_test(tc, int4_fused_form_from_48_rows_an_expert);
     tcase_add_test(tc, wq_ring_from_6_to_47_rows_an_expert);
     tcase_add_test(tc, wq_ring_to_31_35_or_23_rows_before_the_swapped_form);
+    tcase_add_test(tc, wq_ring_bound_by_format_where_the_gemms_are_swapped);
     tcase_add_test(tc, int4_swapped_form_from_32_rows_an_expert);
     tcase_add_test(tc, stream_wgmma_from_4_rows_or_always);
     tcase_add_test(tc, stream_wgmma2_from_128_pairs_or_4_rows_or_block);
