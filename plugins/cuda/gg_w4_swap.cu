@@ -26,9 +26,9 @@
  * rows m64n64k16, of at most 32 m64n32k16: tile_n). Tiles as grouped_gemm_sm90.cu's
  * (gg_tiles.cuh) with BN = 128, in the fixed order (CTA b: tiles b, b +
  * grid, ...) or the counter's (fmcu_gg_args.order). int4: a stage is one
- * scale group; its eight wgmmas sum into
- * partial sums from zero, drained at the stage's end and promoted, fin +=
- * part x scale (the converting kind's arithmetic in the same order).
+ * scale group; its eight wgmmas sum into partial sums from zero, drained
+ * at the stage's end and promoted, fin += part x scale (the converting
+ * kind's arithmetic in the same order).
  * e2m1: values times their block scales are exact bf16 operands, one
  * accumulator runs over all of K; FOLD (NVFP4 always, MXFP4 where every
  * scale code is at most 128: fmcu_gg_args.mx_fold) makes each register of
