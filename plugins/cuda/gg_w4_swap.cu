@@ -22,8 +22,8 @@
  *
  * Shape. 384 threads: a producer warp group (one thread issues TMA into a
  * ring of STAGES stages of 128 columns) and two consumer warp groups of 64
- * weight rows (m64n128k16 RS wgmmas; an expert's last block the fewest of
- * 96, 64, 48 or 32 token rows that hold it: tile_n). Tiles as grouped_gemm_sm90.cu's
+ * weight rows (m64n128k16 RS wgmmas; an expert's last block of at most 64
+ * rows m64n64k16, of at most 32 m64n32k16: tile_n). Tiles as grouped_gemm_sm90.cu's
  * (gg_tiles.cuh) with BN = 128, in the fixed order (CTA b: tiles b, b +
  * grid, ...) or the counter's (fmcu_gg_args.order). int4: a stage is one
  * scale group; its eight wgmmas sum into partial sums from zero, drained
@@ -110,37 +110,23 @@ struct params {
 /* wgmma of a warp group's 64 weight rows by N token rows, one k16 step. */
 template <int N> __device__ __forceinline__ void mma(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc, int acc)
 {
-    static_assert(N == 128 || N == 96 || N == 64 || N == 48 || N == 32, "tile_n's sizes");
     if constexpr (N == 128)
         fmcu_wgmma::wgmma_m64n128k16_bf16_rs(d, a, desc, acc);
-    else if constexpr (N == 96)
-        fmcu_wgmma::wgmma_m64n96k16_bf16_rs(d, a, desc, acc);
     else if constexpr (N == 64)
         fmcu_wgmma::wgmma_m64n64k16_bf16_rs(d, a, desc, acc);
-    else if constexpr (N == 48)
-        fmcu_wgmma::wgmma_m64n48k16_bf16_rs(d, a, desc, acc);
     else
         fmcu_wgmma::wgmma_m64n32k16_bf16_rs(d, a, desc, acc);
 }
 
-/* Token rows a tile computes: 128, or for an expert's last row block
- * (unless p.halves is 0: whole tiles) the fewest of 96, 64, 48 and 32
- * that hold its rows. Under random routing an expert's rows end anywhere
- * in its last block: at 64 rows an expert on average (Qwen3-30B-A3B M =
- * 1024) about half the experts end 1-32 rows past 64, whose 128-row tiles
- * would be a quarter rows past their end at 96; at 32 (Mixtral-8x7B M =
- * 128, gpt-oss-120b and DeepSeek-V3 M = 1024), likewise 33-48 rows in a
- * 64-row tile. */
-__device__ __forceinline__ int tile_n(const tile_at &at, int halves)
+/* Token rows a tile computes: 128, or for an expert's last row block of
+ * at most 64 rows (a half tile) 64, of at most 32 rows 32: at 32 rows an
+ * expert (Mixtral-8x7B M = 128, DeepSeek-V3 M = 1024) the wgmmas of a
+ * 64-row tile would be half rows past the expert's end. */
+__device__ __forceinline__ int tile_n(const tile_at &at)
 {
-    const int rows = at.row_end - at.row0; /* more than TR: not the expert's last block */
-    if (!halves || rows > 3 * TR / 4)
+    if (!at.half)
         return TR;
-    if (rows > TR / 2)
-        return 3 * TR / 4;
-    if (rows > 3 * TR / 8)
-        return TR / 2;
-    return rows > TR / 4 ? 3 * TR / 8 : TR / 4;
+    return at.row_end - at.row0 <= TR / 4 ? TR / 4 : TR / 2;
 }
 
 /* A thread's two weight rows (fragment rows lo, hi): where their scale
@@ -427,7 +413,7 @@ __device__ __forceinline__ void store_tile(const float (&fin)[N / 2], const tile
     }
 }
 
-/* A consumer warp group's tile: N token rows (128, 96, 64, 48 or 32: tile_n).
+/* A consumer warp group's tile: N token rows (128, 64 or 32: tile_n).
  * int4: each stage's sums from zero, drained at its end, promoted into fin
  * (fin += part x scale, the converting kind's arithmetic in its order);
  * e2m1: one accumulator over all of K (the scales are in the operand),
@@ -505,8 +491,7 @@ __device__ __forceinline__ void run_tile(float (&fin)[N / 2], float (&part)[N / 
 
 template <int W4, bool FOLD>
 __global__ void __launch_bounds__(THREADS, 1)
-    gg_w4_swap_kernel(const __grid_constant__ CUtensorMap map_x, const __grid_constant__ CUtensorMap map_x96,
-                      const __grid_constant__ CUtensorMap map_x64, const __grid_constant__ CUtensorMap map_x48,
+    gg_w4_swap_kernel(const __grid_constant__ CUtensorMap map_x, const __grid_constant__ CUtensorMap map_x64,
                       const __grid_constant__ CUtensorMap map_x32, const __grid_constant__ CUtensorMap map_w,
                       const __grid_constant__ CUtensorMap map_d, const params p)
 {
@@ -536,9 +521,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         if (threadIdx.x != 0)
             return;
         asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&map_x) : "memory");
-        asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&map_x96) : "memory");
         asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&map_x64) : "memory");
-        asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&map_x48) : "memory");
         asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&map_x32) : "memory");
         asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&map_w) : "memory");
         /* Tile blockIdx.x first, then t + grid (fixed order) or the next
@@ -551,12 +534,8 @@ __global__ void __launch_bounds__(THREADS, 1)
         while (t < total) {
             const tile_at at = find_tile(t, pre, off, E, p.halves);
             const int wrow = at.e * (int)p.N + at.nb * WR;
-            const int n = tile_n(at, p.halves);
-            const CUtensorMap *mx = n == TR           ? &map_x
-                                    : n == 3 * TR / 4 ? &map_x96
-                                    : n == TR / 2     ? &map_x64
-                                    : n == 3 * TR / 8 ? &map_x48
-                                                      : &map_x32;
+            const int n = tile_n(at);
+            const CUtensorMap *mx = n == TR ? &map_x : n == TR / 2 ? &map_x64 : &map_x32;
             int next = total;
             for (int kb = 0; kb < KB; kb++) {
                 mbar_wait(smem_addr(&empty[r.stage]), r.phase ^ 1);
@@ -580,10 +559,8 @@ __global__ void __launch_bounds__(THREADS, 1)
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REGS_CONSUMER));
     const int w = wg - 1, tw = threadIdx.x % 128;
     const uint32_t out = base + OUT_AT + w * OUT_BYTES;
-    float fin[TR / 2], part[TR / 2]; /* accumulators of each tile_n size: one live at a time */
-    float f96[3 * TR / 8], p96[3 * TR / 8];
+    float fin[TR / 2], part[TR / 2];
     float hfin[TR / 4], hpart[TR / 4];
-    float f48[3 * TR / 16], p48[3 * TR / 16];
     float qfin[TR / 8], qpart[TR / 8];
     ring r;
     /* The fixed order's tiles are known ahead, so run_tile's first scale
@@ -599,15 +576,11 @@ __global__ void __launch_bounds__(THREADS, 1)
             break;
         }
         const tile_at at = find_tile(t, pre, off, E, p.halves);
-        const int n = tile_n(at, p.halves);
+        const int n = tile_n(at);
         if (n == TR)
             run_tile<W4, FOLD, TR>(fin, part, r, at, p, &map_d, KB, base, full, empty, w, tw, out);
-        else if (n == 3 * TR / 4)
-            run_tile<W4, FOLD, 3 * TR / 4>(f96, p96, r, at, p, &map_d, KB, base, full, empty, w, tw, out);
         else if (n == TR / 2)
             run_tile<W4, FOLD, TR / 2>(hfin, hpart, r, at, p, &map_d, KB, base, full, empty, w, tw, out);
-        else if (n == 3 * TR / 8)
-            run_tile<W4, FOLD, 3 * TR / 8>(f48, p48, r, at, p, &map_d, KB, base, full, empty, w, tw, out);
         else
             run_tile<W4, FOLD, TR / 4>(qfin, qpart, r, at, p, &map_d, KB, base, full, empty, w, tw, out);
     }
@@ -626,11 +599,9 @@ bool encode(CUtensorMap *map, const void *base, uint64_t rows, uint64_t inner, u
 
 template <int W4, bool FOLD> cudaError_t launch(const fmcu_gg_args *a, int sms, cudaStream_t st)
 {
-    CUtensorMap map_x, map_x96, map_x64, map_x48, map_x32, map_w, map_d; /* token boxes of tile_n's sizes */
+    CUtensorMap map_x, map_x64, map_x32, map_w, map_d;
     if (!encode(&map_x, a->a, (uint64_t)a->rows_cap, a->K, 2, 64, TR, CU_TENSOR_MAP_SWIZZLE_128B) ||
-        !encode(&map_x96, a->a, (uint64_t)a->rows_cap, a->K, 2, 64, 3 * TR / 4, CU_TENSOR_MAP_SWIZZLE_128B) ||
         !encode(&map_x64, a->a, (uint64_t)a->rows_cap, a->K, 2, 64, TR / 2, CU_TENSOR_MAP_SWIZZLE_128B) ||
-        !encode(&map_x48, a->a, (uint64_t)a->rows_cap, a->K, 2, 64, 3 * TR / 8, CU_TENSOR_MAP_SWIZZLE_128B) ||
         !encode(&map_x32, a->a, (uint64_t)a->rows_cap, a->K, 2, 64, TR / 4, CU_TENSOR_MAP_SWIZZLE_128B) ||
         !encode(&map_w, a->b, (uint64_t)a->E * a->N, a->kp / 2, 1, CODE_ROW, WR, CU_TENSOR_MAP_SWIZZLE_64B) ||
         !encode(&map_d, a->d, (uint64_t)a->rows_cap, a->N, 2, 64, 64, CU_TENSOR_MAP_SWIZZLE_128B))
@@ -672,7 +643,7 @@ template <int W4, bool FOLD> cudaError_t launch(const fmcu_gg_args *a, int sms, 
     /* More CTAs than tiles would only wait: at most ceil(rows / 128) + E row blocks. */
     const int64_t tiles = ((a->rows_cap + TR - 1) / TR + a->E) * (int64_t)((a->N + WR - 1) / WR);
     const unsigned grid = (unsigned)(tiles < sms ? tiles : sms);
-    kernel<<<grid, THREADS, SMEM, st>>>(map_x, map_x96, map_x64, map_x48, map_x32, map_w, map_d, p);
+    kernel<<<grid, THREADS, SMEM, st>>>(map_x, map_x64, map_x32, map_w, map_d, p);
     return cudaGetLastError();
 }
 

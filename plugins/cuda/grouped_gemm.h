@@ -57,8 +57,7 @@ struct fmcu_gg_args {
     int bf16;        /* A and B bf16 (fast kinds: wgmma accumulates bf16 in f32) */
     int whole_tiles; /* 1: every tile 128 rows (measurements); 0: an expert's last
                         row block of at most 64 rows is a half tile, 64 rows with the
-                        warp groups splitting its columns (same bits); the swapped
-                        4-bit GEMM's the fewest of 96, 64, 48 or 32 rows that hold it */
+                        warp groups splitting its columns (same bits) */
     /* e2m1 weights converted in the kernel (prefill_dequant.h's arithmetic):
      * w4 = their block size (16 NVFP4, 32 MXFP4) and b = their chunks [E, N,
      * kp / 32] (wq_pack.h), sf8 = their scale codes [E, N, kp / w4]; `kind`

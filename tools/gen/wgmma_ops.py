@@ -69,10 +69,10 @@ def wrapper(n, t):
                  f"%{regs}, %{regs + 1}, p, {imms}", ['"l"(desc_a)', '"l"(desc_b)']))
 
 # A in registers: the 4-bit kernels' token tiles (bf16, f16: k16, transpose
-# flag for B; wq_wgmma.cu's 64 and 128 rows, wq_ring.cu's 16 to 64 pairs,
-# gg_w4_swap.cu's 32 to 128 token rows) and the MegaMoE SM90 tile's one to
-# four n8 slices (e4m3: k32, no transpose flags).
-RS_SHAPES = (16, 32, 48, 64, 96, 128)
+# flag for B; wq_wgmma.cu's 64 and 128 rows, wq_ring.cu's 16 to 64 pairs)
+# and the MegaMoE SM90 tile's one to four n8 slices (e4m3: k32, no
+# transpose flags).
+RS_SHAPES = (16, 32, 48, 64, 128)
 RS_TYPES = (("bf16", 16, "bf16.bf16", "1, 1, 0"), ("f16", 16, "f16.f16", "1, 1, 0"))
 RS_E4M3_SHAPES = (8, 16, 24, 32)
 RS_E4M3 = ("e4m3", 32, "e4m3.e4m3", "1, 1")
