@@ -628,6 +628,114 @@ START_TEST(random_against_naive_router)
 }
 END_TEST
 
+/* fmoe_reference_route, the public router on tensors: bf16 and f16 logits
+ * (exact values) route as their f32 values do, rows follow the logits'
+ * row stride, and the hand values: softmax top-2 of {1, 3, 2, 0}
+ * renormalized is e^3 / (e^3 + e^2) = 1 / (1 + e^-1) = 0.7310585786 for
+ * expert 1 and 0.2689414214 for expert 2; row 1 {5, 1, 1, 4} likewise for
+ * experts 0 and 3. The padding between rows (100) would win if it were
+ * read as a logit. */
+START_TEST(public_route_reads_each_logit_dtype_and_row_stride)
+{
+    fmoe_layer_config cfg = base_config(4, 2, FMOE_SCORING_SOFTMAX);
+    cfg.renormalize = 1;
+    const float f32[12] = {1, 3, 2, 0, 100, 100, 5, 1, 1, 4, 100, 100};
+    const uint16_t bf16[12] = {0x3F80, 0x4040, 0x4000, 0,      0x42C8, 0x42C8,
+                               0x40A0, 0x3F80, 0x3F80, 0x4080, 0x42C8, 0x42C8};
+    const uint16_t f16[12] = {0x3C00, 0x4200, 0x4000, 0,      0x5640, 0x5640,
+                              0x4500, 0x3C00, 0x3C00, 0x4400, 0x5640, 0x5640};
+    const void *data[3] = {f32, bf16, f16};
+    const fmoe_dtype dtypes[3] = {FMOE_DTYPE_F32, FMOE_DTYPE_BF16, FMOE_DTYPE_F16};
+    const int32_t want_ids[4] = {1, 2, 0, 3};
+    const double want_w[4] = {0.7310585786300049, 0.2689414213699951, 0.7310585786300049, 0.2689414213699951};
+    for (int d = 0; d < 3; d++) {
+        const int64_t ls[2] = {2, 4}, ks[2] = {2, 2};
+        fmoe_tensor logits, tw, ti;
+        float w[4] = {-1, -1, -1, -1};
+        int32_t ids[4] = {-1, -1, -1, -1};
+        ck_assert_int_eq(fmoe_tensor_init(&logits, dtypes[d], 2, ls, (void *)data[d]), FMOE_STATUS_OK);
+        logits.strides[0] = 6; /* rows of 4 logits, 6 apart */
+        ck_assert_int_eq(fmoe_tensor_init(&tw, FMOE_DTYPE_F32, 2, ks, w), FMOE_STATUS_OK);
+        ck_assert_int_eq(fmoe_tensor_init(&ti, FMOE_DTYPE_INT32, 2, ks, ids), FMOE_STATUS_OK);
+        ck_assert_msg(fmoe_reference_route(&cfg, &logits, NULL, &tw, &ti) == FMOE_STATUS_OK, "%s: %s",
+                      fmoe_dtype_name(dtypes[d]), fmoe_last_error());
+        for (int j = 0; j < 4; j++) {
+            ck_assert_msg(ids[j] == want_ids[j], "%s slot %d: id %d, expected %d", fmoe_dtype_name(dtypes[d]), j,
+                          ids[j], want_ids[j]);
+            ck_assert_msg(fabs(w[j] - want_w[j]) <= TOL * want_w[j], "%s slot %d: %.9g, expected %.9g",
+                          fmoe_dtype_name(dtypes[d]), j, (double)w[j], want_w[j]);
+        }
+    }
+}
+END_TEST
+
+/* Each tensor the public router is handed is checked before any is read,
+ * with the tensor named. */
+START_TEST(public_route_refuses_bad_tensors)
+{
+    fmoe_layer_config cfg = base_config(4, 2, FMOE_SCORING_SOFTMAX);
+    float lg[8] = {1, 3, 2, 0, 5, 1, 1, 4}, w[4], bias[8] = {0};
+    int32_t lgi[8] = {0}, ids[4];
+    const int64_t ls[2] = {2, 4}, ks[2] = {2, 2}, wide[2] = {2, 3}, bs[1] = {4}, bs8[1] = {8};
+    fmoe_tensor logits, tw, ti, b;
+#define INIT() \
+    do { \
+        ck_assert_int_eq(fmoe_tensor_init(&logits, FMOE_DTYPE_F32, 2, ls, lg), FMOE_STATUS_OK); \
+        ck_assert_int_eq(fmoe_tensor_init(&tw, FMOE_DTYPE_F32, 2, ks, w), FMOE_STATUS_OK); \
+        ck_assert_int_eq(fmoe_tensor_init(&ti, FMOE_DTYPE_INT32, 2, ks, ids), FMOE_STATUS_OK); \
+        ck_assert_int_eq(fmoe_tensor_init(&b, FMOE_DTYPE_F32, 1, bs, bias), FMOE_STATUS_OK); \
+    } while (0)
+#define REFUSED(bias_tensor, message) \
+    do { \
+        ck_assert_int_eq(fmoe_reference_route(&cfg, &logits, bias_tensor, &tw, &ti), FMOE_STATUS_INVALID_ARGUMENT); \
+        ck_assert_str_eq(fmoe_last_error(), message); \
+    } while (0)
+
+    INIT();
+    ck_assert_int_eq(fmoe_tensor_init(&logits, FMOE_DTYPE_INT32, 2, ls, lgi), FMOE_STATUS_OK);
+    REFUSED(NULL, "router_logits: dtype int32, expected f32, bf16 or f16");
+    INIT();
+    ck_assert_int_eq(fmoe_tensor_init(&logits, FMOE_DTYPE_F32, 2, wide, lg), FMOE_STATUS_OK);
+    REFUSED(NULL, "router_logits: expected [*, 4], got f32 [2, 3]");
+    INIT();
+    logits.strides[1] = 2;
+    logits.strides[0] = 8;
+    logits.shape[0] = 1;
+    REFUSED(NULL, "router_logits: the reference router needs host memory with unit column stride");
+    INIT();
+    logits.device_kind = FMOE_DEVICE_CUDA;
+    REFUSED(NULL, "router_logits: the reference router needs host memory with unit column stride");
+    INIT();
+    ck_assert_int_eq(fmoe_tensor_init(&tw, FMOE_DTYPE_BF16, 2, ks, w), FMOE_STATUS_OK);
+    REFUSED(NULL, "topk_weights: expected f32 [2, 2], got bf16 [2, 2]");
+    INIT();
+    ck_assert_int_eq(fmoe_tensor_init(&ti, FMOE_DTYPE_INT32, 2, wide, lgi), FMOE_STATUS_OK);
+    REFUSED(NULL, "topk_ids: expected int32 [2, 2], got int32 [2, 3]");
+    INIT();
+    ti.strides[0] = 3; /* rows 3 apart */
+    REFUSED(NULL, "topk_weights/topk_ids must be contiguous");
+    INIT();
+    REFUSED(&b, "correction_bias given but the layer config has has_correction_bias = 0");
+    cfg.has_correction_bias = 1;
+    INIT();
+    REFUSED(NULL, "correction_bias: required when has_correction_bias is set");
+    ck_assert_int_eq(fmoe_tensor_init(&b, FMOE_DTYPE_F32, 1, bs8, bias), FMOE_STATUS_OK);
+    REFUSED(&b, "correction_bias: expected f32 [4], got f32 [8]");
+    INIT();
+    b.strides[0] = 2;
+    REFUSED(&b, "correction_bias must be contiguous");
+    /* The same tensors with a valid bias route; a config the library refuses does not. */
+    INIT();
+    ck_assert_int_eq(fmoe_reference_route(&cfg, &logits, &b, &tw, &ti), FMOE_STATUS_OK);
+    ck_assert_int_eq(ids[0], 1);
+    ck_assert_int_eq(ids[2], 0);
+    cfg.top_k = 5; /* more than the 4 experts: the config itself is refused */
+    ck_assert_int_eq(fmoe_reference_route(&cfg, &logits, &b, &tw, &ti), FMOE_STATUS_INVALID_ARGUMENT);
+#undef REFUSED
+#undef INIT
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("routing");
@@ -651,11 +759,13 @@ static Suite *suite(void)
     tcase_add_test(tc, nan_inf_fuzz_ids_unique);
     tcase_add_test(tc, rows_use_leading_dimension);
     tcase_add_test(tc, random_against_naive_router);
+    tcase_add_test(tc, public_route_reads_each_logit_dtype_and_row_stride);
+    tcase_add_test(tc, public_route_refuses_bad_tensors);
     suite_add_tcase(s, tc);
     return s;
 }
 
 int main(void)
 {
-    return fmoe_test_main(suite(), 19);
+    return fmoe_test_main(suite(), 21);
 }
