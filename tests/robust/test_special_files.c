@@ -273,6 +273,29 @@ START_TEST(test_regular_and_missing)
 }
 END_TEST
 
+/* A regular file whose size stat gives as 0 though it has content (procfs;
+ * likewise one that grows while it is read) is read to its end, and past
+ * the limit is refused with the bytes seen: the limit plus one, never more
+ * read. /proc/self/status starts "Name:\t" and is longer than 16 bytes. */
+START_TEST(test_size_unknown_to_stat)
+{
+    const char *path = "/proc/self/status";
+    struct stat sb;
+    ck_assert_int_eq(stat(path, &sb), 0);
+    ck_assert_msg(S_ISREG(sb.st_mode) && sb.st_size == 0, "%s: expected a regular file of stat size 0", path);
+    char *buf = NULL;
+    size_t len = 0;
+    ck_assert_int_eq(fmoe_read_text_file(path, 1 << 20, "config.json", &buf, &len), FMOE_STATUS_OK);
+    ck_assert_uint_gt(len, 16);
+    ck_assert_uint_eq(strlen(buf), len);
+    ck_assert_int_eq(strncmp(buf, "Name:\t", 6), 0);
+    free(buf);
+    ck_assert_int_eq(fmoe_read_text_file(path, 16, "config.json", &buf, &len), FMOE_STATUS_INVALID_ARGUMENT);
+    ck_assert_ptr_null(buf);
+    ck_assert_str_eq(fmoe_last_error(), "/proc/self/status: 17 bytes, larger than the 16-byte limit for a config.json");
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("special_files");
@@ -286,11 +309,12 @@ static Suite *suite(void)
     tcase_add_test(tc, test_toml);
     tcase_add_test(tc, test_plugin_library);
     tcase_add_test(tc, test_regular_and_missing);
+    tcase_add_test(tc, test_size_unknown_to_stat);
     suite_add_tcase(s, tc);
     return s;
 }
 
 int main(void)
 {
-    return fmoe_test_main(suite(), 7);
+    return fmoe_test_main(suite(), 8);
 }
