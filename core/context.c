@@ -86,10 +86,12 @@ static fmoe_status setup_logging(fmoe_context *ctx, const fmoe_context_options *
     if (cfg->log_level && fmoe_logger_set_level(&ctx->logger, cfg->log_level) != 0)
         return fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT, "%s: unknown [log] level '%s'", cfg->path, cfg->log_level);
     const char *spec = env_get(o, "FMOE_LOG");
-    if (spec)
-        fmoe_logger_apply_spec(&ctx->logger, spec);
-    if (FMOE_HAS_FIELD(o, log_spec) && o->log_spec)
-        fmoe_logger_apply_spec(&ctx->logger, o->log_spec);
+    fmoe_status st;
+    if (spec && (st = fmoe_logger_apply_spec(&ctx->logger, spec, "FMOE_LOG")) != FMOE_STATUS_OK)
+        return st;
+    if (FMOE_HAS_FIELD(o, log_spec) && o->log_spec &&
+        (st = fmoe_logger_apply_spec(&ctx->logger, o->log_spec, "log_spec (--log)")) != FMOE_STATUS_OK)
+        return st;
     if (cfg->dispatch_log)
         return fmoe_logger_open_dispatch(&ctx->logger, cfg->dispatch_log);
     return FMOE_STATUS_OK;

@@ -47,24 +47,42 @@ int fmoe_logger_set_level(fmoe_logger *lg, const char *name)
     return 0;
 }
 
-void fmoe_logger_apply_spec(fmoe_logger *lg, const char *spec)
+static int has_category(const fmoe_logger *lg, const char *name)
+{
+    for (int i = 0; i < lg->n_categories; i++)
+        if (strcmp(lg->categories[i], name) == 0)
+            return 1;
+    return 0;
+}
+
+fmoe_status fmoe_logger_apply_spec(fmoe_logger *lg, const char *spec, const char *source)
 {
     size_t n = 0;
     char **words = fmoe_split_list(spec, ',', &n);
     if (!words)
-        return;
-    for (size_t i = 0; i < n; i++) {
-        int level = level_from_name(words[i]);
+        return fmoe_error_set(FMOE_STATUS_OUT_OF_MEMORY, "out of memory reading %s", source);
+    fmoe_status st = FMOE_STATUS_OK;
+    for (size_t i = 0; i < n && st == FMOE_STATUS_OK; i++) {
+        const char *w = words[i];
+        int level = level_from_name(w);
         if (level >= 0)
             lg->level = level;
-        else if (strcmp(words[i], "all") == 0)
+        else if (strcmp(w, "all") == 0)
             lg->level = FMOE_LOG_DEBUG;
-        else if (lg->n_categories < FMOE_LOG_MAX_CATEGORIES) {
-            snprintf(lg->categories[lg->n_categories], sizeof lg->categories[0], "%s", words[i]);
-            lg->n_categories++;
-        }
+        else if (has_category(lg, w))
+            continue;
+        else if (strlen(w) >= FMOE_LOG_CATEGORY_CAP)
+            st = fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT, "%s: category '%.40s...' is longer than %d characters",
+                                source, w, FMOE_LOG_CATEGORY_CAP - 1);
+        else if (lg->n_categories == FMOE_LOG_MAX_CATEGORIES)
+            st = fmoe_error_set(FMOE_STATUS_INVALID_ARGUMENT,
+                                "%s: category '%s' is one more than the %d a log can raise", source, w,
+                                FMOE_LOG_MAX_CATEGORIES);
+        else
+            snprintf(lg->categories[lg->n_categories++], FMOE_LOG_CATEGORY_CAP, "%s", w);
     }
     free(words);
+    return st;
 }
 
 fmoe_status fmoe_logger_open_dispatch(fmoe_logger *lg, const char *path)

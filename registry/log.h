@@ -12,13 +12,16 @@
 #include "fusedmoe/fusedmoe.h"
 
 #define FMOE_LOG_MAX_CATEGORIES 16
+/* A category's bytes with its NUL: "plugin:" and the longest name host.c
+ * logs under. */
+#define FMOE_LOG_CATEGORY_CAP 96
 
 typedef struct fmoe_logger {
     fmoe_log_fn fn; /* NULL: stderr */
     void *user;
     int level; /* messages at or below this level are shown */
     /* Categories raised to DEBUG by FMOE_LOG ("loader", "select", ...). */
-    char categories[FMOE_LOG_MAX_CATEGORIES][24];
+    char categories[FMOE_LOG_MAX_CATEGORIES][FMOE_LOG_CATEGORY_CAP];
     int n_categories;
     FILE *dispatch;       /* JSONL dispatch log, or NULL */
     pthread_mutex_t lock; /* serializes the stderr and dispatch writes */
@@ -32,8 +35,10 @@ int fmoe_logger_set_level(fmoe_logger *lg, const char *name);
 
 /* Apply an FMOE_LOG value: comma-separated level names and categories
  * ("all" = debug everywhere). Any other word names a category, which is
- * then shown down to debug. */
-void fmoe_logger_apply_spec(fmoe_logger *lg, const char *spec);
+ * then shown down to debug. A category too long to keep, or one past the
+ * FMOE_LOG_MAX_CATEGORIES distinct ones, is INVALID_ARGUMENT naming
+ * `source` (where the spec came from) and the word: never dropped. */
+fmoe_status fmoe_logger_apply_spec(fmoe_logger *lg, const char *spec, const char *source);
 
 /* Open (append) the dispatch log. INVALID_ARGUMENT / IO_ERROR with text. */
 fmoe_status fmoe_logger_open_dispatch(fmoe_logger *lg, const char *path);
