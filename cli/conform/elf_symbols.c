@@ -152,6 +152,34 @@ static int read_needed(const unsigned char *f, size_t n, const Elf64_Shdr *sh, s
     return 0;
 }
 
+int cf_elf_parse_exports(const unsigned char *f, size_t n, cf_elf_exports *out, char *why, size_t cap)
+{
+    memset(out, 0, sizeof *out);
+    Elf64_Ehdr eh;
+    if (n < sizeof eh)
+        return bad(why, cap, "shorter than an ELF64 header");
+    memcpy(&eh, f, sizeof eh);
+    if (memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0)
+        return bad(why, cap, "not an ELF file");
+    if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_ident[EI_DATA] != ELFDATA2LSB ||
+        eh.e_ident[EI_VERSION] != EV_CURRENT)
+        return bad(why, cap, "not a little-endian ELF64 file of version 1");
+    if (eh.e_type != ET_DYN)
+        return bad(why, cap, "not a shared object (e_type is not ET_DYN)");
+    if (eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shnum == 0 ||
+        !in_file(n, eh.e_shoff, (uint64_t)eh.e_shnum * sizeof(Elf64_Shdr)))
+        return bad(why, cap, "bad section header table (offset, count or entry size)");
+    Elf64_Shdr *sh = malloc((size_t)eh.e_shnum * sizeof *sh);
+    if (!sh)
+        return bad(why, cap, "out of memory");
+    memcpy(sh, f + eh.e_shoff, (size_t)eh.e_shnum * sizeof *sh);
+    int rc = read_symbols(f, n, sh, eh.e_shnum, out, why, cap);
+    if (rc == 0)
+        rc = read_needed(f, n, sh, eh.e_shnum, out, why, cap);
+    free(sh);
+    return rc;
+}
+
 int cf_elf_read_exports(const char *path, cf_elf_exports *out, char *why, size_t cap)
 {
     memset(out, 0, sizeof *out);
@@ -159,42 +187,7 @@ int cf_elf_read_exports(const char *path, cf_elf_exports *out, char *why, size_t
     unsigned char *f = slurp(path, &n, why, cap);
     if (!f)
         return -1;
-    int rc = -1;
-    Elf64_Ehdr eh;
-    if (n < sizeof eh) {
-        bad(why, cap, "shorter than an ELF64 header");
-        goto done;
-    }
-    memcpy(&eh, f, sizeof eh);
-    if (memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0) {
-        bad(why, cap, "not an ELF file");
-        goto done;
-    }
-    if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_ident[EI_DATA] != ELFDATA2LSB ||
-        eh.e_ident[EI_VERSION] != EV_CURRENT) {
-        bad(why, cap, "not a little-endian ELF64 file of version 1");
-        goto done;
-    }
-    if (eh.e_type != ET_DYN) {
-        bad(why, cap, "not a shared object (e_type is not ET_DYN)");
-        goto done;
-    }
-    if (eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shnum == 0 ||
-        !in_file(n, eh.e_shoff, (uint64_t)eh.e_shnum * sizeof(Elf64_Shdr))) {
-        bad(why, cap, "bad section header table (offset, count or entry size)");
-        goto done;
-    }
-    Elf64_Shdr *sh = malloc((size_t)eh.e_shnum * sizeof *sh);
-    if (!sh) {
-        bad(why, cap, "out of memory");
-        goto done;
-    }
-    memcpy(sh, f + eh.e_shoff, (size_t)eh.e_shnum * sizeof *sh);
-    rc = read_symbols(f, n, sh, eh.e_shnum, out, why, cap);
-    if (rc == 0)
-        rc = read_needed(f, n, sh, eh.e_shnum, out, why, cap);
-    free(sh);
-done:
+    int rc = cf_elf_parse_exports(f, n, out, why, cap);
     free(f);
     return rc;
 }

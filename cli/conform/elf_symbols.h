@@ -20,4 +20,7 @@ typedef struct cf_elf_exports {
  * file (or one that is not a little-endian ELF64 shared object). */
 int cf_elf_read_exports(const char *path, cf_elf_exports *out, char *why, size_t cap);
 
+/* The same on the file's n bytes at f (tests/fuzz/fuzz_elf.c). */
+int cf_elf_parse_exports(const unsigned char *f, size_t n, cf_elf_exports *out, char *why, size_t cap);
+
 #endif

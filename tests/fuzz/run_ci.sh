@@ -4,7 +4,7 @@
 # corpora, and fail on the first crash, leak, undefined behaviour, hang
 # (-timeout) or runaway memory (-rss_limit_mb).
 #
-#   tests/fuzz/run_ci.sh [SECONDS_PER_TARGET]     (default 40; 5 targets)
+#   tests/fuzz/run_ci.sh [SECONDS_PER_TARGET]     (default 40; 6 targets)
 #
 # Needs clang and its runtime (Debian: apt-get install clang libclang-rt-dev;
 # bookworm's clang 14 ships the libFuzzer runtime in libclang-rt-14-dev),
@@ -58,10 +58,17 @@ for p in "${pids[@]}"; do wait "$p"; done
 rm -f "$out/libfmoe_fuzz.a"
 ar rcs "$out/libfmoe_fuzz.a" "$out"/obj/*.o
 
-targets=(safetensors index model_config quant_config config)
+targets=(safetensors index model_config quant_config config elf)
+# Sources a harness needs beyond the library's (the conform tool's ELF reader).
+declare -A extra=([elf]=cli/conform/elf_symbols.c)
 for t in "${targets[@]}"; do
+  objs=("$out/fuzz_$t.o")
   "$CC" -std=c11 "${flags[@]}" -c "tests/fuzz/fuzz_$t.c" -o "$out/fuzz_$t.o"
-  "$CXX" "$out/fuzz_$t.o" "$out/libfmoe_fuzz.a" "${link[@]}" -o "$out/fuzz_$t"
+  if [[ -n "${extra[$t]:-}" ]]; then
+    "$CC" -std=c11 "${flags[@]}" -c "${extra[$t]}" -o "$out/fuzz_${t}_extra.o"
+    objs+=("$out/fuzz_${t}_extra.o")
+  fi
+  "$CXX" "${objs[@]}" "$out/libfmoe_fuzz.a" "${link[@]}" -o "$out/fuzz_$t"
 done
 
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1
