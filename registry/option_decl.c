@@ -55,7 +55,10 @@ int fmoe_option_value_check(const fmoe_option_decl *d, const char *text, char *w
     case FMOE_OPTION_INT:
         if (fmoe_option_parse_int(text, d->has_min ? d->min : INT64_MIN, d->has_max ? d->max : INT64_MAX, &v) == 0)
             return 0;
-        snprintf(why, cap, "expected an integer in %s", d->domain);
+        if (d->has_min || d->has_max)
+            snprintf(why, cap, "expected an integer in %s", d->domain);
+        else
+            snprintf(why, cap, "expected a 64-bit integer");
         return -1;
     case FMOE_OPTION_ENUM:
         for (size_t i = 0; i < d->n_values; i++)

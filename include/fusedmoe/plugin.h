@@ -691,9 +691,10 @@ static inline int fmoe_option_parse_int(const char *text, long long min, long lo
             return -1;
         v = v * 10 + (unsigned long long)(*p - '0');
     }
-    if (v > (~0ull >> 1))
+    /* The magnitude of the most negative long long is one past the largest. */
+    if (v > (~0ull >> 1) + (unsigned long long)neg)
         return -1;
-    long long s = neg ? -(long long)v : (long long)v;
+    long long s = neg && v ? -(long long)(v - 1) - 1 : (long long)v;
     if (s < min || s > max)
         return -1;
     *out = s;

@@ -146,6 +146,64 @@ START_TEST(ill_typed_values_fail_naming_the_option)
 }
 END_TEST
 
+/* A string option and integers bounded on one side or not at all: their
+ * domains as listed, their defaults and config values reaching init, and
+ * values outside them refused naming the domain. */
+START_TEST(string_and_one_sided_int_options)
+{
+    static const char *extra =
+        "[[option]]\nname = \"label\"\ntype = \"string\"\ndefault = \"x\"\nhelp = \"free text\"\n"
+        "[[option]]\nname = \"floor\"\ntype = \"int\"\nmin = 0\ndefault = 1\nhelp = \"from 0\"\n"
+        "[[option]]\nname = \"cap\"\ntype = \"int\"\nmax = 8\ndefault = 2\nhelp = \"up to 8\"\n"
+        "[[option]]\nname = \"any\"\ntype = \"int\"\ndefault = -5\nhelp = \"any integer\"\n";
+    static const char *domains[4] = {"text", "0..", "..8", "any 64-bit integer"};
+    char dir[512], buf[256];
+    fx_tempdir(dir, sizeof dir);
+    options_manifest(dir, extra);
+    fmoe_context *ctx = options_context(dir, "", 0);
+    fmoe_plugin_info info = fx_plugin(ctx, "fixture_ok");
+    ck_assert_msg(info.state == FMOE_PLUGIN_STATE_LOADED, "state %d: %s", info.state, info.reason);
+    ck_assert_str_eq(received(ctx, buf, sizeof buf), "options: tier=auto,threads=4,label=x,floor=1,cap=2,any=-5");
+    uint32_t p = plugin_index(ctx, "fixture_ok");
+    ck_assert_uint_eq(fmoe_context_plugin_option_count(ctx, p), 6);
+    for (uint32_t i = 0; i < 4; i++) {
+        fmoe_plugin_option_info o = {.struct_size = sizeof o};
+        ck_assert_int_eq(fmoe_context_plugin_option(ctx, p, 2 + i, &o), FMOE_STATUS_OK);
+        ck_assert_str_eq(o.domain, domains[i]);
+    }
+    fmoe_context_destroy(ctx);
+
+    ctx = options_context(dir,
+                          "[plugins.fixture_ok.options]\nlabel = \"a b\"\nfloor = 9000000000\ncap = -7\n"
+                          "any = -9223372036854775808\n",
+                          0);
+    ck_assert_str_eq(received(ctx, buf, sizeof buf),
+                     "options: tier=auto,threads=4,label=a b,floor=9000000000,cap=-7,any=-9223372036854775808");
+    fmoe_context_destroy(ctx);
+
+    static const struct {
+        const char *config, *reason;
+    } refused[] = {
+        {"floor = -1\n", "option 'floor' of plugin 'fixture_ok' = \"-1\": expected an integer in 0.."},
+        {"cap = 9\n", "option 'cap' of plugin 'fixture_ok' = \"9\": expected an integer in ..8"},
+        {"any = \"many\"\n", "option 'any' of plugin 'fixture_ok' = \"many\": expected a 64-bit integer"},
+        {"any = \"9223372036854775808\"\n",
+         "option 'any' of plugin 'fixture_ok' = \"9223372036854775808\": expected a 64-bit integer"},
+        {"any = \"-9223372036854775809\"\n",
+         "option 'any' of plugin 'fixture_ok' = \"-9223372036854775809\": expected a 64-bit integer"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        char text[256];
+        snprintf(text, sizeof text, "[plugins.fixture_ok.options]\n%s", refused[i].config);
+        ctx = options_context(dir, text, 0);
+        info = fx_plugin(ctx, "fixture_ok");
+        ck_assert_int_eq(info.state, FMOE_PLUGIN_STATE_FAILED);
+        ck_assert_msg(strstr(info.reason, refused[i].reason) != NULL, "case %zu: reason: %s", i, info.reason);
+        fmoe_context_destroy(ctx);
+    }
+}
+END_TEST
+
 /* FMOE_OPTIONS overrides the TOML, and ignore_environment silences it:
  * the one way the environment reaches a plugin. (Check runs each test in
  * a child process, so setenv stays here.) */
@@ -323,6 +381,7 @@ static Suite *suite(void)
     tcase_add_test(tc, config_values_override_defaults);
     tcase_add_test(tc, undeclared_option_fails_before_init);
     tcase_add_test(tc, ill_typed_values_fail_naming_the_option);
+    tcase_add_test(tc, string_and_one_sided_int_options);
     tcase_add_test(tc, environment_overrides_and_ignore_environment_silences);
     tcase_add_test(tc, malformed_environment_fails_the_context);
     tcase_add_test(tc, application_options_come_last);
@@ -336,5 +395,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-    return fmoe_test_main(suite(), 11);
+    return fmoe_test_main(suite(), 12);
 }
