@@ -295,40 +295,98 @@ static void fx_write_past_init(void)
 }
 #endif
 
-#ifdef FIXTURE_HUGE_PARAM
-/* Declares one more parameter of four axes of 2^20, whose element count
- * (2^80) overflows int64: the host must refuse it naming this plugin, never
- * allocate a token buffer and blame the checkpoint later. */
-static fmoe_param_desc fx_huge_desc = {.struct_size = sizeof(fmoe_param_desc),
-                                       .name = "huge",
-                                       .dtype = FMOE_DTYPE_F32,
-                                       .ndim = 4,
-                                       .shape = {1 << 20, 1 << 20, 1 << 20, 1 << 20},
-                                       .projection = FMOE_PROJ_NONE,
-                                       .role = FMOE_ROLE_WEIGHT,
-                                       .shard_axis = -1};
-static const fmoe_param_desc *fx_huge_list[16];
+#ifdef FIXTURE_BAD_PARAM
+/* Declares one more parameter after the reference's, broken in the way
+ * FIXTURE_BAD_PARAM names (tests/registry/test_layer.c): the host must
+ * refuse each naming this plugin, never allocate or load by it.
+ *   0  four axes of 2^20: the element count (2^80) overflows int64
+ *   1  a NULL descriptor          2  struct_size too small
+ *   3  no name                    4  the core's reserved name
+ *   5  a dtype without storage    6  ndim 0
+ *   7  an empty axis              8  per_expert 2
+ *   9  per_expert of 1000 experts 10 shard_axis past the slice
+ *   11 an unknown role            12 a transposed 3-D slice
+ *   13 the name of the first parameter again */
+static fmoe_param_desc fx_bad_desc = {.struct_size = sizeof(fmoe_param_desc),
+                                      .name = "extra",
+                                      .dtype = FMOE_DTYPE_F32,
+                                      .ndim = 2,
+                                      .shape = {4, 8},
+                                      .projection = FMOE_PROJ_NONE,
+                                      .role = FMOE_ROLE_WEIGHT,
+                                      .shard_axis = -1};
+static const fmoe_param_desc *fx_bad_list[16];
 
-static fmoe_status fx_declare_huge(fmoe_declare_params_args *a)
+static fmoe_status fx_declare_bad(fmoe_declare_params_args *a)
 {
     fmoe_status st = ref_method_unquantized.declare_params(a);
-    if (st != FMOE_STATUS_OK || a->n_params >= 15)
+    if (st != FMOE_STATUS_OK || a->n_params >= 15 || a->n_params == 0)
         return st;
+    fmoe_param_desc *d = &fx_bad_desc;
+    switch (FIXTURE_BAD_PARAM) {
+    case 0:
+        d->name = "huge";
+        d->ndim = 4;
+        for (int i = 0; i < 4; i++)
+            d->shape[i] = 1 << 20;
+        break;
+    case 2:
+        d->struct_size = 8;
+        break;
+    case 3:
+        d->name = "";
+        break;
+    case 4:
+        d->name = "e_score_correction_bias";
+        break;
+    case 5:
+        d->dtype = FMOE_DTYPE_INT4;
+        break;
+    case 6:
+        d->ndim = 0;
+        break;
+    case 7:
+        d->shape[1] = 0;
+        break;
+    case 8:
+        d->per_expert = 2;
+        break;
+    case 9:
+        d->per_expert = 1;
+        d->shape[0] = 1000;
+        break;
+    case 10:
+        d->shard_axis = 2;
+        break;
+    case 11:
+        d->role = FMOE_ROLE_ROUTING_BIAS;
+        break;
+    case 12:
+        d->ndim = 3;
+        d->shape[2] = 2;
+        d->flags = FMOE_PARAM_TRANSPOSED;
+        break;
+    case 13:
+        d->name = a->params[0]->name;
+        break;
+    default:
+        break;
+    }
     for (uint32_t i = 0; i < a->n_params; i++)
-        fx_huge_list[i] = a->params[i];
-    fx_huge_list[a->n_params] = &fx_huge_desc;
-    a->params = fx_huge_list;
+        fx_bad_list[i] = a->params[i];
+    fx_bad_list[a->n_params] = FIXTURE_BAD_PARAM == 1 ? NULL : d;
+    a->params = fx_bad_list;
     a->n_params++;
     return FMOE_STATUS_OK;
 }
 
-static fmoe_method fx_huge_method;
-static pthread_once_t fx_huge_once = PTHREAD_ONCE_INIT;
+static fmoe_method fx_bad_method;
+static pthread_once_t fx_bad_once = PTHREAD_ONCE_INIT;
 
-static void fx_huge_init(void)
+static void fx_bad_init(void)
 {
-    fx_huge_method = ref_method_unquantized;
-    fx_huge_method.declare_params = fx_declare_huge;
+    fx_bad_method = ref_method_unquantized;
+    fx_bad_method.declare_params = fx_declare_bad;
 }
 #endif
 
@@ -441,9 +499,9 @@ static fmoe_status fx_query(fmoe_query_args *a)
 #elif defined(FIXTURE_WRITE_PAST)
     pthread_once(&fx_write_past_once, fx_write_past_init);
     a->method = &fx_write_past_method;
-#elif defined(FIXTURE_HUGE_PARAM)
-    pthread_once(&fx_huge_once, fx_huge_init);
-    a->method = &fx_huge_method;
+#elif defined(FIXTURE_BAD_PARAM)
+    pthread_once(&fx_bad_once, fx_bad_init);
+    a->method = &fx_bad_method;
 #else
     a->method = &ref_method_unquantized;
 #endif

@@ -800,6 +800,46 @@ START_TEST(overflowing_param_blames_the_plugin)
 }
 END_TEST
 
+/* A plugin's parameter descriptors are replies from outside: each way one
+ * can be broken is refused at layer creation, as the plugin's fault, with
+ * its name (fixture_bad_param_N, fixture_plugin.c FIXTURE_BAD_PARAM). */
+START_TEST(broken_param_descriptors_blame_the_plugin)
+{
+    static const struct {
+        const char *so, *name, *error;
+    } cases[] = {
+        {FIXTURE_SO_FIXTURE_BAD_PARAM_1, "fixture_bad_param_1", "parameter descriptor 2 is NULL or too small"},
+        {FIXTURE_SO_FIXTURE_BAD_PARAM_2, "fixture_bad_param_2", "parameter descriptor 2 is NULL or too small"},
+        {FIXTURE_SO_FIXTURE_BAD_PARAM_3, "fixture_bad_param_3", "parameter 2 has no name or a reserved one"},
+        {FIXTURE_SO_FIXTURE_BAD_PARAM_4, "fixture_bad_param_4", "parameter 2 has no name or a reserved one"},
+        {FIXTURE_SO_FIXTURE_BAD_PARAM_5, "fixture_bad_param_5", "parameter extra has non-storage dtype "},
+        {FIXTURE_SO_FIXTURE_BAD_PARAM_6, "fixture_bad_param_6", "parameter extra has ndim 0"},
+        {FIXTURE_SO_FIXTURE_BAD_PARAM_7, "fixture_bad_param_7", "parameter extra has empty axis 1"},
+        {FIXTURE_SO_FIXTURE_BAD_PARAM_8, "fixture_bad_param_8", "parameter extra: per_expert is 2, expected 0 or 1"},
+        {FIXTURE_SO_FIXTURE_BAD_PARAM_9, "fixture_bad_param_9", "parameter extra axis 0 has 1000 experts, expected 4"},
+        {FIXTURE_SO_FIXTURE_BAD_PARAM_10, "fixture_bad_param_10", "parameter extra: shard_axis 2 out of range"},
+        {FIXTURE_SO_FIXTURE_BAD_PARAM_11, "fixture_bad_param_11", "parameter extra: unknown projection or role"},
+        {FIXTURE_SO_FIXTURE_BAD_PARAM_12, "fixture_bad_param_12", "parameter extra: only 2-D slices can be transposed"},
+        {FIXTURE_SO_FIXTURE_BAD_PARAM_13, "fixture_bad_param_13", "parameter w13_weight declared twice"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *files[] = {cases[i].so};
+        fmoe_context *ctx = fx_context(files, 1, NULL, 0, NULL);
+        fmoe_layer_config cfg = base_cfg();
+        fmoe_scheme s;
+        fmoe_scheme_init_unquantized(&s, FMOE_DTYPE_F32);
+        fmoe_layer *layer = NULL;
+        ck_assert_int_eq(fmoe_layer_create(ctx, &cfg, &s, NULL, &layer), FMOE_STATUS_PLUGIN_ERROR);
+        ck_assert_ptr_null(layer);
+        char want[256];
+        snprintf(want, sizeof want, "%s: %s", cases[i].name, cases[i].error);
+        ck_assert_msg(strstr(fmoe_last_error(), want) != NULL, "case %zu: error \"%s\", expected \"%s\"", i + 1,
+                      fmoe_last_error(), want);
+        fmoe_context_destroy(ctx);
+    }
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("layer");
@@ -820,11 +860,12 @@ static Suite *suite(void)
     tcase_add_test(tc, device_ep_load_record);
     tcase_add_test(tc, device_read_rate_through_plugin);
     tcase_add_test(tc, overflowing_param_blames_the_plugin);
+    tcase_add_test(tc, broken_param_descriptors_blame_the_plugin);
     suite_add_tcase(s, tc);
     return s;
 }
 
 int main(void)
 {
-    return fmoe_test_main(suite(), 10);
+    return fmoe_test_main(suite(), 11);
 }
