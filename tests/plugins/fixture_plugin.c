@@ -34,6 +34,10 @@ typedef struct fx_state {
     char options[200];
 } fx_state;
 
+#ifdef FIXTURE_ROUNDUP
+static const fmoe_host *fx_roundup_host; /* set at init: roundup_sizes has no state */
+#endif
+
 static fmoe_status fx_init(fmoe_init_args *a)
 {
 #ifdef FIXTURE_INIT_FAIL
@@ -44,6 +48,9 @@ static fmoe_status fx_init(fmoe_init_args *a)
         return a->host->error_set(a->err, FMOE_STATUS_OUT_OF_MEMORY, "out of memory");
     memset(st, 0, sizeof *st);
     st->ref.host = a->host;
+#ifdef FIXTURE_ROUNDUP
+    fx_roundup_host = a->host;
+#endif
     size_t len = 0;
     for (uint32_t i = 0; i < a->n_options && len < sizeof st->options; i++) {
         int n = snprintf(st->options + len, sizeof st->options - len, "%s%s=%s", i ? "," : "", a->options[i]->key,
@@ -390,6 +397,28 @@ static void fx_bad_init(void)
 }
 #endif
 
+#ifdef FIXTURE_ROUNDUP
+/* roundup_sizes that breaks its contract (tests/registry/test_layer.c):
+ * 1 shrinks the intermediate size by one, 2 fails with a message. The host
+ * must refuse the layer naming the plugin and method. */
+static fmoe_status fx_roundup(fmoe_roundup_args *a)
+{
+    if (FIXTURE_ROUNDUP == 2)
+        return fx_roundup_host->error_set(a->err, FMOE_STATUS_UNSUPPORTED, "fixture cannot pad");
+    a->intermediate_per_rank -= 1;
+    return FMOE_STATUS_OK;
+}
+
+static fmoe_method fx_roundup_method;
+static pthread_once_t fx_roundup_once = PTHREAD_ONCE_INIT;
+
+static void fx_roundup_init(void)
+{
+    fx_roundup_method = ref_method_unquantized;
+    fx_roundup_method.roundup_sizes = fx_roundup;
+}
+#endif
+
 #ifdef FIXTURE_EP
 /* A pretend EP transport on the pretend device: groups of one rank, whose
  * forward applies the method to the rank's own tokens and counts the
@@ -502,6 +531,9 @@ static fmoe_status fx_query(fmoe_query_args *a)
 #elif defined(FIXTURE_BAD_PARAM)
     pthread_once(&fx_bad_once, fx_bad_init);
     a->method = &fx_bad_method;
+#elif defined(FIXTURE_ROUNDUP)
+    pthread_once(&fx_roundup_once, fx_roundup_init);
+    a->method = &fx_roundup_method;
 #else
     a->method = &ref_method_unquantized;
 #endif

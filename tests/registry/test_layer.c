@@ -840,6 +840,36 @@ START_TEST(broken_param_descriptors_blame_the_plugin)
 }
 END_TEST
 
+/* roundup_sizes is the plugin's to pad, never to shrink: a shrinking one
+ * and a failing one each refuse the layer, naming plugin and method. */
+START_TEST(roundup_that_shrinks_or_fails_refuses_the_layer)
+{
+    static const struct {
+        const char *so, *error;
+        fmoe_status status;
+    } cases[] = {
+        {FIXTURE_SO_FIXTURE_ROUNDUP_1,
+         "fixture_roundup_1/unquantized roundup_sizes shrank the layer (hidden 8 -> 8, intermediate 6 -> 5)",
+         FMOE_STATUS_PLUGIN_ERROR},
+        {FIXTURE_SO_FIXTURE_ROUNDUP_2,
+         "fixture_roundup_2/unquantized roundup_sizes failed (unsupported): fixture cannot pad",
+         FMOE_STATUS_UNSUPPORTED},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *files[] = {cases[i].so};
+        fmoe_context *ctx = fx_context(files, 1, NULL, 0, NULL);
+        fmoe_layer_config cfg = base_cfg();
+        fmoe_scheme s;
+        fmoe_scheme_init_unquantized(&s, FMOE_DTYPE_F32);
+        fmoe_layer *layer = NULL;
+        ck_assert_int_eq(fmoe_layer_create(ctx, &cfg, &s, NULL, &layer), cases[i].status);
+        ck_assert_ptr_null(layer);
+        ck_assert_str_eq(fmoe_last_error(), cases[i].error);
+        fmoe_context_destroy(ctx);
+    }
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("layer");
@@ -861,11 +891,12 @@ static Suite *suite(void)
     tcase_add_test(tc, device_read_rate_through_plugin);
     tcase_add_test(tc, overflowing_param_blames_the_plugin);
     tcase_add_test(tc, broken_param_descriptors_blame_the_plugin);
+    tcase_add_test(tc, roundup_that_shrinks_or_fails_refuses_the_layer);
     suite_add_tcase(s, tc);
     return s;
 }
 
 int main(void)
 {
-    return fmoe_test_main(suite(), 11);
+    return fmoe_test_main(suite(), 12);
 }
