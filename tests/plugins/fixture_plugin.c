@@ -291,15 +291,6 @@ static fmoe_status fx_apply_write_past(fmoe_apply_args *a)
     memset((unsigned char *)o->data + (size_t)(o->shape[0] * o->shape[1]) * esize, 0x5A, esize);
     return st;
 }
-
-static fmoe_method fx_write_past_method;
-static pthread_once_t fx_write_past_once = PTHREAD_ONCE_INIT;
-
-static void fx_write_past_init(void)
-{
-    fx_write_past_method = ref_method_unquantized;
-    fx_write_past_method.apply = fx_apply_write_past;
-}
 #endif
 
 #ifdef FIXTURE_BAD_PARAM
@@ -386,15 +377,6 @@ static fmoe_status fx_declare_bad(fmoe_declare_params_args *a)
     a->n_params++;
     return FMOE_STATUS_OK;
 }
-
-static fmoe_method fx_bad_method;
-static pthread_once_t fx_bad_once = PTHREAD_ONCE_INIT;
-
-static void fx_bad_init(void)
-{
-    fx_bad_method = ref_method_unquantized;
-    fx_bad_method.declare_params = fx_declare_bad;
-}
 #endif
 
 #ifdef FIXTURE_ROUNDUP
@@ -408,14 +390,24 @@ static fmoe_status fx_roundup(fmoe_roundup_args *a)
     a->intermediate_per_rank -= 1;
     return FMOE_STATUS_OK;
 }
+#endif
 
-static fmoe_method fx_roundup_method;
-static pthread_once_t fx_roundup_once = PTHREAD_ONCE_INIT;
+#if defined(FIXTURE_WRITE_PAST) || defined(FIXTURE_BAD_PARAM) || defined(FIXTURE_ROUNDUP)
+#define FIXTURE_VARIANT_METHOD
+/* The reference's method with the one entry this variant breaks. */
+static fmoe_method fx_variant_method;
+static pthread_once_t fx_variant_once = PTHREAD_ONCE_INIT;
 
-static void fx_roundup_init(void)
+static void fx_variant_init(void)
 {
-    fx_roundup_method = ref_method_unquantized;
-    fx_roundup_method.roundup_sizes = fx_roundup;
+    fx_variant_method = ref_method_unquantized;
+#if defined(FIXTURE_WRITE_PAST)
+    fx_variant_method.apply = fx_apply_write_past;
+#elif defined(FIXTURE_BAD_PARAM)
+    fx_variant_method.declare_params = fx_declare_bad;
+#else
+    fx_variant_method.roundup_sizes = fx_roundup;
+#endif
 }
 #endif
 
@@ -525,15 +517,9 @@ static fmoe_status fx_query(fmoe_query_args *a)
     }
 #if defined(FIXTURE_SCALES)
     a->method = &fixture_scales_method;
-#elif defined(FIXTURE_WRITE_PAST)
-    pthread_once(&fx_write_past_once, fx_write_past_init);
-    a->method = &fx_write_past_method;
-#elif defined(FIXTURE_BAD_PARAM)
-    pthread_once(&fx_bad_once, fx_bad_init);
-    a->method = &fx_bad_method;
-#elif defined(FIXTURE_ROUNDUP)
-    pthread_once(&fx_roundup_once, fx_roundup_init);
-    a->method = &fx_roundup_method;
+#elif defined(FIXTURE_VARIANT_METHOD)
+    pthread_once(&fx_variant_once, fx_variant_init);
+    a->method = &fx_variant_method;
 #else
     a->method = &ref_method_unquantized;
 #endif
